@@ -1,0 +1,271 @@
+//! The orchestrator's API: create slots, deliver tasks, read and wait for state.
+
+use std::collections::HashSet;
+use std::fs;
+use std::io;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use crossbeam_channel::bounded;
+
+use crate::error::{Error, Result};
+use crate::fsio::{self, Durability, RESULT_SIZE_LIMIT, SMALL_FILE_LIMIT};
+use crate::layout::{Root, Slot, WorkerPaths};
+use crate::protocol::{
+    parse_result, parse_status, Status, Task, TaskId, TaskResult, WorkerState, SCHEMA,
+};
+use crate::watch::{DirWatcher, Interest, WatchMode};
+
+/// How often a waiter re-reads even without an event: a safety net, not the mechanism.
+const RECHECK_INTERVAL: Duration = Duration::from_secs(1);
+
+/// A handle on one conductor root, for orchestrators.
+#[derive(Debug, Clone)]
+pub struct Client {
+    root: Root,
+    watch_mode: WatchMode,
+}
+
+impl Client {
+    pub fn new(root: Root) -> Client {
+        Client {
+            root,
+            watch_mode: WatchMode::Auto,
+        }
+    }
+
+    /// Open the root given by `--root`, `$CONDUCTOR_HOME` or the default.
+    pub fn from_env(explicit_root: Option<&Path>) -> Result<Client> {
+        Ok(Client::new(Root::resolve(explicit_root)?))
+    }
+
+    /// Wait by polling instead of native events (for filesystems without events).
+    pub fn with_watch_mode(mut self, mode: WatchMode) -> Client {
+        self.watch_mode = mode;
+        self
+    }
+
+    pub fn root(&self) -> &Root {
+        &self.root
+    }
+
+    pub fn worker(&self, slot: Slot) -> WorkerPaths {
+        self.root.worker(slot)
+    }
+
+    /// Create the root and its shared directories (0700). Idempotent.
+    pub fn init_queue(&self) -> Result<()> {
+        for dir in [
+            self.root.path().to_path_buf(),
+            self.root.workers_dir(),
+            self.root.queue_tmp(),
+            self.root.queue_pending(),
+            self.root.keys_dir(),
+            self.root.slots_dir(),
+            self.root.gates_dir(),
+        ] {
+            fsio::ensure_dir(&dir)?;
+        }
+        Ok(())
+    }
+
+    /// Create `workers/<slot>/` with `results/` and `rejected/`, and an `idle` status
+    /// if the slot has none yet. Idempotent.
+    pub fn create_worker(&self, slot: Slot) -> Result<WorkerPaths> {
+        let w = self.root.worker(slot);
+        fsio::ensure_dir(&w.results_dir())?;
+        fsio::ensure_dir(&w.rejected_dir())?;
+        match fsio::write_new(
+            &w.status(),
+            &fsio::to_json_bytes(&Status::new(WorkerState::Idle)),
+            Durability::Atomic,
+        ) {
+            Err(e) if e.io_kind() == Some(io::ErrorKind::AlreadyExists) => {}
+            other => other?,
+        }
+        Ok(w)
+    }
+
+    /// The slots under `workers/`, in order. Entries that are not slot numbers are skipped.
+    pub fn list_workers(&self) -> Result<Vec<Slot>> {
+        let dir = self.root.workers_dir();
+        let entries = match fs::read_dir(&dir) {
+            Ok(e) => e,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Vec::new()),
+            Err(e) => return Err(Error::io("list", &dir, e)),
+        };
+        let mut slots = Vec::new();
+        for entry in entries {
+            let entry = entry.map_err(|e| Error::io("list", &dir, e))?;
+            let name = entry.file_name();
+            match name.to_str().map(str::parse::<Slot>) {
+                Some(Ok(slot)) if entry.path().is_dir() => slots.push(slot),
+                _ => tracing::debug!("ignoring {:?} in {}", name, dir.display()),
+            }
+        }
+        slots.sort();
+        Ok(slots)
+    }
+
+    /// Deliver `task` to the slot's inbox. Never overwrites a waiting task: if the inbox
+    /// holds one, fails with [`Error::InboxBusy`] naming it. Assigns an id if the task has
+    /// none; returns the id. Durable when it returns.
+    pub fn write_task(&self, slot: Slot, task: &Task) -> Result<TaskId> {
+        let w = self.root.worker(slot);
+        let mut task = task.clone();
+        task.schema = SCHEMA;
+        let id = task.id.get_or_insert_with(TaskId::generate).clone();
+        task.validate()
+            .map_err(|reason| Error::InvalidTask { reason })?;
+        let bytes = fsio::to_json_bytes(&task);
+        if bytes.len() as u64 > fsio::TASK_SIZE_LIMIT {
+            return Err(Error::InvalidTask {
+                reason: format!(
+                    "task {id} is {} bytes, over the {}-byte task limit",
+                    bytes.len(),
+                    fsio::TASK_SIZE_LIMIT
+                ),
+            });
+        }
+        let target = w.task();
+        let delivered = match fsio::write_new(&target, &bytes, Durability::Durable) {
+            Err(e) if e.io_kind() == Some(io::ErrorKind::NotFound) => {
+                fsio::ensure_dir(&w.dir)?;
+                fsio::write_new(&target, &bytes, Durability::Durable)
+            }
+            other => other,
+        };
+        match delivered {
+            Ok(()) => Ok(id),
+            Err(e) if e.io_kind() == Some(io::ErrorKind::AlreadyExists) => {
+                let waiting = fsio::read_bounded(&target, fsio::TASK_SIZE_LIMIT)
+                    .ok()
+                    .flatten()
+                    .and_then(|b| Task::salvage_id(&b))
+                    .map(|id| id.to_string())
+                    .unwrap_or_else(|| "(id unreadable)".to_string());
+                Err(Error::InboxBusy {
+                    path: target,
+                    waiting,
+                })
+            }
+            Err(e) => Err(e),
+        }
+    }
+
+    /// The undelivered task in the slot's inbox, if any.
+    pub fn read_task(&self, slot: Slot) -> Result<Option<Task>> {
+        let path = self.root.worker(slot).task();
+        match fsio::read_bounded(&path, fsio::TASK_SIZE_LIMIT)? {
+            None => Ok(None),
+            Some(bytes) => Task::from_bytes(&path, &bytes).map(Some),
+        }
+    }
+
+    /// The slot's `status.json`, if written yet.
+    pub fn read_status(&self, slot: Slot) -> Result<Option<Status>> {
+        read_with(&self.root.worker(slot).status(), SMALL_FILE_LIMIT, parse_status)
+    }
+
+    /// Publish a status for the slot (normally only its worker does this).
+    pub fn write_status(&self, slot: Slot, status: &Status) -> Result<()> {
+        let mut status = status.clone();
+        status.schema = SCHEMA;
+        fsio::write_json(&self.root.worker(slot).status(), &status, Durability::Atomic)
+    }
+
+    /// The slot's newest result (`result.json`), if any.
+    pub fn read_result(&self, slot: Slot) -> Result<Option<TaskResult>> {
+        read_with(&self.root.worker(slot).result(), RESULT_SIZE_LIMIT, parse_result)
+    }
+
+    /// The result of one task (`results/<id>.json`), if it has finished.
+    pub fn read_result_for(&self, slot: Slot, id: &TaskId) -> Result<Option<TaskResult>> {
+        id.validate().map_err(|reason| Error::InvalidTask { reason })?;
+        read_with(&self.root.worker(slot).result_for(id), RESULT_SIZE_LIMIT, parse_result)
+    }
+
+    /// Remove `result.json` (the per-task copies in `results/` stay until gc).
+    /// Returns whether there was one.
+    pub fn clear_result(&self, slot: Slot) -> Result<bool> {
+        fsio::remove_file_if_exists(&self.root.worker(slot).result())
+    }
+
+    /// Wait until the slot's status is one of `states`; returns that status.
+    pub fn wait_for_status(
+        &self,
+        slot: Slot,
+        states: &[WorkerState],
+        timeout: Duration,
+    ) -> Result<Status> {
+        let w = self.root.worker(slot);
+        let what = format!(
+            "worker {slot} to become {}",
+            states.iter().map(|s| s.to_string()).collect::<Vec<_>>().join(" or ")
+        );
+        let wanted: HashSet<&str> = ["status.json"].into();
+        self.wait_until(&[w.dir.clone()], names_interest(wanted), timeout, what, || {
+            Ok(self
+                .read_status(slot)?
+                .filter(|s| states.contains(&s.status)))
+        })
+    }
+
+    /// Wait until task `id` on the slot has a result; returns it.
+    pub fn wait_for_result(&self, slot: Slot, id: &TaskId, timeout: Duration) -> Result<TaskResult> {
+        let w = self.root.worker(slot);
+        fsio::ensure_dir(&w.results_dir())?;
+        let file_name = format!("{id}.json");
+        let wanted: HashSet<&str> = [file_name.as_str()].into();
+        let what = format!("the result of task {id} on worker {slot}");
+        self.wait_until(&[w.results_dir()], names_interest(wanted), timeout, what, || {
+            self.read_result_for(slot, id)
+        })
+    }
+
+    /// Re-run `check` on every wake-up until it yields a value or `timeout` passes.
+    /// The watcher is armed before the first check, so no change can slip between them.
+    fn wait_until<T>(
+        &self,
+        dirs: &[PathBuf],
+        interest: Interest,
+        timeout: Duration,
+        what: String,
+        mut check: impl FnMut() -> Result<Option<T>>,
+    ) -> Result<T> {
+        let (tx, rx) = bounded(1);
+        let _watcher = DirWatcher::new(dirs, self.watch_mode, interest, tx)?;
+        let deadline = Instant::now() + timeout;
+        loop {
+            if let Some(v) = check()? {
+                return Ok(v);
+            }
+            let now = Instant::now();
+            if now >= deadline {
+                return Err(Error::Timeout {
+                    what,
+                    after: timeout,
+                });
+            }
+            let _ = rx.recv_timeout((deadline - now).min(RECHECK_INTERVAL));
+        }
+    }
+}
+
+/// Wake only for changes to files with these names.
+fn names_interest(names: HashSet<&str>) -> Interest {
+    let names: HashSet<String> = names.into_iter().map(String::from).collect();
+    Arc::new(move |p: &Path| {
+        p.file_name()
+            .and_then(|n| n.to_str())
+            .is_some_and(|n| names.contains(n))
+    })
+}
+
+fn read_with<T>(path: &Path, limit: u64, parse: fn(&Path, &[u8]) -> Result<T>) -> Result<Option<T>> {
+    match fsio::read_bounded(path, limit)? {
+        None => Ok(None),
+        Some(bytes) => parse(path, &bytes).map(Some),
+    }
+}

@@ -1,0 +1,121 @@
+//! The library's error type: every failure names the file and the operation.
+
+use std::io;
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// Result alias used throughout the library.
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// What is wrong with a file we refused to accept.
+#[derive(Debug, thiserror::Error)]
+pub enum FileProblem {
+    #[error("is a symbolic link; conductor does not follow links")]
+    Symlink,
+    #[error("is not a regular file")]
+    NotRegular,
+    #[error("is {size} bytes, over the limit of {limit} bytes")]
+    TooLarge { size: u64, limit: u64 },
+    #[error("is not valid UTF-8 (first bad byte at offset {offset})")]
+    NotUtf8 { offset: usize },
+    #[error("is empty")]
+    Empty,
+    #[error("is not valid JSON: {0}")]
+    Json(#[source] serde_json::Error),
+    #[error("has schema {found}, but this conductor understands schema {supported} at most; upgrade conductor to read it")]
+    Schema { found: u64, supported: u32 },
+    #[error("{0}")]
+    Invalid(String),
+}
+
+impl FileProblem {
+    /// True when the file may simply still be being written by a non-atomic
+    /// writer (truncate, then write), so waiting and re-reading can fix it.
+    pub fn may_be_incomplete(&self) -> bool {
+        match self {
+            FileProblem::Empty | FileProblem::NotUtf8 { .. } => true,
+            FileProblem::Json(e) => matches!(
+                e.classify(),
+                serde_json::error::Category::Eof | serde_json::error::Category::Syntax
+            ),
+            _ => false,
+        }
+    }
+}
+
+/// Everything that can go wrong in the conductor library.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error("cannot {op} {}: {source}", path.display())]
+    Io {
+        op: &'static str,
+        path: PathBuf,
+        #[source]
+        source: io::Error,
+    },
+
+    #[error("{}: {problem}", path.display())]
+    BadFile {
+        path: PathBuf,
+        #[source]
+        problem: FileProblem,
+    },
+
+    #[error("invalid worker slot {name:?}: a slot is a decimal number such as 0, 1 or 12")]
+    InvalidSlot { name: String },
+
+    #[error("invalid task: {reason}")]
+    InvalidTask { reason: String },
+
+    #[error("inbox busy: {} still holds undelivered task {waiting}; wait until the worker picks it up", path.display())]
+    InboxBusy { path: PathBuf, waiting: String },
+
+    #[error("refusing to start {role}: another process already serves it ({holder}; gate {})", path.display())]
+    GateHeld {
+        role: String,
+        /// e.g. "pid 4711, since 2026-11-21T10:42:07.000Z"
+        holder: String,
+        path: PathBuf,
+    },
+
+    #[error("lock {} was taken over by another process (it judged us gone); not removing it", path.display())]
+    LockLost { path: PathBuf },
+
+    #[error("timed out after {:.1}s waiting for {what}", after.as_secs_f64())]
+    Timeout { what: String, after: Duration },
+
+    #[error("cannot watch {}: {source}", path.display())]
+    Watch {
+        path: PathBuf,
+        #[source]
+        source: notify::Error,
+    },
+
+    #[error("{0}")]
+    Usage(String),
+}
+
+impl Error {
+    pub(crate) fn io(op: &'static str, path: impl Into<PathBuf>, source: io::Error) -> Self {
+        Error::Io {
+            op,
+            path: path.into(),
+            source,
+        }
+    }
+
+    pub(crate) fn bad(path: impl Into<PathBuf>, problem: FileProblem) -> Self {
+        Error::BadFile {
+            path: path.into(),
+            problem,
+        }
+    }
+
+    /// The underlying I/O error kind, when this is an I/O error.
+    pub fn io_kind(&self) -> Option<io::ErrorKind> {
+        match self {
+            Error::Io { source, .. } => Some(source.kind()),
+            _ => None,
+        }
+    }
+}

@@ -1,0 +1,213 @@
+//! Atomic file I/O: staged temp files, rename/link publication, bounded safe reads.
+
+use std::fs::{self, DirBuilder, File, OpenOptions};
+use std::io::{self, Read, Write};
+use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use nix::fcntl::OFlag;
+use serde::de::DeserializeOwned;
+use serde::Serialize;
+
+use crate::error::{Error, FileProblem, Result};
+
+/// Default size limit for a task file.
+pub const TASK_SIZE_LIMIT: u64 = 4 * 1024 * 1024;
+/// Size limit for status, owner and other small control files.
+pub const SMALL_FILE_LIMIT: u64 = 1024 * 1024;
+/// Size limit for result files (they carry agent output inline).
+pub const RESULT_SIZE_LIMIT: u64 = 64 * 1024 * 1024;
+
+/// Whether a write must survive a power loss once it returns.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Durability {
+    /// fsync the file and its directory: tasks and results.
+    Durable,
+    /// Atomic but not fsynced: status and other state that is rewritten often.
+    Atomic,
+}
+
+/// A string unique to this process and call: used in temp names and lock nonces.
+pub fn nonce() -> String {
+    static SEQ: AtomicU64 = AtomicU64::new(0);
+    let nanos = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_nanos())
+        .unwrap_or(0);
+    let seq = SEQ.fetch_add(1, Ordering::Relaxed);
+    format!("{:x}{:x}{:x}", std::process::id(), nanos & 0xffff_ffff_ffff, seq)
+}
+
+/// Create a directory (and its parents) with mode 0700.
+pub fn ensure_dir(path: &Path) -> Result<()> {
+    match DirBuilder::new().recursive(true).mode(0o700).create(path) {
+        Ok(()) => Ok(()),
+        Err(e) => Err(Error::io("create directory", path, e)),
+    }
+}
+
+/// fsync a directory so a rename, link or unlink inside it is durable.
+pub fn fsync_dir(dir: &Path) -> Result<()> {
+    let d = File::open(dir).map_err(|e| Error::io("open directory", dir, e))?;
+    d.sync_all().map_err(|e| Error::io("fsync directory", dir, e))
+}
+
+fn parent_of(path: &Path) -> &Path {
+    match path.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p,
+        _ => Path::new("."),
+    }
+}
+
+/// Stage `bytes` in a fresh temp file beside `path` (`.NAME.<nonce>.tmp`, O_EXCL, 0600).
+fn stage(path: &Path, bytes: &[u8], durability: Durability) -> Result<PathBuf> {
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let tmp = parent_of(path).join(format!(".{name}.{}.tmp", nonce()));
+    let mut f = OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(&tmp)
+        .map_err(|e| Error::io("create temp file", &tmp, e))?;
+    let res = f.write_all(bytes).and_then(|()| {
+        if durability == Durability::Durable {
+            f.sync_all()
+        } else {
+            Ok(())
+        }
+    });
+    if let Err(e) = res {
+        let _ = fs::remove_file(&tmp);
+        return Err(Error::io("write temp file", &tmp, e));
+    }
+    Ok(tmp)
+}
+
+/// Atomically replace `path` with `bytes` (temp file + rename).
+pub fn write_replace(path: &Path, bytes: &[u8], durability: Durability) -> Result<()> {
+    let tmp = stage(path, bytes, durability)?;
+    if let Err(e) = fs::rename(&tmp, path) {
+        let _ = fs::remove_file(&tmp);
+        return Err(Error::io("rename into place", path, e));
+    }
+    if durability == Durability::Durable {
+        fsync_dir(parent_of(path))?;
+    }
+    Ok(())
+}
+
+/// Atomically create `path` with `bytes`, never replacing an existing file
+/// (temp file + link). An existing file gives an `Io` error of kind `AlreadyExists`.
+pub fn write_new(path: &Path, bytes: &[u8], durability: Durability) -> Result<()> {
+    let tmp = stage(path, bytes, durability)?;
+    let linked = fs::hard_link(&tmp, path);
+    let _ = fs::remove_file(&tmp);
+    linked.map_err(|e| Error::io("publish", path, e))?;
+    if durability == Durability::Durable {
+        fsync_dir(parent_of(path))?;
+    }
+    Ok(())
+}
+
+/// Serialize `value` as pretty JSON with a trailing newline (what `cat` users like).
+pub fn to_json_bytes<T: Serialize>(value: &T) -> Vec<u8> {
+    let mut v = serde_json::to_vec_pretty(value).expect("protocol types always serialize");
+    v.push(b'\n');
+    v
+}
+
+/// Write `value` as JSON, replacing any existing file.
+pub fn write_json<T: Serialize>(path: &Path, value: &T, durability: Durability) -> Result<()> {
+    write_replace(path, &to_json_bytes(value), durability)
+}
+
+/// Read a whole file, refusing symlinks, non-regular files and files over `limit`.
+/// A missing file is `Ok(None)`.
+pub fn read_bounded(path: &Path, limit: u64) -> Result<Option<Vec<u8>>> {
+    let opened = OpenOptions::new()
+        .read(true)
+        // O_NONBLOCK so a FIFO planted under a protocol name cannot hang us.
+        .custom_flags((OFlag::O_NOFOLLOW | OFlag::O_NONBLOCK).bits())
+        .open(path);
+    let mut f = match opened {
+        Ok(f) => f,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
+        Err(e) if e.raw_os_error() == Some(nix::libc::ELOOP) => {
+            return Err(Error::bad(path, FileProblem::Symlink))
+        }
+        Err(e) => return Err(Error::io("open", path, e)),
+    };
+    let meta = f.metadata().map_err(|e| Error::io("stat", path, e))?;
+    if !meta.file_type().is_file() {
+        return Err(Error::bad(path, FileProblem::NotRegular));
+    }
+    if meta.len() > limit {
+        return Err(Error::bad(
+            path,
+            FileProblem::TooLarge {
+                size: meta.len(),
+                limit,
+            },
+        ));
+    }
+    let mut buf = Vec::with_capacity(meta.len() as usize);
+    // Read one byte past the limit: the file may grow between fstat and read.
+    (&mut f)
+        .take(limit + 1)
+        .read_to_end(&mut buf)
+        .map_err(|e| Error::io("read", path, e))?;
+    if buf.len() as u64 > limit {
+        return Err(Error::bad(
+            path,
+            FileProblem::TooLarge {
+                size: buf.len() as u64,
+                limit,
+            },
+        ));
+    }
+    Ok(Some(buf))
+}
+
+/// Parse JSON bytes read from `path`, with errors that name the file.
+pub fn parse_json<T: DeserializeOwned>(path: &Path, bytes: &[u8]) -> Result<T> {
+    if let Err(e) = std::str::from_utf8(bytes) {
+        return Err(Error::bad(
+            path,
+            FileProblem::NotUtf8 {
+                offset: e.valid_up_to(),
+            },
+        ));
+    }
+    if bytes.iter().all(u8::is_ascii_whitespace) {
+        return Err(Error::bad(path, FileProblem::Empty));
+    }
+    serde_json::from_slice(bytes).map_err(|e| Error::bad(path, FileProblem::Json(e)))
+}
+
+/// Read and parse a JSON file with the safety rules of [`read_bounded`].
+pub fn read_json<T: DeserializeOwned>(path: &Path, limit: u64) -> Result<Option<T>> {
+    match read_bounded(path, limit)? {
+        None => Ok(None),
+        Some(bytes) => parse_json(path, &bytes).map(Some),
+    }
+}
+
+/// Remove a file; a missing file is fine. Returns whether something was removed.
+pub fn remove_file_if_exists(path: &Path) -> Result<bool> {
+    match fs::remove_file(path) {
+        Ok(()) => Ok(true),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(false),
+        Err(e) => Err(Error::io("remove", path, e)),
+    }
+}
+
+/// Tighten a file's mode to 0600 (for files other programs created).
+pub fn make_private(path: &Path) -> Result<()> {
+    fs::set_permissions(path, fs::Permissions::from_mode(0o600))
+        .map_err(|e| Error::io("chmod", path, e))
+}

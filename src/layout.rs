@@ -1,0 +1,168 @@
+//! Where every file lives: root resolution, worker slots and all protocol paths.
+
+use std::fmt;
+use std::path::{Path, PathBuf};
+use std::str::FromStr;
+
+use crate::error::{Error, Result};
+use crate::protocol::TaskId;
+
+/// Environment variable naming the root directory.
+pub const ENV_HOME: &str = "CONDUCTOR_HOME";
+
+/// A worker slot number: `workers/<N>/`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Slot(pub u32);
+
+impl FromStr for Slot {
+    type Err = Error;
+
+    /// Only canonical decimal numbers: `0`, `7`, `12` — not `07`, `+1`, ` 1` or `a`,
+    /// so one slot can never be reached under two names.
+    fn from_str(s: &str) -> Result<Slot> {
+        let canonical = !s.is_empty()
+            && s.bytes().all(|b| b.is_ascii_digit())
+            && (s == "0" || !s.starts_with('0'));
+        match s.parse::<u32>() {
+            Ok(n) if canonical => Ok(Slot(n)),
+            _ => Err(Error::InvalidSlot { name: s.to_string() }),
+        }
+    }
+}
+
+impl fmt::Display for Slot {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}", self.0)
+    }
+}
+
+impl From<u32> for Slot {
+    fn from(n: u32) -> Slot {
+        Slot(n)
+    }
+}
+
+/// The conductor root and every path under it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Root {
+    path: PathBuf,
+}
+
+impl Root {
+    pub fn new(path: impl Into<PathBuf>) -> Root {
+        Root { path: path.into() }
+    }
+
+    /// `--root` if given, else `$CONDUCTOR_HOME`, else `~/.claude-code/orchestrator`.
+    pub fn resolve(explicit: Option<&Path>) -> Result<Root> {
+        if let Some(p) = explicit {
+            return Ok(Root::new(p));
+        }
+        if let Some(p) = std::env::var_os(ENV_HOME).filter(|v| !v.is_empty()) {
+            return Ok(Root::new(p));
+        }
+        match std::env::var_os("HOME").filter(|v| !v.is_empty()) {
+            Some(home) => Ok(Root::new(
+                PathBuf::from(home).join(".claude-code").join("orchestrator"),
+            )),
+            None => Err(Error::Usage(format!(
+                "cannot find the conductor root: pass --root DIR or set {ENV_HOME} (HOME is not set)"
+            ))),
+        }
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    pub fn config_file(&self) -> PathBuf {
+        self.path.join("config.json")
+    }
+
+    pub fn workers_dir(&self) -> PathBuf {
+        self.path.join("workers")
+    }
+
+    pub fn worker(&self, slot: Slot) -> WorkerPaths {
+        WorkerPaths {
+            slot,
+            dir: self.workers_dir().join(slot.to_string()),
+        }
+    }
+
+    pub fn queue_dir(&self) -> PathBuf {
+        self.path.join("queue")
+    }
+
+    pub fn queue_tmp(&self) -> PathBuf {
+        self.queue_dir().join("tmp")
+    }
+
+    pub fn queue_pending(&self) -> PathBuf {
+        self.queue_dir().join("pending")
+    }
+
+    pub fn keys_dir(&self) -> PathBuf {
+        self.path.join("keys")
+    }
+
+    pub fn key_lock(&self, key: &str) -> PathBuf {
+        self.keys_dir().join(format!("{key}.lock"))
+    }
+
+    pub fn slots_dir(&self) -> PathBuf {
+        self.path.join("slots")
+    }
+
+    pub fn slot_lock(&self, i: u32) -> PathBuf {
+        self.slots_dir().join(format!("{i}.lock"))
+    }
+
+    /// Gates of other long-lived roles (e.g. one launcher per tmux session).
+    pub fn gates_dir(&self) -> PathBuf {
+        self.path.join(".locks")
+    }
+}
+
+/// Paths inside one worker slot directory.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WorkerPaths {
+    pub slot: Slot,
+    pub dir: PathBuf,
+}
+
+impl WorkerPaths {
+    pub fn task(&self) -> PathBuf {
+        self.dir.join("task.json")
+    }
+    pub fn running(&self) -> PathBuf {
+        self.dir.join("running.json")
+    }
+    pub fn status(&self) -> PathBuf {
+        self.dir.join("status.json")
+    }
+    pub fn result(&self) -> PathBuf {
+        self.dir.join("result.json")
+    }
+    pub fn results_dir(&self) -> PathBuf {
+        self.dir.join("results")
+    }
+    pub fn result_for(&self, id: &TaskId) -> PathBuf {
+        self.results_dir().join(format!("{id}.json"))
+    }
+    pub fn output_log(&self) -> PathBuf {
+        self.dir.join("output.log")
+    }
+    pub fn cancel(&self) -> PathBuf {
+        self.dir.join("cancel")
+    }
+    pub fn lock_dir(&self) -> PathBuf {
+        self.dir.join(".lock")
+    }
+    pub fn worker_gate(&self) -> PathBuf {
+        self.dir.join(".worker.lock")
+    }
+    pub fn rejected_dir(&self) -> PathBuf {
+        self.dir.join("rejected")
+    }
+}

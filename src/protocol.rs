@@ -1,0 +1,450 @@
+//! The on-disk protocol types: task, status and result files (DESIGN.md section 3).
+
+use std::fmt;
+use std::path::Path;
+use std::time::SystemTime;
+
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+use serde_json::Value;
+
+use crate::error::{Error, FileProblem, Result};
+
+/// The schema version of files this conductor writes.
+pub const SCHEMA: u32 = 1;
+
+fn schema_v1() -> u32 {
+    SCHEMA
+}
+
+/// Refuse a file written by a newer conductor instead of guessing at it.
+pub(crate) fn check_schema(path: &Path, found: u32) -> Result<()> {
+    if found > SCHEMA {
+        return Err(Error::bad(
+            path,
+            FileProblem::Schema {
+                found: found.into(),
+                supported: SCHEMA,
+            },
+        ));
+    }
+    Ok(())
+}
+
+/// The current time in RFC 3339 with milliseconds, UTC (as JavaScript's `toISOString`).
+pub fn now_rfc3339() -> String {
+    rfc3339(SystemTime::now())
+}
+
+/// Format a time in RFC 3339 with milliseconds, UTC.
+pub fn rfc3339(t: SystemTime) -> String {
+    humantime::format_rfc3339_millis(t).to_string()
+}
+
+/// Parse an RFC 3339 timestamp as written by us or by JavaScript clients.
+pub fn parse_rfc3339(s: &str) -> Option<SystemTime> {
+    humantime::parse_rfc3339_weak(s.trim_end_matches('Z'))
+        .ok()
+        .or_else(|| humantime::parse_rfc3339(s).ok())
+}
+
+/// A task id, kept as the task gave it: a string, or a number (the original clients
+/// use `Date.now()`). It names files, so only `A-Z a-z 0-9 . _ -` are allowed.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum TaskId {
+    Number(u64),
+    Text(String),
+}
+
+impl TaskId {
+    /// Check that the id can safely name a file (`results/<id>.json`).
+    pub fn validate(&self) -> std::result::Result<(), String> {
+        let TaskId::Text(s) = self else {
+            return Ok(());
+        };
+        if s.is_empty() || s.len() > 128 {
+            return Err(format!(
+                "task id {s:?} must be 1 to 128 characters long (it is {})",
+                s.len()
+            ));
+        }
+        if s.starts_with('.') {
+            return Err(format!("task id {s:?} must not start with a dot"));
+        }
+        if let Some(c) = s
+            .chars()
+            .find(|c| !(c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-')))
+        {
+            return Err(format!(
+                "task id {s:?} contains {c:?}; only A-Z a-z 0-9 . _ - are allowed"
+            ));
+        }
+        Ok(())
+    }
+
+    /// A fresh id, unique across processes on this host: `<unix ms>-<pid>-<seq>`.
+    pub fn generate() -> TaskId {
+        use std::sync::atomic::{AtomicU64, Ordering};
+        static SEQ: AtomicU64 = AtomicU64::new(0);
+        let ms = SystemTime::now()
+            .duration_since(SystemTime::UNIX_EPOCH)
+            .map(|d| d.as_millis())
+            .unwrap_or(0);
+        let seq = SEQ.fetch_add(1, Ordering::Relaxed);
+        TaskId::Text(format!("{ms}-{}-{seq}", std::process::id()))
+    }
+
+    /// Parse an id given on a command line: digits become a number, as clients write it.
+    pub fn parse(s: &str) -> std::result::Result<TaskId, String> {
+        let id = match s.parse::<u64>() {
+            Ok(n) if n.to_string() == s => TaskId::Number(n),
+            _ => TaskId::Text(s.to_string()),
+        };
+        id.validate()?;
+        Ok(id)
+    }
+}
+
+impl fmt::Display for TaskId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            TaskId::Number(n) => write!(f, "{n}"),
+            TaskId::Text(s) => f.write_str(s),
+        }
+    }
+}
+
+impl From<&str> for TaskId {
+    fn from(s: &str) -> Self {
+        TaskId::Text(s.to_string())
+    }
+}
+
+impl From<u64> for TaskId {
+    fn from(n: u64) -> Self {
+        TaskId::Number(n)
+    }
+}
+
+impl Serialize for TaskId {
+    fn serialize<S: Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
+        match self {
+            TaskId::Number(n) => s.serialize_u64(*n),
+            TaskId::Text(t) => s.serialize_str(t),
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for TaskId {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> std::result::Result<Self, D::Error> {
+        use serde::de::Error as _;
+        match Value::deserialize(d)? {
+            Value::String(s) => Ok(TaskId::Text(s)),
+            Value::Number(n) => n.as_u64().map(TaskId::Number).ok_or_else(|| {
+                D::Error::custom(format!(
+                    "task id {n} must be a string or a non-negative integer"
+                ))
+            }),
+            other => Err(D::Error::custom(format!(
+                "task id must be a string or a number, not {}",
+                json_kind(&other)
+            ))),
+        }
+    }
+}
+
+fn json_kind(v: &Value) -> &'static str {
+    match v {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "an array",
+        Value::Object(_) => "an object",
+    }
+}
+
+/// Accept a timestamp as a string (ours, JavaScript's) or a number (Python's `time.time()`).
+fn lenient_timestamp<'de, D: Deserializer<'de>>(d: D) -> std::result::Result<String, D::Error> {
+    Ok(match Value::deserialize(d)? {
+        Value::String(s) => s,
+        Value::Null => String::new(),
+        other => other.to_string(),
+    })
+}
+
+/// `task.json`: the one undelivered task in a worker's inbox (also `running.json`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Task {
+    #[serde(default = "schema_v1")]
+    pub schema: u32,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub id: Option<TaskId>,
+    pub prompt: String,
+    /// Any JSON; handed to the agent as `CONDUCTOR_CONTEXT`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub context: Option<Value>,
+    /// Written by original clients; ignored.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timestamp: Option<Value>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timeout_secs: Option<u64>,
+    /// Serialization key (user or project): one running task per key.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub key: Option<String>,
+    /// 0–9, default 5.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub priority: Option<u8>,
+    /// Default 1: an interrupted task is never re-run.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_attempts: Option<u32>,
+    /// Which attempt this delivery is (1-based); set by conductor on re-delivery.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub attempt: Option<u32>,
+}
+
+impl Task {
+    /// A task with just a prompt; everything else defaulted.
+    pub fn new(prompt: impl Into<String>) -> Task {
+        Task {
+            schema: SCHEMA,
+            id: None,
+            prompt: prompt.into(),
+            context: None,
+            timestamp: None,
+            timeout_secs: None,
+            key: None,
+            priority: None,
+            max_attempts: None,
+            attempt: None,
+        }
+    }
+
+    pub fn with_id(mut self, id: impl Into<TaskId>) -> Task {
+        self.id = Some(id.into());
+        self
+    }
+
+    pub fn with_context(mut self, context: Value) -> Task {
+        self.context = Some(context);
+        self
+    }
+
+    pub fn with_timeout_secs(mut self, secs: u64) -> Task {
+        self.timeout_secs = Some(secs);
+        self
+    }
+
+    /// Check the fields a worker relies on; the message says what to fix.
+    pub fn validate(&self) -> std::result::Result<(), String> {
+        if let Some(id) = &self.id {
+            id.validate()?;
+        }
+        if let Some(p) = self.priority {
+            if p > 9 {
+                return Err(format!("priority {p} is out of range 0-9"));
+            }
+        }
+        if self.max_attempts == Some(0) {
+            return Err("maxAttempts must be at least 1".into());
+        }
+        if self.timeout_secs == Some(0) {
+            return Err("timeoutSecs must be at least 1".into());
+        }
+        if let Some(k) = &self.key {
+            TaskId::Text(k.clone())
+                .validate()
+                .map_err(|e| e.replacen("task id", "key", 1))?;
+        }
+        Ok(())
+    }
+
+    pub fn attempt(&self) -> u32 {
+        self.attempt.unwrap_or(1)
+    }
+
+    pub fn max_attempts(&self) -> u32 {
+        self.max_attempts.unwrap_or(1)
+    }
+
+    /// Parse and check a task file's bytes; errors name `path` and say what is wrong.
+    pub fn from_bytes(path: &Path, bytes: &[u8]) -> Result<Task> {
+        let task: Task = crate::fsio::parse_json(path, bytes)?;
+        check_schema(path, task.schema)?;
+        task.validate()
+            .map_err(|r| Error::bad(path, FileProblem::Invalid(r)))?;
+        Ok(task)
+    }
+
+    /// Best-effort id from a task file that failed to parse, so a rejection can
+    /// still be answered with a result under the id the client waits for.
+    pub fn salvage_id(bytes: &[u8]) -> Option<TaskId> {
+        let v: Value = serde_json::from_slice(bytes).ok()?;
+        let id: TaskId = serde_json::from_value(v.get("id")?.clone()).ok()?;
+        id.validate().ok()?;
+        Some(id)
+    }
+}
+
+/// A worker's state as published in `status.json`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum WorkerState {
+    Idle,
+    Working,
+    Done,
+    Error,
+}
+
+impl fmt::Display for WorkerState {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            WorkerState::Idle => "idle",
+            WorkerState::Working => "working",
+            WorkerState::Done => "done",
+            WorkerState::Error => "error",
+        })
+    }
+}
+
+/// `status.json`: written only by the worker serving the slot.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Status {
+    #[serde(default = "schema_v1")]
+    pub schema: u32,
+    pub status: WorkerState,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub task_id: Option<TaskId>,
+    #[serde(default, deserialize_with = "lenient_timestamp")]
+    pub timestamp: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub started_at: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub heartbeat_at: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub agent_pid: Option<u32>,
+    /// The agent's process start time (clock ticks since boot), so a restarted
+    /// worker can tell a leftover agent from an unrelated process that reused its pid.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub agent_start_time: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub worker_pid: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub host: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub attempt: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub output_bytes: Option<u64>,
+}
+
+impl Status {
+    /// A bare status in `state`, stamped now.
+    pub fn new(state: WorkerState) -> Status {
+        Status {
+            schema: SCHEMA,
+            status: state,
+            task_id: None,
+            timestamp: now_rfc3339(),
+            started_at: None,
+            heartbeat_at: None,
+            agent_pid: None,
+            agent_start_time: None,
+            worker_pid: None,
+            host: None,
+            attempt: None,
+            output_bytes: None,
+        }
+    }
+}
+
+/// How a task ended. Every accepted task ends with exactly one of these.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Outcome {
+    Success,
+    Failure,
+    Timeout,
+    Cancelled,
+    Interrupted,
+    Rejected,
+}
+
+/// `result.json` and `results/<taskId>.json`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TaskResult {
+    #[serde(default = "schema_v1")]
+    pub schema: u32,
+    pub task_id: TaskId,
+    #[serde(default)]
+    pub output: String,
+    pub success: bool,
+    /// `null` on success, otherwise a one-line reason.
+    #[serde(default)]
+    pub error: Option<String>,
+    #[serde(default, deserialize_with = "lenient_timestamp")]
+    pub timestamp: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub outcome: Option<Outcome>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub exit_code: Option<i32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub signal: Option<i32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stderr: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub duration_ms: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub started_at: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub finished_at: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub attempt: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub worker: Option<u32>,
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub output_truncated: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub output_file: Option<String>,
+}
+
+impl TaskResult {
+    /// A failed result with `outcome` and a one-line `error`, stamped now.
+    pub fn failed(task_id: TaskId, outcome: Outcome, error: impl Into<String>) -> TaskResult {
+        let now = now_rfc3339();
+        TaskResult {
+            schema: SCHEMA,
+            task_id,
+            output: String::new(),
+            success: false,
+            error: Some(error.into()),
+            timestamp: now.clone(),
+            outcome: Some(outcome),
+            exit_code: None,
+            signal: None,
+            stderr: None,
+            duration_ms: None,
+            started_at: None,
+            finished_at: Some(now),
+            attempt: None,
+            worker: None,
+            output_truncated: false,
+            output_file: None,
+        }
+    }
+}
+
+/// Parse a status file's bytes, refusing newer schemas.
+pub fn parse_status(path: &Path, bytes: &[u8]) -> Result<Status> {
+    let s: Status = crate::fsio::parse_json(path, bytes)?;
+    check_schema(path, s.schema)?;
+    Ok(s)
+}
+
+/// Parse a result file's bytes, refusing newer schemas.
+pub fn parse_result(path: &Path, bytes: &[u8]) -> Result<TaskResult> {
+    let r: TaskResult = crate::fsio::parse_json(path, bytes)?;
+    check_schema(path, r.schema)?;
+    Ok(r)
+}
