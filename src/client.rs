@@ -165,25 +165,42 @@ impl Client {
 
     /// The slot's `status.json`, if written yet.
     pub fn read_status(&self, slot: Slot) -> Result<Option<Status>> {
-        read_with(&self.root.worker(slot).status(), SMALL_FILE_LIMIT, parse_status)
+        read_with(
+            &self.root.worker(slot).status(),
+            SMALL_FILE_LIMIT,
+            parse_status,
+        )
     }
 
     /// Publish a status for the slot (normally only its worker does this).
     pub fn write_status(&self, slot: Slot, status: &Status) -> Result<()> {
         let mut status = status.clone();
         status.schema = SCHEMA;
-        fsio::write_json(&self.root.worker(slot).status(), &status, Durability::Atomic)
+        fsio::write_json(
+            &self.root.worker(slot).status(),
+            &status,
+            Durability::Atomic,
+        )
     }
 
     /// The slot's newest result (`result.json`), if any.
     pub fn read_result(&self, slot: Slot) -> Result<Option<TaskResult>> {
-        read_with(&self.root.worker(slot).result(), RESULT_SIZE_LIMIT, parse_result)
+        read_with(
+            &self.root.worker(slot).result(),
+            RESULT_SIZE_LIMIT,
+            parse_result,
+        )
     }
 
     /// The result of one task (`results/<id>.json`), if it has finished.
     pub fn read_result_for(&self, slot: Slot, id: &TaskId) -> Result<Option<TaskResult>> {
-        id.validate().map_err(|reason| Error::InvalidTask { reason })?;
-        read_with(&self.root.worker(slot).result_for(id), RESULT_SIZE_LIMIT, parse_result)
+        id.validate()
+            .map_err(|reason| Error::InvalidTask { reason })?;
+        read_with(
+            &self.root.worker(slot).result_for(id),
+            RESULT_SIZE_LIMIT,
+            parse_result,
+        )
     }
 
     /// Remove `result.json` (the per-task copies in `results/` stay until gc).
@@ -202,26 +219,45 @@ impl Client {
         let w = self.root.worker(slot);
         let what = format!(
             "worker {slot} to become {}",
-            states.iter().map(|s| s.to_string()).collect::<Vec<_>>().join(" or ")
+            states
+                .iter()
+                .map(|s| s.to_string())
+                .collect::<Vec<_>>()
+                .join(" or ")
         );
         let wanted: HashSet<&str> = ["status.json"].into();
-        self.wait_until(&[w.dir.clone()], names_interest(wanted), timeout, what, || {
-            Ok(self
-                .read_status(slot)?
-                .filter(|s| states.contains(&s.status)))
-        })
+        self.wait_until(
+            std::slice::from_ref(&w.dir),
+            names_interest(wanted),
+            timeout,
+            what,
+            || {
+                Ok(self
+                    .read_status(slot)?
+                    .filter(|s| states.contains(&s.status)))
+            },
+        )
     }
 
     /// Wait until task `id` on the slot has a result; returns it.
-    pub fn wait_for_result(&self, slot: Slot, id: &TaskId, timeout: Duration) -> Result<TaskResult> {
+    pub fn wait_for_result(
+        &self,
+        slot: Slot,
+        id: &TaskId,
+        timeout: Duration,
+    ) -> Result<TaskResult> {
         let w = self.root.worker(slot);
         fsio::ensure_dir(&w.results_dir())?;
         let file_name = format!("{id}.json");
         let wanted: HashSet<&str> = [file_name.as_str()].into();
         let what = format!("the result of task {id} on worker {slot}");
-        self.wait_until(&[w.results_dir()], names_interest(wanted), timeout, what, || {
-            self.read_result_for(slot, id)
-        })
+        self.wait_until(
+            &[w.results_dir()],
+            names_interest(wanted),
+            timeout,
+            what,
+            || self.read_result_for(slot, id),
+        )
     }
 
     /// Re-run `check` on every wake-up until it yields a value or `timeout` passes.
@@ -236,19 +272,21 @@ impl Client {
     ) -> Result<T> {
         let (tx, rx) = bounded(1);
         let _watcher = DirWatcher::new(dirs, self.watch_mode, interest, tx)?;
-        let deadline = Instant::now() + timeout;
+        // A timeout too large to add (e.g. Duration::MAX) means "wait forever".
+        let deadline = Instant::now().checked_add(timeout);
         loop {
             if let Some(v) = check()? {
                 return Ok(v);
             }
             let now = Instant::now();
-            if now >= deadline {
+            let left = deadline.map_or(RECHECK_INTERVAL, |d| d.saturating_duration_since(now));
+            if left.is_zero() {
                 return Err(Error::Timeout {
                     what,
                     after: timeout,
                 });
             }
-            let _ = rx.recv_timeout((deadline - now).min(RECHECK_INTERVAL));
+            let _ = rx.recv_timeout(left.min(RECHECK_INTERVAL));
         }
     }
 }
@@ -263,7 +301,11 @@ fn names_interest(names: HashSet<&str>) -> Interest {
     })
 }
 
-fn read_with<T>(path: &Path, limit: u64, parse: fn(&Path, &[u8]) -> Result<T>) -> Result<Option<T>> {
+fn read_with<T>(
+    path: &Path,
+    limit: u64,
+    parse: fn(&Path, &[u8]) -> Result<T>,
+) -> Result<Option<T>> {
     match fsio::read_bounded(path, limit)? {
         None => Ok(None),
         Some(bytes) => parse(path, &bytes).map(Some),

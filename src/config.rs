@@ -65,7 +65,10 @@ impl Config {
     pub fn lock_options(&self) -> LockOptions {
         let d = LockOptions::default();
         LockOptions {
-            grace: self.lock_grace_secs.map(Duration::from_secs).unwrap_or(d.grace),
+            grace: self
+                .lock_grace_secs
+                .map(Duration::from_secs)
+                .unwrap_or(d.grace),
             lease: self.lease_secs.map(Duration::from_secs).unwrap_or(d.lease),
         }
     }

@@ -383,9 +383,7 @@ fn judge_owner(o: &LockOwner, opts: &LockOptions) -> Liveness {
     }
     let my_boot = host::boot_id();
     if !o.boot_id.is_empty() && !my_boot.is_empty() && o.boot_id != my_boot {
-        return Liveness::Stale(format!(
-            "held by pid {pid} before this machine rebooted"
-        ));
+        return Liveness::Stale(format!("held by pid {pid} before this machine rebooted"));
     }
     if !host::pid_alive(pid) {
         return Liveness::Stale(format!("holder pid {pid} is dead"));

@@ -91,6 +91,14 @@ pub enum Error {
         source: notify::Error,
     },
 
+    #[error("cannot start agent `{program}`: {source}{hint}")]
+    Spawn {
+        program: String,
+        hint: &'static str,
+        #[source]
+        source: io::Error,
+    },
+
     #[error("{0}")]
     Usage(String),
 }

@@ -37,7 +37,12 @@ pub fn nonce() -> String {
         .map(|d| d.as_nanos())
         .unwrap_or(0);
     let seq = SEQ.fetch_add(1, Ordering::Relaxed);
-    format!("{:x}{:x}{:x}", std::process::id(), nanos & 0xffff_ffff_ffff, seq)
+    format!(
+        "{:x}{:x}{:x}",
+        std::process::id(),
+        nanos & 0xffff_ffff_ffff,
+        seq
+    )
 }
 
 /// Create a directory (and its parents) with mode 0700.
@@ -51,7 +56,8 @@ pub fn ensure_dir(path: &Path) -> Result<()> {
 /// fsync a directory so a rename, link or unlink inside it is durable.
 pub fn fsync_dir(dir: &Path) -> Result<()> {
     let d = File::open(dir).map_err(|e| Error::io("open directory", dir, e))?;
-    d.sync_all().map_err(|e| Error::io("fsync directory", dir, e))
+    d.sync_all()
+        .map_err(|e| Error::io("fsync directory", dir, e))
 }
 
 fn parent_of(path: &Path) -> &Path {

@@ -108,14 +108,14 @@ pub fn probe(path: &Path) -> Result<Option<GateHolder>> {
     };
     match Flock::lock(file, FlockArg::LockSharedNonblock) {
         Ok(_free) => Ok(None),
-        Err((mut file, Errno::EWOULDBLOCK)) => Ok(Some(read_holder(&mut file).unwrap_or(
-            GateHolder {
+        Err((mut file, Errno::EWOULDBLOCK)) => {
+            Ok(Some(read_holder(&mut file).unwrap_or(GateHolder {
                 pid: 0,
                 role: String::new(),
                 host: String::new(),
                 since: String::new(),
-            },
-        ))),
+            })))
+        }
         Err((_, errno)) => Err(Error::io("flock gate", path, errno.into())),
     }
 }

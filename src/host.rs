@@ -74,7 +74,8 @@ mod tests {
 
     #[test]
     fn start_time_survives_odd_command_names() {
-        let stat = "4711 (a) b (c)) S 1 4711 4711 0 -1 4194560 100 0 0 0 1 2 0 0 20 0 1 0 123456 1000 10";
+        let stat =
+            "4711 (a) b (c)) S 1 4711 4711 0 -1 4194560 100 0 0 0 1 2 0 0 20 0 1 0 123456 1000 10";
         assert_eq!(parse_stat_start_time(stat), Some(123456));
     }
 

@@ -25,7 +25,9 @@ impl FromStr for Slot {
             && (s == "0" || !s.starts_with('0'));
         match s.parse::<u32>() {
             Ok(n) if canonical => Ok(Slot(n)),
-            _ => Err(Error::InvalidSlot { name: s.to_string() }),
+            _ => Err(Error::InvalidSlot {
+                name: s.to_string(),
+            }),
         }
     }
 }

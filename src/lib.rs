@@ -8,8 +8,10 @@ pub mod host;
 pub mod layout;
 pub mod protocol;
 pub mod watch;
+pub mod worker;
 
 pub use error::{Error, FileProblem, Result};
+pub mod agent;
 pub mod client;
 pub mod config;
 

@@ -51,15 +51,24 @@ pub struct DirWatcher {
 
 impl std::fmt::Debug for DirWatcher {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("DirWatcher").field("kind", &self.kind).finish()
+        f.debug_struct("DirWatcher")
+            .field("kind", &self.kind)
+            .finish()
     }
 }
 
 impl DirWatcher {
-    pub fn new(dirs: &[PathBuf], mode: WatchMode, interest: Interest, wake: Sender<()>) -> Result<Self> {
+    pub fn new(
+        dirs: &[PathBuf],
+        mode: WatchMode,
+        interest: Interest,
+        wake: Sender<()>,
+    ) -> Result<Self> {
         let handler = move |res: notify::Result<Event>| {
             let relevant = match &res {
-                Ok(ev) => ev.need_rescan() || ev.paths.is_empty() || ev.paths.iter().any(|p| interest(p)),
+                Ok(ev) => {
+                    ev.need_rescan() || ev.paths.is_empty() || ev.paths.iter().any(|p| interest(p))
+                }
                 // An error from the backend: re-read to be safe.
                 Err(_) => true,
             };
@@ -70,15 +79,23 @@ impl DirWatcher {
         };
         let poll_reason = match mode {
             WatchMode::Poll(interval) => Some((interval, "--poll given".to_string())),
-            WatchMode::Auto => dirs
-                .iter()
-                .find_map(|d| eventless_filesystem(d).map(|fs| (DEFAULT_POLL_INTERVAL, format!("{} is on {fs}, which delivers no change events", d.display())))),
+            WatchMode::Auto => dirs.iter().find_map(|d| {
+                eventless_filesystem(d).map(|fs| {
+                    (
+                        DEFAULT_POLL_INTERVAL,
+                        format!(
+                            "{} is on {fs}, which delivers no change events",
+                            d.display()
+                        ),
+                    )
+                })
+            }),
         };
         if let Some((interval, reason)) = poll_reason {
             return Self::poll(dirs, interval, reason, handler);
         }
-        let native = RecommendedWatcher::new(handler.clone(), Config::default())
-            .and_then(|mut w| {
+        let native =
+            RecommendedWatcher::new(handler.clone(), Config::default()).and_then(|mut w| {
                 for d in dirs {
                     w.watch(d, RecursiveMode::NonRecursive)?;
                 }
@@ -111,10 +128,11 @@ impl DirWatcher {
                 source: e,
             })?;
         for d in dirs {
-            w.watch(d, RecursiveMode::NonRecursive).map_err(|e| Error::Watch {
-                path: d.clone(),
-                source: e,
-            })?;
+            w.watch(d, RecursiveMode::NonRecursive)
+                .map_err(|e| Error::Watch {
+                    path: d.clone(),
+                    source: e,
+                })?;
         }
         Ok(DirWatcher {
             _inner: Box::new(w),

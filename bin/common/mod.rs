@@ -1,0 +1,139 @@
+//! Pieces shared by the thin binaries: logging, exit codes, the worker command.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::Args;
+use conductor::agent::AgentCommand;
+use conductor::watch::{WatchMode, DEFAULT_POLL_INTERVAL};
+use conductor::worker::{Worker, WorkerOptions};
+use conductor::{Error, Root, Slot};
+
+/// Exit codes, documented in `--help` and the README.
+pub mod exit {
+    /// Everything went well.
+    pub const OK: i32 = 0;
+    /// An error (or a task failed).
+    pub const FAILURE: i32 = 1;
+    /// Bad usage: arguments, slot names, input files.
+    pub const USAGE: i32 = 2;
+    /// Refused: busy inbox, slot served by another worker, nested start.
+    pub const REFUSED: i32 = 3;
+}
+
+pub const EXIT_CODES_HELP: &str = "Exit codes: 0 ok, 1 error or failed task, 2 usage, 3 refused (busy inbox, slot already served, nested start)";
+
+/// Set up `tracing` on stderr: `-v` for debug, `-vv` for trace, `-q` for warnings only;
+/// `RUST_LOG` overrides.
+pub fn init_logging(verbose: u8, quiet: bool) {
+    let level = match (quiet, verbose) {
+        (true, _) => "warn",
+        (false, 0) => "info",
+        (false, 1) => "debug",
+        _ => "trace",
+    };
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(format!("conductor={level},warn")));
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_target(false)
+        .init();
+}
+
+/// Map an error to its documented exit code.
+pub fn exit_code_for(err: &anyhow::Error) -> i32 {
+    match err.downcast_ref::<Error>() {
+        Some(Error::GateHeld { .. } | Error::InboxBusy { .. }) => exit::REFUSED,
+        Some(Error::Usage(msg)) if msg.contains("--allow-nested") => exit::REFUSED,
+        Some(Error::Usage(_) | Error::InvalidSlot { .. } | Error::InvalidTask { .. }) => {
+            exit::USAGE
+        }
+        _ => exit::FAILURE,
+    }
+}
+
+/// Print an error with its causes and return its exit code.
+pub fn report(err: &anyhow::Error) -> i32 {
+    eprintln!("error: {err}");
+    for cause in err.chain().skip(1) {
+        eprintln!("  caused by: {cause}");
+    }
+    exit_code_for(err)
+}
+
+fn parse_slot(s: &str) -> Result<Slot, String> {
+    s.parse::<Slot>().map_err(|e| e.to_string())
+}
+
+fn parse_poll(s: &str) -> Result<Duration, String> {
+    s.parse::<u64>()
+        .map(Duration::from_millis)
+        .map_err(|_| format!("--poll takes milliseconds, e.g. --poll=250, not {s:?}"))
+}
+
+/// `conductor worker N DIR` / `conductor-worker N DIR`.
+#[derive(Debug, Args)]
+pub struct WorkerArgs {
+    /// Worker slot number (0, 1, 2 …): serves <root>/workers/<N>/.
+    #[arg(value_parser = parse_slot)]
+    pub slot: Slot,
+    /// Project directory the agent runs in (its cwd).
+    #[arg(default_value = ".")]
+    pub dir: PathBuf,
+    /// Conductor root [default: $CONDUCTOR_HOME, else ~/.claude-code/orchestrator].
+    #[arg(long, value_name = "DIR")]
+    pub root: Option<PathBuf>,
+    /// Agent command line; the prompt arrives on its stdin. No shell is involved unless
+    /// you write one (`sh -c '…'`).
+    #[arg(long, value_name = "CMD", default_value = "claude -p")]
+    pub agent: String,
+    /// Default task timeout in seconds (a task's own timeoutSecs wins).
+    #[arg(long, value_name = "SECS")]
+    pub timeout: Option<u64>,
+    /// Seconds between SIGTERM and SIGKILL when stopping an agent.
+    #[arg(long, value_name = "SECS", default_value_t = 5)]
+    pub kill_grace: u64,
+    /// Poll the directory instead of using native file events (for NFS, SMB, FUSE);
+    /// optional interval in milliseconds.
+    #[arg(long, value_name = "MS", num_args = 0..=1, require_equals = true,
+          default_missing_value = "100", value_parser = parse_poll)]
+    pub poll: Option<Duration>,
+    /// Start even when running inside a conductor agent (CONDUCTOR_WORKER is set).
+    #[arg(long)]
+    pub allow_nested: bool,
+}
+
+/// Start a worker and serve until Ctrl-C / SIGTERM / SIGHUP.
+pub fn run_worker(args: WorkerArgs) -> anyhow::Result<()> {
+    let root = Root::resolve(args.root.as_deref())?;
+    let agent = AgentCommand::parse(&args.agent)?;
+    let dir = args
+        .dir
+        .canonicalize()
+        .map_err(|e| Error::Usage(format!("project directory {}: {e}", args.dir.display())))?;
+    let mut opts = WorkerOptions::new(root, args.slot, dir, agent);
+    opts.timeout = args.timeout.map(Duration::from_secs);
+    opts.kill_grace = Duration::from_secs(args.kill_grace);
+    opts.allow_nested = args.allow_nested;
+    if let Some(interval) = args.poll {
+        opts.watch = WatchMode::Poll(interval.max(Duration::from_millis(1)));
+    }
+    let _ = DEFAULT_POLL_INTERVAL;
+
+    let (tx, shutdown) = crossbeam_channel::bounded(1);
+    ctrlc::set_handler(move || {
+        let _ = tx.try_send(());
+    })
+    .map_err(|e| anyhow::anyhow!("cannot install the signal handler: {e}"))?;
+
+    let mut worker = Worker::start(opts)?;
+    println!("{}", worker.describe());
+    let rec = worker.recovery();
+    if !rec.is_empty() {
+        println!("recovered: {rec:?}");
+    }
+    worker.run(&shutdown)?;
+    tracing::info!("worker stopped");
+    Ok(())
+}

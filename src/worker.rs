@@ -1,0 +1,751 @@
+//! The worker daemon: event-driven pickup, agent runs, results, crash recovery.
+
+use std::fs;
+use std::io;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime};
+
+use crossbeam_channel::{bounded, select, Receiver};
+use nix::sys::signal::Signal;
+
+use crate::agent::{self, Agent, AgentCommand, AgentOutput, Launch};
+use crate::client::Client;
+use crate::config::Config;
+use crate::dirlock::{self, Acquire, DirLock, LockOptions};
+use crate::error::{Error, Result};
+use crate::fsio::{self, Durability, SMALL_FILE_LIMIT};
+use crate::gate::Gate;
+use crate::host;
+use crate::layout::{Root, Slot, WorkerPaths, ENV_HOME};
+use crate::protocol::{
+    now_rfc3339, rfc3339, Outcome, Status, Task, TaskId, TaskResult, WorkerState,
+};
+use crate::watch::{DirWatcher, WatchMode, WatcherKind};
+
+/// Set in every agent's environment; its presence means "we are inside an agent".
+pub const ENV_WORKER: &str = "CONDUCTOR_WORKER";
+
+/// How a worker is set up. [`WorkerOptions::new`] gives the documented defaults.
+#[derive(Debug, Clone)]
+pub struct WorkerOptions {
+    pub root: Root,
+    pub slot: Slot,
+    /// The agent's working directory (the project).
+    pub project_dir: PathBuf,
+    pub agent: AgentCommand,
+    pub watch: WatchMode,
+    /// Default timeout when the task gives none (`--timeout`); none = no limit.
+    pub timeout: Option<Duration>,
+    /// Between SIGTERM and SIGKILL when stopping an agent.
+    pub kill_grace: Duration,
+    /// How often `status.json` is refreshed while working.
+    pub heartbeat: Duration,
+    /// Re-read the inbox this often even without events (the slow safety timer).
+    pub rescan: Duration,
+    /// How long an unparseable task.json must stay unchanged before it is rejected
+    /// (non-atomic writers truncate, then write).
+    pub quiet_grace: Duration,
+    /// Stdout bytes kept inline in the result; the rest stays in a file.
+    pub inline_output: usize,
+    /// Start even inside an agent (`CONDUCTOR_WORKER` set).
+    pub allow_nested: bool,
+}
+
+impl WorkerOptions {
+    pub fn new(root: Root, slot: Slot, project_dir: PathBuf, agent: AgentCommand) -> Self {
+        WorkerOptions {
+            root,
+            slot,
+            project_dir,
+            agent,
+            watch: WatchMode::Auto,
+            timeout: None,
+            kill_grace: Duration::from_secs(5),
+            heartbeat: Duration::from_secs(2),
+            rescan: Duration::from_secs(2),
+            quiet_grace: Duration::from_millis(500),
+            inline_output: 4 * 1024 * 1024,
+            allow_nested: false,
+        }
+    }
+}
+
+/// What recovery found on a slot left behind by a dead worker.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct RecoveryReport {
+    /// A stale `.lock` was removed (who held it).
+    pub stale_lock: Option<String>,
+    /// A leftover agent group was killed (its pid).
+    pub killed_agent: Option<u32>,
+    /// Task finished as interrupted.
+    pub interrupted: Option<TaskId>,
+    /// Task put back in the inbox for another attempt.
+    pub redelivered: Option<TaskId>,
+    /// `running.json` already had its result; only cleaned up.
+    pub already_finished: Option<TaskId>,
+}
+
+impl RecoveryReport {
+    pub fn is_empty(&self) -> bool {
+        *self == RecoveryReport::default()
+    }
+}
+
+/// A started worker: holds its slot's gate and watcher. Run it with [`Worker::run`].
+pub struct Worker {
+    opts: WorkerOptions,
+    paths: WorkerPaths,
+    config: Config,
+    lock_opts: LockOptions,
+    _gate: Gate,
+    watcher: DirWatcher,
+    wake: Receiver<()>,
+    recovery: RecoveryReport,
+}
+
+/// Why the agent stopped before finishing on its own.
+enum Stop {
+    Timeout(Duration),
+    Cancelled,
+    Interrupted(String),
+}
+
+impl Worker {
+    /// Take the slot's gate, create the slot, recover what a dead predecessor left,
+    /// publish `idle` and arm the watcher.
+    pub fn start(opts: WorkerOptions) -> Result<Worker> {
+        if !opts.allow_nested && std::env::var_os(ENV_WORKER).is_some() {
+            return Err(Error::Usage(format!(
+                "refusing to start worker {}: this shell runs inside a conductor agent \
+                 ({ENV_WORKER} is set); pass --allow-nested if you really mean it",
+                opts.slot
+            )));
+        }
+        if !opts.project_dir.is_dir() {
+            return Err(Error::Usage(format!(
+                "project directory {} does not exist or is not a directory",
+                opts.project_dir.display()
+            )));
+        }
+        let client = Client::new(opts.root.clone());
+        let paths = opts.root.worker(opts.slot);
+        fsio::ensure_dir(&paths.dir)?;
+        let gate = Gate::acquire(&paths.worker_gate(), &format!("worker {}", opts.slot))?;
+        client.init_queue()?;
+        client.create_worker(opts.slot)?;
+        let config = Config::load(&opts.root.config_file())?;
+        let lock_opts = config.lock_options();
+
+        let (tx, wake) = bounded(1);
+        let interest: crate::watch::Interest = Arc::new(|p: &Path| {
+            matches!(
+                p.file_name().and_then(|n| n.to_str()),
+                Some("task.json" | "cancel")
+            )
+        });
+        let watcher = DirWatcher::new(std::slice::from_ref(&paths.dir), opts.watch, interest, tx)?;
+
+        let mut worker = Worker {
+            opts,
+            paths,
+            config,
+            lock_opts,
+            _gate: gate,
+            watcher,
+            wake,
+            recovery: RecoveryReport::default(),
+        };
+        worker.recovery = recover_slot(&worker.opts.root, worker.opts.slot, &worker.lock_opts)?;
+        worker.publish_status(Status::new(WorkerState::Idle))?;
+        Ok(worker)
+    }
+
+    /// One line for the terminal: slot, root, project, agent and watcher.
+    pub fn describe(&self) -> String {
+        format!(
+            "conductor worker {} (pid {}) serving {} in {} with agent `{}`, watching with {}",
+            self.opts.slot,
+            std::process::id(),
+            self.paths.dir.display(),
+            self.opts.project_dir.display(),
+            self.opts.agent,
+            self.watcher.kind()
+        )
+    }
+
+    pub fn watcher_kind(&self) -> &WatcherKind {
+        self.watcher.kind()
+    }
+
+    pub fn recovery(&self) -> &RecoveryReport {
+        &self.recovery
+    }
+
+    /// Serve tasks until `shutdown` fires (or its sender is dropped).
+    pub fn run(&mut self, shutdown: &Receiver<()>) -> Result<()> {
+        loop {
+            if shutdown.try_recv().is_ok() {
+                return Ok(());
+            }
+            let retry_at = match self.poll_inbox(shutdown)? {
+                Pickup::Ran => continue,
+                Pickup::Stop => return Ok(()),
+                Pickup::Empty => None,
+                Pickup::NotYet(when) => Some(when),
+            };
+            let mut wait = self.opts.rescan;
+            if let Some(at) = retry_at {
+                wait = wait.min(at.saturating_duration_since(Instant::now()));
+            }
+            select! {
+                recv(self.wake) -> _ => {}
+                recv(shutdown) -> _ => return Ok(()),
+                default(wait) => {}
+            }
+        }
+    }
+
+    fn publish_status(&self, mut status: Status) -> Result<()> {
+        status.worker_pid = Some(std::process::id());
+        status.host = Some(host::hostname().to_string());
+        fsio::write_json(&self.paths.status(), &status, Durability::Atomic)
+    }
+
+    /// Look at the inbox once; claim and run a task if there is one.
+    fn poll_inbox(&mut self, shutdown: &Receiver<()>) -> Result<Pickup> {
+        let inbox = self.paths.task();
+        if let Err(e) = fs::symlink_metadata(&inbox) {
+            if e.kind() == io::ErrorKind::NotFound {
+                return Ok(Pickup::Empty);
+            }
+            return Err(Error::io("stat", &inbox, e));
+        }
+        let lock = match DirLock::try_acquire(&self.paths.lock_dir(), &self.lock_opts)? {
+            Acquire::Acquired(l) => l,
+            Acquire::Held(h) => {
+                tracing::warn!(
+                    "slot {} is locked by someone else: {h}; will retry",
+                    self.opts.slot
+                );
+                return Ok(Pickup::NotYet(Instant::now() + self.opts.rescan));
+            }
+        };
+        let bytes = match fsio::read_bounded(&inbox, self.config.max_task_bytes()) {
+            Ok(Some(b)) => b,
+            Ok(None) => return Ok(Pickup::Empty),
+            Err(Error::BadFile { problem, .. }) => {
+                self.reject(&inbox, &problem.to_string(), None)?;
+                lock.release()?;
+                return Ok(Pickup::Ran);
+            }
+            Err(e) => return Err(e),
+        };
+        let task = match Task::from_bytes(&inbox, &bytes) {
+            Ok(t) => t,
+            Err(Error::BadFile { problem, .. }) => {
+                if problem.may_be_incomplete() {
+                    if let Some(wait) = self.still_being_written(&inbox)? {
+                        drop(lock);
+                        return Ok(Pickup::NotYet(Instant::now() + wait));
+                    }
+                }
+                let id = Task::salvage_id(&bytes);
+                self.reject(&inbox, &problem.to_string(), id)?;
+                lock.release()?;
+                return Ok(Pickup::Ran);
+            }
+            Err(e) => return Err(e),
+        };
+        if let Some(id) = &task.id {
+            if self.paths.result_for(id).exists() {
+                let reason = format!(
+                    "task id {id} was already used on worker {} (results/{id}.json exists); \
+                     send it with a new id",
+                    self.opts.slot
+                );
+                self.reject(&inbox, &reason, Some(id.clone()))?;
+                lock.release()?;
+                return Ok(Pickup::Ran);
+            }
+        }
+        match fs::rename(&inbox, self.paths.running()) {
+            Ok(()) => {}
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Pickup::Empty),
+            Err(e) => return Err(Error::io("claim (rename to running.json)", &inbox, e)),
+        }
+        let task = self.ensure_id(task)?;
+        self.run_task(task, lock, shutdown)
+    }
+
+    /// `Some(wait)` while an unparseable inbox file may still be mid-write.
+    fn still_being_written(&self, inbox: &Path) -> Result<Option<Duration>> {
+        let meta = fs::symlink_metadata(inbox).map_err(|e| Error::io("stat", inbox, e))?;
+        let mtime = meta.modified().map_err(|e| Error::io("stat", inbox, e))?;
+        let quiet_for = SystemTime::now().duration_since(mtime).unwrap_or_default();
+        if quiet_for < self.opts.quiet_grace {
+            let wait = self.opts.quiet_grace - quiet_for + Duration::from_millis(5);
+            tracing::debug!(
+                "{} does not parse yet; re-reading in {wait:?}",
+                inbox.display()
+            );
+            Ok(Some(wait))
+        } else {
+            Ok(None)
+        }
+    }
+
+    /// A task without an id gets one now, written into `running.json` so recovery knows it.
+    fn ensure_id(&self, mut task: Task) -> Result<Task> {
+        if task.id.is_none() {
+            task.id = Some(TaskId::generate());
+            fsio::write_json(&self.paths.running(), &task, Durability::Durable)?;
+        }
+        Ok(task)
+    }
+
+    /// Move a bad inbox file to `rejected/` with a `.reason`, and answer it with an
+    /// `error` result when its id could be read.
+    fn reject(&self, inbox: &Path, reason: &str, id: Option<TaskId>) -> Result<()> {
+        let dir = self.paths.rejected_dir();
+        fsio::ensure_dir(&dir)?;
+        let stamp = humantime::format_rfc3339_millis(SystemTime::now())
+            .to_string()
+            .replace(':', "");
+        let name = match &id {
+            Some(id) => format!("{stamp}-{id}.task.json"),
+            None => format!("{stamp}-{}.task.json", fsio::nonce()),
+        };
+        let dest = dir.join(&name);
+        fs::rename(inbox, &dest).map_err(|e| Error::io("move to rejected/", inbox, e))?;
+        let reason_line = format!("{}: {reason}\n", inbox.display());
+        fsio::write_replace(
+            &dir.join(format!("{name}.reason")),
+            reason_line.as_bytes(),
+            Durability::Durable,
+        )?;
+        tracing::warn!(
+            "rejected {}: {reason} (kept as {})",
+            inbox.display(),
+            dest.display()
+        );
+        if let Some(id) = id {
+            let mut result =
+                TaskResult::failed(id, Outcome::Rejected, format!("rejected: {reason}"));
+            result.worker = Some(self.opts.slot.0);
+            // A reused id must not overwrite the earlier task's kept result.
+            let keep_copy = !self.paths.result_for(&result.task_id).exists();
+            publish_result(&self.paths, &result, keep_copy)?;
+        }
+        Ok(())
+    }
+
+    /// Run a claimed task to its one result. `Pickup::Stop` if asked to shut down.
+    fn run_task(
+        &mut self,
+        task: Task,
+        mut lock: DirLock,
+        shutdown: &Receiver<()>,
+    ) -> Result<Pickup> {
+        let id = task.id.clone().expect("id ensured at claim");
+        let slot = self.opts.slot;
+        let started = SystemTime::now();
+        let started_at = rfc3339(started);
+        let clock = Instant::now();
+        let attempt = task.attempt();
+
+        if let Some(who) = self.cancel_request(&id)? {
+            tracing::info!("task {id} was cancelled before it started ({who})");
+            let mut r = TaskResult::failed(id.clone(), Outcome::Cancelled, "cancelled");
+            self.stamp(&mut r, &started_at, clock, attempt);
+            self.finish(&r, lock)?;
+            return Ok(Pickup::Ran);
+        }
+
+        let context = task
+            .context
+            .as_ref()
+            .map(|c| c.to_string())
+            .unwrap_or_else(|| "null".into());
+        let launch = Launch {
+            command: &self.opts.agent,
+            cwd: &self.opts.project_dir,
+            env: vec![
+                (ENV_HOME, self.opts.root.path().display().to_string()),
+                (ENV_WORKER, slot.to_string()),
+                ("CONDUCTOR_TASK_ID", id.to_string()),
+                ("CONDUCTOR_CONTEXT", context),
+            ],
+            prompt: task.prompt.clone(),
+            output_log: &self.paths.output_log(),
+            inline_cap: self.opts.inline_output,
+        };
+        let mut agent = match Agent::spawn(launch) {
+            Ok(a) => a,
+            Err(e) => {
+                let mut r = TaskResult::failed(id.clone(), Outcome::Failure, e.to_string());
+                self.stamp(&mut r, &started_at, clock, attempt);
+                self.finish(&r, lock)?;
+                return Ok(Pickup::Ran);
+            }
+        };
+        tracing::info!("task {id} started: agent pid {}", agent.pid());
+
+        let mut status = Status::new(WorkerState::Working);
+        status.task_id = Some(id.clone());
+        status.started_at = Some(started_at.clone());
+        status.heartbeat_at = Some(started_at.clone());
+        status.agent_pid = Some(agent.pid());
+        status.agent_start_time = agent.start_time();
+        status.attempt = Some(attempt);
+        status.output_bytes = Some(0);
+        self.publish_status(status.clone())?;
+
+        let timeout = task
+            .timeout_secs
+            .map(Duration::from_secs)
+            .or(self.opts.timeout)
+            .or(self.config.timeout_secs.map(Duration::from_secs));
+        let deadline = timeout.map(|t| clock + t);
+        let mut next_beat = Instant::now() + self.opts.heartbeat;
+        let stop = loop {
+            let now = Instant::now();
+            if let Some(d) = deadline {
+                if now >= d {
+                    break Some(Stop::Timeout(timeout.expect("deadline has a timeout")));
+                }
+            }
+            if now >= next_beat {
+                status.heartbeat_at = Some(now_rfc3339());
+                status.timestamp = now_rfc3339();
+                status.output_bytes = Some(agent.output_bytes());
+                self.publish_status(status.clone())?;
+                if let Err(e) = lock.heartbeat() {
+                    tracing::warn!("renewing slot lock: {e}");
+                }
+                next_beat = now + self.opts.heartbeat;
+            }
+            let mut wait = next_beat.saturating_duration_since(now);
+            if let Some(d) = deadline {
+                wait = wait.min(d.saturating_duration_since(now));
+            }
+            select! {
+                recv(agent.exit_channel()) -> st => {
+                    agent.note_exit(st.unwrap_or_else(|_| Err(io::Error::other("agent waiter vanished"))));
+                    break None;
+                }
+                recv(self.wake) -> _ => {
+                    if let Some(who) = self.cancel_request(&id)? {
+                        tracing::info!("task {id} cancelled ({who})");
+                        break Some(Stop::Cancelled);
+                    }
+                }
+                recv(shutdown) -> _ => {
+                    break Some(Stop::Interrupted(format!(
+                        "interrupted: worker {slot} (pid {}) was asked to stop",
+                        std::process::id()
+                    )));
+                }
+                default(wait) => {}
+            }
+        };
+        if stop.is_some() {
+            agent.stop(self.opts.kill_grace);
+        }
+        let shutting_down = matches!(stop, Some(Stop::Interrupted(_)));
+        let out = agent.finish();
+        let mut result = self.build_result(&id, &out, stop)?;
+        self.stamp(&mut result, &started_at, clock, attempt);
+        self.finish(&result, lock)?;
+        Ok(if shutting_down {
+            Pickup::Stop
+        } else {
+            Pickup::Ran
+        })
+    }
+
+    fn stamp(&self, r: &mut TaskResult, started_at: &str, clock: Instant, attempt: u32) {
+        r.started_at = Some(started_at.to_string());
+        r.finished_at = Some(now_rfc3339());
+        r.timestamp = r.finished_at.clone().unwrap_or_default();
+        r.duration_ms = Some(clock.elapsed().as_millis() as u64);
+        r.attempt = Some(attempt);
+        r.worker = Some(self.opts.slot.0);
+    }
+
+    /// A `cancel` file naming `id` (or empty) asks to cancel it; one naming another
+    /// task is stale and removed.
+    fn cancel_request(&self, id: &TaskId) -> Result<Option<String>> {
+        let path = self.paths.cancel();
+        let bytes = match fsio::read_bounded(&path, SMALL_FILE_LIMIT) {
+            Ok(Some(b)) => b,
+            Ok(None) => return Ok(None),
+            Err(e) => {
+                tracing::warn!("ignoring cancel file: {e}");
+                fsio::remove_file_if_exists(&path)?;
+                return Ok(None);
+            }
+        };
+        let named = String::from_utf8_lossy(&bytes).trim().to_string();
+        if named.is_empty() || named == id.to_string() {
+            // Consumed now, so it cannot cancel a later task.
+            fsio::remove_file_if_exists(&path)?;
+            Ok(Some(format!("{} names it", path.display())))
+        } else {
+            tracing::warn!("removing stale cancel file naming task {named:?} (running {id})");
+            fsio::remove_file_if_exists(&path)?;
+            Ok(None)
+        }
+    }
+
+    fn build_result(
+        &self,
+        id: &TaskId,
+        out: &AgentOutput,
+        stop: Option<Stop>,
+    ) -> Result<TaskResult> {
+        use std::os::unix::process::ExitStatusExt;
+        let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+        let exit_code = out.status.code();
+        let signal = out.status.signal();
+        let (outcome, error) = match stop {
+            Some(Stop::Timeout(t)) => (
+                Outcome::Timeout,
+                Some(format!("timed out after {}s", t.as_secs())),
+            ),
+            Some(Stop::Cancelled) => (Outcome::Cancelled, Some("cancelled".to_string())),
+            Some(Stop::Interrupted(why)) => (Outcome::Interrupted, Some(why)),
+            None if out.status.success() => (Outcome::Success, None),
+            None => {
+                let how = match (exit_code, signal) {
+                    (Some(c), _) => format!("exit status {c}"),
+                    (None, Some(s)) => format!(
+                        "killed by signal {s} ({})",
+                        Signal::try_from(s).map(|s| s.as_str()).unwrap_or("unknown")
+                    ),
+                    _ => "agent failed".to_string(),
+                };
+                let last = stderr.lines().rev().find(|l| !l.trim().is_empty());
+                (
+                    Outcome::Failure,
+                    Some(match last {
+                        Some(line) => format!("{how}: {}", line.trim()),
+                        None => how,
+                    }),
+                )
+            }
+        };
+        let mut r = TaskResult::failed(id.clone(), outcome, String::new());
+        r.success = outcome == Outcome::Success;
+        r.error = error;
+        r.output = String::from_utf8_lossy(&out.stdout).into_owned();
+        r.exit_code = exit_code;
+        r.signal = signal;
+        r.stderr = Some(stderr);
+        if out.stdout_truncated {
+            // output.log is a fresh inode per run, so a hard link keeps this run's copy.
+            let keep = self.paths.results_dir().join(format!("{id}.output.log"));
+            fsio::remove_file_if_exists(&keep)?;
+            fs::hard_link(self.paths.output_log(), &keep)
+                .map_err(|e| Error::io("keep full output as", &keep, e))?;
+            r.output_truncated = true;
+            r.output_file = Some(keep.display().to_string());
+            tracing::info!(
+                "task {id}: {} bytes of output, {} kept inline, all in {}",
+                out.stdout_total,
+                out.stdout.len(),
+                keep.display()
+            );
+        }
+        Ok(r)
+    }
+
+    /// Publish the result, then status, then drop `running.json`, then the lock.
+    fn finish(&self, result: &TaskResult, lock: DirLock) -> Result<()> {
+        publish_result(&self.paths, result, true)?;
+        let mut st = Status::new(if result.success {
+            WorkerState::Done
+        } else {
+            WorkerState::Error
+        });
+        st.task_id = Some(result.task_id.clone());
+        st.attempt = result.attempt;
+        self.publish_status(st)?;
+        fsio::remove_file_if_exists(&self.paths.running())?;
+        tracing::info!(
+            "task {} finished: {}",
+            result.task_id,
+            result.error.as_deref().unwrap_or("success")
+        );
+        lock.release()
+    }
+}
+
+enum Pickup {
+    /// A task was run or rejected: look again at once.
+    Ran,
+    /// A task was interrupted by a shutdown request: stop serving.
+    Stop,
+    Empty,
+    /// Something is there but not ready (mid-write, locked): look again then.
+    NotYet(Instant),
+}
+
+/// `results/<id>.json` (durable, unless `keep_copy` is false), then `result.json`.
+fn publish_result(paths: &WorkerPaths, result: &TaskResult, keep_copy: bool) -> Result<()> {
+    let bytes = fsio::to_json_bytes(result);
+    if keep_copy {
+        fsio::ensure_dir(&paths.results_dir())?;
+        fsio::write_replace(
+            &paths.result_for(&result.task_id),
+            &bytes,
+            Durability::Durable,
+        )?;
+    }
+    // result.json is a convenience copy for original clients: the durable record is
+    // results/<id>.json, so no second fsync here.
+    fsio::write_replace(
+        &paths.result(),
+        &bytes,
+        if keep_copy {
+            Durability::Atomic
+        } else {
+            Durability::Durable
+        },
+    )
+}
+
+/// Finish what a dead worker left on `slot`: remove a stale lock, kill a leftover
+/// agent, and give an in-flight task its one terminal result (or re-deliver it when
+/// its `maxAttempts` allows). The caller must hold the slot's gate.
+pub fn recover_slot(root: &Root, slot: Slot, lock_opts: &LockOptions) -> Result<RecoveryReport> {
+    let paths = root.worker(slot);
+    let mut report = RecoveryReport::default();
+    if let Some(h) = dirlock::break_if_stale(&paths.lock_dir(), lock_opts)? {
+        report.stale_lock = Some(h.to_string());
+    }
+    let lock = match DirLock::try_acquire(&paths.lock_dir(), lock_opts)? {
+        Acquire::Acquired(l) => l,
+        Acquire::Held(h) => {
+            return Err(Error::Usage(format!(
+                "slot {slot} is locked by a live process ({h}); stop it first or wait"
+            )))
+        }
+    };
+    let running = paths.running();
+    let bytes = match fsio::read_bounded(&running, fsio::TASK_SIZE_LIMIT) {
+        Ok(Some(b)) => b,
+        Ok(None) => {
+            lock.release()?;
+            return Ok(report);
+        }
+        Err(e) => {
+            tracing::warn!("unreadable running task: {e}");
+            Vec::new()
+        }
+    };
+    let status: Option<Status> = fsio::read_json(&paths.status(), SMALL_FILE_LIMIT).unwrap_or(None);
+    let task = Task::from_bytes(&running, &bytes).ok();
+    let id = task
+        .as_ref()
+        .and_then(|t| t.id.clone())
+        .or_else(|| Task::salvage_id(&bytes))
+        .or_else(|| status.as_ref().and_then(|s| s.task_id.clone()))
+        .unwrap_or_else(TaskId::generate);
+
+    // Kill the dead worker's agent, if it outlived it: only the exact process
+    // recorded for this task, never a process that merely reused its pid.
+    if let Some(st) = status.as_ref().filter(|s| s.task_id.as_ref() == Some(&id)) {
+        if let Some(pid) = st.agent_pid {
+            // The agent leads its own group. Its leader died with the worker (parent-death
+            // signal), but descendants may live on in the group. The group id cannot be
+            // reused while any member lives, so with the leader gone we signal the group;
+            // with the pid alive it must still be the very process we started.
+            let leader_alive = host::pid_alive(pid);
+            let ours = match (st.agent_start_time, host::process_start_time(pid)) {
+                (Some(recorded), Some(now)) => recorded == now,
+                _ => !leader_alive,
+            };
+            if ours {
+                tracing::warn!("killing leftover agent group {pid} of task {id}");
+                agent::signal_group(pid, Signal::SIGKILL);
+                // Not our child, so there is no wait(): watch it go, with a bound.
+                let deadline = Instant::now() + Duration::from_secs(5);
+                while leader_alive
+                    && host::same_process_alive(pid, st.agent_start_time)
+                    && Instant::now() < deadline
+                {
+                    std::thread::sleep(Duration::from_millis(10));
+                }
+                report.killed_agent = Some(pid);
+            }
+        }
+    }
+
+    if paths.result_for(&id).exists() {
+        fsio::remove_file_if_exists(&running)?;
+        report.already_finished = Some(id);
+        lock.release()?;
+        return Ok(report);
+    }
+
+    let dead_pid = status.as_ref().and_then(|s| s.worker_pid);
+    let why = match dead_pid {
+        Some(p) => format!("interrupted: worker pid {p} died"),
+        None => "interrupted: the worker died".to_string(),
+    };
+    if let Some(mut t) = task.filter(|t| t.attempt() < t.max_attempts()) {
+        t.attempt = Some(t.attempt() + 1);
+        t.id = Some(id.clone());
+        let bytes = fsio::to_json_bytes(&t);
+        match fsio::write_new(&paths.task(), &bytes, Durability::Durable) {
+            Ok(()) => {
+                fsio::remove_file_if_exists(&running)?;
+                tracing::info!("re-delivered task {id} as attempt {} ({why})", t.attempt());
+                report.redelivered = Some(id);
+                lock.release()?;
+                return Ok(report);
+            }
+            Err(e) if e.io_kind() == Some(io::ErrorKind::AlreadyExists) => {
+                tracing::warn!("cannot re-deliver task {id}: the inbox holds another task");
+            }
+            Err(e) => return Err(e),
+        }
+    }
+    let mut r = TaskResult::failed(id.clone(), Outcome::Interrupted, why);
+    r.worker = Some(slot.0);
+    r.attempt = task_attempt(&bytes);
+    r.started_at = status.as_ref().and_then(|s| s.started_at.clone());
+    publish_result(&paths, &r, true)?;
+    let mut st = Status::new(WorkerState::Error);
+    st.task_id = Some(id.clone());
+    fsio::write_json(&paths.status(), &st, Durability::Atomic)?;
+    fsio::remove_file_if_exists(&running)?;
+    report.interrupted = Some(id);
+    lock.release()?;
+    Ok(report)
+}
+
+fn task_attempt(bytes: &[u8]) -> Option<u32> {
+    serde_json::from_slice::<serde_json::Value>(bytes)
+        .ok()?
+        .get("attempt")
+        .and_then(|a| a.as_u64())
+        .map(|a| a as u32)
+        .or(Some(1))
+}
+
+/// `conductor recover`: recover a slot whose worker is gone for good. Refuses (with
+/// the holder named) if a worker still serves the slot.
+pub fn recover_abandoned(root: &Root, slot: Slot) -> Result<RecoveryReport> {
+    let paths = root.worker(slot);
+    if !paths.dir.is_dir() {
+        return Err(Error::Usage(format!(
+            "no worker slot {slot} under {}",
+            root.path().display()
+        )));
+    }
+    let _gate = Gate::acquire(&paths.worker_gate(), &format!("recovery of worker {slot}"))?;
+    let config = Config::load(&root.config_file())?;
+    recover_slot(root, slot, &config.lock_options())
+}
