@@ -7,6 +7,7 @@ use std::fs::{File, OpenOptions};
 use std::io::{self, Read, Seek, SeekFrom, Write};
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
 
 use nix::errno::Errno;
 use nix::fcntl::{Flock, FlockArg};
@@ -16,6 +17,10 @@ use crate::error::{Error, Result};
 use crate::fsio;
 use crate::host;
 use crate::protocol::now_rfc3339;
+
+/// How long `acquire` keeps retrying while the gate is only being probed (probes hold
+/// a shared flock for microseconds; a real holder holds it exclusively).
+const PROBE_RETRY: Duration = Duration::from_secs(1);
 
 /// What a gate file records about its holder.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -51,21 +56,40 @@ impl Gate {
             .custom_flags(nix::fcntl::OFlag::O_NOFOLLOW.bits())
             .open(path)
             .map_err(|e| Error::io("open gate", path, e))?;
-        let mut lock = match Flock::lock(file, FlockArg::LockExclusiveNonblock) {
-            Ok(l) => l,
-            Err((mut file, Errno::EWOULDBLOCK)) => {
-                let holder = match read_holder(&mut file) {
+        // A `probe` holds a brief shared flock, which also makes our exclusive attempt
+        // fail. Only an exclusive holder refuses a shared lock: if we can get one, the
+        // gate is merely being probed — let go and try again (bounded).
+        let probed_until = Instant::now() + PROBE_RETRY;
+        let mut file = file;
+        let mut lock = loop {
+            let file_back = match Flock::lock(file, FlockArg::LockExclusiveNonblock) {
+                Ok(l) => break l,
+                Err((f, Errno::EWOULDBLOCK)) => f,
+                Err((_, errno)) => return Err(Error::io("flock gate", path, errno.into())),
+            };
+            let held_by = match Flock::lock(file_back, FlockArg::LockSharedNonblock) {
+                Ok(shared) => {
+                    file = shared
+                        .unlock()
+                        .map_err(|(_, errno)| Error::io("unlock gate", path, errno.into()))?;
+                    if Instant::now() < probed_until {
+                        std::thread::yield_now();
+                        continue;
+                    }
+                    format!("nobody recorded; probed without pause for {PROBE_RETRY:?}")
+                }
+                Err((mut f, Errno::EWOULDBLOCK)) => match read_holder(&mut f) {
                     Some(h) => format!("pid {}, since {}", h.pid, h.since),
                     // It took the flock but has not recorded itself yet.
                     None => "pid not yet recorded".to_string(),
-                };
-                return Err(Error::GateHeld {
-                    role: role.to_string(),
-                    holder,
-                    path: path.to_path_buf(),
-                });
-            }
-            Err((_, errno)) => return Err(Error::io("flock gate", path, errno.into())),
+                },
+                Err((_, errno)) => return Err(Error::io("flock gate", path, errno.into())),
+            };
+            return Err(Error::GateHeld {
+                role: role.to_string(),
+                holder: held_by,
+                path: path.to_path_buf(),
+            });
         };
         let holder = GateHolder {
             pid: std::process::id(),
@@ -92,6 +116,14 @@ impl Gate {
 
     pub fn holder(&self) -> &GateHolder {
         &self.holder
+    }
+}
+
+impl Drop for Gate {
+    /// A clean exit leaves no holder details behind for `cat` to mislead with.
+    /// (After a crash the record stays, but the kernel has dropped the flock.)
+    fn drop(&mut self) {
+        let _ = self._lock.set_len(0);
     }
 }
 
