@@ -216,7 +216,7 @@ impl Client {
         states: &[WorkerState],
         timeout: Duration,
     ) -> Result<Status> {
-        let w = self.root.worker(slot);
+        let w = self.existing_worker(slot)?;
         let what = format!(
             "worker {slot} to become {}",
             states
@@ -246,7 +246,8 @@ impl Client {
         id: &TaskId,
         timeout: Duration,
     ) -> Result<TaskResult> {
-        let w = self.root.worker(slot);
+        let w = self.existing_worker(slot)?;
+        // The worker makes results/ too; making it here lets us watch it before then.
         fsio::ensure_dir(&w.results_dir())?;
         let file_name = format!("{id}.json");
         let wanted: HashSet<&str> = [file_name.as_str()].into();
@@ -258,6 +259,19 @@ impl Client {
             what,
             || self.read_result_for(slot, id),
         )
+    }
+
+    /// The slot's paths, or a clear error if no such slot was ever created.
+    fn existing_worker(&self, slot: Slot) -> Result<WorkerPaths> {
+        let w = self.root.worker(slot);
+        if w.dir.is_dir() {
+            Ok(w)
+        } else {
+            Err(Error::Usage(format!(
+                "no worker slot {slot} under {} (start `conductor-worker {slot}` or call create_worker)",
+                self.root.path().display()
+            )))
+        }
     }
 
     /// Re-run `check` on every wake-up until it yields a value or `timeout` passes.

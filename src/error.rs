@@ -22,6 +22,8 @@ pub enum FileProblem {
     Empty,
     #[error("is not valid JSON: {0}")]
     Json(#[source] serde_json::Error),
+    #[error("is JSON but not of the expected shape: {0}")]
+    Shape(#[source] serde_json::Error),
     #[error("has schema {found}, but this conductor understands schema {supported} at most; upgrade conductor to read it")]
     Schema { found: u64, supported: u32 },
     #[error("{0}")]

@@ -120,6 +120,22 @@ pub fn write_new(path: &Path, bytes: &[u8], durability: Durability) -> Result<()
     Ok(())
 }
 
+/// Atomically make `path` another name for the existing file `src` (link to a temp
+/// name, then rename over `path`). Not fsynced.
+pub fn link_replace(src: &Path, path: &Path) -> Result<()> {
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let tmp = parent_of(path).join(format!(".{name}.{}.tmp", nonce()));
+    fs::hard_link(src, &tmp).map_err(|e| Error::io("link", &tmp, e))?;
+    if let Err(e) = fs::rename(&tmp, path) {
+        let _ = fs::remove_file(&tmp);
+        return Err(Error::io("rename into place", path, e));
+    }
+    Ok(())
+}
+
 /// Serialize `value` as pretty JSON with a trailing newline (what `cat` users like).
 pub fn to_json_bytes<T: Serialize>(value: &T) -> Vec<u8> {
     let mut v = serde_json::to_vec_pretty(value).expect("protocol types always serialize");
@@ -192,7 +208,13 @@ pub fn parse_json<T: DeserializeOwned>(path: &Path, bytes: &[u8]) -> Result<T> {
     if bytes.iter().all(u8::is_ascii_whitespace) {
         return Err(Error::bad(path, FileProblem::Empty));
     }
-    serde_json::from_slice(bytes).map_err(|e| Error::bad(path, FileProblem::Json(e)))
+    serde_json::from_slice(bytes).map_err(|e| {
+        let problem = match e.classify() {
+            serde_json::error::Category::Data => FileProblem::Shape(e),
+            _ => FileProblem::Json(e),
+        };
+        Error::bad(path, problem)
+    })
 }
 
 /// Read and parse a JSON file with the safety rules of [`read_bounded`].
