@@ -57,7 +57,7 @@ pub struct Launch<'a> {
     pub cwd: &'a Path,
     pub env: Vec<(&'static str, String)>,
     pub prompt: String,
-    /// Live copy of stdout; created fresh (a new inode) for every run.
+    /// Live copy of stdout; truncated at the start of every run.
     pub output_log: &'a Path,
     /// Bytes of stdout kept in memory for the result; the rest is only in the log.
     pub inline_cap: usize,
@@ -100,7 +100,7 @@ impl Agent {
     /// Start the agent. Must be called from a long-lived thread: the parent-death
     /// signal fires when the spawning *thread* exits.
     pub fn spawn(launch: Launch<'_>) -> Result<Agent> {
-        let log = create_fresh_log(launch.output_log)?;
+        let log = open_log(launch.output_log)?;
         let mut cmd = Command::new(&launch.command.program);
         cmd.args(&launch.command.args)
             .current_dir(launch.cwd)
@@ -277,15 +277,17 @@ fn join_capture(h: JoinHandle<io::Result<Captured>>, what: &str) -> Captured {
     }
 }
 
-/// Replace `path` with a new empty file, so a copy linked elsewhere is never truncated.
-fn create_fresh_log(path: &Path) -> Result<File> {
-    crate::fsio::remove_file_if_exists(path)?;
+/// Open `output.log` empty. Truncating keeps the inode (creating one is the
+/// expensive step on some filesystems) and lets `tail -f` follow across runs.
+fn open_log(path: &Path) -> Result<File> {
     OpenOptions::new()
         .write(true)
-        .create_new(true)
+        .create(true)
+        .truncate(true)
         .mode(0o600)
+        .custom_flags(nix::fcntl::OFlag::O_NOFOLLOW.bits())
         .open(path)
-        .map_err(|e| Error::io("create", PathBuf::from(path), e))
+        .map_err(|e| Error::io("open", PathBuf::from(path), e))
 }
 
 fn drain_stdout(

@@ -317,13 +317,14 @@ impl Worker {
             None => format!("{stamp}-{}.task.json", fsio::nonce()),
         };
         let dest = dir.join(&name);
-        fs::rename(inbox, &dest).map_err(|e| Error::io("move to rejected/", inbox, e))?;
+        // The reason goes first: whoever sees the inbox empty can already read why.
         let reason_line = format!("{}: {reason}\n", inbox.display());
         fsio::write_replace(
             &dir.join(format!("{name}.reason")),
             reason_line.as_bytes(),
             Durability::Durable,
         )?;
+        fs::rename(inbox, &dest).map_err(|e| Error::io("move to rejected/", inbox, e))?;
         tracing::warn!(
             "rejected {}: {reason} (kept as {})",
             inbox.display(),
@@ -543,10 +544,9 @@ impl Worker {
         r.signal = signal;
         r.stderr = Some(stderr);
         if out.stdout_truncated {
-            // output.log is a fresh inode per run, so a hard link keeps this run's copy.
+            // The next run truncates output.log, so this run's full copy moves out.
             let keep = self.paths.results_dir().join(format!("{id}.output.log"));
-            fsio::remove_file_if_exists(&keep)?;
-            fs::hard_link(self.paths.output_log(), &keep)
+            fs::rename(self.paths.output_log(), &keep)
                 .map_err(|e| Error::io("keep full output as", &keep, e))?;
             r.output_truncated = true;
             r.output_file = Some(keep.display().to_string());
