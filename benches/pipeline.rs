@@ -1,0 +1,232 @@
+//! The pipeline benchmark: pickup latency, round trip, throughput, idle cost.
+//!
+//! `cargo bench --bench pipeline` (add `-- --tasks N` to change the sample size).
+//! Runs real `conductor-worker` processes on a private temp root. The agent is this
+//! same binary in agent mode: it prints the wall-clock instant it started, then
+//! copies stdin to stdout like `cat`.
+
+use std::io::{Read, Write};
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use conductor::{Client, Root, Slot, Status, Task, TaskId, WorkerState};
+
+const AGENT_MODE: &str = "CONDUCTOR_BENCH_AGENT";
+const BOUND: Duration = Duration::from_secs(60);
+
+fn now_ns() -> u128 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_nanos()
+}
+
+fn agent_main() {
+    let started = now_ns();
+    let mut input = Vec::new();
+    std::io::stdin().read_to_end(&mut input).unwrap();
+    let mut out = std::io::stdout().lock();
+    writeln!(out, "{started}").unwrap();
+    out.write_all(&input).unwrap();
+}
+
+struct Workers {
+    children: Vec<Child>,
+}
+
+impl Drop for Workers {
+    fn drop(&mut self) {
+        for c in &mut self.children {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+fn start_workers(client: &Client, n: u32, project: &Path) -> Workers {
+    let me = std::env::current_exe().unwrap();
+    let mut children = Vec::new();
+    for i in 0..n {
+        let child = Command::new(env!("CARGO_BIN_EXE_conductor-worker"))
+            .arg(i.to_string())
+            .arg(project)
+            .arg("--agent")
+            .arg(me.to_str().unwrap())
+            .arg("-q")
+            .env("CONDUCTOR_HOME", client.root().path())
+            .env(AGENT_MODE, "1")
+            .env_remove("CONDUCTOR_WORKER")
+            .stdout(Stdio::null())
+            .spawn()
+            .expect("start conductor-worker");
+        let pid = child.id();
+        children.push(child);
+        let deadline = Instant::now() + BOUND;
+        loop {
+            if let Ok(Some(Status {
+                status: WorkerState::Idle,
+                worker_pid: Some(p),
+                ..
+            })) = client.read_status(Slot(i))
+            {
+                if p == pid {
+                    break;
+                }
+            }
+            assert!(Instant::now() < deadline, "worker {i} did not start");
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    }
+    Workers { children }
+}
+
+fn percentile(sorted: &[f64], p: f64) -> f64 {
+    let idx = ((sorted.len() as f64 - 1.0) * p).round() as usize;
+    sorted[idx]
+}
+
+fn summary(name: &str, mut samples: Vec<f64>) {
+    samples.sort_by(|a, b| a.partial_cmp(b).unwrap());
+    println!(
+        "{name:<28} n={:<5} p50={:>8.3} ms  p90={:>8.3} ms  p99={:>8.3} ms  max={:>8.3} ms",
+        samples.len(),
+        percentile(&samples, 0.50),
+        percentile(&samples, 0.90),
+        percentile(&samples, 0.99),
+        samples[samples.len() - 1]
+    );
+}
+
+/// Sequential tasks on one worker: pickup (task.json linked → agent running) and
+/// round trip (write_task → wait_for_result returns).
+fn latency(client: &Client, tasks: usize) {
+    let mut pickup = Vec::with_capacity(tasks);
+    let mut round_trip = Vec::with_capacity(tasks);
+    for i in 0..tasks {
+        let id = TaskId::Text(format!("lat-{i}"));
+        let task = Task::new("x").with_id(id.clone());
+        let t0 = Instant::now();
+        client.write_task(Slot(0), &task).unwrap();
+        let written_ns = now_ns();
+        let r = client.wait_for_result(Slot(0), &id, BOUND).unwrap();
+        round_trip.push(t0.elapsed().as_secs_f64() * 1e3);
+        assert!(r.success, "{:?}", r.error);
+        let started: u128 = r.output.lines().next().unwrap().parse().unwrap();
+        pickup.push((started as f64 - written_ns as f64) / 1e6);
+    }
+    summary("pickup (task → agent)", pickup);
+    summary("round trip (write → result)", round_trip);
+}
+
+/// One orchestrator thread per worker, each feeding its worker as fast as it finishes.
+fn throughput(client: &Client, workers: u32, tasks: usize) -> f64 {
+    let next = Arc::new(AtomicUsize::new(0));
+    let t0 = Instant::now();
+    std::thread::scope(|s| {
+        for w in 0..workers {
+            let next = Arc::clone(&next);
+            s.spawn(move || loop {
+                let i = next.fetch_add(1, Ordering::Relaxed);
+                if i >= tasks {
+                    break;
+                }
+                let id = TaskId::Text(format!("tp{workers}-{i}"));
+                client
+                    .write_task(Slot(w), &Task::new("x").with_id(id.clone()))
+                    .unwrap();
+                assert!(client.wait_for_result(Slot(w), &id, BOUND).unwrap().success);
+            });
+        }
+    });
+    let rate = tasks as f64 / t0.elapsed().as_secs_f64();
+    println!(
+        "throughput, {workers} worker(s){:<9} {rate:>8.0} tasks/s  ({tasks} tasks)",
+        ""
+    );
+    rate
+}
+
+fn proc_cpu_ticks(pid: u32) -> u64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+    let fields: Vec<&str> = stat[stat.rfind(')').unwrap() + 2..]
+        .split_whitespace()
+        .collect();
+    // utime and stime are fields 14 and 15 (indices 11 and 12 after the state field).
+    fields[11].parse::<u64>().unwrap() + fields[12].parse::<u64>().unwrap()
+}
+
+fn proc_rss_kib(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.split_whitespace().next())
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0)
+}
+
+fn idle_cost(pid: u32, secs: u64) {
+    let ticks_per_sec = nix::unistd::sysconf(nix::unistd::SysconfVar::CLK_TCK)
+        .unwrap()
+        .unwrap_or(100) as f64;
+    let before = proc_cpu_ticks(pid);
+    std::thread::sleep(Duration::from_secs(secs)); // measuring an interval, not synchronizing
+    let used = (proc_cpu_ticks(pid) - before) as f64 / ticks_per_sec;
+    println!(
+        "idle worker over {secs}s           cpu={:.3}% ({used:.3}s)  rss={} KiB",
+        used / secs as f64 * 100.0,
+        proc_rss_kib(pid)
+    );
+}
+
+fn main() {
+    if std::env::var_os(AGENT_MODE).is_some() {
+        return agent_main();
+    }
+    let args: Vec<String> = std::env::args().collect();
+    let flag = |name: &str| {
+        args.iter()
+            .position(|a| a == name)
+            .and_then(|i| args.get(i + 1))
+            .cloned()
+    };
+    let tasks: usize = flag("--tasks").and_then(|v| v.parse().ok()).unwrap_or(1000);
+    let idle_secs: u64 = flag("--idle-secs")
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(10);
+    // Where the temp roots go (e.g. /dev/shm to take the disk out of the picture).
+    let base = flag("--base")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(std::env::temp_dir);
+    let tempdir = || tempfile::tempdir_in(&base).unwrap();
+
+    let dir = tempdir();
+    let client = Client::new(Root::new(dir.path().join("root")));
+    client.init_queue().unwrap();
+    println!(
+        "conductor pipeline benchmark: {tasks} tasks per measure, {} CPUs, roots under {}",
+        std::thread::available_parallelism()
+            .map(|n| n.get())
+            .unwrap_or(1),
+        base.display()
+    );
+
+    {
+        let workers = start_workers(&client, 1, dir.path());
+        if idle_secs > 0 {
+            idle_cost(workers.children[0].id(), idle_secs);
+        }
+        latency(&client, tasks);
+        throughput(&client, 1, tasks);
+    }
+    for n in [2, 8] {
+        let dir = tempdir();
+        let client = Client::new(Root::new(dir.path().join("root")));
+        client.init_queue().unwrap();
+        let _workers = start_workers(&client, n, dir.path());
+        throughput(&client, n, tasks);
+    }
+}

@@ -1,0 +1,252 @@
+//! Shared test harness: private roots, bounded waits, child-process roles.
+
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use conductor::{Client, Root};
+
+/// A private conductor root in a temp dir; never the user's `~/.claude-code`.
+pub struct TestRoot {
+    pub dir: tempfile::TempDir,
+    pub client: Client,
+}
+
+impl TestRoot {
+    pub fn new() -> TestRoot {
+        let dir = tempfile::Builder::new()
+            .prefix("conductor-test-")
+            .tempdir()
+            .expect("create temp root");
+        let client = Client::new(Root::new(dir.path().join("root")));
+        client.init_queue().expect("init root");
+        TestRoot { dir, client }
+    }
+
+    pub fn path(&self) -> &Path {
+        self.client.root().path()
+    }
+}
+
+/// Poll `cond` until it holds or `timeout` passes (then panic naming `what`).
+/// For conditions with no file event to wait on (process exit, counts).
+pub fn wait_until(timeout: Duration, what: &str, mut cond: impl FnMut() -> bool) {
+    let deadline = Instant::now() + timeout;
+    while !cond() {
+        assert!(
+            Instant::now() < deadline,
+            "timed out after {timeout:?} waiting for {what}"
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+/// Path of one of this package's binaries.
+pub fn bin(name: &str) -> PathBuf {
+    match name {
+        "conductor" => PathBuf::from(env!("CARGO_BIN_EXE_conductor")),
+        "conductor-worker" => PathBuf::from(env!("CARGO_BIN_EXE_conductor-worker")),
+        other => panic!("unknown binary {other}"),
+    }
+}
+
+/// Path of a fake agent script under `tests/agents/`.
+pub fn agent(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/agents")
+        .join(name)
+}
+
+/// Environment variable that turns a run of this test binary into a child role.
+pub const CHILD_ROLE: &str = "CONDUCTOR_TEST_CHILD_ROLE";
+
+/// Run the test named `test_name` of this binary as a child process with
+/// `CONDUCTOR_TEST_CHILD_ROLE=role` (the test body checks [`child_role`] and acts).
+pub fn child_command(test_name: &str, role: &str) -> Command {
+    let mut cmd = Command::new(std::env::current_exe().expect("current exe"));
+    cmd.args([test_name, "--exact", "--nocapture", "--test-threads=1"])
+        .env(CHILD_ROLE, role);
+    cmd
+}
+
+/// The role this process was started for, if it is a child (see [`child_command`]).
+pub fn child_role() -> Option<String> {
+    std::env::var(CHILD_ROLE).ok()
+}
+
+/// Environment variable carrying the argument of a child role (a path, an id …).
+pub const CHILD_ARG: &str = "CONDUCTOR_TEST_CHILD_ARG";
+
+/// The argument the parent passed to this child role (see [`CHILD_ARG`]).
+pub fn child_arg() -> String {
+    std::env::var(CHILD_ARG).unwrap_or_else(|_| panic!("child role started without {CHILD_ARG}"))
+}
+
+/// Prefix of the lines a child role reports on its stdout, so they stand out from the
+/// test harness's own output ("running 1 test" …).
+pub const CHILD_SAYS: &str = "@@child@@ ";
+
+/// In a child role: report `word` to the parent on stdout (one line, flushed).
+pub fn child_say(word: &str) {
+    use std::io::Write;
+    let mut out = std::io::stdout().lock();
+    writeln!(out, "\n{CHILD_SAYS}{word}").expect("write to stdout");
+    out.flush().expect("flush stdout");
+}
+
+/// In a child role: block until the parent closes our stdin (or kills us).
+pub fn child_block_on_stdin() {
+    use std::io::Read;
+    let mut sink = Vec::new();
+    let _ = std::io::stdin().lock().read_to_end(&mut sink);
+}
+
+/// A child process we started: stdin and stdout piped, stdout read line by line on a
+/// thread. It is killed (SIGKILL) and reaped when dropped, so no test leaves one behind.
+pub struct ChildProc {
+    child: std::process::Child,
+    stdin: Option<std::process::ChildStdin>,
+    lines: std::sync::mpsc::Receiver<String>,
+    seen: Vec<String>,
+}
+
+impl ChildProc {
+    /// Start `cmd` with piped stdin/stdout (stderr inherited for diagnostics).
+    pub fn spawn(mut cmd: Command) -> ChildProc {
+        use std::io::BufRead;
+        use std::process::Stdio;
+        let mut child = cmd
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .unwrap_or_else(|e| panic!("cannot start {cmd:?}: {e}"));
+        let stdin = child.stdin.take();
+        let stdout = child.stdout.take().expect("piped stdout");
+        let (tx, lines) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            for line in std::io::BufReader::new(stdout).lines() {
+                let Ok(line) = line else { break };
+                if tx.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        ChildProc {
+            child,
+            stdin,
+            lines,
+            seen: Vec::new(),
+        }
+    }
+
+    pub fn id(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// Wait (bounded) for the next word the child reports with [`child_say`].
+    pub fn next_word(&mut self, timeout: Duration) -> String {
+        let deadline = Instant::now() + timeout;
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            match self.lines.recv_timeout(left) {
+                Ok(line) => {
+                    self.seen.push(line.clone());
+                    if let Some(word) = line.strip_prefix(CHILD_SAYS) {
+                        return word.trim().to_string();
+                    }
+                }
+                Err(std::sync::mpsc::RecvTimeoutError::Timeout) => panic!(
+                    "child {} said nothing within {timeout:?}; its stdout so far: {:?}",
+                    self.id(),
+                    self.seen
+                ),
+                Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => panic!(
+                    "child {} closed its stdout without saying anything ({:?}); its stdout: {:?}",
+                    self.id(),
+                    self.child.try_wait(),
+                    self.seen
+                ),
+            }
+        }
+    }
+
+    /// Wait (bounded) until the child reports exactly `word`.
+    pub fn expect_word(&mut self, word: &str, timeout: Duration) {
+        let got = self.next_word(timeout);
+        assert_eq!(
+            got,
+            word,
+            "child {} reported {got:?}, expected {word:?}",
+            self.id()
+        );
+    }
+
+    /// Close the child's stdin (children in [`child_block_on_stdin`] then finish).
+    pub fn close_stdin(&mut self) {
+        self.stdin.take();
+    }
+
+    /// Wait (bounded) for the child to exit by itself.
+    pub fn wait_exit(&mut self, timeout: Duration) -> std::process::ExitStatus {
+        let mut status = None;
+        let child = &mut self.child;
+        wait_until(timeout, "a child process to exit", || {
+            status = child.try_wait().expect("try_wait");
+            status.is_some()
+        });
+        status.expect("exited")
+    }
+
+    /// Whether the child has not exited yet.
+    pub fn is_running(&mut self) -> bool {
+        self.child.try_wait().expect("try_wait").is_none()
+    }
+
+    /// SIGKILL the child and reap it.
+    pub fn kill(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Drop for ChildProc {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+/// Whether some inotify instance of this process watches `dir` (Linux: read from
+/// `/proc/self/fdinfo`). Lets a test write a file only once a waiter is really armed.
+pub fn inotify_watches(dir: &Path) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    let Ok(ino) = std::fs::metadata(dir).map(|m| m.ino()) else {
+        return false;
+    };
+    let needle = format!(" ino:{ino:x} ");
+    let Ok(fds) = std::fs::read_dir("/proc/self/fdinfo") else {
+        return false;
+    };
+    fds.flatten().any(|fd| {
+        std::fs::read_to_string(fd.path()).is_ok_and(|info| {
+            info.lines()
+                .any(|l| l.starts_with("inotify ") && l.contains(&needle))
+        })
+    })
+}
+
+/// Spin (yielding the CPU) until `path` exists: the start line of a race between
+/// threads and child processes, tighter than [`wait_until`]'s 5 ms naps. Bounded.
+pub fn spin_until_exists(path: &Path, timeout: Duration) {
+    let deadline = Instant::now() + timeout;
+    while !path.exists() {
+        assert!(
+            Instant::now() < deadline,
+            "timed out after {timeout:?} waiting for {}",
+            path.display()
+        );
+        std::thread::yield_now();
+    }
+}

@@ -1,0 +1,796 @@
+//! The worker daemon through its real binary, with fake agents from tests/agents/.
+
+use std::fs;
+use std::io::{BufRead, BufReader};
+use std::os::unix::fs::symlink;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::time::{Duration, Instant};
+
+use conductor::{Outcome, Slot, Status, Task, TaskId, TaskResult, WorkerState};
+use nix::sys::signal::{kill, Signal};
+use nix::unistd::Pid;
+
+use crate::harness::{agent, bin, wait_until, TestRoot};
+
+const BOUND: Duration = Duration::from_secs(30);
+const S0: Slot = Slot(0);
+
+/// A `conductor-worker` child process on a test root. Killed (SIGKILL) on drop.
+struct WorkerProc {
+    child: Option<Child>,
+    pid: u32,
+    stderr_path: PathBuf,
+}
+
+impl WorkerProc {
+    fn start(
+        t: &TestRoot,
+        slot: Slot,
+        agent_cmd: &str,
+        extra: &[&str],
+        env: &[(&str, &str)],
+    ) -> WorkerProc {
+        let (proc_, _) = Self::spawn(t, slot, agent_cmd, extra, env);
+        let w = proc_;
+        let pid = w.pid;
+        // Ready when it has published its own idle status.
+        wait_until(
+            BOUND,
+            "worker to publish idle",
+            || matches!(t.client.read_status(slot), Ok(Some(Status { status: WorkerState::Idle, worker_pid: Some(p), .. })) if p == pid),
+        );
+        w
+    }
+
+    fn spawn(
+        t: &TestRoot,
+        slot: Slot,
+        agent_cmd: &str,
+        extra: &[&str],
+        env: &[(&str, &str)],
+    ) -> (WorkerProc, ()) {
+        let stderr_path = t.dir.path().join(format!(
+            "worker-{slot}-{}.stderr",
+            Instant::now().elapsed().as_nanos()
+        ));
+        let stderr = fs::File::create(&stderr_path).unwrap();
+        let mut cmd = Command::new(bin("conductor-worker"));
+        cmd.arg(slot.to_string())
+            .arg(t.dir.path())
+            .args(["--agent", agent_cmd])
+            .args(extra)
+            .env("CONDUCTOR_HOME", t.path())
+            .env_remove("CONDUCTOR_WORKER")
+            .env("RUST_LOG", "conductor=debug")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(stderr);
+        for (k, v) in env {
+            cmd.env(k, v);
+        }
+        let child = cmd.spawn().expect("spawn conductor-worker");
+        let pid = child.id();
+        (
+            WorkerProc {
+                child: Some(child),
+                pid,
+                stderr_path,
+            },
+            (),
+        )
+    }
+
+    fn signal(&self, sig: Signal) {
+        kill(Pid::from_raw(self.pid as i32), sig).expect("signal worker");
+    }
+
+    /// Wait (bounded) for the worker to exit; returns its status.
+    fn wait_exit(&mut self, bound: Duration) -> ExitStatus {
+        let child = self.child.as_mut().expect("worker still owned");
+        let deadline = Instant::now() + bound;
+        loop {
+            if let Some(st) = child.try_wait().unwrap() {
+                self.child = None;
+                return st;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "worker {} did not exit within {bound:?}; stderr:\n{}",
+                self.pid,
+                self.stderr()
+            );
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+
+    fn stderr(&self) -> String {
+        fs::read_to_string(&self.stderr_path).unwrap_or_default()
+    }
+}
+
+impl Drop for WorkerProc {
+    fn drop(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+/// Pids of live processes whose environment points at this test root (workers and agents).
+fn processes_of(root: &Path) -> Vec<u32> {
+    let needle = format!("CONDUCTOR_HOME={}", root.display());
+    let me = std::process::id();
+    let mut found = Vec::new();
+    for entry in fs::read_dir("/proc").unwrap().flatten() {
+        let Some(pid) = entry
+            .file_name()
+            .to_str()
+            .and_then(|n| n.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        if pid == me {
+            continue;
+        }
+        let Ok(env) = fs::read(entry.path().join("environ")) else {
+            continue;
+        };
+        // Zombies keep no environment and are not running anything.
+        let is_zombie = fs::read_to_string(entry.path().join("stat"))
+            .map(|s| {
+                s.rsplit(')')
+                    .next()
+                    .unwrap_or("")
+                    .trim_start()
+                    .starts_with('Z')
+            })
+            .unwrap_or(true);
+        if !is_zombie && env.split(|b| *b == 0).any(|kv| kv == needle.as_bytes()) {
+            found.push(pid);
+        }
+    }
+    found
+}
+
+fn assert_nothing_left(t: &TestRoot) {
+    let root = t.path().to_path_buf();
+    let deadline = Instant::now() + BOUND;
+    loop {
+        let left = processes_of(&root);
+        if left.is_empty() {
+            return;
+        }
+        assert!(Instant::now() < deadline, "processes left behind: {left:?}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+fn result_of(t: &TestRoot, id: &str) -> TaskResult {
+    t.client
+        .wait_for_result(S0, &TaskId::from(id), BOUND)
+        .unwrap_or_else(|e| panic!("no result for {id}: {e}"))
+}
+
+fn send(t: &TestRoot, id: &str, prompt: &str) {
+    t.client
+        .write_task(S0, &Task::new(prompt).with_id(id))
+        .unwrap_or_else(|e| panic!("write_task {id}: {e}"));
+}
+
+fn wait_working(t: &TestRoot, id: &str) -> Status {
+    let want = TaskId::from(id);
+    let mut last = None;
+    wait_until(BOUND, "status working", || {
+        last = t.client.read_status(S0).ok().flatten();
+        matches!(&last, Some(s) if s.status == WorkerState::Working && s.task_id.as_ref() == Some(&want))
+    });
+    last.unwrap()
+}
+
+fn sh(script: &str) -> String {
+    agent(script).display().to_string()
+}
+
+#[test]
+fn success_round_trip_and_environment() {
+    let t = TestRoot::new();
+    let mut w = WorkerProc::start(&t, S0, &sh("env.sh"), &[], &[]);
+    let task = Task::new("hello")
+        .with_id("env1")
+        .with_context(serde_json::json!({"repo": "x", "n": 1}));
+    t.client.write_task(S0, &task).unwrap();
+    let r = result_of(&t, "env1");
+    assert!(r.success, "{r:?}");
+    assert_eq!(r.error, None);
+    assert_eq!(r.outcome, Some(Outcome::Success));
+    assert_eq!(r.exit_code, Some(0));
+    assert!(r.output.contains("worker=0\n"), "{}", r.output);
+    assert!(r.output.contains("task=env1\n"), "{}", r.output);
+    assert!(
+        r.output.contains(&format!("home={}\n", t.path().display())),
+        "{}",
+        r.output
+    );
+    assert!(
+        r.output.contains(r#"context={"n":1,"repo":"x"}"#)
+            || r.output.contains(r#"context={"repo":"x","n":1}"#),
+        "{}",
+        r.output
+    );
+    let cwd = t.dir.path().canonicalize().unwrap();
+    assert!(
+        r.output.contains(&format!("cwd={}\n", cwd.display())),
+        "{}",
+        r.output
+    );
+    // Status says done (published after result.json, which mirrors results/<id>.json).
+    let st = t
+        .client
+        .wait_for_status(S0, &[WorkerState::Done], BOUND)
+        .unwrap();
+    assert_eq!(st.task_id, Some(TaskId::from("env1")));
+    let newest = t.client.read_result(S0).unwrap().unwrap();
+    assert_eq!(newest, r);
+    // output.log holds the live stdout of the run.
+    assert_eq!(
+        fs::read_to_string(t.client.worker(S0).output_log()).unwrap(),
+        r.output
+    );
+    // running.json and the lock go right after the status is published.
+    wait_until(BOUND, "running.json and .lock gone", || {
+        !t.client.worker(S0).running().exists() && !t.client.worker(S0).lock_dir().exists()
+    });
+    w.signal(Signal::SIGTERM);
+    assert!(w.wait_exit(BOUND).success());
+    assert_nothing_left(&t);
+}
+
+#[test]
+fn numeric_ids_from_original_clients_are_kept() {
+    let t = TestRoot::new();
+    let _w = WorkerProc::start(&t, S0, "cat", &[], &[]);
+    // Written the way the original JS client does: a plain (non-atomic) write.
+    fs::write(
+        t.client.worker(S0).task(),
+        br#"{"id": 1705234567890, "prompt": "hi there", "context": {"a": 1}, "timestamp": "2024-01-14T12:34:56.789Z"}"#,
+    )
+    .unwrap();
+    let r = t
+        .client
+        .wait_for_result(S0, &TaskId::Number(1705234567890), BOUND)
+        .unwrap();
+    assert_eq!(r.output, "hi there");
+    // What the original client polls: status done, then result.json.
+    t.client
+        .wait_for_status(S0, &[WorkerState::Done], BOUND)
+        .unwrap();
+    let raw: serde_json::Value =
+        serde_json::from_slice(&fs::read(t.client.worker(S0).result()).unwrap()).unwrap();
+    assert_eq!(raw["taskId"], serde_json::json!(1705234567890u64));
+    assert_eq!(raw["success"], serde_json::json!(true));
+    assert_eq!(raw["error"], serde_json::Value::Null);
+}
+
+#[test]
+fn nonzero_exit_is_an_error_with_the_last_stderr_line() {
+    let t = TestRoot::new();
+    let _w = WorkerProc::start(&t, S0, &sh("fail.sh"), &[], &[]);
+    send(&t, "f1", "do it");
+    let r = result_of(&t, "f1");
+    assert!(!r.success);
+    assert_eq!(r.outcome, Some(Outcome::Failure));
+    assert_eq!(r.exit_code, Some(3));
+    assert_eq!(r.error.as_deref(), Some("exit status 3: something broke"));
+    assert_eq!(r.output, "some progress\n");
+    assert!(r.stderr.unwrap().contains("warming up"));
+    let st = t
+        .client
+        .wait_for_status(S0, &[WorkerState::Error], BOUND)
+        .unwrap();
+    assert_eq!(st.task_id, Some(TaskId::from("f1")));
+}
+
+#[test]
+fn missing_agent_gives_an_error_result_and_the_worker_keeps_serving() {
+    let t = TestRoot::new();
+    let w = WorkerProc::start(&t, S0, "/nonexistent/agent-xyz --flag", &[], &[]);
+    send(&t, "m1", "one");
+    let r = result_of(&t, "m1");
+    assert!(!r.success);
+    let err = r.error.unwrap();
+    assert!(err.contains("/nonexistent/agent-xyz"), "{err}");
+    send(&t, "m2", "two");
+    assert!(!result_of(&t, "m2").success);
+    assert!(
+        nix::sys::signal::kill(Pid::from_raw(w.pid as i32), None).is_ok(),
+        "worker died"
+    );
+}
+
+#[test]
+fn huge_output_is_kept_whole_in_a_file() {
+    let t = TestRoot::new();
+    let _w = WorkerProc::start(&t, S0, &sh("huge_output.sh"), &[], &[]);
+    send(&t, "big", "go");
+    let r = result_of(&t, "big");
+    assert!(r.success, "{:?}", r.error);
+    assert!(r.output_truncated);
+    assert!(!r.output.is_empty() && r.output.len() < 10_000_000);
+    assert!(r.output.bytes().all(|b| b == b'x'));
+    let file = PathBuf::from(r.output_file.expect("outputFile"));
+    assert_eq!(fs::metadata(&file).unwrap().len(), 10_000_000);
+    assert_eq!(file.parent().unwrap(), t.client.worker(S0).results_dir());
+    // A later run starts a fresh output.log without touching the kept copy.
+    send(&t, "big2", "go");
+    assert!(result_of(&t, "big2").output_truncated);
+    assert_eq!(fs::metadata(&file).unwrap().len(), 10_000_000);
+}
+
+#[test]
+fn prompt_larger_than_a_pipe_buffer_arrives_whole() {
+    let t = TestRoot::new();
+    let _w = WorkerProc::start(&t, S0, "wc -c", &[], &[]);
+    let prompt = "p".repeat(1024 * 1024 + 17);
+    send(&t, "bigprompt", &prompt);
+    let r = result_of(&t, "bigprompt");
+    assert_eq!(r.output.trim(), (1024 * 1024 + 17).to_string());
+}
+
+#[test]
+fn timeout_stops_the_agent_group() {
+    let t = TestRoot::new();
+    let _w = WorkerProc::start(&t, S0, &sh("slow.sh"), &[], &[]);
+    t.client
+        .write_task(S0, &Task::new("x").with_id("slow1").with_timeout_secs(1))
+        .unwrap();
+    let st = wait_working(&t, "slow1");
+    let agent_pid = st.agent_pid.unwrap();
+    let r = result_of(&t, "slow1");
+    assert_eq!(r.outcome, Some(Outcome::Timeout));
+    assert_eq!(r.error.as_deref(), Some("timed out after 1s"));
+    assert_eq!(r.output, "working\n");
+    wait_until(BOUND, "agent gone", || {
+        !conductor::host::pid_alive(agent_pid)
+    });
+}
+
+#[test]
+fn an_agent_ignoring_sigterm_is_killed_after_the_grace_period() {
+    let t = TestRoot::new();
+    let pidfile = t.dir.path().join("agent.pid");
+    let _w = WorkerProc::start(
+        &t,
+        S0,
+        &sh("stubborn.sh"),
+        &["--timeout", "1", "--kill-grace", "1"],
+        &[("AGENT_PIDFILE", pidfile.to_str().unwrap())],
+    );
+    send(&t, "stub", "x");
+    let r = result_of(&t, "stub");
+    assert_eq!(r.outcome, Some(Outcome::Timeout));
+    assert_eq!(r.signal, Some(libc_sigkill()));
+    let pid: u32 = fs::read_to_string(&pidfile)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    wait_until(BOUND, "stubborn agent gone", || {
+        !conductor::host::pid_alive(pid)
+    });
+}
+
+fn libc_sigkill() -> i32 {
+    Signal::SIGKILL as i32
+}
+
+#[test]
+fn background_children_of_an_agent_do_not_outlive_the_task() {
+    let t = TestRoot::new();
+    let pidfile = t.dir.path().join("bg.pid");
+    let _w = WorkerProc::start(
+        &t,
+        S0,
+        &sh("background.sh"),
+        &[],
+        &[("AGENT_PIDFILE", pidfile.to_str().unwrap())],
+    );
+    send(&t, "bg", "x");
+    let r = result_of(&t, "bg");
+    assert!(r.success);
+    let pid: u32 = fs::read_to_string(&pidfile)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    wait_until(BOUND, "background child gone", || {
+        !conductor::host::pid_alive(pid)
+    });
+}
+
+#[test]
+fn cancel_file_stops_the_running_task() {
+    let t = TestRoot::new();
+    let _w = WorkerProc::start(&t, S0, &sh("slow.sh"), &[], &[]);
+    send(&t, "c1", "x");
+    let st = wait_working(&t, "c1");
+    fs::write(t.client.worker(S0).cancel(), "c1\n").unwrap();
+    let r = result_of(&t, "c1");
+    assert_eq!(r.outcome, Some(Outcome::Cancelled));
+    assert_eq!(r.error.as_deref(), Some("cancelled"));
+    wait_until(BOUND, "agent gone", || {
+        !conductor::host::pid_alive(st.agent_pid.unwrap())
+    });
+    assert!(
+        !t.client.worker(S0).cancel().exists(),
+        "cancel file consumed"
+    );
+}
+
+#[test]
+fn sigterm_to_the_worker_interrupts_the_task_and_exits_cleanly() {
+    let t = TestRoot::new();
+    let mut w = WorkerProc::start(&t, S0, &sh("slow.sh"), &[], &[]);
+    send(&t, "int1", "x");
+    wait_working(&t, "int1");
+    w.signal(Signal::SIGTERM);
+    let st = w.wait_exit(BOUND);
+    assert_eq!(st.code(), Some(0), "stderr:\n{}", w.stderr());
+    let r = t
+        .client
+        .read_result_for(S0, &TaskId::from("int1"))
+        .unwrap()
+        .expect("interrupted result");
+    assert_eq!(r.outcome, Some(Outcome::Interrupted));
+    assert!(r.error.unwrap().starts_with("interrupted"));
+    assert!(!t.client.worker(S0).running().exists());
+    assert!(!t.client.worker(S0).lock_dir().exists());
+    assert_nothing_left(&t);
+}
+
+#[test]
+fn sigkilled_worker_restarts_with_an_interrupted_result_and_no_rerun() {
+    let t = TestRoot::new();
+    let log = t.dir.path().join("runs.log");
+    let env = [("AGENT_LOG", log.to_str().unwrap())];
+    let mut w = WorkerProc::start(&t, S0, &sh("slow.sh"), &[], &env);
+    send(&t, "k1", "x");
+    let st = wait_working(&t, "k1");
+    let agent_pid = st.agent_pid.unwrap();
+    wait_until(BOUND, "agent logged its start", || {
+        fs::read_to_string(&log).is_ok_and(|s| s.contains("start k1"))
+    });
+    w.signal(Signal::SIGKILL);
+    w.wait_exit(BOUND);
+    // The parent-death signal takes the agent down with its worker.
+    wait_until(BOUND, "agent died with its worker", || {
+        !conductor::host::pid_alive(agent_pid)
+    });
+    assert!(
+        t.client.worker(S0).running().exists(),
+        "running.json survives the crash"
+    );
+
+    let w2 = WorkerProc::start(&t, S0, &sh("slow.sh"), &[], &env);
+    let r = result_of(&t, "k1");
+    assert_eq!(r.outcome, Some(Outcome::Interrupted));
+    assert_eq!(
+        r.error,
+        Some(format!("interrupted: worker pid {} died", w.pid))
+    );
+    assert!(!t.client.worker(S0).running().exists());
+    let runs = fs::read_to_string(&log).unwrap();
+    assert_eq!(runs.matches("start k1").count(), 1, "ran twice: {runs}");
+    drop(w2);
+    assert_nothing_left(&t);
+}
+
+#[test]
+fn max_attempts_allows_a_rerun_after_a_crash() {
+    let t = TestRoot::new();
+    let log = t.dir.path().join("runs.log");
+    let env = [("AGENT_LOG", log.to_str().unwrap())];
+    let mut w = WorkerProc::start(&t, S0, &sh("slow.sh"), &[], &env);
+    let mut task = Task::new("x").with_id("again").with_timeout_secs(2);
+    task.max_attempts = Some(2);
+    t.client.write_task(S0, &task).unwrap();
+    wait_working(&t, "again");
+    wait_until(BOUND, "first attempt logged its start", || {
+        fs::read_to_string(&log).is_ok_and(|s| s.contains("start again"))
+    });
+    w.signal(Signal::SIGKILL);
+    w.wait_exit(BOUND);
+    let _w2 = WorkerProc::spawn(&t, S0, &sh("slow.sh"), &[], &env).0;
+    let r = result_of(&t, "again");
+    // The second attempt ran (and hit its timeout).
+    assert_eq!(r.attempt, Some(2));
+    assert_eq!(r.outcome, Some(Outcome::Timeout));
+    assert_eq!(
+        fs::read_to_string(&log)
+            .unwrap()
+            .matches("start again")
+            .count(),
+        2
+    );
+}
+
+#[test]
+fn a_second_worker_on_the_same_slot_is_refused() {
+    let t = TestRoot::new();
+    let w = WorkerProc::start(&t, S0, "cat", &[], &[]);
+    let out = Command::new(bin("conductor-worker"))
+        .args(["0", t.dir.path().to_str().unwrap(), "--agent", "cat"])
+        .env("CONDUCTOR_HOME", t.path())
+        .env_remove("CONDUCTOR_WORKER")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(3));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("refusing to start worker 0"), "{err}");
+    assert!(err.contains(&format!("pid {}", w.pid)), "{err}");
+}
+
+#[test]
+fn nested_start_is_refused_unless_allowed() {
+    let t = TestRoot::new();
+    let out = Command::new(bin("conductor-worker"))
+        .args(["1", t.dir.path().to_str().unwrap(), "--agent", "cat"])
+        .env("CONDUCTOR_HOME", t.path())
+        .env("CONDUCTOR_WORKER", "0")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(3));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--allow-nested"));
+}
+
+#[test]
+fn a_task_written_in_two_halves_runs() {
+    let t = TestRoot::new();
+    let _w = WorkerProc::start(&t, S0, "cat", &[], &[]);
+    let body = br#"{"id": "halves", "prompt": "written slowly", "timestamp": 1705234567.89}"#;
+    let (a, b) = body.split_at(body.len() / 2);
+    let path = t.client.worker(S0).task();
+    let mut f = fs::File::create(&path).unwrap();
+    use std::io::Write;
+    f.write_all(a).unwrap();
+    f.flush().unwrap();
+    std::thread::sleep(Duration::from_millis(100)); // the slow writer under test, not synchronization
+    f.write_all(b).unwrap();
+    drop(f);
+    let r = result_of(&t, "halves");
+    assert!(r.success, "{:?}", r.error);
+    assert_eq!(r.output, "written slowly");
+    assert_eq!(
+        fs::read_dir(t.client.worker(S0).rejected_dir())
+            .unwrap()
+            .count(),
+        0
+    );
+}
+
+/// (name, how to write it into the inbox, readable id, what the reason must say)
+type BadInput = (
+    &'static str,
+    Box<dyn Fn(&Path)>,
+    Option<&'static str>,
+    &'static str,
+);
+
+/// Each bad input is moved to rejected/ with a reason, answered with an error result
+/// when its id is readable, and the worker keeps serving.
+#[test]
+fn bad_inputs_are_rejected_with_reasons_and_the_worker_keeps_serving() {
+    let t = TestRoot::new();
+    let _w = WorkerProc::start(&t, S0, "cat", &[], &[]);
+    let w = t.client.worker(S0);
+    let cases: Vec<BadInput> = vec![
+        (
+            "wrong type",
+            Box::new(|p: &Path| fs::write(p, br#"{"id": "bad1", "prompt": 5}"#).unwrap()),
+            Some("bad1"),
+            "invalid type",
+        ),
+        (
+            "missing prompt",
+            Box::new(|p: &Path| fs::write(p, br#"{"id": "bad2"}"#).unwrap()),
+            Some("bad2"),
+            "missing field `prompt`",
+        ),
+        (
+            "bad id",
+            Box::new(|p: &Path| fs::write(p, br#"{"id": "a/b", "prompt": "p"}"#).unwrap()),
+            None,
+            "only A-Z",
+        ),
+        (
+            "newer schema",
+            Box::new(|p: &Path| {
+                fs::write(p, br#"{"schema": 9, "id": "bad4", "prompt": "p"}"#).unwrap()
+            }),
+            Some("bad4"),
+            "schema 9",
+        ),
+        (
+            "truncated",
+            Box::new(|p: &Path| fs::write(p, br#"{"id": "bad5", "prompt": "hel"#).unwrap()),
+            None,
+            "EOF",
+        ),
+        (
+            "not utf-8",
+            Box::new(|p: &Path| {
+                fs::write(p, b"{\"id\": \"bad6\", \"prompt\": \"\xff\xfe\"}").unwrap()
+            }),
+            None,
+            "UTF-8",
+        ),
+        (
+            "oversize",
+            Box::new(|p: &Path| {
+                let big = format!(
+                    r#"{{"id": "bad7", "prompt": "{}"}}"#,
+                    "a".repeat(5 * 1024 * 1024)
+                );
+                fs::write(p, big).unwrap()
+            }),
+            None,
+            "over the limit",
+        ),
+        (
+            "symlink",
+            Box::new(|p: &Path| {
+                let target = p.with_file_name("elsewhere.json");
+                fs::write(&target, br#"{"id": "bad8", "prompt": "p"}"#).unwrap();
+                symlink(&target, p).unwrap()
+            }),
+            None,
+            "symbolic link",
+        ),
+    ];
+    for (i, (name, write, id, reason_has)) in cases.iter().enumerate() {
+        write(&w.task());
+        wait_until(BOUND, &format!("{name}: inbox emptied"), || {
+            fs::symlink_metadata(w.task()).is_err()
+        });
+        let reasons: Vec<String> = fs::read_dir(w.rejected_dir())
+            .unwrap()
+            .flatten()
+            .filter(|e| e.file_name().to_string_lossy().ends_with(".reason"))
+            .map(|e| fs::read_to_string(e.path()).unwrap())
+            .collect();
+        assert_eq!(
+            reasons.len(),
+            i + 1,
+            "{name}: one reason per rejection: {reasons:?}"
+        );
+        assert!(
+            reasons
+                .iter()
+                .any(|r| r.contains(reason_has) && r.contains("task.json")),
+            "{name}: no reason containing {reason_has:?}: {reasons:?}"
+        );
+        if let Some(id) = id {
+            let r = result_of(&t, id);
+            assert_eq!(r.outcome, Some(Outcome::Rejected), "{name}");
+            assert!(r.error.unwrap().contains(reason_has), "{name}");
+        }
+        // Still serving.
+        let ok = format!("ok{i}");
+        send(&t, &ok, "fine");
+        assert_eq!(result_of(&t, &ok).output, "fine", "{name}");
+    }
+    assert!(
+        w.dir.join("elsewhere.json").exists(),
+        "a symlink's target is never touched"
+    );
+}
+
+#[test]
+fn a_reused_task_id_is_rejected_without_touching_the_first_result() {
+    let t = TestRoot::new();
+    let _w = WorkerProc::start(&t, S0, "cat", &[], &[]);
+    send(&t, "dup", "first");
+    assert_eq!(result_of(&t, "dup").output, "first");
+    send(&t, "dup", "second");
+    wait_until(BOUND, "second rejected", || {
+        t.client
+            .read_result(S0)
+            .ok()
+            .flatten()
+            .is_some_and(|r| r.outcome == Some(Outcome::Rejected))
+    });
+    assert_eq!(result_of(&t, "dup").output, "first");
+}
+
+#[test]
+fn two_hundred_tasks_back_to_back_each_run_exactly_once() {
+    let t = TestRoot::new();
+    let log = t.dir.path().join("runs.log");
+    let _w = WorkerProc::start(
+        &t,
+        S0,
+        &sh("record.sh"),
+        &[],
+        &[("AGENT_LOG", log.to_str().unwrap())],
+    );
+    for i in 0..200 {
+        let id = TaskId::from(format!("seq-{i}").as_str());
+        t.client
+            .write_task(S0, &Task::new(format!("prompt {i}")).with_id(id.clone()))
+            .unwrap_or_else(|e| panic!("task {i}: {e}"));
+        // The instant the worker reports done for it, deliver the next one.
+        loop {
+            let st = t
+                .client
+                .wait_for_status(S0, &[WorkerState::Done, WorkerState::Error], BOUND)
+                .unwrap();
+            if st.task_id.as_ref() == Some(&id) {
+                assert_eq!(st.status, WorkerState::Done);
+                break;
+            }
+            t.client.wait_for_result(S0, &id, BOUND).unwrap();
+        }
+    }
+    let results = fs::read_dir(t.client.worker(S0).results_dir())
+        .unwrap()
+        .count();
+    assert_eq!(results, 200);
+    for i in 0..200 {
+        let r = t
+            .client
+            .read_result_for(S0, &TaskId::from(format!("seq-{i}").as_str()))
+            .unwrap()
+            .unwrap();
+        assert_eq!(r.output, format!("prompt {i}"));
+    }
+    let runs = fs::read_to_string(&log).unwrap();
+    let mut lines: Vec<&str> = runs.lines().collect();
+    assert_eq!(lines.len(), 200);
+    lines.sort();
+    lines.dedup();
+    assert_eq!(lines.len(), 200, "a task ran twice");
+}
+
+#[test]
+fn recover_command_finishes_an_abandoned_slot() {
+    let t = TestRoot::new();
+    let mut w = WorkerProc::start(&t, S0, &sh("slow.sh"), &[], &[]);
+    send(&t, "orphan", "x");
+    wait_working(&t, "orphan");
+    w.signal(Signal::SIGKILL);
+    w.wait_exit(BOUND);
+    let out = Command::new(bin("conductor"))
+        .args(["recover", "0"])
+        .env("CONDUCTOR_HOME", t.path())
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let r = t
+        .client
+        .read_result_for(S0, &TaskId::from("orphan"))
+        .unwrap()
+        .expect("result");
+    assert_eq!(r.outcome, Some(Outcome::Interrupted));
+    assert!(!t.client.worker(S0).lock_dir().exists());
+    // Idempotent: a second recovery finds nothing and writes nothing new.
+    let again = Command::new(bin("conductor"))
+        .args(["recover", "0"])
+        .env("CONDUCTOR_HOME", t.path())
+        .output()
+        .unwrap();
+    assert!(String::from_utf8_lossy(&again.stdout).contains("nothing to recover"));
+    assert_nothing_left(&t);
+}
+
+#[allow(dead_code)]
+fn read_lines(p: &Path) -> Vec<String> {
+    BufReader::new(fs::File::open(p).unwrap())
+        .lines()
+        .map_while(Result::ok)
+        .collect()
+}
