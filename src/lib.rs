@@ -1,5 +1,45 @@
-//! conductor: run AI coding-agent sessions as workers fed through plain files.
+//! conductor runs AI coding-agent sessions (Claude Code, Codex, or any command that reads
+//! a prompt on stdin) as workers fed through plain files.
+//!
+//! An orchestrator delivers `task.json` into a worker's directory with
+//! [`Client::write_task`]; the worker ([`worker::Worker`], or the `conductor-worker`
+//! binary) wakes on the filesystem event, takes the slot's `.lock/`, pipes the prompt to
+//! the agent and publishes `results/<id>.json`, `result.json` and `status.json`. Every
+//! state is a file you can `cat`, and every write is atomic.
+//!
+//! # Example
+//!
+//! A worker on a private root with `cat` as its agent, run in-process, fed one task:
+//!
+//! ```
+//! use std::time::Duration;
+//! use conductor::agent::AgentCommand;
+//! use conductor::worker::{Worker, WorkerOptions};
+//! use conductor::{Client, Root, Slot, Task};
+//!
+//! # fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! let dir = tempfile::tempdir()?;
+//! let root = Root::new(dir.path().join("root"));
+//! let opts = WorkerOptions::new(root.clone(), Slot(0), dir.path().into(), AgentCommand::parse("cat")?);
+//! let mut worker = Worker::start(opts)?;
+//! let (stop, stopped) = crossbeam_channel::bounded::<()>(1);
+//! let serving = std::thread::spawn(move || worker.run(&stopped));
+//!
+//! let client = Client::new(root);
+//! let id = client.write_task(Slot(0), &Task::new("hello, agent").with_id("greeting"))?;
+//! let result = client.wait_for_result(Slot(0), &id, Duration::from_secs(30))?;
+//! assert!(result.success);
+//! assert_eq!(result.output, "hello, agent");
+//!
+//! stop.send(())?;
+//! serving.join().unwrap()?;
+//! # Ok(())
+//! # }
+//! ```
 
+pub mod agent;
+pub mod client;
+pub mod config;
 pub mod dirlock;
 pub mod error;
 pub mod fsio;
@@ -10,12 +50,8 @@ pub mod protocol;
 pub mod watch;
 pub mod worker;
 
-pub use error::{Error, FileProblem, Result};
-pub mod agent;
-pub mod client;
-pub mod config;
-
 pub use client::Client;
 pub use config::Config;
+pub use error::{Error, FileProblem, Result};
 pub use layout::{Root, Slot, WorkerPaths};
 pub use protocol::{Outcome, Status, Task, TaskId, TaskResult, WorkerState};
