@@ -70,11 +70,12 @@ impl Client {
         Ok(())
     }
 
-    /// Create `workers/<slot>/` with `results/` and `rejected/`, and an `idle` status
+    /// Create `workers/<slot>/` with `results/`, `tasks/` and `rejected/`, and an `idle` status
     /// if the slot has none yet. Idempotent.
     pub fn create_worker(&self, slot: Slot) -> Result<WorkerPaths> {
         let w = self.root.worker(slot);
         fsio::ensure_dir(&w.results_dir())?;
+        fsio::ensure_dir(&w.tasks_dir())?;
         fsio::ensure_dir(&w.rejected_dir())?;
         match fsio::write_new(
             &w.status(),

@@ -13,6 +13,7 @@ use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime};
 
+use nix::errno::Errno;
 use nix::fcntl::{Flock, FlockArg};
 use serde::{Deserialize, Serialize};
 
@@ -64,7 +65,7 @@ impl LockOwner {
             pid,
             host: host::hostname().to_string(),
             boot_id: host::boot_id().to_string(),
-            start_time: host::process_start_time(pid),
+            start_time: host::own_start_time(),
             nonce: fsio::nonce(),
             acquired_at: now_rfc3339(),
             heartbeat_at: None,
@@ -120,6 +121,8 @@ pub struct DirLock {
     path: PathBuf,
     owner: LockOwner,
     released: bool,
+    /// Released by renaming to this process's spare name instead of removing.
+    reusable: bool,
 }
 
 /// The flock beside a lock that serializes acquire, takeover, heartbeat and release.
@@ -166,34 +169,39 @@ fn pid_file(lock: &Path) -> PathBuf {
 impl DirLock {
     /// Take the lock if it is free or provably stale; otherwise report the holder.
     pub fn try_acquire(path: &Path, opts: &LockOptions) -> Result<Acquire> {
+        Self::acquire(path, opts, false)
+    }
+
+    /// Like [`DirLock::try_acquire`], for a process that takes the same lock over and
+    /// over (a worker's `.lock`): on release the directory is parked under a name private
+    /// to this process (`<lock>.spare.<pid>`) and renamed back into place on the next
+    /// acquire. What others see is the same — `<lock>/` exists, with `pid` and
+    /// `owner.json`, exactly while it is held — but no inode is created or freed per
+    /// task, which is the expensive part of a lock on many filesystems (and NFS).
+    pub fn try_acquire_reusable(path: &Path, opts: &LockOptions) -> Result<Acquire> {
+        Self::acquire(path, opts, true)
+    }
+
+    fn acquire(path: &Path, opts: &LockOptions, reusable: bool) -> Result<Acquire> {
         let _guard = Guard::lock(path)?;
-        if !make_lock_dir(path)? {
+        let owner = LockOwner::for_this_process();
+        if !place(path, &owner, reusable)? {
             let holder = judge(path, opts)?;
             if !holder.liveness.is_stale() {
                 return Ok(Acquire::Held(holder));
             }
             tracing::info!(lock = %path.display(), "taking over stale lock: {holder}");
             remove_lock_dir(path)?;
-            if !make_lock_dir(path)? {
+            if !place(path, &owner, reusable)? {
                 // Someone outside the guard protocol got in between: theirs now.
                 return Ok(Acquire::Held(judge(path, opts)?));
             }
-        }
-        let owner = LockOwner::for_this_process();
-        let written = fsio::write_replace(
-            &pid_file(path),
-            format!("{}\n", owner.pid).as_bytes(),
-            Durability::Atomic,
-        )
-        .and_then(|()| fsio::write_json(&owner_file(path), &owner, Durability::Atomic));
-        if let Err(e) = written {
-            let _ = remove_lock_dir(path);
-            return Err(e);
         }
         Ok(Acquire::Acquired(DirLock {
             path: path.to_path_buf(),
             owner,
             released: false,
+            reusable,
         }))
     }
 
@@ -216,8 +224,23 @@ impl DirLock {
     /// Release the lock — only if it is still ours (our nonce in `owner.json`).
     pub fn release(mut self) -> Result<()> {
         self.released = true;
+        self.release_now()
+    }
+
+    fn release_now(&self) -> Result<()> {
         let _guard = Guard::lock(&self.path)?;
         self.ensure_still_ours()?;
+        if self.reusable {
+            let spare = spare_path(&self.path);
+            // A leftover from an earlier process that had our pid would block the rename.
+            remove_lock_dir(&spare)?;
+            match fs::rename(&self.path, &spare) {
+                Ok(()) => return Ok(()),
+                Err(e) => {
+                    tracing::debug!("parking {} failed ({e}); removing it", self.path.display())
+                }
+            }
+        }
         remove_lock_dir(&self.path)
     }
 
@@ -239,14 +262,103 @@ impl Drop for DirLock {
             return;
         }
         self.released = true;
-        let res = Guard::lock(&self.path).and_then(|_guard| {
-            self.ensure_still_ours()?;
-            remove_lock_dir(&self.path)
-        });
-        if let Err(e) = res {
+        if let Err(e) = self.release_now() {
             tracing::warn!("releasing lock on drop: {e}");
         }
     }
+}
+
+/// This process's parking place for a reusable lock.
+fn spare_path(lock: &Path) -> PathBuf {
+    let mut name = lock.as_os_str().to_owned();
+    name.push(format!(".spare.{}", std::process::id()));
+    PathBuf::from(name)
+}
+
+/// Remove parked spares of `lock` left by processes that are gone (and our own).
+pub fn clear_spares(lock: &Path) -> Result<()> {
+    let (Some(dir), Some(base)) = (lock.parent(), lock.file_name()) else {
+        return Ok(());
+    };
+    let prefix = format!("{}.spare.", base.to_string_lossy());
+    let entries = match fs::read_dir(dir) {
+        Ok(e) => e,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(()),
+        Err(e) => return Err(Error::io("list", dir, e)),
+    };
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let Some(pid) = name
+            .to_str()
+            .and_then(|n| n.strip_prefix(&prefix))
+            .and_then(|p| p.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        if pid == std::process::id() || !host::pid_alive(pid) {
+            remove_lock_dir(&entry.path())?;
+        }
+    }
+    Ok(())
+}
+
+/// Make `path` exist as our lock: from our parked spare if there is one, else by
+/// `mkdir` and writing the owner files. `Ok(false)`: the lock already exists.
+fn place(path: &Path, owner: &LockOwner, reusable: bool) -> Result<bool> {
+    if reusable {
+        if let Some(placed) = place_spare(path, owner)? {
+            return Ok(placed);
+        }
+    }
+    if !make_lock_dir(path)? {
+        return Ok(false);
+    }
+    let written = fsio::write_replace(
+        &pid_file(path),
+        format!("{}\n", owner.pid).as_bytes(),
+        Durability::Atomic,
+    )
+    .and_then(|()| fsio::write_json(&owner_file(path), owner, Durability::Atomic));
+    if let Err(e) = written {
+        let _ = remove_lock_dir(path);
+        return Err(e);
+    }
+    Ok(true)
+}
+
+/// Rename our parked spare into place, its owner rewritten first (in place: nobody
+/// else looks at a spare). `None` when there is no spare or the filesystem cannot
+/// rename without replacing.
+fn place_spare(path: &Path, owner: &LockOwner) -> Result<Option<bool>> {
+    let spare = spare_path(path);
+    match fs::symlink_metadata(&spare) {
+        Ok(m) if m.is_dir() => {}
+        _ => return Ok(None),
+    }
+    fsio::overwrite_padded(&pid_file(&spare), format!("{}\n", owner.pid).as_bytes())?;
+    fsio::overwrite_padded(&owner_file(&spare), &fsio::to_json_bytes(owner))?;
+    rename_noreplace(&spare, path)
+}
+
+#[cfg(all(target_os = "linux", target_env = "gnu"))]
+fn rename_noreplace(from: &Path, to: &Path) -> Result<Option<bool>> {
+    use nix::fcntl::{renameat2, RenameFlags, AT_FDCWD};
+    match renameat2(AT_FDCWD, from, AT_FDCWD, to, RenameFlags::RENAME_NOREPLACE) {
+        Ok(()) => Ok(Some(true)),
+        Err(Errno::EEXIST | Errno::ENOTEMPTY) => Ok(Some(false)),
+        Err(Errno::EINVAL | Errno::ENOSYS | Errno::EOPNOTSUPP) => {
+            // This filesystem cannot do it: fall back to mkdir from now on.
+            remove_lock_dir(from)?;
+            Ok(None)
+        }
+        Err(e) => Err(Error::io("rename spare lock into", to, e.into())),
+    }
+}
+
+#[cfg(not(all(target_os = "linux", target_env = "gnu")))]
+fn rename_noreplace(from: &Path, _to: &Path) -> Result<Option<bool>> {
+    remove_lock_dir(from)?;
+    Ok(None)
 }
 
 /// `mkdir` the lock: `Ok(true)` if we created it, `Ok(false)` if it exists.

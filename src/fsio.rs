@@ -120,6 +120,42 @@ pub fn write_new(path: &Path, bytes: &[u8], durability: Durability) -> Result<()
     Ok(())
 }
 
+/// Overwrite a private file in place without truncating it: `text` is padded with
+/// spaces (before its final newline) to the file's current length, so the same blocks
+/// are rewritten and nothing is freed — freeing file data is the expensive step on
+/// many filesystems. Only for whitespace-tolerant text (JSON, a pid) that nobody else
+/// reads while we write it. An unchanged file is not written at all.
+pub fn overwrite_padded(path: &Path, text: &[u8]) -> Result<()> {
+    use std::os::unix::fs::FileExt;
+    let f = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .mode(0o600)
+        .custom_flags(OFlag::O_NOFOLLOW.bits())
+        .open(path)
+        .map_err(|e| Error::io("open", path, e))?;
+    let len = f.metadata().map_err(|e| Error::io("stat", path, e))?.len() as usize;
+    let mut bytes = text.to_vec();
+    if bytes.len() < len {
+        let body = bytes
+            .strip_suffix(b"\n")
+            .map(<[u8]>::len)
+            .unwrap_or(bytes.len());
+        let pad = len - bytes.len();
+        bytes.splice(body..body, std::iter::repeat_n(b' ', pad));
+    }
+    if bytes.len() == len {
+        let mut current = vec![0; len];
+        if f.read_exact_at(&mut current, 0).is_ok() && current == bytes {
+            return Ok(());
+        }
+    }
+    f.write_all_at(&bytes, 0)
+        .map_err(|e| Error::io("write", path, e))
+}
+
 /// Atomically make `path` another name for the existing file `src` (link to a temp
 /// name, then rename over `path`). Not fsynced.
 pub fn link_replace(src: &Path, path: &Path) -> Result<()> {

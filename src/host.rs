@@ -56,6 +56,12 @@ fn parse_stat_start_time(stat: &str) -> Option<u64> {
     after_comm.split_whitespace().nth(22 - 3)?.parse().ok()
 }
 
+/// This process's start time, read once.
+pub fn own_start_time() -> Option<u64> {
+    static START: OnceLock<Option<u64>> = OnceLock::new();
+    *START.get_or_init(|| process_start_time(std::process::id()))
+}
+
 /// Whether `pid` is alive and, when `start_time` is known, still the same process.
 pub fn same_process_alive(pid: u32, start_time: Option<u64>) -> bool {
     if !pid_alive(pid) {

@@ -152,6 +152,17 @@ impl WorkerPaths {
     pub fn result_for(&self, id: &TaskId) -> PathBuf {
         self.results_dir().join(format!("{id}.json"))
     }
+    /// Every task as it was run, kept beside its result until gc.
+    pub fn tasks_dir(&self) -> PathBuf {
+        self.dir.join("tasks")
+    }
+    pub fn task_record(&self, id: &TaskId) -> PathBuf {
+        self.tasks_dir().join(format!("{id}.json"))
+    }
+    /// A finished run's full stdout (what `output.log` held while it ran).
+    pub fn task_log(&self, id: &TaskId) -> PathBuf {
+        self.tasks_dir().join(format!("{id}.log"))
+    }
     pub fn output_log(&self) -> PathBuf {
         self.dir.join("output.log")
     }
@@ -163,6 +174,10 @@ impl WorkerPaths {
     }
     pub fn worker_gate(&self) -> PathBuf {
         self.dir.join(".worker.lock")
+    }
+    /// Replaced files waiting to be freed off the hot path (the worker's own).
+    pub fn trash_dir(&self) -> PathBuf {
+        self.dir.join(".trash")
     }
     pub fn rejected_dir(&self) -> PathBuf {
         self.dir.join("rejected")

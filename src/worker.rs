@@ -102,6 +102,8 @@ pub struct Worker {
     watcher: DirWatcher,
     wake: Receiver<()>,
     recovery: RecoveryReport,
+    /// Frees parked files off the hot path (see `publish_status`).
+    reaper: crossbeam_channel::Sender<PathBuf>,
 }
 
 /// Why the agent stopped before finishing on its own.
@@ -109,6 +111,13 @@ enum Stop {
     Timeout(Duration),
     Cancelled,
     Interrupted(String),
+}
+
+impl Drop for Worker {
+    fn drop(&mut self) {
+        // Our parked lock directory, if any (see DirLock::try_acquire_reusable).
+        let _ = dirlock::clear_spares(&self.paths.lock_dir());
+    }
 }
 
 impl Worker {
@@ -146,6 +155,22 @@ impl Worker {
         });
         let watcher = DirWatcher::new(std::slice::from_ref(&paths.dir), opts.watch, interest, tx)?;
 
+        // Whatever a previous worker parked and did not free.
+        let trash = paths.trash_dir();
+        if let Ok(entries) = fs::read_dir(&trash) {
+            for e in entries.flatten() {
+                let _ = fs::remove_file(e.path());
+            }
+        }
+        let (reaper, parked) = crossbeam_channel::unbounded::<PathBuf>();
+        std::thread::Builder::new()
+            .name("reaper".into())
+            .spawn(move || {
+                for p in parked {
+                    let _ = fs::remove_file(p);
+                }
+            })
+            .map_err(|e| Error::io("start the reaper thread for", trash.clone(), e))?;
         let mut worker = Worker {
             opts,
             paths,
@@ -155,8 +180,10 @@ impl Worker {
             watcher,
             wake,
             recovery: RecoveryReport::default(),
+            reaper,
         };
         worker.recovery = recover_slot(&worker.opts.root, worker.opts.slot, &worker.lock_opts)?;
+        dirlock::clear_spares(&worker.paths.lock_dir())?;
         worker.publish_status(Status::new(WorkerState::Idle))?;
         Ok(worker)
     }
@@ -206,14 +233,33 @@ impl Worker {
         }
     }
 
+    /// Replace `status.json`. The replaced file is first linked into `.trash/` so the
+    /// rename frees nothing, and the reaper thread frees it: freeing file data costs
+    /// ~1 ms of kernel time on some filesystems (ext4 here), and a status write sits
+    /// between a task's result and the next pickup.
     fn publish_status(&self, mut status: Status) -> Result<()> {
         status.worker_pid = Some(std::process::id());
         status.host = Some(host::hostname().to_string());
-        fsio::write_json(&self.paths.status(), &status, Durability::Atomic)
+        let parked = self.paths.trash_dir().join(fsio::nonce());
+        let parked = match fs::hard_link(self.paths.status(), &parked) {
+            Ok(()) => Some(parked),
+            Err(e) => {
+                if e.kind() == io::ErrorKind::NotFound && !self.paths.trash_dir().exists() {
+                    fsio::ensure_dir(&self.paths.trash_dir())?;
+                }
+                None
+            }
+        };
+        fsio::write_json(&self.paths.status(), &status, Durability::Atomic)?;
+        if let Some(p) = parked {
+            let _ = self.reaper.send(p);
+        }
+        Ok(())
     }
 
     /// Look at the inbox once; claim and run a task if there is one.
     fn poll_inbox(&mut self, shutdown: &Receiver<()>) -> Result<Pickup> {
+        let looked = Instant::now();
         let inbox = self.paths.task();
         if let Err(e) = fs::symlink_metadata(&inbox) {
             if e.kind() == io::ErrorKind::NotFound {
@@ -221,7 +267,7 @@ impl Worker {
             }
             return Err(Error::io("stat", &inbox, e));
         }
-        let lock = match DirLock::try_acquire(&self.paths.lock_dir(), &self.lock_opts)? {
+        let lock = match DirLock::try_acquire_reusable(&self.paths.lock_dir(), &self.lock_opts)? {
             Acquire::Acquired(l) => l,
             Acquire::Held(h) => {
                 tracing::warn!(
@@ -275,6 +321,10 @@ impl Worker {
             Err(e) => return Err(Error::io("claim (rename to running.json)", &inbox, e)),
         }
         let task = self.ensure_id(task)?;
+        tracing::debug!(
+            "claimed in {}us (lock, read, rename)",
+            looked.elapsed().as_micros()
+        );
         self.run_task(task, lock, shutdown)
     }
 
@@ -390,7 +440,11 @@ impl Worker {
                 return Ok(Pickup::Ran);
             }
         };
-        tracing::info!("task {id} started: agent pid {}", agent.pid());
+        tracing::info!(
+            "task {id} started: agent pid {} ({}us after claim)",
+            agent.pid(),
+            clock.elapsed().as_micros()
+        );
 
         let mut status = Status::new(WorkerState::Working);
         status.task_id = Some(id.clone());
@@ -543,18 +597,23 @@ impl Worker {
         r.exit_code = exit_code;
         r.signal = signal;
         r.stderr = Some(stderr);
+        // The run's stdout log moves beside its task record (renaming frees nothing,
+        // unlike truncating it for the next run would).
+        let log = self.paths.task_log(id);
+        if let Err(e) = fsio::ensure_dir(&self.paths.tasks_dir()).and_then(|()| {
+            fs::rename(self.paths.output_log(), &log)
+                .map_err(|e| Error::io("keep output log as", &log, e))
+        }) {
+            tracing::warn!("{e}");
+        }
         if out.stdout_truncated {
-            // The next run truncates output.log, so this run's full copy moves out.
-            let keep = self.paths.results_dir().join(format!("{id}.output.log"));
-            fs::rename(self.paths.output_log(), &keep)
-                .map_err(|e| Error::io("keep full output as", &keep, e))?;
             r.output_truncated = true;
-            r.output_file = Some(keep.display().to_string());
+            r.output_file = Some(log.display().to_string());
             tracing::info!(
                 "task {id}: {} bytes of output, {} kept inline, all in {}",
                 out.stdout_total,
                 out.stdout.len(),
-                keep.display()
+                log.display()
             );
         }
         Ok(r)
@@ -571,13 +630,18 @@ impl Worker {
         st.task_id = Some(result.task_id.clone());
         st.attempt = result.attempt;
         self.publish_status(st)?;
-        fsio::remove_file_if_exists(&self.paths.running())?;
+        retire_running(&self.paths, &result.task_id)?;
         tracing::info!(
             "task {} finished: {}",
             result.task_id,
             result.error.as_deref().unwrap_or("success")
         );
-        lock.release()
+        lock.release()?;
+        // Ready an empty output.log now, off the next pickup's path.
+        if !self.paths.output_log().exists() {
+            fsio::overwrite_padded(&self.paths.output_log(), b"")?;
+        }
+        Ok(())
     }
 }
 
@@ -591,28 +655,38 @@ enum Pickup {
     NotYet(Instant),
 }
 
-/// `results/<id>.json` (durable, unless `keep_copy` is false), then `result.json`.
+/// Move `running.json` to `tasks/<id>.json`: the slot no longer has a task in hand,
+/// and the task stays readable beside its result (for retries and post-mortems).
+fn retire_running(paths: &WorkerPaths, id: &TaskId) -> Result<()> {
+    let record = paths.task_record(id);
+    match fs::rename(paths.running(), &record) {
+        Ok(()) => Ok(()),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => {
+            if !paths.running().exists() {
+                return Ok(());
+            }
+            // tasks/ is missing (a slot made by an older conductor): make it, once.
+            fsio::ensure_dir(&paths.tasks_dir())?;
+            fs::rename(paths.running(), &record)
+                .map_err(|e| Error::io("retire running.json to", record, e))
+        }
+        Err(e) => Err(Error::io("retire running.json to", record, e)),
+    }
+}
+
+/// `results/<id>.json` (durable), then `result.json`. With `keep_copy` false (a reused
+/// id) only `result.json` is written, so the earlier task's record stays intact.
 fn publish_result(paths: &WorkerPaths, result: &TaskResult, keep_copy: bool) -> Result<()> {
     let bytes = fsio::to_json_bytes(result);
-    if keep_copy {
-        fsio::ensure_dir(&paths.results_dir())?;
-        fsio::write_replace(
-            &paths.result_for(&result.task_id),
-            &bytes,
-            Durability::Durable,
-        )?;
+    if !keep_copy {
+        return fsio::write_replace(&paths.result(), &bytes, Durability::Durable);
     }
-    // result.json is a convenience copy for original clients: the durable record is
-    // results/<id>.json, so no second fsync here.
-    fsio::write_replace(
-        &paths.result(),
-        &bytes,
-        if keep_copy {
-            Durability::Atomic
-        } else {
-            Durability::Durable
-        },
-    )
+    fsio::ensure_dir(&paths.results_dir())?;
+    let kept = paths.result_for(&result.task_id);
+    fsio::write_replace(&kept, &bytes, Durability::Durable)?;
+    // result.json is the same file under the name original clients read: a hard link
+    // costs no second write and no fsync (results/<id>.json is the durable record).
+    fsio::link_replace(&kept, &paths.result())
 }
 
 /// Finish what a dead worker left on `slot`: remove a stale lock, kill a leftover
@@ -683,7 +757,7 @@ pub fn recover_slot(root: &Root, slot: Slot, lock_opts: &LockOptions) -> Result<
     }
 
     if paths.result_for(&id).exists() {
-        fsio::remove_file_if_exists(&running)?;
+        retire_running(&paths, &id)?;
         report.already_finished = Some(id);
         lock.release()?;
         return Ok(report);
@@ -720,7 +794,7 @@ pub fn recover_slot(root: &Root, slot: Slot, lock_opts: &LockOptions) -> Result<
     let mut st = Status::new(WorkerState::Error);
     st.task_id = Some(id.clone());
     fsio::write_json(&paths.status(), &st, Durability::Atomic)?;
-    fsio::remove_file_if_exists(&running)?;
+    retire_running(&paths, &id)?;
     report.interrupted = Some(id);
     lock.release()?;
     Ok(report)

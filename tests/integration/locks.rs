@@ -634,3 +634,71 @@ fn takeover_race_on_a_live_lock_has_no_winner() {
     );
     drop(live);
 }
+
+/// A reusable lock looks exactly like a plain one while held and is simply absent
+/// while released; only its parked spare (private to the process) remains.
+#[test]
+fn reusable_lock_is_parked_between_uses_and_looks_the_same_while_held() {
+    let t = TestRoot::new();
+    let path = lock_path(&t);
+    let opts = LockOptions::default();
+    let spare = PathBuf::from(format!("{}.spare.{}", path.display(), std::process::id()));
+    let mut nonces = Vec::new();
+    for round in 0..3 {
+        let lock = match DirLock::try_acquire_reusable(&path, &opts).unwrap() {
+            Acquire::Acquired(l) => l,
+            Acquire::Held(h) => panic!("round {round}: held by {h}"),
+        };
+        assert!(
+            !spare.exists(),
+            "round {round}: spare still parked while held"
+        );
+        assert_eq!(
+            fs::read_to_string(path.join("pid")).unwrap().trim(),
+            std::process::id().to_string()
+        );
+        let owner: LockOwner =
+            serde_json::from_slice(&fs::read(path.join("owner.json")).unwrap()).unwrap();
+        assert_eq!(&owner, lock.owner(), "round {round}");
+        nonces.push(owner.nonce.clone());
+        // Others see a held lock.
+        assert!(matches!(
+            DirLock::try_acquire(&path, &opts).unwrap(),
+            Acquire::Held(_)
+        ));
+        lock.release().unwrap();
+        assert!(
+            !path.exists(),
+            "round {round}: released lock still in place"
+        );
+        assert!(spare.is_dir(), "round {round}: not parked");
+    }
+    nonces.dedup();
+    assert_eq!(nonces.len(), 3, "each acquisition has its own nonce");
+    // A plain acquirer takes the released lock normally; our spare stays out of the way.
+    match DirLock::try_acquire(&path, &opts).unwrap() {
+        Acquire::Acquired(l) => l.release().unwrap(),
+        Acquire::Held(h) => panic!("held by {h}"),
+    }
+    conductor::dirlock::clear_spares(&path).unwrap();
+    assert!(!spare.exists());
+}
+
+#[test]
+fn clear_spares_keeps_a_live_processs_spare() {
+    let t = TestRoot::new();
+    let path = lock_path(&t);
+    let mut live = Command::new("sleep").arg("30").spawn().unwrap();
+    let mut dead = Command::new("true").spawn().unwrap();
+    dead.wait().unwrap();
+    let live_spare = PathBuf::from(format!("{}.spare.{}", path.display(), live.id()));
+    let dead_spare = PathBuf::from(format!("{}.spare.{}", path.display(), dead.id()));
+    fs::create_dir(&live_spare).unwrap();
+    fs::create_dir(&dead_spare).unwrap();
+    conductor::dirlock::clear_spares(&path).unwrap();
+    let live_kept = live_spare.is_dir();
+    let _ = live.kill();
+    let _ = live.wait();
+    assert!(live_kept, "a live process's spare was removed");
+    assert!(!dead_spare.exists(), "a dead process's spare was kept");
+}

@@ -233,17 +233,31 @@ fn success_round_trip_and_environment() {
     assert_eq!(st.task_id, Some(TaskId::from("env1")));
     let newest = t.client.read_result(S0).unwrap().unwrap();
     assert_eq!(newest, r);
-    // output.log holds the live stdout of the run.
+    // The run's stdout log is kept as tasks/<id>.log.
     assert_eq!(
-        fs::read_to_string(t.client.worker(S0).output_log()).unwrap(),
+        fs::read_to_string(t.client.worker(S0).task_log(&TaskId::from("env1"))).unwrap(),
         r.output
     );
     // running.json and the lock go right after the status is published.
     wait_until(BOUND, "running.json and .lock gone", || {
         !t.client.worker(S0).running().exists() && !t.client.worker(S0).lock_dir().exists()
     });
+    // The task as it ran is kept beside its result.
+    let kept: Task = serde_json::from_slice(
+        &fs::read(t.client.worker(S0).task_record(&TaskId::from("env1"))).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(kept.prompt, "hello");
     w.signal(Signal::SIGTERM);
     assert!(w.wait_exit(BOUND).success());
+    // A clean exit leaves no parked lock directory behind.
+    let leftovers: Vec<_> = fs::read_dir(&t.client.worker(S0).dir)
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with(".lock") && n != ".lock.guard")
+        .collect();
+    assert!(leftovers.is_empty(), "{leftovers:?}");
     assert_nothing_left(&t);
 }
 
@@ -321,7 +335,7 @@ fn huge_output_is_kept_whole_in_a_file() {
     assert!(r.output.bytes().all(|b| b == b'x'));
     let file = PathBuf::from(r.output_file.expect("outputFile"));
     assert_eq!(fs::metadata(&file).unwrap().len(), 10_000_000);
-    assert_eq!(file.parent().unwrap(), t.client.worker(S0).results_dir());
+    assert_eq!(file, t.client.worker(S0).task_log(&TaskId::from("big")));
     // A later run starts a fresh output.log without touching the kept copy.
     send(&t, "big2", "go");
     assert!(result_of(&t, "big2").output_truncated);
@@ -415,6 +429,10 @@ fn cancel_file_stops_the_running_task() {
     let _w = WorkerProc::start(&t, S0, &sh("slow.sh"), &[], &[]);
     send(&t, "c1", "x");
     let st = wait_working(&t, "c1");
+    // While it runs, its stdout streams into output.log.
+    wait_until(BOUND, "output.log to show the agent's output", || {
+        fs::read_to_string(t.client.worker(S0).output_log()).is_ok_and(|s| s == "working\n")
+    });
     fs::write(t.client.worker(S0).cancel(), "c1\n").unwrap();
     let r = result_of(&t, "c1");
     assert_eq!(r.outcome, Some(Outcome::Cancelled));
