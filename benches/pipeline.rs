@@ -182,6 +182,67 @@ fn idle_cost(pid: u32, secs: u64) {
     );
 }
 
+/// What the root's filesystem charges for the metadata steps the protocol uses, so a
+/// missed target can be traced to the disk rather than guessed at.
+fn fs_costs(dir: &Path) {
+    use std::fs;
+    let n = 200;
+    let mut create = Vec::new();
+    let mut replace = Vec::new();
+    let mut replace_kept = Vec::new();
+    let mut fsync = Vec::new();
+    let target = dir.join("probe.json");
+    fs::write(&target, [b'x'; 200]).unwrap();
+    for i in 0..n {
+        let tmp = dir.join(format!("probe.{i}.tmp"));
+        let t = Instant::now();
+        fs::write(&tmp, [b'y'; 200]).unwrap();
+        create.push(t.elapsed().as_secs_f64() * 1e3);
+        let t = Instant::now();
+        fs::File::open(&tmp).unwrap().sync_all().unwrap();
+        fsync.push(t.elapsed().as_secs_f64() * 1e3);
+        let keep = dir.join(format!("probe.{i}.keep"));
+        let t = Instant::now();
+        if i % 2 == 0 {
+            fs::rename(&tmp, &target).unwrap();
+            replace.push(t.elapsed().as_secs_f64() * 1e3);
+        } else {
+            fs::hard_link(&target, &keep).unwrap();
+            fs::rename(&tmp, &target).unwrap();
+            replace_kept.push(t.elapsed().as_secs_f64() * 1e3);
+        }
+    }
+    summary("fs: create+write 200 B", create);
+    summary("fs: fsync 200 B file", fsync);
+    summary("fs: rename over (frees old)", replace);
+    summary("fs: rename over (old linked)", replace_kept);
+}
+
+/// What starting a process costs here: posix_spawn (what std uses without pre_exec)
+/// against fork (what a pre_exec hook such as PR_SET_PDEATHSIG forces).
+fn spawn_costs() {
+    use std::os::unix::process::CommandExt;
+    let mut plain = Vec::new();
+    let mut forked = Vec::new();
+    for _ in 0..200 {
+        let t = Instant::now();
+        let mut c = Command::new("/bin/true").spawn().unwrap();
+        plain.push(t.elapsed().as_secs_f64() * 1e3);
+        c.wait().unwrap();
+        let mut cmd = Command::new("/bin/true");
+        // SAFETY: the hook does nothing.
+        unsafe {
+            cmd.pre_exec(|| Ok(()));
+        }
+        let t = Instant::now();
+        let mut c = cmd.spawn().unwrap();
+        forked.push(t.elapsed().as_secs_f64() * 1e3);
+        c.wait().unwrap();
+    }
+    summary("spawn /bin/true (posix_spawn)", plain);
+    summary("spawn /bin/true (fork+exec)", forked);
+}
+
 fn main() {
     if std::env::var_os(AGENT_MODE).is_some() {
         return agent_main();
@@ -214,6 +275,8 @@ fn main() {
         base.display()
     );
 
+    fs_costs(dir.path());
+    spawn_costs();
     {
         let workers = start_workers(&client, 1, dir.path());
         if idle_secs > 0 {

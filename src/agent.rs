@@ -39,6 +39,28 @@ impl AgentCommand {
             args: it.collect(),
         })
     }
+
+    /// The program as an absolute path, found on `PATH` now rather than by the child
+    /// after every fork (each miss is a failed `execve`). `None` if it is not found;
+    /// spawning then reports it per task.
+    pub fn resolve(&self) -> Option<PathBuf> {
+        let program = Path::new(&self.program);
+        if program.components().count() > 1 {
+            return Some(program.to_path_buf());
+        }
+        std::env::var_os("PATH")?
+            .to_str()?
+            .split(':')
+            // Relative entries would mean the worker's cwd, not the agent's.
+            .filter(|d| d.starts_with('/'))
+            .map(|d| Path::new(d).join(program))
+            .find(|p| is_executable(p))
+    }
+}
+
+fn is_executable(p: &Path) -> bool {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
 }
 
 impl std::fmt::Display for AgentCommand {
@@ -54,6 +76,8 @@ impl std::fmt::Display for AgentCommand {
 #[derive(Debug)]
 pub struct Launch<'a> {
     pub command: &'a AgentCommand,
+    /// `command.program` resolved on `PATH` (see [`AgentCommand::resolve`]).
+    pub program_path: Option<&'a Path>,
     pub cwd: &'a Path,
     pub env: Vec<(&'static str, String)>,
     pub prompt: String,
@@ -101,7 +125,10 @@ impl Agent {
     /// signal fires when the spawning *thread* exits.
     pub fn spawn(launch: Launch<'_>) -> Result<Agent> {
         let log = open_log(launch.output_log)?;
-        let mut cmd = Command::new(&launch.command.program);
+        let mut cmd = match launch.program_path {
+            Some(p) => Command::new(p),
+            None => Command::new(&launch.command.program),
+        };
         cmd.args(&launch.command.args)
             .current_dir(launch.cwd)
             .envs(launch.env.iter().map(|(k, v)| (k, v)))

@@ -104,6 +104,8 @@ pub struct Worker {
     recovery: RecoveryReport,
     /// Frees parked files off the hot path (see `publish_status`).
     reaper: crossbeam_channel::Sender<PathBuf>,
+    /// The agent program found on PATH at start.
+    agent_path: Option<PathBuf>,
 }
 
 /// Why the agent stopped before finishing on its own.
@@ -181,7 +183,15 @@ impl Worker {
             wake,
             recovery: RecoveryReport::default(),
             reaper,
+            agent_path: None,
         };
+        worker.agent_path = worker.opts.agent.resolve();
+        if worker.agent_path.is_none() {
+            tracing::warn!(
+                "agent `{}` is not on PATH; tasks will fail until it is installed",
+                worker.opts.agent.program
+            );
+        }
         worker.recovery = recover_slot(&worker.opts.root, worker.opts.slot, &worker.lock_opts)?;
         dirlock::clear_spares(&worker.paths.lock_dir())?;
         worker.publish_status(Status::new(WorkerState::Idle))?;
@@ -420,6 +430,7 @@ impl Worker {
             .unwrap_or_else(|| "null".into());
         let launch = Launch {
             command: &self.opts.agent,
+            program_path: self.agent_path.as_deref(),
             cwd: &self.opts.project_dir,
             env: vec![
                 (ENV_HOME, self.opts.root.path().display().to_string()),
