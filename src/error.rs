@@ -93,6 +93,9 @@ pub enum Error {
         source: notify::Error,
     },
 
+    #[error("worker {slot} stopped with task {task} unfinished; start it again or run `conductor recover {slot}`")]
+    WorkerGone { slot: u32, task: String },
+
     #[error("cannot start agent `{program}`: {source}{hint}")]
     Spawn {
         program: String,

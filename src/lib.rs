@@ -46,6 +46,8 @@ pub mod fsio;
 pub mod gate;
 pub mod host;
 pub mod layout;
+pub mod orchestrator;
+pub mod preset;
 pub mod protocol;
 pub mod watch;
 pub mod worker;

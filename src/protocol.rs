@@ -235,6 +235,9 @@ pub struct Task {
     /// Which attempt this delivery is (1-based); set by conductor on re-delivery.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub attempt: Option<u32>,
+    /// Continue this agent session (claude preset: `--resume ID`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resume: Option<String>,
 }
 
 impl Task {
@@ -251,6 +254,7 @@ impl Task {
             priority: None,
             max_attempts: None,
             attempt: None,
+            resume: None,
         }
     }
 
@@ -284,6 +288,11 @@ impl Task {
         }
         if self.timeout_secs == Some(0) {
             return Err("timeoutSecs must be at least 1".into());
+        }
+        if let Some(r) = &self.resume {
+            if r.is_empty() || r.starts_with('-') || r.len() > 256 {
+                return Err(format!("resume session {r:?} is not a session id"));
+            }
         }
         if let Some(k) = &self.key {
             TaskId::Text(k.clone())
@@ -441,6 +450,15 @@ pub struct TaskResult {
     pub output_truncated: bool,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub output_file: Option<String>,
+    /// Claude Code's session (claude preset): `conductor retry --resume` continues it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub session_id: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cost_usd: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub num_turns: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub is_error: Option<bool>,
 }
 
 impl TaskResult {
@@ -465,6 +483,10 @@ impl TaskResult {
             worker: None,
             output_truncated: false,
             output_file: None,
+            session_id: None,
+            cost_usd: None,
+            num_turns: None,
+            is_error: None,
         }
     }
 }

@@ -18,6 +18,7 @@ use crate::fsio::{self, Durability, SMALL_FILE_LIMIT};
 use crate::gate::Gate;
 use crate::host;
 use crate::layout::{Root, Slot, WorkerPaths, ENV_HOME};
+use crate::preset::Preset;
 use crate::protocol::{
     now_rfc3339, rfc3339, Outcome, Status, Task, TaskId, TaskResult, WorkerState,
 };
@@ -34,6 +35,8 @@ pub struct WorkerOptions {
     /// The agent's working directory (the project).
     pub project_dir: PathBuf,
     pub agent: AgentCommand,
+    /// How to read the agent's output and continue sessions.
+    pub preset: Preset,
     pub watch: WatchMode,
     /// Default timeout when the task gives none (`--timeout`); none = no limit.
     pub timeout: Option<Duration>,
@@ -59,6 +62,7 @@ impl WorkerOptions {
             slot,
             project_dir,
             agent,
+            preset: Preset::Command,
             watch: WatchMode::Auto,
             timeout: None,
             kill_grace: Duration::from_secs(5),
@@ -428,8 +432,30 @@ impl Worker {
             .as_ref()
             .map(|c| c.to_string())
             .unwrap_or_else(|| "null".into());
+        let resumed;
+        let command = match task.resume.as_deref() {
+            None => &self.opts.agent,
+            Some(session) => match self.opts.preset.resume_args(session) {
+                Some(extra) => {
+                    let mut c = self.opts.agent.clone();
+                    c.args.extend(extra);
+                    resumed = c;
+                    &resumed
+                }
+                None => {
+                    let why = format!(
+                        "task asks to resume session {session}, but the {} preset cannot resume",
+                        self.opts.preset
+                    );
+                    let mut r = TaskResult::failed(id.clone(), Outcome::Rejected, why);
+                    self.stamp(&mut r, &started_at, clock, attempt);
+                    self.finish(&r, lock)?;
+                    return Ok(Pickup::Ran);
+                }
+            },
+        };
         let launch = Launch {
-            command: &self.opts.agent,
+            command,
             program_path: self.agent_path.as_deref(),
             cwd: &self.opts.project_dir,
             env: vec![
@@ -521,6 +547,7 @@ impl Worker {
         let shutting_down = matches!(stop, Some(Stop::Interrupted(_)));
         let out = agent.finish();
         let mut result = self.build_result(&id, &out, stop)?;
+        self.opts.preset.interpret(&mut result);
         self.stamp(&mut result, &started_at, clock, attempt);
         self.finish(&result, lock)?;
         Ok(if shutting_down {

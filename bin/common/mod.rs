@@ -5,6 +5,7 @@ use std::time::Duration;
 
 use clap::Args;
 use conductor::agent::AgentCommand;
+use conductor::preset::Preset;
 use conductor::watch::{WatchMode, DEFAULT_POLL_INTERVAL};
 use conductor::worker::{Worker, WorkerOptions};
 use conductor::{Error, Root, Slot};
@@ -66,6 +67,10 @@ fn parse_slot(s: &str) -> Result<Slot, String> {
     s.parse::<Slot>().map_err(|e| e.to_string())
 }
 
+fn parse_preset(s: &str) -> Result<Preset, String> {
+    s.parse::<Preset>().map_err(|e| e.to_string())
+}
+
 fn parse_poll(s: &str) -> Result<Duration, String> {
     s.parse::<u64>()
         .map(Duration::from_millis)
@@ -85,9 +90,13 @@ pub struct WorkerArgs {
     #[arg(long, value_name = "DIR")]
     pub root: Option<PathBuf>,
     /// Agent command line; the prompt arrives on its stdin. No shell is involved unless
-    /// you write one (`sh -c '…'`).
-    #[arg(long, value_name = "CMD", default_value = "claude -p")]
-    pub agent: String,
+    /// you write one (`sh -c '…'`). [default: the preset's, else `claude -p`]
+    #[arg(long, value_name = "CMD")]
+    pub agent: Option<String>,
+    /// Agent kind: `claude` (runs `claude -p --output-format json` and lifts its answer,
+    /// session id, cost and turns into the result), `codex` (`codex exec -`) or `command`.
+    #[arg(long, value_name = "PRESET", value_parser = parse_preset)]
+    pub preset: Option<Preset>,
     /// Default task timeout in seconds (a task's own timeoutSecs wins).
     #[arg(long, value_name = "SECS")]
     pub timeout: Option<u64>,
@@ -107,12 +116,14 @@ pub struct WorkerArgs {
 /// Start a worker and serve until Ctrl-C / SIGTERM / SIGHUP.
 pub fn run_worker(args: WorkerArgs) -> anyhow::Result<()> {
     let root = Root::resolve(args.root.as_deref())?;
-    let agent = AgentCommand::parse(&args.agent)?;
+    let preset = args.preset.unwrap_or_default();
+    let agent = AgentCommand::parse(args.agent.as_deref().unwrap_or(preset.default_command()))?;
     let dir = args
         .dir
         .canonicalize()
         .map_err(|e| Error::Usage(format!("project directory {}: {e}", args.dir.display())))?;
     let mut opts = WorkerOptions::new(root, args.slot, dir, agent);
+    opts.preset = preset;
     opts.timeout = args.timeout.map(Duration::from_secs);
     opts.kill_grace = Duration::from_secs(args.kill_grace);
     opts.allow_nested = args.allow_nested;

@@ -1,0 +1,196 @@
+//! Orchestration patterns over worker slots: fan-out/fan-in and sequential pipelines.
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::Arc;
+use std::time::Duration;
+
+use crossbeam_channel::{bounded, never, select, Receiver};
+
+use crate::client::Client;
+use crate::error::{Error, Result};
+use crate::gate;
+use crate::layout::Slot;
+use crate::protocol::{Outcome, Task, TaskId, TaskResult};
+use crate::watch::{DirWatcher, Interest, WatchMode};
+
+/// How often outstanding tasks are re-checked without an event, and dead workers noticed.
+const RECHECK: Duration = Duration::from_millis(500);
+
+/// What happened, for progress displays. `index` is the task's position in the input.
+#[derive(Debug, Clone, Copy)]
+pub enum Progress<'a> {
+    /// Delivered to a worker's inbox.
+    Started { index: usize, slot: Slot, id: &'a TaskId },
+    /// Its result arrived.
+    Finished { index: usize, slot: Slot, result: &'a TaskResult },
+}
+
+/// Fans tasks out over a set of worker slots and collects the results.
+///
+/// Each slot gets one task at a time, so every worker is used and a slow task never
+/// holds others up behind it. Results come back in input order.
+#[derive(Debug)]
+pub struct Orchestrator {
+    client: Client,
+    slots: Vec<Slot>,
+    watch: WatchMode,
+    stop: Receiver<()>,
+}
+
+impl Orchestrator {
+    /// Use `slots` (each must have a running worker) on `client`'s root.
+    pub fn new(client: Client, slots: Vec<Slot>) -> Orchestrator {
+        Orchestrator {
+            client,
+            slots,
+            watch: WatchMode::Auto,
+            stop: never(),
+        }
+    }
+
+    /// Wake by polling (filesystems without change events).
+    pub fn with_watch_mode(mut self, mode: WatchMode) -> Orchestrator {
+        self.watch = mode;
+        self
+    }
+
+    /// When `stop` fires (or its sender is dropped), deliver nothing more: tasks already
+    /// delivered still get their results (a stopping worker writes `interrupted`), and
+    /// tasks never delivered come back `cancelled` without having run.
+    pub fn with_stop(mut self, stop: Receiver<()>) -> Orchestrator {
+        self.stop = stop;
+        self
+    }
+
+    pub fn client(&self) -> &Client {
+        &self.client
+    }
+
+    /// Run every task; returns their results in input order.
+    pub fn run_all(
+        &self,
+        tasks: Vec<Task>,
+        mut on_progress: impl FnMut(Progress<'_>),
+    ) -> Result<Vec<TaskResult>> {
+        if self.slots.is_empty() {
+            return Err(Error::Usage("no worker slots to run tasks on".into()));
+        }
+        let dirs: Vec<_> = self
+            .slots
+            .iter()
+            .map(|s| {
+                let w = self.client.worker(*s);
+                crate::fsio::ensure_dir(&w.results_dir()).map(|()| w.results_dir())
+            })
+            .collect::<Result<_>>()?;
+        let (tx, wake) = bounded(1);
+        let everything: Interest = Arc::new(|_| true);
+        let _watcher = DirWatcher::new(&dirs, self.watch, everything, tx)?;
+
+        let total = tasks.len();
+        let mut pending: VecDeque<(usize, Task)> = tasks.into_iter().enumerate().collect();
+        let mut outstanding: HashMap<Slot, (usize, TaskId)> = HashMap::new();
+        let mut results: Vec<Option<TaskResult>> = vec![None; total];
+        let mut stopping = false;
+
+        loop {
+            if !stopping {
+                for &slot in &self.slots {
+                    if outstanding.contains_key(&slot) {
+                        continue;
+                    }
+                    let Some((index, task)) = pending.pop_front() else {
+                        break;
+                    };
+                    match self.client.write_task(slot, &task) {
+                        Ok(id) => {
+                            on_progress(Progress::Started { index, slot, id: &id });
+                            outstanding.insert(slot, (index, id));
+                        }
+                        // Someone else's task is waiting there: try another slot.
+                        Err(Error::InboxBusy { .. }) => pending.push_front((index, task)),
+                        Err(e) => return Err(e),
+                    }
+                }
+            }
+            let finished: Vec<Slot> = outstanding
+                .iter()
+                .filter_map(|(slot, (_, id))| match self.client.read_result_for(*slot, id) {
+                    Ok(Some(_)) => Some(Ok(*slot)),
+                    Ok(None) => None,
+                    Err(e) => Some(Err(e)),
+                })
+                .collect::<Result<_>>()?;
+            for slot in finished {
+                let (index, id) = outstanding.remove(&slot).expect("outstanding slot");
+                let result = self
+                    .client
+                    .read_result_for(slot, &id)?
+                    .expect("result seen a moment ago");
+                on_progress(Progress::Finished { index, slot, result: &result });
+                results[index] = Some(result);
+            }
+            if outstanding.is_empty() && (pending.is_empty() || stopping) {
+                break;
+            }
+            select! {
+                recv(wake) -> _ => {}
+                recv(self.stop) -> _ => stopping = true,
+                default(RECHECK) => self.check_workers_alive(&outstanding)?,
+            }
+        }
+        for (index, task) in pending {
+            let id = task.id.unwrap_or_else(TaskId::generate);
+            results[index] = Some(TaskResult::failed(
+                id,
+                Outcome::Cancelled,
+                "cancelled before it was delivered",
+            ));
+        }
+        Ok(results.into_iter().map(|r| r.expect("every task has a result")).collect())
+    }
+
+    /// A worker that died with our task in hand will never answer: say so instead of
+    /// waiting forever. (`conductor recover` then gives the task its result.)
+    fn check_workers_alive(&self, outstanding: &HashMap<Slot, (usize, TaskId)>) -> Result<()> {
+        for (slot, (_, id)) in outstanding {
+            let w = self.client.worker(*slot);
+            if gate::probe(&w.worker_gate())?.is_none() && self.client.read_result_for(*slot, id)?.is_none() {
+                return Err(Error::WorkerGone {
+                    slot: slot.0,
+                    task: id.to_string(),
+                });
+            }
+        }
+        Ok(())
+    }
+
+    /// Run tasks one after another, each built from the previous result (`None` for the
+    /// first), stopping at the first failure. Returns the results of the stages that ran.
+    pub fn run_pipeline<F>(
+        &self,
+        stages: Vec<F>,
+        mut on_progress: impl FnMut(Progress<'_>),
+    ) -> Result<Vec<TaskResult>>
+    where
+        F: FnOnce(Option<&TaskResult>) -> Task,
+    {
+        let mut done: Vec<TaskResult> = Vec::new();
+        for (index, stage) in stages.into_iter().enumerate() {
+            let task = stage(done.last());
+            let mut result = self.run_all(vec![task], |p| {
+                on_progress(match p {
+                    Progress::Started { slot, id, .. } => Progress::Started { index, slot, id },
+                    Progress::Finished { slot, result, .. } => Progress::Finished { index, slot, result },
+                })
+            })?;
+            let r = result.pop().expect("one result per task");
+            let ok = r.success;
+            done.push(r);
+            if !ok {
+                break;
+            }
+        }
+        Ok(done)
+    }
+}
