@@ -2,8 +2,11 @@
 
 mod harness;
 
+mod cli;
 mod client;
+mod compat;
 mod gate;
 mod locks;
+mod orchestrator;
 mod protocol;
 mod worker;

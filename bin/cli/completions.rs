@@ -1,0 +1,25 @@
+//! `conductor completions SHELL`: shell completion scripts.
+
+use clap::CommandFactory;
+use clap_complete::aot::{generate, Shell};
+
+use crate::common::exit;
+
+#[derive(Debug, clap::Args)]
+#[command(after_help = "\
+Examples: `conductor completions bash > ~/.local/share/bash-completion/completions/conductor`, \
+`conductor completions zsh > \"${fpath[1]}/_conductor\"`, \
+`conductor completions fish > ~/.config/fish/completions/conductor.fish`.")]
+pub struct Args {
+    /// The shell to complete for.
+    #[arg(value_enum)]
+    pub shell: Shell,
+}
+
+pub fn run(args: Args) -> anyhow::Result<i32> {
+    let mut cmd = crate::Cli::command();
+    let mut buf = Vec::new();
+    generate(args.shell, &mut cmd, "conductor", &mut buf);
+    super::emit(&String::from_utf8_lossy(&buf))?;
+    Ok(exit::OK)
+}

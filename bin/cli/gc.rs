@@ -1,0 +1,112 @@
+//! `conductor gc [--older-than 24h] [--apply]`: remove old results, logs and leftovers.
+
+use std::time::Duration;
+
+use conductor::inspect::{format_age, format_bytes};
+use conductor::maintenance::{apply_gc, plan_gc, GcOptions, TEMP_FILE_AGE};
+
+use super::{emit, emit_json, show_path, RootArg};
+use crate::common::exit;
+
+#[derive(Debug, clap::Args)]
+#[command(after_help = "\
+Removes, per slot: results/<id>.json older than --older-than (by mtime) together with \
+tasks/<id>.json and tasks/<id>.log; tasks/ files whose result is gone once they are that \
+old; rejected/ files that old; .trash/ of slots no live worker serves. Also .*.tmp files \
+older than 10 minutes under workers/ and queue/tmp/. Never touches result.json, \
+status.json, running.json, task.json, output.log, or any file of a running or waiting \
+task. Without --apply it only prints the plan and the bytes it would reclaim.")]
+pub struct Args {
+    /// Age past which results, task records, logs and rejected files go (e.g. 24h, 7d, 90m).
+    #[arg(long, value_name = "AGE", default_value = "24h", value_parser = humantime::parse_duration)]
+    pub older_than: Duration,
+    /// Remove the files (default: only print what would be removed).
+    #[arg(long)]
+    pub apply: bool,
+    /// One JSON document with camelCase keys.
+    #[arg(long)]
+    pub json: bool,
+    #[command(flatten)]
+    pub root: RootArg,
+}
+
+pub fn run(args: Args) -> anyhow::Result<i32> {
+    let root = args.root.client()?.root().clone();
+    let plan = plan_gc(&root, &GcOptions::new(args.older_than))?;
+    let report = args.apply.then(|| apply_gc(&plan));
+    if args.json {
+        let (items, bytes, errors) = match &report {
+            Some(r) => (&r.removed, r.bytes, r.errors.clone()),
+            None => (&plan.items, plan.bytes, Vec::new()),
+        };
+        emit_json(&serde_json::json!({
+            "root": root.path(),
+            "applied": args.apply,
+            "olderThanSecs": args.older_than.as_secs(),
+            "items": items,
+            "bytes": bytes,
+            "protected": plan.protected,
+            "errors": errors,
+        }))?;
+        return Ok(if errors.is_empty() {
+            exit::OK
+        } else {
+            exit::FAILURE
+        });
+    }
+    let threshold = humantime::format_duration(args.older_than);
+    let mut out = String::new();
+    if plan.items.is_empty() {
+        out.push_str(&format!(
+            "nothing to collect (older than {threshold}; temp files older than {})\n",
+            humantime::format_duration(TEMP_FILE_AGE)
+        ));
+    } else {
+        let verb = if args.apply {
+            "removing"
+        } else {
+            "would remove"
+        };
+        out.push_str(&format!(
+            "{verb} {} files, {} (older than {threshold}; temp files older than {}):\n",
+            plan.items.len(),
+            format_bytes(plan.bytes),
+            humantime::format_duration(TEMP_FILE_AGE)
+        ));
+        for i in &plan.items {
+            out.push_str(&format!(
+                "  {:<14} {:>4}  {:>9}  {}\n",
+                i.kind.to_string(),
+                i.age.map_or("-".into(), format_age),
+                format_bytes(i.bytes),
+                show_path(&root, &i.path)
+            ));
+        }
+    }
+    if !plan.protected.is_empty() {
+        out.push_str(&format!(
+            "kept: every file of running or waiting tasks ({})\n",
+            plan.protected.join(", ")
+        ));
+    }
+    let mut code = exit::OK;
+    match &report {
+        None if !plan.items.is_empty() => {
+            out.push_str("run again with --apply to remove them\n");
+        }
+        None => {}
+        Some(r) => {
+            out.push_str(&format!(
+                "removed {} files, {} reclaimed\n",
+                r.removed.len(),
+                format_bytes(r.bytes)
+            ));
+            for e in &r.errors {
+                eprintln!("error: {e}");
+                code = exit::FAILURE;
+            }
+        }
+    }
+    emit(&out)?;
+    Ok(code)
+}

@@ -1,0 +1,90 @@
+//! `conductor init N [--dir DIR]` and `conductor create-worker N`.
+
+use std::path::PathBuf;
+
+use conductor::{Client, Root, Slot};
+
+use super::{parse_slot, RootArg};
+use crate::common::exit;
+
+#[derive(Debug, clap::Args)]
+#[command(after_help = "\
+Creates the root (workers/, queue/, keys/, slots/, .locks/, all 0700) and worker slots \
+0..N-1, each with results/, tasks/, rejected/ and an idle status.json. Idempotent: what \
+exists is left as it is. Then start a worker per slot: `conductor-worker <N> PROJECT_DIR`.")]
+pub struct Args {
+    /// How many worker slots: creates 0..N-1.
+    #[arg(value_name = "N")]
+    pub count: u32,
+    /// Where to set up the root (same as --root; default $CONDUCTOR_HOME, else
+    /// ~/.claude-code/orchestrator).
+    #[arg(long, value_name = "DIR", conflicts_with = "root")]
+    pub dir: Option<PathBuf>,
+    #[command(flatten)]
+    pub root: RootArg,
+}
+
+#[derive(Debug, clap::Args)]
+pub struct CreateArgs {
+    /// The slot number to create (0, 1, 2 …).
+    #[arg(value_parser = parse_slot)]
+    pub slot: Slot,
+    #[command(flatten)]
+    pub root: RootArg,
+}
+
+/// Create the root's shared directories, saying whether it existed.
+fn init_root(client: &Client) -> anyhow::Result<()> {
+    let existed = client.root().workers_dir().is_dir();
+    client.init_queue()?;
+    println!(
+        "{} root {}",
+        if existed { "using existing" } else { "created" },
+        client.root().path().display()
+    );
+    Ok(())
+}
+
+fn create_slot(client: &Client, slot: Slot) -> anyhow::Result<()> {
+    let existed = client.worker(slot).dir.is_dir();
+    let w = client.create_worker(slot)?;
+    println!(
+        "{} worker slot {slot}: {}",
+        if existed { "kept existing" } else { "created" },
+        w.dir.display()
+    );
+    Ok(())
+}
+
+pub fn run(args: Args) -> anyhow::Result<i32> {
+    let client = match &args.dir {
+        Some(dir) => Client::new(Root::new(dir)),
+        None => args.root.client()?,
+    };
+    init_root(&client)?;
+    for n in 0..args.count {
+        create_slot(&client, Slot(n))?;
+    }
+    if args.count > 0 {
+        // Named explicitly and not what the environment says: the worker needs telling.
+        let explicit = args.dir.is_some() || args.root.root.is_some();
+        let env_matches = std::env::var_os(conductor::layout::ENV_HOME)
+            .is_some_and(|h| std::path::Path::new(&h) == client.root().path());
+        let env_hint = if explicit && !env_matches {
+            format!("CONDUCTOR_HOME={} ", client.root().path().display())
+        } else {
+            String::new()
+        };
+        println!(
+            "next: start a worker per slot, e.g. `{env_hint}conductor-worker 0 PROJECT_DIR --agent \"claude -p\"`"
+        );
+    }
+    Ok(exit::OK)
+}
+
+pub fn run_create(args: CreateArgs) -> anyhow::Result<i32> {
+    let client = args.root.client()?;
+    init_root(&client)?;
+    create_slot(&client, args.slot)?;
+    Ok(exit::OK)
+}

@@ -1,0 +1,142 @@
+//! `conductor locks [--json]` and `conductor locks clean [--apply]`.
+
+use conductor::inspect::{self, format_age, LockStatus};
+use conductor::maintenance::{clean_locks, CleanAction};
+
+use super::{emit, emit_json, render_table, show_path, RootArg};
+use crate::common::exit;
+
+#[derive(Debug, clap::Args)]
+#[command(after_help = "\
+Kinds: task (workers/<N>/.lock, held while a task is in hand), key (keys/<k>.lock), \
+run-slot (slots/<i>.lock, the cap on running agents), gate (flock of a long-lived role: \
+workers/<N>/.worker.lock, .locks/*), spare (a worker's .lock parked between tasks). A lock \
+is stale only when its holder is proven gone; gates are never stale.")]
+pub struct Args {
+    #[command(subcommand)]
+    pub action: Option<Action>,
+    /// One JSON document with camelCase keys.
+    #[arg(long, global = true)]
+    pub json: bool,
+    #[command(flatten)]
+    pub root: RootArg,
+}
+
+#[derive(Debug, clap::Subcommand)]
+pub enum Action {
+    /// Report stale locks and dead processes' parked spares; remove them with --apply.
+    Clean(CleanArgs),
+}
+
+#[derive(Debug, clap::Args)]
+pub struct CleanArgs {
+    /// Remove them (default: only say what would be removed). A live holder's lock is
+    /// never removed: each one is judged again under its guard first.
+    #[arg(long)]
+    pub apply: bool,
+}
+
+pub fn run(args: Args) -> anyhow::Result<i32> {
+    let root = args.root.client()?.root().clone();
+    let opts = inspect::lock_options(&root);
+    match args.action {
+        None => {
+            let locks = inspect::list_locks(&root, &opts)?;
+            if args.json {
+                emit_json(&serde_json::json!({ "root": root.path(), "locks": locks }))?;
+                return Ok(exit::OK);
+            }
+            if locks.is_empty() {
+                emit(&format!("no locks under {}\n", root.path().display()))?;
+                return Ok(exit::OK);
+            }
+            let rows: Vec<(Vec<String>, Vec<String>)> = locks
+                .iter()
+                .map(|l| {
+                    let mut reason = l.reason.clone();
+                    if let Some(h) = l
+                        .host
+                        .as_deref()
+                        .filter(|h| *h != conductor::host::hostname())
+                    {
+                        if !reason.contains(h) {
+                            reason.push_str(&format!(" on {h}"));
+                        }
+                    }
+                    (
+                        vec![
+                            l.kind.to_string(),
+                            l.name.clone(),
+                            l.status.to_string(),
+                            l.pid.map_or("-".into(), |p| p.to_string()),
+                            l.age.map_or("-".into(), format_age),
+                            reason,
+                        ],
+                        Vec::new(),
+                    )
+                })
+                .collect();
+            let mut out = render_table(
+                &["KIND", "NAME", "STATE", "PID", "AGE", "WHY"],
+                &rows,
+                None,
+                80,
+            );
+            let stale = locks
+                .iter()
+                .filter(|l| l.status == LockStatus::Stale)
+                .count();
+            if stale > 0 {
+                out.push_str(&format!(
+                    "\n{stale} stale; `conductor locks clean` shows what would be removed, `--apply` removes it\n"
+                ));
+            }
+            emit(&out)?;
+            Ok(exit::OK)
+        }
+        Some(Action::Clean(c)) => {
+            let cleaned = clean_locks(&root, &opts, c.apply)?;
+            if args.json {
+                emit_json(&serde_json::json!({
+                    "root": root.path(),
+                    "applied": c.apply,
+                    "locks": cleaned,
+                }))?;
+                return Ok(exit::OK);
+            }
+            if cleaned.is_empty() {
+                emit("no stale locks\n")?;
+                return Ok(exit::OK);
+            }
+            let mut out = String::new();
+            for c in &cleaned {
+                out.push_str(&format!(
+                    "{}: {} {} ({}) — {}\n",
+                    c.action,
+                    c.lock.kind,
+                    c.lock.name,
+                    show_path(&root, &c.lock.path),
+                    c.lock.reason
+                ));
+            }
+            if !c.apply {
+                out.push_str(&format!(
+                    "\n{} stale; run `conductor locks clean --apply` to remove them\n",
+                    cleaned.len()
+                ));
+            } else {
+                let left = cleaned
+                    .iter()
+                    .filter(|c| c.action == CleanAction::LeftAlone)
+                    .count();
+                if left > 0 {
+                    out.push_str(&format!(
+                        "\n{left} left alone: judged again, their holders turned out alive (or they were gone already)\n"
+                    ));
+                }
+            }
+            emit(&out)?;
+            Ok(exit::OK)
+        }
+    }
+}

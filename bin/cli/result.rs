@@ -1,0 +1,49 @@
+//! `conductor result N [TASK_ID]`: print a finished task's result.
+
+use anyhow::Context as _;
+use conductor::Slot;
+
+use super::send::parse_id;
+use super::{parse_slot, RootArg};
+use crate::common::exit;
+
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    #[arg(value_parser = parse_slot)]
+    pub slot: Slot,
+    /// Which task (default: the newest result, `result.json`).
+    pub task_id: Option<String>,
+    /// Print the whole result as JSON instead of its output.
+    #[arg(long)]
+    pub json: bool,
+    #[command(flatten)]
+    pub root: RootArg,
+}
+
+pub fn run(args: Args) -> anyhow::Result<i32> {
+    let client = args.root.client()?;
+    let slot = args.slot;
+    let result = match &args.task_id {
+        Some(id) => {
+            let id = parse_id(id)?;
+            client
+                .read_result_for(slot, &id)?
+                .with_context(|| format!("worker {slot} has no result for task {id}"))?
+        }
+        None => client
+            .read_result(slot)?
+            .with_context(|| format!("worker {slot} has no result yet"))?,
+    };
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&result)?);
+    } else {
+        print!("{}", result.output);
+        if !result.output.is_empty() && !result.output.ends_with('\n') {
+            println!();
+        }
+        if let Some(e) = &result.error {
+            eprintln!("task {} failed: {e}", result.task_id);
+        }
+    }
+    Ok(if result.success { exit::OK } else { exit::FAILURE })
+}

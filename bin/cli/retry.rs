@@ -1,0 +1,100 @@
+//! `conductor retry N TASK_ID`: run a finished task again under a new id.
+
+use std::time::Duration;
+
+use anyhow::Context as _;
+use conductor::fsio;
+use conductor::{Error, Slot, Task, TaskId};
+
+use super::send::parse_id;
+use super::{parse_slot, RootArg};
+use crate::common::exit;
+
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    #[arg(value_parser = parse_slot)]
+    pub slot: Slot,
+    /// The task to run again (its record is workers/N/tasks/TASK_ID.json).
+    pub task_id: String,
+    /// Continue the agent's session instead of starting afresh (claude preset:
+    /// `claude -p --resume SESSION`, the session id taken from the task's result).
+    #[arg(long)]
+    pub resume: bool,
+    /// Id for the new task (default: TASK_ID-r1, -r2 …).
+    #[arg(long)]
+    pub id: Option<String>,
+    /// Replace the prompt (e.g. with --resume: "continue, and fix the failing test").
+    #[arg(long)]
+    pub prompt: Option<String>,
+    /// Wait for the result and print its output (exit 1 if it failed).
+    #[arg(long)]
+    pub wait: bool,
+    #[command(flatten)]
+    pub root: RootArg,
+}
+
+pub fn run(args: Args) -> anyhow::Result<i32> {
+    let client = args.root.client()?;
+    let slot = args.slot;
+    let old = parse_id(&args.task_id)?;
+    let w = client.worker(slot);
+    let record = w.task_record(&old);
+    let bytes = fsio::read_bounded(&record, fsio::TASK_SIZE_LIMIT)?.with_context(|| {
+        format!(
+            "worker {slot} has no record of task {old} ({} is missing); only tasks that ran can be retried",
+            record.display()
+        )
+    })?;
+    let mut task = Task::from_bytes(&record, &bytes)?;
+    let new_id = match &args.id {
+        Some(id) => parse_id(id)?,
+        None => next_retry_id(&client, slot, &old),
+    };
+    task.id = Some(new_id);
+    task.attempt = None;
+    task.resume = None;
+    if let Some(p) = args.prompt {
+        task.prompt = p;
+    }
+    if args.resume {
+        let result = client
+            .read_result_for(slot, &old)?
+            .with_context(|| format!("task {old} has no result on worker {slot} to resume from"))?;
+        let session = result.session_id.ok_or_else(|| {
+            Error::Usage(format!(
+                "task {old} has no sessionId in its result: --resume needs a worker started with --preset claude"
+            ))
+        })?;
+        task.resume = Some(session);
+    }
+    let id = client.write_task(slot, &task)?;
+    if !args.wait {
+        println!("{id}");
+        return Ok(exit::OK);
+    }
+    let result = client.wait_for_result(slot, &id, Duration::MAX)?;
+    print!("{}", result.output);
+    if !result.output.is_empty() && !result.output.ends_with('\n') {
+        println!();
+    }
+    if result.success {
+        Ok(exit::OK)
+    } else {
+        eprintln!("task {id} failed: {}", result.error.unwrap_or_default());
+        Ok(exit::FAILURE)
+    }
+}
+
+/// `<id>-r1`, `-r2` …: the first that names neither a result nor a task record.
+fn next_retry_id(client: &conductor::Client, slot: Slot, old: &TaskId) -> TaskId {
+    let w = client.worker(slot);
+    let base = old.to_string();
+    let base = match base.rsplit_once("-r") {
+        Some((b, n)) if n.parse::<u32>().is_ok() => b.to_string(),
+        _ => base,
+    };
+    (1..)
+        .map(|k| TaskId::Text(format!("{base}-r{k}")))
+        .find(|id| !w.result_for(id).exists() && !w.task_record(id).exists())
+        .expect("some retry id is free")
+}

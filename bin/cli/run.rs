@@ -1,0 +1,431 @@
+//! `conductor run`: the one-shot main job — N fresh workers, prompts fanned out,
+//! results printed, workers stopped.
+
+use std::fs;
+use std::io::IsTerminal;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use anyhow::Context as _;
+use conductor::orchestrator::{Orchestrator, Progress};
+use conductor::preset::Preset;
+use conductor::worker::ENV_WORKER;
+use conductor::{Client, Error, Root, Slot, Status, Task, TaskResult, WorkerState};
+use indicatif::{MultiProgress, ProgressBar, ProgressDrawTarget, ProgressStyle};
+use nix::sys::signal::{kill, Signal};
+use nix::unistd::Pid;
+
+use crate::common::exit;
+
+/// Exit code when the run was interrupted (Ctrl-C / SIGTERM), as shells expect.
+pub const EXIT_INTERRUPTED: i32 = 130;
+
+#[derive(Debug, clap::Args)]
+#[command(after_help = "Exit codes: 0 every task succeeded, 1 a task failed, 2 usage, 3 refused, 130 interrupted")]
+pub struct Args {
+    /// Prompts, one task each (or use -f).
+    #[arg(required_unless_present = "file")]
+    pub prompts: Vec<String>,
+    /// Read prompts from FILE (`-` for stdin): one per line, or blocks with --blocks.
+    #[arg(short, long, value_name = "FILE", conflicts_with = "prompts")]
+    pub file: Option<PathBuf>,
+    /// In the prompts file, prompts are blocks separated by blank lines (multi-line prompts).
+    #[arg(long, requires = "file")]
+    pub blocks: bool,
+    /// How many workers to start.
+    #[arg(short = 'n', long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..=256))]
+    pub workers: u32,
+    /// Agent command line (prompt on stdin). [default: the preset's, else `claude -p`]
+    #[arg(long, value_name = "CMD")]
+    pub agent: Option<String>,
+    /// Agent kind: claude, codex or command.
+    #[arg(long, value_name = "PRESET", value_parser = parse_preset)]
+    pub preset: Option<Preset>,
+    /// Project directory the agents run in.
+    #[arg(long, value_name = "DIR", default_value = ".")]
+    pub dir: PathBuf,
+    /// Per-task timeout in seconds.
+    #[arg(long, value_name = "SECS")]
+    pub timeout: Option<u64>,
+    /// Print one JSON document with every result instead of text.
+    #[arg(long)]
+    pub json: bool,
+    /// Run on this root (kept afterwards) instead of a private temporary one.
+    #[arg(long, value_name = "DIR")]
+    pub root: Option<PathBuf>,
+    /// Run even inside a conductor agent (CONDUCTOR_WORKER is set).
+    #[arg(long)]
+    pub allow_nested: bool,
+}
+
+fn parse_preset(s: &str) -> Result<Preset, String> {
+    s.parse::<Preset>().map_err(|e| e.to_string())
+}
+
+/// Split a prompts file: non-empty lines, or blank-line separated blocks.
+pub fn split_prompts(text: &str, blocks: bool) -> Vec<String> {
+    if !blocks {
+        return text
+            .lines()
+            .map(str::trim_end)
+            .filter(|l| !l.trim().is_empty())
+            .map(String::from)
+            .collect();
+    }
+    let mut out = Vec::new();
+    let mut cur: Vec<&str> = Vec::new();
+    for line in text.lines().chain(std::iter::once("")) {
+        if line.trim().is_empty() {
+            if !cur.is_empty() {
+                out.push(cur.join("\n"));
+                cur.clear();
+            }
+        } else {
+            cur.push(line.trim_end());
+        }
+    }
+    out
+}
+
+/// The worker processes we started; stopped (TERM, then KILL) when dropped.
+struct Workers {
+    children: Vec<(Slot, Child)>,
+}
+
+impl Workers {
+    fn pids(&self) -> Vec<u32> {
+        self.children.iter().map(|(_, c)| c.id()).collect()
+    }
+
+    /// SIGTERM all (each interrupts its task and exits), then wait; SIGKILL stragglers.
+    fn stop(&mut self, grace: Duration) {
+        for (_, c) in &self.children {
+            let _ = kill(Pid::from_raw(c.id() as i32), Signal::SIGTERM);
+        }
+        let deadline = Instant::now() + grace;
+        for (slot, c) in &mut self.children {
+            loop {
+                match c.try_wait() {
+                    Ok(Some(_)) | Err(_) => break,
+                    Ok(None) if Instant::now() >= deadline => {
+                        tracing::warn!("worker {slot} did not stop within {grace:?}; killing it");
+                        let _ = c.kill();
+                        let _ = c.wait();
+                        break;
+                    }
+                    // A child's exit has no event to wait on without owning SIGCHLD.
+                    Ok(None) => std::thread::sleep(Duration::from_millis(10)),
+                }
+            }
+        }
+        self.children.clear();
+    }
+}
+
+impl Drop for Workers {
+    fn drop(&mut self) {
+        self.stop(Duration::from_secs(10));
+    }
+}
+
+pub fn run(args: Args) -> anyhow::Result<i32> {
+    if !args.allow_nested && std::env::var_os(ENV_WORKER).is_some() {
+        anyhow::bail!(Error::Usage(format!(
+            "refusing to run: this shell runs inside a conductor agent ({ENV_WORKER} is set); \
+             pass --allow-nested if you really mean it"
+        )));
+    }
+    let prompts = match &args.file {
+        None => args.prompts.clone(),
+        Some(f) => {
+            let text = super::send::read_prompt(None, Some(f))?;
+            split_prompts(&text, args.blocks)
+        }
+    };
+    if prompts.is_empty() {
+        anyhow::bail!(Error::Usage("no prompts to run".into()));
+    }
+    let dir = args
+        .dir
+        .canonicalize()
+        .map_err(|e| Error::Usage(format!("--dir {}: {e}", args.dir.display())))?;
+    let _private_root;
+    let root = match &args.root {
+        Some(r) => Root::new(r),
+        None => {
+            let t = tempfile::Builder::new()
+                .prefix("conductor-run-")
+                .tempdir()
+                .context("creating a private root")?;
+            let root = Root::new(t.path());
+            _private_root = t;
+            root
+        }
+    };
+    let client = Client::new(root.clone());
+    client.init_queue()?;
+
+    let slots: Vec<Slot> = (0..args.workers).map(Slot).collect();
+    let mut workers = start_workers(&args, &client, &slots, &dir)?;
+
+    // Ctrl-C / SIGTERM: stop the workers (each writes `interrupted` for its task) and
+    // deliver nothing more; the results still come back and are printed.
+    let (interrupt_tx, interrupt) = crossbeam_channel::bounded::<()>(1);
+    ctrlc::set_handler(move || {
+        let _ = interrupt_tx.try_send(());
+    })
+    .context("installing the signal handler")?;
+    let (stop_tx, stop) = crossbeam_channel::bounded::<()>(1);
+    let pids = workers.pids();
+    let interrupted = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let flag = interrupted.clone();
+    std::thread::spawn(move || {
+        if interrupt.recv().is_ok() {
+            flag.store(true, std::sync::atomic::Ordering::SeqCst);
+            let _ = stop_tx.send(());
+            for pid in pids {
+                let _ = kill(Pid::from_raw(pid as i32), Signal::SIGTERM);
+            }
+        }
+    });
+
+    let tasks: Vec<Task> = prompts
+        .iter()
+        .map(|p| {
+            let mut t = Task::new(p.clone());
+            t.timeout_secs = args.timeout;
+            t
+        })
+        .collect();
+    let started = Instant::now();
+    let mut display = Display::new(&slots, tasks.len(), args.json);
+    let orchestrator = Orchestrator::new(client.clone(), slots.clone()).with_stop(stop);
+    let results = orchestrator.run_all(tasks, |p| display.progress(p));
+    display.finish();
+    workers.stop(Duration::from_secs(10));
+    let results = results?;
+
+    let failed = results.iter().filter(|r| !r.success).count();
+    if args.json {
+        let doc = serde_json::json!({
+            "results": results,
+            "succeeded": results.len() - failed,
+            "failed": failed,
+            "workers": args.workers,
+            "root": root.path(),
+            "durationMs": started.elapsed().as_millis() as u64,
+        });
+        println!("{}", serde_json::to_string_pretty(&doc)?);
+    } else {
+        print_results(&results);
+        eprintln!(
+            "{} task(s): {} succeeded, {} failed, in {} on {} worker(s)",
+            results.len(),
+            results.len() - failed,
+            failed,
+            human_ms(started.elapsed().as_millis() as u64),
+            args.workers
+        );
+    }
+    Ok(if interrupted.load(std::sync::atomic::Ordering::SeqCst) {
+        EXIT_INTERRUPTED
+    } else if failed > 0 {
+        exit::FAILURE
+    } else {
+        exit::OK
+    })
+}
+
+fn start_workers(args: &Args, client: &Client, slots: &[Slot], dir: &Path) -> anyhow::Result<Workers> {
+    let me = std::env::current_exe().context("finding the conductor executable")?;
+    let mut workers = Workers { children: Vec::new() };
+    for &slot in slots {
+        let w = client.create_worker(slot)?;
+        let log = w.dir.join("worker.log");
+        let out = fs::File::create(&log).with_context(|| format!("creating {}", log.display()))?;
+        let mut cmd = Command::new(&me);
+        cmd.arg("worker")
+            .arg(slot.to_string())
+            .arg(dir)
+            .arg("--root")
+            .arg(client.root().path())
+            .env("CONDUCTOR_HOME", client.root().path())
+            .env_remove(ENV_WORKER)
+            .stdin(Stdio::null())
+            .stdout(out.try_clone()?)
+            .stderr(out);
+        if let Some(a) = &args.agent {
+            cmd.arg("--agent").arg(a);
+        }
+        if let Some(p) = args.preset {
+            cmd.arg("--preset").arg(p.to_string());
+        }
+        if let Some(t) = args.timeout {
+            cmd.arg("--timeout").arg(t.to_string());
+        }
+        if args.allow_nested {
+            cmd.arg("--allow-nested");
+        }
+        let child = cmd.spawn().with_context(|| format!("starting worker {slot}"))?;
+        workers.children.push((slot, child));
+    }
+    // Ready when each has published `idle` under its own pid.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    for (slot, child) in &mut workers.children {
+        let pid = child.id();
+        loop {
+            let ready = matches!(
+                client.read_status(*slot),
+                Ok(Some(Status { status: WorkerState::Idle, worker_pid: Some(p), .. })) if p == pid
+            );
+            if ready {
+                break;
+            }
+            if let Some(st) = child.try_wait()? {
+                let log = fs::read_to_string(client.worker(*slot).dir.join("worker.log")).unwrap_or_default();
+                anyhow::bail!("worker {slot} exited at start ({st}):\n{}", log.trim_end());
+            }
+            if Instant::now() >= deadline {
+                anyhow::bail!("worker {slot} did not become ready within 30s");
+            }
+            client.wait_for_status(*slot, &[WorkerState::Idle], Duration::from_millis(200)).ok();
+        }
+    }
+    Ok(workers)
+}
+
+/// `850ms`, `12.3s`: what a person reads at a glance.
+fn human_ms(ms: u64) -> String {
+    if ms < 1000 {
+        format!("{ms}ms")
+    } else {
+        format!("{:.1}s", ms as f64 / 1000.0)
+    }
+}
+
+fn print_results(results: &[TaskResult]) {
+    let n = results.len();
+    for (i, r) in results.iter().enumerate() {
+        let who = r.worker.map(|w| format!("worker {w} · ")).unwrap_or_default();
+        let took = r
+            .duration_ms
+            .map(|ms| format!(" ({})", human_ms(ms)))
+            .unwrap_or_default();
+        match &r.error {
+            None => println!("── [{}/{n}] {who}task {} · ok{took}", i + 1, r.task_id),
+            Some(e) => println!("── [{}/{n}] {who}task {} · FAILED{took}: {e}", i + 1, r.task_id),
+        }
+        if !r.output.is_empty() {
+            print!("{}", r.output);
+            if !r.output.ends_with('\n') {
+                println!();
+            }
+        }
+    }
+}
+
+/// Progress on stderr: live bars on a terminal, plain lines otherwise.
+struct Display {
+    bars: Option<(MultiProgress, Vec<ProgressBar>, ProgressBar)>,
+    slots: Vec<Slot>,
+    done: u64,
+    failed: u64,
+    started: Vec<Option<Instant>>,
+}
+
+impl Display {
+    fn new(slots: &[Slot], total: usize, quiet: bool) -> Display {
+        let bars = (std::io::stderr().is_terminal() && !quiet).then(|| {
+            let multi = MultiProgress::with_draw_target(ProgressDrawTarget::stderr());
+            let style = ProgressStyle::with_template("{spinner} {prefix:>9} {wide_msg}")
+                .expect("valid template");
+            let per_worker: Vec<ProgressBar> = slots
+                .iter()
+                .map(|s| {
+                    let b = multi.add(
+                        ProgressBar::new_spinner()
+                            .with_style(style.clone())
+                            .with_prefix(format!("worker {s}"))
+                            .with_message("idle"),
+                    );
+                    b.enable_steady_tick(Duration::from_millis(120));
+                    b
+                })
+                .collect();
+            let summary = multi.add(
+                ProgressBar::new(total as u64)
+                    .with_style(
+                        ProgressStyle::with_template("[{elapsed_precise}] {bar:30} {pos}/{len} done {msg}")
+                            .expect("valid template"),
+                    ),
+            );
+            (multi, per_worker, summary)
+        });
+        Display {
+            bars,
+            slots: slots.to_vec(),
+            done: 0,
+            failed: 0,
+            started: vec![None; total],
+        }
+    }
+
+    fn bar(&self, slot: Slot) -> Option<&ProgressBar> {
+        let (_, bars, _) = self.bars.as_ref()?;
+        self.slots.iter().position(|s| *s == slot).map(|i| &bars[i])
+    }
+
+    fn progress(&mut self, p: Progress<'_>) {
+        match p {
+            Progress::Started { index, slot, id } => {
+                self.started[index] = Some(Instant::now());
+                match self.bar(slot) {
+                    Some(b) => b.set_message(format!("running task {} (#{})", id, index + 1)),
+                    None => eprintln!("[worker {slot}] task #{} ({id}) started", index + 1),
+                }
+            }
+            Progress::Finished { index, slot, result } => {
+                self.done += 1;
+                if !result.success {
+                    self.failed += 1;
+                }
+                let took = human_ms(
+                    self.started[index]
+                        .map(|t| t.elapsed().as_millis() as u64)
+                        .unwrap_or(0),
+                );
+                let verdict = match &result.error {
+                    None => "done".to_string(),
+                    Some(e) => format!("FAILED: {e}"),
+                };
+                match &self.bars {
+                    Some((_, _, summary)) => {
+                        if let Some(b) = self.bar(slot) {
+                            b.set_message("idle");
+                        }
+                        summary.inc(1);
+                        if self.failed > 0 {
+                            summary.set_message(format!("({} failed)", self.failed));
+                        }
+                    }
+                    None => eprintln!(
+                        "[worker {slot}] task #{} ({}) {verdict} in {took}",
+                        index + 1,
+                        result.task_id
+                    ),
+                }
+            }
+        }
+    }
+
+    fn finish(&mut self) {
+        if let Some((multi, bars, summary)) = self.bars.take() {
+            for b in bars {
+                b.finish_and_clear();
+            }
+            summary.finish_and_clear();
+            let _ = multi.clear();
+        }
+    }
+}

@@ -1,0 +1,207 @@
+//! `conductor status [N] [--watch] [--json]`: every slot at a glance.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use conductor::inspect::{self, format_age, Flag, SlotReport, TaskFile};
+use conductor::watch::{DirWatcher, Interest, WatchMode};
+use conductor::{Root, Slot};
+use crossbeam_channel::select;
+
+use super::{emit, emit_json, parse_slot, render_table, RootArg};
+use crate::common::exit;
+
+#[derive(Debug, clap::Args)]
+#[command(after_help = "\
+Columns: SLOT; STATE (idle/working/done/error, - without status.json); TASK; AGE (time in \
+this state; while working, since the task started); BEAT (since the last heartbeat, while \
+working); AGENT pid; WORKER (pid, and whether a live worker holds the slot's gate); LOCK \
+(holder of .lock/). Flags under a row: dead worker, stale lock, orphaned task, inbox \
+waiting; what to do about them follows the table.")]
+pub struct Args {
+    /// Only this slot.
+    #[arg(value_parser = parse_slot)]
+    pub slot: Option<Slot>,
+    /// Redraw whenever a slot changes (and every second, for the ages) until Ctrl-C.
+    #[arg(short, long, conflicts_with = "json")]
+    pub watch: bool,
+    /// One JSON document: {"root", "slots": [...]} with camelCase keys.
+    #[arg(long)]
+    pub json: bool,
+    #[command(flatten)]
+    pub root: RootArg,
+}
+
+pub fn run(args: Args) -> anyhow::Result<i32> {
+    let root = args.root.client()?.root().clone();
+    if args.watch {
+        return watch(&root, args.slot);
+    }
+    let reports = inspect::slot_reports(&root, args.slot)?;
+    if args.json {
+        emit_json(&serde_json::json!({
+            "root": root.path(),
+            "slots": reports,
+        }))?;
+    } else {
+        emit(&render(&root, &reports))?;
+    }
+    Ok(exit::OK)
+}
+
+fn dash(v: Option<String>) -> String {
+    v.unwrap_or_else(|| "-".to_string())
+}
+
+fn with_id(what: &str, f: &Option<TaskFile>) -> String {
+    match f.as_ref().and_then(|f| f.task_id.as_ref()) {
+        Some(id) => format!("{what} ({id})"),
+        None => what.to_string(),
+    }
+}
+
+/// The human table: one row per slot, flags under it, then what to do about them.
+pub fn render(root: &Root, reports: &[SlotReport]) -> String {
+    if reports.is_empty() {
+        return format!(
+            "no worker slots under {} (create them with `conductor init N`)\n",
+            root.path().display()
+        );
+    }
+    let mut rows = Vec::new();
+    let mut advice = Vec::new();
+    for r in reports {
+        let working = r.state == Some(conductor::WorkerState::Working);
+        let agent = r.agent_pid.map(|p| match r.agent_alive {
+            Some(false) => format!("{p} gone"),
+            _ => p.to_string(),
+        });
+        let worker = match (r.worker_live, r.worker_pid) {
+            (true, Some(p)) => format!("{p} live"),
+            (true, None) => "live".to_string(),
+            (false, Some(p)) => format!("{p} gone"),
+            (false, None) => "none".to_string(),
+        };
+        let lock = r.lock.as_ref().map(|l| {
+            let pid = l.pid.map_or("?".to_string(), |p| p.to_string());
+            if l.stale {
+                format!("{pid} stale")
+            } else {
+                pid
+            }
+        });
+        let cells = vec![
+            r.slot.to_string(),
+            dash(r.state.map(|s| s.to_string())),
+            dash(r.task_id.as_ref().map(|t| t.to_string())),
+            dash(r.status_age.map(format_age)),
+            dash(r.heartbeat_age.filter(|_| working).map(format_age)),
+            dash(agent),
+            worker,
+            dash(lock),
+        ];
+        let mut notes = Vec::new();
+        if !r.flags.is_empty() {
+            let words: Vec<String> = r
+                .flags
+                .iter()
+                .map(|f| match f {
+                    Flag::OrphanedTask => with_id("orphaned task", &r.running),
+                    Flag::InboxWaiting => with_id("inbox waiting", &r.inbox),
+                    Flag::StaleLock => match r.lock.as_ref().map(|l| l.reason.as_str()) {
+                        Some(why) => format!("stale lock: {why}"),
+                        None => "stale lock".to_string(),
+                    },
+                    other => other.to_string(),
+                })
+                .collect();
+            notes.push(format!("! {}", words.join(", ")));
+            let slot = Slot(r.slot);
+            let mut fixes: Vec<String> = Vec::new();
+            for f in &r.flags {
+                // Waiting with a live worker is just the next task queued.
+                if *f == Flag::InboxWaiting && r.worker_live {
+                    continue;
+                }
+                let fix = f.fix(slot);
+                if !fixes.contains(&fix) {
+                    fixes.push(fix);
+                }
+            }
+            for fix in fixes {
+                advice.push(format!("worker {}: {fix}", r.slot));
+            }
+        }
+        for p in &r.problems {
+            notes.push(format!("? {p}"));
+        }
+        rows.push((cells, notes));
+    }
+    let mut out = render_table(
+        &[
+            "SLOT", "STATE", "TASK", "AGE", "BEAT", "AGENT", "WORKER", "LOCK",
+        ],
+        &rows,
+        Some(2),
+        80,
+    );
+    if !advice.is_empty() {
+        out.push('\n');
+        for a in advice {
+            out.push_str(&a);
+            out.push('\n');
+        }
+    }
+    out
+}
+
+/// Redraw on every change under the watched slots, and every second for the ages.
+fn watch(root: &Root, only: Option<Slot>) -> anyhow::Result<i32> {
+    let stop = super::interrupt_channel()?;
+    let (tx, wake) = crossbeam_channel::bounded(1);
+    // output.log changes with every line an agent prints, temp files precede renames:
+    // neither changes what the table shows.
+    let interest: Interest = Arc::new(|p: &Path| {
+        let name = p.file_name().and_then(|n| n.to_str()).unwrap_or("");
+        name != "output.log" && !name.ends_with(".tmp")
+    });
+    let mut watched: Option<Vec<PathBuf>> = None;
+    let mut _watcher: Option<DirWatcher> = None;
+    loop {
+        let slots = match only {
+            Some(s) => vec![s],
+            None => inspect::list_slots(root).unwrap_or_default(),
+        };
+        let mut dirs = vec![root.workers_dir()];
+        dirs.extend(slots.iter().map(|s| root.worker(*s).dir));
+        dirs.retain(|d| d.is_dir());
+        if watched.as_ref() != Some(&dirs) {
+            _watcher = None;
+            if !dirs.is_empty() {
+                match DirWatcher::new(&dirs, WatchMode::Auto, interest.clone(), tx.clone()) {
+                    Ok(w) => _watcher = Some(w),
+                    Err(e) => tracing::warn!("redrawing every second only: {e}"),
+                }
+            }
+            watched = Some(dirs);
+        }
+        let body = match inspect::slot_reports(root, only) {
+            Ok(reports) => render(root, &reports),
+            Err(e) => format!("error: {e}\n"),
+        };
+        let now = conductor::protocol::now_rfc3339();
+        emit(&format!(
+            "\x1b[H\x1b[2J{}  {now}  (Ctrl-C to quit)\n\n{body}",
+            root.path().display()
+        ))?;
+        select! {
+            recv(wake) -> _ => {}
+            recv(stop) -> _ => return Ok(exit::OK),
+            default(Duration::from_secs(1)) => {}
+        }
+        if super::stdout_closed() {
+            return Ok(exit::OK);
+        }
+    }
+}

@@ -1,0 +1,337 @@
+//! `conductor run`, presets, retries and the library's orchestration patterns.
+
+use std::fs;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use conductor::agent::AgentCommand;
+use conductor::orchestrator::{Orchestrator, Progress};
+use conductor::preset::Preset;
+use conductor::worker::{Worker, WorkerOptions};
+use conductor::{Outcome, Root, Slot, Task, TaskId, TaskResult};
+use serde_json::Value;
+
+use crate::harness::{agent, bin, wait_until, TestRoot};
+
+const BOUND: Duration = Duration::from_secs(60);
+
+/// A worker running in this process (the library's worker loop on a thread).
+struct InProcWorker {
+    stop: Option<crossbeam_channel::Sender<()>>,
+    serving: Option<JoinHandle<conductor::Result<()>>>,
+}
+
+impl InProcWorker {
+    fn start(root: &Root, slot: Slot, project: &Path, agent_cmd: &str, preset: Preset) -> InProcWorker {
+        let mut opts = WorkerOptions::new(
+            root.clone(),
+            slot,
+            project.to_path_buf(),
+            AgentCommand::parse(agent_cmd).unwrap(),
+        );
+        opts.preset = preset;
+        let mut worker = Worker::start(opts).expect("start worker");
+        let (stop, stopped) = crossbeam_channel::bounded::<()>(1);
+        let serving = std::thread::spawn(move || worker.run(&stopped));
+        InProcWorker {
+            stop: Some(stop),
+            serving: Some(serving),
+        }
+    }
+}
+
+impl Drop for InProcWorker {
+    fn drop(&mut self) {
+        drop(self.stop.take());
+        if let Some(h) = self.serving.take() {
+            h.join().expect("worker thread").expect("worker loop");
+        }
+    }
+}
+
+fn conductor(t: &TestRoot) -> Command {
+    let mut c = Command::new(bin("conductor"));
+    c.env("CONDUCTOR_HOME", t.path()).env_remove("CONDUCTOR_WORKER");
+    c
+}
+
+/// Pids of live processes started for this root (workers and agents carry CONDUCTOR_HOME).
+fn processes_of(root: &Path) -> Vec<u32> {
+    let needle = format!("CONDUCTOR_HOME={}", root.display());
+    let me = std::process::id();
+    fs::read_dir("/proc")
+        .unwrap()
+        .flatten()
+        .filter_map(|e| {
+            let pid: u32 = e.file_name().to_str()?.parse().ok()?;
+            let env = fs::read(e.path().join("environ")).ok()?;
+            let zombie = fs::read_to_string(e.path().join("stat"))
+                .map(|s| s.rsplit(')').next().unwrap_or("").trim_start().starts_with('Z'))
+                .unwrap_or(true);
+            (pid != me && !zombie && env.split(|b| *b == 0).any(|kv| kv == needle.as_bytes())).then_some(pid)
+        })
+        .collect()
+}
+
+fn assert_nothing_left(root: &Path) {
+    wait_until(BOUND, "no worker or agent left", || processes_of(root).is_empty());
+}
+
+#[test]
+fn run_fans_nine_prompts_over_all_three_workers() {
+    let t = TestRoot::new();
+    let prompts: Vec<String> = (1..=9).map(|i| format!("prompt number {i}")).collect();
+    let out = conductor(&t)
+        .args(["run", "--workers", "3", "--agent", "tr a-z A-Z", "--json", "--root"])
+        .arg(t.path())
+        .args(&prompts)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let results = doc["results"].as_array().unwrap();
+    assert_eq!(results.len(), 9);
+    for (i, r) in results.iter().enumerate() {
+        assert_eq!(r["output"], format!("PROMPT NUMBER {}", i + 1), "results come back in input order");
+        assert_eq!(r["success"], true);
+    }
+    let mut used: Vec<u64> = results.iter().map(|r| r["worker"].as_u64().unwrap()).collect();
+    used.sort();
+    used.dedup();
+    assert_eq!(used, vec![0, 1, 2], "every worker is used");
+    assert_eq!(doc["succeeded"], 9);
+    assert_eq!(doc["failed"], 0);
+    assert_nothing_left(t.path());
+}
+
+#[test]
+fn run_prints_each_result_and_fails_when_a_task_fails() {
+    let t = TestRoot::new();
+    let out = conductor(&t)
+        .args(["run", "--workers", "2", "--root"])
+        .arg(t.path())
+        .args(["--agent", "sh -c 'read p; case $p in bad*) echo \"no good: $p\" >&2; exit 4;; *) echo \"ok: $p\";; esac'"])
+        .args(["good one", "bad apple", "good two"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(stdout.contains("[1/3]") && stdout.contains("ok: good one"), "{stdout}");
+    assert!(stdout.contains("[2/3]") && stdout.contains("FAILED") && stdout.contains("exit status 4: no good: bad apple"), "{stdout}");
+    assert!(stdout.contains("ok: good two"), "{stdout}");
+    // Not a terminal: plain progress lines on stderr, and a summary.
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("3 task(s): 2 succeeded, 1 failed"), "{stderr}");
+    assert!(stderr.contains("[worker "), "{stderr}");
+    assert_nothing_left(t.path());
+}
+
+#[test]
+fn run_reads_prompts_from_a_file_in_lines_or_blocks() {
+    let t = TestRoot::new();
+    let file = t.dir.path().join("prompts.txt");
+    fs::write(&file, "first line\n\nsecond block\nspans two lines\n\n\nthird\n").unwrap();
+    let blocks = conductor(&t)
+        .args(["run", "--workers", "2", "--agent", "cat", "--json", "--blocks", "-f"])
+        .arg(&file)
+        .output()
+        .unwrap();
+    assert!(blocks.status.success(), "{}", String::from_utf8_lossy(&blocks.stderr));
+    let doc: Value = serde_json::from_slice(&blocks.stdout).unwrap();
+    let outputs: Vec<&str> = doc["results"].as_array().unwrap().iter().map(|r| r["output"].as_str().unwrap()).collect();
+    assert_eq!(outputs, ["first line", "second block\nspans two lines", "third"]);
+
+    let mut lines = conductor(&t)
+        .args(["run", "--workers", "2", "--agent", "cat", "--json", "-f", "-"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    lines.stdin.take().unwrap().write_all(b"one\ntwo\n\nthree\n").unwrap();
+    let out = lines.wait_with_output().unwrap();
+    assert!(out.status.success());
+    let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(doc["results"].as_array().unwrap().len(), 3);
+}
+
+#[test]
+fn ctrl_c_stops_the_run_and_leaves_no_process() {
+    let t = TestRoot::new();
+    let mut run = conductor(&t)
+        .args(["run", "--workers", "2", "--json", "--root"])
+        .arg(t.path())
+        .arg("--agent")
+        .arg(agent("slow.sh"))
+        .args(["a", "b", "c", "d"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    // Both workers are running a task.
+    let client = conductor::Client::new(Root::new(t.path()));
+    wait_until(BOUND, "two agents running", || {
+        (0..2).all(|i| {
+            matches!(client.read_status(Slot(i)), Ok(Some(s)) if s.status == conductor::WorkerState::Working)
+        })
+    });
+    nix::sys::signal::kill(nix::unistd::Pid::from_raw(run.id() as i32), nix::sys::signal::Signal::SIGINT).unwrap();
+    let deadline = Instant::now() + BOUND;
+    let status = loop {
+        if let Some(st) = run.try_wait().unwrap() {
+            break st;
+        }
+        assert!(Instant::now() < deadline, "conductor run did not stop after Ctrl-C");
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    assert_eq!(status.code(), Some(130));
+    let mut stdout = String::new();
+    std::io::Read::read_to_string(&mut run.stdout.take().unwrap(), &mut stdout).unwrap();
+    let doc: Value = serde_json::from_str(&stdout).unwrap();
+    let outcomes: Vec<&str> = doc["results"].as_array().unwrap().iter().map(|r| r["outcome"].as_str().unwrap()).collect();
+    assert_eq!(outcomes.iter().filter(|o| **o == "interrupted").count(), 2, "{outcomes:?}");
+    assert_eq!(outcomes.iter().filter(|o| **o == "cancelled").count(), 2, "{outcomes:?}");
+    assert_nothing_left(t.path());
+}
+
+#[test]
+fn claude_preset_lifts_the_json_and_retry_resumes_the_session() {
+    let t = TestRoot::new();
+    let fake = agent("fake_claude.sh").display().to_string();
+    let root = Root::new(t.path());
+    let _w = InProcWorker::start(&root, Slot(0), t.dir.path(), &fake, Preset::Claude);
+    let id = t.client.write_task(Slot(0), &Task::new("review the diff").with_id("rev1")).unwrap();
+    let r = t.client.wait_for_result(Slot(0), &id, BOUND).unwrap();
+    assert!(r.success, "{:?}", r.error);
+    assert_eq!(r.output, "answer to: review the diff");
+    let session = r.session_id.clone().expect("sessionId");
+    assert_eq!(r.cost_usd, Some(0.0042));
+    assert_eq!(r.num_turns, Some(2));
+    assert_eq!(r.is_error, Some(false));
+    // On disk the way readers see it.
+    let raw: Value = serde_json::from_slice(&fs::read(t.client.worker(Slot(0)).result_for(&id)).unwrap()).unwrap();
+    assert_eq!(raw["sessionId"], session.as_str());
+    assert_eq!(raw["costUsd"], 0.0042);
+
+    let out = conductor(&t).args(["retry", "0", "rev1", "--resume", "--wait"]).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "resumed answer to: review the diff\n");
+    let retried = t.client.read_result_for(Slot(0), &TaskId::from("rev1-r1")).unwrap().unwrap();
+    assert_eq!(retried.session_id.as_deref(), Some(session.as_str()));
+
+    // Claude's own error report fails the task.
+    let id = t.client.write_task(Slot(0), &Task::new("fail loudly")).unwrap();
+    let r = t.client.wait_for_result(Slot(0), &id, BOUND).unwrap();
+    assert!(!r.success);
+    assert!(r.error.unwrap().contains("error_during_execution"));
+}
+
+#[test]
+fn retry_runs_the_recorded_task_under_a_new_id() {
+    let t = TestRoot::new();
+    let root = Root::new(t.path());
+    let _w = InProcWorker::start(&root, Slot(0), t.dir.path(), "tr a-z A-Z", Preset::Command);
+    let id = t.client.write_task(Slot(0), &Task::new("again please").with_id("job")).unwrap();
+    t.client.wait_for_result(Slot(0), &id, BOUND).unwrap();
+    for expected in ["job-r1", "job-r2"] {
+        let out = conductor(&t).args(["retry", "0", "job"]).output().unwrap();
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), expected);
+        let r = t.client.wait_for_result(Slot(0), &TaskId::from(expected), BOUND).unwrap();
+        assert_eq!(r.output, "AGAIN PLEASE");
+    }
+    // --resume without a session is refused with the reason.
+    let out = conductor(&t).args(["retry", "0", "job", "--resume"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--preset claude"));
+    // A task that never ran cannot be retried.
+    let out = conductor(&t).args(["retry", "0", "never"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("no record of task never"));
+}
+
+#[test]
+fn library_fan_out_returns_results_in_input_order_with_progress() {
+    let t = TestRoot::new();
+    let root = Root::new(t.path());
+    let _w: Vec<InProcWorker> = (0..3)
+        .map(|i| InProcWorker::start(&root, Slot(i), t.dir.path(), "tr a-z A-Z", Preset::Command))
+        .collect();
+    let orch = Orchestrator::new(t.client.clone(), vec![Slot(0), Slot(1), Slot(2)]);
+    let tasks: Vec<Task> = (0..9).map(|i| Task::new(format!("task {i}"))).collect();
+    let mut started = Vec::new();
+    let mut finished = Vec::new();
+    let results = orch
+        .run_all(tasks, |p| match p {
+            Progress::Started { index, slot, .. } => started.push((index, slot)),
+            Progress::Finished { index, .. } => finished.push(index),
+        })
+        .unwrap();
+    let outputs: Vec<&str> = results.iter().map(|r| r.output.as_str()).collect();
+    assert_eq!(outputs, (0..9).map(|i| format!("TASK {i}")).collect::<Vec<_>>());
+    assert_eq!(started.len(), 9);
+    finished.sort();
+    assert_eq!(finished, (0..9).collect::<Vec<_>>());
+    let mut slots: Vec<u32> = started.iter().map(|(_, s)| s.0).collect();
+    slots.sort();
+    slots.dedup();
+    assert_eq!(slots, vec![0, 1, 2]);
+}
+
+#[test]
+fn library_pipeline_feeds_each_stage_and_stops_at_the_first_failure() {
+    let t = TestRoot::new();
+    let root = Root::new(t.path());
+    let agent_cmd = "sh -c 'read p; case $p in *fail*) echo broken >&2; exit 1;; *) echo \"$p+\";; esac'";
+    let _w = InProcWorker::start(&root, Slot(0), t.dir.path(), agent_cmd, Preset::Command);
+    let orch = Orchestrator::new(t.client.clone(), vec![Slot(0)]);
+    type Stage = Box<dyn FnOnce(Option<&TaskResult>) -> Task>;
+    let stages: Vec<Stage> = vec![
+        Box::new(|_| Task::new("start")),
+        Box::new(|prev| Task::new(prev.unwrap().output.trim().to_string())),
+        Box::new(|prev| Task::new(format!("{} then fail", prev.unwrap().output.trim()))),
+        Box::new(|_| panic!("the stage after a failure must not run")),
+    ];
+    let results = orch.run_pipeline(stages, |_| {}).unwrap();
+    assert_eq!(results.len(), 3);
+    assert_eq!(results[0].output, "start+\n");
+    assert_eq!(results[1].output, "start++\n");
+    assert!(!results[2].success);
+    assert_eq!(results[2].outcome, Some(Outcome::Failure));
+}
+
+/// Where cargo put this package's examples: `cargo test` builds them; a filtered run
+/// (`cargo test --test integration`) may not have, so build it then.
+fn example(name: &str) -> PathBuf {
+    let deps = std::env::current_exe().unwrap();
+    let path = deps.parent().unwrap().parent().unwrap().join("examples").join(name);
+    if !path.exists() {
+        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+        let built = Command::new(cargo)
+            .args(["build", "--example", name])
+            .current_dir(env!("CARGO_MANIFEST_DIR"))
+            .status()
+            .expect("run cargo");
+        assert!(built.success(), "building example {name}");
+    }
+    path
+}
+
+#[test]
+fn examples_run_with_a_plain_unix_agent() {
+    for (name, expect) in [
+        ("simple_demo", "WRITE A HAIKU ABOUT FILES"),
+        ("orchestrator_helper", "pipeline finished"),
+    ] {
+        let out = Command::new(example(name))
+            .env_remove("CONDUCTOR_WORKER")
+            .env_remove("CONDUCTOR_HOME")
+            .output()
+            .unwrap_or_else(|e| panic!("run example {name}: {e}"));
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(out.status.success(), "{name}: {}\n{stdout}", String::from_utf8_lossy(&out.stderr));
+        assert!(stdout.contains(expect), "{name}: {stdout}");
+    }
+}
