@@ -11,7 +11,9 @@ use conductor::worker::{Worker, WorkerOptions};
 use conductor::{Client, Root, Slot, Task, TaskResult};
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
-    let agent = std::env::args().nth(1).unwrap_or_else(|| "tr a-z A-Z".to_string());
+    let agent = std::env::args()
+        .nth(1)
+        .unwrap_or_else(|| "tr a-z A-Z".to_string());
     let dir = tempfile::tempdir()?;
     let root = Root::new(dir.path().join("root"));
     let project = std::env::current_dir()?;
@@ -20,23 +22,41 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut serving = Vec::new();
     let slots: Vec<Slot> = (0..3).map(Slot).collect();
     for &slot in &slots {
-        let opts = WorkerOptions::new(root.clone(), slot, project.clone(), AgentCommand::parse(&agent)?);
+        let opts = WorkerOptions::new(
+            root.clone(),
+            slot,
+            project.clone(),
+            AgentCommand::parse(&agent)?,
+        );
         let mut worker = Worker::start(opts)?;
         let stopped = stopped.clone();
         serving.push(std::thread::spawn(move || worker.run(&stopped)));
     }
     let orch = Orchestrator::new(Client::new(root), slots);
     let show = |p: Progress<'_>| {
-        if let Progress::Finished { index, slot, result } = p {
+        if let Progress::Finished {
+            index,
+            slot,
+            result,
+        } = p
+        {
             let verdict = result.error.as_deref().unwrap_or("ok");
             eprintln!("  #{index} on worker {slot}: {verdict}");
         }
     };
 
     println!("== parallel code review");
-    let files = ["src/worker.rs", "src/dirlock.rs", "src/client.rs", "src/agent.rs"];
+    let files = [
+        "src/worker.rs",
+        "src/dirlock.rs",
+        "src/client.rs",
+        "src/agent.rs",
+    ];
     let reviews = orch.run_all(
-        files.iter().map(|f| Task::new(format!("review {f} for bugs; list each with a line number"))).collect(),
+        files
+            .iter()
+            .map(|f| Task::new(format!("review {f} for bugs; list each with a line number")))
+            .collect(),
         show,
     )?;
     for (f, r) in files.iter().zip(&reviews) {
@@ -46,7 +66,10 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     println!("== parallel tests");
     let suites = ["unit", "integration", "doc"];
     let runs = orch.run_all(
-        suites.iter().map(|s| Task::new(format!("run the {s} tests and summarise failures"))).collect(),
+        suites
+            .iter()
+            .map(|s| Task::new(format!("run the {s} tests and summarise failures")))
+            .collect(),
         show,
     )?;
     let failed = runs.iter().filter(|r| !r.success).count();
@@ -56,8 +79,18 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     type Stage = Box<dyn FnOnce(Option<&TaskResult>) -> Task>;
     let stages: Vec<Stage> = vec![
         Box::new(|_| Task::new("design a cache for the status table")),
-        Box::new(|design| Task::new(format!("implement this design: {}", design.unwrap().output.trim()))),
-        Box::new(|code| Task::new(format!("review this change: {}", code.unwrap().output.trim()))),
+        Box::new(|design| {
+            Task::new(format!(
+                "implement this design: {}",
+                design.unwrap().output.trim()
+            ))
+        }),
+        Box::new(|code| {
+            Task::new(format!(
+                "review this change: {}",
+                code.unwrap().output.trim()
+            ))
+        }),
     ];
     let steps = orch.run_pipeline(stages, show)?;
     for (i, s) in steps.iter().enumerate() {

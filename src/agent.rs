@@ -46,7 +46,7 @@ impl AgentCommand {
     pub fn resolve(&self) -> Option<PathBuf> {
         let program = Path::new(&self.program);
         if program.components().count() > 1 {
-            return Some(program.to_path_buf());
+            return is_executable(program).then(|| program.to_path_buf());
         }
         std::env::var_os("PATH")?
             .to_str()?
@@ -304,8 +304,8 @@ fn join_capture(h: JoinHandle<io::Result<Captured>>, what: &str) -> Captured {
     }
 }
 
-/// Open `output.log` empty. Truncating keeps the inode (creating one is the
-/// expensive step on some filesystems) and lets `tail -f` follow across runs.
+/// Open `output.log` empty: the worker readies an empty one after each task (the
+/// finished run's log moves to `tasks/<id>.log`), so this truncates nothing.
 fn open_log(path: &Path) -> Result<File> {
     OpenOptions::new()
         .write(true)

@@ -38,7 +38,7 @@ pub fn nonce() -> String {
         .unwrap_or(0);
     let seq = SEQ.fetch_add(1, Ordering::Relaxed);
     format!(
-        "{:x}{:x}{:x}",
+        "{:x}-{:x}-{:x}",
         std::process::id(),
         nanos & 0xffff_ffff_ffff,
         seq

@@ -36,10 +36,22 @@ pub fn pid_alive(pid: u32) -> bool {
         return false;
     }
     match kill(Pid::from_raw(raw), None) {
-        Ok(()) => true,
+        // A zombie has exited; only its parent has yet to reap it.
+        Ok(()) => !is_zombie(pid),
         Err(Errno::ESRCH) => false,
-        Err(_) => true,
+        Err(_) => !is_zombie(pid),
     }
+}
+
+/// Whether `/proc/<pid>/stat` shows state `Z` (false where there is no procfs).
+fn is_zombie(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .ok()
+        .and_then(|s| {
+            let after = &s[s.rfind(')')? + 1..];
+            after.split_whitespace().next().map(|state| state == "Z")
+        })
+        .unwrap_or(false)
 }
 
 /// A process's start time in clock ticks since boot (field 22 of `/proc/<pid>/stat`).
@@ -83,6 +95,19 @@ mod tests {
         let stat =
             "4711 (a) b (c)) S 1 4711 4711 0 -1 4194560 100 0 0 0 1 2 0 0 20 0 1 0 123456 1000 10";
         assert_eq!(parse_stat_start_time(stat), Some(123456));
+    }
+
+    #[test]
+    fn an_unreaped_child_counts_as_dead() {
+        let mut child = std::process::Command::new("true").spawn().unwrap();
+        let pid = child.id();
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+        while !is_zombie(pid) {
+            assert!(std::time::Instant::now() < deadline, "child never exited");
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+        assert!(!pid_alive(pid));
+        child.wait().unwrap();
     }
 
     #[test]

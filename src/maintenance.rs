@@ -884,37 +884,6 @@ fn check_watcher(root: &Root) -> Check {
     }
 }
 
-/// A filesystem's name by its statfs magic, and whether it delivers change events.
-fn filesystem_name(magic: i64) -> (String, bool) {
-    let (name, eventless) = match magic {
-        0xEF53 => ("ext2/3/4", false),
-        0x5846_5342 => ("xfs", false),
-        0x9123_683E => ("btrfs", false),
-        0x0102_1994 => ("tmpfs", false),
-        0x794C_7630 => ("overlayfs", false),
-        0x2FC1_2FC1 => ("zfs", false),
-        0xF2F5_2010 => ("f2fs", false),
-        0x8584_58F6 => ("ramfs", false),
-        0x4d44 => ("vfat", false),
-        0x3153_464A => ("jfs", false),
-        0x5265_4973 => ("reiserfs", false),
-        0xCA45_1A4E => ("bcachefs", false),
-        0x6969 => ("NFS", true),
-        0x517B => ("SMB", true),
-        0xFF53_4D42 => ("CIFS", true),
-        0xFE53_4D42 => ("SMB2", true),
-        0x6573_5546 => ("FUSE", true),
-        0x0102_1997 => ("9p", true),
-        0x564c => ("NCP", true),
-        0x7375_7245 => ("Coda", true),
-        0x4750_4653 => ("GPFS", true),
-        0x0BD0_0BD0 => ("Lustre", true),
-        0x00C3_6400 => ("CephFS", true),
-        other => return (format!("filesystem type {other:#x}"), false),
-    };
-    (name.to_string(), eventless)
-}
-
 #[cfg(target_os = "linux")]
 fn check_filesystem(path: &Path) -> Check {
     match nix::sys::statfs::statfs(path) {
@@ -927,7 +896,7 @@ fn check_filesystem(path: &Path) -> Check {
             // f_type's width differs between platforms.
             #[allow(clippy::unnecessary_cast)]
             let magic = st.filesystem_type().0 as i64;
-            let (name, eventless) = filesystem_name(magic);
+            let (name, eventless) = crate::watch::filesystem_name(magic);
             if eventless {
                 Check::warn(
                     "filesystem",

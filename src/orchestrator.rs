@@ -20,9 +20,17 @@ const RECHECK: Duration = Duration::from_millis(500);
 #[derive(Debug, Clone, Copy)]
 pub enum Progress<'a> {
     /// Delivered to a worker's inbox.
-    Started { index: usize, slot: Slot, id: &'a TaskId },
+    Started {
+        index: usize,
+        slot: Slot,
+        id: &'a TaskId,
+    },
     /// Its result arrived.
-    Finished { index: usize, slot: Slot, result: &'a TaskResult },
+    Finished {
+        index: usize,
+        slot: Slot,
+        result: &'a TaskResult,
+    },
 }
 
 /// Fans tasks out over a set of worker slots and collects the results.
@@ -104,7 +112,11 @@ impl Orchestrator {
                     };
                     match self.client.write_task(slot, &task) {
                         Ok(id) => {
-                            on_progress(Progress::Started { index, slot, id: &id });
+                            on_progress(Progress::Started {
+                                index,
+                                slot,
+                                id: &id,
+                            });
                             outstanding.insert(slot, (index, id));
                         }
                         // Someone else's task is waiting there: try another slot.
@@ -115,11 +127,13 @@ impl Orchestrator {
             }
             let finished: Vec<Slot> = outstanding
                 .iter()
-                .filter_map(|(slot, (_, id))| match self.client.read_result_for(*slot, id) {
-                    Ok(Some(_)) => Some(Ok(*slot)),
-                    Ok(None) => None,
-                    Err(e) => Some(Err(e)),
-                })
+                .filter_map(
+                    |(slot, (_, id))| match self.client.read_result_for(*slot, id) {
+                        Ok(Some(_)) => Some(Ok(*slot)),
+                        Ok(None) => None,
+                        Err(e) => Some(Err(e)),
+                    },
+                )
                 .collect::<Result<_>>()?;
             for slot in finished {
                 let (index, id) = outstanding.remove(&slot).expect("outstanding slot");
@@ -127,7 +141,11 @@ impl Orchestrator {
                     .client
                     .read_result_for(slot, &id)?
                     .expect("result seen a moment ago");
-                on_progress(Progress::Finished { index, slot, result: &result });
+                on_progress(Progress::Finished {
+                    index,
+                    slot,
+                    result: &result,
+                });
                 results[index] = Some(result);
             }
             if outstanding.is_empty() && (pending.is_empty() || stopping) {
@@ -147,7 +165,10 @@ impl Orchestrator {
                 "cancelled before it was delivered",
             ));
         }
-        Ok(results.into_iter().map(|r| r.expect("every task has a result")).collect())
+        Ok(results
+            .into_iter()
+            .map(|r| r.expect("every task has a result"))
+            .collect())
     }
 
     /// A worker that died with our task in hand will never answer: say so instead of
@@ -155,7 +176,9 @@ impl Orchestrator {
     fn check_workers_alive(&self, outstanding: &HashMap<Slot, (usize, TaskId)>) -> Result<()> {
         for (slot, (_, id)) in outstanding {
             let w = self.client.worker(*slot);
-            if gate::probe(&w.worker_gate())?.is_none() && self.client.read_result_for(*slot, id)?.is_none() {
+            if gate::probe(&w.worker_gate())?.is_none()
+                && self.client.read_result_for(*slot, id)?.is_none()
+            {
                 return Err(Error::WorkerGone {
                     slot: slot.0,
                     task: id.to_string(),
@@ -181,7 +204,11 @@ impl Orchestrator {
             let mut result = self.run_all(vec![task], |p| {
                 on_progress(match p {
                     Progress::Started { slot, id, .. } => Progress::Started { index, slot, id },
-                    Progress::Finished { slot, result, .. } => Progress::Finished { index, slot, result },
+                    Progress::Finished { slot, result, .. } => Progress::Finished {
+                        index,
+                        slot,
+                        result,
+                    },
                 })
             })?;
             let r = result.pop().expect("one result per task");

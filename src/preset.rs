@@ -83,17 +83,26 @@ fn interpret_claude(r: &mut TaskResult) {
     if obj.get("type").and_then(Value::as_str) != Some("result") {
         return;
     }
-    r.session_id = obj.get("session_id").and_then(Value::as_str).map(String::from);
+    r.session_id = obj
+        .get("session_id")
+        .and_then(Value::as_str)
+        .map(String::from);
     r.cost_usd = obj
         .get("total_cost_usd")
         .or_else(|| obj.get("cost_usd"))
         .and_then(Value::as_f64);
     r.num_turns = obj.get("num_turns").and_then(Value::as_u64);
-    let is_error = obj.get("is_error").and_then(Value::as_bool).unwrap_or(false);
+    let is_error = obj
+        .get("is_error")
+        .and_then(Value::as_bool)
+        .unwrap_or(false);
     r.is_error = Some(is_error);
     let text = obj.get("result").and_then(Value::as_str).map(String::from);
     if is_error && r.success {
-        let subtype = obj.get("subtype").and_then(Value::as_str).unwrap_or("error");
+        let subtype = obj
+            .get("subtype")
+            .and_then(Value::as_str)
+            .unwrap_or("error");
         let detail = text.as_deref().map(first_line).unwrap_or(subtype);
         r.success = false;
         r.outcome = Some(crate::protocol::Outcome::Failure);
@@ -105,7 +114,10 @@ fn interpret_claude(r: &mut TaskResult) {
 }
 
 fn first_line(s: &str) -> &str {
-    s.lines().find(|l| !l.trim().is_empty()).unwrap_or("").trim()
+    s.lines()
+        .find(|l| !l.trim().is_empty())
+        .unwrap_or("")
+        .trim()
 }
 
 #[cfg(test)]
@@ -123,8 +135,10 @@ mod tests {
 
     #[test]
     fn claude_json_is_lifted_into_the_result() {
-        let mut r = ok(r#"{"type":"result","subtype":"success","is_error":false,"duration_ms":1200,
-            "num_turns":3,"result":"All tests pass.","session_id":"abc-123","total_cost_usd":0.0123}"#);
+        let mut r = ok(
+            r#"{"type":"result","subtype":"success","is_error":false,"duration_ms":1200,
+            "num_turns":3,"result":"All tests pass.","session_id":"abc-123","total_cost_usd":0.0123}"#,
+        );
         Preset::Claude.interpret(&mut r);
         assert_eq!(r.output, "All tests pass.");
         assert_eq!(r.session_id.as_deref(), Some("abc-123"));
@@ -136,11 +150,16 @@ mod tests {
 
     #[test]
     fn claude_error_results_fail_the_task() {
-        let mut r = ok(r#"{"type":"result","subtype":"error_max_turns","is_error":true,"cost_usd":0.5,"session_id":"s"}"#);
+        let mut r = ok(
+            r#"{"type":"result","subtype":"error_max_turns","is_error":true,"cost_usd":0.5,"session_id":"s"}"#,
+        );
         Preset::Claude.interpret(&mut r);
         assert!(!r.success);
         assert_eq!(r.cost_usd, Some(0.5));
-        assert_eq!(r.error.as_deref(), Some("claude reported an error (error_max_turns): error_max_turns"));
+        assert_eq!(
+            r.error.as_deref(),
+            Some("claude reported an error (error_max_turns): error_max_turns")
+        );
     }
 
     #[test]

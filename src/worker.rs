@@ -96,6 +96,32 @@ impl RecoveryReport {
     }
 }
 
+impl std::fmt::Display for RecoveryReport {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let mut did = Vec::new();
+        if let Some(h) = &self.stale_lock {
+            did.push(format!("removed stale lock ({h})"));
+        }
+        if let Some(pid) = self.killed_agent {
+            did.push(format!("killed leftover agent group {pid}"));
+        }
+        if let Some(id) = &self.interrupted {
+            did.push(format!("task {id} finished as interrupted"));
+        }
+        if let Some(id) = &self.redelivered {
+            did.push(format!("task {id} re-delivered for another attempt"));
+        }
+        if let Some(id) = &self.already_finished {
+            did.push(format!("task {id} already had its result; cleaned up"));
+        }
+        if did.is_empty() {
+            f.write_str("nothing to recover")
+        } else {
+            f.write_str(&did.join("; "))
+        }
+    }
+}
+
 /// A started worker: holds its slot's gate and watcher. Run it with [`Worker::run`].
 pub struct Worker {
     opts: WorkerOptions,
@@ -419,7 +445,7 @@ impl Worker {
         let clock = Instant::now();
         let attempt = task.attempt();
 
-        if let Some(who) = self.cancel_request(&id)? {
+        if let Some(who) = self.cancel_request(&id, false)? {
             tracing::info!("task {id} was cancelled before it started ({who})");
             let mut r = TaskResult::failed(id.clone(), Outcome::Cancelled, "cancelled");
             self.stamp(&mut r, &started_at, clock, attempt);
@@ -527,7 +553,7 @@ impl Worker {
                     break None;
                 }
                 recv(self.wake) -> _ => {
-                    if let Some(who) = self.cancel_request(&id)? {
+                    if let Some(who) = self.cancel_request(&id, true)? {
                         tracing::info!("task {id} cancelled ({who})");
                         break Some(Stop::Cancelled);
                     }
@@ -566,9 +592,10 @@ impl Worker {
         r.worker = Some(self.opts.slot.0);
     }
 
-    /// A `cancel` file naming `id` (or empty) asks to cancel it; one naming another
-    /// task is stale and removed.
-    fn cancel_request(&self, id: &TaskId) -> Result<Option<String>> {
+    /// A `cancel` file naming `id` asks to cancel it; one naming another task is stale
+    /// and removed. An empty one means "whatever is running" — only once `id` runs, so a
+    /// stray `touch cancel` while idle cannot cancel the next task before it starts.
+    fn cancel_request(&self, id: &TaskId, running: bool) -> Result<Option<String>> {
         let path = self.paths.cancel();
         let bytes = match fsio::read_bounded(&path, SMALL_FILE_LIMIT) {
             Ok(Some(b)) => b,
@@ -580,7 +607,7 @@ impl Worker {
             }
         };
         let named = String::from_utf8_lossy(&bytes).trim().to_string();
-        if named.is_empty() || named == id.to_string() {
+        if (named.is_empty() && running) || named == id.to_string() {
             // Consumed now, so it cannot cancel a later task.
             fsio::remove_file_if_exists(&path)?;
             Ok(Some(format!("{} names it", path.display())))

@@ -24,29 +24,10 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
     let mut code = exit::OK;
     for s in slots {
         match recover_abandoned(client.root(), s) {
-            Ok(r) if r.is_empty() => println!("worker {s}: nothing to recover"),
-            Ok(r) => {
-                let mut did = Vec::new();
-                if let Some(h) = &r.stale_lock {
-                    did.push(format!("removed stale lock ({h})"));
-                }
-                if let Some(pid) = r.killed_agent {
-                    did.push(format!("killed leftover agent group {pid}"));
-                }
-                if let Some(id) = &r.interrupted {
-                    did.push(format!("task {id} finished as interrupted"));
-                }
-                if let Some(id) = &r.redelivered {
-                    did.push(format!("task {id} re-delivered for another attempt"));
-                }
-                if let Some(id) = &r.already_finished {
-                    did.push(format!("task {id} already had its result; cleaned up"));
-                }
-                println!("worker {s}: {}", did.join("; "));
-            }
-            Err(Error::GateHeld { .. }) if args.slot.is_none() => {
-                println!("worker {s}: served by a live worker, left alone")
-            }
+            Ok(r) => super::emit(&format!("worker {s}: {r}\n"))?,
+            Err(Error::GateHeld { .. }) if args.slot.is_none() => super::emit(&format!(
+                "worker {s}: served by a live worker, left alone\n"
+            ))?,
             Err(e) => code = common::report(&e.into()),
         }
     }

@@ -5,7 +5,6 @@ use conductor::Slot;
 
 use super::send::parse_id;
 use super::{parse_slot, RootArg};
-use crate::common::exit;
 
 #[derive(Debug, clap::Args)]
 pub struct Args {
@@ -34,16 +33,5 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
             .read_result(slot)?
             .with_context(|| format!("worker {slot} has no result yet"))?,
     };
-    if args.json {
-        println!("{}", serde_json::to_string_pretty(&result)?);
-    } else {
-        print!("{}", result.output);
-        if !result.output.is_empty() && !result.output.ends_with('\n') {
-            println!();
-        }
-        if let Some(e) = &result.error {
-            eprintln!("task {} failed: {e}", result.task_id);
-        }
-    }
-    Ok(if result.success { exit::OK } else { exit::FAILURE })
+    super::print_result(&result, args.json)
 }

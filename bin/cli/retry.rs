@@ -69,20 +69,11 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
     }
     let id = client.write_task(slot, &task)?;
     if !args.wait {
-        println!("{id}");
+        super::emit(&format!("{id}\n"))?;
         return Ok(exit::OK);
     }
     let result = client.wait_for_result(slot, &id, Duration::MAX)?;
-    print!("{}", result.output);
-    if !result.output.is_empty() && !result.output.ends_with('\n') {
-        println!();
-    }
-    if result.success {
-        Ok(exit::OK)
-    } else {
-        eprintln!("task {id} failed: {}", result.error.unwrap_or_default());
-        Ok(exit::FAILURE)
-    }
+    super::print_result(&result, false)
 }
 
 /// `<id>-r1`, `-r2` …: the first that names neither a result nor a task record.

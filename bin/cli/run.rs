@@ -22,7 +22,9 @@ use crate::common::exit;
 pub const EXIT_INTERRUPTED: i32 = 130;
 
 #[derive(Debug, clap::Args)]
-#[command(after_help = "Exit codes: 0 every task succeeded, 1 a task failed, 2 usage, 3 refused, 130 interrupted")]
+#[command(
+    after_help = "Exit codes: 0 every task succeeded, 1 a task failed, 2 usage, 3 refused, 130 interrupted"
+)]
 pub struct Args {
     /// Prompts, one task each (or use -f).
     #[arg(required_unless_present = "file")]
@@ -216,9 +218,9 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
             "root": root.path(),
             "durationMs": started.elapsed().as_millis() as u64,
         });
-        println!("{}", serde_json::to_string_pretty(&doc)?);
+        super::emit_json(&doc)?;
     } else {
-        print_results(&results);
+        print_results(&results)?;
         eprintln!(
             "{} task(s): {} succeeded, {} failed, in {} on {} worker(s)",
             results.len(),
@@ -237,9 +239,16 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
     })
 }
 
-fn start_workers(args: &Args, client: &Client, slots: &[Slot], dir: &Path) -> anyhow::Result<Workers> {
+fn start_workers(
+    args: &Args,
+    client: &Client,
+    slots: &[Slot],
+    dir: &Path,
+) -> anyhow::Result<Workers> {
     let me = std::env::current_exe().context("finding the conductor executable")?;
-    let mut workers = Workers { children: Vec::new() };
+    let mut workers = Workers {
+        children: Vec::new(),
+    };
     for &slot in slots {
         let w = client.create_worker(slot)?;
         let log = w.dir.join("worker.log");
@@ -267,7 +276,9 @@ fn start_workers(args: &Args, client: &Client, slots: &[Slot], dir: &Path) -> an
         if args.allow_nested {
             cmd.arg("--allow-nested");
         }
-        let child = cmd.spawn().with_context(|| format!("starting worker {slot}"))?;
+        let child = cmd
+            .spawn()
+            .with_context(|| format!("starting worker {slot}"))?;
         workers.children.push((slot, child));
     }
     // Ready when each has published `idle` under its own pid.
@@ -283,13 +294,16 @@ fn start_workers(args: &Args, client: &Client, slots: &[Slot], dir: &Path) -> an
                 break;
             }
             if let Some(st) = child.try_wait()? {
-                let log = fs::read_to_string(client.worker(*slot).dir.join("worker.log")).unwrap_or_default();
+                let log = fs::read_to_string(client.worker(*slot).dir.join("worker.log"))
+                    .unwrap_or_default();
                 anyhow::bail!("worker {slot} exited at start ({st}):\n{}", log.trim_end());
             }
             if Instant::now() >= deadline {
                 anyhow::bail!("worker {slot} did not become ready within 30s");
             }
-            client.wait_for_status(*slot, &[WorkerState::Idle], Duration::from_millis(200)).ok();
+            client
+                .wait_for_status(*slot, &[WorkerState::Idle], Duration::from_millis(200))
+                .ok();
         }
     }
     Ok(workers)
@@ -304,25 +318,41 @@ fn human_ms(ms: u64) -> String {
     }
 }
 
-fn print_results(results: &[TaskResult]) {
+fn print_results(results: &[TaskResult]) -> anyhow::Result<()> {
+    use std::fmt::Write as _;
     let n = results.len();
+    let mut text = String::new();
     for (i, r) in results.iter().enumerate() {
-        let who = r.worker.map(|w| format!("worker {w} · ")).unwrap_or_default();
+        let who = r
+            .worker
+            .map(|w| format!("worker {w} · "))
+            .unwrap_or_default();
         let took = r
             .duration_ms
             .map(|ms| format!(" ({})", human_ms(ms)))
             .unwrap_or_default();
-        match &r.error {
-            None => println!("── [{}/{n}] {who}task {} · ok{took}", i + 1, r.task_id),
-            Some(e) => println!("── [{}/{n}] {who}task {} · FAILED{took}: {e}", i + 1, r.task_id),
-        }
+        let _ = match &r.error {
+            None => writeln!(
+                text,
+                "── [{}/{n}] {who}task {} · ok{took}",
+                i + 1,
+                r.task_id
+            ),
+            Some(e) => writeln!(
+                text,
+                "── [{}/{n}] {who}task {} · FAILED{took}: {e}",
+                i + 1,
+                r.task_id
+            ),
+        };
         if !r.output.is_empty() {
-            print!("{}", r.output);
+            text.push_str(&r.output);
             if !r.output.ends_with('\n') {
-                println!();
+                text.push('\n');
             }
         }
     }
+    super::emit(&text)
 }
 
 /// Progress on stderr: live bars on a terminal, plain lines otherwise.
@@ -354,11 +384,12 @@ impl Display {
                 })
                 .collect();
             let summary = multi.add(
-                ProgressBar::new(total as u64)
-                    .with_style(
-                        ProgressStyle::with_template("[{elapsed_precise}] {bar:30} {pos}/{len} done {msg}")
-                            .expect("valid template"),
-                    ),
+                ProgressBar::new(total as u64).with_style(
+                    ProgressStyle::with_template(
+                        "[{elapsed_precise}] {bar:30} {pos}/{len} done {msg}",
+                    )
+                    .expect("valid template"),
+                ),
             );
             (multi, per_worker, summary)
         });
@@ -385,7 +416,11 @@ impl Display {
                     None => eprintln!("[worker {slot}] task #{} ({id}) started", index + 1),
                 }
             }
-            Progress::Finished { index, slot, result } => {
+            Progress::Finished {
+                index,
+                slot,
+                result,
+            } => {
                 self.done += 1;
                 if !result.success {
                     self.failed += 1;

@@ -77,22 +77,9 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
     task.timeout_secs = args.timeout;
     let id = client.write_task(args.slot, &task)?;
     if !args.wait {
-        println!("{id}");
+        super::emit(&format!("{id}\n"))?;
         return Ok(exit::OK);
     }
     let result = client.wait_for_result(args.slot, &id, Duration::MAX)?;
-    if args.json {
-        println!("{}", serde_json::to_string_pretty(&result)?);
-    } else {
-        print!("{}", result.output);
-        if !result.output.is_empty() && !result.output.ends_with('\n') {
-            println!();
-        }
-    }
-    if result.success {
-        Ok(exit::OK)
-    } else {
-        eprintln!("task {id} failed: {}", result.error.unwrap_or_default());
-        Ok(exit::FAILURE)
-    }
+    super::print_result(&result, args.json)
 }

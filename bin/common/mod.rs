@@ -142,7 +142,7 @@ pub fn run_worker(args: WorkerArgs) -> anyhow::Result<()> {
     println!("{}", worker.describe());
     let rec = worker.recovery();
     if !rec.is_empty() {
-        println!("recovered: {rec:?}");
+        println!("recovered: {rec}");
     }
     worker.run(&shutdown)?;
     tracing::info!("worker stopped");

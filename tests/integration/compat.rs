@@ -42,12 +42,13 @@ fn an_original_client_runs_twenty_tasks_unchanged() {
             .unwrap(),
     );
     wait_until(BOUND, "worker idle", || {
-        read_json(&dir.join("status.json")).is_some_and(|s| s["status"] == "idle" && s["workerPid"].is_number())
+        read_json(&dir.join("status.json"))
+            .is_some_and(|s| s["status"] == "idle" && s["workerPid"].is_number())
     });
     for i in 0..20u64 {
         let id = 1_705_234_567_890 + i; // Date.now()
-        // writeTask: JSON.stringify(task, null, 2) written with writeFileSync (truncate,
-        // then write) — here in two writes, as a slow disk or a big prompt would.
+                                        // writeTask: JSON.stringify(task, null, 2) written with writeFileSync (truncate,
+                                        // then write) — here in two writes, as a slow disk or a big prompt would.
         let task = json!({
             "id": id,
             "prompt": format!("task number {i}"),
@@ -65,13 +66,18 @@ fn an_original_client_runs_twenty_tasks_unchanged() {
         let mut status = Value::Null;
         wait_until(BOUND, &format!("status done for task {id}"), || {
             status = read_json(&dir.join("status.json")).unwrap_or(Value::Null);
-            (status["status"] == "done" || status["status"] == "error") && status["taskId"] == json!(id)
+            (status["status"] == "done" || status["status"] == "error")
+                && status["taskId"] == json!(id)
         });
         assert_eq!(status["status"], "done", "{status}");
         assert!(status["timestamp"].is_string());
         // readResult
         let result = read_json(&dir.join("result.json")).expect("result.json");
-        assert_eq!(result["taskId"], json!(id), "numeric ids come back as numbers");
+        assert_eq!(
+            result["taskId"],
+            json!(id),
+            "numeric ids come back as numbers"
+        );
         let expected: String = format!("task number {i}").chars().rev().collect();
         assert_eq!(result["output"].as_str().unwrap().trim_end(), expected);
         assert_eq!(result["success"], true);

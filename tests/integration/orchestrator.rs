@@ -25,7 +25,13 @@ struct InProcWorker {
 }
 
 impl InProcWorker {
-    fn start(root: &Root, slot: Slot, project: &Path, agent_cmd: &str, preset: Preset) -> InProcWorker {
+    fn start(
+        root: &Root,
+        slot: Slot,
+        project: &Path,
+        agent_cmd: &str,
+        preset: Preset,
+    ) -> InProcWorker {
         let mut opts = WorkerOptions::new(
             root.clone(),
             slot,
@@ -54,7 +60,8 @@ impl Drop for InProcWorker {
 
 fn conductor(t: &TestRoot) -> Command {
     let mut c = Command::new(bin("conductor"));
-    c.env("CONDUCTOR_HOME", t.path()).env_remove("CONDUCTOR_WORKER");
+    c.env("CONDUCTOR_HOME", t.path())
+        .env_remove("CONDUCTOR_WORKER");
     c
 }
 
@@ -69,15 +76,24 @@ fn processes_of(root: &Path) -> Vec<u32> {
             let pid: u32 = e.file_name().to_str()?.parse().ok()?;
             let env = fs::read(e.path().join("environ")).ok()?;
             let zombie = fs::read_to_string(e.path().join("stat"))
-                .map(|s| s.rsplit(')').next().unwrap_or("").trim_start().starts_with('Z'))
+                .map(|s| {
+                    s.rsplit(')')
+                        .next()
+                        .unwrap_or("")
+                        .trim_start()
+                        .starts_with('Z')
+                })
                 .unwrap_or(true);
-            (pid != me && !zombie && env.split(|b| *b == 0).any(|kv| kv == needle.as_bytes())).then_some(pid)
+            (pid != me && !zombie && env.split(|b| *b == 0).any(|kv| kv == needle.as_bytes()))
+                .then_some(pid)
         })
         .collect()
 }
 
 fn assert_nothing_left(root: &Path) {
-    wait_until(BOUND, "no worker or agent left", || processes_of(root).is_empty());
+    wait_until(BOUND, "no worker or agent left", || {
+        processes_of(root).is_empty()
+    });
 }
 
 #[test]
@@ -85,20 +101,39 @@ fn run_fans_nine_prompts_over_all_three_workers() {
     let t = TestRoot::new();
     let prompts: Vec<String> = (1..=9).map(|i| format!("prompt number {i}")).collect();
     let out = conductor(&t)
-        .args(["run", "--workers", "3", "--agent", "tr a-z A-Z", "--json", "--root"])
+        .args([
+            "run",
+            "--workers",
+            "3",
+            "--agent",
+            "tr a-z A-Z",
+            "--json",
+            "--root",
+        ])
         .arg(t.path())
         .args(&prompts)
         .output()
         .unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
     let results = doc["results"].as_array().unwrap();
     assert_eq!(results.len(), 9);
     for (i, r) in results.iter().enumerate() {
-        assert_eq!(r["output"], format!("PROMPT NUMBER {}", i + 1), "results come back in input order");
+        assert_eq!(
+            r["output"],
+            format!("PROMPT NUMBER {}", i + 1),
+            "results come back in input order"
+        );
         assert_eq!(r["success"], true);
     }
-    let mut used: Vec<u64> = results.iter().map(|r| r["worker"].as_u64().unwrap()).collect();
+    let mut used: Vec<u64> = results
+        .iter()
+        .map(|r| r["worker"].as_u64().unwrap())
+        .collect();
     used.sort();
     used.dedup();
     assert_eq!(used, vec![0, 1, 2], "every worker is used");
@@ -119,12 +154,23 @@ fn run_prints_each_result_and_fails_when_a_task_fails() {
         .unwrap();
     assert_eq!(out.status.code(), Some(1));
     let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(stdout.contains("[1/3]") && stdout.contains("ok: good one"), "{stdout}");
-    assert!(stdout.contains("[2/3]") && stdout.contains("FAILED") && stdout.contains("exit status 4: no good: bad apple"), "{stdout}");
+    assert!(
+        stdout.contains("[1/3]") && stdout.contains("ok: good one"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("[2/3]")
+            && stdout.contains("FAILED")
+            && stdout.contains("exit status 4: no good: bad apple"),
+        "{stdout}"
+    );
     assert!(stdout.contains("ok: good two"), "{stdout}");
     // Not a terminal: plain progress lines on stderr, and a summary.
     let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(stderr.contains("3 task(s): 2 succeeded, 1 failed"), "{stderr}");
+    assert!(
+        stderr.contains("3 task(s): 2 succeeded, 1 failed"),
+        "{stderr}"
+    );
     assert!(stderr.contains("[worker "), "{stderr}");
     assert_nothing_left(t.path());
 }
@@ -133,24 +179,63 @@ fn run_prints_each_result_and_fails_when_a_task_fails() {
 fn run_reads_prompts_from_a_file_in_lines_or_blocks() {
     let t = TestRoot::new();
     let file = t.dir.path().join("prompts.txt");
-    fs::write(&file, "first line\n\nsecond block\nspans two lines\n\n\nthird\n").unwrap();
+    fs::write(
+        &file,
+        "first line\n\nsecond block\nspans two lines\n\n\nthird\n",
+    )
+    .unwrap();
     let blocks = conductor(&t)
-        .args(["run", "--workers", "2", "--agent", "cat", "--json", "--blocks", "-f"])
+        .args([
+            "run",
+            "--workers",
+            "2",
+            "--agent",
+            "cat",
+            "--json",
+            "--blocks",
+            "-f",
+        ])
         .arg(&file)
         .output()
         .unwrap();
-    assert!(blocks.status.success(), "{}", String::from_utf8_lossy(&blocks.stderr));
+    assert!(
+        blocks.status.success(),
+        "{}",
+        String::from_utf8_lossy(&blocks.stderr)
+    );
     let doc: Value = serde_json::from_slice(&blocks.stdout).unwrap();
-    let outputs: Vec<&str> = doc["results"].as_array().unwrap().iter().map(|r| r["output"].as_str().unwrap()).collect();
-    assert_eq!(outputs, ["first line", "second block\nspans two lines", "third"]);
+    let outputs: Vec<&str> = doc["results"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["output"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        outputs,
+        ["first line", "second block\nspans two lines", "third"]
+    );
 
     let mut lines = conductor(&t)
-        .args(["run", "--workers", "2", "--agent", "cat", "--json", "-f", "-"])
+        .args([
+            "run",
+            "--workers",
+            "2",
+            "--agent",
+            "cat",
+            "--json",
+            "-f",
+            "-",
+        ])
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .spawn()
         .unwrap();
-    lines.stdin.take().unwrap().write_all(b"one\ntwo\n\nthree\n").unwrap();
+    lines
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(b"one\ntwo\n\nthree\n")
+        .unwrap();
     let out = lines.wait_with_output().unwrap();
     assert!(out.status.success());
     let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
@@ -177,22 +262,42 @@ fn ctrl_c_stops_the_run_and_leaves_no_process() {
             matches!(client.read_status(Slot(i)), Ok(Some(s)) if s.status == conductor::WorkerState::Working)
         })
     });
-    nix::sys::signal::kill(nix::unistd::Pid::from_raw(run.id() as i32), nix::sys::signal::Signal::SIGINT).unwrap();
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(run.id() as i32),
+        nix::sys::signal::Signal::SIGINT,
+    )
+    .unwrap();
     let deadline = Instant::now() + BOUND;
     let status = loop {
         if let Some(st) = run.try_wait().unwrap() {
             break st;
         }
-        assert!(Instant::now() < deadline, "conductor run did not stop after Ctrl-C");
+        assert!(
+            Instant::now() < deadline,
+            "conductor run did not stop after Ctrl-C"
+        );
         std::thread::sleep(Duration::from_millis(20));
     };
     assert_eq!(status.code(), Some(130));
     let mut stdout = String::new();
     std::io::Read::read_to_string(&mut run.stdout.take().unwrap(), &mut stdout).unwrap();
     let doc: Value = serde_json::from_str(&stdout).unwrap();
-    let outcomes: Vec<&str> = doc["results"].as_array().unwrap().iter().map(|r| r["outcome"].as_str().unwrap()).collect();
-    assert_eq!(outcomes.iter().filter(|o| **o == "interrupted").count(), 2, "{outcomes:?}");
-    assert_eq!(outcomes.iter().filter(|o| **o == "cancelled").count(), 2, "{outcomes:?}");
+    let outcomes: Vec<&str> = doc["results"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["outcome"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        outcomes.iter().filter(|o| **o == "interrupted").count(),
+        2,
+        "{outcomes:?}"
+    );
+    assert_eq!(
+        outcomes.iter().filter(|o| **o == "cancelled").count(),
+        2,
+        "{outcomes:?}"
+    );
     assert_nothing_left(t.path());
 }
 
@@ -202,7 +307,10 @@ fn claude_preset_lifts_the_json_and_retry_resumes_the_session() {
     let fake = agent("fake_claude.sh").display().to_string();
     let root = Root::new(t.path());
     let _w = InProcWorker::start(&root, Slot(0), t.dir.path(), &fake, Preset::Claude);
-    let id = t.client.write_task(Slot(0), &Task::new("review the diff").with_id("rev1")).unwrap();
+    let id = t
+        .client
+        .write_task(Slot(0), &Task::new("review the diff").with_id("rev1"))
+        .unwrap();
     let r = t.client.wait_for_result(Slot(0), &id, BOUND).unwrap();
     assert!(r.success, "{:?}", r.error);
     assert_eq!(r.output, "answer to: review the diff");
@@ -211,18 +319,37 @@ fn claude_preset_lifts_the_json_and_retry_resumes_the_session() {
     assert_eq!(r.num_turns, Some(2));
     assert_eq!(r.is_error, Some(false));
     // On disk the way readers see it.
-    let raw: Value = serde_json::from_slice(&fs::read(t.client.worker(Slot(0)).result_for(&id)).unwrap()).unwrap();
+    let raw: Value =
+        serde_json::from_slice(&fs::read(t.client.worker(Slot(0)).result_for(&id)).unwrap())
+            .unwrap();
     assert_eq!(raw["sessionId"], session.as_str());
     assert_eq!(raw["costUsd"], 0.0042);
 
-    let out = conductor(&t).args(["retry", "0", "rev1", "--resume", "--wait"]).output().unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    assert_eq!(String::from_utf8_lossy(&out.stdout), "resumed answer to: review the diff\n");
-    let retried = t.client.read_result_for(Slot(0), &TaskId::from("rev1-r1")).unwrap().unwrap();
+    let out = conductor(&t)
+        .args(["retry", "0", "rev1", "--resume", "--wait"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        "resumed answer to: review the diff\n"
+    );
+    let retried = t
+        .client
+        .read_result_for(Slot(0), &TaskId::from("rev1-r1"))
+        .unwrap()
+        .unwrap();
     assert_eq!(retried.session_id.as_deref(), Some(session.as_str()));
 
     // Claude's own error report fails the task.
-    let id = t.client.write_task(Slot(0), &Task::new("fail loudly")).unwrap();
+    let id = t
+        .client
+        .write_task(Slot(0), &Task::new("fail loudly"))
+        .unwrap();
     let r = t.client.wait_for_result(Slot(0), &id, BOUND).unwrap();
     assert!(!r.success);
     assert!(r.error.unwrap().contains("error_during_execution"));
@@ -233,21 +360,37 @@ fn retry_runs_the_recorded_task_under_a_new_id() {
     let t = TestRoot::new();
     let root = Root::new(t.path());
     let _w = InProcWorker::start(&root, Slot(0), t.dir.path(), "tr a-z A-Z", Preset::Command);
-    let id = t.client.write_task(Slot(0), &Task::new("again please").with_id("job")).unwrap();
+    let id = t
+        .client
+        .write_task(Slot(0), &Task::new("again please").with_id("job"))
+        .unwrap();
     t.client.wait_for_result(Slot(0), &id, BOUND).unwrap();
     for expected in ["job-r1", "job-r2"] {
         let out = conductor(&t).args(["retry", "0", "job"]).output().unwrap();
-        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
         assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), expected);
-        let r = t.client.wait_for_result(Slot(0), &TaskId::from(expected), BOUND).unwrap();
+        let r = t
+            .client
+            .wait_for_result(Slot(0), &TaskId::from(expected), BOUND)
+            .unwrap();
         assert_eq!(r.output, "AGAIN PLEASE");
     }
     // --resume without a session is refused with the reason.
-    let out = conductor(&t).args(["retry", "0", "job", "--resume"]).output().unwrap();
+    let out = conductor(&t)
+        .args(["retry", "0", "job", "--resume"])
+        .output()
+        .unwrap();
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("--preset claude"));
     // A task that never ran cannot be retried.
-    let out = conductor(&t).args(["retry", "0", "never"]).output().unwrap();
+    let out = conductor(&t)
+        .args(["retry", "0", "never"])
+        .output()
+        .unwrap();
     assert_eq!(out.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&out.stderr).contains("no record of task never"));
 }
@@ -270,7 +413,10 @@ fn library_fan_out_returns_results_in_input_order_with_progress() {
         })
         .unwrap();
     let outputs: Vec<&str> = results.iter().map(|r| r.output.as_str()).collect();
-    assert_eq!(outputs, (0..9).map(|i| format!("TASK {i}")).collect::<Vec<_>>());
+    assert_eq!(
+        outputs,
+        (0..9).map(|i| format!("TASK {i}")).collect::<Vec<_>>()
+    );
     assert_eq!(started.len(), 9);
     finished.sort();
     assert_eq!(finished, (0..9).collect::<Vec<_>>());
@@ -284,7 +430,8 @@ fn library_fan_out_returns_results_in_input_order_with_progress() {
 fn library_pipeline_feeds_each_stage_and_stops_at_the_first_failure() {
     let t = TestRoot::new();
     let root = Root::new(t.path());
-    let agent_cmd = "sh -c 'read p; case $p in *fail*) echo broken >&2; exit 1;; *) echo \"$p+\";; esac'";
+    let agent_cmd =
+        "sh -c 'read p; case $p in *fail*) echo broken >&2; exit 1;; *) echo \"$p+\";; esac'";
     let _w = InProcWorker::start(&root, Slot(0), t.dir.path(), agent_cmd, Preset::Command);
     let orch = Orchestrator::new(t.client.clone(), vec![Slot(0)]);
     type Stage = Box<dyn FnOnce(Option<&TaskResult>) -> Task>;
@@ -306,7 +453,13 @@ fn library_pipeline_feeds_each_stage_and_stops_at_the_first_failure() {
 /// (`cargo test --test integration`) may not have, so build it then.
 fn example(name: &str) -> PathBuf {
     let deps = std::env::current_exe().unwrap();
-    let path = deps.parent().unwrap().parent().unwrap().join("examples").join(name);
+    let path = deps
+        .parent()
+        .unwrap()
+        .parent()
+        .unwrap()
+        .join("examples")
+        .join(name);
     if !path.exists() {
         let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
         let built = Command::new(cargo)
@@ -331,7 +484,11 @@ fn examples_run_with_a_plain_unix_agent() {
             .output()
             .unwrap_or_else(|e| panic!("run example {name}: {e}"));
         let stdout = String::from_utf8_lossy(&out.stdout);
-        assert!(out.status.success(), "{name}: {}\n{stdout}", String::from_utf8_lossy(&out.stderr));
+        assert!(
+            out.status.success(),
+            "{name}: {}\n{stdout}",
+            String::from_utf8_lossy(&out.stderr)
+        );
         assert!(stdout.contains(expect), "{name}: {stdout}");
     }
 }

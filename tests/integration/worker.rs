@@ -447,6 +447,17 @@ fn cancel_file_stops_the_running_task() {
 }
 
 #[test]
+fn an_empty_cancel_file_left_while_idle_does_not_cancel_the_next_task() {
+    let t = TestRoot::new();
+    let _w = WorkerProc::start(&t, S0, "cat", &[], &[]);
+    fs::write(t.client.worker(S0).cancel(), "").unwrap();
+    send(&t, "after-touch", "still runs");
+    let r = result_of(&t, "after-touch");
+    assert!(r.success, "{:?}", r.error);
+    assert_eq!(r.output, "still runs");
+}
+
+#[test]
 fn sigterm_to_the_worker_interrupts_the_task_and_exits_cleanly() {
     let t = TestRoot::new();
     let mut w = WorkerProc::start(&t, S0, &sh("slow.sh"), &[], &[]);
