@@ -9,6 +9,7 @@ use std::time::{Duration, Instant};
 
 use crossbeam_channel::bounded;
 
+use crate::config::Config;
 use crate::error::{Error, Result};
 use crate::fsio::{self, Durability, RESULT_SIZE_LIMIT, SMALL_FILE_LIMIT};
 use crate::layout::{Root, Slot, WorkerPaths};
@@ -119,13 +120,23 @@ impl Client {
         let id = task.id.get_or_insert_with(TaskId::generate).clone();
         task.validate()
             .map_err(|reason| Error::InvalidTask { reason })?;
-        let bytes = fsio::to_json_bytes(&task);
-        if bytes.len() as u64 > fsio::TASK_SIZE_LIMIT {
+        if w.result_for(&id).exists() {
             return Err(Error::InvalidTask {
                 reason: format!(
-                    "task {id} is {} bytes, over the {}-byte task limit",
-                    bytes.len(),
-                    fsio::TASK_SIZE_LIMIT
+                    "task id {id} was already used on worker {slot} ({} exists) and results are \
+                     never overwritten; send it with a new id",
+                    w.result_for(&id).display()
+                ),
+            });
+        }
+        let bytes = fsio::to_json_bytes(&task);
+        // The worker enforces the root's configured limit; refuse here what it would reject.
+        let limit = Config::load(&self.root.config_file())?.max_task_bytes();
+        if bytes.len() as u64 > limit {
+            return Err(Error::InvalidTask {
+                reason: format!(
+                    "task {id} is {} bytes, over the {limit}-byte task limit",
+                    bytes.len()
                 ),
             });
         }

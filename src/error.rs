@@ -80,7 +80,7 @@ pub enum Error {
         path: PathBuf,
     },
 
-    #[error("lock {} was taken over by another process (it judged us gone); not removing it", path.display())]
+    #[error("lock {} is no longer ours (removed, or taken over by a process that judged us gone); leaving it alone", path.display())]
     LockLost { path: PathBuf },
 
     #[error("timed out after {:.1}s waiting for {what}", after.as_secs_f64())]
@@ -106,6 +106,10 @@ pub enum Error {
 
     #[error("{0}")]
     Usage(String),
+
+    /// Not now: something alive is in the way (exit code 3 in the binaries).
+    #[error("{0}")]
+    Refused(String),
 }
 
 impl Error {

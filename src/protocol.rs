@@ -9,6 +9,11 @@ use serde_json::Value;
 
 use crate::error::{Error, FileProblem, Result};
 
+/// Largest `context` (as JSON text): Linux caps one environment string at 128 KiB.
+pub const MAX_CONTEXT_BYTES: usize = 120 * 1024;
+/// Largest `timeoutSecs` accepted (a year).
+pub const MAX_TIMEOUT_SECS: u64 = 366 * 24 * 3600;
+
 /// The schema version of files this conductor writes.
 pub const SCHEMA: u32 = 1;
 
@@ -285,6 +290,24 @@ impl Task {
         }
         if self.max_attempts == Some(0) {
             return Err("maxAttempts must be at least 1".into());
+        }
+        if self.attempt == Some(0) {
+            return Err("attempt counts from 1".into());
+        }
+        if let Some(t) = self.timeout_secs {
+            if t > MAX_TIMEOUT_SECS {
+                return Err(format!("timeoutSecs {t} is more than a year"));
+            }
+        }
+        if let Some(c) = &self.context {
+            let len = c.to_string().len();
+            if len > MAX_CONTEXT_BYTES {
+                return Err(format!(
+                    "context is {len} bytes; it reaches the agent in its environment \
+                     (CONDUCTOR_CONTEXT), which takes at most {MAX_CONTEXT_BYTES}: put large \
+                     data in a file and pass its path"
+                ));
+            }
         }
         if self.timeout_secs == Some(0) {
             return Err("timeoutSecs must be at least 1".into());

@@ -157,7 +157,7 @@ impl Worker {
     /// publish `idle` and arm the watcher.
     pub fn start(opts: WorkerOptions) -> Result<Worker> {
         if !opts.allow_nested && std::env::var_os(ENV_WORKER).is_some() {
-            return Err(Error::Usage(format!(
+            return Err(Error::Refused(format!(
                 "refusing to start worker {}: this shell runs inside a conductor agent \
                  ({ENV_WORKER} is set); pass --allow-nested if you really mean it",
                 opts.slot
@@ -322,7 +322,14 @@ impl Worker {
             Ok(None) => return Ok(Pickup::Empty),
             Err(Error::BadFile { problem, .. }) => {
                 self.reject(&inbox, &problem.to_string(), None)?;
-                lock.release()?;
+                release(lock);
+                return Ok(Pickup::Ran);
+            }
+            // Unopenable (a socket, no permission): refusing it once beats failing on it
+            // at every start.
+            Err(e @ Error::Io { .. }) => {
+                self.reject(&inbox, &e.to_string(), None)?;
+                release(lock);
                 return Ok(Pickup::Ran);
             }
             Err(e) => return Err(e),
@@ -338,7 +345,7 @@ impl Worker {
                 }
                 let id = Task::salvage_id(&bytes);
                 self.reject(&inbox, &problem.to_string(), id)?;
-                lock.release()?;
+                release(lock);
                 return Ok(Pickup::Ran);
             }
             Err(e) => return Err(e),
@@ -351,7 +358,7 @@ impl Worker {
                     self.opts.slot
                 );
                 self.reject(&inbox, &reason, Some(id.clone()))?;
-                lock.release()?;
+                release(lock);
                 return Ok(Pickup::Ran);
             }
         }
@@ -360,6 +367,26 @@ impl Worker {
             Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Pickup::Empty),
             Err(e) => return Err(Error::io("claim (rename to running.json)", &inbox, e)),
         }
+        // The claim must survive a power loss, or task.json could reappear and the
+        // task run a second time.
+        fsio::fsync_dir(&self.paths.dir)?;
+        // A non-atomic client may have rewritten the file in place between our read
+        // and the rename: what is in running.json now is what runs.
+        let task = match fsio::read_bounded(&self.paths.running(), self.config.max_task_bytes()) {
+            Ok(Some(now)) if now != bytes => {
+                match Task::from_bytes(&self.paths.running(), &now) {
+                    Ok(newer) => {
+                        tracing::warn!("task.json changed while it was being claimed; running what it holds now");
+                        newer
+                    }
+                    Err(e) => {
+                        tracing::warn!("task.json changed while it was being claimed, to something unreadable ({e}); running what was read");
+                        task
+                    }
+                }
+            }
+            _ => task,
+        };
         let task = self.ensure_id(task)?;
         tracing::debug!(
             "claimed in {}us (lock, read, rename)",
@@ -407,7 +434,21 @@ impl Worker {
             None => format!("{stamp}-{}.task.json", fsio::nonce()),
         };
         let dest = dir.join(&name);
-        // The reason goes first: whoever sees the inbox empty can already read why.
+        // The answer first, so a crash part-way can never leave a readable id without
+        // a result; then the reason, so whoever sees the inbox empty can read why.
+        if let Some(id) = id {
+            let mut result =
+                TaskResult::failed(id, Outcome::Rejected, format!("rejected: {reason}"));
+            result.worker = Some(self.opts.slot.0);
+            // A reused id must not overwrite the earlier task's kept result.
+            let keep_copy = !self.paths.result_for(&result.task_id).exists();
+            publish_result(&self.paths, &result, keep_copy)?;
+            let mut st = Status::new(WorkerState::Error);
+            st.task_id = Some(result.task_id.clone());
+            if let Err(e) = self.publish_status(st) {
+                tracing::warn!("publishing status for rejected task: {e}");
+            }
+        }
         let reason_line = format!("{}: {reason}\n", inbox.display());
         fsio::write_replace(
             &dir.join(format!("{name}.reason")),
@@ -420,14 +461,6 @@ impl Worker {
             inbox.display(),
             dest.display()
         );
-        if let Some(id) = id {
-            let mut result =
-                TaskResult::failed(id, Outcome::Rejected, format!("rejected: {reason}"));
-            result.worker = Some(self.opts.slot.0);
-            // A reused id must not overwrite the earlier task's kept result.
-            let keep_copy = !self.paths.result_for(&result.task_id).exists();
-            publish_result(&self.paths, &result, keep_copy)?;
-        }
         Ok(())
     }
 
@@ -445,7 +478,7 @@ impl Worker {
         let clock = Instant::now();
         let attempt = task.attempt();
 
-        if let Some(who) = self.cancel_request(&id, false)? {
+        if let Some(who) = self.cancel_request(&id, false) {
             tracing::info!("task {id} was cancelled before it started ({who})");
             let mut r = TaskResult::failed(id.clone(), Outcome::Cancelled, "cancelled");
             self.stamp(&mut r, &started_at, clock, attempt);
@@ -517,14 +550,17 @@ impl Worker {
         status.agent_start_time = agent.start_time();
         status.attempt = Some(attempt);
         status.output_bytes = Some(0);
-        self.publish_status(status.clone())?;
+        if let Err(e) = self.publish_status(status.clone()) {
+            tracing::warn!("publishing the working status: {e}");
+        }
 
         let timeout = task
             .timeout_secs
             .map(Duration::from_secs)
             .or(self.opts.timeout)
             .or(self.config.timeout_secs.map(Duration::from_secs));
-        let deadline = timeout.map(|t| clock + t);
+        // A timeout too large to represent is no timeout.
+        let deadline = timeout.and_then(|t| clock.checked_add(t));
         let mut next_beat = Instant::now() + self.opts.heartbeat;
         let stop = loop {
             let now = Instant::now();
@@ -537,7 +573,9 @@ impl Worker {
                 status.heartbeat_at = Some(now_rfc3339());
                 status.timestamp = now_rfc3339();
                 status.output_bytes = Some(agent.output_bytes());
-                self.publish_status(status.clone())?;
+                if let Err(e) = self.publish_status(status.clone()) {
+                    tracing::warn!("heartbeat: {e}");
+                }
                 if let Err(e) = lock.heartbeat() {
                     tracing::warn!("renewing slot lock: {e}");
                 }
@@ -550,10 +588,18 @@ impl Worker {
             select! {
                 recv(agent.exit_channel()) -> st => {
                     agent.note_exit(st.unwrap_or_else(|_| Err(io::Error::other("agent waiter vanished"))));
+                    // A service manager often signals the whole group at once: the agent
+                    // dying of that same stop request is an interruption, not a failure.
+                    if !shutdown.is_empty() {
+                        break Some(Stop::Interrupted(format!(
+                            "interrupted: worker {slot} (pid {}) was asked to stop",
+                            std::process::id()
+                        )));
+                    }
                     break None;
                 }
                 recv(self.wake) -> _ => {
-                    if let Some(who) = self.cancel_request(&id, true)? {
+                    if let Some(who) = self.cancel_request(&id, true) {
                         tracing::info!("task {id} cancelled ({who})");
                         break Some(Stop::Cancelled);
                     }
@@ -595,26 +641,35 @@ impl Worker {
     /// A `cancel` file naming `id` asks to cancel it; one naming another task is stale
     /// and removed. An empty one means "whatever is running" — only once `id` runs, so a
     /// stray `touch cancel` while idle cannot cancel the next task before it starts.
-    fn cancel_request(&self, id: &TaskId, running: bool) -> Result<Option<String>> {
+    fn cancel_request(&self, id: &TaskId, running: bool) -> Option<String> {
         let path = self.paths.cancel();
         let bytes = match fsio::read_bounded(&path, SMALL_FILE_LIMIT) {
             Ok(Some(b)) => b,
-            Ok(None) => return Ok(None),
+            Ok(None) => return None,
             Err(e) => {
-                tracing::warn!("ignoring cancel file: {e}");
-                fsio::remove_file_if_exists(&path)?;
-                return Ok(None);
+                // Never fatal: a bad cancel file must not stop the worker.
+                tracing::warn!("ignoring unreadable cancel file: {e}");
+                return None;
             }
         };
         let named = String::from_utf8_lossy(&bytes).trim().to_string();
         if (named.is_empty() && running) || named == id.to_string() {
             // Consumed now, so it cannot cancel a later task.
-            fsio::remove_file_if_exists(&path)?;
-            Ok(Some(format!("{} names it", path.display())))
+            if let Err(e) = fsio::remove_file_if_exists(&path) {
+                tracing::warn!("{e}");
+            }
+            Some(format!("{} names it", path.display()))
         } else {
-            tracing::warn!("removing stale cancel file naming task {named:?} (running {id})");
-            fsio::remove_file_if_exists(&path)?;
-            Ok(None)
+            // An empty one found before the task starts predates it. One naming another
+            // task may be for a task still waiting in the inbox: leave it for that one,
+            // unless that task has already finished (then it is stale).
+            let stale = named.is_empty()
+                || TaskId::parse(&named).is_ok_and(|other| self.paths.result_for(&other).exists());
+            if stale {
+                tracing::info!("removing stale cancel file {named:?}");
+                let _ = fsio::remove_file_if_exists(&path);
+            }
+            None
         }
     }
 
@@ -694,19 +749,33 @@ impl Worker {
         });
         st.task_id = Some(result.task_id.clone());
         st.attempt = result.attempt;
-        self.publish_status(st)?;
+        // The result is durable: a status that cannot be written now must not stop
+        // the worker (recovery at the next start would otherwise redo nothing useful).
+        if let Err(e) = self.publish_status(st) {
+            tracing::warn!("publishing status after task {}: {e}", result.task_id);
+        }
         retire_running(&self.paths, &result.task_id)?;
         tracing::info!(
             "task {} finished: {}",
             result.task_id,
             result.error.as_deref().unwrap_or("success")
         );
-        lock.release()?;
+        release(lock);
         // Ready an empty output.log now, off the next pickup's path.
         if !self.paths.output_log().exists() {
-            fsio::overwrite_padded(&self.paths.output_log(), b"")?;
+            if let Err(e) = fsio::overwrite_padded(&self.paths.output_log(), b"") {
+                tracing::warn!("{e}");
+            }
         }
         Ok(())
+    }
+}
+
+/// Release a slot lock; one that is gone or taken over is reported, not fatal: the
+/// task it guarded is finished either way.
+fn release(lock: DirLock) {
+    if let Err(e) = lock.release() {
+        tracing::warn!("{e}");
     }
 }
 
@@ -766,7 +835,7 @@ pub fn recover_slot(root: &Root, slot: Slot, lock_opts: &LockOptions) -> Result<
     let lock = match DirLock::try_acquire(&paths.lock_dir(), lock_opts)? {
         Acquire::Acquired(l) => l,
         Acquire::Held(h) => {
-            return Err(Error::Usage(format!(
+            return Err(Error::Refused(format!(
                 "slot {slot} is locked by a live process ({h}); stop it first or wait"
             )))
         }
@@ -775,7 +844,7 @@ pub fn recover_slot(root: &Root, slot: Slot, lock_opts: &LockOptions) -> Result<
     let bytes = match fsio::read_bounded(&running, fsio::TASK_SIZE_LIMIT) {
         Ok(Some(b)) => b,
         Ok(None) => {
-            lock.release()?;
+            release(lock);
             return Ok(report);
         }
         Err(e) => {
@@ -789,7 +858,14 @@ pub fn recover_slot(root: &Root, slot: Slot, lock_opts: &LockOptions) -> Result<
         .as_ref()
         .and_then(|t| t.id.clone())
         .or_else(|| Task::salvage_id(&bytes))
-        .or_else(|| status.as_ref().and_then(|s| s.task_id.clone()))
+        // A task claimed without an id died before it was given one. The status names
+        // it only if it says `working`; otherwise it names the task before.
+        .or_else(|| {
+            status
+                .as_ref()
+                .filter(|s| s.status == WorkerState::Working)
+                .and_then(|s| s.task_id.clone())
+        })
         .unwrap_or_else(TaskId::generate);
 
     // Kill the dead worker's agent, if it outlived it: only the exact process
@@ -822,9 +898,23 @@ pub fn recover_slot(root: &Root, slot: Slot, lock_opts: &LockOptions) -> Result<
     }
 
     if paths.result_for(&id).exists() {
+        // The worker died after the durable result but maybe before result.json or
+        // the status told anyone: finish telling them.
+        let kept = paths.result_for(&id);
+        fsio::link_replace(&kept, &paths.result())?;
+        if let Ok(Some(r)) = fsio::read_json::<TaskResult>(&kept, fsio::RESULT_SIZE_LIMIT) {
+            let mut st = Status::new(if r.success {
+                WorkerState::Done
+            } else {
+                WorkerState::Error
+            });
+            st.task_id = Some(id.clone());
+            st.attempt = r.attempt;
+            fsio::write_json(&paths.status(), &st, Durability::Atomic)?;
+        }
         retire_running(&paths, &id)?;
         report.already_finished = Some(id);
-        lock.release()?;
+        release(lock);
         return Ok(report);
     }
 
@@ -842,10 +932,22 @@ pub fn recover_slot(root: &Root, slot: Slot, lock_opts: &LockOptions) -> Result<
                 fsio::remove_file_if_exists(&running)?;
                 tracing::info!("re-delivered task {id} as attempt {} ({why})", t.attempt());
                 report.redelivered = Some(id);
-                lock.release()?;
+                release(lock);
                 return Ok(report);
             }
             Err(e) if e.io_kind() == Some(io::ErrorKind::AlreadyExists) => {
+                // An earlier recovery may have re-delivered it and died before removing
+                // running.json: then the inbox already holds this very task.
+                let waiting = fsio::read_bounded(&paths.task(), fsio::TASK_SIZE_LIMIT)
+                    .ok()
+                    .flatten()
+                    .and_then(|b| Task::salvage_id(&b));
+                if waiting.as_ref() == Some(&id) {
+                    fsio::remove_file_if_exists(&running)?;
+                    report.redelivered = Some(id);
+                    release(lock);
+                    return Ok(report);
+                }
                 tracing::warn!("cannot re-deliver task {id}: the inbox holds another task");
             }
             Err(e) => return Err(e),
@@ -861,7 +963,7 @@ pub fn recover_slot(root: &Root, slot: Slot, lock_opts: &LockOptions) -> Result<
     fsio::write_json(&paths.status(), &st, Durability::Atomic)?;
     retire_running(&paths, &id)?;
     report.interrupted = Some(id);
-    lock.release()?;
+    release(lock);
     Ok(report)
 }
 

@@ -133,7 +133,7 @@ impl Drop for Workers {
 
 pub fn run(args: Args) -> anyhow::Result<i32> {
     if !args.allow_nested && std::env::var_os(ENV_WORKER).is_some() {
-        anyhow::bail!(Error::Usage(format!(
+        anyhow::bail!(Error::Refused(format!(
             "refusing to run: this shell runs inside a conductor agent ({ENV_WORKER} is set); \
              pass --allow-nested if you really mean it"
         )));

@@ -45,8 +45,7 @@ pub fn init_logging(verbose: u8, quiet: bool) {
 /// Map an error to its documented exit code.
 pub fn exit_code_for(err: &anyhow::Error) -> i32 {
     match err.downcast_ref::<Error>() {
-        Some(Error::GateHeld { .. } | Error::InboxBusy { .. }) => exit::REFUSED,
-        Some(Error::Usage(msg)) if msg.contains("--allow-nested") => exit::REFUSED,
+        Some(Error::GateHeld { .. } | Error::InboxBusy { .. } | Error::Refused(_)) => exit::REFUSED,
         Some(Error::Usage(_) | Error::InvalidSlot { .. } | Error::InvalidTask { .. }) => {
             exit::USAGE
         }
@@ -56,9 +55,14 @@ pub fn exit_code_for(err: &anyhow::Error) -> i32 {
 
 /// Print an error with its causes and return its exit code.
 pub fn report(err: &anyhow::Error) -> i32 {
-    eprintln!("error: {err}");
+    let top = err.to_string();
+    eprintln!("error: {top}");
+    // Library errors already spell out their cause; print only what is new.
     for cause in err.chain().skip(1) {
-        eprintln!("  caused by: {cause}");
+        let text = cause.to_string();
+        if !top.contains(&text) {
+            eprintln!("  caused by: {text}");
+        }
     }
     exit_code_for(err)
 }

@@ -721,7 +721,18 @@ fn a_reused_task_id_is_rejected_without_touching_the_first_result() {
     let _w = WorkerProc::start(&t, S0, "cat", &[], &[]);
     send(&t, "dup", "first");
     assert_eq!(result_of(&t, "dup").output, "first");
-    send(&t, "dup", "second");
+    // Our client refuses a used id…
+    let err = t
+        .client
+        .write_task(S0, &Task::new("second").with_id("dup"))
+        .unwrap_err();
+    assert!(err.to_string().contains("already used"), "{err}");
+    // …and a client that writes the file itself is answered by the worker.
+    fs::write(
+        t.client.worker(S0).task(),
+        br#"{"id": "dup", "prompt": "second"}"#,
+    )
+    .unwrap();
     wait_until(BOUND, "second rejected", || {
         t.client
             .read_result(S0)
@@ -822,4 +833,53 @@ fn read_lines(p: &Path) -> Vec<String> {
         .lines()
         .map_while(Result::ok)
         .collect()
+}
+
+#[test]
+fn a_cancel_for_a_task_still_in_the_inbox_waits_for_it() {
+    let t = TestRoot::new();
+    let _w = WorkerProc::start(&t, S0, &sh("slow.sh"), &["--kill-grace", "1"], &[]);
+    t.client
+        .write_task(S0, &Task::new("x").with_id("first").with_timeout_secs(1))
+        .unwrap();
+    wait_working(&t, "first");
+    // Queue the second and cancel it before it starts.
+    send(&t, "second", "y");
+    fs::write(t.client.worker(S0).cancel(), "second\n").unwrap();
+    // The first runs on, untouched, until its own timeout.
+    let first = result_of(&t, "first");
+    assert_eq!(first.outcome, Some(Outcome::Timeout), "{first:?}");
+    let second = result_of(&t, "second");
+    assert_eq!(second.outcome, Some(Outcome::Cancelled), "{second:?}");
+    assert_eq!(second.exit_code, None, "the second never started");
+    assert!(
+        !t.client.worker(S0).cancel().exists(),
+        "the cancel was consumed"
+    );
+}
+
+/// A worker killed after its durable result but before result.json and the status
+/// were updated: the next start finishes telling original clients.
+#[test]
+fn restart_repairs_result_json_for_a_task_whose_result_was_already_durable() {
+    let t = TestRoot::new();
+    let w = t.client.create_worker(S0).unwrap();
+    let id = TaskId::from("W");
+    let mut done = TaskResult::failed(id.clone(), Outcome::Success, "");
+    done.success = true;
+    done.error = None;
+    done.output = "finished before the crash".into();
+    fs::write(w.result_for(&id), serde_json::to_vec(&done).unwrap()).unwrap();
+    fs::write(w.running(), br#"{"id": "W", "prompt": "p"}"#).unwrap();
+    fs::write(
+        w.result(),
+        br#"{"taskId": "older", "output": "", "success": true, "error": null}"#,
+    )
+    .unwrap();
+    let _worker = WorkerProc::start(&t, S0, "cat", &[], &[]);
+    let newest = t.client.read_result(S0).unwrap().unwrap();
+    assert_eq!(newest.task_id, id);
+    assert_eq!(newest.output, "finished before the crash");
+    assert!(!w.running().exists());
+    assert!(w.task_record(&id).exists());
 }
