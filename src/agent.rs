@@ -7,7 +7,7 @@ use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
@@ -97,17 +97,32 @@ struct Captured {
 /// How much of stderr is kept (its tail): enough for the error line and some context.
 const STDERR_TAIL: usize = 64 * 1024;
 
+/// How long to wait for the output readers after the agent's group is gone. A
+/// descendant that left the group (setsid) may hold the pipes open for ever; we then
+/// keep what was read so far rather than hang.
+const READER_GRACE: Duration = Duration::from_secs(2);
+
+/// What a stream reader has collected so far, shared with the reader thread.
+type SharedCapture = Arc<Mutex<Captured>>;
+
 /// A running agent. Its process group is signalled as a whole.
+///
+/// The leader is not reaped until its group has been killed: while it is an unreaped
+/// zombie its pid, and so the group id, cannot be given to another process, so the
+/// final `killpg` can never hit a stranger.
 #[derive(Debug)]
 pub struct Agent {
     pid: u32,
     start_time: Option<u64>,
-    exit_rx: Receiver<io::Result<ExitStatus>>,
-    exited: Option<ExitStatus>,
+    child: Child,
+    /// Fires once the leader has exited (it is left unreaped).
+    exit_rx: Receiver<()>,
+    exit_seen: bool,
     output_bytes: Arc<AtomicU64>,
-    stdout: JoinHandle<io::Result<Captured>>,
-    stderr: JoinHandle<io::Result<Captured>>,
-    stdin: JoinHandle<()>,
+    stdout: SharedCapture,
+    stderr: SharedCapture,
+    readers_done: Receiver<()>,
+    finished: bool,
 }
 
 /// The finished run.
@@ -163,34 +178,62 @@ impl Agent {
         let pid = child.id();
         let start_time = host::process_start_time(pid);
         let output_bytes = Arc::new(AtomicU64::new(0));
+        let stdout: SharedCapture = Arc::default();
+        let stderr: SharedCapture = Arc::default();
+        let (done_tx, readers_done) = bounded::<()>(2);
+        let (exit_tx, exit_rx) = bounded::<()>(1);
 
         let mut stdin = child.stdin.take().expect("stdin piped");
         let prompt = launch.prompt;
-        let stdin = spawn_named("agent-stdin", move || {
-            // EPIPE just means the agent does not read its stdin: not our failure.
-            let _ = stdin.write_all(prompt.as_bytes());
-        });
         let out = child.stdout.take().expect("stdout piped");
+        let err = child.stderr.take().expect("stderr piped");
         let counter = Arc::clone(&output_bytes);
         let cap = launch.inline_cap;
-        let stdout = spawn_named("agent-stdout", move || {
-            drain_stdout(out, log, cap, &counter)
-        });
-        let err = child.stderr.take().expect("stderr piped");
-        let stderr = spawn_named("agent-stderr", move || drain_tail(err, STDERR_TAIL));
-        let (tx, exit_rx) = bounded(1);
-        spawn_named("agent-wait", move || {
-            let _ = tx.send(wait_child(child));
-        });
+        let (out_buf, err_buf) = (Arc::clone(&stdout), Arc::clone(&stderr));
+        let out_done = done_tx.clone();
+        let threads = [
+            spawn_named("agent-stdin", move || {
+                // EPIPE just means the agent does not read its stdin: not our failure.
+                let _ = stdin.write_all(prompt.as_bytes());
+            }),
+            spawn_named("agent-stdout", move || {
+                if let Err(e) = drain_stdout(out, log, cap, &counter, &out_buf) {
+                    tracing::warn!("reading agent stdout: {e}");
+                }
+                let _ = out_done.send(());
+            }),
+            spawn_named("agent-stderr", move || {
+                if let Err(e) = drain_tail(err, STDERR_TAIL, &err_buf) {
+                    tracing::warn!("reading agent stderr: {e}");
+                }
+                let _ = done_tx.send(());
+            }),
+            spawn_named("agent-wait", move || {
+                wait_exited_unreaped(pid);
+                let _ = exit_tx.send(());
+            }),
+        ];
+        if let Some(e) = threads.iter().find_map(|t| t.as_ref().err()) {
+            // Out of threads (a container's pids limit): do not leave the agent running.
+            signal_group(pid, Signal::SIGKILL);
+            let _ = child.wait();
+            return Err(Error::Spawn {
+                program: launch.command.program.clone(),
+                hint: " (could not start a thread to serve it)",
+                source: io::Error::new(e.kind(), e.to_string()),
+            });
+        }
         Ok(Agent {
             pid,
             start_time,
+            child,
             exit_rx,
-            exited: None,
+            exit_seen: false,
             output_bytes,
             stdout,
             stderr,
-            stdin,
+            readers_done,
+            finished: false,
         })
     }
 
@@ -208,64 +251,94 @@ impl Agent {
         self.output_bytes.load(Ordering::Relaxed)
     }
 
-    /// Delivers the exit status once the agent exits (for `select!`).
-    pub fn exit_channel(&self) -> &Receiver<io::Result<ExitStatus>> {
+    /// Fires once the agent has exited (for `select!`); then call [`Agent::note_exit`].
+    pub fn exit_channel(&self) -> &Receiver<()> {
         &self.exit_rx
     }
 
-    /// Record an exit status received from [`Agent::exit_channel`].
-    pub fn note_exit(&mut self, status: io::Result<ExitStatus>) {
-        self.exited = Some(status.unwrap_or_else(|e| {
-            tracing::error!("waiting for agent {}: {e}", self.pid);
-            ExitStatus::from_raw(0xff00)
-        }));
+    /// Record that [`Agent::exit_channel`] fired.
+    pub fn note_exit(&mut self) {
+        self.exit_seen = true;
     }
 
-    /// SIGTERM the group, wait up to `grace`, then SIGKILL it; returns the exit status.
+    /// SIGTERM the group, wait up to `grace` for the agent to exit, then SIGKILL it.
     pub fn stop(&mut self, grace: Duration) {
-        if self.exited.is_some() {
+        if self.exit_seen {
             return;
         }
         signal_group(self.pid, Signal::SIGTERM);
-        match self.exit_rx.recv_timeout(grace) {
-            Ok(st) => self.note_exit(st),
-            Err(_) => {
-                tracing::warn!(
-                    "agent {} ignored SIGTERM for {grace:?}; killing its group",
-                    self.pid
-                );
-                signal_group(self.pid, Signal::SIGKILL);
-                let st = self
-                    .exit_rx
-                    .recv()
-                    .unwrap_or_else(|_| Err(io::Error::other("agent waiter vanished")));
-                self.note_exit(st);
-            }
+        if self.exit_rx.recv_timeout(grace).is_err() {
+            tracing::warn!(
+                "agent {} ignored SIGTERM for {grace:?}; killing its group",
+                self.pid
+            );
+            signal_group(self.pid, Signal::SIGKILL);
+            let _ = self.exit_rx.recv();
         }
+        self.exit_seen = true;
     }
 
-    /// Wait for exit (if not yet seen), kill whatever the agent left running in its
-    /// group, and collect the output.
+    /// Wait for the agent to exit (if not yet seen), kill whatever it left running in
+    /// its group, reap it, and collect the output.
     pub fn finish(mut self) -> AgentOutput {
-        if self.exited.is_none() {
-            let st = self
-                .exit_rx
-                .recv()
-                .unwrap_or_else(|_| Err(io::Error::other("agent waiter vanished")));
-            self.note_exit(st);
+        if !self.exit_seen {
+            let _ = self.exit_rx.recv();
+            self.exit_seen = true;
         }
-        // No agent process outlives its task: background children would also hold the
-        // pipes open and stall the readers.
+        // No agent process outlives its task; background children would also hold the
+        // pipes open and stall the readers. The leader is still unreaped here.
         signal_group(self.pid, Signal::SIGKILL);
-        let _ = self.stdin.join();
-        let out = join_capture(self.stdout, "stdout");
-        let err = join_capture(self.stderr, "stderr");
+        let status = self.child.wait().unwrap_or_else(|e| {
+            tracing::error!("reaping agent {}: {e}", self.pid);
+            ExitStatus::from_raw(0xff00)
+        });
+        self.finished = true;
+        let deadline = std::time::Instant::now() + READER_GRACE;
+        for _ in 0..2 {
+            let left = deadline.saturating_duration_since(std::time::Instant::now());
+            if self.readers_done.recv_timeout(left).is_err() {
+                tracing::warn!(
+                    "agent {}'s output pipes are still held open by a process outside its group; \
+                     keeping the output read so far",
+                    self.pid
+                );
+                break;
+            }
+        }
+        let out = std::mem::take(&mut *self.stdout.lock().unwrap_or_else(|p| p.into_inner()));
+        let err = std::mem::take(&mut *self.stderr.lock().unwrap_or_else(|p| p.into_inner()));
         AgentOutput {
-            status: self.exited.expect("exit recorded"),
+            status,
             stdout_truncated: out.total > out.kept.len() as u64,
             stdout_total: out.total,
             stdout: out.kept,
             stderr: err.kept,
+        }
+    }
+}
+
+impl Drop for Agent {
+    /// An agent dropped before [`Agent::finish`] (the worker is failing) is killed with
+    /// its group, never left running.
+    fn drop(&mut self) {
+        if !self.finished {
+            signal_group(self.pid, Signal::SIGKILL);
+            let _ = self.child.wait();
+        }
+    }
+}
+
+/// Block until `pid` (our child) has exited, without reaping it.
+fn wait_exited_unreaped(pid: u32) {
+    use nix::sys::wait::{waitid, Id, WaitPidFlag};
+    loop {
+        match waitid(
+            Id::Pid(Pid::from_raw(pid as i32)),
+            WaitPidFlag::WEXITED | WaitPidFlag::WNOWAIT,
+        ) {
+            Err(nix::errno::Errno::EINTR) => continue,
+            // Exited (or already reaped, or not ours: nothing more to wait for).
+            _ => return,
         }
     }
 }
@@ -279,29 +352,8 @@ pub fn signal_group(pgid: u32, sig: Signal) {
     }
 }
 
-fn spawn_named<T: Send + 'static>(
-    name: &str,
-    f: impl FnOnce() -> T + Send + 'static,
-) -> JoinHandle<T> {
-    std::thread::Builder::new()
-        .name(name.to_string())
-        .spawn(f)
-        .expect("spawn thread")
-}
-
-fn wait_child(mut child: Child) -> io::Result<ExitStatus> {
-    child.wait()
-}
-
-fn join_capture(h: JoinHandle<io::Result<Captured>>, what: &str) -> Captured {
-    match h.join() {
-        Ok(Ok(c)) => c,
-        Ok(Err(e)) => {
-            tracing::warn!("reading agent {what}: {e}");
-            Captured::default()
-        }
-        Err(_) => Captured::default(),
-    }
+fn spawn_named(name: &str, f: impl FnOnce() + Send + 'static) -> io::Result<JoinHandle<()>> {
+    std::thread::Builder::new().name(name.to_string()).spawn(f)
 }
 
 /// Open `output.log` empty: the worker readies an empty one after each task (the
@@ -322,13 +374,13 @@ fn drain_stdout(
     mut log: File,
     cap: usize,
     counter: &AtomicU64,
-) -> io::Result<Captured> {
+    shared: &Mutex<Captured>,
+) -> io::Result<()> {
     let mut buf = vec![0u8; 64 * 1024];
-    let mut c = Captured::default();
     let mut log_ok = true;
     loop {
         let n = match out.read(&mut buf) {
-            Ok(0) => break,
+            Ok(0) => return Ok(()),
             Ok(n) => n,
             Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
             Err(e) => return Err(e),
@@ -341,32 +393,30 @@ fn drain_stdout(
                 log_ok = false;
             }
         }
+        let mut c = shared.lock().unwrap_or_else(|p| p.into_inner());
         let room = cap.saturating_sub(c.kept.len());
         c.kept.extend_from_slice(&chunk[..n.min(room)]);
         c.total += n as u64;
         counter.store(c.total, Ordering::Relaxed);
     }
-    Ok(c)
 }
 
-fn drain_tail(mut err: impl Read, keep: usize) -> io::Result<Captured> {
+/// Keep the last `keep` bytes (the error line is at the end).
+fn drain_tail(mut err: impl Read, keep: usize, shared: &Mutex<Captured>) -> io::Result<()> {
     let mut buf = vec![0u8; 16 * 1024];
-    let mut c = Captured::default();
     loop {
         let n = match err.read(&mut buf) {
-            Ok(0) => break,
+            Ok(0) => return Ok(()),
             Ok(n) => n,
             Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
             Err(e) => return Err(e),
         };
+        let mut c = shared.lock().unwrap_or_else(|p| p.into_inner());
         c.kept.extend_from_slice(&buf[..n]);
         c.total += n as u64;
-        if c.kept.len() > 2 * keep {
-            c.kept.drain(..c.kept.len() - keep);
+        if c.kept.len() > keep {
+            let excess = c.kept.len() - keep;
+            c.kept.drain(..excess);
         }
     }
-    if c.kept.len() > keep {
-        c.kept.drain(..c.kept.len() - keep);
-    }
-    Ok(c)
 }

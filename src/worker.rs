@@ -586,8 +586,8 @@ impl Worker {
                 wait = wait.min(d.saturating_duration_since(now));
             }
             select! {
-                recv(agent.exit_channel()) -> st => {
-                    agent.note_exit(st.unwrap_or_else(|_| Err(io::Error::other("agent waiter vanished"))));
+                recv(agent.exit_channel()) -> _ => {
+                    agent.note_exit();
                     // A service manager often signals the whole group at once: the agent
                     // dying of that same stop request is an interruption, not a failure.
                     if !shutdown.is_empty() {

@@ -883,3 +883,35 @@ fn restart_repairs_result_json_for_a_task_whose_result_was_already_durable() {
     assert!(!w.running().exists());
     assert!(w.task_record(&id).exists());
 }
+
+/// A descendant that leaves the agent's process group (setsid) keeps its pipes open;
+/// the task must still finish with what the agent printed.
+#[test]
+fn an_escaped_descendant_holding_the_pipes_does_not_hang_the_task() {
+    let t = TestRoot::new();
+    let pidfile = t.dir.path().join("escaped.pid");
+    let _w = WorkerProc::start(
+        &t,
+        S0,
+        &sh("escape.sh"),
+        &[],
+        &[("AGENT_PIDFILE", pidfile.to_str().unwrap())],
+    );
+    let started = Instant::now();
+    send(&t, "esc", "x");
+    let r = result_of(&t, "esc");
+    // Bounded by the reader grace (2 s), not by the escapee's 60 s.
+    assert!(
+        started.elapsed() < Duration::from_secs(30),
+        "{:?}",
+        started.elapsed()
+    );
+    let escaped: i32 = fs::read_to_string(&pidfile)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    let _ = kill(Pid::from_raw(escaped), Signal::SIGKILL);
+    assert!(r.success, "{:?}", r.error);
+    assert_eq!(r.output, "done\n");
+}
