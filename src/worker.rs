@@ -22,7 +22,10 @@ use crate::preset::Preset;
 use crate::protocol::{
     now_rfc3339, rfc3339, Outcome, Status, Task, TaskId, TaskResult, WorkerState,
 };
-use crate::watch::{DirWatcher, WatchMode, WatcherKind};
+use crate::watch::{DirWatcher, WatchMode};
+
+/// How long an empty `cancel` file must stay empty to count (writers truncate first).
+const EMPTY_CANCEL_QUIET: Duration = Duration::from_millis(250);
 
 /// Set in every agent's environment; its presence means "we are inside an agent".
 pub const ENV_WORKER: &str = "CONDUCTOR_WORKER";
@@ -239,10 +242,6 @@ impl Worker {
             self.opts.agent,
             self.watcher.kind()
         )
-    }
-
-    pub fn watcher_kind(&self) -> &WatcherKind {
-        self.watcher.kind()
     }
 
     pub fn recovery(&self) -> &RecoveryReport {
@@ -570,6 +569,11 @@ impl Worker {
                 }
             }
             if now >= next_beat {
+                // No event follows a `touch cancel`: look again on every beat.
+                if let Some(who) = self.cancel_request(&id, true) {
+                    tracing::info!("task {id} cancelled ({who})");
+                    break Some(Stop::Cancelled);
+                }
                 status.heartbeat_at = Some(now_rfc3339());
                 status.timestamp = now_rfc3339();
                 status.output_bytes = Some(agent.output_bytes());
@@ -653,7 +657,13 @@ impl Worker {
             }
         };
         let named = String::from_utf8_lossy(&bytes).trim().to_string();
-        if (named.is_empty() && running) || named == id.to_string() {
+        // `echo ID > cancel` passes through an empty file: an empty one means "cancel
+        // whatever runs" only once it has stayed empty a moment (`touch cancel`).
+        let left_empty = named.is_empty()
+            && fs::symlink_metadata(&path)
+                .and_then(|m| m.modified())
+                .is_ok_and(|t| t.elapsed().unwrap_or_default() >= EMPTY_CANCEL_QUIET);
+        if (left_empty && running) || named == id.to_string() {
             // Consumed now, so it cannot cancel a later task.
             if let Err(e) = fsio::remove_file_if_exists(&path) {
                 tracing::warn!("{e}");
@@ -663,7 +673,7 @@ impl Worker {
             // An empty one found before the task starts predates it. One naming another
             // task may be for a task still waiting in the inbox: leave it for that one,
             // unless that task has already finished (then it is stale).
-            let stale = named.is_empty()
+            let stale = (named.is_empty() && !running)
                 || TaskId::parse(&named).is_ok_and(|other| self.paths.result_for(&other).exists());
             if stale {
                 tracing::info!("removing stale cancel file {named:?}");
@@ -741,6 +751,7 @@ impl Worker {
 
     /// Publish the result, then status, then drop `running.json`, then the lock.
     fn finish(&self, result: &TaskResult, lock: DirLock) -> Result<()> {
+        record_task(&self.paths, &result.task_id)?;
         publish_result(&self.paths, result, true)?;
         let mut st = Status::new(if result.success {
             WorkerState::Done
@@ -789,23 +800,31 @@ enum Pickup {
     NotYet(Instant),
 }
 
-/// Move `running.json` to `tasks/<id>.json`: the slot no longer has a task in hand,
-/// and the task stays readable beside its result (for retries and post-mortems).
-fn retire_running(paths: &WorkerPaths, id: &TaskId) -> Result<()> {
+/// Link `running.json` as `tasks/<id>.json`, before its result is published, so the
+/// record is there the moment anyone sees the result (`conductor retry` right away).
+/// A link: no copy, and later removing `running.json` frees nothing.
+fn record_task(paths: &WorkerPaths, id: &TaskId) -> Result<()> {
     let record = paths.task_record(id);
-    match fs::rename(paths.running(), &record) {
+    let link = || fs::hard_link(paths.running(), &record);
+    match link() {
         Ok(()) => Ok(()),
-        Err(e) if e.kind() == io::ErrorKind::NotFound => {
-            if !paths.running().exists() {
-                return Ok(());
-            }
+        // Already recorded (a crash after linking, or a reused id's earlier run).
+        Err(e) if e.kind() == io::ErrorKind::AlreadyExists => Ok(()),
+        Err(e) if e.kind() == io::ErrorKind::NotFound && paths.running().exists() => {
             // tasks/ is missing (a slot made by an older conductor): make it, once.
             fsio::ensure_dir(&paths.tasks_dir())?;
-            fs::rename(paths.running(), &record)
-                .map_err(|e| Error::io("retire running.json to", record, e))
+            link().map_err(|e| Error::io("record task as", record, e))
         }
-        Err(e) => Err(Error::io("retire running.json to", record, e)),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
+        Err(e) => Err(Error::io("record task as", record, e)),
     }
+}
+
+/// The slot no longer has a task in hand: `running.json` goes (its record stays as
+/// `tasks/<id>.json`).
+fn retire_running(paths: &WorkerPaths, id: &TaskId) -> Result<()> {
+    record_task(paths, id)?;
+    fsio::remove_file_if_exists(&paths.running()).map(drop)
 }
 
 /// `results/<id>.json` (durable), then `result.json`. With `keep_copy` false (a reused
@@ -923,6 +942,7 @@ pub fn recover_slot(root: &Root, slot: Slot, lock_opts: &LockOptions) -> Result<
         Some(p) => format!("interrupted: worker pid {p} died"),
         None => "interrupted: the worker died".to_string(),
     };
+    let attempt = task.as_ref().map_or(1, Task::attempt);
     if let Some(mut t) = task.filter(|t| t.attempt() < t.max_attempts()) {
         t.attempt = Some(t.attempt() + 1);
         t.id = Some(id.clone());
@@ -955,7 +975,7 @@ pub fn recover_slot(root: &Root, slot: Slot, lock_opts: &LockOptions) -> Result<
     }
     let mut r = TaskResult::failed(id.clone(), Outcome::Interrupted, why);
     r.worker = Some(slot.0);
-    r.attempt = task_attempt(&bytes);
+    r.attempt = Some(attempt);
     r.started_at = status.as_ref().and_then(|s| s.started_at.clone());
     publish_result(&paths, &r, true)?;
     let mut st = Status::new(WorkerState::Error);
@@ -965,15 +985,6 @@ pub fn recover_slot(root: &Root, slot: Slot, lock_opts: &LockOptions) -> Result<
     report.interrupted = Some(id);
     release(lock);
     Ok(report)
-}
-
-fn task_attempt(bytes: &[u8]) -> Option<u32> {
-    serde_json::from_slice::<serde_json::Value>(bytes)
-        .ok()?
-        .get("attempt")
-        .and_then(|a| a.as_u64())
-        .map(|a| a as u32)
-        .or(Some(1))
 }
 
 /// `conductor recover`: recover a slot whose worker is gone for good. Refuses (with

@@ -75,6 +75,10 @@ fn parse_preset(s: &str) -> Result<Preset, String> {
     s.parse::<Preset>().map_err(|e| e.to_string())
 }
 
+/// `--poll` without a value: the library's default interval, in milliseconds.
+const DEFAULT_POLL_MS: &str = "100";
+const _: () = assert!(DEFAULT_POLL_INTERVAL.as_millis() == 100);
+
 fn parse_poll(s: &str) -> Result<Duration, String> {
     s.parse::<u64>()
         .map(Duration::from_millis)
@@ -110,7 +114,7 @@ pub struct WorkerArgs {
     /// Poll the directory instead of using native file events (for NFS, SMB, FUSE);
     /// optional interval in milliseconds.
     #[arg(long, value_name = "MS", num_args = 0..=1, require_equals = true,
-          default_missing_value = "100", value_parser = parse_poll)]
+          default_missing_value = DEFAULT_POLL_MS, value_parser = parse_poll)]
     pub poll: Option<Duration>,
     /// Start even when running inside a conductor agent (CONDUCTOR_WORKER is set).
     #[arg(long)]
@@ -134,7 +138,6 @@ pub fn run_worker(args: WorkerArgs) -> anyhow::Result<()> {
     if let Some(interval) = args.poll {
         opts.watch = WatchMode::Poll(interval.max(Duration::from_millis(1)));
     }
-    let _ = DEFAULT_POLL_INTERVAL;
 
     let (tx, shutdown) = crossbeam_channel::bounded(1);
     ctrlc::set_handler(move || {
