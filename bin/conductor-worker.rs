@@ -10,17 +10,13 @@ use clap::Parser;
 struct Cli {
     #[command(flatten)]
     worker: common::WorkerArgs,
-    /// More logging (-v debug, -vv trace); RUST_LOG overrides.
-    #[arg(short, long, action = clap::ArgAction::Count, global = true)]
-    verbose: u8,
-    /// Only warnings and errors.
-    #[arg(short, long, global = true)]
-    quiet: bool,
+    #[command(flatten)]
+    verbosity: common::Verbosity,
 }
 
 fn main() {
     let cli = Cli::parse();
-    common::init_logging(cli.verbose, cli.quiet);
+    cli.verbosity.init_logging();
     let code = match common::run_worker(cli.worker) {
         Ok(()) => common::exit::OK,
         Err(e) => common::report(&e),

@@ -17,12 +17,8 @@ use clap::{Parser, Subcommand};
 pub struct Cli {
     #[command(subcommand)]
     command: Command,
-    /// More logging (-v debug, -vv trace); RUST_LOG overrides.
-    #[arg(short, long, action = clap::ArgAction::Count, global = true)]
-    verbose: u8,
-    /// Only warnings and errors.
-    #[arg(short, long, global = true)]
-    quiet: bool,
+    #[command(flatten)]
+    verbosity: common::Verbosity,
 }
 
 #[derive(Debug, Subcommand)]
@@ -59,11 +55,13 @@ enum Command {
     Recover(cli::recover::Args),
     /// Print shell completions.
     Completions(cli::completions::Args),
+    /// Lay out an orchestrator pane and N worker panes in tmux (same as conductor-launch)
+    Launch(cli::launch::Args),
 }
 
 fn main() {
     let cli = Cli::parse();
-    common::init_logging(cli.verbose, cli.quiet);
+    cli.verbosity.init_logging();
     let code = match dispatch(cli.command) {
         Ok(code) => code,
         Err(e) => common::report(&e),
@@ -89,5 +87,6 @@ fn dispatch(command: Command) -> anyhow::Result<i32> {
         Command::Worker(a) => common::run_worker(a).map(|()| common::exit::OK),
         Command::Recover(a) => cli::recover::run(a),
         Command::Completions(a) => cli::completions::run(a),
+        Command::Launch(a) => cli::launch::run(a),
     }
 }

@@ -46,6 +46,7 @@ pub mod fsio;
 pub mod gate;
 pub mod host;
 pub mod inspect;
+pub mod launch;
 pub mod layout;
 pub mod maintenance;
 pub mod orchestrator;

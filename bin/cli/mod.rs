@@ -5,6 +5,7 @@ pub mod completions;
 pub mod doctor;
 pub mod gc;
 pub mod init;
+pub mod launch;
 pub mod locks;
 pub mod logs;
 pub mod recover;

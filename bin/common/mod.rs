@@ -24,6 +24,23 @@ pub mod exit {
 
 pub const EXIT_CODES_HELP: &str = "Exit codes: 0 ok, 1 error or failed task, 2 usage, 3 refused (busy inbox, slot already served, nested start)";
 
+/// `-v` / `-q`, shared by every binary.
+#[derive(Debug, Clone, Copy, clap::Args)]
+pub struct Verbosity {
+    /// More logging (-v debug, -vv trace); RUST_LOG overrides.
+    #[arg(short, long, action = clap::ArgAction::Count, global = true)]
+    pub verbose: u8,
+    /// Only warnings and errors.
+    #[arg(short, long, global = true)]
+    pub quiet: bool,
+}
+
+impl Verbosity {
+    pub fn init_logging(self) {
+        init_logging(self.verbose, self.quiet);
+    }
+}
+
 /// Set up `tracing` on stderr: `-v` for debug, `-vv` for trace, `-q` for warnings only;
 /// `RUST_LOG` overrides.
 pub fn init_logging(verbose: u8, quiet: bool) {

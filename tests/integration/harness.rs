@@ -48,6 +48,7 @@ pub fn bin(name: &str) -> PathBuf {
     match name {
         "conductor" => PathBuf::from(env!("CARGO_BIN_EXE_conductor")),
         "conductor-worker" => PathBuf::from(env!("CARGO_BIN_EXE_conductor-worker")),
+        "conductor-launch" => PathBuf::from(env!("CARGO_BIN_EXE_conductor-launch")),
         other => panic!("unknown binary {other}"),
     }
 }
@@ -248,5 +249,63 @@ pub fn spin_until_exists(path: &Path, timeout: Duration) {
             path.display()
         );
         std::thread::yield_now();
+    }
+}
+
+/// Pids of live processes whose environment points at `root` (workers, agents and
+/// tmux panes all carry `CONDUCTOR_HOME=<root>`). Zombies are not running anything.
+pub fn processes_of(root: &Path) -> Vec<u32> {
+    let needle = format!("CONDUCTOR_HOME={}", root.display());
+    let me = std::process::id();
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir("/proc").expect("read /proc").flatten() {
+        let Some(pid) = entry
+            .file_name()
+            .to_str()
+            .and_then(|n| n.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        if pid == me {
+            continue;
+        }
+        let Ok(env) = std::fs::read(entry.path().join("environ")) else {
+            continue;
+        };
+        let zombie = std::fs::read_to_string(entry.path().join("stat"))
+            .map(|s| {
+                s.rsplit(')')
+                    .next()
+                    .unwrap_or("")
+                    .trim_start()
+                    .starts_with('Z')
+            })
+            .unwrap_or(true);
+        if !zombie && env.split(|b| *b == 0).any(|kv| kv == needle.as_bytes()) {
+            found.push(pid);
+        }
+    }
+    found
+}
+
+/// Wait (bounded) until no process started for `root` is left; name them if any are.
+pub fn assert_nothing_left(root: &Path) {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let left = processes_of(root);
+        if left.is_empty() {
+            return;
+        }
+        if Instant::now() >= deadline {
+            let described: Vec<String> = left
+                .iter()
+                .map(|p| {
+                    let cmd = std::fs::read(format!("/proc/{p}/cmdline")).unwrap_or_default();
+                    format!("{p}: {}", String::from_utf8_lossy(&cmd).replace('\0', " "))
+                })
+                .collect();
+            panic!("processes left behind: {described:?}");
+        }
+        std::thread::sleep(Duration::from_millis(20));
     }
 }

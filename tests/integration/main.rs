@@ -6,6 +6,7 @@ mod cli;
 mod client;
 mod compat;
 mod gate;
+mod launch;
 mod locks;
 mod orchestrator;
 mod protocol;

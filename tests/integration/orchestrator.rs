@@ -14,7 +14,7 @@ use conductor::worker::{Worker, WorkerOptions};
 use conductor::{Outcome, Root, Slot, Task, TaskId, TaskResult};
 use serde_json::Value;
 
-use crate::harness::{agent, bin, wait_until, TestRoot};
+use crate::harness::{agent, assert_nothing_left, bin, wait_until, TestRoot};
 
 const BOUND: Duration = Duration::from_secs(60);
 
@@ -63,37 +63,6 @@ fn conductor(t: &TestRoot) -> Command {
     c.env("CONDUCTOR_HOME", t.path())
         .env_remove("CONDUCTOR_WORKER");
     c
-}
-
-/// Pids of live processes started for this root (workers and agents carry CONDUCTOR_HOME).
-fn processes_of(root: &Path) -> Vec<u32> {
-    let needle = format!("CONDUCTOR_HOME={}", root.display());
-    let me = std::process::id();
-    fs::read_dir("/proc")
-        .unwrap()
-        .flatten()
-        .filter_map(|e| {
-            let pid: u32 = e.file_name().to_str()?.parse().ok()?;
-            let env = fs::read(e.path().join("environ")).ok()?;
-            let zombie = fs::read_to_string(e.path().join("stat"))
-                .map(|s| {
-                    s.rsplit(')')
-                        .next()
-                        .unwrap_or("")
-                        .trim_start()
-                        .starts_with('Z')
-                })
-                .unwrap_or(true);
-            (pid != me && !zombie && env.split(|b| *b == 0).any(|kv| kv == needle.as_bytes()))
-                .then_some(pid)
-        })
-        .collect()
-}
-
-fn assert_nothing_left(root: &Path) {
-    wait_until(BOUND, "no worker or agent left", || {
-        processes_of(root).is_empty()
-    });
 }
 
 #[test]

@@ -11,7 +11,7 @@ use conductor::{Outcome, Slot, Status, Task, TaskId, TaskResult, WorkerState};
 use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
 
-use crate::harness::{agent, bin, wait_until, TestRoot};
+use crate::harness::{agent, assert_nothing_left, bin, wait_until, TestRoot};
 
 const BOUND: Duration = Duration::from_secs(30);
 const S0: Slot = Slot(0);
@@ -118,55 +118,6 @@ impl Drop for WorkerProc {
     }
 }
 
-/// Pids of live processes whose environment points at this test root (workers and agents).
-fn processes_of(root: &Path) -> Vec<u32> {
-    let needle = format!("CONDUCTOR_HOME={}", root.display());
-    let me = std::process::id();
-    let mut found = Vec::new();
-    for entry in fs::read_dir("/proc").unwrap().flatten() {
-        let Some(pid) = entry
-            .file_name()
-            .to_str()
-            .and_then(|n| n.parse::<u32>().ok())
-        else {
-            continue;
-        };
-        if pid == me {
-            continue;
-        }
-        let Ok(env) = fs::read(entry.path().join("environ")) else {
-            continue;
-        };
-        // Zombies keep no environment and are not running anything.
-        let is_zombie = fs::read_to_string(entry.path().join("stat"))
-            .map(|s| {
-                s.rsplit(')')
-                    .next()
-                    .unwrap_or("")
-                    .trim_start()
-                    .starts_with('Z')
-            })
-            .unwrap_or(true);
-        if !is_zombie && env.split(|b| *b == 0).any(|kv| kv == needle.as_bytes()) {
-            found.push(pid);
-        }
-    }
-    found
-}
-
-fn assert_nothing_left(t: &TestRoot) {
-    let root = t.path().to_path_buf();
-    let deadline = Instant::now() + BOUND;
-    loop {
-        let left = processes_of(&root);
-        if left.is_empty() {
-            return;
-        }
-        assert!(Instant::now() < deadline, "processes left behind: {left:?}");
-        std::thread::sleep(Duration::from_millis(20));
-    }
-}
-
 fn result_of(t: &TestRoot, id: &str) -> TaskResult {
     t.client
         .wait_for_result(S0, &TaskId::from(id), BOUND)
@@ -258,7 +209,7 @@ fn success_round_trip_and_environment() {
         .filter(|n| n.starts_with(".lock") && n != ".lock.guard")
         .collect();
     assert!(leftovers.is_empty(), "{leftovers:?}");
-    assert_nothing_left(&t);
+    assert_nothing_left(t.path());
 }
 
 #[test]
@@ -475,7 +426,7 @@ fn sigterm_to_the_worker_interrupts_the_task_and_exits_cleanly() {
     assert!(r.error.unwrap().starts_with("interrupted"));
     assert!(!t.client.worker(S0).running().exists());
     assert!(!t.client.worker(S0).lock_dir().exists());
-    assert_nothing_left(&t);
+    assert_nothing_left(t.path());
 }
 
 #[test]
@@ -512,7 +463,7 @@ fn sigkilled_worker_restarts_with_an_interrupted_result_and_no_rerun() {
     let runs = fs::read_to_string(&log).unwrap();
     assert_eq!(runs.matches("start k1").count(), 1, "ran twice: {runs}");
     drop(w2);
-    assert_nothing_left(&t);
+    assert_nothing_left(t.path());
 }
 
 #[test]
@@ -824,7 +775,7 @@ fn recover_command_finishes_an_abandoned_slot() {
         .output()
         .unwrap();
     assert!(String::from_utf8_lossy(&again.stdout).contains("nothing to recover"));
-    assert_nothing_left(&t);
+    assert_nothing_left(t.path());
 }
 
 #[allow(dead_code)]

@@ -1,0 +1,234 @@
+//! `conductor launch` / `conductor-launch`: an orchestrator pane and N worker panes in tmux.
+
+use std::io::IsTerminal;
+use std::os::unix::process::CommandExt;
+use std::path::PathBuf;
+
+use anyhow::Context as _;
+use conductor::launch::{self, LaunchOptions, Tmux};
+use conductor::preset::Preset;
+use conductor::Root;
+
+use crate::common::{self, exit};
+
+#[derive(Debug, clap::Args)]
+#[command(after_help = "\
+Layout: the orchestrator pane on the left with up to 4 workers stacked on the right; more \
+workers are tiled. Each worker pane runs `conductor-worker i DIR` and is titled `worker i`.
+
+With --worktrees, worker i runs in its own git worktree <root>/worktrees/<session>/worker-i \
+on branch conductor/worker-i (made from HEAD the first time, reused by later launches).
+
+The session records its root and worker count in the tmux options @conductor_root and \
+@conductor_workers; --list shows them and --kill uses them.
+
+Exit codes: 0 ok, 1 error, 2 usage, 3 refused (session already running, slot already \
+served, nested start)")]
+pub struct Args {
+    /// Number of worker panes (slots 0..N).
+    #[arg(short = 'n', long, default_value_t = 3,
+          value_parser = clap::value_parser!(u32).range(1..=launch::MAX_WORKERS as i64))]
+    pub workers: u32,
+    /// Project directory the workers run in (the repository with --worktrees).
+    #[arg(long, value_name = "DIR", default_value = ".")]
+    pub dir: PathBuf,
+    /// tmux session name.
+    #[arg(long, value_name = "NAME", default_value = launch::DEFAULT_SESSION)]
+    pub session: String,
+    /// Agent command line for the workers (prompt on stdin). [default: the preset's, else `claude -p`]
+    #[arg(long, value_name = "CMD")]
+    pub agent: Option<String>,
+    /// Agent kind for the workers: claude, codex or command.
+    #[arg(long, value_name = "PRESET", value_parser = parse_preset)]
+    pub preset: Option<Preset>,
+    /// Give each worker its own git worktree of DIR on branch conductor/worker-i.
+    #[arg(long)]
+    pub worktrees: bool,
+    /// Command for the orchestrator pane [default: $SHELL].
+    #[arg(long, value_name = "CMD")]
+    pub orchestrator: Option<String>,
+    /// Do not attach to (or switch to) the session after creating it.
+    #[arg(long)]
+    pub no_attach: bool,
+    /// tmux server socket name (`tmux -L NAME`) [default: tmux's default server].
+    #[arg(long, value_name = "NAME")]
+    pub socket: Option<String>,
+    /// Conductor root [default: $CONDUCTOR_HOME, else ~/.claude-code/orchestrator].
+    #[arg(long, value_name = "DIR")]
+    pub root: Option<PathBuf>,
+    /// Launch even inside a conductor agent (CONDUCTOR_WORKER is set).
+    #[arg(long)]
+    pub allow_nested: bool,
+    /// Stop the session's workers cleanly (running tasks end `interrupted`), then kill it.
+    #[arg(long, conflicts_with_all = ["list", "workers", "dir", "agent", "preset", "worktrees",
+          "orchestrator", "no_attach", "allow_nested"])]
+    pub kill: bool,
+    /// List running conductor sessions with their roots and worker counts.
+    #[arg(long, conflicts_with_all = ["session", "workers", "dir", "agent", "preset",
+          "worktrees", "orchestrator", "no_attach", "allow_nested"])]
+    pub list: bool,
+    /// With --list or --kill: print JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+fn parse_preset(s: &str) -> Result<Preset, String> {
+    s.parse::<Preset>().map_err(|e| e.to_string())
+}
+
+pub fn run(args: Args) -> anyhow::Result<i32> {
+    let tmux = Tmux::new(args.socket.clone());
+    if args.list {
+        return list(&tmux, args.json);
+    }
+    if args.kill {
+        return kill(&tmux, &args.session, args.json);
+    }
+    if args.json {
+        anyhow::bail!(conductor::Error::Usage(
+            "--json goes with --list or --kill".into()
+        ));
+    }
+    let root = Root::resolve(args.root.as_deref())?;
+    let worker_bin = std::env::current_exe()
+        .context("finding this program's path")?
+        .with_file_name("conductor-worker");
+    let mut opts = LaunchOptions::new(root, worker_bin);
+    opts.session = args.session.clone();
+    opts.workers = args.workers;
+    opts.dir = args.dir.clone();
+    opts.agent = args.agent.clone();
+    opts.preset = args.preset;
+    opts.worktrees = args.worktrees;
+    opts.orchestrator = args.orchestrator.clone();
+    opts.tmux = tmux.clone();
+    opts.allow_nested = args.allow_nested;
+
+    let launched = launch::launch(&opts)?;
+    let session = &launched.session;
+    println!(
+        "launched tmux session {session}: orchestrator + {} workers on {}",
+        launched.workers.len(),
+        launched.root.display()
+    );
+    for w in &launched.workers {
+        match &w.branch {
+            Some(b) => println!(
+                "  worker {}  pid {}  {}  (branch {b})",
+                w.slot,
+                w.pid,
+                w.dir.display()
+            ),
+            None => println!("  worker {}  pid {}  {}", w.slot, w.pid, w.dir.display()),
+        }
+    }
+    println!("attach: {}", tmux.attach_hint(session));
+    println!("stop:   {}", tmux.kill_hint(session));
+    if args.no_attach {
+        return Ok(exit::OK);
+    }
+    attach(&tmux, session)
+}
+
+/// Attach to the session, or switch this tmux client to it when already inside tmux.
+fn attach(tmux: &Tmux, session: &str) -> anyhow::Result<i32> {
+    let target = format!("={session}");
+    if let Some(inside) = std::env::var_os("TMUX").filter(|v| !v.is_empty()) {
+        // $TMUX is "<socket path>,<pid>,<session>": switch only on that same server.
+        let inside = inside.to_string_lossy().into_owned();
+        let socket_path = inside.split(',').next().unwrap_or("");
+        let socket_name = std::path::Path::new(socket_path)
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned());
+        let same_server = match tmux.socket() {
+            None => true,
+            Some(s) => socket_name.as_deref() == Some(s),
+        };
+        if !same_server {
+            println!(
+                "this terminal is inside another tmux server; attach from outside it with `{}`",
+                tmux.attach_hint(session)
+            );
+            return Ok(exit::OK);
+        }
+        let status = tmux
+            .command()
+            .args(["switch-client", "-t", &target])
+            .status()
+            .context("running tmux switch-client")?;
+        return Ok(if status.success() {
+            exit::OK
+        } else {
+            exit::FAILURE
+        });
+    }
+    if !std::io::stdin().is_terminal() || !std::io::stdout().is_terminal() {
+        println!(
+            "not on a terminal, so not attaching; attach with `{}`",
+            tmux.attach_hint(session)
+        );
+        return Ok(exit::OK);
+    }
+    let err = tmux
+        .command()
+        .args(["attach-session", "-t", &target])
+        .exec();
+    Err(anyhow::Error::new(err).context("running tmux attach-session"))
+}
+
+fn list(tmux: &Tmux, json: bool) -> anyhow::Result<i32> {
+    let sessions = launch::list(tmux)?;
+    if json {
+        println!("{}", serde_json::to_string_pretty(&sessions)?);
+        return Ok(exit::OK);
+    }
+    if sessions.is_empty() {
+        println!("no conductor sessions running");
+        return Ok(exit::OK);
+    }
+    println!("{:<20} {:>7} {:>8}  ROOT", "SESSION", "WORKERS", "ATTACHED");
+    for s in &sessions {
+        println!(
+            "{:<20} {:>7} {:>8}  {}",
+            s.session,
+            format!("{}/{}", s.workers_up, s.workers),
+            if s.attached > 0 { "yes" } else { "no" },
+            s.root.display()
+        );
+    }
+    Ok(exit::OK)
+}
+
+fn kill(tmux: &Tmux, session: &str, json: bool) -> anyhow::Result<i32> {
+    let Some(report) = launch::kill(tmux, session, launch::DEFAULT_STOP_TIMEOUT)? else {
+        common::report(&anyhow::anyhow!(
+            "no tmux session {session} is running{}; `conductor-launch --list{}` shows the running ones",
+            tmux.socket().map(|s| format!(" on socket {s}")).unwrap_or_default(),
+            tmux.socket().map(|s| format!(" --socket {s}")).unwrap_or_default(),
+        ));
+        return Ok(exit::FAILURE);
+    };
+    if json {
+        println!("{}", serde_json::to_string_pretty(&report)?);
+        return Ok(exit::OK);
+    }
+    for w in &report.stopped {
+        let how = if w.forced {
+            "killed (did not stop in time)"
+        } else {
+            "stopped"
+        };
+        match &w.task {
+            Some(t) => println!(
+                "{how} worker {} (pid {}): task {t} interrupted",
+                w.slot, w.pid
+            ),
+            None => println!("{how} worker {} (pid {})", w.slot, w.pid),
+        }
+    }
+    for slot in &report.not_running {
+        println!("worker {slot}: not running");
+    }
+    println!("killed tmux session {}", report.session);
+    Ok(exit::OK)
+}
