@@ -550,7 +550,7 @@ impl LockEntry {
 }
 
 /// Entries of `dir` (sorted by name); a missing directory has none.
-fn sorted_entries(dir: &Path) -> Result<Vec<(String, PathBuf, fs::Metadata)>> {
+pub(crate) fn sorted_entries(dir: &Path) -> Result<Vec<(String, PathBuf, fs::Metadata)>> {
     let rd = match fs::read_dir(dir) {
         Ok(rd) => rd,
         Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Vec::new()),

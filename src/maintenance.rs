@@ -271,28 +271,11 @@ fn freed_bytes(meta: &fs::Metadata) -> u64 {
     }
 }
 
+/// Regular files in `dir`, sorted by name; a missing directory has none.
 fn regular_files(dir: &Path) -> Result<Vec<(String, PathBuf, fs::Metadata)>> {
-    let rd = match fs::read_dir(dir) {
-        Ok(rd) => rd,
-        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Vec::new()),
-        Err(e) => return Err(Error::io("list", dir, e)),
-    };
-    let mut out = Vec::new();
-    for entry in rd {
-        let entry = entry.map_err(|e| Error::io("list", dir, e))?;
-        let Ok(meta) = fs::symlink_metadata(entry.path()) else {
-            continue;
-        };
-        if meta.file_type().is_file() {
-            out.push((
-                entry.file_name().to_string_lossy().into_owned(),
-                entry.path(),
-                meta,
-            ));
-        }
-    }
-    out.sort_by(|a, b| a.0.cmp(&b.0));
-    Ok(out)
+    let mut all = crate::inspect::sorted_entries(dir)?;
+    all.retain(|(_, _, meta)| meta.file_type().is_file());
+    Ok(all)
 }
 
 fn is_temp_name(name: &str) -> bool {
