@@ -73,6 +73,11 @@ impl Config {
         }
     }
 
+    /// One running task per key (default on).
+    pub fn per_key_serialization(&self) -> bool {
+        self.per_key_serialization.unwrap_or(true)
+    }
+
     pub fn max_task_bytes(&self) -> u64 {
         self.max_task_bytes.unwrap_or(fsio::TASK_SIZE_LIMIT)
     }

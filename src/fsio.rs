@@ -69,11 +69,16 @@ fn parent_of(path: &Path) -> &Path {
 
 /// Stage `bytes` in a fresh temp file beside `path` (`.NAME.<nonce>.tmp`, O_EXCL, 0600).
 fn stage(path: &Path, bytes: &[u8], durability: Durability) -> Result<PathBuf> {
+    stage_in(parent_of(path), path, bytes, durability)
+}
+
+/// Stage `bytes` for `path` in a temp file in `dir` (same filesystem as `path`).
+fn stage_in(dir: &Path, path: &Path, bytes: &[u8], durability: Durability) -> Result<PathBuf> {
     let name = path
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_default();
-    let tmp = parent_of(path).join(format!(".{name}.{}.tmp", nonce()));
+    let tmp = dir.join(format!(".{name}.{}.tmp", nonce()));
     let mut f = OpenOptions::new()
         .write(true)
         .create_new(true)
@@ -170,6 +175,16 @@ pub fn link_replace(src: &Path, path: &Path) -> Result<()> {
         return Err(Error::io("rename into place", path, e));
     }
     Ok(())
+}
+
+/// Like [`write_new`], staging in `tmp_dir` (e.g. `queue/tmp/`) so that nothing
+/// half-written ever appears in `path`'s directory, even under a temp name. Durable.
+pub fn write_new_via(tmp_dir: &Path, path: &Path, bytes: &[u8]) -> Result<()> {
+    let tmp = stage_in(tmp_dir, path, bytes, Durability::Durable)?;
+    let linked = fs::hard_link(&tmp, path);
+    let _ = fs::remove_file(&tmp);
+    linked.map_err(|e| Error::io("publish", path, e))?;
+    fsync_dir(parent_of(path))
 }
 
 /// Serialize `value` as pretty JSON with a trailing newline (what `cat` users like).

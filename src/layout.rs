@@ -104,6 +104,21 @@ impl Root {
         self.queue_dir().join("pending")
     }
 
+    /// Every queued task's result, whichever worker ran it (links to the worker's copy).
+    pub fn queue_results(&self) -> PathBuf {
+        self.queue_dir().join("results")
+    }
+
+    /// Queue entries that could not be accepted, each with a `.reason`.
+    pub fn queue_rejected(&self) -> PathBuf {
+        self.queue_dir().join("rejected")
+    }
+
+    /// When each key was last served (file mtimes), for fair scheduling.
+    pub fn queue_served(&self) -> PathBuf {
+        self.queue_dir().join("served")
+    }
+
     pub fn keys_dir(&self) -> PathBuf {
         self.path.join("keys")
     }

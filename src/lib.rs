@@ -52,6 +52,7 @@ pub mod maintenance;
 pub mod orchestrator;
 pub mod preset;
 pub mod protocol;
+pub mod queue;
 pub mod watch;
 pub mod worker;
 

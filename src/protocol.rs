@@ -243,6 +243,10 @@ pub struct Task {
     /// Continue this agent session (claude preset: `--resume ID`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub resume: Option<String>,
+    /// `"queue"` for a task submitted to the shared queue (its result is also linked
+    /// into `queue/results/`, and a retry goes back to the queue).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub origin: Option<String>,
 }
 
 impl Task {
@@ -260,6 +264,7 @@ impl Task {
             max_attempts: None,
             attempt: None,
             resume: None,
+            origin: None,
         }
     }
 

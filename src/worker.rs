@@ -22,7 +22,12 @@ use crate::preset::Preset;
 use crate::protocol::{
     now_rfc3339, rfc3339, Outcome, Status, Task, TaskId, TaskResult, WorkerState,
 };
+use crate::queue;
 use crate::watch::{DirWatcher, WatchMode};
+
+/// A slot whose worker is gone and whose status has been silent this long is
+/// recovered by any idle worker (live workers refresh their status every heartbeat).
+const ABANDONED_AFTER: Duration = Duration::from_secs(10);
 
 /// How long an empty `cancel` file must stay empty to count (writers truncate first).
 const EMPTY_CANCEL_QUIET: Duration = Duration::from_millis(250);
@@ -182,13 +187,27 @@ impl Worker {
         let lock_opts = config.lock_options();
 
         let (tx, wake) = bounded(1);
-        let interest: crate::watch::Interest = Arc::new(|p: &Path| {
-            matches!(
-                p.file_name().and_then(|n| n.to_str()),
-                Some("task.json" | "cancel")
-            )
+        // Our inbox and cancel file; the shared queue; key and run-slot locks coming
+        // free (a skipped task may have become eligible).
+        let shared = [
+            opts.root.queue_pending(),
+            opts.root.keys_dir(),
+            opts.root.slots_dir(),
+        ];
+        let shared_dirs = shared.clone();
+        let interest: crate::watch::Interest = Arc::new(move |p: &Path| {
+            let name = p.file_name().and_then(|n| n.to_str()).unwrap_or("");
+            if matches!(name, "task.json" | "cancel") {
+                return true;
+            }
+            !name.starts_with('.')
+                && !name.ends_with(".guard")
+                && p.parent()
+                    .is_some_and(|d| shared_dirs.iter().any(|s| s == d))
         });
-        let watcher = DirWatcher::new(std::slice::from_ref(&paths.dir), opts.watch, interest, tx)?;
+        let mut dirs = vec![paths.dir.clone()];
+        dirs.extend(shared);
+        let watcher = DirWatcher::new(&dirs, opts.watch, interest, tx)?;
 
         // Whatever a previous worker parked and did not free.
         let trash = paths.trash_dir();
@@ -254,7 +273,11 @@ impl Worker {
             if shutdown.try_recv().is_ok() {
                 return Ok(());
             }
-            let retry_at = match self.poll_inbox(shutdown)? {
+            let mut pickup = self.poll_inbox(shutdown)?;
+            if matches!(pickup, Pickup::Empty) {
+                pickup = self.poll_queue(shutdown)?;
+            }
+            let retry_at = match pickup {
                 Pickup::Ran => continue,
                 Pickup::Stop => return Ok(()),
                 Pickup::Empty => None,
@@ -267,7 +290,7 @@ impl Worker {
             select! {
                 recv(self.wake) -> _ => {}
                 recv(shutdown) -> _ => return Ok(()),
-                default(wait) => {}
+                default(wait) => self.recover_abandoned_slots(),
             }
         }
     }
@@ -361,6 +384,16 @@ impl Worker {
                 return Ok(Pickup::Ran);
             }
         }
+        // Direct deliveries count against the root's running cap too.
+        let run_slot = match queue::take_run_slot(&self.opts.root, &self.config) {
+            Ok(s) => s,
+            Err(Error::Refused(why)) => {
+                tracing::debug!("task waits in the inbox: {why}");
+                drop(lock);
+                return Ok(Pickup::NotYet(Instant::now() + self.opts.rescan));
+            }
+            Err(e) => return Err(e),
+        };
         match fs::rename(&inbox, self.paths.running()) {
             Ok(()) => {}
             Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Pickup::Empty),
@@ -391,7 +424,78 @@ impl Worker {
             "claimed in {}us (lock, read, rename)",
             looked.elapsed().as_micros()
         );
-        self.run_task(task, lock, shutdown)
+        let hold = Hold {
+            key_lock: None,
+            run_slot,
+            queued: task.origin.as_deref() == Some(queue::ORIGIN_QUEUE),
+        };
+        self.run_task(task, lock, hold, shutdown)
+    }
+
+    /// With an empty inbox: pull the best eligible task from the shared queue.
+    fn poll_queue(&mut self, shutdown: &Receiver<()>) -> Result<Pickup> {
+        let pending = self.opts.root.queue_pending();
+        let any = fs::read_dir(&pending)
+            .map(|mut d| {
+                d.any(|e| e.is_ok_and(|e| !e.file_name().to_string_lossy().starts_with('.')))
+            })
+            .unwrap_or(false);
+        if !any {
+            return Ok(Pickup::Empty);
+        }
+        let lock = match DirLock::try_acquire_reusable(&self.paths.lock_dir(), &self.lock_opts)? {
+            Acquire::Acquired(l) => l,
+            Acquire::Held(_) => return Ok(Pickup::NotYet(Instant::now() + self.opts.rescan)),
+        };
+        let Some(claim) = queue::claim_next(&self.opts.root, &self.paths, &self.config)? else {
+            release(lock);
+            return Ok(Pickup::Empty);
+        };
+        // The move out of pending/ and into running.json must both survive a power loss.
+        fsio::fsync_dir(&pending)?;
+        fsio::fsync_dir(&self.paths.dir)?;
+        let task = Task::from_bytes(&self.paths.running(), &claim.task_bytes)?;
+        let task = self.ensure_id(task)?;
+        tracing::debug!("claimed queued task {:?}", task.id);
+        let hold = Hold {
+            key_lock: claim.key_lock,
+            run_slot: claim.run_slot,
+            queued: true,
+        };
+        self.run_task(task, lock, hold, shutdown)
+    }
+
+    /// Finish, on their behalf, tasks left by workers that died for good: a slot with a
+    /// `running.json` whose gate nobody holds. Exactly once: the gate admits one.
+    fn recover_abandoned_slots(&self) {
+        let client = Client::new(self.opts.root.clone());
+        let Ok(slots) = client.list_workers() else {
+            return;
+        };
+        for slot in slots.into_iter().filter(|s| *s != self.opts.slot) {
+            let w = self.opts.root.worker(slot);
+            if !w.running().exists() {
+                continue;
+            }
+            // A worker restarted right after a crash recovers its own slot: leave the
+            // slot to it unless its status has been silent for a while.
+            let silent = fs::metadata(w.status())
+                .and_then(|m| m.modified())
+                .map(|t| t.elapsed().unwrap_or_default() >= ABANDONED_AFTER)
+                .unwrap_or(true);
+            if !silent {
+                continue;
+            }
+            let Ok(_gate) = Gate::acquire(&w.worker_gate(), &format!("recovery of worker {slot}"))
+            else {
+                continue; // a live worker serves it, or another recoverer is at it
+            };
+            match recover_slot(&self.opts.root, slot, &self.lock_opts) {
+                Ok(r) if !r.is_empty() => tracing::warn!("recovered abandoned worker {slot}: {r}"),
+                Ok(_) => {}
+                Err(e) => tracing::warn!("recovering abandoned worker {slot}: {e}"),
+            }
+        }
     }
 
     /// `Some(wait)` while an unparseable inbox file may still be mid-write.
@@ -468,6 +572,7 @@ impl Worker {
         &mut self,
         task: Task,
         mut lock: DirLock,
+        hold: Hold,
         shutdown: &Receiver<()>,
     ) -> Result<Pickup> {
         let id = task.id.clone().expect("id ensured at claim");
@@ -481,7 +586,7 @@ impl Worker {
             tracing::info!("task {id} was cancelled before it started ({who})");
             let mut r = TaskResult::failed(id.clone(), Outcome::Cancelled, "cancelled");
             self.stamp(&mut r, &started_at, clock, attempt);
-            self.finish(&r, lock)?;
+            self.finish(&r, lock, hold)?;
             return Ok(Pickup::Ran);
         }
 
@@ -507,7 +612,7 @@ impl Worker {
                     );
                     let mut r = TaskResult::failed(id.clone(), Outcome::Rejected, why);
                     self.stamp(&mut r, &started_at, clock, attempt);
-                    self.finish(&r, lock)?;
+                    self.finish(&r, lock, hold)?;
                     return Ok(Pickup::Ran);
                 }
             },
@@ -531,7 +636,7 @@ impl Worker {
             Err(e) => {
                 let mut r = TaskResult::failed(id.clone(), Outcome::Failure, e.to_string());
                 self.stamp(&mut r, &started_at, clock, attempt);
-                self.finish(&r, lock)?;
+                self.finish(&r, lock, hold)?;
                 return Ok(Pickup::Ran);
             }
         };
@@ -625,7 +730,7 @@ impl Worker {
         let mut result = self.build_result(&id, &out, stop)?;
         self.opts.preset.interpret(&mut result);
         self.stamp(&mut result, &started_at, clock, attempt);
-        self.finish(&result, lock)?;
+        self.finish(&result, lock, hold)?;
         Ok(if shutting_down {
             Pickup::Stop
         } else {
@@ -750,9 +855,16 @@ impl Worker {
     }
 
     /// Publish the result, then status, then drop `running.json`, then the lock.
-    fn finish(&self, result: &TaskResult, lock: DirLock) -> Result<()> {
+    fn finish(&self, result: &TaskResult, lock: DirLock, hold: Hold) -> Result<()> {
         record_task(&self.paths, &result.task_id)?;
         publish_result(&self.paths, result, true)?;
+        if hold.queued {
+            queue::publish_queue_result(
+                &self.opts.root,
+                &self.paths.result_for(&result.task_id),
+                &result.task_id,
+            )?;
+        }
         let mut st = Status::new(if result.success {
             WorkerState::Done
         } else {
@@ -772,6 +884,7 @@ impl Worker {
             result.error.as_deref().unwrap_or("success")
         );
         release(lock);
+        hold.release();
         // Ready an empty output.log now, off the next pickup's path.
         if !self.paths.output_log().exists() {
             if let Err(e) = fsio::overwrite_padded(&self.paths.output_log(), b"") {
@@ -779,6 +892,22 @@ impl Worker {
             }
         }
         Ok(())
+    }
+}
+
+/// The shared locks a task holds besides the slot's own `.lock`.
+struct Hold {
+    key_lock: Option<DirLock>,
+    run_slot: Option<DirLock>,
+    /// Came from the shared queue: its result is also linked into `queue/results/`.
+    queued: bool,
+}
+
+impl Hold {
+    fn release(self) {
+        for l in [self.key_lock, self.run_slot].into_iter().flatten() {
+            release(l);
+        }
     }
 }
 
@@ -916,11 +1045,32 @@ pub fn recover_slot(root: &Root, slot: Slot, lock_opts: &LockOptions) -> Result<
         }
     }
 
+    let queued = task
+        .as_ref()
+        .is_some_and(|t| t.origin.as_deref() == Some(queue::ORIGIN_QUEUE));
+    // The dead worker's key lock and run slot: free them now rather than at the next
+    // acquirer's stale check, so status shows them free at once.
+    if let Some(k) = task.as_ref().and_then(|t| t.key.as_deref()) {
+        dirlock::break_if_stale(&root.key_lock(k), lock_opts)?;
+    }
+    for entry in fs::read_dir(root.slots_dir())
+        .into_iter()
+        .flatten()
+        .flatten()
+    {
+        if entry.file_name().to_string_lossy().ends_with(".lock") {
+            dirlock::break_if_stale(&entry.path(), lock_opts)?;
+        }
+    }
+
     if paths.result_for(&id).exists() {
         // The worker died after the durable result but maybe before result.json or
         // the status told anyone: finish telling them.
         let kept = paths.result_for(&id);
         fsio::link_replace(&kept, &paths.result())?;
+        if queued {
+            queue::publish_queue_result(root, &kept, &id)?;
+        }
         if let Ok(Some(r)) = fsio::read_json::<TaskResult>(&kept, fsio::RESULT_SIZE_LIMIT) {
             let mut st = Status::new(if r.success {
                 WorkerState::Done
@@ -946,6 +1096,15 @@ pub fn recover_slot(root: &Root, slot: Slot, lock_opts: &LockOptions) -> Result<
     if let Some(mut t) = task.filter(|t| t.attempt() < t.max_attempts()) {
         t.attempt = Some(t.attempt() + 1);
         t.id = Some(id.clone());
+        if queued {
+            // Back to the queue, for whichever worker is free first.
+            queue::requeue(root, &t)?;
+            fsio::remove_file_if_exists(&running)?;
+            tracing::info!("requeued task {id} as attempt {} ({why})", t.attempt());
+            report.redelivered = Some(id);
+            release(lock);
+            return Ok(report);
+        }
         let bytes = fsio::to_json_bytes(&t);
         match fsio::write_new(&paths.task(), &bytes, Durability::Durable) {
             Ok(()) => {
@@ -978,6 +1137,9 @@ pub fn recover_slot(root: &Root, slot: Slot, lock_opts: &LockOptions) -> Result<
     r.attempt = Some(attempt);
     r.started_at = status.as_ref().and_then(|s| s.started_at.clone());
     publish_result(&paths, &r, true)?;
+    if queued {
+        queue::publish_queue_result(root, &paths.result_for(&id), &id)?;
+    }
     let mut st = Status::new(WorkerState::Error);
     st.task_id = Some(id.clone());
     fsio::write_json(&paths.status(), &st, Durability::Atomic)?;
