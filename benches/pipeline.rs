@@ -292,4 +292,76 @@ fn main() {
         let _workers = start_workers(&client, n, dir.path());
         throughput(&client, n, tasks);
     }
+    for n in [2, 8] {
+        let dir = tempdir();
+        let client = Client::new(Root::new(dir.path().join("root")));
+        client.init_queue().unwrap();
+        let _workers = start_workers(&client, n, dir.path());
+        queue_throughput(&client, n, tasks);
+    }
+    let dir = tempdir();
+    claim_latency(&Root::new(dir.path().join("root")), 1000, 200);
+}
+
+/// Submit `tasks` to the shared queue (3 keys, mixed priorities) and wait until every
+/// result is in: submit → result throughput with `workers` pulling.
+fn queue_throughput(client: &Client, workers: u32, tasks: usize) {
+    let queue = conductor::queue::Queue::new(client.root().clone());
+    let t0 = Instant::now();
+    let ids: Vec<TaskId> = (0..tasks)
+        .map(|i| {
+            let mut t = Task::new("x").with_id(format!("q{workers}-{i}").as_str());
+            t.key = Some(format!("key{}", i % 3));
+            t.priority = Some((i % 10) as u8);
+            queue.submit(&t).unwrap()
+        })
+        .collect();
+    let submitted = t0.elapsed();
+    for id in &ids {
+        assert!(queue.wait_for_result(id, BOUND).unwrap().success);
+    }
+    let rate = tasks as f64 / t0.elapsed().as_secs_f64();
+    println!(
+        "queue, {workers} worker(s){:<14} {rate:>8.0} tasks/s  ({tasks} tasks, 3 keys; submitting took {:.0} ms)",
+        "",
+        submitted.as_secs_f64() * 1e3
+    );
+}
+
+/// With `pending` tasks queued (no worker running), time the worker's claim step:
+/// scan, order, take the key lock, rename into running.json.
+fn claim_latency(root: &Root, pending: usize, claims: usize) {
+    let client = Client::new(root.clone());
+    client.init_queue().unwrap();
+    let w = client.create_worker(Slot(0)).unwrap();
+    let queue = conductor::queue::Queue::new(root.clone());
+    for i in 0..pending {
+        let mut t = Task::new("x").with_id(format!("c{i}").as_str());
+        t.key = Some(format!("key{}", i % 10));
+        t.priority = Some((i % 10) as u8);
+        queue.submit(&t).unwrap();
+    }
+    let config = conductor::Config::default();
+    let mut samples = Vec::new();
+    for _ in 0..claims {
+        let t = Instant::now();
+        let take_lock = || match conductor::dirlock::DirLock::try_acquire_reusable(
+            &w.lock_dir(),
+            &config.lock_options(),
+        )? {
+            conductor::dirlock::Acquire::Acquired(l) => Ok(Some(l)),
+            conductor::dirlock::Acquire::Held(_) => Ok(None),
+        };
+        let claim = conductor::queue::claim_next(root, &w, &config, take_lock)
+            .unwrap()
+            .expect("a task to claim");
+
+        samples.push(t.elapsed().as_secs_f64() * 1e3);
+        drop(claim); // releases the key lock
+        std::fs::remove_file(w.running()).unwrap();
+    }
+    summary(
+        &format!("claim, {}-{pending} pending", pending - claims),
+        samples,
+    );
 }

@@ -149,16 +149,6 @@ impl Queue {
         let id = task.id.get_or_insert_with(TaskId::generate).clone();
         task.validate()
             .map_err(|reason| Error::InvalidTask { reason })?;
-        if self.result_path(&id).exists() {
-            return Err(Error::InvalidTask {
-                reason: format!("task id {id} was already used (queue/results/{id}.json exists); submit it with a new id"),
-            });
-        }
-        if self.scan()?.iter().any(|p| p.id.as_ref() == Some(&id)) {
-            return Err(Error::InvalidTask {
-                reason: format!("task {id} is already waiting in the queue"),
-            });
-        }
         let bytes = fsio::to_json_bytes(&task);
         let limit = self.config()?.max_task_bytes();
         if bytes.len() as u64 > limit {
@@ -179,12 +169,34 @@ impl Queue {
         for dir in [self.root.queue_tmp(), self.root.queue_pending()] {
             fsio::ensure_dir(&dir)?;
         }
+        self.reserve_id(&id)?;
         fsio::write_new_via(
             &self.root.queue_tmp(),
             &self.root.queue_pending().join(name),
             &bytes,
         )?;
         Ok(id)
+    }
+
+    /// Claim `id` for good (`queue/ids/<id>`, created exclusively): an id is used once,
+    /// so its result can never be confused with another task's.
+    fn reserve_id(&self, id: &TaskId) -> Result<()> {
+        let dir = self.root.queue_dir().join("ids");
+        fsio::ensure_dir(&dir)?;
+        let path = dir.join(id.to_string());
+        match fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(&path)
+        {
+            Ok(_) => Ok(()),
+            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => Err(Error::InvalidTask {
+                reason: format!(
+                    "task id {id} was already submitted to this queue; submit it with a new id"
+                ),
+            }),
+            Err(e) => Err(Error::io("reserve task id", path, e)),
+        }
     }
 
     /// Every pending entry, unordered. Names not written by `submit` (a file dropped in
@@ -404,10 +416,12 @@ impl Queue {
         let new_id = (1..)
             .map(|k| TaskId::Text(format!("{base}-r{k}")))
             .find(|c| {
-                !self.result_path(c).exists()
-                    && !self
-                        .scan()
-                        .is_ok_and(|all| all.iter().any(|p| p.id.as_ref() == Some(c)))
+                !self
+                    .root
+                    .queue_dir()
+                    .join("ids")
+                    .join(c.to_string())
+                    .exists()
             })
             .expect("a free retry id");
         task.id = Some(new_id);
@@ -496,10 +510,12 @@ fn idle_workers(root: &Root) -> Result<u32> {
     Ok(n)
 }
 
-/// What a worker holds while it runs a queued task (besides its own `.lock`).
+/// What a worker holds while it runs a queued task.
 #[derive(Debug)]
 pub struct QueueClaim {
     pub task_bytes: Vec<u8>,
+    /// The worker's own `.lock` (from the `take_slot_lock` callback).
+    pub slot_lock: DirLock,
     pub key_lock: Option<DirLock>,
     pub run_slot: Option<DirLock>,
 }
@@ -522,12 +538,14 @@ pub fn take_run_slot(root: &Root, config: &Config) -> Result<Option<DirLock>> {
 }
 
 /// The worker's side: claim the best eligible pending task into `worker`'s
-/// `running.json` (the caller holds the worker's `.lock`). `Ok(None)` when nothing is
-/// eligible now.
+/// `running.json`. `take_slot_lock` takes the worker's own `.lock`; it is called only
+/// once an eligible task is found (most wake-ups find none: every lock change on the
+/// root wakes every idle worker). `Ok(None)` when nothing is eligible now.
 pub fn claim_next(
     root: &Root,
     worker: &WorkerPaths,
     config: &Config,
+    take_slot_lock: impl FnOnce() -> Result<Option<DirLock>>,
 ) -> Result<Option<QueueClaim>> {
     let queue = Queue::new(root.clone());
     let candidates = queue.ordered()?;
@@ -543,15 +561,31 @@ pub fn claim_next(
         Err(e) => return Err(e),
     };
     let opts = config.lock_options();
+    // One lock attempt per key per scan, however many of its tasks wait.
+    let mut busy: Vec<String> = Vec::new();
+    let mut take_slot_lock = Some(take_slot_lock);
+    let mut slot_lock: Option<DirLock> = None;
     for c in candidates {
         let key_lock = match (&c.key, config.per_key_serialization()) {
+            (Some(k), true) if busy.contains(k) => continue,
             (Some(k), true) => match DirLock::try_acquire(&root.key_lock(k), &opts)? {
                 Acquire::Acquired(l) => Some(l),
                 // Busy key: skip to another key's task, never wait on it.
-                Acquire::Held(_) => continue,
+                Acquire::Held(_) => {
+                    busy.push(k.clone());
+                    continue;
+                }
             },
             _ => None,
         };
+        if slot_lock.is_none() {
+            let take = take_slot_lock.take().expect("taken once");
+            match take()? {
+                Some(l) => slot_lock = Some(l),
+                // Our slot is busy (a recovery is at it): try again later.
+                None => return Ok(None),
+            }
+        }
         match fs::rename(&c.path, worker.running()) {
             Ok(()) => {}
             // Another worker won the race for it.
@@ -576,6 +610,7 @@ pub fn claim_next(
         }
         return Ok(Some(QueueClaim {
             task_bytes,
+            slot_lock: slot_lock.expect("taken before the rename"),
             key_lock,
             run_slot,
         }));

@@ -443,14 +443,16 @@ impl Worker {
         if !any {
             return Ok(Pickup::Empty);
         }
-        let lock = match DirLock::try_acquire_reusable(&self.paths.lock_dir(), &self.lock_opts)? {
-            Acquire::Acquired(l) => l,
-            Acquire::Held(_) => return Ok(Pickup::NotYet(Instant::now() + self.opts.rescan)),
+        let (lock_dir, lock_opts) = (self.paths.lock_dir(), self.lock_opts);
+        let take_lock = || match DirLock::try_acquire_reusable(&lock_dir, &lock_opts)? {
+            Acquire::Acquired(l) => Ok(Some(l)),
+            Acquire::Held(_) => Ok(None),
         };
-        let Some(claim) = queue::claim_next(&self.opts.root, &self.paths, &self.config)? else {
-            release(lock);
+        let Some(claim) = queue::claim_next(&self.opts.root, &self.paths, &self.config, take_lock)?
+        else {
             return Ok(Pickup::Empty);
         };
+        let lock = claim.slot_lock;
         // The move out of pending/ and into running.json must both survive a power loss.
         fsio::fsync_dir(&pending)?;
         fsio::fsync_dir(&self.paths.dir)?;
