@@ -27,6 +27,11 @@ enum Command {
     Run(cli::run::Args),
     /// Deliver a task to one worker's inbox; fails (exit 3) if the inbox is busy.
     Send(cli::send::Args),
+    /// Put a task into the shared queue; any idle worker runs it.
+    Submit(cli::submit::Args),
+    /// List the shared queue's pending tasks in run order (and why each waits);
+    /// `queue cancel ID`, `queue retry ID`.
+    Queue(cli::queue::Args),
     /// Show every slot: state, task, ages, agent pid, lock holder, stale flags.
     Status(cli::status::Args),
     /// Print a task's result (the newest, or TASK_ID's).
@@ -73,6 +78,8 @@ fn dispatch(command: Command) -> anyhow::Result<i32> {
     match command {
         Command::Run(a) => cli::run::run(a),
         Command::Send(a) => cli::send::run(a),
+        Command::Submit(a) => cli::submit::run(a),
+        Command::Queue(a) => cli::queue::run(a),
         Command::Status(a) => cli::status::run(a),
         Command::Result(a) => cli::result::run(a),
         Command::Logs(a) => cli::logs::run(a),

@@ -473,6 +473,15 @@ impl Queue {
                 by_key.entry(k).or_default().pending += 1;
             }
         }
+        if config.max_running.is_none() {
+            // No run slots are taken without a cap: count the tasks in hand instead.
+            let client = crate::client::Client::new(self.root.clone());
+            used = client
+                .list_workers()?
+                .into_iter()
+                .filter(|s| self.root.worker(*s).running().exists())
+                .count() as u32;
+        }
         Ok(Capacity {
             slots: SlotUse {
                 max: config.max_running,

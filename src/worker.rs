@@ -83,6 +83,27 @@ impl WorkerOptions {
     }
 }
 
+/// The slot's gate. An idle worker recovering this slot holds it for a moment; a
+/// worker started just then waits for that (bounded) instead of refusing.
+fn acquire_worker_gate(paths: &WorkerPaths, slot: Slot) -> Result<Gate> {
+    let deadline = Instant::now() + Duration::from_secs(15);
+    loop {
+        match Gate::acquire(&paths.worker_gate(), &format!("worker {slot}")) {
+            Err(e @ Error::GateHeld { .. }) => {
+                let recovering = crate::gate::probe(&paths.worker_gate())
+                    .ok()
+                    .flatten()
+                    .is_some_and(|h| h.role.starts_with("recovery"));
+                if !recovering || Instant::now() >= deadline {
+                    return Err(e);
+                }
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            other => return other,
+        }
+    }
+}
+
 /// What recovery found on a slot left behind by a dead worker.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
 pub struct RecoveryReport {
@@ -180,7 +201,7 @@ impl Worker {
         let client = Client::new(opts.root.clone());
         let paths = opts.root.worker(opts.slot);
         fsio::ensure_dir(&paths.dir)?;
-        let gate = Gate::acquire(&paths.worker_gate(), &format!("worker {}", opts.slot))?;
+        let gate = acquire_worker_gate(&paths, opts.slot)?;
         client.init_queue()?;
         client.create_worker(opts.slot)?;
         let config = Config::load(&opts.root.config_file())?;

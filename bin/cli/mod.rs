@@ -8,12 +8,14 @@ pub mod init;
 pub mod launch;
 pub mod locks;
 pub mod logs;
+pub mod queue;
 pub mod recover;
 pub mod result;
 pub mod retry;
 pub mod run;
 pub mod send;
 pub mod status;
+pub mod submit;
 pub mod wait;
 
 use std::path::PathBuf;

@@ -5,6 +5,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use conductor::inspect::{self, format_age, Flag, SlotReport, TaskFile};
+use conductor::queue::{Capacity, Queue};
 use conductor::watch::{DirWatcher, Interest, WatchMode};
 use conductor::{Root, Slot};
 use crossbeam_channel::select;
@@ -18,7 +19,9 @@ Columns: SLOT; STATE (idle/working/done/error, - without status.json); TASK; AGE
 this state; while working, since the task started); BEAT (since the last heartbeat, while \
 working); AGENT pid; WORKER (pid, and whether a live worker holds the slot's gate); LOCK \
 (holder of .lock/). Flags under a row: dead worker, stale lock, orphaned task, inbox \
-waiting; what to do about them follows the table.")]
+waiting; what to do about them follows the table. Under it, the shared queue's capacity: \
+running agents against maxRunning, pending tasks by priority, and each key's running and \
+waiting tasks.")]
 pub struct Args {
     /// Only this slot.
     #[arg(value_parser = parse_slot)]
@@ -26,7 +29,8 @@ pub struct Args {
     /// Redraw whenever a slot changes (and every second, for the ages) until Ctrl-C.
     #[arg(short, long, conflicts_with = "json")]
     pub watch: bool,
-    /// One JSON document: {"root", "slots": [...]} with camelCase keys.
+    /// One JSON document with camelCase keys: {"root", "workers": [...one per slot],
+    /// "slots": {max, used, available}, "byKey", "pending": {byPriority, total}, "locks"}.
     #[arg(long)]
     pub json: bool,
     #[command(flatten)]
@@ -39,13 +43,25 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
         return watch(&root, args.slot);
     }
     let reports = inspect::slot_reports(&root, args.slot)?;
+    let capacity = Queue::new(root.clone()).capacity();
     if args.json {
-        emit_json(&serde_json::json!({
+        let mut doc = serde_json::json!({
             "root": root.path(),
-            "slots": reports,
-        }))?;
+            "workers": reports,
+        });
+        match &capacity {
+            Ok(c) => {
+                if let (Some(doc), serde_json::Value::Object(cap)) =
+                    (doc.as_object_mut(), serde_json::to_value(c)?)
+                {
+                    doc.extend(cap);
+                }
+            }
+            Err(e) => doc["capacityError"] = e.to_string().into(),
+        }
+        emit_json(&doc)?;
     } else {
-        emit(&render(&root, &reports))?;
+        emit(&render(&root, &reports, &capacity))?;
     }
     Ok(exit::OK)
 }
@@ -61,13 +77,23 @@ fn with_id(what: &str, f: &Option<TaskFile>) -> String {
     }
 }
 
-/// The human table: one row per slot, flags under it, then what to do about them.
-pub fn render(root: &Root, reports: &[SlotReport]) -> String {
+/// The human table: one row per slot, flags under it, then what to do about them,
+/// then the capacity footer.
+pub fn render(
+    root: &Root,
+    reports: &[SlotReport],
+    capacity: &conductor::Result<Capacity>,
+) -> String {
     if reports.is_empty() {
-        return format!(
+        let mut out = format!(
             "no worker slots under {} (create them with `conductor init N`)\n",
             root.path().display()
         );
+        if matches!(capacity, Ok(c) if c.pending.total > 0) {
+            out.push('\n');
+            out.push_str(&capacity_footer(capacity, 0, 80));
+        }
+        return out;
     }
     let mut rows = Vec::new();
     let mut advice = Vec::new();
@@ -153,7 +179,86 @@ pub fn render(root: &Root, reports: &[SlotReport]) -> String {
             out.push('\n');
         }
     }
+    // Without a cap no run slots are taken: count the working slots shown instead.
+    let working = reports
+        .iter()
+        .filter(|r| r.state == Some(conductor::WorkerState::Working))
+        .count() as u32;
+    out.push('\n');
+    out.push_str(&capacity_footer(capacity, working, 80));
     out
+}
+
+/// Cut `s` to `width` characters (with `…`).
+fn fit(s: String, width: usize) -> String {
+    if s.chars().count() <= width {
+        return s;
+    }
+    let mut t: String = s.chars().take(width.saturating_sub(1)).collect();
+    t.push('…');
+    t
+}
+
+/// The shared queue at a glance, in lines of at most `width` characters:
+/// `running 2/3 · pending 5 (p9:1 p5:4)`, then `keys: alice running, bob 3 waiting`,
+/// then stale locks, if any. `working`: how many slots are working (what "running"
+/// says when the root sets no `maxRunning`).
+pub fn capacity_footer(
+    capacity: &conductor::Result<Capacity>,
+    working: u32,
+    width: usize,
+) -> String {
+    let c = match capacity {
+        Ok(c) => c,
+        Err(e) => return format!("{}\n", fit(format!("? capacity unknown: {e}"), width)),
+    };
+    let mut lines = Vec::new();
+    let running = match c.slots.max {
+        Some(max) => format!("running {}/{max}", c.slots.used),
+        None => format!("running {} (no maxRunning)", c.slots.used.max(working)),
+    };
+    let mut first = format!("{running} · pending {}", c.pending.total);
+    if c.pending.total > 0 {
+        let by: Vec<String> = c
+            .pending
+            .by_priority
+            .iter()
+            .rev()
+            .filter(|(_, n)| **n > 0)
+            .map(|(p, n)| format!("p{p}:{n}"))
+            .collect();
+        first.push_str(&format!(" ({})", by.join(" ")));
+    }
+    lines.push(first);
+    let keys: Vec<String> = c
+        .by_key
+        .iter()
+        .filter(|(_, k)| k.running > 0 || k.pending > 0)
+        .map(|(name, k)| match (k.running > 0, k.pending) {
+            (true, 0) => format!("{name} running"),
+            (true, n) => format!("{name} running +{n} waiting"),
+            (false, n) => format!("{name} {n} waiting"),
+        })
+        .collect();
+    if !keys.is_empty() {
+        lines.push(format!("keys: {}", keys.join(", ")));
+    }
+    let stale: Vec<String> = c
+        .locks
+        .iter()
+        .filter(|l| !l.alive)
+        .map(|l| match l.holder_pid {
+            Some(p) => format!("{} (pid {p})", l.name),
+            None => l.name.clone(),
+        })
+        .collect();
+    if !stale.is_empty() {
+        lines.push(format!(
+            "! stale: {} (the next taker breaks them; or `conductor locks clean --apply`)",
+            stale.join(", ")
+        ));
+    }
+    lines.into_iter().map(|l| fit(l, width) + "\n").collect()
 }
 
 /// Redraw on every change under the watched slots, and every second for the ages.
@@ -175,6 +280,8 @@ fn watch(root: &Root, only: Option<Slot>) -> anyhow::Result<i32> {
         };
         let mut dirs = vec![root.workers_dir()];
         dirs.extend(slots.iter().map(|s| root.worker(*s).dir));
+        // The capacity footer: what is pending, which keys and run slots are held.
+        dirs.extend([root.queue_pending(), root.keys_dir(), root.slots_dir()]);
         dirs.retain(|d| d.is_dir());
         if watched.as_ref() != Some(&dirs) {
             _watcher = None;
@@ -187,7 +294,7 @@ fn watch(root: &Root, only: Option<Slot>) -> anyhow::Result<i32> {
             watched = Some(dirs);
         }
         let body = match inspect::slot_reports(root, only) {
-            Ok(reports) => render(root, &reports),
+            Ok(reports) => render(root, &reports, &Queue::new(root.clone()).capacity()),
             Err(e) => format!("error: {e}\n"),
         };
         let now = conductor::protocol::now_rfc3339();

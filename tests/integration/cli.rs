@@ -75,9 +75,9 @@ fn json_of(t: &TestRoot, args: &[&str], code: i32) -> Value {
 
 fn slot_json(t: &TestRoot, slot: Slot) -> Value {
     let v = json_of(t, &["status", &slot.to_string(), "--json"], 0);
-    let slots = v["slots"].as_array().expect("slots array");
-    assert_eq!(slots.len(), 1, "{v}");
-    slots[0].clone()
+    let workers = v["workers"].as_array().expect("workers array");
+    assert_eq!(workers.len(), 1, "{v}");
+    workers[0].clone()
 }
 
 fn flags(slot: &Value) -> Vec<String> {
@@ -367,8 +367,12 @@ fn status_shows_an_idle_worker_and_its_pid() {
     assert!(s["statusAgeSecs"].as_f64().unwrap() >= 0.0);
 
     let all = json_of(&t, &["status", "--json"], 0);
-    assert_eq!(all["slots"].as_array().unwrap().len(), 2);
-    assert_eq!(all["slots"][1]["workerLive"], false);
+    assert_eq!(all["workers"].as_array().unwrap().len(), 2);
+    assert_eq!(all["workers"][1]["workerLive"], false);
+    // The shared queue's capacity beside the slots.
+    assert!(all["slots"]["used"].is_u64(), "{all}");
+    assert_eq!(all["pending"]["total"], 0, "{all}");
+    assert!(all["byKey"].is_object() && all["locks"].is_array(), "{all}");
 
     // An unknown slot is a usage error.
     let r = run_ok(&t, &["status", "7"], 2);

@@ -10,4 +10,5 @@ mod launch;
 mod locks;
 mod orchestrator;
 mod protocol;
+mod queue;
 mod worker;

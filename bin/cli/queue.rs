@@ -1,0 +1,170 @@
+//! `conductor queue`: the shared queue's pending tasks in run order, and why each waits;
+//! `queue cancel ID` and `queue retry ID`.
+
+use std::time::Duration;
+
+use conductor::inspect::{age_since, format_age};
+use conductor::queue::{PendingTask, Queue};
+use conductor::Root;
+use serde_json::{json, Value};
+
+use super::{emit, emit_json, render_table, task_id_arg, RootArg};
+use crate::common::exit;
+
+#[derive(Debug, clap::Args)]
+#[command(after_help = "\
+Without a subcommand: the pending tasks of the shared queue in the order they would run \
+now. Columns: POS; ID; PRI (priority; `5>7` when age has raised it); KEY; AGE (since \
+submitted); WAITING (why it does not run yet: its key is busy, no free run slot, no idle \
+worker; `ready` when the next idle worker takes it).")]
+pub struct Args {
+    #[command(subcommand)]
+    pub action: Option<Action>,
+    /// One JSON document: {"root", "pending": [...]} with camelCase keys.
+    #[arg(long)]
+    pub json: bool,
+    #[command(flatten)]
+    pub root: RootArg,
+}
+
+#[derive(Debug, clap::Subcommand)]
+pub enum Action {
+    /// Cancel a task: a pending one is removed and gets a `cancelled` result; a running
+    /// one is stopped by its worker. Exit 1 if the queue knows no such task.
+    Cancel {
+        /// The task to cancel.
+        id: String,
+    },
+    /// Submit a finished task again under a new id (ID-r1, -r2 …); prints the new id.
+    Retry {
+        /// The finished task to run again.
+        id: String,
+        /// Wait for the new task's result and print its output (exit 1 if it failed).
+        #[arg(long)]
+        wait: bool,
+    },
+}
+
+pub fn run(args: Args) -> anyhow::Result<i32> {
+    match args.action {
+        None => list(&args.root, args.json),
+        Some(Action::Cancel { id }) => cancel(&args.root, &id),
+        Some(Action::Retry { id, wait }) => retry(&args.root, &id, wait),
+    }
+}
+
+fn queue_of(root: &RootArg) -> anyhow::Result<(Root, Queue)> {
+    let root = root.client()?.root().clone();
+    Ok((root.clone(), Queue::new(root)))
+}
+
+fn list(root: &RootArg, json: bool) -> anyhow::Result<i32> {
+    let (root, queue) = queue_of(root)?;
+    let pending = queue.pending()?;
+    if json {
+        let items: Vec<Value> = pending
+            .iter()
+            .enumerate()
+            .map(|(i, p)| pending_json(i + 1, p))
+            .collect();
+        emit_json(&json!({ "root": root.path(), "pending": items }))?;
+    } else {
+        emit(&render(&root, &pending))?;
+    }
+    Ok(exit::OK)
+}
+
+/// The task's id, or for an entry not written by `submit` (dropped in by hand) its file name.
+fn shown_id(p: &PendingTask) -> String {
+    match &p.id {
+        Some(id) => id.to_string(),
+        None => p
+            .path
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default(),
+    }
+}
+
+fn pending_json(position: usize, p: &PendingTask) -> Value {
+    json!({
+        "position": position,
+        "id": p.id,
+        "priority": p.priority,
+        "effectivePriority": p.effective_priority,
+        "key": p.key,
+        "submittedAt": conductor::protocol::rfc3339(p.submitted_at),
+        "ageSecs": (age_since(p.submitted_at).as_millis() as f64) / 1000.0,
+        "waiting": p.waiting,
+        "path": p.path,
+    })
+}
+
+/// The human table, in run order.
+pub fn render(root: &Root, pending: &[PendingTask]) -> String {
+    if pending.is_empty() {
+        return format!(
+            "the queue under {} is empty (submit with `conductor submit PROMPT`)\n",
+            root.path().display()
+        );
+    }
+    let rows: Vec<(Vec<String>, Vec<String>)> = pending
+        .iter()
+        .enumerate()
+        .map(|(i, p)| {
+            let pri = if p.effective_priority != p.priority {
+                format!("{}>{}", p.priority, p.effective_priority)
+            } else {
+                p.priority.to_string()
+            };
+            let cells = vec![
+                (i + 1).to_string(),
+                shown_id(p),
+                pri,
+                p.key.clone().unwrap_or_else(|| "-".to_string()),
+                format_age(age_since(p.submitted_at)),
+                p.waiting
+                    .clone()
+                    .unwrap_or_else(|| "ready: the next idle worker takes it".to_string()),
+            ];
+            (cells, Vec::new())
+        })
+        .collect();
+    let mut out = render_table(
+        &["POS", "ID", "PRI", "KEY", "AGE", "WAITING"],
+        &rows,
+        Some(1),
+        80,
+    );
+    out.push_str(&format!("{} pending\n", pending.len()));
+    out
+}
+
+fn cancel(root: &RootArg, id: &str) -> anyhow::Result<i32> {
+    let id = task_id_arg(id)?;
+    let (_, queue) = queue_of(root)?;
+    if queue.cancel(&id)? {
+        // A pending task is answered at once; a running one when its worker stops it.
+        if queue.read_result(&id)?.is_some() {
+            println!("cancelled task {id} (it had not started)");
+        } else {
+            println!("cancel requested for running task {id}; its worker stops it");
+        }
+        Ok(exit::OK)
+    } else {
+        eprintln!("the queue has no pending or running task {id}; nothing cancelled");
+        Ok(exit::FAILURE)
+    }
+}
+
+fn retry(root: &RootArg, id: &str, wait: bool) -> anyhow::Result<i32> {
+    let old = task_id_arg(id)?;
+    let (_, queue) = queue_of(root)?;
+    let id = queue.retry(&old)?;
+    if !wait {
+        emit(&format!("{id}\n"))?;
+        return Ok(exit::OK);
+    }
+    let result = queue.wait_for_result(&id, Duration::MAX)?;
+    super::print_result(&result, false)
+}
