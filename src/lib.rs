@@ -53,6 +53,7 @@ pub mod orchestrator;
 pub mod preset;
 pub mod protocol;
 pub mod queue;
+pub mod recovery;
 pub mod watch;
 pub mod worker;
 

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant, SystemTime};
 use crossbeam_channel::{bounded, select, Receiver};
 use nix::sys::signal::Signal;
 
-use crate::agent::{self, Agent, AgentCommand, AgentOutput, Launch};
+use crate::agent::{Agent, AgentCommand, AgentOutput, Launch};
 use crate::client::Client;
 use crate::config::Config;
 use crate::dirlock::{self, Acquire, DirLock, LockOptions};
@@ -34,6 +34,8 @@ const EMPTY_CANCEL_QUIET: Duration = Duration::from_millis(250);
 
 /// Set in every agent's environment; its presence means "we are inside an agent".
 pub const ENV_WORKER: &str = "CONDUCTOR_WORKER";
+
+pub use crate::recovery::{recover_abandoned, recover_slot, RecoveryReport};
 
 /// How a worker is set up. [`WorkerOptions::new`] gives the documented defaults.
 #[derive(Debug, Clone)]
@@ -100,53 +102,6 @@ fn acquire_worker_gate(paths: &WorkerPaths, slot: Slot) -> Result<Gate> {
                 std::thread::sleep(Duration::from_millis(20));
             }
             other => return other,
-        }
-    }
-}
-
-/// What recovery found on a slot left behind by a dead worker.
-#[derive(Debug, Default, Clone, PartialEq, Eq)]
-pub struct RecoveryReport {
-    /// A stale `.lock` was removed (who held it).
-    pub stale_lock: Option<String>,
-    /// A leftover agent group was killed (its pid).
-    pub killed_agent: Option<u32>,
-    /// Task finished as interrupted.
-    pub interrupted: Option<TaskId>,
-    /// Task put back in the inbox for another attempt.
-    pub redelivered: Option<TaskId>,
-    /// `running.json` already had its result; only cleaned up.
-    pub already_finished: Option<TaskId>,
-}
-
-impl RecoveryReport {
-    pub fn is_empty(&self) -> bool {
-        *self == RecoveryReport::default()
-    }
-}
-
-impl std::fmt::Display for RecoveryReport {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let mut did = Vec::new();
-        if let Some(h) = &self.stale_lock {
-            did.push(format!("removed stale lock ({h})"));
-        }
-        if let Some(pid) = self.killed_agent {
-            did.push(format!("killed leftover agent group {pid}"));
-        }
-        if let Some(id) = &self.interrupted {
-            did.push(format!("task {id} finished as interrupted"));
-        }
-        if let Some(id) = &self.redelivered {
-            did.push(format!("task {id} re-delivered for another attempt"));
-        }
-        if let Some(id) = &self.already_finished {
-            did.push(format!("task {id} already had its result; cleaned up"));
-        }
-        if did.is_empty() {
-            f.write_str("nothing to recover")
-        } else {
-            f.write_str(&did.join("; "))
         }
     }
 }
@@ -936,7 +891,7 @@ impl Hold {
 
 /// Release a slot lock; one that is gone or taken over is reported, not fatal: the
 /// task it guarded is finished either way.
-fn release(lock: DirLock) {
+pub(crate) fn release(lock: DirLock) {
     if let Err(e) = lock.release() {
         tracing::warn!("{e}");
     }
@@ -955,7 +910,7 @@ enum Pickup {
 /// Link `running.json` as `tasks/<id>.json`, before its result is published, so the
 /// record is there the moment anyone sees the result (`conductor retry` right away).
 /// A link: no copy, and later removing `running.json` frees nothing.
-fn record_task(paths: &WorkerPaths, id: &TaskId) -> Result<()> {
+pub(crate) fn record_task(paths: &WorkerPaths, id: &TaskId) -> Result<()> {
     let record = paths.task_record(id);
     let link = || fs::hard_link(paths.running(), &record);
     match link() {
@@ -974,14 +929,18 @@ fn record_task(paths: &WorkerPaths, id: &TaskId) -> Result<()> {
 
 /// The slot no longer has a task in hand: `running.json` goes (its record stays as
 /// `tasks/<id>.json`).
-fn retire_running(paths: &WorkerPaths, id: &TaskId) -> Result<()> {
+pub(crate) fn retire_running(paths: &WorkerPaths, id: &TaskId) -> Result<()> {
     record_task(paths, id)?;
     fsio::remove_file_if_exists(&paths.running()).map(drop)
 }
 
 /// `results/<id>.json` (durable), then `result.json`. With `keep_copy` false (a reused
 /// id) only `result.json` is written, so the earlier task's record stays intact.
-fn publish_result(paths: &WorkerPaths, result: &TaskResult, keep_copy: bool) -> Result<()> {
+pub(crate) fn publish_result(
+    paths: &WorkerPaths,
+    result: &TaskResult,
+    keep_copy: bool,
+) -> Result<()> {
     let bytes = fsio::to_json_bytes(result);
     if !keep_copy {
         return fsio::write_replace(&paths.result(), &bytes, Durability::Durable);
@@ -992,197 +951,4 @@ fn publish_result(paths: &WorkerPaths, result: &TaskResult, keep_copy: bool) -> 
     // result.json is the same file under the name original clients read: a hard link
     // costs no second write and no fsync (results/<id>.json is the durable record).
     fsio::link_replace(&kept, &paths.result())
-}
-
-/// Finish what a dead worker left on `slot`: remove a stale lock, kill a leftover
-/// agent, and give an in-flight task its one terminal result (or re-deliver it when
-/// its `maxAttempts` allows). The caller must hold the slot's gate.
-pub fn recover_slot(root: &Root, slot: Slot, lock_opts: &LockOptions) -> Result<RecoveryReport> {
-    let paths = root.worker(slot);
-    let mut report = RecoveryReport::default();
-    if let Some(h) = dirlock::break_if_stale(&paths.lock_dir(), lock_opts)? {
-        report.stale_lock = Some(h.to_string());
-    }
-    let lock = match DirLock::try_acquire(&paths.lock_dir(), lock_opts)? {
-        Acquire::Acquired(l) => l,
-        Acquire::Held(h) => {
-            return Err(Error::Refused(format!(
-                "slot {slot} is locked by a live process ({h}); stop it first or wait"
-            )))
-        }
-    };
-    let running = paths.running();
-    let bytes = match fsio::read_bounded(&running, fsio::TASK_SIZE_LIMIT) {
-        Ok(Some(b)) => b,
-        Ok(None) => {
-            release(lock);
-            return Ok(report);
-        }
-        Err(e) => {
-            tracing::warn!("unreadable running task: {e}");
-            Vec::new()
-        }
-    };
-    let status: Option<Status> = fsio::read_json(&paths.status(), SMALL_FILE_LIMIT).unwrap_or(None);
-    let task = Task::from_bytes(&running, &bytes).ok();
-    let id = task
-        .as_ref()
-        .and_then(|t| t.id.clone())
-        .or_else(|| Task::salvage_id(&bytes))
-        // A task claimed without an id died before it was given one. The status names
-        // it only if it says `working`; otherwise it names the task before.
-        .or_else(|| {
-            status
-                .as_ref()
-                .filter(|s| s.status == WorkerState::Working)
-                .and_then(|s| s.task_id.clone())
-        })
-        .unwrap_or_else(TaskId::generate);
-
-    // Kill the dead worker's agent, if it outlived it: only the exact process
-    // recorded for this task, never a process that merely reused its pid.
-    if let Some(st) = status.as_ref().filter(|s| s.task_id.as_ref() == Some(&id)) {
-        if let Some(pid) = st.agent_pid {
-            // The agent leads its own group. Its leader died with the worker (parent-death
-            // signal), but descendants may live on in the group. The group id cannot be
-            // reused while any member lives, so with the leader gone we signal the group;
-            // with the pid alive it must still be the very process we started.
-            let leader_alive = host::pid_alive(pid);
-            let ours = match (st.agent_start_time, host::process_start_time(pid)) {
-                (Some(recorded), Some(now)) => recorded == now,
-                _ => !leader_alive,
-            };
-            if ours {
-                tracing::warn!("killing leftover agent group {pid} of task {id}");
-                agent::signal_group(pid, Signal::SIGKILL);
-                // Not our child, so there is no wait(): watch it go, with a bound.
-                let deadline = Instant::now() + Duration::from_secs(5);
-                while leader_alive
-                    && host::same_process_alive(pid, st.agent_start_time)
-                    && Instant::now() < deadline
-                {
-                    std::thread::sleep(Duration::from_millis(10));
-                }
-                report.killed_agent = Some(pid);
-            }
-        }
-    }
-
-    let queued = task
-        .as_ref()
-        .is_some_and(|t| t.origin.as_deref() == Some(queue::ORIGIN_QUEUE));
-    // The dead worker's key lock and run slot: free them now rather than at the next
-    // acquirer's stale check, so status shows them free at once.
-    if let Some(k) = task.as_ref().and_then(|t| t.key.as_deref()) {
-        dirlock::break_if_stale(&root.key_lock(k), lock_opts)?;
-    }
-    for entry in fs::read_dir(root.slots_dir())
-        .into_iter()
-        .flatten()
-        .flatten()
-    {
-        if entry.file_name().to_string_lossy().ends_with(".lock") {
-            dirlock::break_if_stale(&entry.path(), lock_opts)?;
-        }
-    }
-
-    if paths.result_for(&id).exists() {
-        // The worker died after the durable result but maybe before result.json or
-        // the status told anyone: finish telling them.
-        let kept = paths.result_for(&id);
-        fsio::link_replace(&kept, &paths.result())?;
-        if queued {
-            queue::publish_queue_result(root, &kept, &id)?;
-        }
-        if let Ok(Some(r)) = fsio::read_json::<TaskResult>(&kept, fsio::RESULT_SIZE_LIMIT) {
-            let mut st = Status::new(if r.success {
-                WorkerState::Done
-            } else {
-                WorkerState::Error
-            });
-            st.task_id = Some(id.clone());
-            st.attempt = r.attempt;
-            fsio::write_json(&paths.status(), &st, Durability::Atomic)?;
-        }
-        retire_running(&paths, &id)?;
-        report.already_finished = Some(id);
-        release(lock);
-        return Ok(report);
-    }
-
-    let dead_pid = status.as_ref().and_then(|s| s.worker_pid);
-    let why = match dead_pid {
-        Some(p) => format!("interrupted: worker pid {p} died"),
-        None => "interrupted: the worker died".to_string(),
-    };
-    let attempt = task.as_ref().map_or(1, Task::attempt);
-    if let Some(mut t) = task.filter(|t| t.attempt() < t.max_attempts()) {
-        t.attempt = Some(t.attempt() + 1);
-        t.id = Some(id.clone());
-        if queued {
-            // Back to the queue, for whichever worker is free first.
-            queue::requeue(root, &t)?;
-            fsio::remove_file_if_exists(&running)?;
-            tracing::info!("requeued task {id} as attempt {} ({why})", t.attempt());
-            report.redelivered = Some(id);
-            release(lock);
-            return Ok(report);
-        }
-        let bytes = fsio::to_json_bytes(&t);
-        match fsio::write_new(&paths.task(), &bytes, Durability::Durable) {
-            Ok(()) => {
-                fsio::remove_file_if_exists(&running)?;
-                tracing::info!("re-delivered task {id} as attempt {} ({why})", t.attempt());
-                report.redelivered = Some(id);
-                release(lock);
-                return Ok(report);
-            }
-            Err(e) if e.io_kind() == Some(io::ErrorKind::AlreadyExists) => {
-                // An earlier recovery may have re-delivered it and died before removing
-                // running.json: then the inbox already holds this very task.
-                let waiting = fsio::read_bounded(&paths.task(), fsio::TASK_SIZE_LIMIT)
-                    .ok()
-                    .flatten()
-                    .and_then(|b| Task::salvage_id(&b));
-                if waiting.as_ref() == Some(&id) {
-                    fsio::remove_file_if_exists(&running)?;
-                    report.redelivered = Some(id);
-                    release(lock);
-                    return Ok(report);
-                }
-                tracing::warn!("cannot re-deliver task {id}: the inbox holds another task");
-            }
-            Err(e) => return Err(e),
-        }
-    }
-    let mut r = TaskResult::failed(id.clone(), Outcome::Interrupted, why);
-    r.worker = Some(slot.0);
-    r.attempt = Some(attempt);
-    r.started_at = status.as_ref().and_then(|s| s.started_at.clone());
-    publish_result(&paths, &r, true)?;
-    if queued {
-        queue::publish_queue_result(root, &paths.result_for(&id), &id)?;
-    }
-    let mut st = Status::new(WorkerState::Error);
-    st.task_id = Some(id.clone());
-    fsio::write_json(&paths.status(), &st, Durability::Atomic)?;
-    retire_running(&paths, &id)?;
-    report.interrupted = Some(id);
-    release(lock);
-    Ok(report)
-}
-
-/// `conductor recover`: recover a slot whose worker is gone for good. Refuses (with
-/// the holder named) if a worker still serves the slot.
-pub fn recover_abandoned(root: &Root, slot: Slot) -> Result<RecoveryReport> {
-    let paths = root.worker(slot);
-    if !paths.dir.is_dir() {
-        return Err(Error::Usage(format!(
-            "no worker slot {slot} under {}",
-            root.path().display()
-        )));
-    }
-    let _gate = Gate::acquire(&paths.worker_gate(), &format!("recovery of worker {slot}"))?;
-    let config = Config::load(&root.config_file())?;
-    recover_slot(root, slot, &config.lock_options())
 }
