@@ -10,11 +10,9 @@ use conductor::{Error, Slot, Task, TaskId};
 use super::{parse_slot, RootArg};
 use crate::common::exit;
 
+/// What a task is made of on the command line; shared by `send` and `submit`.
 #[derive(Debug, clap::Args)]
-pub struct Args {
-    /// Worker slot to deliver to.
-    #[arg(value_parser = parse_slot)]
-    pub slot: Slot,
+pub struct TaskArgs {
     /// The prompt; use -f to read it from a file or stdin.
     #[arg(required_unless_present = "file")]
     pub prompt: Option<String>,
@@ -30,6 +28,33 @@ pub struct Args {
     /// Task timeout in seconds.
     #[arg(long, value_name = "SECS")]
     pub timeout: Option<u64>,
+}
+
+impl TaskArgs {
+    /// The task these arguments describe (prompt read from its file if need be).
+    pub fn task(&self) -> anyhow::Result<Task> {
+        let mut task = Task::new(read_prompt(self.prompt.clone(), self.file.as_ref())?);
+        if let Some(id) = &self.id {
+            task.id = Some(parse_id(id)?);
+        }
+        if let Some(c) = &self.context {
+            task.context = Some(
+                serde_json::from_str(c)
+                    .map_err(|e| Error::Usage(format!("--context is not valid JSON: {e}")))?,
+            );
+        }
+        task.timeout_secs = self.timeout;
+        Ok(task)
+    }
+}
+
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// Worker slot to deliver to.
+    #[arg(value_parser = parse_slot)]
+    pub slot: Slot,
+    #[command(flatten)]
+    pub task: TaskArgs,
     /// Wait for the result and print its output (exit 1 if the task failed).
     #[arg(long)]
     pub wait: bool,
@@ -64,17 +89,7 @@ pub fn parse_id(s: &str) -> Result<TaskId, Error> {
 
 pub fn run(args: Args) -> anyhow::Result<i32> {
     let client = args.root.client()?;
-    let mut task = Task::new(read_prompt(args.prompt, args.file.as_ref())?);
-    if let Some(id) = &args.id {
-        task.id = Some(parse_id(id)?);
-    }
-    if let Some(c) = &args.context {
-        task.context = Some(
-            serde_json::from_str(c)
-                .map_err(|e| Error::Usage(format!("--context is not valid JSON: {e}")))?,
-        );
-    }
-    task.timeout_secs = args.timeout;
+    let task = args.task.task()?;
     let id = client.write_task(args.slot, &task)?;
     if !args.wait {
         super::emit(&format!("{id}\n"))?;

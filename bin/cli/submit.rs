@@ -1,12 +1,11 @@
 //! `conductor submit PROMPT`: put a task into the shared queue; any idle worker runs it.
 
-use std::path::PathBuf;
 use std::time::Duration;
 
 use conductor::queue::Queue;
 use conductor::{Error, Task};
 
-use super::send::{parse_id, read_prompt};
+use super::send::TaskArgs;
 use super::RootArg;
 use crate::common::exit;
 
@@ -17,30 +16,17 @@ after its own inbox: highest priority first, then the key served least recently,
 oldest. Tasks with the same --key never run at the same time. Prints the task id (with \
 --wait: the task's output; exit 1 if it failed). `conductor queue` lists what waits and why.")]
 pub struct Args {
-    /// The prompt; use -f to read it from a file or stdin.
-    #[arg(required_unless_present = "file")]
-    pub prompt: Option<String>,
-    /// Read the prompt from FILE (`-` for stdin).
-    #[arg(short, long, value_name = "FILE", conflicts_with = "prompt")]
-    pub file: Option<PathBuf>,
+    #[command(flatten)]
+    pub task: TaskArgs,
     /// Serialization key (a user or project): one running task per key.
     #[arg(long, value_name = "KEY")]
     pub key: Option<String>,
     /// Priority 0-9; higher runs first [default: 5].
     #[arg(long, value_name = "0-9", value_parser = clap::value_parser!(u8).range(0..=9))]
     pub priority: Option<u8>,
-    /// Task id (default: generated). Digits are sent as a number, like the original clients.
-    #[arg(long)]
-    pub id: Option<String>,
-    /// Task timeout in seconds.
-    #[arg(long, value_name = "SECS")]
-    pub timeout: Option<u64>,
     /// Run again after an interruption (worker crash) up to N attempts in all [default: 1].
     #[arg(long, value_name = "N")]
     pub max_attempts: Option<u32>,
-    /// JSON handed to the agent as CONDUCTOR_CONTEXT.
-    #[arg(long, value_name = "JSON")]
-    pub context: Option<String>,
     /// Wait for the result and print its output (exit 1 if the task failed).
     #[arg(long)]
     pub wait: bool,
@@ -52,20 +38,10 @@ pub struct Args {
 }
 
 /// The task the arguments describe (validated by the queue on submit).
-pub fn task_from(args: &Args, prompt: String) -> anyhow::Result<Task> {
-    let mut task = Task::new(prompt);
-    if let Some(id) = &args.id {
-        task.id = Some(parse_id(id)?);
-    }
-    if let Some(c) = &args.context {
-        task.context = Some(
-            serde_json::from_str(c)
-                .map_err(|e| Error::Usage(format!("--context is not valid JSON: {e}")))?,
-        );
-    }
+pub fn task_from(args: &Args) -> anyhow::Result<Task> {
+    let mut task = args.task.task()?;
     task.key = args.key.clone();
     task.priority = args.priority;
-    task.timeout_secs = args.timeout;
     task.max_attempts = args.max_attempts;
     task.validate()
         .map_err(|reason| Error::InvalidTask { reason })?;
@@ -74,8 +50,7 @@ pub fn task_from(args: &Args, prompt: String) -> anyhow::Result<Task> {
 
 pub fn run(args: Args) -> anyhow::Result<i32> {
     let client = args.root.client()?;
-    let prompt = read_prompt(args.prompt.clone(), args.file.as_ref())?;
-    let task = task_from(&args, prompt)?;
+    let task = task_from(&args)?;
     let queue = Queue::new(client.root().clone());
     let id = queue.submit(&task)?;
     if !args.wait {
