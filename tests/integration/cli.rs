@@ -1039,3 +1039,81 @@ fn completions_are_generated_for_each_shell() {
     }
     run_ok(&t, &["completions", "tcsh"], 2);
 }
+
+#[test]
+fn send_delivers_refuses_a_busy_inbox_and_waits_for_the_output() {
+    let t = TestRoot::new();
+    t.client.create_worker(S0).unwrap();
+    // No worker yet: the first task waits in the inbox, the second is refused.
+    let first = run_ok(&t, &["send", "0", "first", "--id", "t1"], 0);
+    assert_eq!(first.stdout.trim(), "t1");
+    let busy = run_ok(&t, &["send", "0", "second"], 3);
+    assert!(
+        busy.stderr.contains("inbox busy") && busy.stderr.contains("t1"),
+        "{}",
+        busy.stderr
+    );
+    let _w = WorkerProc::start(&t, S0, "tr a-z A-Z", &[]);
+    t.client
+        .wait_for_result(S0, &TaskId::from("t1"), BOUND)
+        .unwrap();
+    let waited = run_ok(&t, &["send", "0", "hello there", "--wait"], 0);
+    assert_eq!(waited.stdout, "HELLO THERE\n");
+    let as_json = json_of(
+        &t,
+        &["send", "0", "json please", "--id", "7", "--wait", "--json"],
+        0,
+    );
+    assert_eq!(as_json["taskId"], 7, "digits are sent as a number");
+    assert_eq!(as_json["output"], "JSON PLEASE");
+    // A context that is not JSON is a usage error, and nothing is delivered.
+    run_ok(&t, &["send", "0", "x", "--context", "{nope"], 2);
+}
+
+#[test]
+fn result_prints_the_newest_or_a_named_result_and_fails_for_a_failed_task() {
+    let t = TestRoot::new();
+    t.client.create_worker(S0).unwrap();
+    let none = run_ok(&t, &["result", "0"], 1);
+    assert!(none.stderr.contains("no result yet"), "{}", none.stderr);
+    let _w = WorkerProc::start(
+        &t,
+        S0,
+        "sh -c 'read p; case $p in bad*) echo broke >&2; exit 5;; *) echo \"ok $p\";; esac'",
+        &[],
+    );
+    for (id, prompt) in [("good", "fine"), ("bad", "bad input")] {
+        t.client
+            .write_task(S0, &Task::new(prompt).with_id(id))
+            .unwrap();
+        t.client
+            .wait_for_result(S0, &TaskId::from(id), BOUND)
+            .unwrap();
+    }
+    // Newest first: the failed one, exit 1 with its reason. (result.json follows
+    // results/<id>.json by a moment.)
+    wait_until(BOUND, "result.json to name the newest task", || {
+        t.client
+            .read_result(S0)
+            .ok()
+            .flatten()
+            .is_some_and(|r| r.task_id == TaskId::from("bad"))
+    });
+    let newest = run_ok(&t, &["result", "0"], 1);
+    assert!(
+        newest.stderr.contains("exit status 5: broke"),
+        "{}",
+        newest.stderr
+    );
+    let named = run_ok(&t, &["result", "0", "good"], 0);
+    assert_eq!(named.stdout, "ok fine\n");
+    let doc = json_of(&t, &["result", "0", "good", "--json"], 0);
+    assert_eq!(doc["success"], true);
+    assert_eq!(doc["taskId"], "good");
+    let missing = run_ok(&t, &["result", "0", "never"], 1);
+    assert!(
+        missing.stderr.contains("no result for task never"),
+        "{}",
+        missing.stderr
+    );
+}
