@@ -170,11 +170,16 @@ impl Queue {
             fsio::ensure_dir(&dir)?;
         }
         self.reserve_id(&id)?;
-        fsio::write_new_via(
+        let reservation = self.root.queue_dir().join("ids").join(id.to_string());
+        if let Err(e) = fsio::write_new_via(
             &self.root.queue_tmp(),
             &self.root.queue_pending().join(name),
             &bytes,
-        )?;
+        ) {
+            // Not accepted: the id stays free for a retry of this submit.
+            let _ = fs::remove_file(&reservation);
+            return Err(e);
+        }
         Ok(id)
     }
 
@@ -189,7 +194,7 @@ impl Queue {
             .create_new(true)
             .open(&path)
         {
-            Ok(_) => Ok(()),
+            Ok(_) => fsio::fsync_dir(&dir),
             Err(e) if e.kind() == io::ErrorKind::AlreadyExists => Err(Error::InvalidTask {
                 reason: format!(
                     "task id {id} was already submitted to this queue; submit it with a new id"
@@ -354,8 +359,18 @@ impl Queue {
     /// gets its worker's `cancel` file. `Ok(false)` if the id is unknown.
     pub fn cancel(&self, id: &TaskId) -> Result<bool> {
         if let Some(p) = self.scan()?.into_iter().find(|p| p.id.as_ref() == Some(id)) {
-            match fs::remove_file(&p.path) {
+            // Move it aside first (this wins or loses the race with a claim in one
+            // step), then answer it: the task is never gone without its result.
+            fsio::ensure_dir(&self.root.queue_rejected())?;
+            let name = p
+                .path
+                .file_name()
+                .map(|n| n.to_os_string())
+                .unwrap_or_default();
+            let aside = self.root.queue_rejected().join(name);
+            match fs::rename(&p.path, &aside) {
                 Ok(()) => {
+                    fsio::fsync_dir(&self.root.queue_pending())?;
                     let r = TaskResult::failed(
                         id.clone(),
                         Outcome::Cancelled,
@@ -366,6 +381,13 @@ impl Queue {
                         &self.result_path(id),
                         &fsio::to_json_bytes(&r),
                         Durability::Durable,
+                    )?;
+                    let mut reason = aside.into_os_string();
+                    reason.push(".reason");
+                    fsio::write_replace(
+                        Path::new(&reason),
+                        b"cancelled before it started (conductor queue cancel)\n",
+                        Durability::Atomic,
                     )?;
                     return Ok(true);
                 }
@@ -380,7 +402,7 @@ impl Queue {
                 .ok()
                 .flatten()
                 .and_then(|b| Task::salvage_id(&b));
-            if running.as_ref() == Some(id) {
+            if running.is_some_and(|r| r.to_string() == id.to_string()) {
                 fsio::write_replace(
                     &w.cancel(),
                     format!("{id}\n").as_bytes(),
@@ -558,7 +580,19 @@ pub fn claim_next(
 ) -> Result<Option<QueueClaim>> {
     let queue = Queue::new(root.clone());
     let candidates = queue.ordered()?;
-    if candidates.is_empty() {
+    let opts = config.lock_options();
+    // Look before taking anything: taking (and dropping) a run slot or a lock is an
+    // event that wakes every idle worker, and a scan that finds every key busy must
+    // not set off another.
+    let per_key = config.per_key_serialization();
+    let mut key_free: HashMap<&str, bool> = HashMap::new();
+    let any_eligible = candidates.iter().any(|c| match (&c.key, per_key) {
+        (Some(k), true) => *key_free
+            .entry(k.as_str())
+            .or_insert_with(|| !is_held(&root.key_lock(k), &opts)),
+        _ => true,
+    });
+    if !any_eligible {
         return Ok(None);
     }
     let run_slot = match take_run_slot(root, config) {
@@ -569,7 +603,6 @@ pub fn claim_next(
         }
         Err(e) => return Err(e),
     };
-    let opts = config.lock_options();
     // One lock attempt per key per scan, however many of its tasks wait.
     let mut busy: Vec<String> = Vec::new();
     let mut take_slot_lock = Some(take_slot_lock);
@@ -608,7 +641,7 @@ pub fn claim_next(
             Ok(Some(b)) => b,
             Ok(None) => continue,
             Err(e) => {
-                reject_claimed(root, worker, &c, &e.to_string(), None)?;
+                reject_claimed(root, worker, &c, &e.to_string(), c.id.clone())?;
                 continue;
             }
         };
@@ -651,13 +684,30 @@ fn reject_claimed(
     reason: &str,
     id: Option<TaskId>,
 ) -> Result<()> {
-    let dir = root.queue_rejected();
-    fsio::ensure_dir(&dir)?;
     let name = c
         .path
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_else(fsio::nonce);
+    let reason = format!(
+        "{} (claimed as {}): {reason}",
+        c.path.display(),
+        worker.running().display()
+    );
+    reject_in_hand(root, worker, &name, &reason, id)
+}
+
+/// Refuse the queued task now in `worker`'s `running.json`: answered in
+/// `queue/results/` (when its id is known), kept in `queue/rejected/NAME` with a reason.
+pub fn reject_in_hand(
+    root: &Root,
+    worker: &WorkerPaths,
+    name: &str,
+    reason: &str,
+    id: Option<TaskId>,
+) -> Result<()> {
+    let dir = root.queue_rejected();
+    fsio::ensure_dir(&dir)?;
     if let Some(id) = id {
         let r = TaskResult::failed(id.clone(), Outcome::Rejected, format!("rejected: {reason}"));
         fsio::ensure_dir(&root.queue_results())?;
@@ -668,12 +718,12 @@ fn reject_claimed(
     }
     fsio::write_replace(
         &dir.join(format!("{name}.reason")),
-        format!("{}: {reason}\n", c.path.display()).as_bytes(),
+        format!("{reason}\n").as_bytes(),
         Durability::Durable,
     )?;
-    fs::rename(worker.running(), dir.join(&name))
-        .map_err(|e| Error::io("move to queue/rejected/", &c.path, e))?;
-    tracing::warn!("rejected queue entry {}: {reason}", c.path.display());
+    fs::rename(worker.running(), dir.join(name))
+        .map_err(|e| Error::io("move to queue/rejected/", worker.running(), e))?;
+    tracing::warn!("rejected queue entry {name}: {reason}");
     Ok(())
 }
 
@@ -689,8 +739,10 @@ pub fn publish_queue_result(root: &Root, kept: &Path, id: &TaskId) -> Result<()>
     }
 }
 
-/// Put a task back in the queue (a re-delivery after its worker died).
-pub fn requeue(root: &Root, task: &Task) -> Result<()> {
+/// Put a dead worker's task back in the queue for another attempt, in one rename so
+/// a crash part-way can never leave two copies: `running` is first rewritten with the
+/// next attempt number, then moved into `queue/pending/`.
+pub fn requeue(root: &Root, running: &Path, task: &Task) -> Result<()> {
     let mut t = task.clone();
     t.origin = Some(ORIGIN_QUEUE.into());
     let id = t.id.clone().unwrap_or_else(TaskId::generate);
@@ -701,12 +753,15 @@ pub fn requeue(root: &Root, task: &Task) -> Result<()> {
         since_epoch_ns(SystemTime::now()),
         t.key.as_deref().unwrap_or("")
     );
-    fsio::ensure_dir(&root.queue_tmp())?;
-    fsio::write_new_via(
-        &root.queue_tmp(),
-        &root.queue_pending().join(name),
-        &fsio::to_json_bytes(&t),
-    )
+    fsio::write_json(running, &t, Durability::Durable)?;
+    fsio::ensure_dir(&root.queue_pending())?;
+    let dest = root.queue_pending().join(name);
+    fs::rename(running, &dest).map_err(|e| Error::io("requeue", running, e))?;
+    fsio::fsync_dir(&root.queue_pending())?;
+    if let Some(dir) = running.parent() {
+        fsio::fsync_dir(dir)?;
+    }
+    Ok(())
 }
 
 #[cfg(test)]

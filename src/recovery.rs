@@ -83,7 +83,10 @@ pub fn recover_slot(root: &Root, slot: Slot, lock_opts: &LockOptions) -> Result<
         }
     };
     let running = paths.running();
-    let bytes = match fsio::read_bounded(&running, fsio::TASK_SIZE_LIMIT) {
+    let limit = Config::load(&root.config_file())
+        .map(|c| c.max_task_bytes())
+        .unwrap_or(fsio::TASK_SIZE_LIMIT);
+    let bytes = match fsio::read_bounded(&running, limit) {
         Ok(Some(b)) => b,
         Ok(None) => {
             release(lock);
@@ -139,9 +142,11 @@ pub fn recover_slot(root: &Root, slot: Slot, lock_opts: &LockOptions) -> Result<
         }
     }
 
+    // Queued if it says so, or if the queue reserved its id (its file may be unreadable).
     let queued = task
         .as_ref()
-        .is_some_and(|t| t.origin.as_deref() == Some(queue::ORIGIN_QUEUE));
+        .is_some_and(|t| t.origin.as_deref() == Some(queue::ORIGIN_QUEUE))
+        || root.queue_dir().join("ids").join(id.to_string()).exists();
     // The dead worker's key lock and run slot: free them now rather than at the next
     // acquirer's stale check, so status shows them free at once.
     if let Some(k) = task.as_ref().and_then(|t| t.key.as_deref()) {
@@ -187,13 +192,18 @@ pub fn recover_slot(root: &Root, slot: Slot, lock_opts: &LockOptions) -> Result<
         None => "interrupted: the worker died".to_string(),
     };
     let attempt = task.as_ref().map_or(1, Task::attempt);
+    // A cancel asked for while the worker was dying is honoured: no further attempt.
+    let cancelled = fsio::read_bounded(&paths.cancel(), SMALL_FILE_LIMIT)
+        .ok()
+        .flatten()
+        .is_some_and(|b| String::from_utf8_lossy(&b).trim() == id.to_string());
+    let task = task.filter(|_| !cancelled);
     if let Some(mut t) = task.filter(|t| t.attempt() < t.max_attempts()) {
         t.attempt = Some(t.attempt() + 1);
         t.id = Some(id.clone());
         if queued {
             // Back to the queue, for whichever worker is free first.
-            queue::requeue(root, &t)?;
-            fsio::remove_file_if_exists(&running)?;
+            queue::requeue(root, &running, &t)?;
             tracing::info!("requeued task {id} as attempt {} ({why})", t.attempt());
             report.redelivered = Some(id);
             release(lock);
@@ -226,7 +236,12 @@ pub fn recover_slot(root: &Root, slot: Slot, lock_opts: &LockOptions) -> Result<
             Err(e) => return Err(e),
         }
     }
-    let mut r = TaskResult::failed(id.clone(), Outcome::Interrupted, why);
+    let mut r = if cancelled {
+        let _ = fsio::remove_file_if_exists(&paths.cancel());
+        TaskResult::failed(id.clone(), Outcome::Cancelled, "cancelled")
+    } else {
+        TaskResult::failed(id.clone(), Outcome::Interrupted, why)
+    };
     r.worker = Some(slot.0);
     r.attempt = Some(attempt);
     r.started_at = status.as_ref().and_then(|s| s.started_at.clone());

@@ -245,9 +245,32 @@ impl Worker {
 
     /// Serve tasks until `shutdown` fires (or its sender is dropped).
     pub fn run(&mut self, shutdown: &Receiver<()>) -> Result<()> {
+        let mut next_recovery = Instant::now() + self.opts.rescan;
+        let mut seen_config = config_stamp(&self.opts.root);
         loop {
             if shutdown.try_recv().is_ok() {
                 return Ok(());
+            }
+            // config.json may change while we run (maxRunning, limits): follow it.
+            let stamp = config_stamp(&self.opts.root);
+            if stamp != seen_config {
+                seen_config = stamp;
+                match Config::load(&self.opts.root.config_file()) {
+                    Ok(c) => {
+                        tracing::info!("config.json changed; reloaded");
+                        self.lock_opts = c.lock_options();
+                        self.config = c;
+                    }
+                    Err(e) => tracing::warn!(
+                        "config.json changed but cannot be read ({e}); keeping the old one"
+                    ),
+                }
+            }
+            // Not only when idle long enough for a timeout: a stream of events (other
+            // workers' locks) must not starve recovery of a dead worker's slot.
+            if Instant::now() >= next_recovery {
+                self.recover_abandoned_slots();
+                next_recovery = Instant::now() + self.opts.rescan;
             }
             let mut pickup = self.poll_inbox(shutdown)?;
             if matches!(pickup, Pickup::Empty) {
@@ -266,7 +289,7 @@ impl Worker {
             select! {
                 recv(self.wake) -> _ => {}
                 recv(shutdown) -> _ => return Ok(()),
-                default(wait) => self.recover_abandoned_slots(),
+                default(wait) => {}
             }
         }
     }
@@ -370,6 +393,19 @@ impl Worker {
             }
             Err(e) => return Err(e),
         };
+        // One running task per key holds for direct deliveries too.
+        let key_lock = match (&task.key, self.config.per_key_serialization()) {
+            (Some(k), true) => {
+                match DirLock::try_acquire(&self.opts.root.key_lock(k), &self.lock_opts)? {
+                    Acquire::Acquired(l) => Some(l),
+                    Acquire::Held(_) => {
+                        tracing::debug!("task waits in the inbox: key {k} is busy");
+                        return Ok(Pickup::NotYet(Instant::now() + self.opts.rescan));
+                    }
+                }
+            }
+            _ => None,
+        };
         match fs::rename(&inbox, self.paths.running()) {
             Ok(()) => {}
             Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Pickup::Empty),
@@ -401,7 +437,7 @@ impl Worker {
             looked.elapsed().as_micros()
         );
         let hold = Hold {
-            key_lock: None,
+            key_lock,
             run_slot,
             queued: task.origin.as_deref() == Some(queue::ORIGIN_QUEUE),
         };
@@ -434,7 +470,30 @@ impl Worker {
         fsio::fsync_dir(&self.paths.dir)?;
         let task = Task::from_bytes(&self.paths.running(), &claim.task_bytes)?;
         let task = self.ensure_id(task)?;
-        tracing::debug!("claimed queued task {:?}", task.id);
+        let id = task.id.clone().expect("id ensured");
+        if self.paths.result_for(&id).exists() {
+            // A direct task of this slot used the same id: its result stays untouched.
+            let reason = format!(
+                "task id {id} was already used on worker {} (results/{id}.json exists)",
+                self.opts.slot
+            );
+            queue::reject_in_hand(
+                &self.opts.root,
+                &self.paths,
+                &format!("{id}.json"),
+                &reason,
+                Some(id),
+            )?;
+            release(lock);
+            Hold {
+                key_lock: claim.key_lock,
+                run_slot: claim.run_slot,
+                queued: true,
+            }
+            .release();
+            return Ok(Pickup::Ran);
+        }
+        tracing::debug!("claimed queued task {id}");
         let hold = Hold {
             key_lock: claim.key_lock,
             run_slot: claim.run_slot,
@@ -550,7 +609,7 @@ impl Worker {
         &mut self,
         task: Task,
         mut lock: DirLock,
-        hold: Hold,
+        mut hold: Hold,
         shutdown: &Receiver<()>,
     ) -> Result<Pickup> {
         let id = task.id.clone().expect("id ensured at claim");
@@ -663,8 +722,18 @@ impl Worker {
                 if let Err(e) = self.publish_status(status.clone()) {
                     tracing::warn!("heartbeat: {e}");
                 }
-                if let Err(e) = lock.heartbeat() {
-                    tracing::warn!("renewing slot lock: {e}");
+                // Other hosts judge every lock we hold by its heartbeat.
+                for l in [
+                    Some(&mut lock),
+                    hold.key_lock.as_mut(),
+                    hold.run_slot.as_mut(),
+                ]
+                .into_iter()
+                .flatten()
+                {
+                    if let Err(e) = l.heartbeat() {
+                        tracing::warn!("renewing lock: {e}");
+                    }
                 }
                 next_beat = now + self.opts.heartbeat;
             }
@@ -871,6 +940,12 @@ impl Worker {
         }
         Ok(())
     }
+}
+
+/// When config.json last changed (None while it does not exist).
+fn config_stamp(root: &Root) -> Option<(SystemTime, u64)> {
+    let m = fs::metadata(root.config_file()).ok()?;
+    Some((m.modified().ok()?, m.len()))
 }
 
 /// The shared locks a task holds besides the slot's own `.lock`.

@@ -866,3 +866,63 @@ fn an_escaped_descendant_holding_the_pipes_does_not_hang_the_task() {
     assert!(r.success, "{:?}", r.error);
     assert_eq!(r.output, "done\n");
 }
+
+/// A cancel asked for while the worker was dying is honoured by recovery: the task
+/// ends cancelled instead of being tried again.
+#[test]
+fn recovery_honours_a_cancel_instead_of_another_attempt() {
+    let t = TestRoot::new();
+    let w = t.client.create_worker(S0).unwrap();
+    fs::write(
+        w.running(),
+        br#"{"id": "doomed", "prompt": "p", "maxAttempts": 3, "origin": "queue"}"#,
+    )
+    .unwrap();
+    fs::write(w.cancel(), "doomed\n").unwrap();
+    let _worker = WorkerProc::start(&t, S0, "cat", &[], &[]);
+    let r = t
+        .client
+        .read_result_for(S0, &TaskId::from("doomed"))
+        .unwrap()
+        .expect("result");
+    assert_eq!(r.outcome, Some(Outcome::Cancelled));
+    let queued = conductor::queue::Queue::new(t.client.root().clone());
+    assert!(queued.pending().unwrap().is_empty(), "not requeued");
+    assert_eq!(
+        queued
+            .read_result(&TaskId::from("doomed"))
+            .unwrap()
+            .unwrap()
+            .outcome,
+        Some(Outcome::Cancelled)
+    );
+}
+
+/// One running task per key holds for tasks delivered straight to an inbox too.
+#[test]
+fn a_direct_task_waits_while_its_key_is_busy() {
+    let t = TestRoot::new();
+    let _w = WorkerProc::start(&t, S0, "cat", &[], &[]);
+    let key_lock = match conductor::dirlock::DirLock::try_acquire(
+        &t.client.root().key_lock("alice"),
+        &conductor::dirlock::LockOptions::default(),
+    )
+    .unwrap()
+    {
+        conductor::dirlock::Acquire::Acquired(l) => l,
+        conductor::dirlock::Acquire::Held(h) => panic!("held by {h}"),
+    };
+    let mut task = Task::new("keyed").with_id("k1");
+    task.key = Some("alice".into());
+    t.client.write_task(S0, &task).unwrap();
+    // It stays in the inbox while the key is busy…
+    let err = t
+        .client
+        .wait_for_result(S0, &TaskId::from("k1"), Duration::from_millis(500))
+        .unwrap_err();
+    assert!(matches!(err, conductor::Error::Timeout { .. }), "{err}");
+    assert!(t.client.worker(S0).task().exists());
+    // …and runs once it is free.
+    key_lock.release().unwrap();
+    assert_eq!(result_of(&t, "k1").output, "keyed");
+}
