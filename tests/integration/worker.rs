@@ -1,7 +1,6 @@
 //! The worker daemon through its real binary, with fake agents from tests/agents/.
 
 use std::fs;
-use std::io::{BufRead, BufReader};
 use std::os::unix::fs::symlink;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
@@ -776,14 +775,6 @@ fn recover_command_finishes_an_abandoned_slot() {
         .unwrap();
     assert!(String::from_utf8_lossy(&again.stdout).contains("nothing to recover"));
     assert_nothing_left(t.path());
-}
-
-#[allow(dead_code)]
-fn read_lines(p: &Path) -> Vec<String> {
-    BufReader::new(fs::File::open(p).unwrap())
-        .lines()
-        .map_while(Result::ok)
-        .collect()
 }
 
 #[test]
