@@ -222,7 +222,21 @@ impl Worker {
         }
         worker.recovery = recover_slot(&worker.opts.root, worker.opts.slot, &worker.lock_opts)?;
         dirlock::clear_spares(&worker.paths.lock_dir())?;
-        worker.publish_status(Status::new(WorkerState::Idle))?;
+        // Recovery just finished a task (its status says done/error for it): leave that
+        // for clients that poll status.json for their task, stamped as ours. Otherwise
+        // announce idle.
+        let finished = worker
+            .recovery
+            .interrupted
+            .as_ref()
+            .or(worker.recovery.already_finished.as_ref());
+        let kept = finished.and_then(|id| {
+            fsio::read_json::<Status>(&worker.paths.status(), SMALL_FILE_LIMIT)
+                .ok()
+                .flatten()
+                .filter(|st| st.task_id.as_ref() == Some(id))
+        });
+        worker.publish_status(kept.unwrap_or_else(|| Status::new(WorkerState::Idle)))?;
         Ok(worker)
     }
 

@@ -281,14 +281,15 @@ fn start_workers(
             .with_context(|| format!("starting worker {slot}"))?;
         workers.children.push((slot, child));
     }
-    // Ready when each has published `idle` under its own pid.
+    // Ready when each has published its status under its own pid (idle, or the result
+    // of a task it recovered).
     let deadline = Instant::now() + Duration::from_secs(30);
     for (slot, child) in &mut workers.children {
         let pid = child.id();
         loop {
             let ready = matches!(
                 client.read_status(*slot),
-                Ok(Some(Status { status: WorkerState::Idle, worker_pid: Some(p), .. })) if p == pid
+                Ok(Some(Status { worker_pid: Some(p), .. })) if p == pid
             );
             if ready {
                 break;

@@ -118,8 +118,8 @@ impl WorkerProc {
         };
         wait_until(
             BOUND,
-            "worker to publish idle",
-            || matches!(t.client.read_status(slot), Ok(Some(Status { status: WorkerState::Idle, worker_pid: Some(p), .. })) if p == pid),
+            "worker to publish its status",
+            || matches!(t.client.read_status(slot), Ok(Some(Status { worker_pid: Some(p), .. })) if p == pid),
         );
         w
     }

@@ -36,8 +36,8 @@ impl WorkerProc {
         // Ready when it has published its own idle status.
         wait_until(
             BOUND,
-            "worker to publish idle",
-            || matches!(t.client.read_status(slot), Ok(Some(Status { status: WorkerState::Idle, worker_pid: Some(p), .. })) if p == pid),
+            "worker to publish its status",
+            || matches!(t.client.read_status(slot), Ok(Some(Status { worker_pid: Some(p), .. })) if p == pid),
         );
         w
     }
@@ -916,4 +916,24 @@ fn a_direct_task_waits_while_its_key_is_busy() {
     // …and runs once it is free.
     key_lock.release().unwrap();
     assert_eq!(result_of(&t, "k1").output, "keyed");
+}
+
+/// An original client polls status.json for its task: after a crash and restart the
+/// status must say `error` for that task, not just `idle`.
+#[test]
+fn after_a_crash_the_restarted_worker_leaves_the_error_status_for_the_task() {
+    let t = TestRoot::new();
+    let mut w = WorkerProc::start(&t, S0, &sh("slow.sh"), &[], &[]);
+    send(&t, "crash1", "x");
+    wait_working(&t, "crash1");
+    w.signal(Signal::SIGKILL);
+    w.wait_exit(BOUND);
+    let w2 = WorkerProc::start(&t, S0, "cat", &[], &[]);
+    let st = t.client.read_status(S0).unwrap().unwrap();
+    assert_eq!(st.status, WorkerState::Error);
+    assert_eq!(st.task_id, Some(TaskId::from("crash1")));
+    assert_eq!(st.worker_pid, Some(w2.pid));
+    // And it serves the next task as usual.
+    send(&t, "after", "fine");
+    assert_eq!(result_of(&t, "after").output, "fine");
 }
