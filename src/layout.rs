@@ -114,6 +114,11 @@ impl Root {
         self.queue_dir().join("rejected")
     }
 
+    /// Ids ever submitted to the queue (each created once, so an id is used once).
+    pub fn queue_ids(&self) -> PathBuf {
+        self.queue_dir().join("ids")
+    }
+
     /// When each key was last served (file mtimes), for fair scheduling.
     pub fn queue_served(&self) -> PathBuf {
         self.queue_dir().join("served")

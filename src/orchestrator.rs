@@ -125,22 +125,14 @@ impl Orchestrator {
                     }
                 }
             }
-            let finished: Vec<Slot> = outstanding
-                .iter()
-                .filter_map(
-                    |(slot, (_, id))| match self.client.read_result_for(*slot, id) {
-                        Ok(Some(_)) => Some(Ok(*slot)),
-                        Ok(None) => None,
-                        Err(e) => Some(Err(e)),
-                    },
-                )
-                .collect::<Result<_>>()?;
-            for slot in finished {
-                let (index, id) = outstanding.remove(&slot).expect("outstanding slot");
-                let result = self
-                    .client
-                    .read_result_for(slot, &id)?
-                    .expect("result seen a moment ago");
+            let mut finished = Vec::new();
+            for (slot, (_, id)) in &outstanding {
+                if let Some(result) = self.client.read_result_for(*slot, id)? {
+                    finished.push((*slot, result));
+                }
+            }
+            for (slot, result) in finished {
+                let (index, _) = outstanding.remove(&slot).expect("outstanding slot");
                 on_progress(Progress::Finished {
                     index,
                     slot,

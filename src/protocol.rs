@@ -132,6 +132,17 @@ impl TaskId {
         TaskId::Text(format!("{ms}-{}-{seq}", std::process::id()))
     }
 
+    /// Ids for running this task again: `<id>-r1`, `-r2` … (a retry of `x-r1` counts on
+    /// from `x`). The caller takes the first one not yet used.
+    pub fn retries(&self) -> impl Iterator<Item = TaskId> {
+        let text = self.to_string();
+        let base = match text.rsplit_once("-r") {
+            Some((b, n)) if n.parse::<u32>().is_ok() => b.to_string(),
+            _ => text,
+        };
+        (1u32..).map(move |k| TaskId::Text(format!("{base}-r{k}")))
+    }
+
     /// Parse an id given on a command line: digits become a number, as clients write it.
     pub fn parse(s: &str) -> std::result::Result<TaskId, String> {
         let id = match s.parse::<u64>() {

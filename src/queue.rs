@@ -170,7 +170,7 @@ impl Queue {
             fsio::ensure_dir(&dir)?;
         }
         self.reserve_id(&id)?;
-        let reservation = self.root.queue_dir().join("ids").join(id.to_string());
+        let reservation = self.root.queue_ids().join(id.to_string());
         if let Err(e) = fsio::write_new_via(
             &self.root.queue_tmp(),
             &self.root.queue_pending().join(name),
@@ -186,7 +186,7 @@ impl Queue {
     /// Claim `id` for good (`queue/ids/<id>`, created exclusively): an id is used once,
     /// so its result can never be confused with another task's.
     fn reserve_id(&self, id: &TaskId) -> Result<()> {
-        let dir = self.root.queue_dir().join("ids");
+        let dir = self.root.queue_ids();
         fsio::ensure_dir(&dir)?;
         let path = dir.join(id.to_string());
         match fs::OpenOptions::new()
@@ -430,21 +430,9 @@ impl Queue {
         let bytes = fsio::read_bounded(&record, fsio::TASK_SIZE_LIMIT)?
             .ok_or_else(|| Error::Usage(format!("{} vanished", record.display())))?;
         let mut task = Task::from_bytes(&record, &bytes)?;
-        let base = id.to_string();
-        let base = match base.rsplit_once("-r") {
-            Some((b, n)) if n.parse::<u32>().is_ok() => b.to_string(),
-            _ => base,
-        };
-        let new_id = (1..)
-            .map(|k| TaskId::Text(format!("{base}-r{k}")))
-            .find(|c| {
-                !self
-                    .root
-                    .queue_dir()
-                    .join("ids")
-                    .join(c.to_string())
-                    .exists()
-            })
+        let new_id = id
+            .retries()
+            .find(|c| !self.root.queue_ids().join(c.to_string()).exists())
             .expect("a free retry id");
         task.id = Some(new_id);
         task.attempt = None;

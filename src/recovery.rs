@@ -146,7 +146,7 @@ pub fn recover_slot(root: &Root, slot: Slot, lock_opts: &LockOptions) -> Result<
     let queued = task
         .as_ref()
         .is_some_and(|t| t.origin.as_deref() == Some(queue::ORIGIN_QUEUE))
-        || root.queue_dir().join("ids").join(id.to_string()).exists();
+        || root.queue_ids().join(id.to_string()).exists();
     // The dead worker's key lock and run slot: free them now rather than at the next
     // acquirer's stale check, so status shows them free at once.
     if let Some(k) = task.as_ref().and_then(|t| t.key.as_deref()) {

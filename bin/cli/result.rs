@@ -3,7 +3,6 @@
 use anyhow::Context as _;
 use conductor::Slot;
 
-use super::send::parse_id;
 use super::{parse_slot, RootArg};
 
 #[derive(Debug, clap::Args)]
@@ -24,7 +23,7 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
     let slot = args.slot;
     let result = match &args.task_id {
         Some(id) => {
-            let id = parse_id(id)?;
+            let id = super::task_id_arg(id)?;
             client
                 .read_result_for(slot, &id)?
                 .with_context(|| format!("worker {slot} has no result for task {id}"))?

@@ -6,7 +6,6 @@ use anyhow::Context as _;
 use conductor::fsio;
 use conductor::{Error, Slot, Task, TaskId};
 
-use super::send::parse_id;
 use super::{parse_slot, RootArg};
 use crate::common::exit;
 
@@ -36,7 +35,7 @@ pub struct Args {
 pub fn run(args: Args) -> anyhow::Result<i32> {
     let client = args.root.client()?;
     let slot = args.slot;
-    let old = parse_id(&args.task_id)?;
+    let old = super::task_id_arg(&args.task_id)?;
     let w = client.worker(slot);
     let record = w.task_record(&old);
     let bytes = fsio::read_bounded(&record, fsio::TASK_SIZE_LIMIT)?.with_context(|| {
@@ -47,7 +46,7 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
     })?;
     let mut task = Task::from_bytes(&record, &bytes)?;
     let new_id = match &args.id {
-        Some(id) => parse_id(id)?,
+        Some(id) => super::task_id_arg(id)?,
         None => next_retry_id(&client, slot, &old),
     };
     task.id = Some(new_id);
@@ -79,13 +78,7 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
 /// `<id>-r1`, `-r2` …: the first that names neither a result nor a task record.
 fn next_retry_id(client: &conductor::Client, slot: Slot, old: &TaskId) -> TaskId {
     let w = client.worker(slot);
-    let base = old.to_string();
-    let base = match base.rsplit_once("-r") {
-        Some((b, n)) if n.parse::<u32>().is_ok() => b.to_string(),
-        _ => base,
-    };
-    (1..)
-        .map(|k| TaskId::Text(format!("{base}-r{k}")))
+    old.retries()
         .find(|id| !w.result_for(id).exists() && !w.task_record(id).exists())
         .expect("some retry id is free")
 }

@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use anyhow::Context as _;
-use conductor::{Error, Slot, Task, TaskId};
+use conductor::{Error, Slot, Task};
 
 use super::{parse_slot, RootArg};
 use crate::common::exit;
@@ -35,7 +35,7 @@ impl TaskArgs {
     pub fn task(&self) -> anyhow::Result<Task> {
         let mut task = Task::new(read_prompt(self.prompt.clone(), self.file.as_ref())?);
         if let Some(id) = &self.id {
-            task.id = Some(parse_id(id)?);
+            task.id = Some(super::task_id_arg(id)?);
         }
         if let Some(c) = &self.context {
             task.context = Some(
@@ -80,11 +80,6 @@ pub fn read_prompt(prompt: Option<String>, file: Option<&PathBuf>) -> anyhow::Re
             .with_context(|| format!("reading the prompt from {}", f.display())),
         (None, None) => anyhow::bail!(Error::Usage("give a prompt or -f FILE".into())),
     }
-}
-
-/// Parse `--id` the way clients write ids: digits become a number.
-pub fn parse_id(s: &str) -> Result<TaskId, Error> {
-    TaskId::parse(s).map_err(|reason| Error::InvalidTask { reason })
 }
 
 pub fn run(args: Args) -> anyhow::Result<i32> {

@@ -16,7 +16,7 @@ use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
 use serde_json::Value;
 
-use crate::harness::{agent, bin, wait_until, TestRoot};
+use crate::harness::{agent, bin, wait_until, TestRoot, WorkerProc};
 
 /// Generous: the machine has two cores and is busy.
 const BOUND: Duration = Duration::from_secs(60);
@@ -91,73 +91,6 @@ fn flags(slot: &Value) -> Vec<String> {
 
 /// A `conductor-worker` on the test root; stopped with SIGTERM on drop (so its agent's
 /// whole group goes too), SIGKILL if it does not go.
-struct WorkerProc {
-    child: Option<Child>,
-    pid: u32,
-}
-
-impl WorkerProc {
-    fn start(t: &TestRoot, slot: Slot, agent_cmd: &str, env: &[(&str, &str)]) -> WorkerProc {
-        let mut cmd = Command::new(bin("conductor-worker"));
-        cmd.arg(slot.to_string())
-            .arg(t.dir.path())
-            .args(["--agent", agent_cmd, "-q"])
-            .env("CONDUCTOR_HOME", t.path())
-            .env_remove("CONDUCTOR_WORKER")
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::inherit());
-        for (k, v) in env {
-            cmd.env(k, v);
-        }
-        let child = cmd.spawn().expect("spawn conductor-worker");
-        let pid = child.id();
-        let w = WorkerProc {
-            child: Some(child),
-            pid,
-        };
-        wait_until(
-            BOUND,
-            "worker to publish its status",
-            || matches!(t.client.read_status(slot), Ok(Some(Status { worker_pid: Some(p), .. })) if p == pid),
-        );
-        w
-    }
-
-    fn signal(&self, sig: Signal) {
-        kill(Pid::from_raw(self.pid as i32), sig).expect("signal worker");
-    }
-
-    /// Wait (bounded) for the worker to exit, and reap it.
-    fn wait_exit(&mut self) -> ExitStatus {
-        let child = self.child.as_mut().expect("worker still owned");
-        let mut status = None;
-        wait_until(BOUND, "worker to exit", || {
-            status = child.try_wait().unwrap();
-            status.is_some()
-        });
-        self.child = None;
-        status.unwrap()
-    }
-}
-
-impl Drop for WorkerProc {
-    fn drop(&mut self) {
-        if let Some(mut c) = self.child.take() {
-            let _ = kill(Pid::from_raw(self.pid as i32), Signal::SIGTERM);
-            let deadline = Instant::now() + BOUND;
-            while Instant::now() < deadline {
-                if let Ok(Some(_)) = c.try_wait() {
-                    return;
-                }
-                std::thread::sleep(Duration::from_millis(10));
-            }
-            let _ = c.kill();
-            let _ = c.wait();
-        }
-    }
-}
-
 /// A `conductor` command left running (logs -f, status --watch, wait): its stdout
 /// and stderr are collected by threads. Killed and reaped on drop.
 struct Bg {
@@ -336,7 +269,7 @@ fn make_old(path: &Path, ago: &str) {
 #[test]
 fn status_shows_an_idle_worker_and_its_pid() {
     let t = TestRoot::new();
-    let w = WorkerProc::start(&t, S0, "cat", &[]);
+    let w = WorkerProc::start(&t, S0, "cat", &[], &[]);
     t.client.create_worker(S1).unwrap();
 
     let out = run_ok(&t, &["status"], 0).stdout;
@@ -382,7 +315,7 @@ fn status_shows_an_idle_worker_and_its_pid() {
 #[test]
 fn status_shows_a_working_task_with_its_agent_and_lock() {
     let t = TestRoot::new();
-    let w = WorkerProc::start(&t, S0, &sh("slow.sh"), &[]);
+    let w = WorkerProc::start(&t, S0, &sh("slow.sh"), &[], &[]);
     send(&t, S0, "busy1", "x");
     let st = wait_working(&t, S0, "busy1");
     let agent_pid = st.agent_pid.expect("agent pid in status");
@@ -416,11 +349,11 @@ fn status_shows_a_working_task_with_its_agent_and_lock() {
 #[test]
 fn status_flags_a_dead_worker_its_orphaned_task_and_stale_lock() {
     let t = TestRoot::new();
-    let mut w = WorkerProc::start(&t, S0, &sh("slow.sh"), &[]);
+    let mut w = WorkerProc::start(&t, S0, &sh("slow.sh"), &[], &[]);
     send(&t, S0, "k1", "x");
     wait_working(&t, S0, "k1");
     w.signal(Signal::SIGKILL);
-    w.wait_exit();
+    w.wait_exit(BOUND);
 
     let mut s = Value::Null;
     wait_until(BOUND, "all three flags", || {
@@ -560,7 +493,7 @@ fn logs_follow_keeps_following_the_name_across_replaced_files() {
 #[test]
 fn logs_follow_streams_a_real_agent_and_ends_when_stdout_closes() {
     let t = TestRoot::new();
-    let _w = WorkerProc::start(&t, S0, &sh("slow.sh"), &[]);
+    let _w = WorkerProc::start(&t, S0, &sh("slow.sh"), &[], &[]);
     let paths = t.client.worker(S0);
     // Nobody reads its output: it ends by itself, successfully, even with nothing
     // to write (no task has run yet).
@@ -583,7 +516,7 @@ fn logs_follow_streams_a_real_agent_and_ends_when_stdout_closes() {
 #[test]
 fn wait_with_a_task_id_prints_its_output() {
     let t = TestRoot::new();
-    let _w = WorkerProc::start(&t, S0, "cat", &[]);
+    let _w = WorkerProc::start(&t, S0, "cat", &[], &[]);
     send(&t, S0, "t1", "hello there");
     let r = run_ok(&t, &["wait", "0", "t1"], 0);
     assert_eq!(r.stdout, "hello there\n");
@@ -597,7 +530,7 @@ fn wait_with_a_task_id_prints_its_output() {
 #[test]
 fn wait_without_an_id_waits_for_the_running_task_and_fails_when_it_fails() {
     let t = TestRoot::new();
-    let _w = WorkerProc::start(&t, S0, &sh("slow.sh"), &[]);
+    let _w = WorkerProc::start(&t, S0, &sh("slow.sh"), &[], &[]);
     // Nothing current yet.
     let r = run_ok(&t, &["wait", "0"], 1);
     assert!(r.stderr.contains("nothing to wait for"), "{}", r.stderr);
@@ -641,7 +574,7 @@ fn wait_gives_up_after_its_timeout_with_a_clear_error() {
 #[test]
 fn cancel_stops_the_running_task_and_refuses_when_nothing_runs() {
     let t = TestRoot::new();
-    let _w = WorkerProc::start(&t, S0, &sh("slow.sh"), &[]);
+    let _w = WorkerProc::start(&t, S0, &sh("slow.sh"), &[], &[]);
     let r = run_ok(&t, &["cancel", "0"], 1);
     assert!(
         r.stderr.contains("nothing is running on worker 0"),
@@ -685,7 +618,7 @@ fn lock_named<'a>(locks: &'a Value, kind: &str, name: &str) -> Option<&'a Value>
 #[test]
 fn locks_lists_every_kind_and_clean_removes_only_stale_ones_with_apply() {
     let t = TestRoot::new();
-    let w = WorkerProc::start(&t, S0, "cat", &[]);
+    let w = WorkerProc::start(&t, S0, "cat", &[], &[]);
     let root = t.client.root().clone();
     let dead = dead_pid();
     // A stale key lock, a live one (held by this test process), a stale run-slot
@@ -764,7 +697,7 @@ fn locks_lists_every_kind_and_clean_removes_only_stale_ones_with_apply() {
 #[test]
 fn gc_plans_then_removes_only_old_files_and_never_a_running_tasks() {
     let t = TestRoot::new();
-    let w0 = WorkerProc::start(&t, S0, "cat", &[]);
+    let w0 = WorkerProc::start(&t, S0, "cat", &[], &[]);
     let p0 = t.client.worker(S0);
     for id in ["old1", "new1"] {
         send(&t, S0, id, id);
@@ -801,7 +734,7 @@ fn gc_plans_then_removes_only_old_files_and_never_a_running_tasks() {
     fs::write(p0.trash_dir().join("planted"), "x").unwrap();
 
     // Slot 1 runs a task; its files are old but must stay.
-    let _w1 = WorkerProc::start(&t, S1, &sh("slow.sh"), &[]);
+    let _w1 = WorkerProc::start(&t, S1, &sh("slow.sh"), &[], &[]);
     let p1 = t.client.worker(S1);
     send(&t, S1, "run1", "x");
     wait_working(&t, S1, "run1");
@@ -1055,7 +988,7 @@ fn send_delivers_refuses_a_busy_inbox_and_waits_for_the_output() {
     );
     // The waiting task is the client's to withdraw (nothing picked it up yet).
     fs::remove_file(t.client.worker(S0).task()).unwrap();
-    let _w = WorkerProc::start(&t, S0, "tr a-z A-Z", &[]);
+    let _w = WorkerProc::start(&t, S0, "tr a-z A-Z", &[], &[]);
     let waited = run_ok(&t, &["send", "0", "hello there", "--wait"], 0);
     assert_eq!(waited.stdout, "HELLO THERE\n");
     let as_json = json_of(
@@ -1079,6 +1012,7 @@ fn result_prints_the_newest_or_a_named_result_and_fails_for_a_failed_task() {
         &t,
         S0,
         "sh -c 'read p; case $p in bad*) echo broke >&2; exit 5;; *) echo \"ok $p\";; esac'",
+        &[],
         &[],
     );
     for (id, prompt) in [("good", "fine"), ("bad", "bad input")] {

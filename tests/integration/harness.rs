@@ -309,3 +309,139 @@ pub fn assert_nothing_left(root: &Path) {
         std::thread::sleep(Duration::from_millis(20));
     }
 }
+
+/// A `conductor-worker` child process on a test root; its stderr (debug log) goes to a
+/// file in the test's temp dir. Dropping it stops it: SIGTERM, then SIGKILL after a bound.
+pub struct WorkerProc {
+    child: Option<std::process::Child>,
+    pub pid: u32,
+    pub slot: conductor::Slot,
+    stderr_path: PathBuf,
+}
+
+impl WorkerProc {
+    /// Start a worker and wait until it has published a status under its own pid (idle,
+    /// or already working: it may pull a task the moment it starts).
+    pub fn start(
+        t: &TestRoot,
+        slot: conductor::Slot,
+        agent_cmd: &str,
+        extra: &[&str],
+        env: &[(&str, &str)],
+    ) -> WorkerProc {
+        let mut w = WorkerProc::spawn(t, slot, agent_cmd, extra, env);
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            if matches!(t.client.read_status(slot), Ok(Some(conductor::Status { worker_pid: Some(p), .. })) if p == w.pid)
+            {
+                return w;
+            }
+            let child = w.child.as_mut().expect("worker owned");
+            if let Some(st) = child.try_wait().expect("try_wait") {
+                panic!(
+                    "worker {slot} exited at start ({st}); stderr:\n{}",
+                    w.stderr()
+                );
+            }
+            assert!(
+                Instant::now() < deadline,
+                "worker {slot} did not start; stderr:\n{}",
+                w.stderr()
+            );
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    }
+
+    /// Start a worker without waiting for it.
+    pub fn spawn(
+        t: &TestRoot,
+        slot: conductor::Slot,
+        agent_cmd: &str,
+        extra: &[&str],
+        env: &[(&str, &str)],
+    ) -> WorkerProc {
+        use std::sync::atomic::{AtomicU32, Ordering};
+        static SEQ: AtomicU32 = AtomicU32::new(0);
+        let stderr_path = t.dir.path().join(format!(
+            "worker-{slot}-{}.stderr",
+            SEQ.fetch_add(1, Ordering::Relaxed)
+        ));
+        let stderr = std::fs::File::create(&stderr_path).expect("create worker log");
+        let mut cmd = Command::new(bin("conductor-worker"));
+        cmd.arg(slot.to_string())
+            .arg(t.dir.path())
+            .args(["--agent", agent_cmd])
+            .args(extra)
+            .env("CONDUCTOR_HOME", t.path())
+            .env_remove("CONDUCTOR_WORKER")
+            .env("RUST_LOG", "conductor=debug")
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::null())
+            .stderr(stderr);
+        for (k, v) in env {
+            cmd.env(k, v);
+        }
+        let child = cmd.spawn().expect("spawn conductor-worker");
+        WorkerProc {
+            pid: child.id(),
+            child: Some(child),
+            slot,
+            stderr_path,
+        }
+    }
+
+    pub fn signal(&self, sig: nix::sys::signal::Signal) {
+        nix::sys::signal::kill(nix::unistd::Pid::from_raw(self.pid as i32), sig)
+            .expect("signal worker");
+    }
+
+    /// Wait (bounded) for the worker to exit, and reap it.
+    pub fn wait_exit(&mut self, bound: Duration) -> std::process::ExitStatus {
+        let child = self.child.as_mut().expect("worker still owned");
+        let deadline = Instant::now() + bound;
+        loop {
+            if let Some(st) = child.try_wait().expect("try_wait") {
+                self.child = None;
+                return st;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "worker {} did not exit within {bound:?}; stderr:\n{}",
+                self.pid,
+                self.stderr()
+            );
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+
+    /// SIGKILL: no chance to clean up. Reaped.
+    pub fn crash(&mut self) {
+        let mut c = self.child.take().expect("worker still owned");
+        let _ = c.kill();
+        let _ = c.wait();
+    }
+
+    pub fn stderr(&self) -> String {
+        std::fs::read_to_string(&self.stderr_path).unwrap_or_default()
+    }
+}
+
+impl Drop for WorkerProc {
+    fn drop(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = nix::sys::signal::kill(
+                nix::unistd::Pid::from_raw(self.pid as i32),
+                nix::sys::signal::Signal::SIGTERM,
+            );
+            let deadline = Instant::now() + Duration::from_secs(30);
+            while Instant::now() < deadline {
+                if let Ok(Some(_)) = c.try_wait() {
+                    return;
+                }
+                std::thread::sleep(Duration::from_millis(10));
+            }
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}

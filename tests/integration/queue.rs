@@ -9,115 +9,38 @@
 use std::collections::HashMap;
 use std::fs;
 use std::os::unix::fs::symlink;
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::path::Path;
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 use conductor::queue::Queue;
-use conductor::{Outcome, Slot, Status, Task, TaskId, TaskResult, WorkerState};
-use nix::sys::signal::{kill, Signal};
-use nix::unistd::Pid;
+use conductor::{Outcome, Slot, Task, TaskId, TaskResult, WorkerState};
 use serde_json::Value;
 
-use crate::harness::{agent, assert_nothing_left, bin, wait_until, ChildProc, TestRoot};
+use crate::harness::{
+    agent, assert_nothing_left, bin, wait_until, ChildProc, TestRoot, WorkerProc,
+};
 
 /// Generous: two cores, busy, other tests running beside us.
 const BOUND: Duration = Duration::from_secs(120);
 
 /// A `conductor-worker` serving one slot with the keyed agent, logging to a file.
 /// SIGTERM on drop (so its agent's group goes too), SIGKILL if it lingers.
-struct WorkerProc {
-    child: Option<Child>,
-    pid: u32,
-    slot: Slot,
-    stderr_path: PathBuf,
-}
-
-impl WorkerProc {
-    /// Start a worker and wait until it has published a status of its own (it may
-    /// already be working: it pulls from the queue as soon as it starts).
-    fn start(t: &TestRoot, slot: Slot, log: &Path) -> WorkerProc {
-        let stderr_path = t.dir.path().join(format!(
-            "worker-{slot}-{}.stderr",
-            std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .unwrap()
-                .as_nanos()
-        ));
-        let stderr = fs::File::create(&stderr_path).unwrap();
-        let child = Command::new(bin("conductor-worker"))
-            .arg(slot.to_string())
-            .arg(t.dir.path())
-            .args(["--agent", &agent("keyed.sh").display().to_string()])
-            .env("CONDUCTOR_HOME", t.path())
-            .env("AGENT_LOG", log)
-            .env_remove("CONDUCTOR_WORKER")
-            .env("RUST_LOG", "conductor=debug")
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(stderr)
-            .spawn()
-            .expect("spawn conductor-worker");
-        let pid = child.id();
-        let mut w = WorkerProc {
-            child: Some(child),
-            pid,
-            slot,
-            stderr_path,
-        };
-        let deadline = Instant::now() + BOUND;
-        loop {
-            if matches!(t.client.read_status(slot), Ok(Some(Status { worker_pid: Some(p), .. })) if p == pid)
-            {
-                return w;
-            }
-            if let Some(st) = w.child.as_mut().unwrap().try_wait().unwrap() {
-                panic!(
-                    "worker {slot} exited at start ({st}); stderr:\n{}",
-                    w.stderr()
-                );
-            }
-            assert!(
-                Instant::now() < deadline,
-                "worker {slot} did not start; stderr:\n{}",
-                w.stderr()
-            );
-            std::thread::sleep(Duration::from_millis(5));
-        }
-    }
-
-    fn stderr(&self) -> String {
-        fs::read_to_string(&self.stderr_path).unwrap_or_default()
-    }
-
-    /// SIGKILL, no chance to clean up; reaped.
-    fn crash(&mut self) {
-        let mut c = self.child.take().expect("worker still owned");
-        let _ = c.kill();
-        let _ = c.wait();
-    }
-}
-
-impl Drop for WorkerProc {
-    fn drop(&mut self) {
-        if let Some(mut c) = self.child.take() {
-            let _ = kill(Pid::from_raw(self.pid as i32), Signal::SIGTERM);
-            let deadline = Instant::now() + Duration::from_secs(30);
-            while Instant::now() < deadline {
-                if let Ok(Some(_)) = c.try_wait() {
-                    return;
-                }
-                std::thread::sleep(Duration::from_millis(10));
-            }
-            let _ = c.kill();
-            let _ = c.wait();
-        }
-    }
+/// A worker running the keyed agent, which logs its runs to `log`.
+fn keyed_worker(t: &TestRoot, slot: Slot, log: &Path) -> WorkerProc {
+    let agent_cmd = agent("keyed.sh").display().to_string();
+    WorkerProc::start(
+        t,
+        slot,
+        &agent_cmd,
+        &[],
+        &[("AGENT_LOG", log.to_str().unwrap())],
+    )
 }
 
 /// `n` workers on slots 0..n.
 fn workers(t: &TestRoot, n: u32, log: &Path) -> Vec<WorkerProc> {
-    (0..n).map(|i| WorkerProc::start(t, Slot(i), log)).collect()
+    (0..n).map(|i| keyed_worker(t, Slot(i), log)).collect()
 }
 
 /// Every worker's stderr, for failure messages.
@@ -545,7 +468,7 @@ fn a_killed_worker_frees_its_key_and_run_slot_and_its_task_ends_interrupted_once
         !paths.running().exists()
             && matches!(conductor::gate::probe(&paths.worker_gate()), Ok(None))
     });
-    ws[victim] = WorkerProc::start(&t, slot, &log);
+    ws[victim] = keyed_worker(&t, slot, &log);
     submit(&q, &keyed("later", Some("alice"), "alice 0"));
     assert!(result_of(&q, "later", &ws).success);
     assert_eq!(

@@ -3,119 +3,17 @@
 use std::fs;
 use std::os::unix::fs::symlink;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, ExitStatus, Stdio};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 use conductor::{Outcome, Slot, Status, Task, TaskId, TaskResult, WorkerState};
 use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
 
-use crate::harness::{agent, assert_nothing_left, bin, wait_until, TestRoot};
+use crate::harness::{agent, assert_nothing_left, bin, wait_until, TestRoot, WorkerProc};
 
 const BOUND: Duration = Duration::from_secs(30);
 const S0: Slot = Slot(0);
-
-/// A `conductor-worker` child process on a test root. Killed (SIGKILL) on drop.
-struct WorkerProc {
-    child: Option<Child>,
-    pid: u32,
-    stderr_path: PathBuf,
-}
-
-impl WorkerProc {
-    fn start(
-        t: &TestRoot,
-        slot: Slot,
-        agent_cmd: &str,
-        extra: &[&str],
-        env: &[(&str, &str)],
-    ) -> WorkerProc {
-        let (proc_, _) = Self::spawn(t, slot, agent_cmd, extra, env);
-        let w = proc_;
-        let pid = w.pid;
-        // Ready when it has published its own idle status.
-        wait_until(
-            BOUND,
-            "worker to publish its status",
-            || matches!(t.client.read_status(slot), Ok(Some(Status { worker_pid: Some(p), .. })) if p == pid),
-        );
-        w
-    }
-
-    fn spawn(
-        t: &TestRoot,
-        slot: Slot,
-        agent_cmd: &str,
-        extra: &[&str],
-        env: &[(&str, &str)],
-    ) -> (WorkerProc, ()) {
-        let stderr_path = t.dir.path().join(format!(
-            "worker-{slot}-{}.stderr",
-            Instant::now().elapsed().as_nanos()
-        ));
-        let stderr = fs::File::create(&stderr_path).unwrap();
-        let mut cmd = Command::new(bin("conductor-worker"));
-        cmd.arg(slot.to_string())
-            .arg(t.dir.path())
-            .args(["--agent", agent_cmd])
-            .args(extra)
-            .env("CONDUCTOR_HOME", t.path())
-            .env_remove("CONDUCTOR_WORKER")
-            .env("RUST_LOG", "conductor=debug")
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(stderr);
-        for (k, v) in env {
-            cmd.env(k, v);
-        }
-        let child = cmd.spawn().expect("spawn conductor-worker");
-        let pid = child.id();
-        (
-            WorkerProc {
-                child: Some(child),
-                pid,
-                stderr_path,
-            },
-            (),
-        )
-    }
-
-    fn signal(&self, sig: Signal) {
-        kill(Pid::from_raw(self.pid as i32), sig).expect("signal worker");
-    }
-
-    /// Wait (bounded) for the worker to exit; returns its status.
-    fn wait_exit(&mut self, bound: Duration) -> ExitStatus {
-        let child = self.child.as_mut().expect("worker still owned");
-        let deadline = Instant::now() + bound;
-        loop {
-            if let Some(st) = child.try_wait().unwrap() {
-                self.child = None;
-                return st;
-            }
-            assert!(
-                Instant::now() < deadline,
-                "worker {} did not exit within {bound:?}; stderr:\n{}",
-                self.pid,
-                self.stderr()
-            );
-            std::thread::sleep(Duration::from_millis(10));
-        }
-    }
-
-    fn stderr(&self) -> String {
-        fs::read_to_string(&self.stderr_path).unwrap_or_default()
-    }
-}
-
-impl Drop for WorkerProc {
-    fn drop(&mut self) {
-        if let Some(mut c) = self.child.take() {
-            let _ = c.kill();
-            let _ = c.wait();
-        }
-    }
-}
 
 fn result_of(t: &TestRoot, id: &str) -> TaskResult {
     t.client
@@ -480,7 +378,7 @@ fn max_attempts_allows_a_rerun_after_a_crash() {
     });
     w.signal(Signal::SIGKILL);
     w.wait_exit(BOUND);
-    let _w2 = WorkerProc::spawn(&t, S0, &sh("slow.sh"), &[], &env).0;
+    let _w2 = WorkerProc::spawn(&t, S0, &sh("slow.sh"), &[], &env);
     let r = result_of(&t, "again");
     // The second attempt ran (and hit its timeout).
     assert_eq!(r.attempt, Some(2));
