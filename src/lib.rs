@@ -38,6 +38,8 @@
 //! ```
 
 pub mod agent;
+#[cfg(feature = "cli")]
+pub mod cli;
 pub mod client;
 pub mod config;
 pub mod dirlock;

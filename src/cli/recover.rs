@@ -1,10 +1,10 @@
 //! `conductor recover [N]`: finish what dead workers left behind.
 
-use conductor::worker::recover_abandoned;
-use conductor::{Error, Slot};
+use crate::worker::recover_abandoned;
+use crate::{Error, Slot};
 
 use super::{parse_slot, RootArg};
-use crate::common::{self, exit};
+use crate::cli::common::{self, exit};
 
 #[derive(Debug, clap::Args)]
 pub struct Args {

@@ -3,7 +3,7 @@
 use clap::CommandFactory;
 use clap_complete::aot::{generate, Shell};
 
-use crate::common::exit;
+use crate::cli::common::exit;
 
 #[derive(Debug, clap::Args)]
 #[command(after_help = "\
@@ -17,7 +17,7 @@ pub struct Args {
 }
 
 pub fn run(args: Args) -> anyhow::Result<i32> {
-    let mut cmd = crate::Cli::command();
+    let mut cmd = super::Cli::command();
     let mut buf = Vec::new();
     generate(args.shell, &mut cmd, "conductor", &mut buf);
     super::emit(&String::from_utf8_lossy(&buf))?;

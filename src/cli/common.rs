@@ -1,14 +1,15 @@
-//! Pieces shared by the thin binaries: logging, exit codes, the worker command.
+//! Pieces every binary shares: logging, exit codes, error reports, the worker command.
 
 use std::path::PathBuf;
 use std::time::Duration;
 
+use super::{parse_preset, parse_slot};
+use crate::agent::AgentCommand;
+use crate::preset::Preset;
+use crate::watch::{WatchMode, DEFAULT_POLL_INTERVAL};
+use crate::worker::{Worker, WorkerOptions};
+use crate::{Error, Root, Slot};
 use clap::Args;
-use conductor::agent::AgentCommand;
-use conductor::preset::Preset;
-use conductor::watch::{WatchMode, DEFAULT_POLL_INTERVAL};
-use conductor::worker::{Worker, WorkerOptions};
-use conductor::{Error, Root, Slot};
 
 /// Exit codes, documented in `--help` and the README.
 pub mod exit {
@@ -82,14 +83,6 @@ pub fn report(err: &anyhow::Error) -> i32 {
         }
     }
     exit_code_for(err)
-}
-
-fn parse_slot(s: &str) -> Result<Slot, String> {
-    s.parse::<Slot>().map_err(|e| e.to_string())
-}
-
-fn parse_preset(s: &str) -> Result<Preset, String> {
-    s.parse::<Preset>().map_err(|e| e.to_string())
 }
 
 /// `--poll` without a value: the library's default interval, in milliseconds.
@@ -171,4 +164,22 @@ pub fn run_worker(args: WorkerArgs) -> anyhow::Result<()> {
     worker.run(&shutdown)?;
     tracing::info!("worker stopped");
     Ok(())
+}
+
+/// `conductor-worker N DIR`: parse the command line, serve the slot, return the exit code.
+pub fn worker_main() -> i32 {
+    #[derive(Debug, clap::Parser)]
+    #[command(name = "conductor-worker", version, about = "Serve one conductor worker slot: run each task.json through the agent", after_help = EXIT_CODES_HELP)]
+    struct Cli {
+        #[command(flatten)]
+        worker: WorkerArgs,
+        #[command(flatten)]
+        verbosity: Verbosity,
+    }
+    let cli = <Cli as clap::Parser>::parse();
+    cli.verbosity.init_logging();
+    match run_worker(cli.worker) {
+        Ok(()) => exit::OK,
+        Err(e) => report(&e),
+    }
 }

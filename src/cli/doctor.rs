@@ -1,9 +1,9 @@
 //! `conductor doctor [--agent CMD] [--json]`: is this setup healthy?
 
-use conductor::maintenance::{doctor, CheckStatus, DoctorOptions};
+use crate::maintenance::{doctor, CheckStatus, DoctorOptions};
 
 use super::{emit, emit_json, RootArg};
-use crate::common::exit;
+use crate::cli::common::exit;
 
 #[derive(Debug, clap::Args)]
 #[command(after_help = "\

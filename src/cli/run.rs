@@ -7,16 +7,16 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+use crate::orchestrator::{Orchestrator, Progress};
+use crate::preset::Preset;
+use crate::worker::ENV_WORKER;
+use crate::{Client, Error, Root, Slot, Status, Task, TaskResult, WorkerState};
 use anyhow::Context as _;
-use conductor::orchestrator::{Orchestrator, Progress};
-use conductor::preset::Preset;
-use conductor::worker::ENV_WORKER;
-use conductor::{Client, Error, Root, Slot, Status, Task, TaskResult, WorkerState};
 use indicatif::{MultiProgress, ProgressBar, ProgressDrawTarget, ProgressStyle};
 use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
 
-use crate::common::exit;
+use crate::cli::common::exit;
 
 /// Exit code when the run was interrupted (Ctrl-C / SIGTERM), as shells expect.
 pub const EXIT_INTERRUPTED: i32 = 130;
@@ -42,7 +42,7 @@ pub struct Args {
     #[arg(long, value_name = "CMD")]
     pub agent: Option<String>,
     /// Agent kind: claude, codex or command.
-    #[arg(long, value_name = "PRESET", value_parser = parse_preset)]
+    #[arg(long, value_name = "PRESET", value_parser = super::parse_preset)]
     pub preset: Option<Preset>,
     /// Project directory the agents run in.
     #[arg(long, value_name = "DIR", default_value = ".")]
@@ -59,10 +59,6 @@ pub struct Args {
     /// Run even inside a conductor agent (CONDUCTOR_WORKER is set).
     #[arg(long)]
     pub allow_nested: bool,
-}
-
-fn parse_preset(s: &str) -> Result<Preset, String> {
-    s.parse::<Preset>().map_err(|e| e.to_string())
 }
 
 /// Split a prompts file: non-empty lines, or blank-line separated blocks.

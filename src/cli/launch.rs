@@ -4,12 +4,12 @@ use std::io::IsTerminal;
 use std::os::unix::process::CommandExt;
 use std::path::PathBuf;
 
+use crate::launch::{self, LaunchOptions, Tmux};
+use crate::preset::Preset;
+use crate::Root;
 use anyhow::Context as _;
-use conductor::launch::{self, LaunchOptions, Tmux};
-use conductor::preset::Preset;
-use conductor::Root;
 
-use crate::common::{self, exit};
+use crate::cli::common::{self, exit};
 
 #[derive(Debug, clap::Args)]
 #[command(after_help = "\
@@ -39,7 +39,7 @@ pub struct Args {
     #[arg(long, value_name = "CMD")]
     pub agent: Option<String>,
     /// Agent kind for the workers: claude, codex or command.
-    #[arg(long, value_name = "PRESET", value_parser = parse_preset)]
+    #[arg(long, value_name = "PRESET", value_parser = super::parse_preset)]
     pub preset: Option<Preset>,
     /// Give each worker its own git worktree of DIR on branch conductor/worker-i.
     #[arg(long)]
@@ -72,10 +72,6 @@ pub struct Args {
     pub json: bool,
 }
 
-fn parse_preset(s: &str) -> Result<Preset, String> {
-    s.parse::<Preset>().map_err(|e| e.to_string())
-}
-
 pub fn run(args: Args) -> anyhow::Result<i32> {
     let tmux = Tmux::new(args.socket.clone());
     if args.list {
@@ -85,7 +81,7 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
         return kill(&tmux, &args.session, args.json);
     }
     if args.json {
-        anyhow::bail!(conductor::Error::Usage(
+        anyhow::bail!(crate::Error::Usage(
             "--json goes with --list or --kill".into()
         ));
     }
@@ -231,4 +227,26 @@ fn kill(tmux: &Tmux, session: &str, json: bool) -> anyhow::Result<i32> {
     }
     println!("killed tmux session {}", report.session);
     Ok(exit::OK)
+}
+
+/// `conductor-launch …`: parse the command line, lay out the session, return the exit code.
+pub fn launch_main() -> i32 {
+    #[derive(Debug, clap::Parser)]
+    #[command(
+        name = "conductor-launch",
+        version,
+        about = "Lay out an orchestrator pane and N worker panes in tmux"
+    )]
+    struct Cli {
+        #[command(flatten)]
+        launch: Args,
+        #[command(flatten)]
+        verbosity: common::Verbosity,
+    }
+    let cli = <Cli as clap::Parser>::parse();
+    cli.verbosity.init_logging();
+    match run(cli.launch) {
+        Ok(code) => code,
+        Err(e) => common::report(&e),
+    }
 }

@@ -3,13 +3,13 @@
 use std::io::Write;
 use std::time::Duration;
 
-use conductor::inspect::{self, LogFollower};
-use conductor::watch::WatchMode;
-use conductor::{Error, Slot};
+use crate::inspect::{self, LogFollower};
+use crate::watch::WatchMode;
+use crate::{Error, Slot};
 use crossbeam_channel::select;
 
 use super::{parse_slot, task_id_arg, RootArg};
-use crate::common::exit;
+use crate::cli::common::exit;
 
 #[derive(Debug, clap::Args)]
 #[command(after_help = "\

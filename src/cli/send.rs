@@ -4,11 +4,11 @@ use std::io::Read;
 use std::path::PathBuf;
 use std::time::Duration;
 
+use crate::{Error, Slot, Task};
 use anyhow::Context as _;
-use conductor::{Error, Slot, Task};
 
 use super::{parse_slot, RootArg};
-use crate::common::exit;
+use crate::cli::common::exit;
 
 /// What a task is made of on the command line; shared by `send` and `submit`.
 #[derive(Debug, clap::Args)]

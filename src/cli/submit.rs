@@ -2,12 +2,12 @@
 
 use std::time::Duration;
 
-use conductor::queue::Queue;
-use conductor::{Error, Task};
+use crate::queue::Queue;
+use crate::{Error, Task};
 
 use super::send::TaskArgs;
 use super::RootArg;
-use crate::common::exit;
+use crate::cli::common::exit;
 
 #[derive(Debug, clap::Args)]
 #[command(after_help = "\

@@ -2,10 +2,10 @@
 
 use std::path::PathBuf;
 
-use conductor::{Client, Root, Slot};
+use crate::{Client, Root, Slot};
 
 use super::{parse_slot, RootArg};
-use crate::common::exit;
+use crate::cli::common::exit;
 
 #[derive(Debug, clap::Args)]
 #[command(after_help = "\
@@ -68,7 +68,7 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
     if args.count > 0 {
         // Named explicitly and not what the environment says: the worker needs telling.
         let explicit = args.dir.is_some() || args.root.root.is_some();
-        let env_matches = std::env::var_os(conductor::layout::ENV_HOME)
+        let env_matches = std::env::var_os(crate::layout::ENV_HOME)
             .is_some_and(|h| std::path::Path::new(&h) == client.root().path());
         let env_hint = if explicit && !env_matches {
             format!("CONDUCTOR_HOME={} ", client.root().path().display())

@@ -3,11 +3,11 @@
 use std::io::IsTerminal;
 use std::time::Duration;
 
-use conductor::inspect;
-use conductor::{Error, Slot};
+use crate::inspect;
+use crate::{Error, Slot};
 
 use super::{parse_duration_arg, parse_slot, print_result, task_id_arg, RootArg};
-use crate::common::exit;
+use crate::cli::common::exit;
 
 #[derive(Debug, clap::Args)]
 #[command(after_help = "\

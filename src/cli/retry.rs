@@ -2,12 +2,12 @@
 
 use std::time::Duration;
 
+use crate::fsio;
+use crate::{Error, Slot, Task, TaskId};
 use anyhow::Context as _;
-use conductor::fsio;
-use conductor::{Error, Slot, Task, TaskId};
 
 use super::{parse_slot, RootArg};
-use crate::common::exit;
+use crate::cli::common::exit;
 
 #[derive(Debug, clap::Args)]
 pub struct Args {
@@ -76,7 +76,7 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
 }
 
 /// `<id>-r1`, `-r2` …: the first that names neither a result nor a task record.
-fn next_retry_id(client: &conductor::Client, slot: Slot, old: &TaskId) -> TaskId {
+fn next_retry_id(client: &crate::Client, slot: Slot, old: &TaskId) -> TaskId {
     let w = client.worker(slot);
     old.retries()
         .find(|id| !w.result_for(id).exists() && !w.task_record(id).exists())

@@ -2,11 +2,11 @@
 
 use std::time::Duration;
 
-use conductor::inspect::{format_age, format_bytes};
-use conductor::maintenance::{apply_gc, plan_gc, GcOptions, TEMP_FILE_AGE};
+use crate::inspect::{format_age, format_bytes};
+use crate::maintenance::{apply_gc, plan_gc, GcOptions, TEMP_FILE_AGE};
 
 use super::{emit, emit_json, show_path, RootArg};
-use crate::common::exit;
+use crate::cli::common::exit;
 
 #[derive(Debug, clap::Args)]
 #[command(after_help = "\

@@ -4,14 +4,14 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
-use conductor::inspect::{self, format_age, Flag, SlotReport, TaskFile};
-use conductor::queue::{Capacity, Queue};
-use conductor::watch::{DirWatcher, Interest, WatchMode};
-use conductor::{Root, Slot};
+use crate::inspect::{self, format_age, Flag, SlotReport, TaskFile};
+use crate::queue::{Capacity, Queue};
+use crate::watch::{DirWatcher, Interest, WatchMode};
+use crate::{Root, Slot};
 use crossbeam_channel::select;
 
 use super::{emit, emit_json, parse_slot, render_table, RootArg};
-use crate::common::exit;
+use crate::cli::common::exit;
 
 #[derive(Debug, clap::Args)]
 #[command(after_help = "\
@@ -79,11 +79,7 @@ fn with_id(what: &str, f: &Option<TaskFile>) -> String {
 
 /// The human table: one row per slot, flags under it, then what to do about them,
 /// then the capacity footer.
-pub fn render(
-    root: &Root,
-    reports: &[SlotReport],
-    capacity: &conductor::Result<Capacity>,
-) -> String {
+pub fn render(root: &Root, reports: &[SlotReport], capacity: &crate::Result<Capacity>) -> String {
     if reports.is_empty() {
         let mut out = format!(
             "no worker slots under {} (create them with `conductor init N`)\n",
@@ -98,7 +94,7 @@ pub fn render(
     let mut rows = Vec::new();
     let mut advice = Vec::new();
     for r in reports {
-        let working = r.state == Some(conductor::WorkerState::Working);
+        let working = r.state == Some(crate::WorkerState::Working);
         let agent = r.agent_pid.map(|p| match r.agent_alive {
             Some(false) => format!("{p} gone"),
             _ => p.to_string(),
@@ -182,7 +178,7 @@ pub fn render(
     // Without a cap no run slots are taken: count the working slots shown instead.
     let working = reports
         .iter()
-        .filter(|r| r.state == Some(conductor::WorkerState::Working))
+        .filter(|r| r.state == Some(crate::WorkerState::Working))
         .count() as u32;
     out.push('\n');
     out.push_str(&capacity_footer(capacity, working, 80));
@@ -203,11 +199,7 @@ fn fit(s: String, width: usize) -> String {
 /// `running 2/3 · pending 5 (p9:1 p5:4)`, then `keys: alice running, bob 3 waiting`,
 /// then stale locks, if any. `working`: how many slots are working (what "running"
 /// says when the root sets no `maxRunning`).
-pub fn capacity_footer(
-    capacity: &conductor::Result<Capacity>,
-    working: u32,
-    width: usize,
-) -> String {
+pub fn capacity_footer(capacity: &crate::Result<Capacity>, working: u32, width: usize) -> String {
     let c = match capacity {
         Ok(c) => c,
         Err(e) => return format!("{}\n", fit(format!("? capacity unknown: {e}"), width)),
@@ -297,7 +289,7 @@ fn watch(root: &Root, only: Option<Slot>) -> anyhow::Result<i32> {
             Ok(reports) => render(root, &reports, &Queue::new(root.clone()).capacity()),
             Err(e) => format!("error: {e}\n"),
         };
-        let now = conductor::protocol::now_rfc3339();
+        let now = crate::protocol::now_rfc3339();
         emit(&format!(
             "\x1b[H\x1b[2J{}  {now}  (Ctrl-C to quit)\n\n{body}",
             root.path().display()

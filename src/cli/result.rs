@@ -1,7 +1,7 @@
 //! `conductor result N [TASK_ID]`: print a finished task's result.
 
+use crate::Slot;
 use anyhow::Context as _;
-use conductor::Slot;
 
 use super::{parse_slot, RootArg};
 

@@ -1,10 +1,10 @@
 //! `conductor locks [--json]` and `conductor locks clean [--apply]`.
 
-use conductor::inspect::{self, format_age, LockStatus};
-use conductor::maintenance::{clean_locks, CleanAction};
+use crate::inspect::{self, format_age, LockStatus};
+use crate::maintenance::{clean_locks, CleanAction};
 
 use super::{emit, emit_json, render_table, show_path, RootArg};
-use crate::common::exit;
+use crate::cli::common::exit;
 
 #[derive(Debug, clap::Args)]
 #[command(after_help = "\
@@ -54,11 +54,7 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
                 .iter()
                 .map(|l| {
                     let mut reason = l.reason.clone();
-                    if let Some(h) = l
-                        .host
-                        .as_deref()
-                        .filter(|h| *h != conductor::host::hostname())
-                    {
+                    if let Some(h) = l.host.as_deref().filter(|h| *h != crate::host::hostname()) {
                         if !reason.contains(h) {
                             reason.push_str(&format!(" on {h}"));
                         }

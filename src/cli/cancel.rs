@@ -1,10 +1,10 @@
 //! `conductor cancel N [--task ID]`: ask a worker to cancel its running task.
 
-use conductor::maintenance::{request_cancel, CancelOutcome};
-use conductor::Slot;
+use crate::maintenance::{request_cancel, CancelOutcome};
+use crate::Slot;
 
 use super::{parse_slot, task_id_arg, RootArg};
-use crate::common::exit;
+use crate::cli::common::exit;
 
 #[derive(Debug, clap::Args)]
 #[command(after_help = "\

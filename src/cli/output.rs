@@ -1,47 +1,4 @@
-//! The `conductor` subcommands, one module each: an `Args` (clap) and a `run`.
-
-pub mod cancel;
-pub mod completions;
-pub mod doctor;
-pub mod gc;
-pub mod init;
-pub mod launch;
-pub mod locks;
-pub mod logs;
-pub mod queue;
-pub mod recover;
-pub mod result;
-pub mod retry;
-pub mod run;
-pub mod send;
-pub mod status;
-pub mod submit;
-pub mod wait;
-
-use std::path::PathBuf;
-
-use conductor::{Client, Slot};
-
-/// `--root`, shared by every subcommand that reads or writes a root.
-#[derive(Debug, Clone, clap::Args)]
-pub struct RootArg {
-    /// Conductor root [default: $CONDUCTOR_HOME, else ~/.claude-code/orchestrator].
-    #[arg(long, value_name = "DIR", global = true)]
-    pub root: Option<PathBuf>,
-}
-
-impl RootArg {
-    pub fn client(&self) -> anyhow::Result<Client> {
-        Ok(Client::from_env(self.root.as_deref())?)
-    }
-}
-
-/// Parse a slot number for clap, with the library's error text.
-pub fn parse_slot(s: &str) -> Result<Slot, String> {
-    s.parse::<Slot>().map_err(|e| e.to_string())
-}
-
-// ---- output helpers shared by status, locks, logs, gc, doctor, wait ----
+//! What the subcommands print: stdout that tolerates a closed pipe, JSON, fitted tables.
 
 /// Write `text` to stdout. A reader that went away (`conductor status | head -1`) is
 /// not an error: the command simply ends, successfully.
@@ -51,7 +8,7 @@ pub fn emit(text: &str) -> anyhow::Result<()> {
     match out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
         Ok(()) => Ok(()),
         Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => {
-            std::process::exit(crate::common::exit::OK)
+            std::process::exit(super::common::exit::OK)
         }
         Err(e) => Err(anyhow::Error::new(e).context("writing to stdout")),
     }
@@ -77,26 +34,6 @@ pub fn stdout_closed() -> bool {
     // SAFETY: one valid pollfd, a zero timeout; poll only writes `revents`.
     let n = unsafe { libc::poll(fds.as_mut_ptr(), 1, 0) };
     n > 0 && fds[0].revents & (libc::POLLERR | libc::POLLHUP | libc::POLLNVAL) != 0
-}
-
-/// Install a Ctrl-C / SIGTERM / SIGHUP handler; the receiver gets `()` when one arrives.
-pub fn interrupt_channel() -> anyhow::Result<crossbeam_channel::Receiver<()>> {
-    let (tx, rx) = crossbeam_channel::bounded(1);
-    ctrlc::set_handler(move || {
-        let _ = tx.try_send(());
-    })
-    .map_err(|e| anyhow::anyhow!("cannot install the signal handler: {e}"))?;
-    Ok(rx)
-}
-
-/// Parse a duration given as seconds (`30`, `1.5`) or in words (`90s`, `5m`, `1h30m`).
-pub fn parse_duration_arg(s: &str) -> Result<std::time::Duration, String> {
-    if let Ok(secs) = s.trim().parse::<f64>() {
-        return std::time::Duration::try_from_secs_f64(secs)
-            .map_err(|_| format!("{s:?} is not a usable number of seconds"));
-    }
-    humantime::parse_duration(s.trim())
-        .map_err(|e| format!("{s:?} is not a duration such as 30, 90s, 5m or 1h30m: {e}"))
 }
 
 /// Fit a plain-text table into `width` columns: two spaces between columns; when too
@@ -163,7 +100,7 @@ pub fn render_table(
 }
 
 /// A path shown relative to the root when it lies inside it.
-pub fn show_path(root: &conductor::Root, path: &std::path::Path) -> String {
+pub fn show_path(root: &crate::Root, path: &std::path::Path) -> String {
     path.strip_prefix(root.path())
         .map(|p| p.display().to_string())
         .unwrap_or_else(|_| path.display().to_string())
@@ -171,7 +108,7 @@ pub fn show_path(root: &conductor::Root, path: &std::path::Path) -> String {
 
 /// Print a task result the way `conductor result` does: its output on stdout, the
 /// error (if it failed) on stderr; or the whole result as JSON. Returns the exit code.
-pub fn print_result(result: &conductor::TaskResult, json: bool) -> anyhow::Result<i32> {
+pub fn print_result(result: &crate::TaskResult, json: bool) -> anyhow::Result<i32> {
     if json {
         emit_json(result)?;
     } else {
@@ -182,18 +119,13 @@ pub fn print_result(result: &conductor::TaskResult, json: bool) -> anyhow::Resul
         emit(&out)?;
     }
     if result.success {
-        Ok(crate::common::exit::OK)
+        Ok(super::common::exit::OK)
     } else {
         eprintln!(
             "task {} failed: {}",
             result.task_id,
             result.error.as_deref().unwrap_or("no reason recorded")
         );
-        Ok(crate::common::exit::FAILURE)
+        Ok(crate::cli::common::exit::FAILURE)
     }
-}
-
-/// A task id from the command line: digits become a number, as clients write them.
-pub fn task_id_arg(s: &str) -> Result<conductor::TaskId, conductor::Error> {
-    conductor::TaskId::parse(s).map_err(|reason| conductor::Error::InvalidTask { reason })
 }

@@ -3,13 +3,13 @@
 
 use std::time::Duration;
 
-use conductor::inspect::{age_since, format_age};
-use conductor::queue::{PendingTask, Queue};
-use conductor::Root;
+use crate::inspect::{age_since, format_age};
+use crate::queue::{PendingTask, Queue};
+use crate::Root;
 use serde_json::{json, Value};
 
 use super::{emit, emit_json, render_table, task_id_arg, RootArg};
-use crate::common::exit;
+use crate::cli::common::exit;
 
 #[derive(Debug, clap::Args)]
 #[command(after_help = "\
@@ -93,7 +93,7 @@ fn pending_json(position: usize, p: &PendingTask) -> Value {
         "priority": p.priority,
         "effectivePriority": p.effective_priority,
         "key": p.key,
-        "submittedAt": conductor::protocol::rfc3339(p.submitted_at),
+        "submittedAt": crate::protocol::rfc3339(p.submitted_at),
         "ageSecs": (age_since(p.submitted_at).as_millis() as f64) / 1000.0,
         "waiting": p.waiting,
         "path": p.path,

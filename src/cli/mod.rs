@@ -1,0 +1,174 @@
+//! The command-line front end of all three binaries: clap parsing, exit codes, output.
+//!
+//! Built only with the `cli` feature (on by default). The binaries under `bin/` are thin
+//! `main`s that call [`conductor_main`], [`worker_main`] or [`launch_main`]; each
+//! subcommand is a module here with an `Args` (clap) and a `run`.
+
+pub mod cancel;
+pub mod common;
+pub mod completions;
+pub mod doctor;
+pub mod gc;
+pub mod init;
+pub mod launch;
+pub mod locks;
+pub mod logs;
+mod output;
+pub mod queue;
+pub mod recover;
+pub mod result;
+pub mod retry;
+pub mod run;
+pub mod send;
+pub mod status;
+pub mod submit;
+pub mod wait;
+
+use std::path::PathBuf;
+
+use clap::{Parser, Subcommand};
+
+use crate::preset::Preset;
+use crate::{Client, Slot};
+
+pub use output::{emit, emit_json, print_result, render_table, show_path, stdout_closed};
+
+/// `--root`, shared by every subcommand that reads or writes a root.
+#[derive(Debug, Clone, clap::Args)]
+pub struct RootArg {
+    /// Conductor root [default: $CONDUCTOR_HOME, else ~/.claude-code/orchestrator].
+    #[arg(long, value_name = "DIR", global = true)]
+    pub root: Option<PathBuf>,
+}
+
+impl RootArg {
+    pub fn client(&self) -> anyhow::Result<Client> {
+        Ok(Client::from_env(self.root.as_deref())?)
+    }
+}
+
+/// Parse a slot number for clap, with the library's error text.
+pub fn parse_slot(s: &str) -> Result<Slot, String> {
+    s.parse::<Slot>().map_err(|e| e.to_string())
+}
+
+/// Parse `--preset` for clap, with the library's error text.
+pub fn parse_preset(s: &str) -> Result<Preset, String> {
+    s.parse::<Preset>().map_err(|e| e.to_string())
+}
+
+/// Install a Ctrl-C / SIGTERM / SIGHUP handler; the receiver gets `()` when one arrives.
+pub fn interrupt_channel() -> anyhow::Result<crossbeam_channel::Receiver<()>> {
+    let (tx, rx) = crossbeam_channel::bounded(1);
+    ctrlc::set_handler(move || {
+        let _ = tx.try_send(());
+    })
+    .map_err(|e| anyhow::anyhow!("cannot install the signal handler: {e}"))?;
+    Ok(rx)
+}
+
+/// Parse a duration given as seconds (`30`, `1.5`) or in words (`90s`, `5m`, `1h30m`).
+pub fn parse_duration_arg(s: &str) -> Result<std::time::Duration, String> {
+    if let Ok(secs) = s.trim().parse::<f64>() {
+        return std::time::Duration::try_from_secs_f64(secs)
+            .map_err(|_| format!("{s:?} is not a usable number of seconds"));
+    }
+    humantime::parse_duration(s.trim())
+        .map_err(|e| format!("{s:?} is not a duration such as 30, 90s, 5m or 1h30m: {e}"))
+}
+
+/// A task id from the command line: digits become a number, as clients write them.
+pub fn task_id_arg(s: &str) -> Result<crate::TaskId, crate::Error> {
+    crate::TaskId::parse(s).map_err(|reason| crate::Error::InvalidTask { reason })
+}
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "conductor",
+    version,
+    about = "Run AI coding-agent sessions as workers fed through plain files",
+    after_help = common::EXIT_CODES_HELP
+)]
+pub struct Cli {
+    #[command(subcommand)]
+    command: Command,
+    #[command(flatten)]
+    verbosity: common::Verbosity,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Run prompts on N fresh workers and print the results (the one-shot main job).
+    Run(run::Args),
+    /// Deliver a task to one worker's inbox; fails (exit 3) if the inbox is busy.
+    Send(send::Args),
+    /// Put a task into the shared queue; any idle worker runs it.
+    Submit(submit::Args),
+    /// List the shared queue's pending tasks in run order (and why each waits);
+    /// `queue cancel ID`, `queue retry ID`.
+    Queue(queue::Args),
+    /// Show every slot: state, task, ages, agent pid, lock holder, stale flags.
+    Status(status::Args),
+    /// Print a task's result (the newest, or TASK_ID's).
+    Result(result::Args),
+    /// Print a worker's live output.log; -f follows it.
+    Logs(logs::Args),
+    /// Wait until a task (or the running one) finishes.
+    Wait(wait::Args),
+    /// Cancel the task a worker is running.
+    Cancel(cancel::Args),
+    /// Run a finished task again under a new id.
+    Retry(retry::Args),
+    /// List locks and their holders; `locks clean --apply` removes stale ones.
+    Locks(locks::Args),
+    /// Remove old results, task records, rejected files and temp files.
+    Gc(gc::Args),
+    /// Check the root, the filesystem, inotify limits, tmux and the agent command.
+    Doctor(doctor::Args),
+    /// Set up the root and worker slots 0..N.
+    Init(init::Args),
+    /// Create one worker slot.
+    CreateWorker(init::CreateArgs),
+    /// Serve one worker slot (same as `conductor-worker`).
+    Worker(common::WorkerArgs),
+    /// Finish what dead workers left behind (stale locks, interrupted tasks).
+    Recover(recover::Args),
+    /// Print shell completions.
+    Completions(completions::Args),
+    /// Lay out an orchestrator pane and N worker panes in tmux (same as conductor-launch)
+    Launch(launch::Args),
+}
+
+/// `conductor …`: parse the command line, run the subcommand, return the exit code.
+pub fn conductor_main() -> i32 {
+    let cli = Cli::parse();
+    cli.verbosity.init_logging();
+    match dispatch(cli.command) {
+        Ok(code) => code,
+        Err(e) => common::report(&e),
+    }
+}
+
+fn dispatch(command: Command) -> anyhow::Result<i32> {
+    match command {
+        Command::Run(a) => run::run(a),
+        Command::Send(a) => send::run(a),
+        Command::Submit(a) => submit::run(a),
+        Command::Queue(a) => queue::run(a),
+        Command::Status(a) => status::run(a),
+        Command::Result(a) => result::run(a),
+        Command::Logs(a) => logs::run(a),
+        Command::Wait(a) => wait::run(a),
+        Command::Cancel(a) => cancel::run(a),
+        Command::Retry(a) => retry::run(a),
+        Command::Locks(a) => locks::run(a),
+        Command::Gc(a) => gc::run(a),
+        Command::Doctor(a) => doctor::run(a),
+        Command::Init(a) => init::run(a),
+        Command::CreateWorker(a) => init::run_create(a),
+        Command::Worker(a) => common::run_worker(a).map(|()| common::exit::OK),
+        Command::Recover(a) => recover::run(a),
+        Command::Completions(a) => completions::run(a),
+        Command::Launch(a) => launch::run(a),
+    }
+}
