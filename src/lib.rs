@@ -50,6 +50,7 @@ pub mod host;
 pub mod inspect;
 pub mod launch;
 pub mod layout;
+pub(crate) mod ledger;
 pub mod maintenance;
 pub mod orchestrator;
 pub mod preset;

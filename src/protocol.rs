@@ -543,3 +543,22 @@ pub fn parse_result(path: &Path, bytes: &[u8]) -> Result<TaskResult> {
     check_schema(path, r.schema)?;
     Ok(r)
 }
+
+impl Status {
+    /// Read a `status.json`; `None` when there is none. The schema is always checked:
+    /// recovery acts on what this file names (it kills the agent group it records).
+    pub fn read(path: &Path) -> Result<Option<Status>> {
+        crate::fsio::read_bounded(path, crate::fsio::SMALL_FILE_LIMIT)?
+            .map(|b| parse_status(path, &b))
+            .transpose()
+    }
+}
+
+impl TaskResult {
+    /// Read a result file; `None` when there is none. The schema is always checked.
+    pub fn read(path: &Path) -> Result<Option<TaskResult>> {
+        crate::fsio::read_bounded(path, crate::fsio::RESULT_SIZE_LIMIT)?
+            .map(|b| parse_result(path, &b))
+            .transpose()
+    }
+}

@@ -1,7 +1,12 @@
 //! Crash recovery: finish what a dead worker left on its slot, exactly once.
+//!
+//! What to do with a leftover task is decided by pure functions ([`disposition`],
+//! [`leftover_agent_is_ours`], [`is_abandoned`]); the rest of this module reads the
+//! facts they need and carries out their verdict through [`crate::ledger`].
 
 use std::fs;
 use std::io;
+use std::path::Path;
 use std::time::{Duration, Instant};
 
 use nix::sys::signal::Signal;
@@ -13,10 +18,14 @@ use crate::error::{Error, Result};
 use crate::fsio::{self, Durability, SMALL_FILE_LIMIT};
 use crate::gate::Gate;
 use crate::host;
-use crate::layout::{Root, Slot};
+use crate::layout::{Root, Slot, WorkerPaths};
+use crate::ledger::Ledger;
 use crate::protocol::{Outcome, Status, Task, TaskId, TaskResult, WorkerState};
 use crate::queue;
-use crate::worker::{publish_result, release, retire_running};
+
+/// A slot whose worker is gone and whose status has been silent this long is
+/// recovered by any idle worker (live workers refresh their status every heartbeat).
+pub const ABANDONED_AFTER: Duration = Duration::from_secs(10);
 
 /// What recovery found on a slot left behind by a dead worker.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
@@ -65,6 +74,72 @@ impl std::fmt::Display for RecoveryReport {
     }
 }
 
+/// What recovery does with the task a dead worker had in hand.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Disposition {
+    /// Its result is already durable: finish telling about it.
+    AnnounceKept,
+    /// Another attempt is allowed: back to the queue, or into the slot's inbox.
+    Redeliver { to_queue: bool },
+    /// A cancel asked for while the worker was dying is honoured.
+    Cancelled,
+    /// It ends as interrupted.
+    Interrupted,
+}
+
+/// The facts [`disposition`] judges by.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Leftover {
+    /// `results/<id>.json` exists.
+    pub has_result: bool,
+    /// The `cancel` file names this task.
+    pub cancel_requested: bool,
+    /// The attempt that was running and the attempts the task allows; `None` when
+    /// `running.json` could not be read as a task (then it cannot be run again).
+    pub attempts: Option<(u32, u32)>,
+    /// It came from the shared queue.
+    pub queued: bool,
+}
+
+/// Decide a leftover task's fate: a kept result wins, then a cancel, then another
+/// attempt when the task allows one, else `interrupted`.
+pub fn disposition(l: Leftover) -> Disposition {
+    if l.has_result {
+        Disposition::AnnounceKept
+    } else if l.cancel_requested {
+        Disposition::Cancelled
+    } else if l.attempts.is_some_and(|(attempt, max)| attempt < max) {
+        Disposition::Redeliver { to_queue: l.queued }
+    } else {
+        Disposition::Interrupted
+    }
+}
+
+/// Whether the process now at a recorded agent pid is the agent we started (so its
+/// group may be killed). The group id cannot be reused while any member lives, so with
+/// the leader gone the group is ours; with the pid alive it must have the recorded
+/// start time. Without a recorded or readable start time a live pid is never trusted.
+pub fn leftover_agent_is_ours(
+    recorded_start: Option<u64>,
+    current_start: Option<u64>,
+    leader_alive: bool,
+) -> bool {
+    match (recorded_start, current_start) {
+        (Some(recorded), Some(now)) => recorded == now,
+        _ => !leader_alive,
+    }
+}
+
+/// Whether another worker should recover a slot: it has a task in hand and its status
+/// has been silent for `after` (`None`: no status file at all).
+pub fn is_abandoned(
+    has_running: bool,
+    status_silent_for: Option<Duration>,
+    after: Duration,
+) -> bool {
+    has_running && status_silent_for.is_none_or(|silent| silent >= after)
+}
+
 /// Finish what a dead worker left on `slot`: remove a stale lock, kill a leftover
 /// agent, and give an in-flight task its one terminal result (or re-deliver it when
 /// its `maxAttempts` allows). The caller must hold the slot's gate.
@@ -74,7 +149,8 @@ pub fn recover_slot(root: &Root, slot: Slot, lock_opts: &LockOptions) -> Result<
     if let Some(h) = dirlock::break_if_stale(&paths.lock_dir(), lock_opts)? {
         report.stale_lock = Some(h.to_string());
     }
-    let lock = match DirLock::try_acquire(&paths.lock_dir(), lock_opts)? {
+    // Held until we return: released by its Drop on every path.
+    let _lock = match DirLock::try_acquire(&paths.lock_dir(), lock_opts)? {
         Acquire::Acquired(l) => l,
         Acquire::Held(h) => {
             return Err(Error::Refused(format!(
@@ -82,22 +158,94 @@ pub fn recover_slot(root: &Root, slot: Slot, lock_opts: &LockOptions) -> Result<
             )))
         }
     };
+    let Some(found) = read_leftover(root, &paths)? else {
+        return Ok(report);
+    };
+    let id = found.id.clone();
+    report.killed_agent = kill_leftover_agent(found.status.as_ref(), &id);
+    free_shared_locks(root, found.task.as_ref(), lock_opts)?;
+
+    let ledger = Ledger {
+        root,
+        paths: &paths,
+        queued: found.queued,
+    };
+    let tell = |st: Status| fsio::write_json(&paths.status(), &st, Durability::Atomic);
+    match disposition(found.facts(&paths)) {
+        Disposition::AnnounceKept => {
+            ledger.announce_kept(&id, tell)?;
+            report.already_finished = Some(id);
+        }
+        Disposition::Redeliver { to_queue } => {
+            let task = found.task.clone().expect("a re-delivered task was read");
+            if redeliver(root, &paths, task, &id, to_queue, &found.why())? {
+                report.redelivered = Some(id);
+            } else {
+                end_leftover(&ledger, &found, Outcome::Interrupted, tell)?;
+                report.interrupted = Some(id);
+            }
+        }
+        Disposition::Cancelled => {
+            let _ = fsio::remove_file_if_exists(&paths.cancel());
+            end_leftover(&ledger, &found, Outcome::Cancelled, tell)?;
+            report.interrupted = Some(id);
+        }
+        Disposition::Interrupted => {
+            end_leftover(&ledger, &found, Outcome::Interrupted, tell)?;
+            report.interrupted = Some(id);
+        }
+    }
+    Ok(report)
+}
+
+/// What a dead worker left in `running.json`, with what its status said.
+struct Found {
+    id: TaskId,
+    task: Option<Task>,
+    status: Option<Status>,
+    queued: bool,
+}
+
+impl Found {
+    fn facts(&self, paths: &WorkerPaths) -> Leftover {
+        let cancel_requested = fsio::read_bounded(&paths.cancel(), SMALL_FILE_LIMIT)
+            .ok()
+            .flatten()
+            .is_some_and(|b| String::from_utf8_lossy(&b).trim() == self.id.to_string());
+        Leftover {
+            has_result: paths.result_for(&self.id).exists(),
+            cancel_requested,
+            attempts: self.task.as_ref().map(|t| (t.attempt(), t.max_attempts())),
+            queued: self.queued,
+        }
+    }
+
+    fn why(&self) -> String {
+        match self.status.as_ref().and_then(|s| s.worker_pid) {
+            Some(p) => format!("interrupted: worker pid {p} died"),
+            None => "interrupted: the worker died".to_string(),
+        }
+    }
+}
+
+/// Read `running.json` and the status beside it; `None` when no task was in hand.
+fn read_leftover(root: &Root, paths: &WorkerPaths) -> Result<Option<Found>> {
     let running = paths.running();
     let limit = Config::load(&root.config_file())
         .map(|c| c.max_task_bytes())
         .unwrap_or(fsio::TASK_SIZE_LIMIT);
     let bytes = match fsio::read_bounded(&running, limit) {
         Ok(Some(b)) => b,
-        Ok(None) => {
-            release(lock);
-            return Ok(report);
-        }
+        Ok(None) => return Ok(None),
         Err(e) => {
             tracing::warn!("unreadable running task: {e}");
             Vec::new()
         }
     };
-    let status: Option<Status> = fsio::read_json(&paths.status(), SMALL_FILE_LIMIT).unwrap_or(None);
+    let status = Status::read(&paths.status()).unwrap_or_else(|e| {
+        tracing::warn!("ignoring the dead worker's status: {e}");
+        None
+    });
     let task = Task::from_bytes(&running, &bytes).ok();
     let id = task
         .as_ref()
@@ -112,44 +260,49 @@ pub fn recover_slot(root: &Root, slot: Slot, lock_opts: &LockOptions) -> Result<
                 .and_then(|s| s.task_id.clone())
         })
         .unwrap_or_else(TaskId::generate);
-
-    // Kill the dead worker's agent, if it outlived it: only the exact process
-    // recorded for this task, never a process that merely reused its pid.
-    if let Some(st) = status.as_ref().filter(|s| s.task_id.as_ref() == Some(&id)) {
-        if let Some(pid) = st.agent_pid {
-            // The agent leads its own group. Its leader died with the worker (parent-death
-            // signal), but descendants may live on in the group. The group id cannot be
-            // reused while any member lives, so with the leader gone we signal the group;
-            // with the pid alive it must still be the very process we started.
-            let leader_alive = host::pid_alive(pid);
-            let ours = match (st.agent_start_time, host::process_start_time(pid)) {
-                (Some(recorded), Some(now)) => recorded == now,
-                _ => !leader_alive,
-            };
-            if ours {
-                tracing::warn!("killing leftover agent group {pid} of task {id}");
-                agent::signal_group(pid, Signal::SIGKILL);
-                // Not our child, so there is no wait(): watch it go, with a bound.
-                let deadline = Instant::now() + Duration::from_secs(5);
-                while leader_alive
-                    && host::same_process_alive(pid, st.agent_start_time)
-                    && Instant::now() < deadline
-                {
-                    std::thread::sleep(Duration::from_millis(10));
-                }
-                report.killed_agent = Some(pid);
-            }
-        }
-    }
-
     // Queued if it says so, or if the queue reserved its id (its file may be unreadable).
     let queued = task
         .as_ref()
         .is_some_and(|t| t.origin.as_deref() == Some(queue::ORIGIN_QUEUE))
         || root.queue_ids().join(id.to_string()).exists();
-    // The dead worker's key lock and run slot: free them now rather than at the next
-    // acquirer's stale check, so status shows them free at once.
-    if let Some(k) = task.as_ref().and_then(|t| t.key.as_deref()) {
+    Ok(Some(Found {
+        id,
+        task,
+        status,
+        queued,
+    }))
+}
+
+/// Kill the dead worker's agent group if it outlived it: only the exact process
+/// recorded for this task, never a process that merely reused its pid.
+fn kill_leftover_agent(status: Option<&Status>, id: &TaskId) -> Option<u32> {
+    let st = status.filter(|s| s.task_id.as_ref() == Some(id))?;
+    let pid = st.agent_pid?;
+    let leader_alive = host::pid_alive(pid);
+    if !leftover_agent_is_ours(
+        st.agent_start_time,
+        host::process_start_time(pid),
+        leader_alive,
+    ) {
+        return None;
+    }
+    tracing::warn!("killing leftover agent group {pid} of task {id}");
+    agent::signal_group(pid, Signal::SIGKILL);
+    // Not our child, so there is no wait(): watch it go, with a bound.
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while leader_alive
+        && host::same_process_alive(pid, st.agent_start_time)
+        && Instant::now() < deadline
+    {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    Some(pid)
+}
+
+/// The dead worker's key lock and run slot: free them now rather than at the next
+/// acquirer's stale check, so status shows them free at once.
+fn free_shared_locks(root: &Root, task: Option<&Task>, lock_opts: &LockOptions) -> Result<()> {
+    if let Some(k) = task.and_then(|t| t.key.as_deref()) {
         dirlock::break_if_stale(&root.key_lock(k), lock_opts)?;
     }
     for entry in fs::read_dir(root.slots_dir())
@@ -161,101 +314,76 @@ pub fn recover_slot(root: &Root, slot: Slot, lock_opts: &LockOptions) -> Result<
             dirlock::break_if_stale(&entry.path(), lock_opts)?;
         }
     }
+    Ok(())
+}
 
-    if paths.result_for(&id).exists() {
-        // The worker died after the durable result but maybe before result.json or
-        // the status told anyone: finish telling them.
-        let kept = paths.result_for(&id);
-        fsio::link_replace(&kept, &paths.result())?;
-        if queued {
-            queue::publish_queue_result(root, &kept, &id)?;
-        }
-        if let Ok(Some(r)) = fsio::read_json::<TaskResult>(&kept, fsio::RESULT_SIZE_LIMIT) {
-            let mut st = Status::new(if r.success {
-                WorkerState::Done
-            } else {
-                WorkerState::Error
-            });
-            st.task_id = Some(id.clone());
-            st.attempt = r.attempt;
-            fsio::write_json(&paths.status(), &st, Durability::Atomic)?;
-        }
-        retire_running(&paths, &id)?;
-        report.already_finished = Some(id);
-        release(lock);
-        return Ok(report);
+/// Put the task back for its next attempt. `false` when the inbox holds another task
+/// (then it cannot go back and ends as interrupted).
+fn redeliver(
+    root: &Root,
+    paths: &WorkerPaths,
+    mut task: Task,
+    id: &TaskId,
+    to_queue: bool,
+    why: &str,
+) -> Result<bool> {
+    task.attempt = Some(task.attempt() + 1);
+    task.id = Some(id.clone());
+    let running = paths.running();
+    if to_queue {
+        // Back to the queue, for whichever worker is free first.
+        queue::requeue(root, &running, &task)?;
+        tracing::info!("requeued task {id} as attempt {} ({why})", task.attempt());
+        return Ok(true);
     }
+    let bytes = fsio::to_json_bytes(&task);
+    match fsio::write_new(&paths.task(), &bytes, Durability::Durable) {
+        Ok(()) => {
+            fsio::remove_file_if_exists(&running)?;
+            tracing::info!(
+                "re-delivered task {id} as attempt {} ({why})",
+                task.attempt()
+            );
+            Ok(true)
+        }
+        Err(e) if e.io_kind() == Some(io::ErrorKind::AlreadyExists) => {
+            // An earlier recovery may have re-delivered it and died before removing
+            // running.json: then the inbox already holds this very task.
+            if inbox_holds(paths, id) {
+                fsio::remove_file_if_exists(&running)?;
+                return Ok(true);
+            }
+            tracing::warn!("cannot re-deliver task {id}: the inbox holds another task");
+            Ok(false)
+        }
+        Err(e) => Err(e),
+    }
+}
 
-    let dead_pid = status.as_ref().and_then(|s| s.worker_pid);
-    let why = match dead_pid {
-        Some(p) => format!("interrupted: worker pid {p} died"),
-        None => "interrupted: the worker died".to_string(),
-    };
-    let attempt = task.as_ref().map_or(1, Task::attempt);
-    // A cancel asked for while the worker was dying is honoured: no further attempt.
-    let cancelled = fsio::read_bounded(&paths.cancel(), SMALL_FILE_LIMIT)
+fn inbox_holds(paths: &WorkerPaths, id: &TaskId) -> bool {
+    fsio::read_bounded(&paths.task(), fsio::TASK_SIZE_LIMIT)
         .ok()
         .flatten()
-        .is_some_and(|b| String::from_utf8_lossy(&b).trim() == id.to_string());
-    let task = task.filter(|_| !cancelled);
-    if let Some(mut t) = task.filter(|t| t.attempt() < t.max_attempts()) {
-        t.attempt = Some(t.attempt() + 1);
-        t.id = Some(id.clone());
-        if queued {
-            // Back to the queue, for whichever worker is free first.
-            queue::requeue(root, &running, &t)?;
-            tracing::info!("requeued task {id} as attempt {} ({why})", t.attempt());
-            report.redelivered = Some(id);
-            release(lock);
-            return Ok(report);
-        }
-        let bytes = fsio::to_json_bytes(&t);
-        match fsio::write_new(&paths.task(), &bytes, Durability::Durable) {
-            Ok(()) => {
-                fsio::remove_file_if_exists(&running)?;
-                tracing::info!("re-delivered task {id} as attempt {} ({why})", t.attempt());
-                report.redelivered = Some(id);
-                release(lock);
-                return Ok(report);
-            }
-            Err(e) if e.io_kind() == Some(io::ErrorKind::AlreadyExists) => {
-                // An earlier recovery may have re-delivered it and died before removing
-                // running.json: then the inbox already holds this very task.
-                let waiting = fsio::read_bounded(&paths.task(), fsio::TASK_SIZE_LIMIT)
-                    .ok()
-                    .flatten()
-                    .and_then(|b| Task::salvage_id(&b));
-                if waiting.as_ref() == Some(&id) {
-                    fsio::remove_file_if_exists(&running)?;
-                    report.redelivered = Some(id);
-                    release(lock);
-                    return Ok(report);
-                }
-                tracing::warn!("cannot re-deliver task {id}: the inbox holds another task");
-            }
-            Err(e) => return Err(e),
-        }
-    }
-    let mut r = if cancelled {
-        let _ = fsio::remove_file_if_exists(&paths.cancel());
-        TaskResult::failed(id.clone(), Outcome::Cancelled, "cancelled")
-    } else {
-        TaskResult::failed(id.clone(), Outcome::Interrupted, why)
+        .and_then(|b| Task::salvage_id(&b))
+        .as_ref()
+        == Some(id)
+}
+
+/// Give a leftover task its terminal result (`interrupted` or `cancelled`).
+fn end_leftover(
+    ledger: &Ledger<'_>,
+    found: &Found,
+    outcome: Outcome,
+    tell: impl FnOnce(Status) -> Result<()>,
+) -> Result<()> {
+    let mut r = match outcome {
+        Outcome::Cancelled => TaskResult::failed(found.id.clone(), outcome, "cancelled"),
+        _ => TaskResult::failed(found.id.clone(), Outcome::Interrupted, found.why()),
     };
-    r.worker = Some(slot.0);
-    r.attempt = Some(attempt);
-    r.started_at = status.as_ref().and_then(|s| s.started_at.clone());
-    publish_result(&paths, &r, true)?;
-    if queued {
-        queue::publish_queue_result(root, &paths.result_for(&id), &id)?;
-    }
-    let mut st = Status::new(WorkerState::Error);
-    st.task_id = Some(id.clone());
-    fsio::write_json(&paths.status(), &st, Durability::Atomic)?;
-    retire_running(&paths, &id)?;
-    report.interrupted = Some(id);
-    release(lock);
-    Ok(report)
+    r.worker = Some(ledger.paths.slot.0);
+    r.attempt = Some(found.task.as_ref().map_or(1, Task::attempt));
+    r.started_at = found.status.as_ref().and_then(|s| s.started_at.clone());
+    ledger.finish(&r, tell)
 }
 
 /// `conductor recover`: recover a slot whose worker is gone for good. Refuses (with
@@ -271,4 +399,121 @@ pub fn recover_abandoned(root: &Root, slot: Slot) -> Result<RecoveryReport> {
     let _gate = Gate::acquire(&paths.worker_gate(), &format!("recovery of worker {slot}"))?;
     let config = Config::load(&root.config_file())?;
     recover_slot(root, slot, &config.lock_options())
+}
+
+/// Finish, on their behalf, tasks left by workers that died for good: every slot but
+/// `own` with a `running.json` whose gate nobody holds. Exactly once: the gate admits one.
+pub fn sweep_abandoned(root: &Root, slots: &[Slot], own: Slot, lock_opts: &LockOptions) {
+    for &slot in slots.iter().filter(|s| **s != own) {
+        let w = root.worker(slot);
+        // A worker restarted right after a crash recovers its own slot: leave the slot
+        // to it unless its status has been silent for a while.
+        if !is_abandoned(
+            w.running().exists(),
+            silent_for(&w.status()),
+            ABANDONED_AFTER,
+        ) {
+            continue;
+        }
+        let Ok(_gate) = Gate::acquire(&w.worker_gate(), &format!("recovery of worker {slot}"))
+        else {
+            continue; // a live worker serves it, or another recoverer is at it
+        };
+        match recover_slot(root, slot, lock_opts) {
+            Ok(r) if !r.is_empty() => tracing::warn!("recovered abandoned worker {slot}: {r}"),
+            Ok(_) => {}
+            Err(e) => tracing::warn!("recovering abandoned worker {slot}: {e}"),
+        }
+    }
+}
+
+fn silent_for(path: &Path) -> Option<Duration> {
+    let modified = fs::metadata(path).and_then(|m| m.modified()).ok()?;
+    Some(modified.elapsed().unwrap_or_default())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn leftover() -> Leftover {
+        Leftover {
+            has_result: false,
+            cancel_requested: false,
+            attempts: Some((1, 1)),
+            queued: false,
+        }
+    }
+
+    #[test]
+    fn a_kept_result_wins_over_everything() {
+        let l = Leftover {
+            has_result: true,
+            cancel_requested: true,
+            attempts: Some((1, 3)),
+            ..leftover()
+        };
+        assert_eq!(disposition(l), Disposition::AnnounceKept);
+    }
+
+    #[test]
+    fn a_cancel_stops_further_attempts() {
+        let l = Leftover {
+            cancel_requested: true,
+            attempts: Some((1, 3)),
+            ..leftover()
+        };
+        assert_eq!(disposition(l), Disposition::Cancelled);
+    }
+
+    #[test]
+    fn another_attempt_only_when_allowed_and_readable() {
+        assert_eq!(disposition(leftover()), Disposition::Interrupted);
+        let allowed = Leftover {
+            attempts: Some((1, 2)),
+            ..leftover()
+        };
+        assert_eq!(
+            disposition(allowed),
+            Disposition::Redeliver { to_queue: false }
+        );
+        let queued = Leftover {
+            queued: true,
+            ..allowed
+        };
+        assert_eq!(
+            disposition(queued),
+            Disposition::Redeliver { to_queue: true }
+        );
+        let used_up = Leftover {
+            attempts: Some((2, 2)),
+            ..leftover()
+        };
+        assert_eq!(disposition(used_up), Disposition::Interrupted);
+        let unreadable = Leftover {
+            attempts: None,
+            ..leftover()
+        };
+        assert_eq!(disposition(unreadable), Disposition::Interrupted);
+    }
+
+    #[test]
+    fn a_reused_pid_is_never_taken_for_the_agent() {
+        assert!(leftover_agent_is_ours(Some(7), Some(7), true));
+        assert!(!leftover_agent_is_ours(Some(7), Some(8), true));
+        // Leader gone: its group id cannot have been reused while members live.
+        assert!(leftover_agent_is_ours(Some(7), None, false));
+        assert!(leftover_agent_is_ours(None, None, false));
+        // Alive but nothing to compare: not trusted.
+        assert!(!leftover_agent_is_ours(None, Some(8), true));
+    }
+
+    #[test]
+    fn a_slot_is_abandoned_only_with_a_task_and_a_silent_status() {
+        let after = Duration::from_secs(10);
+        assert!(!is_abandoned(false, None, after));
+        assert!(is_abandoned(true, None, after));
+        assert!(!is_abandoned(true, Some(Duration::from_secs(2)), after));
+        assert!(is_abandoned(true, Some(Duration::from_secs(10)), after));
+    }
 }

@@ -1,0 +1,127 @@
+//! How a task ends: its record, its one result, the status that tells of it, and the
+//! slot's `running.json` retired — in that order, for the worker and recovery alike.
+//!
+//! The order is the protocol's promise (DESIGN "Finish"): the result is durable before
+//! anyone is told, and `running.json` goes only once the result is there, so a crash at
+//! any step leaves either a task in hand (recovery finishes it) or a finished task whose
+//! telling recovery completes with [`announce_kept`].
+
+use std::fs;
+use std::io;
+
+use crate::error::{Error, Result};
+use crate::fsio::{self, Durability};
+use crate::layout::{Root, WorkerPaths};
+use crate::protocol::{Status, TaskId, TaskResult, WorkerState};
+use crate::queue;
+
+/// Where a task's end is written, and how its status is told.
+pub(crate) struct Ledger<'a> {
+    pub root: &'a Root,
+    pub paths: &'a WorkerPaths,
+    /// The task came from the shared queue: its result is linked into `queue/results/`.
+    pub queued: bool,
+}
+
+/// The status that tells of a finished task.
+pub(crate) fn finished_status(result: &TaskResult) -> Status {
+    let mut st = Status::new(if result.success {
+        WorkerState::Done
+    } else {
+        WorkerState::Error
+    });
+    st.task_id = Some(result.task_id.clone());
+    st.attempt = result.attempt;
+    st
+}
+
+impl Ledger<'_> {
+    /// End the task in hand with `result`: record it, publish the result (and its queue
+    /// copy), tell `status.json` through `tell`, and retire `running.json`.
+    ///
+    /// `tell` failing is reported, not fatal: the result is durable by then, and an old
+    /// status only delays what original clients see.
+    pub fn finish(
+        &self,
+        result: &TaskResult,
+        tell: impl FnOnce(Status) -> Result<()>,
+    ) -> Result<()> {
+        record_task(self.paths, &result.task_id)?;
+        publish_result(self.paths, result, true)?;
+        self.publish_to_queue(&result.task_id)?;
+        if let Err(e) = tell(finished_status(result)) {
+            tracing::warn!("publishing status after task {}: {e}", result.task_id);
+        }
+        retire_running(self.paths, &result.task_id)
+    }
+
+    /// A task whose result is already durable in `results/<id>.json` but whose telling
+    /// may have been cut short by a crash: link `result.json`, the queue copy and the
+    /// status again, and retire `running.json`.
+    pub fn announce_kept(
+        &self,
+        id: &TaskId,
+        tell: impl FnOnce(Status) -> Result<()>,
+    ) -> Result<()> {
+        let kept = self.paths.result_for(id);
+        fsio::link_replace(&kept, &self.paths.result())?;
+        self.publish_to_queue(id)?;
+        if let Ok(Some(r)) = TaskResult::read(&kept) {
+            tell(finished_status(&r))?;
+        }
+        retire_running(self.paths, id)
+    }
+
+    fn publish_to_queue(&self, id: &TaskId) -> Result<()> {
+        if self.queued {
+            queue::publish_queue_result(self.root, &self.paths.result_for(id), id)?;
+        }
+        Ok(())
+    }
+}
+
+/// Link `running.json` as `tasks/<id>.json`, before its result is published, so the
+/// record is there the moment anyone sees the result (`conductor retry` right away).
+/// A link: no copy, and later removing `running.json` frees nothing.
+pub(crate) fn record_task(paths: &WorkerPaths, id: &TaskId) -> Result<()> {
+    let record = paths.task_record(id);
+    let link = || fs::hard_link(paths.running(), &record);
+    match link() {
+        Ok(()) => Ok(()),
+        // Already recorded (a crash after linking, or a reused id's earlier run).
+        Err(e) if e.kind() == io::ErrorKind::AlreadyExists => Ok(()),
+        Err(e) if e.kind() == io::ErrorKind::NotFound && paths.running().exists() => {
+            // tasks/ is missing (a slot made by an older conductor): make it, once.
+            fsio::ensure_dir(&paths.tasks_dir())?;
+            link().map_err(|e| Error::io("record task as", record, e))
+        }
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
+        Err(e) => Err(Error::io("record task as", record, e)),
+    }
+}
+
+/// The slot no longer has a task in hand: `running.json` goes (its record stays as
+/// `tasks/<id>.json`).
+pub(crate) fn retire_running(paths: &WorkerPaths, id: &TaskId) -> Result<()> {
+    record_task(paths, id)?;
+    fsio::remove_file_if_exists(&paths.running()).map(drop)
+}
+
+/// `results/<id>.json` (durable), then `result.json`. With `keep_copy` false (a reused
+/// id) only `result.json` is written, so the earlier task's record stays intact.
+pub(crate) fn publish_result(
+    paths: &WorkerPaths,
+    result: &TaskResult,
+    keep_copy: bool,
+) -> Result<()> {
+    let bytes = fsio::to_json_bytes(result);
+    if !keep_copy {
+        return fsio::write_replace(&paths.result(), &bytes, Durability::Durable);
+    }
+    fsio::ensure_dir(&paths.results_dir())?;
+    let kept = paths.result_for(&result.task_id);
+    fsio::write_replace(&kept, &bytes, Durability::Durable)?;
+    // result.json is the same file under the name original clients read: a hard link
+    // costs no second write and no fsync (results/<id>.json is the durable record).
+    fsio::link_replace(&kept, &paths.result())
+}

@@ -1,0 +1,59 @@
+//! Admitting a task: the shared locks it needs beside the slot's own `.lock`.
+
+use crate::dirlock::{Acquire, DirLock};
+use crate::error::{Error, Result};
+use crate::queue;
+
+use super::Shared;
+
+/// The shared locks a task holds besides the slot's own `.lock`; released by drop.
+pub(crate) struct Hold {
+    pub key_lock: Option<DirLock>,
+    pub run_slot: Option<DirLock>,
+    /// Came from the shared queue: its result is also linked into `queue/results/`.
+    pub queued: bool,
+}
+
+impl Hold {
+    /// Every lock the task holds, for heartbeats.
+    pub fn locks_mut(&mut self) -> impl Iterator<Item = &mut DirLock> {
+        [self.key_lock.as_mut(), self.run_slot.as_mut()]
+            .into_iter()
+            .flatten()
+    }
+}
+
+/// Take what an inbox task needs to run now: a run slot under the root's cap (direct
+/// deliveries count too) and its key's lock (one running task per key holds for direct
+/// deliveries too). `None`: it must wait in the inbox.
+pub(crate) fn admit_inbox_task(
+    shared: &Shared,
+    key: Option<&str>,
+    queued: bool,
+) -> Result<Option<Hold>> {
+    let run_slot = match queue::take_run_slot(&shared.opts.root, &shared.config) {
+        Ok(s) => s,
+        Err(Error::Refused(why)) => {
+            tracing::debug!("task waits in the inbox: {why}");
+            return Ok(None);
+        }
+        Err(e) => return Err(e),
+    };
+    let key_lock = match (key, shared.config.per_key_serialization()) {
+        (Some(k), true) => {
+            match DirLock::try_acquire(&shared.opts.root.key_lock(k), &shared.lock_opts)? {
+                Acquire::Acquired(l) => Some(l),
+                Acquire::Held(_) => {
+                    tracing::debug!("task waits in the inbox: key {k} is busy");
+                    return Ok(None);
+                }
+            }
+        }
+        _ => None,
+    };
+    Ok(Some(Hold {
+        key_lock,
+        run_slot,
+        queued,
+    }))
+}

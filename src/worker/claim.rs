@@ -1,0 +1,167 @@
+//! Claiming a task: from the slot's inbox or the shared queue into `running.json`.
+
+use std::fs;
+use std::io;
+use std::time::Instant;
+
+use crossbeam_channel::Receiver;
+
+use super::admit::{self, Hold};
+use super::inbox::{self, Inbox};
+use super::{supervise, Pickup, Shared, SlotServer};
+use crate::dirlock::{Acquire, DirLock};
+use crate::error::{Error, Result};
+use crate::fsio::{self, Durability};
+use crate::protocol::{Task, TaskId};
+use crate::queue;
+
+/// Take the slot's own `.lock` (parked between tasks, so reusable). `None`: someone
+/// else holds it.
+fn slot_lock(shared: &Shared, slot: &SlotServer) -> Result<Option<DirLock>> {
+    match DirLock::try_acquire_reusable(&slot.paths.lock_dir(), &shared.lock_opts)? {
+        Acquire::Acquired(l) => Ok(Some(l)),
+        Acquire::Held(h) => {
+            tracing::warn!(
+                "slot {} is locked by someone else: {h}; will retry",
+                slot.slot()
+            );
+            Ok(None)
+        }
+    }
+}
+
+/// Look at the inbox once; claim and run a task if there is one.
+pub(crate) fn from_inbox(
+    shared: &Shared,
+    slot: &SlotServer,
+    wake: &Receiver<()>,
+    shutdown: &Receiver<()>,
+) -> Result<Pickup> {
+    let looked = Instant::now();
+    let inbox_path = slot.paths.task();
+    if let Err(e) = fs::symlink_metadata(&inbox_path) {
+        if e.kind() == io::ErrorKind::NotFound {
+            return Ok(Pickup::Empty);
+        }
+        return Err(Error::io("stat", &inbox_path, e));
+    }
+    let later = Pickup::NotYet(Instant::now() + shared.opts.rescan);
+    let Some(lock) = slot_lock(shared, slot)? else {
+        return Ok(later);
+    };
+    let (task, bytes) = match inbox::read(shared, slot)? {
+        Inbox::Empty => return Ok(Pickup::Empty),
+        Inbox::Incomplete(wait) => return Ok(Pickup::NotYet(Instant::now() + wait)),
+        Inbox::Bad { reason, id } => {
+            inbox::reject(slot, &inbox_path, &reason, id)?;
+            return Ok(Pickup::Ran);
+        }
+        Inbox::Ready { task, bytes } => (task, bytes),
+    };
+    let queued = task.origin.as_deref() == Some(queue::ORIGIN_QUEUE);
+    let Some(hold) = admit::admit_inbox_task(shared, task.key.as_deref(), queued)? else {
+        return Ok(later);
+    };
+    let Some(task) = take_inbox(shared, slot, task, &bytes)? else {
+        return Ok(Pickup::Empty);
+    };
+    tracing::debug!(
+        "claimed in {}us (lock, read, rename)",
+        looked.elapsed().as_micros()
+    );
+    supervise::run(shared, slot, task, lock, hold, wake, shutdown)
+}
+
+/// Rename the inbox to `running.json` (durably) and return what it holds now; `None`
+/// when it was withdrawn first.
+fn take_inbox(shared: &Shared, slot: &SlotServer, task: Task, read: &[u8]) -> Result<Option<Task>> {
+    let (inbox, running) = (slot.paths.task(), slot.paths.running());
+    match fs::rename(&inbox, &running) {
+        Ok(()) => {}
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(Error::io("claim (rename to running.json)", &inbox, e)),
+    }
+    // The claim must survive a power loss, or task.json could reappear and the task
+    // run a second time.
+    fsio::fsync_dir(&slot.paths.dir)?;
+    // A non-atomic client may have rewritten the file in place between our read and
+    // the rename: what is in running.json now is what runs.
+    let task = match fsio::read_bounded(&running, shared.config.max_task_bytes()) {
+        Ok(Some(now)) if now != read => match Task::from_bytes(&running, &now) {
+            Ok(newer) => {
+                tracing::warn!(
+                    "task.json changed while it was being claimed; running what it holds now"
+                );
+                newer
+            }
+            Err(e) => {
+                tracing::warn!("task.json changed while it was being claimed, to something unreadable ({e}); running what was read");
+                task
+            }
+        },
+        _ => task,
+    };
+    ensure_id(slot, task).map(Some)
+}
+
+/// With an empty inbox: pull the best eligible task from the shared queue.
+pub(crate) fn from_queue(
+    shared: &Shared,
+    slot: &SlotServer,
+    wake: &Receiver<()>,
+    shutdown: &Receiver<()>,
+) -> Result<Pickup> {
+    let pending = shared.opts.root.queue_pending();
+    let any = fs::read_dir(&pending)
+        .map(|mut d| d.any(|e| e.is_ok_and(|e| !e.file_name().to_string_lossy().starts_with('.'))))
+        .unwrap_or(false);
+    if !any {
+        return Ok(Pickup::Empty);
+    }
+    let (lock_dir, lock_opts) = (slot.paths.lock_dir(), shared.lock_opts);
+    let take_lock = || match DirLock::try_acquire_reusable(&lock_dir, &lock_opts)? {
+        Acquire::Acquired(l) => Ok(Some(l)),
+        Acquire::Held(_) => Ok(None),
+    };
+    let Some(claim) = queue::claim_next(&shared.opts.root, &slot.paths, &shared.config, take_lock)?
+    else {
+        return Ok(Pickup::Empty);
+    };
+    // The move out of pending/ and into running.json must both survive a power loss.
+    fsio::fsync_dir(&pending)?;
+    fsio::fsync_dir(&slot.paths.dir)?;
+    let task = Task::from_bytes(&slot.paths.running(), &claim.task_bytes)?;
+    let task = ensure_id(slot, task)?;
+    let id = task.id.clone().expect("id ensured");
+    let hold = Hold {
+        key_lock: claim.key_lock,
+        run_slot: claim.run_slot,
+        queued: true,
+    };
+    if slot.paths.result_for(&id).exists() {
+        // A direct task of this slot used the same id: its result stays untouched.
+        let reason = format!(
+            "task id {id} was already used on worker {} (results/{id}.json exists)",
+            slot.slot()
+        );
+        queue::reject_in_hand(
+            &shared.opts.root,
+            &slot.paths,
+            &format!("{id}.json"),
+            &reason,
+            Some(id),
+        )?;
+        return Ok(Pickup::Ran);
+    }
+    tracing::debug!("claimed queued task {id}");
+    supervise::run(shared, slot, task, claim.slot_lock, hold, wake, shutdown)
+}
+
+/// A task without an id gets one now, written into `running.json` so recovery knows it.
+fn ensure_id(slot: &SlotServer, mut task: Task) -> Result<Task> {
+    if task.id.is_none() {
+        task.id = Some(TaskId::generate());
+        fsio::write_json(&slot.paths.running(), &task, Durability::Durable)?;
+    }
+    Ok(task)
+}

@@ -1,0 +1,146 @@
+//! Reading the slot's inbox into a state, and quarantining what cannot be run.
+
+use std::fs;
+use std::path::Path;
+use std::time::{Duration, SystemTime};
+
+use super::{Shared, SlotServer};
+use crate::error::{Error, Result};
+use crate::fsio::{self, Durability};
+use crate::ledger;
+use crate::protocol::{Outcome, Status, Task, TaskId, TaskResult, WorkerState};
+
+/// What the inbox holds, read under the slot's lock.
+pub(crate) enum Inbox {
+    /// Gone (claimed or withdrawn) since we looked.
+    Empty,
+    /// Unparseable, but maybe still being written by a non-atomic client: look again
+    /// after this long.
+    Incomplete(Duration),
+    /// Cannot be run: quarantine it, answering `id` when one could be read.
+    Bad { reason: String, id: Option<TaskId> },
+    /// A task ready to claim, with the bytes it was read from.
+    Ready { task: Task, bytes: Vec<u8> },
+}
+
+/// Read and judge the inbox file.
+pub(crate) fn read(shared: &Shared, slot: &SlotServer) -> Result<Inbox> {
+    let inbox = slot.paths.task();
+    let bytes = match fsio::read_bounded(&inbox, shared.config.max_task_bytes()) {
+        Ok(Some(b)) => b,
+        Ok(None) => return Ok(Inbox::Empty),
+        Err(Error::BadFile { problem, .. }) => {
+            return Ok(Inbox::Bad {
+                reason: problem.to_string(),
+                id: None,
+            })
+        }
+        // Unopenable (a socket, no permission): refusing it once beats failing on it
+        // at every start.
+        Err(e @ Error::Io { .. }) => {
+            return Ok(Inbox::Bad {
+                reason: e.to_string(),
+                id: None,
+            })
+        }
+        Err(e) => return Err(e),
+    };
+    let task = match Task::from_bytes(&inbox, &bytes) {
+        Ok(t) => t,
+        Err(Error::BadFile { problem, .. }) => {
+            if problem.may_be_incomplete() {
+                if let Some(wait) = still_being_written(&inbox, shared.opts.quiet_grace)? {
+                    return Ok(Inbox::Incomplete(wait));
+                }
+            }
+            return Ok(Inbox::Bad {
+                reason: problem.to_string(),
+                id: Task::salvage_id(&bytes),
+            });
+        }
+        Err(e) => return Err(e),
+    };
+    if let Some(id) = &task.id {
+        if slot.paths.result_for(id).exists() {
+            let reason = format!(
+                "task id {id} was already used on worker {} (results/{id}.json exists); \
+                 send it with a new id",
+                slot.slot()
+            );
+            return Ok(Inbox::Bad {
+                reason,
+                id: Some(id.clone()),
+            });
+        }
+    }
+    Ok(Inbox::Ready { task, bytes })
+}
+
+/// `Some(wait)` while an unparseable inbox file may still be mid-write.
+fn still_being_written(inbox: &Path, quiet_grace: Duration) -> Result<Option<Duration>> {
+    let meta = fs::symlink_metadata(inbox).map_err(|e| Error::io("stat", inbox, e))?;
+    let mtime = meta.modified().map_err(|e| Error::io("stat", inbox, e))?;
+    let quiet_for = SystemTime::now().duration_since(mtime).unwrap_or_default();
+    if quiet_for >= quiet_grace {
+        return Ok(None);
+    }
+    let wait = quiet_grace - quiet_for + Duration::from_millis(5);
+    tracing::debug!(
+        "{} does not parse yet; re-reading in {wait:?}",
+        inbox.display()
+    );
+    Ok(Some(wait))
+}
+
+/// Move a bad inbox file to `rejected/` with a `.reason`, and answer it with an
+/// `error` result when its id could be read.
+pub(crate) fn reject(
+    slot: &SlotServer,
+    inbox: &Path,
+    reason: &str,
+    id: Option<TaskId>,
+) -> Result<()> {
+    let dir = slot.paths.rejected_dir();
+    fsio::ensure_dir(&dir)?;
+    let stamp = humantime::format_rfc3339_millis(SystemTime::now())
+        .to_string()
+        .replace(':', "");
+    let name = match &id {
+        Some(id) => format!("{stamp}-{id}.task.json"),
+        None => format!("{stamp}-{}.task.json", fsio::nonce()),
+    };
+    let dest = dir.join(&name);
+    // The answer first, so a crash part-way can never leave a readable id without a
+    // result; then the reason, so whoever sees the inbox empty can read why.
+    if let Some(id) = id {
+        answer_rejected(slot, id, reason)?;
+    }
+    let reason_line = format!("{}: {reason}\n", inbox.display());
+    fsio::write_replace(
+        &dir.join(format!("{name}.reason")),
+        reason_line.as_bytes(),
+        Durability::Durable,
+    )?;
+    fs::rename(inbox, &dest).map_err(|e| Error::io("move to rejected/", inbox, e))?;
+    tracing::warn!(
+        "rejected {}: {reason} (kept as {})",
+        inbox.display(),
+        dest.display()
+    );
+    Ok(())
+}
+
+/// A rejected task's `error` result and status.
+fn answer_rejected(slot: &SlotServer, id: TaskId, reason: &str) -> Result<()> {
+    let mut result = TaskResult::failed(id, Outcome::Rejected, format!("rejected: {reason}"));
+    result.worker = Some(slot.slot().0);
+    // A reused id must not overwrite the earlier task's kept result.
+    let keep_copy = !slot.paths.result_for(&result.task_id).exists();
+    ledger::publish_result(&slot.paths, &result, keep_copy)?;
+    let mut st = Status::new(WorkerState::Error);
+    st.task_id = Some(result.task_id.clone());
+    if let Err(e) = slot.board.publish(st) {
+        tracing::warn!("publishing status for rejected task: {e}");
+    }
+    Ok(())
+}

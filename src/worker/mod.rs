@@ -1,0 +1,362 @@
+//! The worker daemon: serves a slot — event-driven pickup, agent runs, results.
+//!
+//! One verb per file: [`inbox`] reads the inbox into a state and quarantines what is bad,
+//! [`admit`] takes the locks a task needs, [`claim`] makes the task ours (from the inbox
+//! or the shared queue), [`supervise`] runs the agent to its result, and
+//! [`crate::ledger`] ends the task. [`Worker`] is the process around them: its watcher,
+//! its shutdown channel and its loop. A slot's own state ([`SlotServer`]) and what
+//! every slot of the process shares ([`Shared`]) are kept apart, so one process can
+//! later serve many slots.
+
+mod admit;
+mod cancel;
+mod claim;
+mod inbox;
+mod status;
+mod supervise;
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime};
+
+use crossbeam_channel::{bounded, select, Receiver};
+
+use crate::agent::AgentCommand;
+use crate::client::Client;
+use crate::config::Config;
+use crate::dirlock::{self, LockOptions};
+use crate::error::{Error, Result};
+use crate::fsio;
+use crate::gate::Gate;
+use crate::layout::{Root, Slot, WorkerPaths};
+use crate::preset::Preset;
+use crate::protocol::{Status, WorkerState};
+use crate::recovery;
+use crate::watch::{DirWatcher, Interest, WatchMode};
+
+pub use crate::recovery::{recover_abandoned, recover_slot, RecoveryReport};
+
+/// Set in every agent's environment; its presence means "we are inside an agent".
+pub const ENV_WORKER: &str = "CONDUCTOR_WORKER";
+
+/// How a worker is set up. [`WorkerOptions::new`] gives the documented defaults.
+#[derive(Debug, Clone)]
+pub struct WorkerOptions {
+    pub root: Root,
+    pub slot: Slot,
+    /// The agent's working directory (the project).
+    pub project_dir: PathBuf,
+    pub agent: AgentCommand,
+    /// How to read the agent's output and continue sessions.
+    pub preset: Preset,
+    pub watch: WatchMode,
+    /// Default timeout when the task gives none (`--timeout`); none = no limit.
+    pub timeout: Option<Duration>,
+    /// Between SIGTERM and SIGKILL when stopping an agent.
+    pub kill_grace: Duration,
+    /// How often `status.json` is refreshed while working.
+    pub heartbeat: Duration,
+    /// Re-read the inbox this often even without events (the slow safety timer).
+    pub rescan: Duration,
+    /// How long an unparseable task.json must stay unchanged before it is rejected
+    /// (non-atomic writers truncate, then write).
+    pub quiet_grace: Duration,
+    /// Stdout bytes kept inline in the result; the rest stays in a file.
+    pub inline_output: usize,
+    /// Start even inside an agent (`CONDUCTOR_WORKER` set).
+    pub allow_nested: bool,
+}
+
+impl WorkerOptions {
+    pub fn new(root: Root, slot: Slot, project_dir: PathBuf, agent: AgentCommand) -> Self {
+        WorkerOptions {
+            root,
+            slot,
+            project_dir,
+            agent,
+            preset: Preset::Command,
+            watch: WatchMode::Auto,
+            timeout: None,
+            kill_grace: Duration::from_secs(5),
+            heartbeat: Duration::from_secs(2),
+            rescan: Duration::from_secs(2),
+            quiet_grace: Duration::from_millis(500),
+            inline_output: 4 * 1024 * 1024,
+            allow_nested: false,
+        }
+    }
+}
+
+/// What every slot served by this process shares: options, the root's config, the
+/// agent found on PATH.
+pub(crate) struct Shared {
+    pub opts: WorkerOptions,
+    pub config: Config,
+    pub lock_opts: LockOptions,
+    /// The agent program found on PATH at start.
+    pub agent_path: Option<PathBuf>,
+}
+
+/// One slot's own state: its files, its gate, its status board.
+pub(crate) struct SlotServer {
+    pub paths: WorkerPaths,
+    _gate: Gate,
+    pub board: status::StatusBoard,
+}
+
+impl SlotServer {
+    pub fn slot(&self) -> Slot {
+        self.paths.slot
+    }
+}
+
+impl Drop for SlotServer {
+    fn drop(&mut self) {
+        // Our parked lock directory, if any (see DirLock::try_acquire_reusable).
+        let _ = dirlock::clear_spares(&self.paths.lock_dir());
+    }
+}
+
+/// What one look at the slot's work came to.
+pub(crate) enum Pickup {
+    /// A task was run or rejected: look again at once.
+    Ran,
+    /// A task was interrupted by a shutdown request: stop serving.
+    Stop,
+    Empty,
+    /// Something is there but not ready (mid-write, locked): look again then.
+    NotYet(Instant),
+}
+
+/// A started worker: holds its slot's gate and watcher. Run it with [`Worker::run`].
+pub struct Worker {
+    shared: Shared,
+    slot: SlotServer,
+    watcher: DirWatcher,
+    wake: Receiver<()>,
+    recovery: RecoveryReport,
+}
+
+/// The slot's gate. An idle worker recovering this slot holds it for a moment; a
+/// worker started just then waits for that (bounded) instead of refusing.
+fn acquire_worker_gate(paths: &WorkerPaths, slot: Slot) -> Result<Gate> {
+    let deadline = Instant::now() + Duration::from_secs(15);
+    loop {
+        match Gate::acquire(&paths.worker_gate(), &format!("worker {slot}")) {
+            Err(e @ Error::GateHeld { .. }) => {
+                let recovering = crate::gate::probe(&paths.worker_gate())
+                    .ok()
+                    .flatten()
+                    .is_some_and(|h| h.role.starts_with("recovery"));
+                if !recovering || Instant::now() >= deadline {
+                    return Err(e);
+                }
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            other => return other,
+        }
+    }
+}
+
+/// Refuse what must not start: a worker inside an agent, a missing project directory.
+fn check_startable(opts: &WorkerOptions) -> Result<()> {
+    if !opts.allow_nested && std::env::var_os(ENV_WORKER).is_some() {
+        return Err(Error::Refused(format!(
+            "refusing to start worker {}: this shell runs inside a conductor agent \
+             ({ENV_WORKER} is set); pass --allow-nested if you really mean it",
+            opts.slot
+        )));
+    }
+    if !opts.project_dir.is_dir() {
+        return Err(Error::Usage(format!(
+            "project directory {} does not exist or is not a directory",
+            opts.project_dir.display()
+        )));
+    }
+    Ok(())
+}
+
+/// Watch the slot's inbox and cancel file, the shared queue, and key and run-slot
+/// locks coming free (a skipped task may have become eligible).
+fn watch_slot(
+    root: &Root,
+    paths: &WorkerPaths,
+    mode: WatchMode,
+) -> Result<(DirWatcher, Receiver<()>)> {
+    let (tx, wake) = bounded(1);
+    let shared = [root.queue_pending(), root.keys_dir(), root.slots_dir()];
+    let shared_dirs = shared.clone();
+    let interest: Interest = Arc::new(move |p: &Path| {
+        let name = p.file_name().and_then(|n| n.to_str()).unwrap_or("");
+        if matches!(name, "task.json" | "cancel") {
+            return true;
+        }
+        !name.starts_with('.')
+            && !name.ends_with(".guard")
+            && p.parent()
+                .is_some_and(|d| shared_dirs.iter().any(|s| s == d))
+    });
+    let mut dirs = vec![paths.dir.clone()];
+    dirs.extend(shared);
+    let watcher = DirWatcher::new(&dirs, mode, interest, tx)?;
+    Ok((watcher, wake))
+}
+
+impl Worker {
+    /// Take the slot's gate, create the slot, recover what a dead predecessor left,
+    /// publish `idle` and arm the watcher.
+    pub fn start(opts: WorkerOptions) -> Result<Worker> {
+        check_startable(&opts)?;
+        let client = Client::new(opts.root.clone());
+        let paths = opts.root.worker(opts.slot);
+        fsio::ensure_dir(&paths.dir)?;
+        let gate = acquire_worker_gate(&paths, opts.slot)?;
+        client.init_queue()?;
+        client.create_worker(opts.slot)?;
+        let config = Config::load(&opts.root.config_file())?;
+        let lock_opts = config.lock_options();
+        let (watcher, wake) = watch_slot(&opts.root, &paths, opts.watch)?;
+        let board = status::StatusBoard::start(&paths)?;
+
+        let agent_path = opts.agent.resolve();
+        if agent_path.is_none() {
+            tracing::warn!(
+                "agent `{}` is not on PATH; tasks will fail until it is installed",
+                opts.agent.program
+            );
+        }
+        let recovery = recover_slot(&opts.root, opts.slot, &lock_opts)?;
+        dirlock::clear_spares(&paths.lock_dir())?;
+        let slot = SlotServer {
+            paths,
+            _gate: gate,
+            board,
+        };
+        announce_ready(&slot, &recovery)?;
+        let shared = Shared {
+            opts,
+            config,
+            lock_opts,
+            agent_path,
+        };
+        Ok(Worker {
+            shared,
+            slot,
+            watcher,
+            wake,
+            recovery,
+        })
+    }
+
+    /// One line for the terminal: slot, root, project, agent and watcher.
+    pub fn describe(&self) -> String {
+        let opts = &self.shared.opts;
+        format!(
+            "conductor worker {} (pid {}) serving {} in {} with agent `{}`, watching with {}",
+            opts.slot,
+            std::process::id(),
+            self.slot.paths.dir.display(),
+            opts.project_dir.display(),
+            opts.agent,
+            self.watcher.kind()
+        )
+    }
+
+    pub fn recovery(&self) -> &RecoveryReport {
+        &self.recovery
+    }
+
+    /// Serve tasks until `shutdown` fires (or its sender is dropped).
+    pub fn run(&mut self, shutdown: &Receiver<()>) -> Result<()> {
+        let mut next_recovery = Instant::now() + self.shared.opts.rescan;
+        let mut seen_config = config_stamp(&self.shared.opts.root);
+        loop {
+            if shutdown.try_recv().is_ok() {
+                return Ok(());
+            }
+            self.shared.follow_config(&mut seen_config);
+            // Not only when idle long enough for a timeout: a stream of events (other
+            // workers' locks) must not starve recovery of a dead worker's slot.
+            if Instant::now() >= next_recovery {
+                self.shared.sweep_abandoned(self.slot.slot());
+                next_recovery = Instant::now() + self.shared.opts.rescan;
+            }
+            let retry_at = match self.look_once(shutdown)? {
+                Pickup::Ran => continue,
+                Pickup::Stop => return Ok(()),
+                Pickup::Empty => None,
+                Pickup::NotYet(when) => Some(when),
+            };
+            let mut wait = self.shared.opts.rescan;
+            if let Some(at) = retry_at {
+                wait = wait.min(at.saturating_duration_since(Instant::now()));
+            }
+            select! {
+                recv(self.wake) -> _ => {}
+                recv(shutdown) -> _ => return Ok(()),
+                default(wait) => {}
+            }
+        }
+    }
+
+    /// The inbox first, then the shared queue.
+    fn look_once(&mut self, shutdown: &Receiver<()>) -> Result<Pickup> {
+        let pickup = claim::from_inbox(&self.shared, &self.slot, &self.wake, shutdown)?;
+        if !matches!(pickup, Pickup::Empty) {
+            return Ok(pickup);
+        }
+        claim::from_queue(&self.shared, &self.slot, &self.wake, shutdown)
+    }
+}
+
+/// Recovery just finished a task (its status says done/error for it): leave that for
+/// clients that poll status.json for their task, stamped as ours. Otherwise announce idle.
+fn announce_ready(slot: &SlotServer, recovery: &RecoveryReport) -> Result<()> {
+    let finished = recovery
+        .interrupted
+        .as_ref()
+        .or(recovery.already_finished.as_ref());
+    let kept = finished.and_then(|id| {
+        Status::read(&slot.paths.status())
+            .ok()
+            .flatten()
+            .filter(|st| st.task_id.as_ref() == Some(id))
+    });
+    slot.board
+        .publish(kept.unwrap_or_else(|| Status::new(WorkerState::Idle)))
+}
+
+impl Shared {
+    /// config.json may change while we run (maxRunning, limits): follow it.
+    fn follow_config(&mut self, seen: &mut Option<(SystemTime, u64)>) {
+        let stamp = config_stamp(&self.opts.root);
+        if stamp == *seen {
+            return;
+        }
+        *seen = stamp;
+        match Config::load(&self.opts.root.config_file()) {
+            Ok(c) => {
+                tracing::info!("config.json changed; reloaded");
+                self.lock_opts = c.lock_options();
+                self.config = c;
+            }
+            Err(e) => {
+                tracing::warn!("config.json changed but cannot be read ({e}); keeping the old one")
+            }
+        }
+    }
+
+    /// Recover slots whose workers died for good (see [`recovery::sweep_abandoned`]).
+    fn sweep_abandoned(&self, own: Slot) {
+        let Ok(slots) = Client::new(self.opts.root.clone()).list_workers() else {
+            return;
+        };
+        recovery::sweep_abandoned(&self.opts.root, &slots, own, &self.lock_opts);
+    }
+}
+
+/// When config.json last changed (None while it does not exist).
+fn config_stamp(root: &Root) -> Option<(SystemTime, u64)> {
+    let m = std::fs::metadata(root.config_file()).ok()?;
+    Some((m.modified().ok()?, m.len()))
+}

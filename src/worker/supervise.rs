@@ -1,0 +1,353 @@
+//! Supervising a claimed task's agent: spawn, heartbeat, cancel, timeout, its result.
+
+use std::fs;
+use std::time::{Duration, Instant, SystemTime};
+
+use crossbeam_channel::{select, Receiver};
+use nix::sys::signal::Signal;
+
+use super::admit::Hold;
+use super::{cancel, Pickup, Shared, SlotServer, ENV_WORKER};
+use crate::agent::{Agent, AgentCommand, AgentOutput, Launch};
+use crate::dirlock::DirLock;
+use crate::error::{Error, Result};
+use crate::fsio;
+use crate::layout::ENV_HOME;
+use crate::ledger::Ledger;
+use crate::protocol::{
+    now_rfc3339, rfc3339, Outcome, Status, Task, TaskId, TaskResult, WorkerState,
+};
+
+/// Why the agent stopped before finishing on its own.
+enum Stop {
+    Timeout(Duration),
+    Cancelled,
+    Interrupted(String),
+}
+
+/// A claimed task on its way to its one result.
+struct Run<'a> {
+    shared: &'a Shared,
+    slot: &'a SlotServer,
+    id: TaskId,
+    started_at: String,
+    clock: Instant,
+    attempt: u32,
+}
+
+/// Run a claimed task to its one result. `Pickup::Stop` if asked to shut down.
+pub(crate) fn run(
+    shared: &Shared,
+    slot: &SlotServer,
+    task: Task,
+    mut lock: DirLock,
+    mut hold: Hold,
+    wake: &Receiver<()>,
+    shutdown: &Receiver<()>,
+) -> Result<Pickup> {
+    let run = Run {
+        shared,
+        slot,
+        id: task.id.clone().expect("id ensured at claim"),
+        started_at: rfc3339(SystemTime::now()),
+        clock: Instant::now(),
+        attempt: task.attempt(),
+    };
+    if let Some(who) = cancel::requested(&slot.paths, &run.id, false) {
+        tracing::info!("task {} was cancelled before it started ({who})", run.id);
+        let r = TaskResult::failed(run.id.clone(), Outcome::Cancelled, "cancelled");
+        return run.end(r, lock, hold).map(|()| Pickup::Ran);
+    }
+    let mut agent = match run.command(&task).and_then(|c| run.spawn(&task, &c)) {
+        Ok(a) => a,
+        Err(r) => return run.end(*r, lock, hold).map(|()| Pickup::Ran),
+    };
+    tracing::info!(
+        "task {} started: agent pid {} ({}us after claim)",
+        run.id,
+        agent.pid(),
+        run.clock.elapsed().as_micros()
+    );
+    let stop = run.watch(&task, &mut agent, &mut lock, &mut hold, wake, shutdown);
+    if stop.is_some() {
+        agent.stop(shared.opts.kill_grace);
+    }
+    let shutting_down = matches!(stop, Some(Stop::Interrupted(_)));
+    let out = agent.finish();
+    let mut result = run.build_result(&out, stop);
+    shared.opts.preset.interpret(&mut result);
+    run.end(result, lock, hold)?;
+    Ok(if shutting_down {
+        Pickup::Stop
+    } else {
+        Pickup::Ran
+    })
+}
+
+impl Run<'_> {
+    /// The agent command for this task: the worker's, plus the preset's resume
+    /// arguments when the task continues a session. Err: the task's rejected result.
+    fn command(&self, task: &Task) -> std::result::Result<AgentCommand, Box<TaskResult>> {
+        let opts = &self.shared.opts;
+        let Some(session) = task.resume.as_deref() else {
+            return Ok(opts.agent.clone());
+        };
+        match opts.preset.resume_args(session) {
+            Some(extra) => {
+                let mut c = opts.agent.clone();
+                c.args.extend(extra);
+                Ok(c)
+            }
+            None => {
+                let why = format!(
+                    "task asks to resume session {session}, but the {} preset cannot resume",
+                    opts.preset
+                );
+                Err(Box::new(TaskResult::failed(
+                    self.id.clone(),
+                    Outcome::Rejected,
+                    why,
+                )))
+            }
+        }
+    }
+
+    /// Start the agent. Err: the task's failed result (the agent could not start).
+    fn spawn(
+        &self,
+        task: &Task,
+        command: &AgentCommand,
+    ) -> std::result::Result<Agent, Box<TaskResult>> {
+        let context = task
+            .context
+            .as_ref()
+            .map(|c| c.to_string())
+            .unwrap_or_else(|| "null".into());
+        let (opts, paths) = (&self.shared.opts, &self.slot.paths);
+        let launch = Launch {
+            command,
+            program_path: self.shared.agent_path.as_deref(),
+            cwd: &opts.project_dir,
+            env: vec![
+                (ENV_HOME, opts.root.path().display().to_string()),
+                (ENV_WORKER, self.slot.slot().to_string()),
+                ("CONDUCTOR_TASK_ID", self.id.to_string()),
+                ("CONDUCTOR_CONTEXT", context),
+            ],
+            prompt: task.prompt.clone(),
+            output_log: &paths.output_log(),
+            inline_cap: opts.inline_output,
+        };
+        Agent::spawn(launch).map_err(|e| {
+            Box::new(TaskResult::failed(
+                self.id.clone(),
+                Outcome::Failure,
+                e.to_string(),
+            ))
+        })
+    }
+
+    fn working_status(&self, agent: &Agent) -> Status {
+        let mut status = Status::new(WorkerState::Working);
+        status.task_id = Some(self.id.clone());
+        status.started_at = Some(self.started_at.clone());
+        status.heartbeat_at = Some(self.started_at.clone());
+        status.agent_pid = Some(agent.pid());
+        status.agent_start_time = agent.start_time();
+        status.attempt = Some(self.attempt);
+        status.output_bytes = Some(0);
+        status
+    }
+
+    /// Watch the running agent until it exits, or a timeout, a cancel or a shutdown
+    /// stops it; keep the status and every held lock fresh meanwhile.
+    fn watch(
+        &self,
+        task: &Task,
+        agent: &mut Agent,
+        lock: &mut DirLock,
+        hold: &mut Hold,
+        wake: &Receiver<()>,
+        shutdown: &Receiver<()>,
+    ) -> Option<Stop> {
+        let mut status = self.working_status(agent);
+        if let Err(e) = self.slot.board.publish(status.clone()) {
+            tracing::warn!("publishing the working status: {e}");
+        }
+        let timeout = self.timeout(task);
+        // A timeout too large to represent is no timeout.
+        let deadline = timeout.and_then(|t| self.clock.checked_add(t));
+        let heartbeat = self.shared.opts.heartbeat;
+        let mut next_beat = Instant::now() + heartbeat;
+        loop {
+            let now = Instant::now();
+            if let (Some(d), Some(t)) = (deadline, timeout) {
+                if now >= d {
+                    return Some(Stop::Timeout(t));
+                }
+            }
+            if now >= next_beat {
+                // No event follows a `touch cancel`: look again on every beat.
+                if self.cancelled() {
+                    return Some(Stop::Cancelled);
+                }
+                self.beat(&mut status, agent, lock, hold);
+                next_beat = now + heartbeat;
+            }
+            let mut wait = next_beat.saturating_duration_since(now);
+            if let Some(d) = deadline {
+                wait = wait.min(d.saturating_duration_since(now));
+            }
+            select! {
+                recv(agent.exit_channel()) -> _ => {
+                    agent.note_exit();
+                    // A service manager often signals the whole group at once: the agent
+                    // dying of that same stop request is an interruption, not a failure.
+                    return (!shutdown.is_empty()).then(|| self.interrupted());
+                }
+                recv(wake) -> _ => {
+                    if self.cancelled() {
+                        return Some(Stop::Cancelled);
+                    }
+                }
+                recv(shutdown) -> _ => return Some(self.interrupted()),
+                default(wait) => {}
+            }
+        }
+    }
+
+    fn timeout(&self, task: &Task) -> Option<Duration> {
+        task.timeout_secs
+            .map(Duration::from_secs)
+            .or(self.shared.opts.timeout)
+            .or(self.shared.config.timeout_secs.map(Duration::from_secs))
+    }
+
+    fn cancelled(&self) -> bool {
+        let who = cancel::requested(&self.slot.paths, &self.id, true);
+        if let Some(who) = &who {
+            tracing::info!("task {} cancelled ({who})", self.id);
+        }
+        who.is_some()
+    }
+
+    fn interrupted(&self) -> Stop {
+        Stop::Interrupted(format!(
+            "interrupted: worker {} (pid {}) was asked to stop",
+            self.slot.slot(),
+            std::process::id()
+        ))
+    }
+
+    /// Refresh the status and renew every lock held: other hosts judge each by its
+    /// heartbeat.
+    fn beat(&self, status: &mut Status, agent: &Agent, lock: &mut DirLock, hold: &mut Hold) {
+        status.heartbeat_at = Some(now_rfc3339());
+        status.timestamp = now_rfc3339();
+        status.output_bytes = Some(agent.output_bytes());
+        if let Err(e) = self.slot.board.publish(status.clone()) {
+            tracing::warn!("heartbeat: {e}");
+        }
+        for l in std::iter::once(lock).chain(hold.locks_mut()) {
+            if let Err(e) = l.heartbeat() {
+                tracing::warn!("renewing lock: {e}");
+            }
+        }
+    }
+
+    fn build_result(&self, out: &AgentOutput, stop: Option<Stop>) -> TaskResult {
+        use std::os::unix::process::ExitStatusExt;
+        let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+        let (outcome, error) = match stop {
+            Some(Stop::Timeout(t)) => (
+                Outcome::Timeout,
+                Some(format!("timed out after {}s", t.as_secs())),
+            ),
+            Some(Stop::Cancelled) => (Outcome::Cancelled, Some("cancelled".to_string())),
+            Some(Stop::Interrupted(why)) => (Outcome::Interrupted, Some(why)),
+            None if out.status.success() => (Outcome::Success, None),
+            None => (Outcome::Failure, Some(failure_reason(out, &stderr))),
+        };
+        let mut r = TaskResult::failed(self.id.clone(), outcome, String::new());
+        r.success = outcome == Outcome::Success;
+        r.error = error;
+        r.output = String::from_utf8_lossy(&out.stdout).into_owned();
+        r.exit_code = out.status.code();
+        r.signal = out.status.signal();
+        r.stderr = Some(stderr);
+        self.keep_output_log(out, &mut r);
+        r
+    }
+
+    /// The run's stdout log moves beside its task record (renaming frees nothing,
+    /// unlike truncating it for the next run would).
+    fn keep_output_log(&self, out: &AgentOutput, r: &mut TaskResult) {
+        let paths = &self.slot.paths;
+        let log = paths.task_log(&self.id);
+        if let Err(e) = fsio::ensure_dir(&paths.tasks_dir()).and_then(|()| {
+            fs::rename(paths.output_log(), &log)
+                .map_err(|e| Error::io("keep output log as", &log, e))
+        }) {
+            tracing::warn!("{e}");
+        }
+        if out.stdout_truncated {
+            r.output_truncated = true;
+            r.output_file = Some(log.display().to_string());
+            tracing::info!(
+                "task {}: {} bytes of output, {} kept inline, all in {}",
+                self.id,
+                out.stdout_total,
+                out.stdout.len(),
+                log.display()
+            );
+        }
+    }
+
+    /// Stamp the result, end the task through the ledger, then free its locks.
+    fn end(&self, mut r: TaskResult, lock: DirLock, hold: Hold) -> Result<()> {
+        r.started_at = Some(self.started_at.clone());
+        r.finished_at = Some(now_rfc3339());
+        r.timestamp = r.finished_at.clone().unwrap_or_default();
+        r.duration_ms = Some(self.clock.elapsed().as_millis() as u64);
+        r.attempt = Some(self.attempt);
+        r.worker = Some(self.slot.slot().0);
+        let paths = &self.slot.paths;
+        let ledger = Ledger {
+            root: &self.shared.opts.root,
+            paths,
+            queued: hold.queued,
+        };
+        ledger.finish(&r, |st| self.slot.board.publish(st))?;
+        tracing::info!(
+            "task {} finished: {}",
+            r.task_id,
+            r.error.as_deref().unwrap_or("success")
+        );
+        drop(lock);
+        drop(hold);
+        // Ready an empty output.log now, off the next pickup's path.
+        if !paths.output_log().exists() {
+            if let Err(e) = fsio::overwrite_padded(&paths.output_log(), b"") {
+                tracing::warn!("{e}");
+            }
+        }
+        Ok(())
+    }
+}
+
+/// `exit status 3: <last stderr line>`, or the signal that killed the agent.
+fn failure_reason(out: &AgentOutput, stderr: &str) -> String {
+    use std::os::unix::process::ExitStatusExt;
+    let how = match (out.status.code(), out.status.signal()) {
+        (Some(c), _) => format!("exit status {c}"),
+        (None, Some(s)) => format!(
+            "killed by signal {s} ({})",
+            Signal::try_from(s).map(|s| s.as_str()).unwrap_or("unknown")
+        ),
+        _ => "agent failed".to_string(),
+    };
+    match stderr.lines().rev().find(|l| !l.trim().is_empty()) {
+        Some(line) => format!("{how}: {}", line.trim()),
+        None => how,
+    }
+}
