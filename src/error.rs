@@ -128,6 +128,18 @@ impl Error {
         }
     }
 
+    /// Whether this failed for want of space (ENOSPC) or quota (EDQUOT): a condition
+    /// that passes, unlike a bad file.
+    pub fn is_no_space(&self) -> bool {
+        match self {
+            Error::Io { source, .. } => matches!(
+                source.raw_os_error(),
+                Some(code) if code == nix::libc::ENOSPC || code == nix::libc::EDQUOT
+            ),
+            _ => false,
+        }
+    }
+
     /// The underlying I/O error kind, when this is an I/O error.
     pub fn io_kind(&self) -> Option<io::ErrorKind> {
         match self {

@@ -418,6 +418,9 @@ pub struct Status {
     pub attempt: Option<u32>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub output_bytes: Option<u64>,
+    /// What keeps the worker from its work right now (e.g. a full disk), for people.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub problem: Option<String>,
 }
 
 impl Status {
@@ -436,6 +439,7 @@ impl Status {
             host: None,
             attempt: None,
             output_bytes: None,
+            problem: None,
         }
     }
 }

@@ -12,6 +12,7 @@ mod admit;
 mod cancel;
 mod claim;
 mod inbox;
+mod space;
 mod status;
 mod supervise;
 
@@ -135,6 +136,9 @@ pub struct Worker {
     watcher: DirWatcher,
     wake: Receiver<()>,
     recovery: RecoveryReport,
+    /// Why pickup is paused (a full disk), while it is.
+    paused: Option<String>,
+    backoff: Duration,
 }
 
 /// The slot's gate. An idle worker recovering this slot holds it for a moment; a
@@ -245,6 +249,8 @@ impl Worker {
             watcher,
             wake,
             recovery,
+            paused: None,
+            backoff: space::FIRST_BACKOFF,
         })
     }
 
@@ -281,7 +287,7 @@ impl Worker {
                 self.shared.sweep_abandoned(self.slot.slot());
                 next_recovery = Instant::now() + self.shared.opts.rescan;
             }
-            let retry_at = match self.look_once(shutdown)? {
+            let retry_at = match self.look_if_room(shutdown)? {
                 Pickup::Ran => continue,
                 Pickup::Stop => return Ok(()),
                 Pickup::Empty => None,
@@ -297,6 +303,54 @@ impl Worker {
                 default(wait) => {}
             }
         }
+    }
+
+    /// Look for work unless the disk is too full to finish any. A write that fails for
+    /// want of space pauses pickup instead of stopping the worker.
+    fn look_if_room(&mut self, shutdown: &Receiver<()>) -> Result<Pickup> {
+        if let Some(problem) = space::too_full_to_accept(&self.slot.paths.dir) {
+            self.pause_for_space(problem);
+            return Ok(Pickup::NotYet(Instant::now() + self.backoff));
+        }
+        if self.paused.take().is_some() {
+            tracing::info!("space was freed: pickup resumes");
+            self.backoff = space::FIRST_BACKOFF;
+            let _ = self.slot.board.publish(Status::new(WorkerState::Idle));
+        }
+        let err = match self.look_once(shutdown) {
+            Err(e) if e.is_no_space() => e,
+            other => return other,
+        };
+        self.pause_for_space(format!(
+            "disk full: {err}; pickup paused until space is freed"
+        ));
+        // A task caught half-claimed by the full disk is in hand with nobody running it:
+        // finish it as recovery would (we hold the slot's gate).
+        if self.slot.paths.running().exists() {
+            match recover_slot(
+                &self.shared.opts.root,
+                self.slot.slot(),
+                &self.shared.lock_opts,
+            ) {
+                Ok(r) if !r.is_empty() => tracing::warn!("after a full disk: {r}"),
+                Ok(_) => {}
+                Err(e) => tracing::warn!("after a full disk: {e}"),
+            }
+        }
+        Ok(Pickup::NotYet(Instant::now() + self.backoff))
+    }
+
+    /// Say once that the disk is full (log and status), and back off further.
+    fn pause_for_space(&mut self, problem: String) {
+        if self.paused.is_none() {
+            tracing::error!("{problem}");
+            let mut st = Status::new(WorkerState::Idle);
+            st.problem = Some(problem.clone());
+            // May fail for the same reason: the log has said it already.
+            let _ = self.slot.board.publish(st);
+            self.paused = Some(problem);
+        }
+        self.backoff = space::next_backoff(self.backoff);
     }
 
     /// The inbox first, then the shared queue.

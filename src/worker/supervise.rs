@@ -7,7 +7,7 @@ use crossbeam_channel::{select, Receiver};
 use nix::sys::signal::Signal;
 
 use super::admit::Hold;
-use super::{cancel, Pickup, Shared, SlotServer, ENV_WORKER};
+use super::{cancel, space, Pickup, Shared, SlotServer, ENV_WORKER};
 use crate::agent::{Agent, AgentCommand, AgentOutput, Launch};
 use crate::dirlock::DirLock;
 use crate::error::{Error, Result};
@@ -56,11 +56,11 @@ pub(crate) fn run(
     if let Some(who) = cancel::requested(&slot.paths, &run.id, false) {
         tracing::info!("task {} was cancelled before it started ({who})", run.id);
         let r = TaskResult::failed(run.id.clone(), Outcome::Cancelled, "cancelled");
-        return run.end(r, lock, hold).map(|()| Pickup::Ran);
+        return run.end(r, lock, hold, shutdown).map(|()| Pickup::Ran);
     }
     let mut agent = match run.command(&task).and_then(|c| run.spawn(&task, &c)) {
         Ok(a) => a,
-        Err(r) => return run.end(*r, lock, hold).map(|()| Pickup::Ran),
+        Err(r) => return run.end(*r, lock, hold, shutdown).map(|()| Pickup::Ran),
     };
     tracing::info!(
         "task {} started: agent pid {} ({}us after claim)",
@@ -76,7 +76,7 @@ pub(crate) fn run(
     let out = agent.finish();
     let mut result = run.build_result(&out, stop);
     shared.opts.preset.interpret(&mut result);
-    run.end(result, lock, hold)?;
+    run.end(result, lock, hold, shutdown)?;
     Ok(if shutting_down {
         Pickup::Stop
     } else {
@@ -304,20 +304,20 @@ impl Run<'_> {
     }
 
     /// Stamp the result, end the task through the ledger, then free its locks.
-    fn end(&self, mut r: TaskResult, lock: DirLock, hold: Hold) -> Result<()> {
+    fn end(
+        &self,
+        mut r: TaskResult,
+        lock: DirLock,
+        hold: Hold,
+        shutdown: &Receiver<()>,
+    ) -> Result<()> {
         r.started_at = Some(self.started_at.clone());
         r.finished_at = Some(now_rfc3339());
         r.timestamp = r.finished_at.clone().unwrap_or_default();
         r.duration_ms = Some(self.clock.elapsed().as_millis() as u64);
         r.attempt = Some(self.attempt);
         r.worker = Some(self.slot.slot().0);
-        let paths = &self.slot.paths;
-        let ledger = Ledger {
-            root: &self.shared.opts.root,
-            paths,
-            queued: hold.queued,
-        };
-        ledger.finish(&r, |st| self.slot.board.publish(st))?;
+        self.write_end(&mut r, hold.queued, shutdown)?;
         tracing::info!(
             "task {} finished: {}",
             r.task_id,
@@ -326,12 +326,62 @@ impl Run<'_> {
         drop(lock);
         drop(hold);
         // Ready an empty output.log now, off the next pickup's path.
+        let paths = &self.slot.paths;
         if !paths.output_log().exists() {
             if let Err(e) = fsio::overwrite_padded(&paths.output_log(), b"") {
                 tracing::warn!("{e}");
             }
         }
         Ok(())
+    }
+
+    /// Write the task's end through the ledger. On a full disk the result waits here,
+    /// in memory (shrunk to make room), and is retried with a backoff until it is
+    /// written; only a shutdown request gives up on it (recovery then ends the task).
+    fn write_end(&self, r: &mut TaskResult, queued: bool, shutdown: &Receiver<()>) -> Result<()> {
+        let ledger = Ledger {
+            root: &self.shared.opts.root,
+            paths: &self.slot.paths,
+            queued,
+        };
+        let mut backoff = space::FIRST_BACKOFF;
+        let mut waited = false;
+        loop {
+            let err = match ledger.finish(r, |st| self.slot.board.publish(st)) {
+                Ok(()) => {
+                    if waited {
+                        tracing::info!(
+                            "space was freed: the result of task {} is published",
+                            r.task_id
+                        );
+                    }
+                    return Ok(());
+                }
+                Err(e) if e.is_no_space() => e,
+                Err(e) => return Err(e),
+            };
+            if !waited {
+                tracing::error!(
+                    "cannot publish the result of task {}: {err}; it waits in memory and is \
+                     retried until space is freed",
+                    r.task_id
+                );
+                waited = true;
+            }
+            space::shrink(r);
+            let mut st = Status::new(WorkerState::Working);
+            st.task_id = Some(r.task_id.clone());
+            st.problem = Some(format!(
+                "disk full: the result of task {} waits in memory ({err})",
+                r.task_id
+            ));
+            let _ = self.slot.board.publish(st);
+            select! {
+                recv(shutdown) -> _ => return Err(err),
+                default(backoff) => {}
+            }
+            backoff = space::next_backoff(backoff);
+        }
     }
 }
 

@@ -5,6 +5,7 @@ mod harness;
 mod cli;
 mod client;
 mod compat;
+mod faults;
 mod gate;
 mod launch;
 mod locks;

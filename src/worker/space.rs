@@ -1,0 +1,123 @@
+//! A full disk: pickup pauses, and a finished result waits in memory until it fits.
+//!
+//! ENOSPC and EDQUOT pass (someone frees space), unlike a bad file, so the worker
+//! never dies of them: it says what is wrong in its log and status, retries with a
+//! backoff, and publishes the result it holds once space returns. To make room for it,
+//! a result that did not fit is shrunk (its inline output cut to head and tail, marked
+//! `outputTruncated`); its exit code and error always survive.
+
+use std::path::Path;
+use std::time::Duration;
+
+use crate::protocol::TaskResult;
+
+/// Below this much free space on the root's filesystem no new task is taken: a task
+/// accepted now could not be finished (its status, record and result need room).
+pub(crate) const MIN_FREE_FOR_PICKUP: u64 = 256 * 1024;
+
+/// The first wait after a write failed for want of space; doubled up to [`MAX_BACKOFF`].
+pub(crate) const FIRST_BACKOFF: Duration = Duration::from_millis(100);
+pub(crate) const MAX_BACKOFF: Duration = Duration::from_secs(5);
+
+/// Inline output kept, head and tail each, once a result did not fit on the disk.
+const KEPT_WHEN_FULL: usize = 32 * 1024;
+
+/// Free bytes for us on the filesystem holding `dir` (`None` when it cannot be told).
+pub(crate) fn free_bytes(dir: &Path) -> Option<u64> {
+    let st = nix::sys::statvfs::statvfs(dir).ok()?;
+    Some((st.blocks_available() as u64).saturating_mul(st.fragment_size() as u64))
+}
+
+/// `Some(problem)` while the filesystem holding `dir` is too full to take a task.
+pub(crate) fn too_full_to_accept(dir: &Path) -> Option<String> {
+    let free = free_bytes(dir)?;
+    (free < MIN_FREE_FOR_PICKUP).then(|| {
+        format!(
+            "disk full: {free} bytes free on the filesystem of {} (need {MIN_FREE_FOR_PICKUP} \
+             to take a task); pickup paused until space is freed",
+            dir.display()
+        )
+    })
+}
+
+/// The next backoff after `current`.
+pub(crate) fn next_backoff(current: Duration) -> Duration {
+    (current * 2).min(MAX_BACKOFF)
+}
+
+/// Make a result small enough to fit where it did not: its inline output cut to its
+/// head and tail with a marker between, stderr to its tail. The outcome, exit code,
+/// signal and error are kept. `false` when there was nothing to cut.
+pub(crate) fn shrink(r: &mut TaskResult) -> bool {
+    let mut cut = false;
+    // Room for the marker line, so a shrunk output is not cut again.
+    if r.output.len() > 2 * KEPT_WHEN_FULL + 256 {
+        let head = floor_char_boundary(&r.output, KEPT_WHEN_FULL);
+        let tail = ceil_char_boundary(&r.output, r.output.len() - KEPT_WHEN_FULL);
+        let dropped = tail - head;
+        r.output = format!(
+            "{}\n[conductor: {dropped} bytes of output cut here: the disk was full]\n{}",
+            &r.output[..head],
+            &r.output[tail..]
+        );
+        r.output_truncated = true;
+        cut = true;
+    }
+    if let Some(err) = r.stderr.as_mut().filter(|e| e.len() > KEPT_WHEN_FULL) {
+        let from = ceil_char_boundary(err, err.len() - KEPT_WHEN_FULL);
+        *err = err[from..].to_string();
+        cut = true;
+    }
+    cut
+}
+
+fn floor_char_boundary(s: &str, mut i: usize) -> usize {
+    while !s.is_char_boundary(i) {
+        i -= 1;
+    }
+    i
+}
+
+fn ceil_char_boundary(s: &str, mut i: usize) -> usize {
+    while !s.is_char_boundary(i) {
+        i += 1;
+    }
+    i
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::protocol::{Outcome, TaskId};
+
+    #[test]
+    fn shrinking_keeps_head_tail_and_the_verdict() {
+        let mut r = TaskResult::failed(TaskId::from("d6"), Outcome::Success, "");
+        r.success = true;
+        r.error = None;
+        r.exit_code = Some(0);
+        r.output = format!(
+            "{}{}{}",
+            "h".repeat(40_000),
+            "é".repeat(50_000),
+            "t".repeat(40_000)
+        );
+        r.stderr = Some("e".repeat(100_000));
+        assert!(shrink(&mut r));
+        assert!(r.output.starts_with(&"h".repeat(KEPT_WHEN_FULL)));
+        assert!(r.output.ends_with(&"t".repeat(KEPT_WHEN_FULL)));
+        assert!(r.output.contains("cut here: the disk was full"));
+        assert!(r.output.len() < 3 * KEPT_WHEN_FULL);
+        assert!(r.output_truncated);
+        assert_eq!(r.stderr.as_ref().map(String::len), Some(KEPT_WHEN_FULL));
+        assert!(r.success);
+        assert_eq!(r.exit_code, Some(0));
+        assert!(!shrink(&mut r), "nothing left to cut");
+    }
+
+    #[test]
+    fn backoff_doubles_up_to_a_cap() {
+        assert_eq!(next_backoff(FIRST_BACKOFF), Duration::from_millis(200));
+        assert_eq!(next_backoff(Duration::from_secs(4)), MAX_BACKOFF);
+    }
+}
