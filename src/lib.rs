@@ -57,6 +57,7 @@ pub mod preset;
 pub mod protocol;
 pub mod queue;
 pub mod recovery;
+pub(crate) mod salvage;
 pub mod watch;
 pub mod worker;
 

@@ -361,10 +361,7 @@ impl Task {
     /// Best-effort id from a task file that failed to parse, so a rejection can
     /// still be answered with a result under the id the client waits for.
     pub fn salvage_id(bytes: &[u8]) -> Option<TaskId> {
-        let v: Value = serde_json::from_slice(bytes).ok()?;
-        let id: TaskId = serde_json::from_value(v.get("id")?.clone()).ok()?;
-        id.validate().ok()?;
-        Some(id)
+        crate::salvage::task_id(bytes)
     }
 }
 

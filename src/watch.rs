@@ -57,6 +57,16 @@ impl std::fmt::Debug for DirWatcher {
     }
 }
 
+/// An open, a read or a close without writing: nothing changed.
+fn is_read_only(kind: &notify::EventKind) -> bool {
+    use notify::event::{AccessKind, AccessMode};
+    match kind {
+        notify::EventKind::Access(AccessKind::Close(AccessMode::Write)) => false,
+        notify::EventKind::Access(_) => true,
+        _ => false,
+    }
+}
+
 impl DirWatcher {
     pub fn new(
         dirs: &[PathBuf],
@@ -66,6 +76,9 @@ impl DirWatcher {
     ) -> Result<Self> {
         let handler = move |res: notify::Result<Event>| {
             let relevant = match &res {
+                // Reads change nothing: waking on them would make every reader of a
+                // watched directory (and our own reads of task.json) wake us.
+                Ok(ev) if is_read_only(&ev.kind) => false,
                 Ok(ev) => {
                     ev.need_rescan() || ev.paths.is_empty() || ev.paths.iter().any(|p| interest(p))
                 }

@@ -81,6 +81,7 @@ fn take_inbox(shared: &Shared, slot: &SlotServer, task: Task, read: &[u8]) -> Re
         Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
         Err(e) => return Err(Error::io("claim (rename to running.json)", &inbox, e)),
     }
+    inbox::make_private(&running);
     // The claim must survive a power loss, or task.json could reappear and the task
     // run a second time.
     fsio::fsync_dir(&slot.paths.dir)?;

@@ -5,7 +5,7 @@ use std::path::Path;
 use std::time::{Duration, SystemTime};
 
 use super::{Shared, SlotServer};
-use crate::error::{Error, Result};
+use crate::error::{Error, FileProblem, Result};
 use crate::fsio::{self, Durability};
 use crate::ledger;
 use crate::protocol::{Outcome, Status, Task, TaskId, TaskResult, WorkerState};
@@ -30,10 +30,15 @@ pub(crate) fn read(shared: &Shared, slot: &SlotServer) -> Result<Inbox> {
         Ok(Some(b)) => b,
         Ok(None) => return Ok(Inbox::Empty),
         Err(Error::BadFile { problem, .. }) => {
+            // Too large to read whole: its head may still name the id it waits under.
+            let id = matches!(problem, FileProblem::TooLarge { .. })
+                .then(|| read_head(&inbox))
+                .flatten()
+                .and_then(|head| Task::salvage_id(&head));
             return Ok(Inbox::Bad {
                 reason: problem.to_string(),
-                id: None,
-            })
+                id,
+            });
         }
         // Unopenable (a socket, no permission): refusing it once beats failing on it
         // at every start.
@@ -76,6 +81,34 @@ pub(crate) fn read(shared: &Shared, slot: &SlotServer) -> Result<Inbox> {
     Ok(Inbox::Ready { task, bytes })
 }
 
+/// The first bytes of a regular file, never through a link and never blocking.
+fn read_head(path: &Path) -> Option<Vec<u8>> {
+    use std::io::Read;
+    use std::os::unix::fs::OpenOptionsExt;
+    let f = fs::OpenOptions::new()
+        .read(true)
+        .custom_flags((nix::fcntl::OFlag::O_NOFOLLOW | nix::fcntl::OFlag::O_NONBLOCK).bits())
+        .open(path)
+        .ok()?;
+    if !f.metadata().ok()?.is_file() {
+        return None;
+    }
+    let mut head = Vec::new();
+    f.take(crate::salvage::PREFIX_SCANNED as u64)
+        .read_to_end(&mut head)
+        .ok()?;
+    Some(head)
+}
+
+/// A client's file kept by the tool (in `tasks/` or `rejected/`) is private like every
+/// file the tool makes: clients often write task.json with their umask (0644).
+pub(crate) fn make_private(path: &Path) {
+    use std::os::unix::fs::PermissionsExt;
+    if let Err(e) = fs::set_permissions(path, fs::Permissions::from_mode(0o600)) {
+        tracing::debug!("cannot make {} private: {e}", path.display());
+    }
+}
+
 /// `Some(wait)` while an unparseable inbox file may still be mid-write.
 fn still_being_written(inbox: &Path, quiet_grace: Duration) -> Result<Option<Duration>> {
     let meta = fs::symlink_metadata(inbox).map_err(|e| Error::io("stat", inbox, e))?;
@@ -94,12 +127,19 @@ fn still_being_written(inbox: &Path, quiet_grace: Duration) -> Result<Option<Dur
 
 /// Move a bad inbox file to `rejected/` with a `.reason`, and answer it with an
 /// `error` result when its id could be read.
+///
+/// The file leaves the inbox first, as any claim does (to `running.json`, where
+/// recovery finds it should we die): a client that sees the answer may deliver its
+/// next task at once, and that one must not be swept into `rejected/` in its place.
 pub(crate) fn reject(
     slot: &SlotServer,
     inbox: &Path,
     reason: &str,
     id: Option<TaskId>,
 ) -> Result<()> {
+    let held = slot.paths.running();
+    fs::rename(inbox, &held).map_err(|e| Error::io("take out of the inbox", inbox, e))?;
+    make_private(&held);
     let dir = slot.paths.rejected_dir();
     fsio::ensure_dir(&dir)?;
     let stamp = humantime::format_rfc3339_millis(SystemTime::now())
@@ -110,8 +150,6 @@ pub(crate) fn reject(
         None => format!("{stamp}-{}.task.json", fsio::nonce()),
     };
     let dest = dir.join(&name);
-    // The answer first, so a crash part-way can never leave a readable id without a
-    // result; then the reason, so whoever sees the inbox empty can read why.
     if let Some(id) = id {
         answer_rejected(slot, id, reason)?;
     }
@@ -121,7 +159,7 @@ pub(crate) fn reject(
         reason_line.as_bytes(),
         Durability::Durable,
     )?;
-    fs::rename(inbox, &dest).map_err(|e| Error::io("move to rejected/", inbox, e))?;
+    fs::rename(&held, &dest).map_err(|e| Error::io("move to rejected/", &held, e))?;
     tracing::warn!(
         "rejected {}: {reason} (kept as {})",
         inbox.display(),

@@ -177,3 +177,88 @@ fn pickup_pauses_while_the_disk_is_full() {
             .is_some_and(|s| s.problem.is_none())
     });
 }
+
+/// Put `bytes` in slot 0's inbox at once (as a client's rename would), with `mode`.
+fn plant_task(t: &TestRoot, bytes: &[u8], mode: u32) {
+    use std::os::unix::fs::PermissionsExt;
+    let paths = t.client.worker(S0);
+    let tmp = paths.dir.join(".planted.tmp");
+    fs::write(&tmp, bytes).unwrap();
+    fs::set_permissions(&tmp, fs::Permissions::from_mode(mode)).unwrap();
+    fs::rename(&tmp, paths.task()).unwrap();
+}
+
+fn rejected_result(t: &TestRoot, w: &WorkerProc, id: &str) -> conductor::TaskResult {
+    let r = t
+        .client
+        .wait_for_result(S0, &TaskId::from(id), BOUND)
+        .unwrap_or_else(|e| {
+            panic!(
+                "no result for the refused task {id}: {e}; worker log:\n{}",
+                w.stderr()
+            )
+        });
+    assert!(!r.success);
+    assert_eq!(r.outcome, Some(conductor::Outcome::Rejected), "{r:?}");
+    r
+}
+
+#[test]
+fn a_refused_input_with_a_readable_id_is_answered() {
+    let t = TestRoot::new();
+    let w = WorkerProc::start(&t, S0, "cat", &[], &[]);
+    let huge = format!(
+        r#"{{"id":"big1","prompt":"{}"}}"#,
+        "a".repeat(5 * 1024 * 1024)
+    );
+    let cases: [(&str, Vec<u8>); 4] = [
+        ("big1", huge.into_bytes()),
+        (
+            "bom1",
+            b"\xEF\xBB\xBF{\"id\":\"bom1\",\"prompt\":\"x\"}".to_vec(),
+        ),
+        ("syntax1", br#"{"id":"syntax1","prompt":"x",,}"#.to_vec()),
+        // A non-atomic write that stalls for good after its first bytes.
+        ("stall1", br#"{"id":"stall1","prompt":"half a pro"#.to_vec()),
+    ];
+    for (id, bytes) in cases {
+        plant_task(&t, &bytes, 0o600);
+        let r = rejected_result(&t, &w, id);
+        assert!(
+            r.error
+                .as_deref()
+                .is_some_and(|e| e.starts_with("rejected: ")),
+            "{r:?}"
+        );
+        // The status follows the result (the result is durable first).
+        wait_until(BOUND, "the status to name the refused task", || {
+            t.client.read_status(S0).ok().flatten().is_some_and(|st| {
+                st.task_id == Some(TaskId::from(id)) && st.status == conductor::WorkerState::Error
+            })
+        });
+    }
+}
+
+#[test]
+fn files_kept_from_clients_are_private() {
+    use std::os::unix::fs::PermissionsExt;
+    let t = TestRoot::new();
+    let w = WorkerProc::start(&t, S0, "cat", &[], &[]);
+    plant_task(&t, br#"{"id":"open1","prompt":"hi"}"#, 0o644);
+    t.client
+        .wait_for_result(S0, &TaskId::from("open1"), BOUND)
+        .unwrap();
+    plant_task(&t, br#"{"id":"open2","prompt":7}"#, 0o644);
+    rejected_result(&t, &w, "open2");
+    let paths = t.client.worker(S0);
+    let mut kept = vec![paths.task_record(&TaskId::from("open1"))];
+    kept.extend(
+        fs::read_dir(paths.rejected_dir())
+            .unwrap()
+            .map(|e| e.unwrap().path()),
+    );
+    for f in kept {
+        let mode = fs::metadata(&f).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o600, "{} is {mode:o}", f.display());
+    }
+}
