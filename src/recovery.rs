@@ -71,7 +71,7 @@ impl std::fmt::Display for RecoveryReport {
 pub fn recover_slot(root: &Root, slot: Slot, lock_opts: &LockOptions) -> Result<RecoveryReport> {
     let paths = root.worker(slot);
     let mut report = RecoveryReport::default();
-    if let Some(h) = dirlock::break_if_stale(&paths.lock_dir(), lock_opts)? {
+    if let Some(h) = dirlock::break_if_stale_under_gate(&paths.lock_dir(), lock_opts)? {
         report.stale_lock = Some(h.to_string());
     }
     let lock = match DirLock::try_acquire(&paths.lock_dir(), lock_opts)? {
