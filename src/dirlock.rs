@@ -288,7 +288,9 @@ impl Drop for DirLock {
     }
 }
 
-/// This process's parking place for a reusable lock.
+/// This process's private name beside `lock`: where a reusable lock is parked, where
+/// any lock is built before it is renamed into place, and where it is moved to be removed.
+/// A leftover under it (a crash) is cleared by [`clear_spares`] once we are gone.
 fn spare_path(lock: &Path) -> PathBuf {
     let mut name = lock.as_os_str().to_owned();
     name.push(format!(".spare.{}", std::process::id()));
