@@ -11,6 +11,7 @@ use std::fs::{self, DirBuilder, File, OpenOptions};
 use std::io;
 use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, SystemTime};
 
 use nix::errno::Errno;
@@ -20,7 +21,14 @@ use serde::{Deserialize, Serialize};
 use crate::error::{Error, Result};
 use crate::fsio::{self, Durability, SMALL_FILE_LIMIT};
 use crate::host;
-use crate::protocol::{now_rfc3339, parse_rfc3339};
+use crate::protocol::now_rfc3339;
+
+mod judge;
+pub use judge::{verdict, LockRead, OwnerRead, ProcessFacts, Vantage, STARTED_AFTER_MARGIN};
+
+/// How often a lock may vanish (released, or taken and released) between our failing
+/// to create it and our reading it, before we report it busy instead of retrying.
+const VANISH_RETRIES: usize = 5;
 
 /// How long to wait before judging locks stale in the cases that need time.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -185,23 +193,35 @@ impl DirLock {
     fn acquire(path: &Path, opts: &LockOptions, reusable: bool) -> Result<Acquire> {
         let _guard = Guard::lock(path)?;
         let owner = LockOwner::for_this_process();
-        if !place(path, &owner, reusable)? {
-            let holder = judge(path, opts)?;
+        for _ in 0..VANISH_RETRIES {
+            if place(path, &owner, reusable)? {
+                return Ok(Acquire::Acquired(DirLock {
+                    path: path.to_path_buf(),
+                    owner,
+                    released: false,
+                    reusable,
+                }));
+            }
+            // Gone again before we could read it (released by a holder outside the
+            // guard protocol): free now, try again.
+            let Some(holder) = judge(path, opts, false)? else {
+                continue;
+            };
             if !holder.liveness.is_stale() {
                 return Ok(Acquire::Held(holder));
             }
             tracing::info!(lock = %path.display(), "taking over stale lock: {holder}");
-            remove_lock_dir(path)?;
-            if !place(path, &owner, reusable)? {
-                // Someone outside the guard protocol got in between: theirs now.
-                return Ok(Acquire::Held(judge(path, opts)?));
-            }
+            discard_lock_dir(path)?;
+            // If placing fails now, someone outside the guard protocol got in between:
+            // judge theirs on the next round.
         }
-        Ok(Acquire::Acquired(DirLock {
+        Ok(Acquire::Held(Holder {
             path: path.to_path_buf(),
-            owner,
-            released: false,
-            reusable,
+            owner: None,
+            pid: None,
+            liveness: Liveness::Alive(format!(
+                "changed hands {VANISH_RETRIES} times while we tried to take it"
+            )),
         }))
     }
 
@@ -241,7 +261,7 @@ impl DirLock {
                 }
             }
         }
-        remove_lock_dir(&self.path)
+        discard_lock_dir(&self.path)
     }
 
     fn ensure_still_ours(&self) -> Result<()> {
@@ -268,7 +288,9 @@ impl Drop for DirLock {
     }
 }
 
-/// This process's parking place for a reusable lock.
+/// This process's private name beside `lock`: where a reusable lock is parked, where
+/// any lock is built before it is renamed into place, and where it is moved to be removed.
+/// A leftover under it (a crash) is cleared by [`clear_spares`] once we are gone.
 fn spare_path(lock: &Path) -> PathBuf {
     let mut name = lock.as_os_str().to_owned();
     name.push(format!(".spare.{}", std::process::id()));
@@ -302,44 +324,74 @@ pub fn clear_spares(lock: &Path) -> Result<()> {
     Ok(())
 }
 
-/// Make `path` exist as our lock: from our parked spare if there is one, else by
-/// `mkdir` and writing the owner files. `Ok(false)`: the lock already exists.
+/// Whether renaming without replacing has worked here so far (it falls back to
+/// `mkdir` on filesystems that cannot do it, and we remember that).
+static NOREPLACE_WORKS: AtomicBool =
+    AtomicBool::new(cfg!(all(target_os = "linux", target_env = "gnu")));
+
+/// Make `path` exist as our lock. `Ok(false)`: the lock already exists.
+///
+/// The directory appears with `pid` and `owner.json` already inside: it is built (or,
+/// for a reusable lock, its parked spare rewritten) under our spare name and renamed
+/// into place without replacing, so a crash can never leave an ownerless or pid-only
+/// lock. Where that rename is not available: `mkdir`, then write the files.
 fn place(path: &Path, owner: &LockOwner, reusable: bool) -> Result<bool> {
-    if reusable {
-        if let Some(placed) = place_spare(path, owner)? {
-            return Ok(placed);
+    if NOREPLACE_WORKS.load(Ordering::Relaxed) {
+        let spare = spare_path(path);
+        let parked = reusable && fs::symlink_metadata(&spare).is_ok_and(|m| m.is_dir());
+        if parked {
+            // In place: nobody else looks at a spare.
+            fsio::overwrite_padded(&pid_file(&spare), format!("{}\n", owner.pid).as_bytes())?;
+            fsio::overwrite_padded(&owner_file(&spare), &fsio::to_json_bytes(owner))?;
+        } else {
+            // A leftover under our name is from an earlier process with our pid.
+            remove_lock_dir(&spare)?;
+            build_lock_dir(&spare, owner)?;
+        }
+        match rename_noreplace(&spare, path)? {
+            Some(true) => return Ok(true),
+            Some(false) => {
+                if !reusable {
+                    remove_lock_dir(&spare)?;
+                }
+                return Ok(false);
+            }
+            None => NOREPLACE_WORKS.store(false, Ordering::Relaxed),
         }
     }
     if !make_lock_dir(path)? {
         return Ok(false);
     }
-    let written = fsio::write_replace(
-        &pid_file(path),
-        format!("{}\n", owner.pid).as_bytes(),
-        Durability::Atomic,
-    )
-    .and_then(|()| fsio::write_json(&owner_file(path), owner, Durability::Atomic));
-    if let Err(e) = written {
+    if let Err(e) = write_owner_files(path, owner) {
         let _ = remove_lock_dir(path);
         return Err(e);
     }
     Ok(true)
 }
 
-/// Rename our parked spare into place, its owner rewritten first (in place: nobody
-/// else looks at a spare). `None` when there is no spare or the filesystem cannot
-/// rename without replacing.
-fn place_spare(path: &Path, owner: &LockOwner) -> Result<Option<bool>> {
-    let spare = spare_path(path);
-    match fs::symlink_metadata(&spare) {
-        Ok(m) if m.is_dir() => {}
-        _ => return Ok(None),
+/// Make the directory `dir` with our `pid` and `owner.json` inside (nobody else looks
+/// at it until it is renamed into place).
+fn build_lock_dir(dir: &Path, owner: &LockOwner) -> Result<()> {
+    make_lock_dir(dir)?;
+    let written = write_owner_files(dir, owner);
+    if written.is_err() {
+        let _ = remove_lock_dir(dir);
     }
-    fsio::overwrite_padded(&pid_file(&spare), format!("{}\n", owner.pid).as_bytes())?;
-    fsio::overwrite_padded(&owner_file(&spare), &fsio::to_json_bytes(owner))?;
-    rename_noreplace(&spare, path)
+    written
 }
 
+/// `pid` first: the original conductor's clients read only that.
+fn write_owner_files(dir: &Path, owner: &LockOwner) -> Result<()> {
+    fsio::write_replace(
+        &pid_file(dir),
+        format!("{}\n", owner.pid).as_bytes(),
+        Durability::Atomic,
+    )?;
+    fsio::write_json(&owner_file(dir), owner, Durability::Atomic)
+}
+
+/// `Some(false)`: `to` exists. `None` (with `from` removed): this filesystem cannot
+/// rename without replacing.
 #[cfg(all(target_os = "linux", target_env = "gnu"))]
 fn rename_noreplace(from: &Path, to: &Path) -> Result<Option<bool>> {
     use nix::fcntl::{renameat2, RenameFlags, AT_FDCWD};
@@ -347,7 +399,6 @@ fn rename_noreplace(from: &Path, to: &Path) -> Result<Option<bool>> {
         Ok(()) => Ok(Some(true)),
         Err(Errno::EEXIST | Errno::ENOTEMPTY) => Ok(Some(false)),
         Err(Errno::EINVAL | Errno::ENOSYS | Errno::EOPNOTSUPP) => {
-            // This filesystem cannot do it: fall back to mkdir from now on.
             remove_lock_dir(from)?;
             Ok(None)
         }
@@ -381,6 +432,21 @@ fn make_lock_dir(path: &Path) -> Result<bool> {
     }
 }
 
+/// Take the lock at `path` away in one step (renamed to our spare name, then removed
+/// there), so that it is never seen, nor left by a crash, emptied but in place.
+fn discard_lock_dir(path: &Path) -> Result<()> {
+    let spare = spare_path(path);
+    remove_lock_dir(&spare)?;
+    match fs::rename(path, &spare) {
+        Ok(()) => remove_lock_dir(&spare),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
+        Err(e) => {
+            tracing::debug!("moving {} aside failed ({e}); removing it", path.display());
+            remove_lock_dir(path)
+        }
+    }
+}
+
 fn remove_lock_dir(path: &Path) -> Result<()> {
     match fs::remove_dir_all(path) {
         Ok(()) => Ok(()),
@@ -391,121 +457,111 @@ fn remove_lock_dir(path: &Path) -> Result<()> {
 
 /// Who holds the lock at `path` and whether they are alive; `None` if it is free.
 pub fn inspect(path: &Path, opts: &LockOptions) -> Result<Option<Holder>> {
-    match fs::symlink_metadata(path) {
-        Ok(_) => judge(path, opts).map(Some),
-        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
-        Err(e) => Err(Error::io("stat lock", path, e)),
-    }
+    judge(path, opts, false)
 }
 
 /// Remove the lock at `path` only if its holder is proven gone; returns who it was.
 /// A live holder's lock is never touched.
 pub fn break_if_stale(path: &Path, opts: &LockOptions) -> Result<Option<Holder>> {
+    break_judged(path, opts, false)
+}
+
+/// [`break_if_stale`] for a caller that holds a gate every taker of this lock holds
+/// while taking it (a worker slot's gate, for its `.lock`). Nobody can then be between
+/// creating the lock and recording themselves in it, so a lock with no pid recorded is
+/// a dead holder's leftover at once, without waiting out the grace period.
+pub fn break_if_stale_under_gate(path: &Path, opts: &LockOptions) -> Result<Option<Holder>> {
+    break_judged(path, opts, true)
+}
+
+fn break_judged(path: &Path, opts: &LockOptions, gated: bool) -> Result<Option<Holder>> {
     let _guard = Guard::lock(path)?;
-    match inspect(path, opts)? {
+    match judge(path, opts, gated)? {
         Some(h) if h.liveness.is_stale() => {
             tracing::info!(lock = %path.display(), "removing stale lock: {h}");
-            remove_lock_dir(path)?;
+            discard_lock_dir(path)?;
             Ok(Some(h))
         }
         _ => Ok(None),
     }
 }
 
-fn age_of(t: SystemTime) -> Duration {
-    SystemTime::now().duration_since(t).unwrap_or_default()
+/// Read the lock directory at `path`; `None` if there is none (or it vanished while
+/// being read).
+pub fn read_lock(path: &Path) -> Result<Option<LockRead>> {
+    let stat = |path: &Path| match fs::symlink_metadata(path) {
+        Ok(m) => Ok(Some(m)),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(Error::io("stat lock", path, e)),
+    };
+    let Some(meta) = stat(path)? else {
+        return Ok(None);
+    };
+    let modified = meta
+        .modified()
+        .map_err(|e| Error::io("stat lock", path, e))?;
+    let owner = match fsio::read_json::<LockOwner>(&owner_file(path), SMALL_FILE_LIMIT) {
+        Ok(Some(o)) => OwnerRead::Valid(o),
+        Ok(None) => OwnerRead::Missing,
+        Err(e) => OwnerRead::Corrupt(e.to_string()),
+    };
+    let pid_file = fsio::read_bounded(&pid_file(path), 64)
+        .ok()
+        .flatten()
+        .and_then(|b| String::from_utf8(b).ok())
+        .and_then(|s| s.trim().parse::<u32>().ok());
+    let read = LockRead {
+        pid_file,
+        owner,
+        modified,
+        created: meta.created().ok(),
+    };
+    // Files missing may mean the whole lock went away while we read it.
+    if read.pid().is_none() && stat(path)?.is_none() {
+        return Ok(None);
+    }
+    Ok(Some(read))
 }
 
-/// Decide whether the lock at `path` (which exists) is held by somebody alive.
-fn judge(path: &Path, opts: &LockOptions) -> Result<Holder> {
-    let owner = match fsio::read_json::<LockOwner>(&owner_file(path), SMALL_FILE_LIMIT) {
-        Ok(o) => o,
-        Err(e) => {
-            tracing::warn!("ignoring unreadable lock owner: {e}");
-            None
-        }
-    };
-    let pid_text = fsio::read_bounded(&pid_file(path), 64).ok().flatten();
-    let pid = pid_text
-        .as_deref()
-        .and_then(|b| std::str::from_utf8(b).ok())
-        .and_then(|s| s.trim().parse::<u32>().ok())
-        .or(owner.as_ref().map(|o| o.pid));
-
-    let liveness = match (&owner, pid) {
-        (Some(o), _) => judge_owner(o, opts),
-        // Only a pid (an original-conductor lock, or owner.json lost): same host assumed.
-        (None, Some(pid)) if host::pid_alive(pid) => {
-            Liveness::Alive(format!("held by live pid {pid} (no owner.json)"))
-        }
-        (None, Some(pid)) => Liveness::Stale(format!("holder pid {pid} is dead (no owner.json)")),
-        (None, None) => {
-            let mtime = fs::symlink_metadata(path)
-                .and_then(|m| m.modified())
-                .map_err(|e| Error::io("stat lock", path, e))?;
-            let age = age_of(mtime);
-            if age > opts.grace {
-                Liveness::Stale(format!(
-                    "no owner recorded for {}s (grace {}s)",
-                    age.as_secs(),
-                    opts.grace.as_secs()
-                ))
-            } else {
-                Liveness::Alive(format!(
-                    "being acquired: no owner recorded yet ({}ms old)",
-                    age.as_millis()
-                ))
-            }
-        }
-    };
-    Ok(Holder {
-        path: path.to_path_buf(),
-        owner,
-        pid,
-        liveness,
+/// What this host knows about the process a lock names (nothing for another host's).
+fn facts_about(read: &LockRead) -> Option<ProcessFacts> {
+    let pid = read.pid()?;
+    if matches!(&read.owner, OwnerRead::Valid(o) if o.host != host::hostname()) {
+        return None;
+    }
+    let alive = host::pid_alive(pid);
+    Some(ProcessFacts {
+        alive,
+        start_time: alive.then(|| host::process_start_time(pid)).flatten(),
+        started_at: alive.then(|| host::process_started_at(pid)).flatten(),
     })
 }
 
-fn judge_owner(o: &LockOwner, opts: &LockOptions) -> Liveness {
-    let pid = o.pid;
-    if o.host != host::hostname() {
-        let last = o
-            .heartbeat_at
-            .as_deref()
-            .and_then(parse_rfc3339)
-            .or_else(|| parse_rfc3339(&o.acquired_at));
-        return match last {
-            Some(t) if age_of(t) <= opts.lease => Liveness::Alive(format!(
-                "held by pid {pid} on host {}, renewed {}s ago (lease {}s)",
-                o.host,
-                age_of(t).as_secs(),
-                opts.lease.as_secs()
-            )),
-            Some(t) => Liveness::Stale(format!(
-                "held by pid {pid} on host {}, not renewed for {}s (lease {}s)",
-                o.host,
-                age_of(t).as_secs(),
-                opts.lease.as_secs()
-            )),
-            None => Liveness::Stale(format!(
-                "held by pid {pid} on host {} with no readable timestamp",
-                o.host
-            )),
-        };
+/// Whether the lock at `path` is held by somebody alive; `None` if there is no lock.
+fn judge(path: &Path, opts: &LockOptions, gated: bool) -> Result<Option<Holder>> {
+    let Some(read) = read_lock(path)? else {
+        return Ok(None);
+    };
+    if let OwnerRead::Corrupt(e) = &read.owner {
+        tracing::warn!("ignoring unreadable lock owner: {e}");
     }
-    let my_boot = host::boot_id();
-    if !o.boot_id.is_empty() && !my_boot.is_empty() && o.boot_id != my_boot {
-        return Liveness::Stale(format!("held by pid {pid} before this machine rebooted"));
-    }
-    if !host::pid_alive(pid) {
-        return Liveness::Stale(format!("holder pid {pid} is dead"));
-    }
-    if let (Some(expected), Some(actual)) = (o.start_time, host::process_start_time(pid)) {
-        if expected != actual {
-            return Liveness::Stale(format!(
-                "pid {pid} now belongs to another process (start time {actual}, lock says {expected})"
-            ));
-        }
-    }
-    Liveness::Alive(format!("held by live pid {pid}"))
+    let at = Vantage {
+        host: host::hostname().to_string(),
+        boot_id: host::boot_id().to_string(),
+        now: SystemTime::now(),
+        gated,
+    };
+    let facts = facts_about(&read);
+    let Some(liveness) = verdict(Some(&read), facts.as_ref(), &at, opts) else {
+        return Ok(None);
+    };
+    Ok(Some(Holder {
+        path: path.to_path_buf(),
+        pid: read.pid(),
+        owner: match read.owner {
+            OwnerRead::Valid(o) => Some(o),
+            _ => None,
+        },
+        liveness,
+    }))
 }

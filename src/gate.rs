@@ -22,6 +22,13 @@ use crate::protocol::now_rfc3339;
 /// a shared flock for microseconds; a real holder holds it exclusively).
 const PROBE_RETRY: Duration = Duration::from_secs(1);
 
+/// How long `acquire` keeps retrying while the gate's flock is held although the
+/// holder it records is dead. The flock belongs to the open file, which every child
+/// shares from fork until exec closes it (close-on-exec); a holder killed while
+/// spawning its agent leaves the flock with that child for those moments — longer when
+/// the child is slow to exec, as under load.
+pub const DEAD_HOLDER_RETRY: Duration = Duration::from_secs(5);
+
 /// What a gate file records about its holder.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -43,7 +50,20 @@ pub struct Gate {
 impl Gate {
     /// Take the gate at `path` for `role` (e.g. "worker 3"), or fail at once naming
     /// the current holder.
+    ///
+    /// "At once" has two bounded exceptions, both for a gate nobody really holds: it is
+    /// only being probed, or its recorded holder is dead and the flock lingers in a
+    /// descriptor that holder left to a child between fork and exec (see
+    /// [`DEAD_HOLDER_RETRY`]).
     pub fn acquire(path: &Path, role: &str) -> Result<Gate> {
+        Self::acquire_pausing(path, role, &mut || {
+            std::thread::sleep(Duration::from_millis(10))
+        })
+    }
+
+    /// [`Gate::acquire`], calling `pause` between attempts while a dead holder's flock
+    /// lingers.
+    fn acquire_pausing(path: &Path, role: &str, pause: &mut dyn FnMut()) -> Result<Gate> {
         if let Some(parent) = path.parent() {
             fsio::ensure_dir(parent)?;
         }
@@ -56,41 +76,7 @@ impl Gate {
             .custom_flags(nix::fcntl::OFlag::O_NOFOLLOW.bits())
             .open(path)
             .map_err(|e| Error::io("open gate", path, e))?;
-        // A `probe` holds a brief shared flock, which also makes our exclusive attempt
-        // fail. Only an exclusive holder refuses a shared lock: if we can get one, the
-        // gate is merely being probed — let go and try again (bounded).
-        let probed_until = Instant::now() + PROBE_RETRY;
-        let mut file = file;
-        let mut lock = loop {
-            let file_back = match Flock::lock(file, FlockArg::LockExclusiveNonblock) {
-                Ok(l) => break l,
-                Err((f, Errno::EWOULDBLOCK)) => f,
-                Err((_, errno)) => return Err(Error::io("flock gate", path, errno.into())),
-            };
-            let held_by = match Flock::lock(file_back, FlockArg::LockSharedNonblock) {
-                Ok(shared) => {
-                    file = shared
-                        .unlock()
-                        .map_err(|(_, errno)| Error::io("unlock gate", path, errno.into()))?;
-                    if Instant::now() < probed_until {
-                        std::thread::yield_now();
-                        continue;
-                    }
-                    format!("nobody recorded; probed without pause for {PROBE_RETRY:?}")
-                }
-                Err((mut f, Errno::EWOULDBLOCK)) => match read_holder(&mut f) {
-                    Some(h) => format!("pid {}, since {}", h.pid, h.since),
-                    // It took the flock but has not recorded itself yet.
-                    None => "pid not yet recorded".to_string(),
-                },
-                Err((_, errno)) => return Err(Error::io("flock gate", path, errno.into())),
-            };
-            return Err(Error::GateHeld {
-                role: role.to_string(),
-                holder: held_by,
-                path: path.to_path_buf(),
-            });
-        };
+        let mut lock = lock_exclusive(file, path, role, pause)?;
         let holder = GateHolder {
             pid: std::process::id(),
             role: role.to_string(),
@@ -127,6 +113,68 @@ impl Drop for Gate {
     }
 }
 
+/// The exclusive flock on the gate file, or why not (naming the holder).
+fn lock_exclusive(
+    file: File,
+    path: &Path,
+    role: &str,
+    pause: &mut dyn FnMut(),
+) -> Result<Flock<File>> {
+    let probed_until = Instant::now() + PROBE_RETRY;
+    let dead_until = Instant::now() + DEAD_HOLDER_RETRY;
+    let mut file = file;
+    loop {
+        let file_back = match Flock::lock(file, FlockArg::LockExclusiveNonblock) {
+            Ok(l) => return Ok(l),
+            Err((f, Errno::EWOULDBLOCK)) => f,
+            Err((_, errno)) => return Err(Error::io("flock gate", path, errno.into())),
+        };
+        // A `probe` holds a brief shared flock, which also makes our exclusive attempt
+        // fail. Only an exclusive holder refuses a shared lock: if we can get one, the
+        // gate is merely being probed — let go and try again (bounded).
+        let held_by = match Flock::lock(file_back, FlockArg::LockSharedNonblock) {
+            Ok(shared) => {
+                file = shared
+                    .unlock()
+                    .map_err(|(_, errno)| Error::io("unlock gate", path, errno.into()))?;
+                if Instant::now() < probed_until {
+                    std::thread::yield_now();
+                    continue;
+                }
+                format!("nobody recorded; probed without pause for {PROBE_RETRY:?}")
+            }
+            Err((mut f, Errno::EWOULDBLOCK)) => match read_holder(&mut f) {
+                Some(h) if provably_dead(&h) => {
+                    if Instant::now() < dead_until {
+                        file = f;
+                        pause();
+                        continue;
+                    }
+                    format!(
+                        "pid {} (dead), since {}; a process it started still holds the \
+                         gate's descriptor after {DEAD_HOLDER_RETRY:?}",
+                        h.pid, h.since
+                    )
+                }
+                Some(h) => format!("pid {}, since {}", h.pid, h.since),
+                // It took the flock but has not recorded itself yet.
+                None => "pid not yet recorded".to_string(),
+            },
+            Err((_, errno)) => return Err(Error::io("flock gate", path, errno.into())),
+        };
+        return Err(Error::GateHeld {
+            role: role.to_string(),
+            holder: held_by,
+            path: path.to_path_buf(),
+        });
+    }
+}
+
+/// The recorded holder is a process of this host that no longer exists.
+fn provably_dead(h: &GateHolder) -> bool {
+    h.host == host::hostname() && !host::pid_alive(h.pid)
+}
+
 /// Who holds the gate at `path`, if anyone (probes with a non-blocking flock).
 pub fn probe(path: &Path) -> Result<Option<GateHolder>> {
     let file = match OpenOptions::new()
@@ -157,4 +205,92 @@ fn read_holder(file: &mut File) -> Option<GateHolder> {
     file.seek(SeekFrom::Start(0)).ok()?;
     file.take(64 * 1024).read_to_end(&mut buf).ok()?;
     serde_json::from_slice(&buf).ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::process::{Command, Stdio};
+
+    /// A pid that has exited and been reaped.
+    fn dead_pid() -> u32 {
+        let mut child = Command::new("true").spawn().unwrap();
+        let pid = child.id();
+        child.wait().unwrap();
+        assert!(!host::pid_alive(pid), "pid {pid} reused at once");
+        pid
+    }
+
+    /// The situation a holder killed mid-spawn leaves: the gate file names the dead
+    /// holder, and the flock lives on in a process that inherited its descriptor.
+    fn gate_left_to_a_child(path: &Path) -> std::process::Child {
+        let record = GateHolder {
+            pid: dead_pid(),
+            role: "worker 3".into(),
+            host: host::hostname().to_string(),
+            since: now_rfc3339(),
+        };
+        std::fs::write(path, fsio::to_json_bytes(&record)).unwrap();
+        let file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open(path)
+            .unwrap();
+        // Not nix's Flock: dropping that would unlock the file for the child too.
+        // SAFETY: flock on a descriptor we own; no memory is involved.
+        let locked = unsafe {
+            nix::libc::flock(
+                std::os::fd::AsRawFd::as_raw_fd(&file),
+                nix::libc::LOCK_EX | nix::libc::LOCK_NB,
+            )
+        };
+        assert_eq!(locked, 0, "the gate is free to start with");
+        // The child shares the open file (and so the flock) as its stdout; closing our
+        // descriptor leaves the flock with the child alone.
+        let child = Command::new("sleep")
+            .arg("60")
+            .stdout(Stdio::from(file))
+            .spawn()
+            .unwrap();
+        let held = probe(path).unwrap().expect("the child holds the gate");
+        assert_eq!(held.pid, record.pid);
+        child
+    }
+
+    #[test]
+    fn a_dead_holders_lingering_descriptor_delays_the_gate_but_does_not_refuse_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join(".worker.lock");
+        let mut child = Some(gate_left_to_a_child(&path));
+        let mut pauses = 0;
+        // The inheriting child goes away while acquire waits, as a child between fork
+        // and exec does.
+        let gate = Gate::acquire_pausing(&path, "worker 3", &mut || {
+            pauses += 1;
+            if let Some(mut c) = child.take() {
+                c.kill().unwrap();
+                c.wait().unwrap();
+            }
+        })
+        .expect("the dead holder's flock went away: the gate is ours");
+        assert!(pauses >= 1, "acquire must have found the gate held first");
+        assert_eq!(gate.holder().pid, std::process::id());
+        assert_eq!(probe(&path).unwrap().unwrap().pid, std::process::id());
+    }
+
+    #[test]
+    fn a_live_recorded_holder_is_refused_without_waiting() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join(".worker.lock");
+        let _held = Gate::acquire(&path, "worker 3").unwrap();
+        // Another open of the same file: the flock is taken, and its holder (us) lives.
+        let mut pauses = 0;
+        let err = Gate::acquire_pausing(&path, "worker 3", &mut || pauses += 1).unwrap_err();
+        assert_eq!(pauses, 0);
+        let msg = err.to_string();
+        assert!(
+            msg.contains(&format!("pid {}", std::process::id())),
+            "{msg}"
+        );
+    }
 }

@@ -1,6 +1,7 @@
 //! Who and where we are: host name, boot id, and process liveness and start times.
 
 use std::sync::OnceLock;
+use std::time::{Duration, SystemTime};
 
 use nix::errno::Errno;
 use nix::sys::signal::kill;
@@ -45,27 +46,82 @@ pub fn pid_alive(pid: u32) -> bool {
 
 /// Whether `/proc/<pid>/stat` shows state `Z` (false where there is no procfs).
 fn is_zombie(pid: u32) -> bool {
-    std::fs::read_to_string(format!("/proc/{pid}/stat"))
-        .ok()
-        .and_then(|s| {
-            let after = &s[s.rfind(')')? + 1..];
-            after.split_whitespace().next().map(|state| state == "Z")
-        })
-        .unwrap_or(false)
+    proc_stat(pid).is_some_and(|s| s.state == 'Z')
+}
+
+/// The fields of `/proc/<pid>/stat` that conductor uses.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ProcStat {
+    /// Field 3: `R`, `S`, `Z`, ...
+    pub state: char,
+    /// Field 4.
+    pub ppid: u32,
+    /// Field 5: the process group.
+    pub pgid: u32,
+    /// Field 6: the session.
+    pub sid: u32,
+    /// Field 22: clock ticks since boot at which the process started.
+    pub start_time: u64,
+}
+
+/// `/proc/<pid>/stat` of `pid`; `None` when the process is gone, the platform has no
+/// procfs, or the line does not parse.
+pub fn proc_stat(pid: u32) -> Option<ProcStat> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    parse_proc_stat(&stat)
+}
+
+/// Fields are counted after the command name, which may itself hold spaces and ')'.
+pub fn parse_proc_stat(stat: &str) -> Option<ProcStat> {
+    let after_comm = &stat[stat.rfind(')')? + 1..];
+    // After ")" come field 3 (state) onwards.
+    let fields: Vec<&str> = after_comm.split_whitespace().take(22 - 2).collect();
+    let field = |n: usize| fields.get(n - 3).copied();
+    let mut state = field(3)?.chars();
+    let (Some(state), None) = (state.next(), state.next()) else {
+        return None;
+    };
+    Some(ProcStat {
+        state,
+        ppid: field(4)?.parse().ok()?,
+        pgid: field(5)?.parse().ok()?,
+        sid: field(6)?.parse().ok()?,
+        start_time: field(22)?.parse().ok()?,
+    })
 }
 
 /// A process's start time in clock ticks since boot (field 22 of `/proc/<pid>/stat`).
 /// `None` when the process is gone or the platform has no procfs.
 pub fn process_start_time(pid: u32) -> Option<u64> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    parse_stat_start_time(&stat)
+    proc_stat(pid).map(|s| s.start_time)
 }
 
-/// Field 22 counted after the command name, which may itself hold spaces and ')'.
-fn parse_stat_start_time(stat: &str) -> Option<u64> {
-    let after_comm = &stat[stat.rfind(')')? + 1..];
-    // After ")" come field 3 (state) onwards; starttime is field 22.
-    after_comm.split_whitespace().nth(22 - 3)?.parse().ok()
+/// When `pid` started, as wall-clock time. Accurate to a few clock ticks, and off by
+/// however far the wall clock has been stepped since then: compare with a margin.
+pub fn process_started_at(pid: u32) -> Option<SystemTime> {
+    let ticks = process_start_time(pid)?;
+    let hz = clock_ticks_per_second()?;
+    let since_boot =
+        Duration::from_secs(ticks / hz) + Duration::from_nanos(ticks % hz * 1_000_000_000 / hz);
+    boot_time()?.checked_add(since_boot)
+}
+
+/// `USER_HZ`, the unit of `/proc/<pid>/stat` times.
+fn clock_ticks_per_second() -> Option<u64> {
+    static HZ: OnceLock<Option<u64>> = OnceLock::new();
+    *HZ.get_or_init(|| {
+        // SAFETY: sysconf only reads a constant; it has no memory effects.
+        let hz = unsafe { nix::libc::sysconf(nix::libc::_SC_CLK_TCK) };
+        u64::try_from(hz).ok().filter(|hz| *hz > 0)
+    })
+}
+
+/// Wall-clock time of the boot, from `/proc/uptime` (which, like process start
+/// times, counts time spent suspended). Read afresh: the wall clock may be stepped.
+fn boot_time() -> Option<SystemTime> {
+    let uptime = std::fs::read_to_string("/proc/uptime").ok()?;
+    let secs: f64 = uptime.split_whitespace().next()?.parse().ok()?;
+    SystemTime::now().checked_sub(Duration::try_from_secs_f64(secs).ok()?)
 }
 
 /// This process's start time, read once.
@@ -91,10 +147,59 @@ mod tests {
     use super::*;
 
     #[test]
-    fn start_time_survives_odd_command_names() {
+    fn stat_fields_survive_odd_command_names() {
         let stat =
-            "4711 (a) b (c)) S 1 4711 4711 0 -1 4194560 100 0 0 0 1 2 0 0 20 0 1 0 123456 1000 10";
-        assert_eq!(parse_stat_start_time(stat), Some(123456));
+            "4711 (a) b (c)) S 1 4712 4713 0 -1 4194560 100 0 0 0 1 2 0 0 20 0 1 0 123456 1000 10";
+        assert_eq!(
+            parse_proc_stat(stat),
+            Some(ProcStat {
+                state: 'S',
+                ppid: 1,
+                pgid: 4712,
+                sid: 4713,
+                start_time: 123456,
+            })
+        );
+    }
+
+    #[test]
+    fn truncated_or_garbled_stat_lines_do_not_parse() {
+        assert_eq!(parse_proc_stat(""), None);
+        assert_eq!(parse_proc_stat("4711 (x) S 1 2 3"), None);
+        assert_eq!(
+            parse_proc_stat("4711 (x) SS 1 4712 4713 0 -1 0 0 0 0 0 1 2 0 0 20 0 1 0 9"),
+            None
+        );
+        assert_eq!(
+            parse_proc_stat("4711 (x) S one 4712 4713 0 -1 0 0 0 0 0 1 2 0 0 20 0 1 0 9"),
+            None
+        );
+    }
+
+    #[test]
+    fn own_stat_matches_what_the_process_knows() {
+        let me = proc_stat(std::process::id()).expect("procfs");
+        assert_eq!(me.ppid, nix::unistd::getppid().as_raw() as u32);
+        assert_eq!(me.pgid, nix::unistd::getpgrp().as_raw() as u32);
+        assert_ne!(me.state, 'Z');
+    }
+
+    #[test]
+    fn a_new_process_started_between_two_clock_readings() {
+        let before = SystemTime::now();
+        let mut child = std::process::Command::new("sleep")
+            .arg("30")
+            .spawn()
+            .unwrap();
+        let after = SystemTime::now();
+        let started = process_started_at(child.id());
+        child.kill().unwrap();
+        child.wait().unwrap();
+        let started = started.expect("procfs");
+        // Start times are in clock ticks (10ms) and boot time from /proc/uptime (10ms).
+        let slack = Duration::from_millis(50);
+        assert!(started + slack >= before, "{started:?} < {before:?}");
+        assert!(started <= after + slack, "{started:?} > {after:?}");
     }
 
     #[test]

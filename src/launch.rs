@@ -1289,9 +1289,7 @@ fn in_session(pid: u32, pane_pids: &HashSet<u32>) -> bool {
 }
 
 fn parent_pid(pid: u32) -> Option<u32> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    let after = &stat[stat.rfind(')')? + 1..];
-    after.split_whitespace().nth(1)?.parse().ok()
+    crate::host::proc_stat(pid).map(|s| s.ppid)
 }
 
 #[cfg(test)]

@@ -146,7 +146,7 @@ pub fn is_abandoned(
 pub fn recover_slot(root: &Root, slot: Slot, lock_opts: &LockOptions) -> Result<RecoveryReport> {
     let paths = root.worker(slot);
     let mut report = RecoveryReport::default();
-    if let Some(h) = dirlock::break_if_stale(&paths.lock_dir(), lock_opts)? {
+    if let Some(h) = dirlock::break_if_stale_under_gate(&paths.lock_dir(), lock_opts)? {
         report.stale_lock = Some(h.to_string());
     }
     // Held until we return: released by its Drop on every path.

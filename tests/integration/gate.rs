@@ -226,3 +226,61 @@ fn probing_never_makes_an_acquire_fail() {
         failures.first()
     );
 }
+
+/// Issue 10 item 9: the gate file names a dead holder, but the flock lives on in a
+/// process that inherited the gate's descriptor (as an agent child does between fork
+/// and exec). Acquire waits a bounded time for it, and if it stays, says so.
+#[test]
+fn a_dead_holders_lingering_descriptor_is_waited_for_then_named() {
+    if child_role().is_some() {
+        return;
+    }
+    use std::os::fd::AsRawFd;
+    let t = TestRoot::new();
+    let path = t.client.worker(conductor::Slot(2)).worker_gate();
+    drop(Gate::acquire(&path, ROLE).expect("free gate"));
+    let mut dead = std::process::Command::new("true").spawn().unwrap();
+    let dead_pid = dead.id();
+    dead.wait().unwrap();
+    let record = serde_json::json!({
+        "pid": dead_pid, "role": ROLE, "host": conductor::host::hostname(),
+        "since": "2026-01-01T00:00:00Z",
+    });
+    std::fs::write(&path, record.to_string()).unwrap();
+    let file = std::fs::OpenOptions::new().read(true).open(&path).unwrap();
+    // SAFETY: flock on a descriptor we own. (Not nix's Flock, whose drop would unlock
+    // the open file for the child too.)
+    let rc = unsafe { nix::libc::flock(file.as_raw_fd(), nix::libc::LOCK_EX | nix::libc::LOCK_NB) };
+    assert_eq!(rc, 0);
+    /// Killed and reaped on drop, even when an assertion fails first.
+    struct Lingering(std::process::Child);
+    impl Drop for Lingering {
+        fn drop(&mut self) {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+    let lingering = Lingering(
+        std::process::Command::new("sleep")
+            .arg("60")
+            .stdout(std::process::Stdio::from(file))
+            .spawn()
+            .unwrap(),
+    );
+    assert_eq!(probe(&path).unwrap().map(|h| h.pid), Some(dead_pid));
+
+    let (res, took) = acquire_bounded(path.clone(), ROLE);
+    let err = res.expect_err("the flock never went away");
+    let msg = err.to_string();
+    assert!(msg.contains(&format!("pid {dead_pid} (dead)")), "{msg}");
+    assert!(msg.contains("still holds the gate's descriptor"), "{msg}");
+    assert!(
+        took >= conductor::gate::DEAD_HOLDER_RETRY,
+        "gave up after {took:?}"
+    );
+    drop(lingering);
+    wait_until(BOUND, "the gate to be free once the child is gone", || {
+        probe(&path).unwrap().is_none()
+    });
+    assert!(Gate::acquire(&path, ROLE).is_ok());
+}

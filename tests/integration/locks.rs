@@ -9,14 +9,15 @@ use std::thread;
 use std::time::{Duration, SystemTime};
 
 use conductor::dirlock::{
-    break_if_stale, inspect, Acquire, DirLock, Holder, LockOptions, LockOwner,
+    break_if_stale, break_if_stale_under_gate, inspect, Acquire, DirLock, Holder, LockOptions,
+    LockOwner,
 };
 use conductor::protocol::{now_rfc3339, rfc3339};
 use conductor::{host, Error};
 
 use crate::harness::{
-    child_arg, child_block_on_stdin, child_command, child_role, child_say, spin_until_exists,
-    ChildProc, TestRoot, CHILD_ARG,
+    bin, child_arg, child_block_on_stdin, child_command, child_role, child_say, spin_until_exists,
+    ChildProc, TestRoot, WorkerProc, CHILD_ARG,
 };
 
 const BOUND: Duration = Duration::from_secs(30);
@@ -408,7 +409,11 @@ fn corrupt_owner_with_pid_file_is_judged_by_the_pid() {
         Some(b"{ not json"),
         Some(&format!("{}\n", live.id())),
     );
-    age_dir(&path, HOUR);
+    // Made after its holder started, as a real holder's lock is; no grace is due to it.
+    let opts = LockOptions {
+        grace: Duration::ZERO,
+        ..opts
+    };
     let h = assert_stays_held(&path, &opts, "corrupt owner.json, live pid file");
     assert_eq!(h.pid, Some(live.id()));
     fs::remove_dir_all(&path).unwrap();
@@ -701,4 +706,203 @@ fn clear_spares_keeps_a_live_processs_spare() {
     let _ = live.wait();
     assert!(live_kept, "a live process's spare was removed");
     assert!(!dead_spare.exists(), "a dead process's spare was kept");
+}
+
+// ------------------------------------------------- crash-storm faults (issue 10)
+
+/// Leftovers of a holder that died before recording its pid: nothing at all, or a
+/// torn `owner.json` and no `pid`.
+const PIDLESS_LEFTOVERS: [Option<&[u8]>; 2] = [None, Some(b"{\"pid\": 12, \"ho")];
+
+#[test]
+fn a_pidless_leftover_is_stale_at_once_for_a_gate_holder_only() {
+    let t = TestRoot::new();
+    let path = lock_path(&t);
+    let opts = LockOptions::default();
+    for leftover in PIDLESS_LEFTOVERS {
+        plant(&path, leftover, None);
+        // Young: somebody may be between mkdir and writing, unless we hold the gate
+        // that every taker holds.
+        assert_eq!(break_if_stale(&path, &opts).unwrap(), None);
+        let h = break_if_stale_under_gate(&path, &opts)
+            .unwrap()
+            .expect("removed under the gate");
+        assert!(h.to_string().contains("gate"), "{h}");
+        assert!(!path.exists());
+    }
+    // A live holder's lock stays, gate or not.
+    let live = live_process();
+    plant_owner(
+        &path,
+        &local_owner(live.id(), host::process_start_time(live.id())),
+    );
+    let before = snapshot(&path);
+    assert_eq!(break_if_stale_under_gate(&path, &opts).unwrap(), None);
+    assert_eq!(snapshot(&path), before);
+}
+
+/// Issue 10 item 7: a worker SIGKILLed between creating `.lock` and writing its pid
+/// left it ownerless; its restart refused for the whole grace period.
+#[test]
+fn a_worker_restarts_at_once_over_a_pidless_lock() {
+    let t = TestRoot::new();
+    let path = lock_path(&t);
+    for leftover in PIDLESS_LEFTOVERS {
+        plant(&path, leftover, None);
+        let mut w = WorkerProc::start(&t, conductor::Slot(0), "cat", &[], &[]);
+        assert!(
+            !path.exists(),
+            "recovery removed the leftover; stderr:\n{}",
+            w.stderr()
+        );
+        w.signal(nix::sys::signal::Signal::SIGTERM);
+        assert!(w.wait_exit(BOUND).success(), "{}", w.stderr());
+    }
+}
+
+/// Issue 10 item 8: a pid-only (or torn-owner) lock whose pid now belongs to a process
+/// that started after the lock was made blocked the slot forever.
+#[test]
+fn a_pid_that_started_after_its_lock_is_not_the_holder() {
+    let t = TestRoot::new();
+    let path = lock_path(&t);
+    let opts = LockOptions::default();
+    let live = live_process();
+    for owner in [None, Some(&b"{\"pid\": 12, \"ho"[..])] {
+        plant(&path, owner, Some(&format!("{}\n", live.id())));
+        // The lock was made an hour before `live` started.
+        age_dir(&path, HOUR);
+        let h = inspect(&path, &opts).unwrap().expect("a lock");
+        assert!(h.liveness.is_stale(), "{h:?}");
+        assert!(
+            h.to_string().contains("started after the lock was made"),
+            "{h}"
+        );
+
+        let out = Command::new(bin("conductor"))
+            .args(["locks", "clean", "--apply"])
+            .env("CONDUCTOR_HOME", t.path())
+            .env_remove("CONDUCTOR_WORKER")
+            .output()
+            .unwrap();
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            out.status.success(),
+            "{stdout}{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(stdout.contains("removed"), "{stdout}");
+        assert!(!path.exists(), "locks clean --apply removed it: {stdout}");
+    }
+    // The same pid file in a lock made after the process started: its holder.
+    plant(&path, None, Some(&format!("{}\n", live.id())));
+    assert_stays_held(&path, &opts, "pid-only lock of a process older than it");
+}
+
+/// Issue 10 item 8: a lock never shows up (nor could a crash leave it) in place
+/// without its pid: it is renamed into place built, and away before it is emptied.
+#[test]
+fn a_lock_is_never_in_place_without_its_pid() {
+    use std::os::fd::AsRawFd;
+    use std::os::unix::fs::MetadataExt;
+    use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+
+    let t = TestRoot::new();
+    let path = t.client.root().key_lock("k");
+    let opts = LockOptions::default();
+    let stop = Arc::new(AtomicBool::new(false));
+    let looks = Arc::new(AtomicUsize::new(0));
+    let observer = {
+        let (stop, looks, path) = (stop.clone(), looks.clone(), path.clone());
+        thread::spawn(move || {
+            let mut pidless = Vec::new();
+            while !stop.load(Ordering::Relaxed) {
+                let Ok(dir) = fs::File::open(&path) else {
+                    continue;
+                };
+                // Through the open directory: the very one we opened, wherever it went.
+                let pid = fs::read(format!("/proc/self/fd/{}/pid", dir.as_raw_fd()));
+                let (Ok(ours), Ok(now)) = (dir.metadata(), fs::symlink_metadata(&path)) else {
+                    continue;
+                };
+                // We hold its inode, so the same (dev, ino) at `path` now is the same
+                // directory, which was in place the whole time (none comes back).
+                let in_place = (ours.dev(), ours.ino()) == (now.dev(), now.ino());
+                if in_place {
+                    looks.fetch_add(1, Ordering::Relaxed);
+                    if pid.is_err() {
+                        pidless.push(format!("{:?}", pid));
+                    }
+                }
+            }
+            pidless
+        })
+    };
+    let deadline = std::time::Instant::now() + BOUND;
+    let mut rounds = 0;
+    while rounds < 200 || looks.load(Ordering::Relaxed) < 200 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "observer saw too little"
+        );
+        let l = expect_acquired(try_acquire(&path, &opts), "nobody else takes it");
+        l.release().unwrap();
+        rounds += 1;
+    }
+    stop.store(true, Ordering::Relaxed);
+    let pidless = observer.join().unwrap();
+    assert!(
+        pidless.is_empty(),
+        "{} of {} looks found the lock in place without its pid: {:?}",
+        pidless.len(),
+        looks.load(Ordering::Relaxed),
+        &pidless[..pidless.len().min(3)]
+    );
+}
+
+/// Issue 15: a lock removed by someone else between our failing to create it and
+/// reading it is free, not an error ("cannot stat lock ...").
+#[test]
+fn a_lock_vanishing_while_being_judged_is_free_not_an_error() {
+    use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+
+    let t = TestRoot::new();
+    let path = lock_path(&t);
+    let opts = LockOptions::default();
+    let stop = Arc::new(AtomicBool::new(false));
+    let churns = Arc::new(AtomicUsize::new(0));
+    // A holder outside the guard protocol taking and dropping the lock as fast as it can.
+    let churner = {
+        let (stop, churns, path) = (stop.clone(), churns.clone(), path.clone());
+        thread::spawn(move || {
+            while !stop.load(Ordering::Relaxed) {
+                if fs::create_dir(&path).is_ok() {
+                    let _ = fs::remove_dir(&path);
+                    churns.fetch_add(1, Ordering::Relaxed);
+                }
+            }
+        })
+    };
+    let deadline = std::time::Instant::now() + BOUND;
+    let (mut rounds, mut errors) = (0, Vec::new());
+    while rounds < 3000 || churns.load(Ordering::Relaxed) < 3000 {
+        assert!(std::time::Instant::now() < deadline, "churner too slow");
+        if let Err(e) = inspect(&path, &opts) {
+            errors.push(format!("inspect: {e}"));
+        }
+        match DirLock::try_acquire(&path, &opts) {
+            Ok(Acquire::Acquired(l)) => l.release().unwrap(),
+            Ok(Acquire::Held(_)) => {}
+            Err(e) => errors.push(format!("try_acquire: {e}")),
+        }
+        rounds += 1;
+    }
+    stop.store(true, Ordering::Relaxed);
+    churner.join().unwrap();
+    assert!(
+        errors.is_empty(),
+        "{} errors in {rounds} rounds, e.g. {:?}",
+        errors.len(),
+        &errors[..errors.len().min(3)]
+    );
 }

@@ -1,0 +1,469 @@
+//! The stale-lock judgement: a pure function of what a lock directory held and what is
+//! known about the process it names.
+
+use std::time::{Duration, SystemTime};
+
+use super::{Liveness, LockOptions, LockOwner};
+use crate::protocol::parse_rfc3339;
+
+/// How much later than its lock directory a process must have started before it is
+/// judged not to be the holder. Covers the tick (10 ms) and `/proc/uptime` (10 ms)
+/// resolution of the computed start and coarse filesystem timestamps, with room for
+/// small wall-clock adjustments.
+pub const STARTED_AFTER_MARGIN: Duration = Duration::from_secs(2);
+
+/// What `owner.json` held.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum OwnerRead {
+    Missing,
+    /// Present but unusable; says why.
+    Corrupt(String),
+    Valid(LockOwner),
+}
+
+/// What a lock directory held when it was read.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LockRead {
+    /// The number in `pid`; `None` when the file is missing or holds no number.
+    pub pid_file: Option<u32>,
+    pub owner: OwnerRead,
+    /// The directory's mtime: it changes whenever its holder adds a file.
+    pub modified: SystemTime,
+    /// Its birth time, where the filesystem records one.
+    pub created: Option<SystemTime>,
+}
+
+impl LockRead {
+    /// The pid the judgement is about: `owner.json`'s, else the `pid` file's.
+    pub fn pid(&self) -> Option<u32> {
+        match &self.owner {
+            OwnerRead::Valid(o) => Some(o.pid),
+            _ => self.pid_file,
+        }
+    }
+
+    /// The directory was made no later than this (its mtime only moves forward from
+    /// its creation, except by hand).
+    fn made_by(&self) -> SystemTime {
+        self.created.map_or(self.modified, |c| c.min(self.modified))
+    }
+}
+
+/// What is known about the process [`LockRead::pid`] names, on this host.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ProcessFacts {
+    pub alive: bool,
+    /// Clock ticks since boot (`/proc/<pid>/stat` field 22).
+    pub start_time: Option<u64>,
+    /// The same as wall-clock time.
+    pub started_at: Option<SystemTime>,
+}
+
+/// Who is judging, and when.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Vantage {
+    pub host: String,
+    pub boot_id: String,
+    pub now: SystemTime,
+    /// The judge holds a gate that every taker of this lock holds while taking it, so
+    /// nobody can be between `mkdir` and writing the owner: no grace is due.
+    pub gated: bool,
+}
+
+/// Whether the lock described by `read` is held by somebody alive, and why.
+/// `process` is what is known about `read.pid()` on this host (`None`: nothing, e.g.
+/// no pid or no need to look). `None` as the result: there is no lock.
+pub fn verdict(
+    read: Option<&LockRead>,
+    process: Option<&ProcessFacts>,
+    at: &Vantage,
+    opts: &LockOptions,
+) -> Option<Liveness> {
+    let read = read?;
+    let gone = ProcessFacts {
+        alive: false,
+        start_time: None,
+        started_at: None,
+    };
+    let facts = process.unwrap_or(&gone);
+    Some(match (&read.owner, read.pid_file) {
+        (OwnerRead::Valid(o), _) => judge_owner(o, read, facts, at, opts),
+        // Only a pid (an original-conductor lock, or owner.json lost or torn): same
+        // host assumed, as the original conductor is single-host.
+        (why, Some(pid)) => {
+            let note = match why {
+                OwnerRead::Corrupt(e) => format!("owner.json unreadable: {e}"),
+                _ => "no owner.json".to_string(),
+            };
+            if !facts.alive {
+                Liveness::Stale(format!("holder pid {pid} is dead ({note})"))
+            } else if started_after(facts, read) {
+                Liveness::Stale(format!(
+                    "pid {pid} started after the lock was made, so it is not its holder ({note})"
+                ))
+            } else {
+                Liveness::Alive(format!("held by live pid {pid} ({note})"))
+            }
+        }
+        (_, None) => judge_ownerless(read, at, opts),
+    })
+}
+
+/// The process started (clearly) after the lock directory was made.
+fn started_after(facts: &ProcessFacts, read: &LockRead) -> bool {
+    facts
+        .started_at
+        .is_some_and(|s| s > read.made_by() + STARTED_AFTER_MARGIN)
+}
+
+fn age(t: SystemTime, now: SystemTime) -> Duration {
+    now.duration_since(t).unwrap_or_default()
+}
+
+/// No pid anywhere: somebody between `mkdir` and its first write, or one who died there.
+fn judge_ownerless(read: &LockRead, at: &Vantage, opts: &LockOptions) -> Liveness {
+    let what = match &read.owner {
+        OwnerRead::Corrupt(e) => format!("no pid, owner.json unreadable ({e})"),
+        _ => "no owner recorded".to_string(),
+    };
+    if at.gated {
+        return Liveness::Stale(format!(
+            "{what}, and every taker holds the gate we hold: left by a holder that died"
+        ));
+    }
+    let age = age(read.modified, at.now);
+    if age > opts.grace {
+        Liveness::Stale(format!(
+            "{what} for {}s (grace {}s)",
+            age.as_secs(),
+            opts.grace.as_secs()
+        ))
+    } else {
+        Liveness::Alive(format!(
+            "being acquired: {what} yet ({}ms old)",
+            age.as_millis()
+        ))
+    }
+}
+
+fn judge_owner(
+    o: &LockOwner,
+    read: &LockRead,
+    facts: &ProcessFacts,
+    at: &Vantage,
+    opts: &LockOptions,
+) -> Liveness {
+    let pid = o.pid;
+    if o.host != at.host {
+        let last = o
+            .heartbeat_at
+            .as_deref()
+            .and_then(parse_rfc3339)
+            .or_else(|| parse_rfc3339(&o.acquired_at));
+        let (host, lease) = (&o.host, opts.lease.as_secs());
+        return match last {
+            Some(t) if age(t, at.now) <= opts.lease => Liveness::Alive(format!(
+                "held by pid {pid} on host {host}, renewed {}s ago (lease {lease}s)",
+                age(t, at.now).as_secs(),
+            )),
+            Some(t) => Liveness::Stale(format!(
+                "held by pid {pid} on host {host}, not renewed for {}s (lease {lease}s)",
+                age(t, at.now).as_secs(),
+            )),
+            None => Liveness::Stale(format!(
+                "held by pid {pid} on host {host} with no readable timestamp"
+            )),
+        };
+    }
+    if !o.boot_id.is_empty() && !at.boot_id.is_empty() && o.boot_id != at.boot_id {
+        return Liveness::Stale(format!("held by pid {pid} before this machine rebooted"));
+    }
+    if !facts.alive {
+        return Liveness::Stale(format!("holder pid {pid} is dead"));
+    }
+    match (o.start_time, facts.start_time) {
+        (Some(expected), Some(actual)) if expected != actual => Liveness::Stale(format!(
+            "pid {pid} now belongs to another process (start time {actual}, lock says {expected})"
+        )),
+        (None, _) if started_after(facts, read) => Liveness::Stale(format!(
+            "pid {pid} started after the lock was made, so it is not its holder"
+        )),
+        _ => Liveness::Alive(format!("held by live pid {pid}")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const HOUR: Duration = Duration::from_secs(3600);
+
+    fn now() -> SystemTime {
+        SystemTime::UNIX_EPOCH + Duration::from_secs(1_800_000_000)
+    }
+
+    fn here(gated: bool) -> Vantage {
+        Vantage {
+            host: "here".into(),
+            boot_id: "boot-1".into(),
+            now: now(),
+            gated,
+        }
+    }
+
+    fn owner(host: &str, boot: &str, start_time: Option<u64>) -> LockOwner {
+        LockOwner {
+            pid: 4711,
+            host: host.into(),
+            boot_id: boot.into(),
+            start_time,
+            nonce: "n".into(),
+            acquired_at: crate::protocol::rfc3339(now() - Duration::from_secs(5)),
+            heartbeat_at: None,
+        }
+    }
+
+    /// A lock directory last changed `age` before now.
+    fn lock(owner: OwnerRead, pid_file: Option<u32>, age: Duration) -> LockRead {
+        LockRead {
+            pid_file,
+            owner,
+            modified: now() - age,
+            created: None,
+        }
+    }
+
+    /// A live process with start time 100 ticks that started `before` the lock's mtime
+    /// (negative: after it).
+    fn live(read: &LockRead, started_before_lock: i64) -> ProcessFacts {
+        let d = Duration::from_secs(started_before_lock.unsigned_abs());
+        ProcessFacts {
+            alive: true,
+            start_time: Some(100),
+            started_at: Some(if started_before_lock >= 0 {
+                read.modified - d
+            } else {
+                read.modified + d
+            }),
+        }
+    }
+
+    const DEAD: ProcessFacts = ProcessFacts {
+        alive: false,
+        start_time: None,
+        started_at: None,
+    };
+
+    #[track_caller]
+    fn judged(read: &LockRead, facts: Option<&ProcessFacts>, gated: bool) -> Liveness {
+        verdict(Some(read), facts, &here(gated), &LockOptions::default()).expect("a lock")
+    }
+
+    #[track_caller]
+    fn stale(read: &LockRead, facts: Option<&ProcessFacts>, gated: bool, why: &str) -> String {
+        match judged(read, facts, gated) {
+            Liveness::Stale(r) => r,
+            alive => panic!("{why}: expected stale, got {alive:?}"),
+        }
+    }
+
+    #[track_caller]
+    fn alive(read: &LockRead, facts: Option<&ProcessFacts>, gated: bool, why: &str) -> String {
+        match judged(read, facts, gated) {
+            Liveness::Alive(r) => r,
+            s => panic!("{why}: expected alive, got {s:?}"),
+        }
+    }
+
+    #[test]
+    fn no_lock_is_free() {
+        let at = here(false);
+        assert_eq!(verdict(None, None, &at, &LockOptions::default()), None);
+        assert_eq!(
+            verdict(None, Some(&DEAD), &here(true), &LockOptions::default()),
+            None
+        );
+    }
+
+    #[test]
+    fn a_local_owner_is_judged_by_its_process() {
+        let read = lock(
+            OwnerRead::Valid(owner("here", "boot-1", Some(100))),
+            Some(4711),
+            HOUR,
+        );
+        for gated in [false, true] {
+            let r = alive(&read, Some(&live(&read, 10)), gated, "live holder");
+            assert_eq!(r, "held by live pid 4711");
+            let r = stale(&read, Some(&DEAD), gated, "dead holder");
+            assert_eq!(r, "holder pid 4711 is dead");
+            let reused = ProcessFacts {
+                start_time: Some(101),
+                ..live(&read, 10)
+            };
+            let r = stale(&read, Some(&reused), gated, "reused pid");
+            assert!(
+                r.contains("another process (start time 101, lock says 100)"),
+                "{r}"
+            );
+        }
+        // Not known at all (nobody looked): dead.
+        stale(&read, None, false, "no facts");
+    }
+
+    #[test]
+    fn an_owner_without_a_start_time_is_judged_by_when_its_pid_started() {
+        let read = lock(
+            OwnerRead::Valid(owner("here", "boot-1", None)),
+            Some(4711),
+            HOUR,
+        );
+        alive(
+            &read,
+            Some(&live(&read, 10)),
+            false,
+            "started before the lock",
+        );
+        let r = stale(
+            &read,
+            Some(&live(&read, -600)),
+            false,
+            "started after the lock",
+        );
+        assert!(r.contains("started after the lock was made"), "{r}");
+    }
+
+    #[test]
+    fn an_owner_from_before_a_reboot_is_stale_even_if_its_pid_lives() {
+        let read = lock(
+            OwnerRead::Valid(owner("here", "boot-0", Some(100))),
+            None,
+            HOUR,
+        );
+        let r = stale(&read, Some(&live(&read, 10)), false, "other boot");
+        assert!(r.contains("rebooted"), "{r}");
+        // An owner that recorded no boot id (or a platform without one) is not judged by it.
+        let read = lock(OwnerRead::Valid(owner("here", "", Some(100))), None, HOUR);
+        alive(&read, Some(&live(&read, 10)), false, "no boot id");
+    }
+
+    #[test]
+    fn another_hosts_owner_is_judged_by_its_lease_alone() {
+        let mut o = owner("there", "boot-9", Some(100));
+        let read = lock(OwnerRead::Valid(o.clone()), Some(4711), HOUR);
+        // Our local pid 4711 being dead (or alive) says nothing about the other host.
+        let r = alive(&read, Some(&DEAD), true, "within the lease");
+        assert!(
+            r.contains("on host there, renewed 5s ago (lease 120s)"),
+            "{r}"
+        );
+
+        o.acquired_at = crate::protocol::rfc3339(now() - HOUR);
+        let read = lock(OwnerRead::Valid(o.clone()), None, HOUR);
+        let r = stale(&read, Some(&live(&read, 10)), false, "past the lease");
+        assert!(r.contains("not renewed for 3600s (lease 120s)"), "{r}");
+
+        o.heartbeat_at = Some(crate::protocol::rfc3339(now() - Duration::from_secs(60)));
+        let read = lock(OwnerRead::Valid(o.clone()), None, HOUR);
+        alive(&read, None, false, "renewed by a heartbeat");
+
+        o.heartbeat_at = Some("yesterday".into());
+        o.acquired_at = "a while ago".into();
+        let read = lock(OwnerRead::Valid(o), None, HOUR);
+        let r = stale(&read, None, false, "no readable timestamp");
+        assert!(r.contains("no readable timestamp"), "{r}");
+    }
+
+    #[test]
+    fn a_pid_only_lock_is_judged_by_its_pid_and_when_it_started() {
+        let read = lock(OwnerRead::Missing, Some(4711), HOUR);
+        let r = alive(&read, Some(&live(&read, 10)), false, "pid-only, live");
+        assert_eq!(r, "held by live pid 4711 (no owner.json)");
+        let r = stale(&read, Some(&DEAD), true, "pid-only, dead");
+        assert_eq!(r, "holder pid 4711 is dead (no owner.json)");
+        // Its pid was reused by a process that started after the lock was made.
+        for gated in [false, true] {
+            let r = stale(&read, Some(&live(&read, -600)), gated, "pid-only, reused");
+            assert!(
+                r.contains("pid 4711 started after the lock was made"),
+                "{r}"
+            );
+        }
+        // Within the margin, the clocks cannot tell: alive.
+        alive(&read, Some(&live(&read, -1)), false, "started just after");
+        // No wall-clock start known (no procfs): alive.
+        let unknown = ProcessFacts {
+            started_at: None,
+            ..live(&read, 0)
+        };
+        alive(&read, Some(&unknown), false, "start unknown");
+    }
+
+    #[test]
+    fn the_birth_time_dates_a_lock_whose_mtime_moved() {
+        // Made an hour ago, touched (a file added) a minute ago; the process started
+        // half an hour ago: after the lock was made.
+        let mut read = lock(OwnerRead::Missing, Some(4711), Duration::from_secs(60));
+        let facts = live(&read, 1800);
+        alive(&read, Some(&facts), false, "only the mtime known");
+        read.created = Some(now() - HOUR);
+        stale(&read, Some(&facts), false, "birth time known");
+    }
+
+    #[test]
+    fn a_corrupt_owner_with_a_pid_file_is_judged_by_the_pid() {
+        let corrupt = OwnerRead::Corrupt("expected value at line 1".into());
+        let read = lock(corrupt, Some(4711), HOUR);
+        let r = alive(
+            &read,
+            Some(&live(&read, 10)),
+            true,
+            "corrupt owner, live pid",
+        );
+        assert!(r.contains("owner.json unreadable: expected value"), "{r}");
+        stale(&read, Some(&DEAD), false, "corrupt owner, dead pid");
+        let r = stale(
+            &read,
+            Some(&live(&read, -600)),
+            false,
+            "corrupt owner, pid reused",
+        );
+        assert!(r.contains("started after the lock was made"), "{r}");
+    }
+
+    #[test]
+    fn an_ownerless_lock_gets_a_grace_period_unless_the_judge_holds_the_gate() {
+        for owner in [OwnerRead::Missing, OwnerRead::Corrupt("EOF".into())] {
+            let young = lock(owner.clone(), None, Duration::from_secs(3));
+            let r = alive(&young, None, false, "ownerless, young");
+            assert!(r.starts_with("being acquired:"), "{r}");
+            assert!(r.contains("3000ms old"), "{r}");
+            let r = stale(&young, None, true, "ownerless, young, under the gate");
+            assert!(r.contains("every taker holds the gate"), "{r}");
+
+            let old = lock(owner, None, Duration::from_secs(11));
+            let r = stale(&old, None, false, "ownerless, past the grace");
+            assert!(r.contains("for 11s (grace 10s)"), "{r}");
+            stale(&old, None, true, "ownerless, old, under the gate");
+        }
+        // A lock dated in the future (clock stepped back) is young, not stale.
+        let future = LockRead {
+            modified: now() + HOUR,
+            ..lock(OwnerRead::Missing, None, HOUR)
+        };
+        alive(&future, None, false, "dated in the future");
+    }
+
+    #[test]
+    fn the_pid_judged_is_the_owners_when_owner_json_is_valid() {
+        let read = lock(
+            OwnerRead::Valid(owner("here", "boot-1", None)),
+            Some(1),
+            HOUR,
+        );
+        assert_eq!(read.pid(), Some(4711));
+        let torn = lock(OwnerRead::Corrupt("x".into()), Some(1), HOUR);
+        assert_eq!(torn.pid(), Some(1));
+        assert_eq!(lock(OwnerRead::Missing, None, HOUR).pid(), None);
+    }
+}
