@@ -66,6 +66,21 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
     Ok(exit::OK)
 }
 
+/// What to do about `flag` on slot `slot`.
+fn fix(flag: Flag, slot: Slot) -> String {
+    match flag {
+        Flag::DeadWorker | Flag::OrphanedTask => format!(
+            "start `conductor-worker {slot} DIR` again (it recovers the slot) or run `conductor recover {slot}`"
+        ),
+        Flag::StaleLock => {
+            format!("`conductor recover {slot}` or `conductor locks clean --apply` removes it")
+        }
+        Flag::InboxWaiting => format!(
+            "a worker picks it up; if none serves slot {slot}, start `conductor-worker {slot} DIR`"
+        ),
+    }
+}
+
 fn dash(v: Option<String>) -> String {
     v.unwrap_or_else(|| "-".to_string())
 }
@@ -146,7 +161,7 @@ pub fn render(root: &Root, reports: &[SlotReport], capacity: &crate::Result<Capa
                 if *f == Flag::InboxWaiting && r.worker_live {
                     continue;
                 }
-                let fix = f.fix(slot);
+                let fix = fix(*f, slot);
                 if !fixes.contains(&fix) {
                     fixes.push(fix);
                 }
