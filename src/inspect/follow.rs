@@ -2,37 +2,21 @@
 //! `tail -F` across the tasks that replace it.
 
 use std::fmt;
-use std::fs::{self, File, OpenOptions};
+use std::fs::{self, File};
 use std::io;
-use std::os::unix::fs::{FileExt, MetadataExt, OpenOptionsExt};
+use std::os::unix::fs::{FileExt, MetadataExt};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use crossbeam_channel::{bounded, Receiver};
-use nix::fcntl::OFlag;
 
-use crate::error::{Error, FileProblem, Result};
+use crate::error::{Error, Result};
+use crate::fsio;
 use crate::watch::{DirWatcher, Interest, WatchMode, WatcherKind};
 
 /// Open a log file for reading: no symlinks, regular files only. `None` if missing.
 pub fn open_log(path: &Path) -> Result<Option<File>> {
-    let f = match OpenOptions::new()
-        .read(true)
-        .custom_flags((OFlag::O_NOFOLLOW | OFlag::O_NONBLOCK).bits())
-        .open(path)
-    {
-        Ok(f) => f,
-        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
-        Err(e) if e.raw_os_error() == Some(nix::libc::ELOOP) => {
-            return Err(Error::bad(path, FileProblem::Symlink))
-        }
-        Err(e) => return Err(Error::io("open", path, e)),
-    };
-    let meta = f.metadata().map_err(|e| Error::io("stat", path, e))?;
-    if !meta.file_type().is_file() {
-        return Err(Error::bad(path, FileProblem::NotRegular));
-    }
-    Ok(Some(f))
+    Ok(fsio::open_regular(path)?.map(|(f, _)| f))
 }
 
 /// Follows a file by name, like `tail -F`: reads what is appended, and when the name
@@ -134,10 +118,9 @@ impl LogFollower {
                     return Ok(None);
                 }
                 _ => {
-                    let Some(f) = open_log(&self.path)? else {
+                    let Some((f, opened)) = fsio::open_regular(&self.path)? else {
                         return Ok(None);
                     };
-                    let opened = f.metadata().map_err(|e| Error::io("stat", &self.path, e))?;
                     self.file = Some((f, (opened.dev(), opened.ino())));
                     self.pos = 0;
                 }
