@@ -56,3 +56,34 @@ pub fn request_cancel(root: &Root, slot: Slot, only: Option<&TaskId>) -> Result<
     )?;
     Ok(CancelOutcome::Requested { id })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::gate::Gate;
+    use crate::Client;
+
+    #[test]
+    fn a_task_in_hand_without_a_readable_id_is_an_outcome_and_writes_nothing() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = Root::new(dir.path().join("root"));
+        let paths = Client::new(root.clone()).create_worker(Slot(0)).unwrap();
+        let _serving = Gate::acquire(&paths.worker_gate(), "worker 0").unwrap();
+        // Being written by a worker: no id yet, and no working status names one.
+        std::fs::write(paths.running(), "{").unwrap();
+        let outcome = request_cancel(&root, Slot(0), None).unwrap();
+        assert_eq!(outcome, CancelOutcome::IdNotReadable);
+        assert!(!paths.cancel().exists());
+    }
+
+    #[test]
+    fn a_missing_slot_is_a_typed_error() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = Root::new(dir.path().join("root"));
+        let err = request_cancel(&root, Slot(7), None).unwrap_err();
+        assert!(
+            matches!(err, crate::Error::NoSuchSlot { slot: 7, .. }),
+            "{err}"
+        );
+    }
+}
