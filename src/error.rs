@@ -66,6 +66,9 @@ pub enum Error {
     #[error("invalid worker slot {name:?}: a slot is a decimal number such as 0, 1 or 12")]
     InvalidSlot { name: String },
 
+    #[error("no worker slot {slot} under {}", root.display())]
+    NoSuchSlot { slot: u32, root: PathBuf },
+
     #[error("invalid task: {reason}")]
     InvalidTask { reason: String },
 

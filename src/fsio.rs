@@ -199,15 +199,15 @@ pub fn write_json<T: Serialize>(path: &Path, value: &T, durability: Durability) 
     write_replace(path, &to_json_bytes(value), durability)
 }
 
-/// Read a whole file, refusing symlinks, non-regular files and files over `limit`.
+/// Open a file for reading, refusing symlinks and anything but a regular file.
 /// A missing file is `Ok(None)`.
-pub fn read_bounded(path: &Path, limit: u64) -> Result<Option<Vec<u8>>> {
+pub fn open_regular(path: &Path) -> Result<Option<(File, fs::Metadata)>> {
     let opened = OpenOptions::new()
         .read(true)
         // O_NONBLOCK so a FIFO planted under a protocol name cannot hang us.
         .custom_flags((OFlag::O_NOFOLLOW | OFlag::O_NONBLOCK).bits())
         .open(path);
-    let mut f = match opened {
+    let f = match opened {
         Ok(f) => f,
         Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
         Err(e) if e.raw_os_error() == Some(nix::libc::ELOOP) => {
@@ -219,6 +219,15 @@ pub fn read_bounded(path: &Path, limit: u64) -> Result<Option<Vec<u8>>> {
     if !meta.file_type().is_file() {
         return Err(Error::bad(path, FileProblem::NotRegular));
     }
+    Ok(Some((f, meta)))
+}
+
+/// Read a whole file, refusing symlinks, non-regular files and files over `limit`.
+/// A missing file is `Ok(None)`.
+pub fn read_bounded(path: &Path, limit: u64) -> Result<Option<Vec<u8>>> {
+    let Some((mut f, meta)) = open_regular(path)? else {
+        return Ok(None);
+    };
     if meta.len() > limit {
         return Err(Error::bad(
             path,

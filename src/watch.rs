@@ -172,48 +172,12 @@ fn native_failure_advice(e: &notify::Error) -> String {
     }
 }
 
-/// The name of a filesystem known not to deliver change events to local watchers.
-#[cfg(target_os = "linux")]
+/// The name of the filesystem `dir` is on, if it is known not to deliver change
+/// events to local watchers.
 fn eventless_filesystem(dir: &Path) -> Option<String> {
-    let st = nix::sys::statfs::statfs(dir).ok()?;
-    // f_type's width differs between platforms.
-    #[allow(clippy::unnecessary_cast)]
-    let (name, eventless) = filesystem_name(st.filesystem_type().0 as i64);
-    eventless.then_some(name)
-}
-
-/// A filesystem's name by its statfs magic, and whether it delivers change events.
-pub fn filesystem_name(magic: i64) -> (String, bool) {
-    let (name, eventless) = match magic {
-        0xEF53 => ("ext2/3/4", false),
-        0x5846_5342 => ("xfs", false),
-        0x9123_683E => ("btrfs", false),
-        0x0102_1994 => ("tmpfs", false),
-        0x794C_7630 => ("overlayfs", false),
-        0x2FC1_2FC1 => ("zfs", false),
-        0xF2F5_2010 => ("f2fs", false),
-        0x8584_58F6 => ("ramfs", false),
-        0x4d44 => ("vfat", false),
-        0x3153_464A => ("jfs", false),
-        0x5265_4973 => ("reiserfs", false),
-        0xCA45_1A4E => ("bcachefs", false),
-        0x6969 => ("NFS", true),
-        0x517B => ("SMB", true),
-        0xFF53_4D42 => ("CIFS", true),
-        0xFE53_4D42 => ("SMB2", true),
-        0x6573_5546 => ("FUSE", true),
-        0x0102_1997 => ("9p", true),
-        0x564c => ("NCP", true),
-        0x7375_7245 => ("Coda", true),
-        0x4750_4653 => ("GPFS", true),
-        0x0BD0_0BD0 => ("Lustre", true),
-        0x00C3_6400 => ("CephFS", true),
-        other => return (format!("filesystem type {other:#x}"), false),
-    };
-    (name.to_string(), eventless)
-}
-
-#[cfg(not(target_os = "linux"))]
-fn eventless_filesystem(_dir: &Path) -> Option<String> {
-    None
+    crate::fs_kind::of(dir)
+        .ok()
+        .flatten()
+        .filter(|k| k.eventless)
+        .map(|k| k.name)
 }

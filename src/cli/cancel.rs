@@ -47,6 +47,12 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
             );
             Ok(exit::FAILURE)
         }
+        CancelOutcome::IdNotReadable => {
+            eprintln!(
+                "error: worker {slot} has a task in hand whose id cannot be read yet; try again in a moment"
+            );
+            Ok(exit::USAGE)
+        }
         CancelOutcome::NoLiveWorker { id } => {
             eprintln!(
                 "no live worker serves slot {slot}, so nobody would act on a cancel{}; \

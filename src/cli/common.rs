@@ -64,9 +64,12 @@ pub fn init_logging(verbose: u8, quiet: bool) {
 pub fn exit_code_for(err: &anyhow::Error) -> i32 {
     match err.downcast_ref::<Error>() {
         Some(Error::GateHeld { .. } | Error::InboxBusy { .. } | Error::Refused(_)) => exit::REFUSED,
-        Some(Error::Usage(_) | Error::InvalidSlot { .. } | Error::InvalidTask { .. }) => {
-            exit::USAGE
-        }
+        Some(
+            Error::Usage(_)
+            | Error::InvalidSlot { .. }
+            | Error::NoSuchSlot { .. }
+            | Error::InvalidTask { .. },
+        ) => exit::USAGE,
         _ => exit::FAILURE,
     }
 }
@@ -81,6 +84,9 @@ pub fn report(err: &anyhow::Error) -> i32 {
         if !top.contains(&text) {
             eprintln!("  caused by: {text}");
         }
+    }
+    if let Some(Error::NoSuchSlot { slot, .. }) = err.downcast_ref::<Error>() {
+        eprintln!("  create it with `conductor create-worker {slot}`");
     }
     exit_code_for(err)
 }

@@ -1,6 +1,6 @@
 //! `conductor doctor [--agent CMD] [--json]`: is this setup healthy?
 
-use crate::maintenance::{doctor, CheckStatus, DoctorOptions};
+use crate::doctor::{doctor, CheckStatus, DoctorOptions};
 
 use super::{emit, emit_json, RootArg};
 use crate::cli::common::exit;

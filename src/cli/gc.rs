@@ -3,7 +3,8 @@
 use std::time::Duration;
 
 use crate::inspect::{format_age, format_bytes};
-use crate::maintenance::{apply_gc, plan_gc, GcOptions, TEMP_FILE_AGE};
+use crate::maintenance::{apply_gc, plan_gc, GcOptions, GcPlan, TEMP_FILE_AGE};
+use crate::Root;
 
 use super::{emit, emit_json, show_path, RootArg};
 use crate::cli::common::exit;
@@ -54,41 +55,7 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
             exit::FAILURE
         });
     }
-    let threshold = humantime::format_duration(args.older_than);
-    let mut out = String::new();
-    if plan.items.is_empty() {
-        out.push_str(&format!(
-            "nothing to collect (older than {threshold}; temp files older than {})\n",
-            humantime::format_duration(TEMP_FILE_AGE)
-        ));
-    } else {
-        let verb = if args.apply {
-            "removing"
-        } else {
-            "would remove"
-        };
-        out.push_str(&format!(
-            "{verb} {} files, {} (older than {threshold}; temp files older than {}):\n",
-            plan.items.len(),
-            format_bytes(plan.bytes),
-            humantime::format_duration(TEMP_FILE_AGE)
-        ));
-        for i in &plan.items {
-            out.push_str(&format!(
-                "  {:<14} {:>4}  {:>9}  {}\n",
-                i.kind.to_string(),
-                i.age.map_or("-".into(), format_age),
-                format_bytes(i.bytes),
-                show_path(&root, &i.path)
-            ));
-        }
-    }
-    if !plan.protected.is_empty() {
-        out.push_str(&format!(
-            "kept: every file of running or waiting tasks ({})\n",
-            plan.protected.join(", ")
-        ));
-    }
+    let mut out = render_plan(&root, &plan, args.older_than, args.apply);
     let mut code = exit::OK;
     match &report {
         None if !plan.items.is_empty() => {
@@ -109,4 +76,40 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
     }
     emit(&out)?;
     Ok(code)
+}
+
+/// What gc removes (or would), and what it keeps on purpose.
+fn render_plan(root: &Root, plan: &GcPlan, older_than: Duration, apply: bool) -> String {
+    let limits = format!(
+        "older than {}; temp files older than {}",
+        humantime::format_duration(older_than),
+        humantime::format_duration(TEMP_FILE_AGE)
+    );
+    let mut out = String::new();
+    if plan.items.is_empty() {
+        out.push_str(&format!("nothing to collect ({limits})\n"));
+    } else {
+        let verb = if apply { "removing" } else { "would remove" };
+        out.push_str(&format!(
+            "{verb} {} files, {} ({limits}):\n",
+            plan.items.len(),
+            format_bytes(plan.bytes),
+        ));
+        for i in &plan.items {
+            out.push_str(&format!(
+                "  {:<14} {:>4}  {:>9}  {}\n",
+                i.kind.to_string(),
+                i.age.map_or("-".into(), format_age),
+                format_bytes(i.bytes),
+                show_path(root, &i.path)
+            ));
+        }
+    }
+    if !plan.protected.is_empty() {
+        out.push_str(&format!(
+            "kept: every file of running or waiting tasks ({})\n",
+            plan.protected.join(", ")
+        ));
+    }
+    out
 }

@@ -1,7 +1,9 @@
 //! `conductor locks [--json]` and `conductor locks clean [--apply]`.
 
-use crate::inspect::{self, format_age, LockStatus};
-use crate::maintenance::{clean_locks, CleanAction};
+use crate::dirlock::LockOptions;
+use crate::inspect::{self, format_age, LockEntry, LockStatus};
+use crate::maintenance::{clean_locks, CleanAction, CleanedLock};
+use crate::Root;
 
 use super::{emit, emit_json, render_table, show_path, RootArg};
 use crate::cli::common::exit;
@@ -40,99 +42,109 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
     let root = args.root.client()?.root().clone();
     let opts = inspect::lock_options(&root);
     match args.action {
-        None => {
-            let locks = inspect::list_locks(&root, &opts)?;
-            if args.json {
-                emit_json(&serde_json::json!({ "root": root.path(), "locks": locks }))?;
-                return Ok(exit::OK);
-            }
-            if locks.is_empty() {
-                emit(&format!("no locks under {}\n", root.path().display()))?;
-                return Ok(exit::OK);
-            }
-            let rows: Vec<(Vec<String>, Vec<String>)> = locks
-                .iter()
-                .map(|l| {
-                    let mut reason = l.reason.clone();
-                    if let Some(h) = l.host.as_deref().filter(|h| *h != crate::host::hostname()) {
-                        if !reason.contains(h) {
-                            reason.push_str(&format!(" on {h}"));
-                        }
-                    }
-                    (
-                        vec![
-                            l.kind.to_string(),
-                            l.name.clone(),
-                            l.status.to_string(),
-                            l.pid.map_or("-".into(), |p| p.to_string()),
-                            l.age.map_or("-".into(), format_age),
-                            reason,
-                        ],
-                        Vec::new(),
-                    )
-                })
-                .collect();
-            let mut out = render_table(
-                &["KIND", "NAME", "STATE", "PID", "AGE", "WHY"],
-                &rows,
-                None,
-                80,
-            );
-            let stale = locks
-                .iter()
-                .filter(|l| l.status == LockStatus::Stale)
-                .count();
-            if stale > 0 {
-                out.push_str(&format!(
-                    "\n{stale} stale; `conductor locks clean` shows what would be removed, `--apply` removes it\n"
-                ));
-            }
-            emit(&out)?;
-            Ok(exit::OK)
-        }
-        Some(Action::Clean(c)) => {
-            let cleaned = clean_locks(&root, &opts, c.apply)?;
-            if args.json {
-                emit_json(&serde_json::json!({
-                    "root": root.path(),
-                    "applied": c.apply,
-                    "locks": cleaned,
-                }))?;
-                return Ok(exit::OK);
-            }
-            if cleaned.is_empty() {
-                emit("no stale locks\n")?;
-                return Ok(exit::OK);
-            }
-            let mut out = String::new();
-            for c in &cleaned {
-                out.push_str(&format!(
-                    "{}: {} {} ({}) — {}\n",
-                    c.action,
-                    c.lock.kind,
-                    c.lock.name,
-                    show_path(&root, &c.lock.path),
-                    c.lock.reason
-                ));
-            }
-            if !c.apply {
-                out.push_str(&format!(
-                    "\n{} stale; run `conductor locks clean --apply` to remove them\n",
-                    cleaned.len()
-                ));
-            } else {
-                let left = cleaned
-                    .iter()
-                    .filter(|c| c.action == CleanAction::LeftAlone)
-                    .count();
-                if left > 0 {
-                    out.push_str(&format!(
-                        "\n{left} left alone: judged again, their holders turned out alive (or they were gone already)\n"
-                    ));
+        None => list(&root, &opts, args.json),
+        Some(Action::Clean(c)) => clean(&root, &opts, c.apply, args.json),
+    }
+}
+
+/// `conductor locks`.
+fn list(root: &Root, opts: &LockOptions, json: bool) -> anyhow::Result<i32> {
+    let locks = inspect::list_locks(root, opts)?;
+    if json {
+        emit_json(&serde_json::json!({ "root": root.path(), "locks": locks }))?;
+    } else if locks.is_empty() {
+        emit(&format!("no locks under {}\n", root.path().display()))?;
+    } else {
+        emit(&render_locks(&locks))?;
+    }
+    Ok(exit::OK)
+}
+
+/// The table of locks, and what to do about stale ones.
+fn render_locks(locks: &[LockEntry]) -> String {
+    let rows: Vec<(Vec<String>, Vec<String>)> = locks
+        .iter()
+        .map(|l| {
+            let mut reason = l.reason.clone();
+            if let Some(h) = l.host.as_deref().filter(|h| *h != crate::host::hostname()) {
+                if !reason.contains(h) {
+                    reason.push_str(&format!(" on {h}"));
                 }
             }
-            emit(&out)?;
-            Ok(exit::OK)
-        }
+            let cells = vec![
+                l.kind.to_string(),
+                l.name.clone(),
+                l.status.to_string(),
+                l.pid.map_or("-".into(), |p| p.to_string()),
+                l.age.map_or("-".into(), format_age),
+                reason,
+            ];
+            (cells, Vec::new())
+        })
+        .collect();
+    let mut out = render_table(
+        &["KIND", "NAME", "STATE", "PID", "AGE", "WHY"],
+        &rows,
+        None,
+        80,
+    );
+    let stale = locks
+        .iter()
+        .filter(|l| l.status == LockStatus::Stale)
+        .count();
+    if stale > 0 {
+        out.push_str(&format!(
+            "\n{stale} stale; `conductor locks clean` shows what would be removed, `--apply` removes it\n"
+        ));
     }
+    out
+}
+
+/// `conductor locks clean [--apply]`.
+fn clean(root: &Root, opts: &LockOptions, apply: bool, json: bool) -> anyhow::Result<i32> {
+    let cleaned = clean_locks(root, opts, apply)?;
+    if json {
+        emit_json(&serde_json::json!({
+            "root": root.path(),
+            "applied": apply,
+            "locks": cleaned,
+        }))?;
+    } else if cleaned.is_empty() {
+        emit("no stale locks\n")?;
+    } else {
+        emit(&render_cleaned(root, &cleaned, apply))?;
+    }
+    Ok(exit::OK)
+}
+
+/// One line per stale lock with what happened to it, then what to do next.
+fn render_cleaned(root: &Root, cleaned: &[CleanedLock], applied: bool) -> String {
+    let mut out = String::new();
+    for c in cleaned {
+        out.push_str(&format!(
+            "{}: {} {} ({}) — {}\n",
+            c.action,
+            c.lock.kind,
+            c.lock.name,
+            show_path(root, &c.lock.path),
+            c.lock.reason
+        ));
+    }
+    if !applied {
+        out.push_str(&format!(
+            "\n{} stale; run `conductor locks clean --apply` to remove them\n",
+            cleaned.len()
+        ));
+        return out;
+    }
+    let left = cleaned
+        .iter()
+        .filter(|c| c.action == CleanAction::LeftAlone)
+        .count();
+    if left > 0 {
+        out.push_str(&format!(
+            "\n{left} left alone: judged again, their holders turned out alive (or they were gone already)\n"
+        ));
+    }
+    out
 }

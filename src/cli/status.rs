@@ -66,6 +66,21 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
     Ok(exit::OK)
 }
 
+/// What to do about `flag` on slot `slot`.
+fn fix(flag: Flag, slot: Slot) -> String {
+    match flag {
+        Flag::DeadWorker | Flag::OrphanedTask => format!(
+            "start `conductor-worker {slot} DIR` again (it recovers the slot) or run `conductor recover {slot}`"
+        ),
+        Flag::StaleLock => {
+            format!("`conductor recover {slot}` or `conductor locks clean --apply` removes it")
+        }
+        Flag::InboxWaiting => format!(
+            "a worker picks it up; if none serves slot {slot}, start `conductor-worker {slot} DIR`"
+        ),
+    }
+}
+
 fn dash(v: Option<String>) -> String {
     v.unwrap_or_else(|| "-".to_string())
 }
@@ -94,71 +109,13 @@ pub fn render(root: &Root, reports: &[SlotReport], capacity: &crate::Result<Capa
     let mut rows = Vec::new();
     let mut advice = Vec::new();
     for r in reports {
-        let working = r.state == Some(crate::WorkerState::Working);
-        let agent = r.agent_pid.map(|p| match r.agent_alive {
-            Some(false) => format!("{p} gone"),
-            _ => p.to_string(),
-        });
-        let worker = match (r.worker_live, r.worker_pid) {
-            (true, Some(p)) => format!("{p} live"),
-            (true, None) => "live".to_string(),
-            (false, Some(p)) => format!("{p} gone"),
-            (false, None) => "none".to_string(),
-        };
-        let lock = r.lock.as_ref().map(|l| {
-            let pid = l.pid.map_or("?".to_string(), |p| p.to_string());
-            if l.stale {
-                format!("{pid} stale")
-            } else {
-                pid
-            }
-        });
-        let cells = vec![
-            r.slot.to_string(),
-            dash(r.state.map(|s| s.to_string())),
-            dash(r.task_id.as_ref().map(|t| t.to_string())),
-            dash(r.status_age.map(format_age)),
-            dash(r.heartbeat_age.filter(|_| working).map(format_age)),
-            dash(agent),
-            worker,
-            dash(lock),
-        ];
-        let mut notes = Vec::new();
-        if !r.flags.is_empty() {
-            let words: Vec<String> = r
-                .flags
-                .iter()
-                .map(|f| match f {
-                    Flag::OrphanedTask => with_id("orphaned task", &r.running),
-                    Flag::InboxWaiting => with_id("inbox waiting", &r.inbox),
-                    Flag::StaleLock => match r.lock.as_ref().map(|l| l.reason.as_str()) {
-                        Some(why) => format!("stale lock: {why}"),
-                        None => "stale lock".to_string(),
-                    },
-                    other => other.to_string(),
-                })
-                .collect();
-            notes.push(format!("! {}", words.join(", ")));
-            let slot = Slot(r.slot);
-            let mut fixes: Vec<String> = Vec::new();
-            for f in &r.flags {
-                // Waiting with a live worker is just the next task queued.
-                if *f == Flag::InboxWaiting && r.worker_live {
-                    continue;
-                }
-                let fix = f.fix(slot);
-                if !fixes.contains(&fix) {
-                    fixes.push(fix);
-                }
-            }
-            for fix in fixes {
-                advice.push(format!("worker {}: {fix}", r.slot));
-            }
-        }
-        for p in &r.problems {
-            notes.push(format!("? {p}"));
-        }
-        rows.push((cells, notes));
+        let (row, fixes) = slot_row(r);
+        rows.push(row);
+        advice.extend(
+            fixes
+                .into_iter()
+                .map(|fix| format!("worker {}: {fix}", r.slot)),
+        );
     }
     let mut out = render_table(
         &[
@@ -183,6 +140,74 @@ pub fn render(root: &Root, reports: &[SlotReport], capacity: &crate::Result<Capa
     out.push('\n');
     out.push_str(&capacity_footer(capacity, working, 80));
     out
+}
+
+/// One slot's table row (cells, and notes under it) and the fixes its flags call for.
+fn slot_row(r: &SlotReport) -> ((Vec<String>, Vec<String>), Vec<String>) {
+    let mut advice = Vec::new();
+    let working = r.state == Some(crate::WorkerState::Working);
+    let agent = r.agent_pid.map(|p| match r.agent_alive {
+        Some(false) => format!("{p} gone"),
+        _ => p.to_string(),
+    });
+    let worker = match (r.worker_live, r.worker_pid) {
+        (true, Some(p)) => format!("{p} live"),
+        (true, None) => "live".to_string(),
+        (false, Some(p)) => format!("{p} gone"),
+        (false, None) => "none".to_string(),
+    };
+    let lock = r.lock.as_ref().map(|l| {
+        let pid = l.pid.map_or("?".to_string(), |p| p.to_string());
+        if l.stale {
+            format!("{pid} stale")
+        } else {
+            pid
+        }
+    });
+    let cells = vec![
+        r.slot.to_string(),
+        dash(r.state.map(|s| s.to_string())),
+        dash(r.task_id.as_ref().map(|t| t.to_string())),
+        dash(r.status_age.map(format_age)),
+        dash(r.heartbeat_age.filter(|_| working).map(format_age)),
+        dash(agent),
+        worker,
+        dash(lock),
+    ];
+    let mut notes = Vec::new();
+    if !r.flags.is_empty() {
+        let words: Vec<String> = r
+            .flags
+            .iter()
+            .map(|f| match f {
+                Flag::OrphanedTask => with_id("orphaned task", &r.running),
+                Flag::InboxWaiting => with_id("inbox waiting", &r.inbox),
+                Flag::StaleLock => match r.lock.as_ref().map(|l| l.reason.as_str()) {
+                    Some(why) => format!("stale lock: {why}"),
+                    None => "stale lock".to_string(),
+                },
+                other => other.to_string(),
+            })
+            .collect();
+        notes.push(format!("! {}", words.join(", ")));
+        let slot = Slot(r.slot);
+        let mut fixes: Vec<String> = Vec::new();
+        for f in &r.flags {
+            // Waiting with a live worker is just the next task queued.
+            if *f == Flag::InboxWaiting && r.worker_live {
+                continue;
+            }
+            let fix = fix(*f, slot);
+            if !fixes.contains(&fix) {
+                fixes.push(fix);
+            }
+        }
+        advice = fixes;
+    }
+    for p in &r.problems {
+        notes.push(format!("? {p}"));
+    }
+    ((cells, notes), advice)
 }
 
 /// Cut `s` to `width` characters (with `…`).

@@ -899,6 +899,87 @@ fn doctor_passes_on_a_healthy_root_and_fails_without_the_agent_or_on_bad_json() 
     );
 }
 
+/// The checks that judge the root itself (not the machine: inotify, tmux, agent).
+fn root_checks(v: &Value) -> Vec<(String, String, String)> {
+    v["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|c| {
+            ["root", "permissions", "config", "json", "locks", "slots"]
+                .contains(&c["name"].as_str().unwrap())
+        })
+        .map(|c| {
+            (
+                c["name"].as_str().unwrap().to_string(),
+                c["status"].as_str().unwrap().to_string(),
+                c["detail"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect()
+}
+
+/// Write a task the way an original client does: a plain write, mode 0644.
+fn write_task_like_an_original_client(t: &TestRoot, slot: Slot, body: &str) {
+    let inbox = t.client.worker(slot).task();
+    fs::write(&inbox, body).unwrap();
+    fs::set_permissions(&inbox, fs::Permissions::from_mode(0o644)).unwrap();
+}
+
+#[test]
+fn doctor_is_clean_after_normal_use_including_original_clients_files() {
+    let t = TestRoot::new();
+    run_ok(&t, &["init", "1"], 0);
+    let mut w = WorkerProc::start(&t, S0, "cat", &[], &[]);
+    send(&t, S0, "plain", "hello");
+    t.client
+        .wait_for_result(S0, &TaskId::from("plain"), BOUND)
+        .unwrap();
+    write_task_like_an_original_client(&t, S0, r#"{"id": "orig", "prompt": "hi"}"#);
+    t.client
+        .wait_for_result(S0, &TaskId::from("orig"), BOUND)
+        .unwrap();
+    // A task that does not parse is moved to rejected/ as it was written.
+    write_task_like_an_original_client(&t, S0, "{not json");
+    let rejected = t.client.worker(S0).rejected_dir();
+    wait_until(BOUND, "the bad task rejected", || {
+        fs::read_dir(&rejected).is_ok_and(|mut d| d.next().is_some())
+            && !t.client.worker(S0).task().exists()
+    });
+
+    let clean = |v: &Value| {
+        let checks = root_checks(v);
+        assert_eq!(checks.len(), 6, "{v}");
+        for (name, status, detail) in checks {
+            assert_eq!(status, "ok", "{name}: {detail}");
+        }
+    };
+    clean(&json_of(&t, &["doctor", "--agent", "cat", "--json"], 0));
+    w.signal(Signal::SIGTERM);
+    w.wait_exit(BOUND);
+    clean(&json_of(&t, &["doctor", "--agent", "cat", "--json"], 0));
+
+    // What a user must fix is still reported: the root opened up exposes that file.
+    fs::set_permissions(t.path(), fs::Permissions::from_mode(0o755)).unwrap();
+    for dir in [t.client.worker(S0).dir.clone(), rejected.clone()] {
+        fs::set_permissions(&dir, fs::Permissions::from_mode(0o755)).unwrap();
+    }
+    fs::set_permissions(t.path().join("workers"), fs::Permissions::from_mode(0o755)).unwrap();
+    let v = json_of(&t, &["doctor", "--agent", "cat", "--json"], 0);
+    let perms = v["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["name"] == "permissions")
+        .unwrap()
+        .clone();
+    assert_eq!(perms["status"], "warn", "{perms}");
+    assert!(
+        perms["detail"].as_str().unwrap().contains("rejected"),
+        "{perms}"
+    );
+}
+
 // ----------------------------------------------------------------------------- init
 
 #[test]

@@ -1,0 +1,118 @@
+//! `conductor doctor`: is this setup healthy? Each check looks at one thing and says
+//! ok, warn or fail with a fix; none of them changes anything. A warning is something
+//! a person must fix: what conductor repairs itself is not reported.
+//!
+//! - `root`: the root directory and `config.json`.
+//! - `permissions`: whether anything under the root is open to other users.
+//! - `files`: every task, status and result file parses.
+//! - `state`: stale locks, dead workers, orphaned tasks.
+//! - `events`: whether workers get native file events: watcher, filesystem, inotify.
+//! - `tools`: tmux and the agent command.
+
+mod events;
+mod files;
+mod permissions;
+mod root;
+mod state;
+mod tools;
+
+use std::fmt;
+
+use serde::Serialize;
+
+use crate::layout::Root;
+
+// ---------------------------------------------------------------------------------
+// doctor
+
+/// How a doctor check came out.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "lowercase")]
+#[non_exhaustive]
+pub enum CheckStatus {
+    Ok,
+    Warn,
+    Fail,
+}
+
+impl fmt::Display for CheckStatus {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            CheckStatus::Ok => "ok",
+            CheckStatus::Warn => "warn",
+            CheckStatus::Fail => "fail",
+        })
+    }
+}
+
+/// One doctor check: what was looked at, what was found, and how to fix it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Check {
+    pub name: String,
+    pub status: CheckStatus,
+    pub detail: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub fix: Option<String>,
+}
+
+impl Check {
+    fn new(name: &str, status: CheckStatus, detail: impl Into<String>) -> Check {
+        Check {
+            name: name.to_string(),
+            status,
+            detail: detail.into(),
+            fix: None,
+        }
+    }
+
+    pub(crate) fn ok(name: &str, detail: impl Into<String>) -> Check {
+        Check::new(name, CheckStatus::Ok, detail)
+    }
+
+    pub(crate) fn warn(name: &str, detail: impl Into<String>, fix: impl Into<String>) -> Check {
+        Check::new(name, CheckStatus::Warn, detail).with_fix(fix)
+    }
+
+    pub(crate) fn fail(name: &str, detail: impl Into<String>, fix: impl Into<String>) -> Check {
+        Check::new(name, CheckStatus::Fail, detail).with_fix(fix)
+    }
+
+    fn with_fix(mut self, fix: impl Into<String>) -> Check {
+        self.fix = Some(fix.into());
+        self
+    }
+}
+
+/// What `doctor` checks beyond the root itself.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DoctorOptions {
+    /// The agent command line workers will run (`--agent`).
+    pub agent: String,
+}
+
+impl Default for DoctorOptions {
+    fn default() -> Self {
+        DoctorOptions {
+            agent: "claude -p".to_string(),
+        }
+    }
+}
+
+/// Run every check.
+pub fn doctor(root: &Root, opts: &DoctorOptions) -> Vec<Check> {
+    let mut checks = Vec::new();
+    if root::check_root(root, &mut checks) {
+        checks.push(permissions::check_permissions(root));
+        checks.push(root::check_config(root));
+        checks.push(files::check_json_files(root));
+        checks.push(state::check_locks(root));
+        checks.push(state::check_slots(root));
+        checks.push(events::check_watcher(root));
+        checks.push(events::check_filesystem(root.path()));
+    }
+    checks.push(events::check_inotify_limits());
+    checks.push(tools::check_tmux());
+    checks.push(tools::check_agent(&opts.agent));
+    checks
+}

@@ -1,0 +1,59 @@
+//! Doctor checks of the programs workers need: tmux (to launch them) and the agent.
+
+use std::fs;
+use std::os::unix::fs::PermissionsExt;
+
+use crate::agent::AgentCommand;
+
+use super::Check;
+
+pub(super) fn check_tmux() -> Check {
+    match std::process::Command::new("tmux")
+        .arg("-V")
+        .stdin(std::process::Stdio::null())
+        .output()
+    {
+        Ok(out) if out.status.success() => Check::ok(
+            "tmux",
+            String::from_utf8_lossy(&out.stdout).trim().to_string(),
+        ),
+        Ok(out) => Check::warn(
+            "tmux",
+            format!(
+                "`tmux -V` failed ({}): {}",
+                out.status,
+                String::from_utf8_lossy(&out.stderr).trim()
+            ),
+            "reinstall tmux; it is needed only to launch workers in tmux sessions",
+        ),
+        Err(e) => Check::warn(
+            "tmux",
+            format!("tmux not found ({e})"),
+            "install tmux (e.g. `apt install tmux`); it is needed only to launch workers in tmux sessions",
+        ),
+    }
+}
+
+pub(super) fn check_agent(line: &str) -> Check {
+    let cmd = match AgentCommand::parse(line) {
+        Ok(c) => c,
+        Err(e) => return Check::fail("agent", e.to_string(), "pass a valid --agent command line"),
+    };
+    let found = cmd.resolve().filter(|p| {
+        fs::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+    });
+    match found {
+        Some(p) => Check::ok(
+            "agent",
+            format!("`{cmd}`: {} found at {}", cmd.program, p.display()),
+        ),
+        None => Check::fail(
+            "agent",
+            format!("`{cmd}`: {} is not an executable on PATH", cmd.program),
+            format!(
+                "install {} or give workers another agent with --agent CMD",
+                cmd.program
+            ),
+        ),
+    }
+}

@@ -1,0 +1,241 @@
+//! One report per worker slot: its status and ages, the agent's and worker's pids,
+//! who holds the gate and the lock, and what looks wrong: what `conductor status` shows.
+
+use std::fmt;
+use std::fs;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use serde::Serialize;
+
+use crate::dirlock::{self, LockOptions};
+use crate::error::Result;
+use crate::gate::{self, GateHolder};
+use crate::host;
+use crate::layout::{Root, Slot, WorkerPaths};
+use crate::protocol::{parse_rfc3339, Status, TaskId, WorkerState};
+
+use super::format::{age_since, secs};
+use super::locks::LockState;
+use super::task_files::{read_status, read_task_file, TaskFile};
+use super::{list_slots, lock_options, require_slot};
+
+/// Something about a slot that needs a person's attention (or explains a delay).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "kebab-case")]
+#[non_exhaustive]
+pub enum Flag {
+    /// `status.json` says working, but no live worker holds the slot's gate.
+    DeadWorker,
+    /// The slot's `.lock/` is held by a process proven gone.
+    StaleLock,
+    /// `running.json` is there and no live worker will ever finish it.
+    OrphanedTask,
+    /// `task.json` waits in the inbox.
+    InboxWaiting,
+}
+
+impl fmt::Display for Flag {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Flag::DeadWorker => "dead worker",
+            Flag::StaleLock => "stale lock",
+            Flag::OrphanedTask => "orphaned task",
+            Flag::InboxWaiting => "inbox waiting",
+        })
+    }
+}
+
+/// Everything `conductor status` shows about one slot.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SlotReport {
+    pub slot: u32,
+    pub dir: PathBuf,
+    /// From `status.json`; `None` when there is none (or it is unreadable).
+    pub state: Option<WorkerState>,
+    pub task_id: Option<TaskId>,
+    /// How long the slot has been in this state: since the status was written, or
+    /// while working, since the task started (the status is rewritten every heartbeat).
+    #[serde(rename = "statusAgeSecs", serialize_with = "secs")]
+    pub status_age: Option<Duration>,
+    /// Since the last heartbeat (only while working).
+    #[serde(rename = "heartbeatAgeSecs", serialize_with = "secs")]
+    pub heartbeat_age: Option<Duration>,
+    pub agent_pid: Option<u32>,
+    /// Whether that agent process is still there (only while working).
+    pub agent_alive: Option<bool>,
+    /// The live gate holder's pid, else the pid `status.json` names.
+    pub worker_pid: Option<u32>,
+    /// A live worker holds the slot's gate (`.worker.lock`).
+    pub worker_live: bool,
+    /// Since when the live worker has served the slot.
+    pub worker_since: Option<String>,
+    /// The host `status.json` was written on.
+    pub host: Option<String>,
+    /// The slot's `.lock/`, when somebody holds it.
+    pub lock: Option<LockState>,
+    /// `running.json`: the task in hand.
+    pub running: Option<TaskFile>,
+    /// `task.json`: the task waiting in the inbox.
+    pub inbox: Option<TaskFile>,
+    pub flags: Vec<Flag>,
+    /// Files that could not be read, in words.
+    pub problems: Vec<String>,
+}
+
+/// A slot's files as read, before they are judged. Read errors become `problems`: a
+/// report is still made from whatever could be read.
+struct SlotFiles {
+    status: Option<Status>,
+    gate_holder: Option<GateHolder>,
+    lock: Option<LockState>,
+    running: Option<TaskFile>,
+    inbox: Option<TaskFile>,
+    problems: Vec<String>,
+}
+
+fn noted<T: Default>(r: Result<T>, problems: &mut Vec<String>) -> T {
+    r.unwrap_or_else(|e| {
+        problems.push(e.to_string());
+        T::default()
+    })
+}
+
+impl SlotFiles {
+    fn read(paths: &WorkerPaths, opts: &LockOptions) -> SlotFiles {
+        let mut problems = Vec::new();
+        let status = noted(read_status(paths), &mut problems);
+        let gate_holder = noted(gate::probe(&paths.worker_gate()), &mut problems);
+        let lock = noted(dirlock::inspect(&paths.lock_dir(), opts), &mut problems)
+            .as_ref()
+            .map(LockState::from);
+        let running = read_task_file(&paths.running());
+        let inbox = read_task_file(&paths.task());
+        // The problem texts name their file. (task.json may just be mid-write by a
+        // non-atomic client; still worth saying.)
+        for f in [&running, &inbox].into_iter().flatten() {
+            if let Some(p) = &f.problem {
+                problems.push(p.clone());
+            }
+        }
+        SlotFiles {
+            status,
+            gate_holder,
+            lock,
+            running,
+            inbox,
+            problems,
+        }
+    }
+}
+
+/// How long the slot has been in its state, and (while working) since the last
+/// heartbeat. A working status is rewritten at every heartbeat: its age is the task's.
+fn status_ages(status: &Status, paths: &WorkerPaths) -> (Option<Duration>, Option<Duration>) {
+    let working = status.status == WorkerState::Working;
+    let status_age = status
+        .started_at
+        .as_deref()
+        .filter(|_| working)
+        .and_then(parse_rfc3339)
+        .or_else(|| parse_rfc3339(&status.timestamp))
+        .or_else(|| fs::metadata(paths.status()).and_then(|m| m.modified()).ok())
+        .map(age_since);
+    let heartbeat_age = status
+        .heartbeat_at
+        .as_deref()
+        .or(status.started_at.as_deref())
+        .filter(|_| working)
+        .and_then(parse_rfc3339)
+        .map(age_since);
+    (status_age, heartbeat_age)
+}
+
+/// What needs attention. `other_host`: the status was written on another host, so
+/// probing our gate says nothing about its worker.
+fn judge(files: &SlotFiles, worker_live: bool, other_host: bool) -> Vec<Flag> {
+    let working = files
+        .status
+        .as_ref()
+        .is_some_and(|s| s.status == WorkerState::Working);
+    let mut flags = Vec::new();
+    if working && !worker_live && !other_host {
+        flags.push(Flag::DeadWorker);
+    }
+    if files.lock.as_ref().is_some_and(|l| l.stale) {
+        flags.push(Flag::StaleLock);
+    }
+    if files.running.is_some() && !worker_live && !other_host {
+        flags.push(Flag::OrphanedTask);
+    }
+    if files.inbox.is_some() {
+        flags.push(Flag::InboxWaiting);
+    }
+    flags
+}
+
+/// Build the report for one slot (which must exist).
+pub fn slot_report(root: &Root, slot: Slot, opts: &LockOptions) -> Result<SlotReport> {
+    let paths = root.worker(slot);
+    let mut files = SlotFiles::read(&paths, opts);
+    let worker_live = files.gate_holder.is_some();
+    let status_host = files.status.as_ref().and_then(|s| s.host.clone());
+    let other_host = status_host
+        .as_deref()
+        .is_some_and(|h| !h.is_empty() && h != host::hostname());
+    let flags = judge(&files, worker_live, other_host);
+    let status = files.status.take();
+    let status = status.as_ref();
+    let working = status.filter(|s| s.status == WorkerState::Working);
+    let (status_age, heartbeat_age) = status.map_or((None, None), |s| status_ages(s, &paths));
+    if other_host && !worker_live {
+        files.problems.push(format!(
+            "status.json was written on host {}; whether its worker lives cannot be checked from here",
+            status_host.as_deref().unwrap_or_default()
+        ));
+    }
+    Ok(SlotReport {
+        slot: slot.0,
+        dir: paths.dir.clone(),
+        state: status.map(|s| s.status),
+        task_id: status.and_then(|s| s.task_id.clone()),
+        status_age,
+        heartbeat_age,
+        agent_pid: working.and_then(|s| s.agent_pid),
+        agent_alive: working.and_then(|s| {
+            s.agent_pid
+                .map(|p| host::same_process_alive(p, s.agent_start_time))
+        }),
+        worker_pid: files
+            .gate_holder
+            .as_ref()
+            .map(|g| g.pid)
+            .filter(|p| *p != 0)
+            .or_else(|| status.and_then(|s| s.worker_pid)),
+        worker_live,
+        worker_since: files.gate_holder.map(|g| g.since).filter(|s| !s.is_empty()),
+        host: status_host,
+        lock: files.lock,
+        running: files.running,
+        inbox: files.inbox,
+        flags,
+        problems: files.problems,
+    })
+}
+
+/// Reports for every slot under the root (or only `only`, which must exist).
+pub fn slot_reports(root: &Root, only: Option<Slot>) -> Result<Vec<SlotReport>> {
+    let opts = lock_options(root);
+    let slots = match only {
+        Some(s) => {
+            require_slot(root, s)?;
+            vec![s]
+        }
+        None => list_slots(root)?,
+    };
+    slots
+        .into_iter()
+        .map(|s| slot_report(root, s, &opts))
+        .collect()
+}

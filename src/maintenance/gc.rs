@@ -1,0 +1,304 @@
+//! Garbage collection (`conductor gc`): which old results, task records, logs,
+//! rejected inputs, temp files and trash go, and removing them. Files of running or
+//! waiting tasks and the files a slot lives by are never on the list.
+
+use std::collections::{BTreeSet, HashSet};
+use std::fmt;
+use std::fs;
+use std::io;
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde::Serialize;
+
+use crate::error::{Error, Result};
+use crate::gate;
+use crate::inspect::task_files::status_task;
+use crate::inspect::{age_since, is_temp_name, list_slots, read_task_file, regular_files, secs};
+use crate::layout::{Root, WorkerPaths};
+
+/// Temp files (`.NAME.<nonce>.tmp`) younger than this may still be being written.
+pub const TEMP_FILE_AGE: Duration = Duration::from_secs(10 * 60);
+
+/// What `conductor gc` removes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct GcOptions {
+    /// Results, task records, logs and rejected files older than this (by mtime).
+    pub older_than: Duration,
+    /// Temp files older than this.
+    pub temp_older_than: Duration,
+}
+
+impl GcOptions {
+    pub fn new(older_than: Duration) -> GcOptions {
+        GcOptions {
+            older_than,
+            temp_older_than: TEMP_FILE_AGE,
+        }
+    }
+}
+
+/// Why a file is on the gc list.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "kebab-case")]
+#[non_exhaustive]
+pub enum GcKind {
+    /// `results/<id>.json`.
+    Result,
+    /// `tasks/<id>.json`: the task as it ran.
+    TaskRecord,
+    /// `tasks/<id>.log`: the run's full stdout.
+    TaskLog,
+    /// A file in `rejected/`.
+    Rejected,
+    /// A leftover `.NAME.<nonce>.tmp` from an interrupted write.
+    TempFile,
+    /// A parked file in `.trash/` of a slot no live worker serves.
+    Trash,
+}
+
+impl fmt::Display for GcKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            GcKind::Result => "result",
+            GcKind::TaskRecord => "task record",
+            GcKind::TaskLog => "task log",
+            GcKind::Rejected => "rejected input",
+            GcKind::TempFile => "temp file",
+            GcKind::Trash => "trash",
+        })
+    }
+}
+
+/// One file `gc` would remove.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct GcItem {
+    pub path: PathBuf,
+    pub kind: GcKind,
+    /// What removing it frees: 0 for a file with other names (hard links).
+    pub bytes: u64,
+    #[serde(rename = "ageSecs", serialize_with = "secs")]
+    pub age: Option<Duration>,
+}
+
+/// What `gc` would remove, and what it kept on purpose.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct GcPlan {
+    pub items: Vec<GcItem>,
+    pub bytes: u64,
+    /// Task ids whose files are kept because the task is running or waiting.
+    pub protected: Vec<String>,
+}
+
+/// The outcome of [`apply_gc`].
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct GcReport {
+    pub removed: Vec<GcItem>,
+    pub bytes: u64,
+    /// Files that could not be removed, with the reason.
+    pub errors: Vec<String>,
+}
+
+/// Files gc never removes, whatever directory they are found in.
+const NEVER_REMOVED: [&str; 6] = [
+    "result.json",
+    "status.json",
+    "running.json",
+    "task.json",
+    "output.log",
+    "cancel",
+];
+
+impl GcItem {
+    fn new(path: PathBuf, kind: GcKind, meta: &fs::Metadata) -> GcItem {
+        GcItem {
+            path,
+            kind,
+            bytes: freed_bytes(meta),
+            age: meta.modified().ok().map(age_since),
+        }
+    }
+
+    fn older_than(&self, limit: Duration) -> bool {
+        self.age.is_some_and(|a| a > limit)
+    }
+}
+
+/// Bytes freed by unlinking this name: nothing while other names keep the data.
+fn freed_bytes(meta: &fs::Metadata) -> u64 {
+    if meta.nlink() > 1 {
+        0
+    } else {
+        meta.len()
+    }
+}
+
+/// Old `.*.tmp` files under `dir`, recursively (symlinks are not followed).
+fn temp_files(dir: &Path, older_than: Duration, depth: u32, out: &mut Vec<GcItem>) -> Result<()> {
+    let rd = match fs::read_dir(dir) {
+        Ok(rd) => rd,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(()),
+        Err(e) => return Err(Error::io("list", dir, e)),
+    };
+    for entry in rd {
+        let entry = entry.map_err(|e| Error::io("list", dir, e))?;
+        let path = entry.path();
+        let Ok(meta) = fs::symlink_metadata(&path) else {
+            continue;
+        };
+        let name = entry.file_name().to_string_lossy().into_owned();
+        if meta.is_dir() && depth < 8 {
+            temp_files(&path, older_than, depth + 1, out)?;
+        } else if meta.file_type().is_file() && is_temp_name(&name) {
+            let item = GcItem::new(path, GcKind::TempFile, &meta);
+            if item.older_than(older_than) {
+                out.push(item);
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Ids of the tasks a slot has in hand or waiting: their files are never collected.
+fn busy_ids(paths: &WorkerPaths) -> HashSet<String> {
+    [paths.running(), paths.task()]
+        .iter()
+        .filter_map(|f| read_task_file(f).and_then(|t| t.task_id))
+        .chain(status_task(paths))
+        .map(|id| id.to_string())
+        .collect()
+}
+
+/// Old `results/<id>.json` of tasks not busy; returns the ids collected.
+fn old_results(
+    paths: &WorkerPaths,
+    busy: &HashSet<String>,
+    opts: &GcOptions,
+    items: &mut Vec<GcItem>,
+) -> Result<HashSet<String>> {
+    let mut collected = HashSet::new();
+    for (name, path, meta) in regular_files(&paths.results_dir())? {
+        let Some(id) = name.strip_suffix(".json") else {
+            continue;
+        };
+        if is_temp_name(&name) || busy.contains(id) {
+            continue;
+        }
+        let item = GcItem::new(path, GcKind::Result, &meta);
+        if item.older_than(opts.older_than) {
+            collected.insert(id.to_string());
+            items.push(item);
+        }
+    }
+    Ok(collected)
+}
+
+/// Task records and logs go with their result; ones whose result is already gone go
+/// once they are old themselves.
+fn task_files(
+    paths: &WorkerPaths,
+    busy: &HashSet<String>,
+    collected: &HashSet<String>,
+    opts: &GcOptions,
+    items: &mut Vec<GcItem>,
+) -> Result<()> {
+    let results_dir = paths.results_dir();
+    for (name, path, meta) in regular_files(&paths.tasks_dir())? {
+        let (id, kind) = if let Some(id) = name.strip_suffix(".json") {
+            (id, GcKind::TaskRecord)
+        } else if let Some(id) = name.strip_suffix(".log") {
+            (id, GcKind::TaskLog)
+        } else {
+            continue;
+        };
+        if is_temp_name(&name) || busy.contains(id) {
+            continue;
+        }
+        let item = GcItem::new(path, kind, &meta);
+        let orphan_and_old =
+            !results_dir.join(format!("{id}.json")).exists() && item.older_than(opts.older_than);
+        if collected.contains(id) || orphan_and_old {
+            items.push(item);
+        }
+    }
+    Ok(())
+}
+
+/// Everything gc would take from one slot whose busy task ids are `busy`.
+fn plan_slot(
+    paths: &WorkerPaths,
+    busy: &HashSet<String>,
+    opts: &GcOptions,
+    items: &mut Vec<GcItem>,
+) -> Result<()> {
+    let collected = old_results(paths, busy, opts, items)?;
+    task_files(paths, busy, &collected, opts, items)?;
+    for (_, path, meta) in regular_files(&paths.rejected_dir())? {
+        let item = GcItem::new(path, GcKind::Rejected, &meta);
+        if item.older_than(opts.older_than) {
+            items.push(item);
+        }
+    }
+    if gate::probe(&paths.worker_gate())?.is_none() {
+        for (_, path, meta) in regular_files(&paths.trash_dir())? {
+            items.push(GcItem::new(path, GcKind::Trash, &meta));
+        }
+    }
+    Ok(())
+}
+
+/// Plan a gc of the root: old results with their task records and logs, old rejected
+/// inputs, old temp files under `workers/` and `queue/tmp/`, and `.trash/` of slots no
+/// live worker serves. Files of running or waiting tasks are never on the list, nor
+/// are `result.json`, `status.json`, `running.json`, `task.json` or `output.log`.
+pub fn plan_gc(root: &Root, opts: &GcOptions) -> Result<GcPlan> {
+    let mut items = Vec::new();
+    let mut protected = BTreeSet::new();
+    for slot in list_slots(root)? {
+        let paths = root.worker(slot);
+        let busy = busy_ids(&paths);
+        plan_slot(&paths, &busy, opts, &mut items)?;
+        protected.extend(busy);
+    }
+    let already: HashSet<PathBuf> = items.iter().map(|i| i.path.clone()).collect();
+    let mut temps = Vec::new();
+    temp_files(&root.workers_dir(), opts.temp_older_than, 0, &mut temps)?;
+    temp_files(&root.queue_tmp(), opts.temp_older_than, 0, &mut temps)?;
+    items.extend(temps.into_iter().filter(|t| !already.contains(&t.path)));
+    items.retain(|i| {
+        i.path
+            .file_name()
+            .and_then(|n| n.to_str())
+            .is_some_and(|n| !NEVER_REMOVED.contains(&n))
+    });
+    let bytes = items.iter().map(|i| i.bytes).sum();
+    Ok(GcPlan {
+        items,
+        bytes,
+        protected: protected.into_iter().collect(),
+    })
+}
+
+/// Remove what `plan` lists. A file already gone is fine; other failures are reported
+/// and the rest carries on.
+pub fn apply_gc(plan: &GcPlan) -> GcReport {
+    let mut removed = Vec::new();
+    let mut errors = Vec::new();
+    for item in &plan.items {
+        match fs::remove_file(&item.path) {
+            Ok(()) => removed.push(item.clone()),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+            Err(e) => errors.push(Error::io("remove", &item.path, e).to_string()),
+        }
+    }
+    let bytes = removed.iter().map(|i| i.bytes).sum();
+    GcReport {
+        removed,
+        bytes,
+        errors,
+    }
+}
