@@ -33,7 +33,7 @@ const ABANDONED_AFTER: Duration = Duration::from_secs(10);
 const EMPTY_CANCEL_QUIET: Duration = Duration::from_millis(250);
 
 /// Set in every agent's environment; its presence means "we are inside an agent".
-pub const ENV_WORKER: &str = "CONDUCTOR_WORKER";
+pub use crate::env::ENV_WORKER;
 
 pub use crate::recovery::{recover_abandoned, recover_slot, RecoveryReport};
 
@@ -140,13 +140,7 @@ impl Worker {
     /// Take the slot's gate, create the slot, recover what a dead predecessor left,
     /// publish `idle` and arm the watcher.
     pub fn start(opts: WorkerOptions) -> Result<Worker> {
-        if !opts.allow_nested && std::env::var_os(ENV_WORKER).is_some() {
-            return Err(Error::Refused(format!(
-                "refusing to start worker {}: this shell runs inside a conductor agent \
-                 ({ENV_WORKER} is set); pass --allow-nested if you really mean it",
-                opts.slot
-            )));
-        }
+        crate::env::refuse_nested(&format!("start worker {}", opts.slot), opts.allow_nested)?;
         if !opts.project_dir.is_dir() {
             return Err(Error::Usage(format!(
                 "project directory {} does not exist or is not a directory",
