@@ -4,10 +4,8 @@
 //! tmux launcher and the tests all ask it whether a worker process has come up.
 
 use std::ffi::OsString;
-use std::fs::{File, OpenOptions, Permissions};
 use std::io;
-use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -17,6 +15,7 @@ use nix::unistd::Pid;
 use crate::client::Client;
 use crate::env::{ENV_HOME, ENV_WORKER};
 use crate::error::{Error, Result};
+use crate::fsio;
 use crate::gate;
 use crate::layout::{Root, Slot};
 
@@ -88,7 +87,7 @@ pub struct WorkerPool {
 
 impl WorkerPool {
     /// Start one worker per slot on `root`, each writing its output to its private
-    /// `workers/N/worker.log` (mode 0600). Does not wait: see [`WorkerPool::wait_ready`].
+    /// `workers/N/worker.log` (mode 0600: it quotes prompts and agent output). Does not wait: see [`WorkerPool::wait_ready`].
     pub fn spawn(root: &Root, slots: &[Slot], cmd: &WorkerCommand) -> Result<WorkerPool> {
         let client = Client::new(root.clone());
         let mut pool = WorkerPool {
@@ -97,7 +96,7 @@ impl WorkerPool {
         };
         for &slot in slots {
             client.create_worker(slot)?;
-            let log = private_log(&log_path(root, slot))?;
+            let log = fsio::create_private(&log_path(root, slot))?;
             let child = Command::new(&cmd.program)
                 .args(&cmd.leading_args)
                 .arg(slot.to_string())
@@ -202,42 +201,24 @@ pub fn log_path(root: &Root, slot: Slot) -> PathBuf {
     root.worker(slot).dir.join("worker.log")
 }
 
-/// Create (or truncate) `path` readable by its owner only: a worker's output may quote
-/// prompts and agent output. A log left by an older run is narrowed to 0600 as well.
-fn private_log(path: &Path) -> Result<File> {
-    let file = OpenOptions::new()
-        .write(true)
-        .create(true)
-        .truncate(true)
-        .mode(0o600)
-        .custom_flags(nix::fcntl::OFlag::O_NOFOLLOW.bits())
-        .open(path)
-        .map_err(|e| Error::io("create", path, e))?;
-    file.set_permissions(Permissions::from_mode(0o600))
-        .map_err(|e| Error::io("restrict the permissions of", path, e))?;
-    Ok(file)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::fs::Permissions;
+    use std::os::unix::fs::PermissionsExt;
+    use std::path::Path;
 
     #[test]
-    fn a_worker_log_is_private_whatever_the_umask() {
+    fn a_worker_log_is_private_and_an_old_one_is_narrowed() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("worker.log");
-        let old = nix::sys::stat::umask(nix::sys::stat::Mode::from_bits_truncate(0o022));
-        let created = private_log(&path);
-        nix::sys::stat::umask(old);
-        created.unwrap();
-        let mode = std::fs::metadata(&path).unwrap().permissions().mode() & 0o777;
-        assert_eq!(mode, 0o600);
-
+        let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+        fsio::create_private(&path).unwrap();
+        assert_eq!(mode(&path), 0o600);
         // One left 0644 by an older conductor is narrowed too.
         std::fs::set_permissions(&path, Permissions::from_mode(0o644)).unwrap();
-        private_log(&path).unwrap();
-        let mode = std::fs::metadata(&path).unwrap().permissions().mode() & 0o777;
-        assert_eq!(mode, 0o600);
+        fsio::create_private(&path).unwrap();
+        assert_eq!(mode(&path), 0o600);
     }
 
     #[test]

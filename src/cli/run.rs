@@ -4,6 +4,8 @@
 use std::ffi::OsString;
 use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::orchestrator::{Orchestrator, Progress};
@@ -87,16 +89,7 @@ pub fn split_prompts(text: &str, blocks: bool) -> Vec<String> {
 
 pub fn run(args: Args) -> anyhow::Result<i32> {
     common::refuse_nested("run", args.allow_nested)?;
-    let prompts = match &args.file {
-        None => args.prompts.clone(),
-        Some(f) => {
-            let text = super::send::read_prompt(None, Some(f))?;
-            split_prompts(&text, args.blocks)
-        }
-    };
-    if prompts.is_empty() {
-        anyhow::bail!(Error::Usage("no prompts to run".into()));
-    }
+    let prompts = read_prompts(&args)?;
     let dir = args
         .dir
         .canonicalize()
@@ -120,26 +113,7 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
     let slots: Vec<Slot> = (0..args.workers).map(Slot).collect();
     let mut workers = start_workers(&args, &root, &slots, &dir)?;
 
-    // Ctrl-C / SIGTERM: stop the workers (each writes `interrupted` for its task) and
-    // deliver nothing more; the results still come back and are printed.
-    let (interrupt_tx, interrupt) = crossbeam_channel::bounded::<()>(1);
-    ctrlc::set_handler(move || {
-        let _ = interrupt_tx.try_send(());
-    })
-    .context("installing the signal handler")?;
-    let (stop_tx, stop) = crossbeam_channel::bounded::<()>(1);
-    let pids = workers.pids();
-    let interrupted = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
-    let flag = interrupted.clone();
-    std::thread::spawn(move || {
-        if interrupt.recv().is_ok() {
-            flag.store(true, std::sync::atomic::Ordering::SeqCst);
-            let _ = stop_tx.send(());
-            for pid in pids {
-                let _ = kill(Pid::from_raw(pid as i32), Signal::SIGTERM);
-            }
-        }
-    });
+    let (stop, interrupted) = stop_on_interrupt(workers.pids())?;
 
     let tasks: Vec<Task> = prompts
         .iter()
@@ -158,6 +132,66 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
     let results = results?;
 
     let failed = results.iter().filter(|r| !r.success).count();
+    let took = started.elapsed().as_millis() as u64;
+    print_run(&args, &root, &results, failed, took)?;
+    Ok(if interrupted.load(Ordering::SeqCst) {
+        EXIT_INTERRUPTED
+    } else if failed > 0 {
+        exit::FAILURE
+    } else {
+        exit::OK
+    })
+}
+
+/// The prompts to run: the arguments, or the prompts file's lines or blocks.
+fn read_prompts(args: &Args) -> anyhow::Result<Vec<String>> {
+    let prompts = match &args.file {
+        None => args.prompts.clone(),
+        Some(f) => {
+            let text = super::send::read_prompt(None, Some(f))?;
+            split_prompts(&text, args.blocks)
+        }
+    };
+    if prompts.is_empty() {
+        anyhow::bail!(Error::Usage("no prompts to run".into()));
+    }
+    Ok(prompts)
+}
+
+/// On Ctrl-C / SIGTERM, stop the workers `pids` (each writes `interrupted` for its task)
+/// and deliver nothing more; the results still come back and are printed. Returns the
+/// orchestrator's stop channel and whether an interrupt came.
+fn stop_on_interrupt(
+    pids: Vec<u32>,
+) -> anyhow::Result<(crossbeam_channel::Receiver<()>, Arc<AtomicBool>)> {
+    let (interrupt_tx, interrupt) = crossbeam_channel::bounded::<()>(1);
+    ctrlc::set_handler(move || {
+        let _ = interrupt_tx.try_send(());
+    })
+    .context("installing the signal handler")?;
+    let (stop_tx, stop) = crossbeam_channel::bounded::<()>(1);
+    let interrupted = Arc::new(AtomicBool::new(false));
+    let flag = interrupted.clone();
+    std::thread::spawn(move || {
+        if interrupt.recv().is_ok() {
+            flag.store(true, Ordering::SeqCst);
+            let _ = stop_tx.send(());
+            for pid in pids {
+                let _ = kill(Pid::from_raw(pid as i32), Signal::SIGTERM);
+            }
+        }
+    });
+    Ok((stop, interrupted))
+}
+
+/// The results (one JSON document with `--json`), and a summary line on stderr.
+fn print_run(
+    args: &Args,
+    root: &Root,
+    results: &[TaskResult],
+    failed: usize,
+    took_ms: u64,
+) -> anyhow::Result<()> {
     if args.json {
         let doc = serde_json::json!({
             "results": results,
@@ -165,27 +199,20 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
             "failed": failed,
             "workers": args.workers,
             "root": root.path(),
-            "durationMs": started.elapsed().as_millis() as u64,
+            "durationMs": took_ms,
         });
-        super::emit_json(&doc)?;
-    } else {
-        print_results(&results)?;
-        eprintln!(
-            "{} task(s): {} succeeded, {} failed, in {} on {} worker(s)",
-            results.len(),
-            results.len() - failed,
-            failed,
-            human_ms(started.elapsed().as_millis() as u64),
-            args.workers
-        );
+        return super::emit_json(&doc);
     }
-    Ok(if interrupted.load(std::sync::atomic::Ordering::SeqCst) {
-        EXIT_INTERRUPTED
-    } else if failed > 0 {
-        exit::FAILURE
-    } else {
-        exit::OK
-    })
+    print_results(results)?;
+    eprintln!(
+        "{} task(s): {} succeeded, {} failed, in {} on {} worker(s)",
+        results.len(),
+        results.len() - failed,
+        failed,
+        human_ms(took_ms),
+        args.workers
+    );
+    Ok(())
 }
 
 /// Start one `conductor worker` per slot and wait until each serves.
