@@ -1,8 +1,7 @@
 //! The agent process: spawned in its own group, prompt on stdin, output drained concurrently.
 
-use std::fs::{File, OpenOptions};
+use std::fs::File;
 use std::io::{self, Read, Write};
-use std::os::unix::fs::OpenOptionsExt;
 use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
@@ -359,14 +358,7 @@ fn spawn_named(name: &str, f: impl FnOnce() + Send + 'static) -> io::Result<Join
 /// Open `output.log` empty: the worker readies an empty one after each task (the
 /// finished run's log moves to `tasks/<id>.log`), so this truncates nothing.
 fn open_log(path: &Path) -> Result<File> {
-    OpenOptions::new()
-        .write(true)
-        .create(true)
-        .truncate(true)
-        .mode(0o600)
-        .custom_flags(nix::fcntl::OFlag::O_NOFOLLOW.bits())
-        .open(path)
-        .map_err(|e| Error::io("open", PathBuf::from(path), e))
+    crate::fsio::create_private(path)
 }
 
 fn drain_stdout(

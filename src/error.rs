@@ -47,6 +47,7 @@ impl FileProblem {
 
 /// Everything that can go wrong in the conductor library.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum Error {
     #[error("cannot {op} {}: {source}", path.display())]
     Io {
@@ -107,6 +108,20 @@ pub enum Error {
         source: io::Error,
     },
 
+    /// An external program (tmux, git) ran and failed.
+    #[error(
+        "`{}` failed ({status}){}",
+        command_line(program, args),
+        stderr_suffix(stderr)
+    )]
+    Command {
+        program: String,
+        args: Vec<String>,
+        status: std::process::ExitStatus,
+        /// What it printed on stderr, trimmed.
+        stderr: String,
+    },
+
     #[error("{0}")]
     Usage(String),
 
@@ -115,7 +130,31 @@ pub enum Error {
     Refused(String),
 }
 
+/// `program args…`, quoted as a shell would need it, for error messages.
+fn command_line(program: &str, args: &[String]) -> String {
+    let words = std::iter::once(program).chain(args.iter().map(String::as_str));
+    shlex::try_join(words).unwrap_or_else(|_| format!("{program} {}", args.join(" ")))
+}
+
+fn stderr_suffix(stderr: &str) -> String {
+    if stderr.is_empty() {
+        String::new()
+    } else {
+        format!(": {stderr}")
+    }
+}
+
 impl Error {
+    /// `program args…` ran and exited unsuccessfully, as `out` shows.
+    pub(crate) fn command(program: &str, args: &[&str], out: &std::process::Output) -> Self {
+        Error::Command {
+            program: program.to_string(),
+            args: args.iter().map(|a| a.to_string()).collect(),
+            status: out.status,
+            stderr: String::from_utf8_lossy(&out.stderr).trim().to_string(),
+        }
+    }
+
     pub(crate) fn io(op: &'static str, path: impl Into<PathBuf>, source: io::Error) -> Self {
         Error::Io {
             op,

@@ -53,6 +53,24 @@ pub fn ensure_dir(path: &Path) -> Result<()> {
     }
 }
 
+/// Open `path` for writing, empty, readable by its owner only (mode 0600, also when it
+/// existed with a wider mode); a symbolic link there is refused. For logs, which quote
+/// prompts and agent output.
+pub fn create_private(path: &Path) -> Result<File> {
+    use std::os::unix::fs::PermissionsExt;
+    let file = OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o600)
+        .custom_flags(nix::fcntl::OFlag::O_NOFOLLOW.bits())
+        .open(path)
+        .map_err(|e| Error::io("open", path, e))?;
+    file.set_permissions(std::fs::Permissions::from_mode(0o600))
+        .map_err(|e| Error::io("restrict the permissions of", path, e))?;
+    Ok(file)
+}
+
 /// fsync a directory so a rename, link or unlink inside it is durable.
 pub fn fsync_dir(dir: &Path) -> Result<()> {
     let d = File::open(dir).map_err(|e| Error::io("open directory", dir, e))?;

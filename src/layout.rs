@@ -8,7 +8,7 @@ use crate::error::{Error, Result};
 use crate::protocol::TaskId;
 
 /// Environment variable naming the root directory.
-pub const ENV_HOME: &str = "CONDUCTOR_HOME";
+pub use crate::env::ENV_HOME;
 
 /// A worker slot number: `workers/<N>/`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]

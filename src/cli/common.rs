@@ -91,6 +91,13 @@ pub fn report(err: &anyhow::Error) -> i32 {
     exit_code_for(err)
 }
 
+/// The library's nested-start refusal ([`crate::env::refuse_nested`]), naming the flag
+/// that overrides it.
+pub fn refuse_nested(action: &str, allow_nested: bool) -> Result<(), Error> {
+    crate::env::refuse_nested(action, allow_nested)
+        .map_err(|e| Error::Refused(format!("{e}; pass --allow-nested if you really mean it")))
+}
+
 /// `--poll` without a value: the library's default interval, in milliseconds.
 const DEFAULT_POLL_MS: &str = "100";
 const _: () = assert!(DEFAULT_POLL_INTERVAL.as_millis() == 100);
@@ -139,6 +146,7 @@ pub struct WorkerArgs {
 
 /// Start a worker and serve until Ctrl-C / SIGTERM / SIGHUP.
 pub fn run_worker(args: WorkerArgs) -> anyhow::Result<()> {
+    refuse_nested(&format!("start worker {}", args.slot), args.allow_nested)?;
     let root = Root::resolve(args.root.as_deref())?;
     let preset = args.preset.unwrap_or_default();
     let agent = AgentCommand::parse(args.agent.as_deref().unwrap_or(preset.default_command()))?;

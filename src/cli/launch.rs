@@ -6,7 +6,7 @@ use std::path::PathBuf;
 
 use crate::launch::{self, LaunchOptions, Tmux};
 use crate::preset::Preset;
-use crate::Root;
+use crate::{Error, Root};
 use anyhow::Context as _;
 
 use crate::cli::common::{self, exit};
@@ -81,10 +81,9 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
         return kill(&tmux, &args.session, args.json);
     }
     if args.json {
-        anyhow::bail!(crate::Error::Usage(
-            "--json goes with --list or --kill".into()
-        ));
+        anyhow::bail!(Error::Usage("--json goes with --list or --kill".into()));
     }
+    common::refuse_nested("launch a tmux session", args.allow_nested)?;
     let root = Root::resolve(args.root.as_deref())?;
     let worker_bin = std::env::current_exe()
         .context("finding this program's path")?
@@ -100,30 +99,45 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
     opts.tmux = tmux.clone();
     opts.allow_nested = args.allow_nested;
 
-    let launched = launch::launch(&opts)?;
+    let stop = launch::stop_command(&tmux, &opts.session);
+    let launched = launch::launch(&opts).map_err(|e| match e {
+        // The session runs (or is being made): say how to stop it, too.
+        Error::Refused(why) => Error::Refused(format!("{why}; stop it with `{stop}`")),
+        e => e,
+    })?;
+    super::emit(&describe(&launched, &tmux))?;
+    if args.no_attach {
+        return Ok(exit::OK);
+    }
+    attach(&tmux, &launched.session)
+}
+
+/// What `conductor-launch` prints once the session is up.
+fn describe(launched: &launch::Launched, tmux: &Tmux) -> String {
+    use std::fmt::Write as _;
     let session = &launched.session;
-    println!(
-        "launched tmux session {session}: orchestrator + {} workers on {}",
+    let mut text = format!(
+        "launched tmux session {session}: orchestrator + {} workers on {}\n",
         launched.workers.len(),
         launched.root.display()
     );
     for w in &launched.workers {
-        match &w.branch {
-            Some(b) => println!(
-                "  worker {}  pid {}  {}  (branch {b})",
-                w.slot,
-                w.pid,
-                w.dir.display()
-            ),
-            None => println!("  worker {}  pid {}  {}", w.slot, w.pid, w.dir.display()),
-        }
+        let branch = w
+            .branch
+            .as_ref()
+            .map(|b| format!("  (branch {b})"))
+            .unwrap_or_default();
+        let _ = writeln!(
+            text,
+            "  worker {}  pid {}  {}{branch}",
+            w.slot,
+            w.pid,
+            w.dir.display()
+        );
     }
-    println!("attach: {}", tmux.attach_hint(session));
-    println!("stop:   {}", tmux.kill_hint(session));
-    if args.no_attach {
-        return Ok(exit::OK);
-    }
-    attach(&tmux, session)
+    let _ = writeln!(text, "attach: {}", tmux.attach_hint(session));
+    let _ = writeln!(text, "stop:   {}", launch::stop_command(tmux, session));
+    text
 }
 
 /// Attach to the session, or switch this tmux client to it when already inside tmux.
@@ -141,10 +155,10 @@ fn attach(tmux: &Tmux, session: &str) -> anyhow::Result<i32> {
             Some(s) => socket_name.as_deref() == Some(s),
         };
         if !same_server {
-            println!(
-                "this terminal is inside another tmux server; attach from outside it with `{}`",
+            super::emit(&format!(
+                "this terminal is inside another tmux server; attach from outside it with `{}`\n",
                 tmux.attach_hint(session)
-            );
+            ))?;
             return Ok(exit::OK);
         }
         let status = tmux
@@ -159,10 +173,10 @@ fn attach(tmux: &Tmux, session: &str) -> anyhow::Result<i32> {
         });
     }
     if !std::io::stdin().is_terminal() || !std::io::stdout().is_terminal() {
-        println!(
-            "not on a terminal, so not attaching; attach with `{}`",
+        super::emit(&format!(
+            "not on a terminal, so not attaching; attach with `{}`\n",
             tmux.attach_hint(session)
-        );
+        ))?;
         return Ok(exit::OK);
     }
     let err = tmux
@@ -175,23 +189,27 @@ fn attach(tmux: &Tmux, session: &str) -> anyhow::Result<i32> {
 fn list(tmux: &Tmux, json: bool) -> anyhow::Result<i32> {
     let sessions = launch::list(tmux)?;
     if json {
-        println!("{}", serde_json::to_string_pretty(&sessions)?);
+        super::emit_json(&sessions)?;
         return Ok(exit::OK);
     }
     if sessions.is_empty() {
-        println!("no conductor sessions running");
+        super::emit("no conductor sessions running\n")?;
         return Ok(exit::OK);
     }
-    println!("{:<20} {:>7} {:>8}  ROOT", "SESSION", "WORKERS", "ATTACHED");
+    let mut text = format!(
+        "{:<20} {:>7} {:>8}  ROOT\n",
+        "SESSION", "WORKERS", "ATTACHED"
+    );
     for s in &sessions {
-        println!(
-            "{:<20} {:>7} {:>8}  {}",
+        text.push_str(&format!(
+            "{:<20} {:>7} {:>8}  {}\n",
             s.session,
             format!("{}/{}", s.workers_up, s.workers),
             if s.attached > 0 { "yes" } else { "no" },
             s.root.display()
-        );
+        ));
     }
+    super::emit(&text)?;
     Ok(exit::OK)
 }
 
@@ -205,27 +223,28 @@ fn kill(tmux: &Tmux, session: &str, json: bool) -> anyhow::Result<i32> {
         return Ok(exit::FAILURE);
     };
     if json {
-        println!("{}", serde_json::to_string_pretty(&report)?);
+        super::emit_json(&report)?;
         return Ok(exit::OK);
     }
+    let mut text = String::new();
     for w in &report.stopped {
         let how = if w.forced {
             "killed (did not stop in time)"
         } else {
             "stopped"
         };
-        match &w.task {
-            Some(t) => println!(
-                "{how} worker {} (pid {}): task {t} interrupted",
-                w.slot, w.pid
-            ),
-            None => println!("{how} worker {} (pid {})", w.slot, w.pid),
-        }
+        let task = w
+            .task
+            .as_ref()
+            .map(|t| format!(": task {t} interrupted"))
+            .unwrap_or_default();
+        text.push_str(&format!("{how} worker {} (pid {}){task}\n", w.slot, w.pid));
     }
     for slot in &report.not_running {
-        println!("worker {slot}: not running");
+        text.push_str(&format!("worker {slot}: not running\n"));
     }
-    println!("killed tmux session {}", report.session);
+    text.push_str(&format!("killed tmux session {}\n", report.session));
+    super::emit(&text)?;
     Ok(exit::OK)
 }
 

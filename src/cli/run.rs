@@ -1,22 +1,23 @@
 //! `conductor run`: the one-shot main job — N fresh workers, prompts fanned out,
 //! results printed, workers stopped.
 
-use std::fs;
+use std::ffi::OsString;
 use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::orchestrator::{Orchestrator, Progress};
+use crate::pool::{self, WorkerCommand, WorkerPool};
 use crate::preset::Preset;
-use crate::worker::ENV_WORKER;
-use crate::{Client, Error, Root, Slot, Status, Task, TaskResult, WorkerState};
+use crate::{Client, Error, Root, Slot, Task, TaskResult};
 use anyhow::Context as _;
 use indicatif::{MultiProgress, ProgressBar, ProgressDrawTarget, ProgressStyle};
 use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
 
-use crate::cli::common::exit;
+use crate::cli::common::{self, exit};
 
 /// Exit code when the run was interrupted (Ctrl-C / SIGTERM), as shells expect.
 pub const EXIT_INTERRUPTED: i32 = 130;
@@ -86,64 +87,9 @@ pub fn split_prompts(text: &str, blocks: bool) -> Vec<String> {
     out
 }
 
-/// The worker processes we started; stopped (TERM, then KILL) when dropped.
-struct Workers {
-    children: Vec<(Slot, Child)>,
-}
-
-impl Workers {
-    fn pids(&self) -> Vec<u32> {
-        self.children.iter().map(|(_, c)| c.id()).collect()
-    }
-
-    /// SIGTERM all (each interrupts its task and exits), then wait; SIGKILL stragglers.
-    fn stop(&mut self, grace: Duration) {
-        for (_, c) in &self.children {
-            let _ = kill(Pid::from_raw(c.id() as i32), Signal::SIGTERM);
-        }
-        let deadline = Instant::now() + grace;
-        for (slot, c) in &mut self.children {
-            loop {
-                match c.try_wait() {
-                    Ok(Some(_)) | Err(_) => break,
-                    Ok(None) if Instant::now() >= deadline => {
-                        tracing::warn!("worker {slot} did not stop within {grace:?}; killing it");
-                        let _ = c.kill();
-                        let _ = c.wait();
-                        break;
-                    }
-                    // A child's exit has no event to wait on without owning SIGCHLD.
-                    Ok(None) => std::thread::sleep(Duration::from_millis(10)),
-                }
-            }
-        }
-        self.children.clear();
-    }
-}
-
-impl Drop for Workers {
-    fn drop(&mut self) {
-        self.stop(Duration::from_secs(10));
-    }
-}
-
 pub fn run(args: Args) -> anyhow::Result<i32> {
-    if !args.allow_nested && std::env::var_os(ENV_WORKER).is_some() {
-        anyhow::bail!(Error::Refused(format!(
-            "refusing to run: this shell runs inside a conductor agent ({ENV_WORKER} is set); \
-             pass --allow-nested if you really mean it"
-        )));
-    }
-    let prompts = match &args.file {
-        None => args.prompts.clone(),
-        Some(f) => {
-            let text = super::send::read_prompt(None, Some(f))?;
-            split_prompts(&text, args.blocks)
-        }
-    };
-    if prompts.is_empty() {
-        anyhow::bail!(Error::Usage("no prompts to run".into()));
-    }
+    common::refuse_nested("run", args.allow_nested)?;
+    let prompts = read_prompts(&args)?;
     let dir = args
         .dir
         .canonicalize()
@@ -165,28 +111,9 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
     client.init_queue()?;
 
     let slots: Vec<Slot> = (0..args.workers).map(Slot).collect();
-    let mut workers = start_workers(&args, &client, &slots, &dir)?;
+    let mut workers = start_workers(&args, &root, &slots, &dir)?;
 
-    // Ctrl-C / SIGTERM: stop the workers (each writes `interrupted` for its task) and
-    // deliver nothing more; the results still come back and are printed.
-    let (interrupt_tx, interrupt) = crossbeam_channel::bounded::<()>(1);
-    ctrlc::set_handler(move || {
-        let _ = interrupt_tx.try_send(());
-    })
-    .context("installing the signal handler")?;
-    let (stop_tx, stop) = crossbeam_channel::bounded::<()>(1);
-    let pids = workers.pids();
-    let interrupted = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
-    let flag = interrupted.clone();
-    std::thread::spawn(move || {
-        if interrupt.recv().is_ok() {
-            flag.store(true, std::sync::atomic::Ordering::SeqCst);
-            let _ = stop_tx.send(());
-            for pid in pids {
-                let _ = kill(Pid::from_raw(pid as i32), Signal::SIGTERM);
-            }
-        }
-    });
+    let (stop, interrupted) = stop_on_interrupt(workers.pids())?;
 
     let tasks: Vec<Task> = prompts
         .iter()
@@ -201,32 +128,13 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
     let orchestrator = Orchestrator::new(client.clone(), slots.clone()).with_stop(stop);
     let results = orchestrator.run_all(tasks, |p| display.progress(p));
     display.finish();
-    workers.stop(Duration::from_secs(10));
+    workers.stop(pool::DEFAULT_STOP_GRACE);
     let results = results?;
 
     let failed = results.iter().filter(|r| !r.success).count();
-    if args.json {
-        let doc = serde_json::json!({
-            "results": results,
-            "succeeded": results.len() - failed,
-            "failed": failed,
-            "workers": args.workers,
-            "root": root.path(),
-            "durationMs": started.elapsed().as_millis() as u64,
-        });
-        super::emit_json(&doc)?;
-    } else {
-        print_results(&results)?;
-        eprintln!(
-            "{} task(s): {} succeeded, {} failed, in {} on {} worker(s)",
-            results.len(),
-            results.len() - failed,
-            failed,
-            human_ms(started.elapsed().as_millis() as u64),
-            args.workers
-        );
-    }
-    Ok(if interrupted.load(std::sync::atomic::Ordering::SeqCst) {
+    let took = started.elapsed().as_millis() as u64;
+    print_run(&args, &root, &results, failed, took)?;
+    Ok(if interrupted.load(Ordering::SeqCst) {
         EXIT_INTERRUPTED
     } else if failed > 0 {
         exit::FAILURE
@@ -235,75 +143,107 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
     })
 }
 
+/// The prompts to run: the arguments, or the prompts file's lines or blocks.
+fn read_prompts(args: &Args) -> anyhow::Result<Vec<String>> {
+    let prompts = match &args.file {
+        None => args.prompts.clone(),
+        Some(f) => {
+            let text = super::send::read_prompt(None, Some(f))?;
+            split_prompts(&text, args.blocks)
+        }
+    };
+    if prompts.is_empty() {
+        anyhow::bail!(Error::Usage("no prompts to run".into()));
+    }
+    Ok(prompts)
+}
+
+/// On Ctrl-C / SIGTERM, stop the workers `pids` (each writes `interrupted` for its task)
+/// and deliver nothing more; the results still come back and are printed. Returns the
+/// orchestrator's stop channel and whether an interrupt came.
+fn stop_on_interrupt(
+    pids: Vec<u32>,
+) -> anyhow::Result<(crossbeam_channel::Receiver<()>, Arc<AtomicBool>)> {
+    let (interrupt_tx, interrupt) = crossbeam_channel::bounded::<()>(1);
+    ctrlc::set_handler(move || {
+        let _ = interrupt_tx.try_send(());
+    })
+    .context("installing the signal handler")?;
+    let (stop_tx, stop) = crossbeam_channel::bounded::<()>(1);
+    let interrupted = Arc::new(AtomicBool::new(false));
+    let flag = interrupted.clone();
+    std::thread::spawn(move || {
+        if interrupt.recv().is_ok() {
+            flag.store(true, Ordering::SeqCst);
+            let _ = stop_tx.send(());
+            for pid in pids {
+                let _ = kill(Pid::from_raw(pid as i32), Signal::SIGTERM);
+            }
+        }
+    });
+    Ok((stop, interrupted))
+}
+
+/// The results (one JSON document with `--json`), and a summary line on stderr.
+fn print_run(
+    args: &Args,
+    root: &Root,
+    results: &[TaskResult],
+    failed: usize,
+    took_ms: u64,
+) -> anyhow::Result<()> {
+    if args.json {
+        let doc = serde_json::json!({
+            "results": results,
+            "succeeded": results.len() - failed,
+            "failed": failed,
+            "workers": args.workers,
+            "root": root.path(),
+            "durationMs": took_ms,
+        });
+        return super::emit_json(&doc);
+    }
+    print_results(results)?;
+    eprintln!(
+        "{} task(s): {} succeeded, {} failed, in {} on {} worker(s)",
+        results.len(),
+        results.len() - failed,
+        failed,
+        human_ms(took_ms),
+        args.workers
+    );
+    Ok(())
+}
+
+/// Start one `conductor worker` per slot and wait until each serves.
 fn start_workers(
     args: &Args,
-    client: &Client,
+    root: &Root,
     slots: &[Slot],
     dir: &Path,
-) -> anyhow::Result<Workers> {
-    let me = std::env::current_exe().context("finding the conductor executable")?;
-    let mut workers = Workers {
-        children: Vec::new(),
+) -> anyhow::Result<WorkerPool> {
+    let mut extra: Vec<OsString> = Vec::new();
+    if let Some(a) = &args.agent {
+        extra.extend(["--agent".into(), a.into()]);
+    }
+    if let Some(p) = args.preset {
+        extra.extend(["--preset".into(), p.to_string().into()]);
+    }
+    if let Some(t) = args.timeout {
+        extra.extend(["--timeout".into(), t.to_string().into()]);
+    }
+    if args.allow_nested {
+        extra.push("--allow-nested".into());
+    }
+    let cmd = WorkerCommand {
+        program: std::env::current_exe().context("finding the conductor executable")?,
+        leading_args: vec!["worker".into()],
+        dir: dir.to_path_buf(),
+        extra_args: extra,
     };
-    for &slot in slots {
-        let w = client.create_worker(slot)?;
-        let log = w.dir.join("worker.log");
-        let out = fs::File::create(&log).with_context(|| format!("creating {}", log.display()))?;
-        let mut cmd = Command::new(&me);
-        cmd.arg("worker")
-            .arg(slot.to_string())
-            .arg(dir)
-            .arg("--root")
-            .arg(client.root().path())
-            .env("CONDUCTOR_HOME", client.root().path())
-            .env_remove(ENV_WORKER)
-            .stdin(Stdio::null())
-            .stdout(out.try_clone()?)
-            .stderr(out);
-        if let Some(a) = &args.agent {
-            cmd.arg("--agent").arg(a);
-        }
-        if let Some(p) = args.preset {
-            cmd.arg("--preset").arg(p.to_string());
-        }
-        if let Some(t) = args.timeout {
-            cmd.arg("--timeout").arg(t.to_string());
-        }
-        if args.allow_nested {
-            cmd.arg("--allow-nested");
-        }
-        let child = cmd
-            .spawn()
-            .with_context(|| format!("starting worker {slot}"))?;
-        workers.children.push((slot, child));
-    }
-    // Ready when each has published its status under its own pid (idle, or the result
-    // of a task it recovered).
-    let deadline = Instant::now() + Duration::from_secs(30);
-    for (slot, child) in &mut workers.children {
-        let pid = child.id();
-        loop {
-            let ready = matches!(
-                client.read_status(*slot),
-                Ok(Some(Status { worker_pid: Some(p), .. })) if p == pid
-            );
-            if ready {
-                break;
-            }
-            if let Some(st) = child.try_wait()? {
-                let log = fs::read_to_string(client.worker(*slot).dir.join("worker.log"))
-                    .unwrap_or_default();
-                anyhow::bail!("worker {slot} exited at start ({st}):\n{}", log.trim_end());
-            }
-            if Instant::now() >= deadline {
-                anyhow::bail!("worker {slot} did not become ready within 30s");
-            }
-            client
-                .wait_for_status(*slot, &[WorkerState::Idle], Duration::from_millis(200))
-                .ok();
-        }
-    }
-    Ok(workers)
+    let mut pool = WorkerPool::spawn(root, slots, &cmd)?;
+    pool.wait_ready(pool::DEFAULT_READY_TIMEOUT)?;
+    Ok(pool)
 }
 
 /// `850ms`, `12.3s`: what a person reads at a glance.

@@ -128,18 +128,16 @@ fn still_being_written(inbox: &Path, quiet_grace: Duration) -> Result<Option<Dur
 /// Move a bad inbox file to `rejected/` with a `.reason`, and answer it with an
 /// `error` result when its id could be read.
 ///
-/// The file leaves the inbox first, as any claim does (to `running.json`, where
-/// recovery finds it should we die): a client that sees the answer may deliver its
-/// next task at once, and that one must not be swept into `rejected/` in its place.
+/// The reason is written first, so whoever sees the inbox empty can read why. Then
+/// the file leaves the inbox as any claim does (to `running.json`, where recovery finds
+/// it should we die), and only then is it answered: a client that sees the answer may
+/// deliver its next task at once, and that one must not be swept away in its place.
 pub(crate) fn reject(
     slot: &SlotServer,
     inbox: &Path,
     reason: &str,
     id: Option<TaskId>,
 ) -> Result<()> {
-    let held = slot.paths.running();
-    fs::rename(inbox, &held).map_err(|e| Error::io("take out of the inbox", inbox, e))?;
-    make_private(&held);
     let dir = slot.paths.rejected_dir();
     fsio::ensure_dir(&dir)?;
     let stamp = humantime::format_rfc3339_millis(SystemTime::now())
@@ -149,16 +147,19 @@ pub(crate) fn reject(
         Some(id) => format!("{stamp}-{id}.task.json"),
         None => format!("{stamp}-{}.task.json", fsio::nonce()),
     };
-    let dest = dir.join(&name);
-    if let Some(id) = id {
-        answer_rejected(slot, id, reason)?;
-    }
     let reason_line = format!("{}: {reason}\n", inbox.display());
     fsio::write_replace(
         &dir.join(format!("{name}.reason")),
         reason_line.as_bytes(),
         Durability::Durable,
     )?;
+    let held = slot.paths.running();
+    fs::rename(inbox, &held).map_err(|e| Error::io("take out of the inbox", inbox, e))?;
+    make_private(&held);
+    if let Some(id) = id {
+        answer_rejected(slot, id, reason)?;
+    }
+    let dest = dir.join(&name);
     fs::rename(&held, &dest).map_err(|e| Error::io("move to rejected/", &held, e))?;
     tracing::warn!(
         "rejected {}: {reason} (kept as {})",

@@ -37,8 +37,7 @@ use crate::watch::{DirWatcher, Interest, WatchMode};
 
 pub use crate::recovery::{recover_abandoned, recover_slot, RecoveryReport};
 
-/// Set in every agent's environment; its presence means "we are inside an agent".
-pub const ENV_WORKER: &str = "CONDUCTOR_WORKER";
+pub use crate::env::ENV_WORKER;
 
 /// How a worker is set up. [`WorkerOptions::new`] gives the documented defaults.
 #[derive(Debug, Clone)]
@@ -164,13 +163,7 @@ fn acquire_worker_gate(paths: &WorkerPaths, slot: Slot) -> Result<Gate> {
 
 /// Refuse what must not start: a worker inside an agent, a missing project directory.
 fn check_startable(opts: &WorkerOptions) -> Result<()> {
-    if !opts.allow_nested && std::env::var_os(ENV_WORKER).is_some() {
-        return Err(Error::Refused(format!(
-            "refusing to start worker {}: this shell runs inside a conductor agent \
-             ({ENV_WORKER} is set); pass --allow-nested if you really mean it",
-            opts.slot
-        )));
-    }
+    crate::env::refuse_nested(&format!("start worker {}", opts.slot), opts.allow_nested)?;
     if !opts.project_dir.is_dir() {
         return Err(Error::Usage(format!(
             "project directory {} does not exist or is not a directory",

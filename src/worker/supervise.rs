@@ -10,9 +10,9 @@ use super::admit::Hold;
 use super::{cancel, space, Pickup, Shared, SlotServer, ENV_WORKER};
 use crate::agent::{Agent, AgentCommand, AgentOutput, Launch};
 use crate::dirlock::DirLock;
+use crate::env::{ENV_CONTEXT, ENV_HOME, ENV_TASK_ID};
 use crate::error::{Error, Result};
 use crate::fsio;
-use crate::layout::ENV_HOME;
 use crate::ledger::Ledger;
 use crate::protocol::{
     now_rfc3339, rfc3339, Outcome, Status, Task, TaskId, TaskResult, WorkerState,
@@ -131,8 +131,8 @@ impl Run<'_> {
             env: vec![
                 (ENV_HOME, opts.root.path().display().to_string()),
                 (ENV_WORKER, self.slot.slot().to_string()),
-                ("CONDUCTOR_TASK_ID", self.id.to_string()),
-                ("CONDUCTOR_CONTEXT", context),
+                (ENV_TASK_ID, self.id.to_string()),
+                (ENV_CONTEXT, context),
             ],
             prompt: task.prompt.clone(),
             output_log: &paths.output_log(),

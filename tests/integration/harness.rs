@@ -320,8 +320,8 @@ pub struct WorkerProc {
 }
 
 impl WorkerProc {
-    /// Start a worker and wait until it has published a status under its own pid (idle,
-    /// or already working: it may pull a task the moment it starts).
+    /// Start a worker and wait until it serves its slot ([`conductor::pool::serving`]: it
+    /// may already be working, having pulled a task the moment it started).
     pub fn start(
         t: &TestRoot,
         slot: conductor::Slot,
@@ -332,8 +332,7 @@ impl WorkerProc {
         let mut w = WorkerProc::spawn(t, slot, agent_cmd, extra, env);
         let deadline = Instant::now() + Duration::from_secs(60);
         loop {
-            if matches!(t.client.read_status(slot), Ok(Some(conductor::Status { worker_pid: Some(p), .. })) if p == w.pid)
-            {
+            if conductor::pool::serving(t.client.root(), slot, w.pid) {
                 return w;
             }
             let child = w.child.as_mut().expect("worker owned");

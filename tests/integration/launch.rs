@@ -737,3 +737,25 @@ fn list_shows_sessions_with_their_roots_and_worker_counts() {
     );
     assert!(!plain.stdout.contains("plain"), "{plain:?}");
 }
+
+#[test]
+fn output_to_a_closed_pipe_ends_quietly() {
+    if !tmux_available() {
+        return;
+    }
+    let t = TestRoot::new();
+    let srv = Server::new();
+    // stdout is a pipe whose read end is closed before the launcher starts: every
+    // write fails with EPIPE, which must end the program, not panic it.
+    let (read_end, write_end) = nix::unistd::pipe().expect("pipe");
+    drop(read_end);
+    let mut cmd = launcher(&t, &srv, &["--list"]);
+    cmd.stdout(Stdio::from(write_end)).stderr(Stdio::piped());
+    let out = cmd
+        .stdin(Stdio::null())
+        .output()
+        .unwrap_or_else(|e| panic!("run {cmd:?}: {e}"));
+    let stderr = text(&out.stderr);
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+}

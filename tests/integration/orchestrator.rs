@@ -461,3 +461,30 @@ fn examples_run_with_a_plain_unix_agent() {
         assert!(stdout.contains(expect), "{name}: {stdout}");
     }
 }
+
+#[test]
+fn run_keeps_each_worker_log_private_under_umask_022() {
+    use std::os::unix::fs::PermissionsExt;
+    let t = TestRoot::new();
+    // A worker's log quotes prompts and agent output: owner-only, whatever the umask.
+    let mut cmd = Command::new("sh");
+    cmd.args(["-c", "umask 022; exec \"$@\"", "sh"])
+        .arg(bin("conductor"))
+        .args(["run", "--workers", "2", "--agent", "cat", "--root"])
+        .arg(t.path())
+        .args(["one", "two"])
+        .env("CONDUCTOR_HOME", t.path())
+        .env_remove("CONDUCTOR_WORKER");
+    let out = cmd.output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    for slot in 0..2 {
+        let log = t.path().join(format!("workers/{slot}/worker.log"));
+        let mode = fs::metadata(&log).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o600, "{} is {mode:o}", log.display());
+    }
+    assert_nothing_left(t.path());
+}

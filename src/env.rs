@@ -1,0 +1,28 @@
+//! The environment variables conductor reads and sets, and the nested-start check.
+
+use crate::error::{Error, Result};
+
+/// The conductor root, for every binary and for agents (`--root` wins over it).
+pub const ENV_HOME: &str = "CONDUCTOR_HOME";
+
+/// Set in an agent's environment to its worker's slot; its presence means "this process
+/// runs inside a conductor agent".
+pub const ENV_WORKER: &str = "CONDUCTOR_WORKER";
+
+/// Set in an agent's environment to the id of the task it runs.
+pub const ENV_TASK_ID: &str = "CONDUCTOR_TASK_ID";
+
+/// Set in an agent's environment to the task's `context` JSON.
+pub const ENV_CONTEXT: &str = "CONDUCTOR_CONTEXT";
+
+/// Refuse to `action` (e.g. "start worker 3") from inside a conductor agent, where it
+/// would nest workers under a worker, unless `allowed`. [`Error::Refused`] otherwise.
+pub fn refuse_nested(action: &str, allowed: bool) -> Result<()> {
+    if allowed || std::env::var_os(ENV_WORKER).is_none() {
+        return Ok(());
+    }
+    Err(Error::Refused(format!(
+        "refusing to {action}: this process runs inside a conductor agent ({ENV_WORKER} is \
+         set), and nesting was not allowed"
+    )))
+}

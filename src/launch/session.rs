@@ -1,0 +1,495 @@
+//! Creating a session: checks, the launch gate, panes and layout, readiness, undo on failure.
+
+use std::io;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use crate::agent::AgentCommand;
+use crate::client::Client;
+use crate::env::{refuse_nested, ENV_HOME, ENV_WORKER};
+use crate::error::{Error, Result};
+use crate::layout::{Root, Slot};
+use crate::pool;
+
+use super::guard::{check_slots_free, take_gate};
+use super::tmux::{exact, pane_target, Tmux};
+use super::worktree::{Made, Repo};
+use super::{
+    utf8, validate_session_name, LaunchOptions, Launched, LaunchedWorker, MAX_WORKERS, OPT_DIR,
+    OPT_ROOT, OPT_WORKERS, STACKED_MAX,
+};
+
+/// The name of the window holding the panes.
+const WINDOW_NAME: &str = "conductor";
+
+/// What a pane runs until the layout is done and it is respawned with its real command.
+const PLACEHOLDER: &str = "cat";
+
+/// How often a pane's process is re-checked: a process in a tmux pane offers no event.
+const POLL: Duration = Duration::from_millis(10);
+
+/// The command a person types to stop `session` (shown in the orchestrator pane).
+pub fn stop_command(tmux: &Tmux, session: &str) -> String {
+    match tmux.socket() {
+        Some(s) => format!("conductor-launch --kill --session {session} --socket {s}"),
+        None => format!("conductor-launch --kill --session {session}"),
+    }
+}
+
+/// Create the session: orchestrator pane, N worker panes, wait until every worker serves.
+/// On failure nothing is left behind (session killed, fresh worktrees removed).
+///
+/// A session of that name already running (or being launched or stopped right now) is
+/// refused with [`Error::Refused`], saying how to attach to it; so is a launch from
+/// inside an agent unless [`LaunchOptions::allow_nested`].
+pub fn launch(opts: &LaunchOptions) -> Result<Launched> {
+    refuse_nested("launch a tmux session", opts.allow_nested)?;
+    let (dir, orchestrator) = check(opts)?;
+    let tmux = &opts.tmux;
+    tmux.version()?;
+    Client::new(opts.root.clone()).init_queue()?;
+    let root_path = opts
+        .root
+        .path()
+        .canonicalize()
+        .map_err(|e| Error::io("resolve", opts.root.path(), e))?;
+    let root = Root::new(&root_path);
+    let session = opts.session.as_str();
+    let slots: Vec<Slot> = (0..opts.workers).map(Slot).collect();
+    let gate = take_gate(tmux, &root, session)?;
+    check_slots_free(&root, &slots)?;
+
+    let mut undo = Undo {
+        tmux,
+        session: None,
+        worktrees: Vec::new(),
+    };
+    let worker_dirs = worker_dirs(opts, &root, &dir, &slots, &mut undo)?;
+    let (window, orch_pane) = new_window(&mut undo, session, &root_path, &dir, opts.workers)?;
+    let panes = split_panes(tmux, &window, &orch_pane, &slots)?;
+    for (i, &slot) in slots.iter().enumerate() {
+        start_worker(tmux, opts, &root_path, slot, &panes[i], &worker_dirs[i].0)?;
+    }
+    start_orchestrator(tmux, opts, &root_path, &dir, &orch_pane, orchestrator)?;
+    let pids = wait_ready(
+        tmux,
+        &root,
+        session,
+        &window,
+        &slots,
+        &panes,
+        opts.ready_timeout,
+    )?;
+
+    let workers = slots
+        .iter()
+        .enumerate()
+        .map(|(i, &slot)| LaunchedWorker {
+            slot,
+            pane: panes[i].clone(),
+            pid: pids[i],
+            dir: worker_dirs[i].0.clone(),
+            branch: worker_dirs[i].1.clone(),
+        })
+        .collect();
+    undo.disarm();
+    drop(gate);
+    Ok(Launched {
+        session: session.to_string(),
+        root: root_path,
+        dir,
+        window,
+        orchestrator_pane: orch_pane,
+        workers,
+    })
+}
+
+/// Check what can be checked before anything is made: the project directory (returned
+/// canonical) and the orchestrator's argv.
+fn check(opts: &LaunchOptions) -> Result<(PathBuf, Vec<String>)> {
+    validate_session_name(&opts.session)?;
+    if opts.workers == 0 || opts.workers > MAX_WORKERS {
+        return Err(Error::Usage(format!(
+            "a session holds 1 to {MAX_WORKERS} workers (panes get too small for more), not {}",
+            opts.workers
+        )));
+    }
+    if let Some(a) = &opts.agent {
+        AgentCommand::parse(a)?;
+    }
+    let orchestrator = orchestrator_argv(opts.orchestrator.as_deref())?;
+    if !opts.worker_bin.is_file() {
+        return Err(Error::Usage(format!(
+            "cannot find the worker binary {}; install conductor-worker next to this program",
+            opts.worker_bin.display()
+        )));
+    }
+    let dir = opts
+        .dir
+        .canonicalize()
+        .map_err(|e| Error::Usage(format!("project directory {}: {e}", opts.dir.display())))?;
+    if !dir.is_dir() {
+        return Err(Error::Usage(format!(
+            "project directory {} is not a directory",
+            dir.display()
+        )));
+    }
+    Ok((dir, orchestrator))
+}
+
+/// Each worker's directory and branch: DIR itself, or its own worktree.
+fn worker_dirs(
+    opts: &LaunchOptions,
+    root: &Root,
+    dir: &Path,
+    slots: &[Slot],
+    undo: &mut Undo<'_>,
+) -> Result<Vec<(PathBuf, Option<String>)>> {
+    if !opts.worktrees {
+        return Ok(slots.iter().map(|_| (dir.to_path_buf(), None)).collect());
+    }
+    let repo = Repo::for_workers(dir)?;
+    let mut dirs = Vec::new();
+    for &slot in slots {
+        let wt = repo.worktree(root, &opts.session, slot)?;
+        undo.worktrees.extend(wt.made);
+        dirs.push((wt.dir, Some(wt.branch)));
+    }
+    Ok(dirs)
+}
+
+/// Create the session with its one window and the orchestrator's (placeholder) pane,
+/// record the root in the session options (and in `undo`); returns the window and pane ids.
+///
+/// The layout is made first, with a placeholder (`cat`) in every pane; then each pane
+/// is respawned with its real command at its final size, so nothing it prints at start
+/// (the hint, the worker's banner) is lost to reflowing while panes are split.
+fn new_window(
+    undo: &mut Undo<'_>,
+    session: &str,
+    root: &Path,
+    dir: &Path,
+    workers: u32,
+) -> Result<(String, String)> {
+    let (root_str, dir_str) = (utf8(root)?, utf8(dir)?);
+    let tmux = undo.tmux;
+    let out = tmux.run(&[
+        "new-session",
+        "-d",
+        "-s",
+        session,
+        "-n",
+        WINDOW_NAME,
+        "-c",
+        dir_str,
+        "-P",
+        "-F",
+        "#{window_id} #{pane_id}",
+        "--",
+        PLACEHOLDER,
+    ])?;
+    undo.session = Some(session.to_string());
+    let mut ids = out.split_whitespace();
+    let (Some(window), Some(orch_pane)) = (ids.next(), ids.next()) else {
+        return Err(Error::io(
+            "read the ids of",
+            format!("tmux session {session}"),
+            io::Error::other(format!("new-session printed {out:?}")),
+        ));
+    };
+    let target = pane_target(session);
+    let workers = workers.to_string();
+    for (option, value) in [
+        (OPT_ROOT, root_str),
+        (OPT_WORKERS, &workers),
+        (OPT_DIR, dir_str),
+    ] {
+        tmux.run(&["set-option", "-t", &target, option, value])?;
+    }
+    tmux.run(&["set-environment", "-t", &exact(session), ENV_HOME, root_str])?;
+    // A worker that stops keeps its pane, showing why (and `respawn-pane` restarts it);
+    // the orchestrator's pane closes when it exits (pane option; older tmux: stays too).
+    for (option, value) in [
+        ("remain-on-exit", "on"),
+        ("pane-border-status", "top"),
+        ("pane-border-format", " #{pane_title} "),
+    ] {
+        tmux.run(&["set-option", "-w", "-t", window, option, value])?;
+    }
+    let _ = tmux.succeeds(&["set-option", "-p", "-t", orch_pane, "remain-on-exit", "off"]);
+    tmux.run(&["select-pane", "-t", orch_pane, "-T", "orchestrator"])?;
+    Ok((window.to_string(), orch_pane.to_string()))
+}
+
+/// Split the window into one (placeholder) pane per worker, titled `worker i`.
+fn split_panes(tmux: &Tmux, window: &str, orch_pane: &str, slots: &[Slot]) -> Result<Vec<String>> {
+    let n = slots.len();
+    let stacked = n <= STACKED_MAX as usize;
+    let mut panes: Vec<String> = Vec::new();
+    for (i, &slot) in slots.iter().enumerate() {
+        // Stacked: the first worker takes the right half, each next one splits the one
+        // above so that all end up equally tall. Tiled: split, then re-tile every time
+        // (so no pane is ever too small to split).
+        let (split_target, dir_flag, percent) = match (stacked, panes.last()) {
+            (true, None) => (orch_pane, "-h", 50),
+            (true, Some(above)) => (above.as_str(), "-v", 100 * (n - i) / (n - i + 1)),
+            (false, last) => (last.map_or(orch_pane, String::as_str), "-v", 50),
+        };
+        let percent = percent.to_string();
+        let pane = tmux
+            .run(&[
+                "split-window",
+                "-d",
+                dir_flag,
+                "-p",
+                &percent,
+                "-t",
+                split_target,
+                "-P",
+                "-F",
+                "#{pane_id}",
+                "--",
+                PLACEHOLDER,
+            ])?
+            .trim()
+            .to_string();
+        tmux.run(&["select-pane", "-t", &pane, "-T", &format!("worker {slot}")])?;
+        if !stacked {
+            tmux.run(&["select-layout", "-t", window, "tiled"])?;
+        }
+        panes.push(pane);
+    }
+    Ok(panes)
+}
+
+/// Replace `pane`'s placeholder with `conductor-worker SLOT WDIR --root ROOT`.
+fn start_worker(
+    tmux: &Tmux,
+    opts: &LaunchOptions,
+    root: &Path,
+    slot: Slot,
+    pane: &str,
+    wdir: &Path,
+) -> Result<()> {
+    let (root_str, wdir_str, bin) = (utf8(root)?, utf8(wdir)?, utf8(&opts.worker_bin)?);
+    let home = format!("{ENV_HOME}={root_str}");
+    let slot_str = slot.to_string();
+    let mut args: Vec<&str> = vec![
+        "respawn-pane",
+        "-k",
+        "-t",
+        pane,
+        "-c",
+        wdir_str,
+        "--",
+        "env",
+        "-u",
+        ENV_WORKER,
+        &home,
+        bin,
+        &slot_str,
+        wdir_str,
+        "--root",
+        root_str,
+    ];
+    if let Some(a) = &opts.agent {
+        args.extend(["--agent", a]);
+    }
+    let preset = opts.preset.map(|p| p.to_string());
+    if let Some(p) = &preset {
+        args.extend(["--preset", p]);
+    }
+    tmux.run(&args).map(drop)
+}
+
+/// Replace the orchestrator pane's placeholder with its command, after the hint line,
+/// and select it.
+fn start_orchestrator(
+    tmux: &Tmux,
+    opts: &LaunchOptions,
+    root: &Path,
+    dir: &Path,
+    pane: &str,
+    orchestrator: Vec<String>,
+) -> Result<()> {
+    let home = format!("{ENV_HOME}={}", utf8(root)?);
+    let mut argv: Vec<String> = vec!["env".into(), "-u".into(), ENV_WORKER.into(), home];
+    if let Some(path) = path_with(opts.worker_bin.parent()) {
+        argv.push(format!("PATH={path}"));
+    }
+    argv.extend([
+        "sh".into(),
+        "-c".into(),
+        r#"printf '%s\n' "$1"; shift; exec "$@""#.into(),
+        "conductor-launch".into(),
+        hint(tmux, &opts.session, opts.workers),
+    ]);
+    argv.extend(orchestrator);
+    let mut args: Vec<&str> = vec!["respawn-pane", "-k", "-t", pane, "-c", utf8(dir)?, "--"];
+    args.extend(argv.iter().map(String::as_str));
+    tmux.run(&args)?;
+    tmux.run(&["select-pane", "-t", pane]).map(drop)
+}
+
+/// Wait until every worker pane's process [serves](pool::serving) its slot, or fail as
+/// soon as one pane's process dies, quoting what it printed.
+fn wait_ready(
+    tmux: &Tmux,
+    root: &Root,
+    session: &str,
+    window: &str,
+    slots: &[Slot],
+    panes: &[String],
+    timeout: Duration,
+) -> Result<Vec<u32>> {
+    let deadline = Instant::now() + timeout;
+    let mut pids: Vec<Option<u32>> = vec![None; slots.len()];
+    loop {
+        let format = "#{pane_id} #{pane_pid} #{pane_dead} #{pane_dead_status}";
+        let listing = tmux.run(&["list-panes", "-t", window, "-F", format])?;
+        for (i, &slot) in slots.iter().enumerate() {
+            if pids[i].is_some() {
+                continue;
+            }
+            let fields: Vec<&str> = listing
+                .lines()
+                .map(|l| l.split_whitespace().collect::<Vec<_>>())
+                .find(|f| f.first() == Some(&panes[i].as_str()))
+                .ok_or_else(|| {
+                    let gone = format!("its pane {} in tmux session {session} is gone", panes[i]);
+                    pool::start_failed(root, slot, gone)
+                })?;
+            if fields.get(2) == Some(&"1") {
+                let status = fields.get(3).copied().unwrap_or("?");
+                let said = pane_tail(tmux, &panes[i]);
+                let detail = format!("it exited at start (status {status}): {said}");
+                return Err(pool::start_failed(root, slot, detail));
+            }
+            let pane_pid: u32 = fields.get(1).and_then(|p| p.parse().ok()).unwrap_or(0);
+            pids[i] = pool::serving(root, slot, pane_pid).then_some(pane_pid);
+        }
+        if pids.iter().all(Option::is_some) {
+            return Ok(pids.into_iter().flatten().collect());
+        }
+        if Instant::now() >= deadline {
+            let late: Vec<Slot> = slots
+                .iter()
+                .zip(&pids)
+                .filter(|(_, p)| p.is_none())
+                .map(|(s, _)| *s)
+                .collect();
+            let place = format!(" in tmux session {session}");
+            return Err(pool::late_error(&late, &place, timeout));
+        }
+        std::thread::sleep(POLL);
+    }
+}
+
+/// The last lines a (dead) pane printed, without tmux's own "Pane is dead" line.
+fn pane_tail(tmux: &Tmux, pane: &str) -> String {
+    let text = tmux
+        .run(&["capture-pane", "-p", "-t", pane])
+        .unwrap_or_default();
+    let lines: Vec<&str> = text
+        .lines()
+        .map(str::trim_end)
+        .filter(|l| !l.is_empty() && !l.starts_with("Pane is dead"))
+        .collect();
+    let tail = lines[lines.len().saturating_sub(3)..].join(" / ");
+    if tail.is_empty() {
+        "(it printed nothing)".to_string()
+    } else {
+        tail
+    }
+}
+
+/// The one-line hint printed in the orchestrator pane before its command starts.
+fn hint(tmux: &Tmux, session: &str, workers: u32) -> String {
+    let last = workers - 1;
+    format!(
+        "conductor: workers 0-{last} | conductor send N \"PROMPT\" --wait | conductor status | \
+         conductor logs N -f | stop: {}",
+        stop_command(tmux, session)
+    )
+}
+
+/// The orchestrator's argv: `cmd` split like a shell would, else `$SHELL`, else `/bin/sh`.
+fn orchestrator_argv(cmd: Option<&str>) -> Result<Vec<String>> {
+    let line = match cmd {
+        Some(c) => c.to_string(),
+        None => std::env::var("SHELL")
+            .ok()
+            .filter(|s| !s.is_empty())
+            .unwrap_or_else(|| "/bin/sh".into()),
+    };
+    let words = shlex::split(&line).ok_or_else(|| {
+        Error::Usage(format!(
+            "orchestrator command {line:?} has unbalanced quotes"
+        ))
+    })?;
+    if words.is_empty() {
+        return Err(Error::Usage("orchestrator command is empty".into()));
+    }
+    Ok(words)
+}
+
+/// `$PATH` with `dir` appended, when `dir` is not on it yet (so the orchestrator pane
+/// finds `conductor` beside the launcher); `None` when nothing needs to change.
+fn path_with(dir: Option<&Path>) -> Option<String> {
+    let dir = dir?.to_str()?;
+    let path = std::env::var("PATH").unwrap_or_default();
+    if path.split(':').any(|p| p == dir) {
+        return None;
+    }
+    Some(if path.is_empty() {
+        dir.to_string()
+    } else {
+        format!("{path}:{dir}")
+    })
+}
+
+/// What to take down again if a launch fails halfway.
+struct Undo<'a> {
+    tmux: &'a Tmux,
+    session: Option<String>,
+    /// Worktrees made by this launch, in the order they were made.
+    worktrees: Vec<Made>,
+}
+
+impl Undo<'_> {
+    fn disarm(&mut self) {
+        self.session = None;
+        self.worktrees.clear();
+    }
+}
+
+impl Drop for Undo<'_> {
+    fn drop(&mut self) {
+        if let Some(s) = self.session.take() {
+            if let Err(e) = self.tmux.kill_session(&s) {
+                tracing::warn!("cannot remove the half-made tmux session {s}: {e}");
+            }
+        }
+        for made in self.worktrees.drain(..).rev() {
+            made.remove();
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_stop_command_names_the_socket() {
+        let t = Tmux::new(Some("s1".into()));
+        assert_eq!(
+            stop_command(&t, "w"),
+            "conductor-launch --kill --session w --socket s1"
+        );
+        assert_eq!(
+            stop_command(&Tmux::default(), "w"),
+            "conductor-launch --kill --session w"
+        );
+    }
+}

@@ -1,0 +1,231 @@
+//! Worker processes this process starts and owns: spawn them, wait until each serves, stop them.
+//!
+//! [`serving`] is the one readiness check: `conductor run` (through [`WorkerPool`]), the
+//! tmux launcher and the tests all ask it whether a worker process has come up.
+
+use std::ffi::OsString;
+use std::io;
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use nix::sys::signal::{kill, Signal};
+use nix::unistd::Pid;
+
+use crate::client::Client;
+use crate::env::{ENV_HOME, ENV_WORKER};
+use crate::error::{Error, Result};
+use crate::fsio;
+use crate::gate;
+use crate::layout::{Root, Slot};
+
+/// How long [`WorkerPool::wait_ready`] callers usually give workers to come up.
+pub const DEFAULT_READY_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// How long a dropped pool gives its workers between SIGTERM and SIGKILL.
+pub const DEFAULT_STOP_GRACE: Duration = Duration::from_secs(10);
+
+/// How often a child's exit is re-checked: it offers no event without owning SIGCHLD.
+const POLL: Duration = Duration::from_millis(10);
+
+/// Whether process `pid` serves `slot` of `root`: it has published the slot's
+/// `status.json` under its own pid (idle, working, or done/error for a task it recovered
+/// at start) and holds the slot's gate (so it has not died since).
+pub fn serving(root: &Root, slot: Slot, pid: u32) -> bool {
+    if pid == 0 {
+        return false;
+    }
+    // status.json first: the gate is only probed once the worker is past taking it.
+    let published = matches!(
+        Client::new(root.clone()).read_status(slot),
+        Ok(Some(s)) if s.worker_pid == Some(pid)
+    );
+    published
+        && matches!(
+            gate::probe(&root.worker(slot).worker_gate()),
+            Ok(Some(h)) if h.pid == pid
+        )
+}
+
+/// The error for a worker that could not come up, naming its slot directory.
+pub fn start_failed(root: &Root, slot: Slot, detail: String) -> Error {
+    Error::io(
+        "start the worker for",
+        root.worker(slot).dir,
+        io::Error::other(detail),
+    )
+}
+
+/// The timeout for workers `late` that did not come up within `after` (`place`: where).
+pub fn late_error(late: &[Slot], place: &str, after: Duration) -> Error {
+    let late: Vec<String> = late.iter().map(Slot::to_string).collect();
+    Error::Timeout {
+        what: format!("worker(s) {} to start{place}", late.join(", ")),
+        after,
+    }
+}
+
+/// How to start one worker: `program [leading_args] SLOT DIR --root ROOT [extra_args]`.
+#[derive(Debug, Clone)]
+pub struct WorkerCommand {
+    /// `conductor-worker`, or `conductor` with `worker` in `leading_args`.
+    pub program: PathBuf,
+    pub leading_args: Vec<OsString>,
+    /// The project directory the worker's agents run in.
+    pub dir: PathBuf,
+    /// After the slot, DIR and `--root`: `--agent`, `--preset`, `--timeout` …
+    pub extra_args: Vec<OsString>,
+}
+
+/// Worker processes started by [`WorkerPool::spawn`]; stopped (SIGTERM, then SIGKILL
+/// after a grace period) by [`WorkerPool::stop`] or when dropped.
+#[derive(Debug)]
+pub struct WorkerPool {
+    root: Root,
+    children: Vec<(Slot, Child)>,
+}
+
+impl WorkerPool {
+    /// Start one worker per slot on `root`, each writing its output to its private
+    /// `workers/N/worker.log` (mode 0600: it quotes prompts and agent output). Does not wait: see [`WorkerPool::wait_ready`].
+    pub fn spawn(root: &Root, slots: &[Slot], cmd: &WorkerCommand) -> Result<WorkerPool> {
+        let client = Client::new(root.clone());
+        let mut pool = WorkerPool {
+            root: root.clone(),
+            children: Vec::new(),
+        };
+        for &slot in slots {
+            client.create_worker(slot)?;
+            let log = fsio::create_private(&log_path(root, slot))?;
+            let child = Command::new(&cmd.program)
+                .args(&cmd.leading_args)
+                .arg(slot.to_string())
+                .arg(&cmd.dir)
+                .arg("--root")
+                .arg(root.path())
+                .args(&cmd.extra_args)
+                .env(ENV_HOME, root.path())
+                .env_remove(ENV_WORKER)
+                .stdin(Stdio::null())
+                .stdout(
+                    log.try_clone()
+                        .map_err(|e| Error::io("duplicate", log_path(root, slot), e))?,
+                )
+                .stderr(log)
+                .spawn()
+                .map_err(|e| Error::io("run", &cmd.program, e))?;
+            pool.children.push((slot, child));
+        }
+        Ok(pool)
+    }
+
+    /// The workers' process ids, in slot order.
+    pub fn pids(&self) -> Vec<u32> {
+        self.children.iter().map(|(_, c)| c.id()).collect()
+    }
+
+    /// Wait until every worker [`serving`]s its slot; fail as soon as one exits
+    /// (quoting its log), or after `timeout`.
+    pub fn wait_ready(&mut self, timeout: Duration) -> Result<()> {
+        let deadline = Instant::now() + timeout;
+        let mut ready = vec![false; self.children.len()];
+        loop {
+            for (i, (slot, child)) in self.children.iter_mut().enumerate() {
+                if ready[i] {
+                    continue;
+                }
+                ready[i] = serving(&self.root, *slot, child.id());
+                if let Some(st) = child
+                    .try_wait()
+                    .map_err(|e| Error::io("wait for", log_path(&self.root, *slot), e))?
+                {
+                    let log =
+                        std::fs::read_to_string(log_path(&self.root, *slot)).unwrap_or_default();
+                    return Err(start_failed(
+                        &self.root,
+                        *slot,
+                        format!("it exited at start ({st}):\n{}", log.trim_end()),
+                    ));
+                }
+            }
+            if ready.iter().all(|r| *r) {
+                return Ok(());
+            }
+            if Instant::now() >= deadline {
+                let late: Vec<Slot> = self
+                    .children
+                    .iter()
+                    .zip(&ready)
+                    .filter(|(_, r)| !**r)
+                    .map(|((s, _), _)| *s)
+                    .collect();
+                return Err(late_error(&late, "", timeout));
+            }
+            std::thread::sleep(POLL);
+        }
+    }
+
+    /// SIGTERM every worker (each interrupts its task and exits), wait up to `grace`,
+    /// then SIGKILL the ones still running; all are reaped. The pool is empty afterwards.
+    pub fn stop(&mut self, grace: Duration) {
+        for (_, c) in &self.children {
+            let _ = kill(Pid::from_raw(c.id() as i32), Signal::SIGTERM);
+        }
+        let deadline = Instant::now() + grace;
+        for (slot, c) in &mut self.children {
+            loop {
+                match c.try_wait() {
+                    Ok(Some(_)) | Err(_) => break,
+                    Ok(None) if Instant::now() >= deadline => {
+                        tracing::warn!("worker {slot} did not stop within {grace:?}; killing it");
+                        let _ = c.kill();
+                        let _ = c.wait();
+                        break;
+                    }
+                    Ok(None) => std::thread::sleep(POLL),
+                }
+            }
+        }
+        self.children.clear();
+    }
+}
+
+impl Drop for WorkerPool {
+    fn drop(&mut self) {
+        self.stop(DEFAULT_STOP_GRACE);
+    }
+}
+
+/// Where a pooled worker's output goes.
+pub fn log_path(root: &Root, slot: Slot) -> PathBuf {
+    root.worker(slot).dir.join("worker.log")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::fs::Permissions;
+    use std::os::unix::fs::PermissionsExt;
+    use std::path::Path;
+
+    #[test]
+    fn a_worker_log_is_private_and_an_old_one_is_narrowed() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("worker.log");
+        let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+        fsio::create_private(&path).unwrap();
+        assert_eq!(mode(&path), 0o600);
+        // One left 0644 by an older conductor is narrowed too.
+        std::fs::set_permissions(&path, Permissions::from_mode(0o644)).unwrap();
+        fsio::create_private(&path).unwrap();
+        assert_eq!(mode(&path), 0o600);
+    }
+
+    #[test]
+    fn nobody_serves_a_slot_without_status_and_gate() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = Root::new(dir.path());
+        assert!(!serving(&root, Slot(0), std::process::id()));
+        assert!(!serving(&root, Slot(0), 0));
+    }
+}
