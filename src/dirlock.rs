@@ -303,18 +303,25 @@ pub fn clear_spares(lock: &Path) -> Result<()> {
         return Ok(());
     };
     let prefix = format!("{}.spare.", base.to_string_lossy());
+    clear_spares_where(dir, |name| name.strip_prefix(&prefix)?.parse().ok())
+}
+
+/// Remove every lock spare in `dir` (`<name>.lock.spare.<pid>`) whose process is gone:
+/// a process killed while it built or parked a lock leaves one behind, and nobody else
+/// would ever take it back.
+pub fn clear_dead_spares_in(dir: &Path) -> Result<()> {
+    clear_spares_where(dir, |name| name.split_once(".lock.spare.")?.1.parse().ok())
+}
+
+/// Remove the spares in `dir` whose name `pid_of` reads a dead (or our own) pid from.
+fn clear_spares_where(dir: &Path, pid_of: impl Fn(&str) -> Option<u32>) -> Result<()> {
     let entries = match fs::read_dir(dir) {
         Ok(e) => e,
         Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(()),
         Err(e) => return Err(Error::io("list", dir, e)),
     };
     for entry in entries.flatten() {
-        let name = entry.file_name();
-        let Some(pid) = name
-            .to_str()
-            .and_then(|n| n.strip_prefix(&prefix))
-            .and_then(|p| p.parse::<u32>().ok())
-        else {
+        let Some(pid) = entry.file_name().to_str().and_then(&pid_of) else {
             continue;
         };
         if pid == std::process::id() || !host::pid_alive(pid) {

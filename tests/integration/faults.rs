@@ -262,3 +262,131 @@ fn files_kept_from_clients_are_private() {
         assert_eq!(mode, 0o600, "{} is {mode:o}", f.display());
     }
 }
+
+/// A small xorshift generator: the chaos is reproducible from the printed seed.
+struct Rng(u64);
+
+impl Rng {
+    fn seeded() -> Rng {
+        let seed = std::env::var("CHAOS_SEED")
+            .ok()
+            .and_then(|s| s.parse().ok())
+            .unwrap_or_else(|| {
+                std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .unwrap()
+                    .as_nanos() as u64
+                    | 1
+            });
+        eprintln!("chaos seed {seed} (set CHAOS_SEED to replay)");
+        Rng(seed)
+    }
+
+    fn below(&mut self, n: u64) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0 % n
+    }
+}
+
+/// Lock directories still present under the root (a finished, stopped root has none).
+fn locks_left(root: &Path) -> Vec<PathBuf> {
+    let mut dirs = vec![root.join("keys"), root.join("slots")];
+    for w in fs::read_dir(root.join("workers")).unwrap().flatten() {
+        dirs.push(w.path());
+    }
+    let mut left = Vec::new();
+    for d in dirs {
+        for e in fs::read_dir(&d).into_iter().flatten().flatten() {
+            let name = e.file_name().to_string_lossy().into_owned();
+            if name.contains(".lock") && e.path().is_dir() {
+                left.push(e.path());
+            }
+        }
+    }
+    left
+}
+
+#[test]
+fn chaos_of_sigkills_loses_nothing_and_runs_nothing_twice() {
+    const TASKS: usize = 100;
+    const WORKERS: u32 = 3;
+    let t = TestRoot::new();
+    let mut rng = Rng::seeded();
+    let log = t.dir.path().join("runs.log");
+    let agent = crate::harness::agent("keyed.sh").display().to_string();
+    let env = [("AGENT_LOG", log.to_str().unwrap())];
+    let mut workers: Vec<WorkerProc> = (0..WORKERS)
+        .map(|i| WorkerProc::start(&t, Slot(i), &agent, &[], &env))
+        .collect();
+    let queue = conductor::queue::Queue::new(t.client.root().clone());
+    let mut ids = Vec::new();
+    for i in 0..TASKS {
+        let nap = ["0", "0.01", "0.03", "0.05"][rng.below(4) as usize];
+        let mut task = Task::new(format!("k{} {nap}", i % 3)).with_id(format!("c{i}").as_str());
+        task.key = Some(format!("k{}", i % 3));
+        ids.push(queue.submit(&task).unwrap());
+    }
+    let results_dir = t.path().join("queue/results");
+    let finished = || fs::read_dir(&results_dir).map(|d| d.count()).unwrap_or(0);
+    let mut kills = 0;
+    let mut target = 2;
+    while target < TASKS {
+        wait_until(Duration::from_secs(60), "progress between kills", || {
+            finished() >= target
+        });
+        let victim = rng.below(WORKERS as u64) as usize;
+        // Sometimes again at once: mid-recovery, mid-claim, mid-spawn.
+        for _ in 0..1 + (rng.below(4) == 0) as usize {
+            workers[victim].crash();
+            kills += 1;
+            workers[victim] = WorkerProc::start(&t, Slot(victim as u32), &agent, &[], &env);
+        }
+        target = finished() + 1 + rng.below(2) as usize;
+    }
+    wait_until(Duration::from_secs(60), "every task to end", || {
+        finished() == TASKS
+    });
+    eprintln!("{kills} workers SIGKILLed and restarted");
+    drop(workers);
+    crate::harness::assert_nothing_left(t.path());
+
+    let runs = fs::read_to_string(&log).unwrap_or_default();
+    let mut interrupted = 0;
+    for id in &ids {
+        let r = queue
+            .read_result(id)
+            .unwrap()
+            .unwrap_or_else(|| panic!("task {id} has no result"));
+        let started = runs
+            .lines()
+            .filter(|l| l.split(' ').nth(1) == Some(&id.to_string()))
+            .filter(|l| l.starts_with("start "))
+            .count();
+        assert!(started <= 1, "task {id} ran {started} times");
+        if r.success {
+            assert_eq!(r.output.trim(), format!("done {id}"));
+            assert_eq!(started, 1, "a success ran once");
+        } else {
+            assert_eq!(r.outcome, Some(conductor::Outcome::Interrupted), "{r:?}");
+            interrupted += 1;
+        }
+    }
+    eprintln!("{interrupted} of {TASKS} tasks ended interrupted");
+    assert!(
+        locks_left(t.path()).is_empty(),
+        "locks left: {:?}",
+        locks_left(t.path())
+    );
+    let pending = fs::read_dir(t.path().join("queue/pending"))
+        .unwrap()
+        .count();
+    assert_eq!(pending, 0, "nothing left pending");
+    for i in 0..WORKERS {
+        assert!(
+            !t.client.worker(Slot(i)).running().exists(),
+            "slot {i} holds no task"
+        );
+    }
+}
