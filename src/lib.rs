@@ -45,6 +45,7 @@ pub mod error;
 pub mod fsio;
 pub mod gate;
 pub mod host;
+pub mod ids;
 pub mod inspect;
 pub mod launch;
 pub mod layout;

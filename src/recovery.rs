@@ -142,11 +142,14 @@ pub fn recover_slot(root: &Root, slot: Slot, lock_opts: &LockOptions) -> Result<
         }
     }
 
-    // Queued if it says so, or if the queue reserved its id (its file may be unreadable).
-    let queued = task
-        .as_ref()
-        .is_some_and(|t| t.origin.as_deref() == Some(queue::ORIGIN_QUEUE))
-        || root.queue_ids().join(id.to_string()).exists();
+    // Queued if the id registry says so; a file's own `origin` is trusted only for an
+    // id the registry has never seen (a root from before it).
+    let queued = match crate::ids::lookup(root, &id)? {
+        Some(place) => place == crate::ids::Place::Queue,
+        None => task
+            .as_ref()
+            .is_some_and(|t| t.origin.as_deref() == Some(queue::ORIGIN_QUEUE)),
+    };
     // The dead worker's key lock and run slot: free them now rather than at the next
     // acquirer's stale check, so status shows them free at once.
     if let Some(k) = task.as_ref().and_then(|t| t.key.as_deref()) {

@@ -369,7 +369,7 @@ impl Worker {
             }
             Err(e) => return Err(e),
         };
-        let task = match Task::from_bytes(&inbox, &bytes) {
+        let mut task = match Task::from_bytes(&inbox, &bytes) {
             Ok(t) => t,
             Err(Error::BadFile { problem, .. }) => {
                 if problem.may_be_incomplete() {
@@ -385,7 +385,16 @@ impl Worker {
             }
             Err(e) => return Err(e),
         };
+        // Only a task this worker claims from queue/pending is a queue task.
+        task.origin = None;
         if let Some(id) = &task.id {
+            // Its id must be this inbox's (registered now if an original client wrote it).
+            let place = crate::ids::Place::Worker(self.opts.slot);
+            if let Err(e @ Error::IdTaken { .. }) = crate::ids::claim(&self.opts.root, id, place) {
+                self.reject(&inbox, &e.to_string(), Some(id.clone()))?;
+                release(lock);
+                return Ok(Pickup::Ran);
+            }
             if self.paths.result_for(id).exists() {
                 let reason = format!(
                     "task id {id} was already used on worker {} (results/{id}.json exists); \
@@ -398,14 +407,14 @@ impl Worker {
             }
         }
         // Direct deliveries count against the root's running cap too.
-        let run_slot = match queue::take_run_slot(&self.opts.root, &self.config) {
-            Ok(s) => s,
-            Err(Error::Refused(why)) => {
+        let run_slot = match queue::take_run_slot(&self.opts.root, &self.config)? {
+            queue::RunSlot::Uncapped => None,
+            queue::RunSlot::Held(l) => Some(l),
+            queue::RunSlot::AllBusy(why) => {
                 tracing::debug!("task waits in the inbox: {why}");
                 drop(lock);
                 return Ok(Pickup::NotYet(Instant::now() + self.opts.rescan));
             }
-            Err(e) => return Err(e),
         };
         // One running task per key holds for direct deliveries too.
         let key_lock = match (&task.key, self.config.per_key_serialization()) {
@@ -433,9 +442,13 @@ impl Worker {
         let task = match fsio::read_bounded(&self.paths.running(), self.config.max_task_bytes()) {
             Ok(Some(now)) if now != bytes => {
                 match Task::from_bytes(&self.paths.running(), &now) {
-                    Ok(newer) => {
+                    Ok(newer) if newer.id == task.id => {
                         tracing::warn!("task.json changed while it was being claimed; running what it holds now");
                         newer
+                    }
+                    Ok(_) => {
+                        tracing::warn!("task.json changed while it was being claimed, to a task with another id; running what was read");
+                        task
                     }
                     Err(e) => {
                         tracing::warn!("task.json changed while it was being claimed, to something unreadable ({e}); running what was read");
@@ -453,7 +466,8 @@ impl Worker {
         let hold = Hold {
             key_lock,
             run_slot,
-            queued: task.origin.as_deref() == Some(queue::ORIGIN_QUEUE),
+            // Whatever its file says: only a task claimed from queue/pending is queued.
+            queued: false,
         };
         self.run_task(task, lock, hold, shutdown)
     }
@@ -474,7 +488,8 @@ impl Worker {
             Acquire::Acquired(l) => Ok(Some(l)),
             Acquire::Held(_) => Ok(None),
         };
-        let Some(claim) = queue::claim_next(&self.opts.root, &self.paths, &self.config, take_lock)?
+        let queue::Claim::Taken(claim) =
+            queue::claim_next(&self.opts.root, &self.paths, &self.config, take_lock)?
         else {
             return Ok(Pickup::Empty);
         };
@@ -569,7 +584,10 @@ impl Worker {
     /// A task without an id gets one now, written into `running.json` so recovery knows it.
     fn ensure_id(&self, mut task: Task) -> Result<Task> {
         if task.id.is_none() {
-            task.id = Some(TaskId::generate());
+            let id = TaskId::generate();
+            let place = crate::ids::Place::Worker(self.opts.slot);
+            crate::ids::claim(&self.opts.root, &id, place)?;
+            task.id = Some(id);
             fsio::write_json(&self.paths.running(), &task, Durability::Durable)?;
         }
         Ok(task)
@@ -594,8 +612,12 @@ impl Worker {
             let mut result =
                 TaskResult::failed(id, Outcome::Rejected, format!("rejected: {reason}"));
             result.worker = Some(self.opts.slot.0);
-            // A reused id must not overwrite the earlier task's kept result.
-            let keep_copy = !self.paths.result_for(&result.task_id).exists();
+            // A reused id must not overwrite the earlier task's kept result, nor leave
+            // one here for a task that went elsewhere.
+            let keep_copy = !self.paths.result_for(&result.task_id).exists()
+                && crate::ids::lookup(&self.opts.root, &result.task_id).is_ok_and(|p| {
+                    p.is_none_or(|p| p == crate::ids::Place::Worker(self.opts.slot))
+                });
             publish_result(&self.paths, &result, keep_copy)?;
             let mut st = Status::new(WorkerState::Error);
             st.task_id = Some(result.task_id.clone());

@@ -63,9 +63,13 @@ pub fn init_logging(verbose: u8, quiet: bool) {
 pub fn exit_code_for(err: &anyhow::Error) -> i32 {
     match err.downcast_ref::<Error>() {
         Some(Error::GateHeld { .. } | Error::InboxBusy { .. } | Error::Refused(_)) => exit::REFUSED,
-        Some(Error::Usage(_) | Error::InvalidSlot { .. } | Error::InvalidTask { .. }) => {
-            exit::USAGE
-        }
+        Some(
+            Error::Usage(_)
+            | Error::InvalidSlot { .. }
+            | Error::SlotTooLarge { .. }
+            | Error::InvalidTask { .. }
+            | Error::IdTaken { .. },
+        ) => exit::USAGE,
         _ => exit::FAILURE,
     }
 }
