@@ -994,3 +994,27 @@ fn submit_under_umask_022_creates_only_private_files() {
     }
     assert!(files >= 2, "the pending task and its id entry");
 }
+
+/// Issue 13: `maxRunning: 0` made every task wait silently; now the config is refused
+/// when read, naming the file and the field.
+#[test]
+fn a_config_with_max_running_zero_is_refused_naming_file_and_field() {
+    let t = TestRoot::new();
+    write_config(&t, r#"{"maxRunning": 0}"#);
+    let q = Queue::new(t.client.root().clone());
+    let err = q
+        .submit(&Task::new("p").with_id("z"))
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("config.json") && err.contains("maxRunning 0"),
+        "{err}"
+    );
+    let r = cli(&t, &["submit", "--id", "z", "p"], 1);
+    assert!(r.stderr.contains("config.json"), "{}", r.stderr);
+    assert!(
+        r.stderr.contains("maxRunning 0 is out of range"),
+        "{}",
+        r.stderr
+    );
+}
