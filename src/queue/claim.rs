@@ -31,7 +31,7 @@ pub struct QueueClaim {
 #[derive(Debug)]
 pub enum Claim {
     /// A task is in the worker's `running.json`, its locks held.
-    Taken(QueueClaim),
+    Taken(Box<QueueClaim>),
     /// Nothing pending, or every pending task's key is busy.
     Nothing,
     /// Tasks wait, but every run slot is taken (`maxRunning`); says which cap.
@@ -142,12 +142,12 @@ pub fn claim_next(
         let Some(task_bytes) = accept_claimed(root, worker, config, &c)? else {
             continue;
         };
-        return Ok(Claim::Taken(QueueClaim {
+        return Ok(Claim::Taken(Box::new(QueueClaim {
             task_bytes,
             slot_lock: slot_lock.expect("taken before the rename"),
             key_lock,
             run_slot,
-        }));
+        })));
     }
     Ok(Claim::Nothing)
 }
