@@ -142,18 +142,7 @@ fn list_workers_skips_junk_and_sorts_numerically() {
 
 #[test]
 fn slot_names_must_be_canonical_decimal() {
-    for bad in [
-        "a",
-        "-1",
-        "01",
-        " 1",
-        "",
-        "1 ",
-        "+1",
-        "1.0",
-        "4294967296",
-        "٣",
-    ] {
+    for bad in ["a", "-1", "01", " 1", "", "1 ", "+1", "1.0", "٣"] {
         let err = bad
             .parse::<Slot>()
             .expect_err(&format!("{bad:?} must be rejected"));
@@ -168,7 +157,7 @@ fn slot_names_must_be_canonical_decimal() {
             "message says what a slot is: {msg}"
         );
     }
-    for (good, n) in [("0", 0), ("7", 7), ("12", 12), ("4294967295", u32::MAX)] {
+    for (good, n) in [("0", 0), ("7", 7), ("12", 12), ("1023", 1023)] {
         assert_eq!(good.parse::<Slot>().unwrap(), Slot(n));
         assert_eq!(Slot(n).to_string(), good);
     }
@@ -1042,7 +1031,8 @@ fn slots_are_capped() {
     let t = TestRoot::new();
     let max = conductor::layout::MAX_SLOTS;
     assert_eq!("1023".parse::<Slot>().unwrap(), Slot(max - 1));
-    for too_large in ["1024", "100000", "99999999999999999999"] {
+    // Too large for u32 as well: still a number, refused as too large.
+    for too_large in ["1024", "100000", "4294967296", "99999999999999999999"] {
         let err = too_large.parse::<Slot>().unwrap_err();
         assert!(matches!(err, Error::SlotTooLarge { .. }), "{err:?}");
         assert!(err.to_string().contains("at most 1024"), "{err}");
