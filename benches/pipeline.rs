@@ -352,9 +352,11 @@ fn claim_latency(root: &Root, pending: usize, claims: usize) {
             conductor::dirlock::Acquire::Acquired(l) => Ok(Some(l)),
             conductor::dirlock::Acquire::Held(_) => Ok(None),
         };
-        let claim = conductor::queue::claim_next(root, &w, &config, take_lock)
-            .unwrap()
-            .expect("a task to claim");
+        let conductor::queue::Claim::Taken(claim) =
+            conductor::queue::claim_next(root, &w, &config, take_lock).unwrap()
+        else {
+            panic!("a task to claim");
+        };
 
         samples.push(t.elapsed().as_secs_f64() * 1e3);
         drop(claim); // releases the key lock

@@ -11,11 +11,10 @@ use crossbeam_channel::bounded;
 
 use crate::config::Config;
 use crate::error::{Error, Result};
-use crate::fsio::{self, Durability, RESULT_SIZE_LIMIT, SMALL_FILE_LIMIT};
+use crate::fsio::{self, Durability, SMALL_FILE_LIMIT};
+use crate::ids::{self, Place};
 use crate::layout::{Root, Slot, WorkerPaths};
-use crate::protocol::{
-    parse_result, parse_status, Status, Task, TaskId, TaskResult, WorkerState, SCHEMA,
-};
+use crate::protocol::{parse_status, Status, Task, TaskId, TaskResult, WorkerState, SCHEMA};
 use crate::watch::{DirWatcher, Interest, WatchMode};
 
 /// How often a waiter re-reads even without an event: a safety net, not the mechanism.
@@ -68,6 +67,7 @@ impl Client {
             self.root.keys_dir(),
             self.root.slots_dir(),
             self.root.gates_dir(),
+            self.root.ids_dir(),
         ] {
             fsio::ensure_dir(&dir)?;
         }
@@ -75,8 +75,10 @@ impl Client {
     }
 
     /// Create `workers/<slot>/` with `results/`, `tasks/` and `rejected/`, and an `idle` status
-    /// if the slot has none yet. Idempotent.
+    /// if the slot has none yet. Idempotent. A slot at or over [`crate::layout::MAX_SLOTS`] is
+    /// refused.
     pub fn create_worker(&self, slot: Slot) -> Result<WorkerPaths> {
+        Slot::checked(slot.0)?;
         let w = self.root.worker(slot);
         fsio::ensure_dir(&w.results_dir())?;
         fsio::ensure_dir(&w.tasks_dir())?;
@@ -115,44 +117,43 @@ impl Client {
 
     /// Deliver `task` to the slot's inbox. Never overwrites a waiting task: if the inbox
     /// holds one, fails with [`Error::InboxBusy`] naming it. Assigns an id if the task has
-    /// none; returns the id. Durable when it returns.
+    /// none; an id already used anywhere on the root is refused ([`Error::IdTaken`], naming
+    /// where it went). Returns the id. Durable when it returns.
     pub fn write_task(&self, slot: Slot, task: &Task) -> Result<TaskId> {
         let w = self.root.worker(slot);
         let mut task = task.clone();
         task.schema = SCHEMA;
+        // Only a worker that claims a task from queue/pending makes it a queue task.
+        task.origin = None;
         let id = task.id.get_or_insert_with(TaskId::generate).clone();
-        task.validate()
-            .map_err(|reason| Error::InvalidTask { reason })?;
-        if w.result_for(&id).exists() {
-            return Err(Error::InvalidTask {
-                reason: format!(
-                    "task id {id} was already used on worker {slot} ({} exists) and results are \
-                     never overwritten; send it with a new id",
-                    w.result_for(&id).display()
-                ),
-            });
-        }
-        let bytes = fsio::to_json_bytes(&task);
         // The worker enforces the root's configured limit; refuse here what it would reject.
         let limit = Config::load(&self.root.config_file())?.max_task_bytes();
-        if bytes.len() as u64 > limit {
-            return Err(Error::InvalidTask {
-                reason: format!(
-                    "task {id} is {} bytes, over the {limit}-byte task limit",
-                    bytes.len()
-                ),
-            });
+        let bytes = task.to_bytes_checked(limit)?;
+        let place = Place::Worker(slot);
+        ids::reserve(&self.root, &id, place)?;
+        match self.deliver(&w, &bytes) {
+            Ok(()) => Ok(id),
+            Err(e) => {
+                // Not delivered: the id stays free for a retry of this send.
+                if let Err(undo) = ids::release(&self.root, &id, place) {
+                    tracing::warn!("giving back task id {id}: {undo}");
+                }
+                Err(e)
+            }
         }
+    }
+
+    /// Create `task.json` with `bytes`, or say which task still waits there.
+    fn deliver(&self, w: &WorkerPaths, bytes: &[u8]) -> Result<()> {
         let target = w.task();
-        let delivered = match fsio::write_new(&target, &bytes, Durability::Durable) {
+        let delivered = match fsio::write_new(&target, bytes, Durability::Durable) {
             Err(e) if e.io_kind() == Some(io::ErrorKind::NotFound) => {
                 fsio::ensure_dir(&w.dir)?;
-                fsio::write_new(&target, &bytes, Durability::Durable)
+                fsio::write_new(&target, bytes, Durability::Durable)
             }
             other => other,
         };
         match delivered {
-            Ok(()) => Ok(id),
             Err(e) if e.io_kind() == Some(io::ErrorKind::AlreadyExists) => {
                 let waiting = fsio::read_bounded(&target, fsio::TASK_SIZE_LIMIT)
                     .ok()
@@ -165,17 +166,13 @@ impl Client {
                     waiting,
                 })
             }
-            Err(e) => Err(e),
+            other => other,
         }
     }
 
     /// The undelivered task in the slot's inbox, if any.
     pub fn read_task(&self, slot: Slot) -> Result<Option<Task>> {
-        let path = self.root.worker(slot).task();
-        match fsio::read_bounded(&path, fsio::TASK_SIZE_LIMIT)? {
-            None => Ok(None),
-            Some(bytes) => Task::from_bytes(&path, &bytes).map(Some),
-        }
+        Task::read(&self.root.worker(slot).task(), fsio::TASK_SIZE_LIMIT)
     }
 
     /// The slot's `status.json`, if written yet.
@@ -200,22 +197,14 @@ impl Client {
 
     /// The slot's newest result (`result.json`), if any.
     pub fn read_result(&self, slot: Slot) -> Result<Option<TaskResult>> {
-        read_with(
-            &self.root.worker(slot).result(),
-            RESULT_SIZE_LIMIT,
-            parse_result,
-        )
+        TaskResult::read(&self.root.worker(slot).result())
     }
 
     /// The result of one task (`results/<id>.json`), if it has finished.
     pub fn read_result_for(&self, slot: Slot, id: &TaskId) -> Result<Option<TaskResult>> {
         id.validate()
             .map_err(|reason| Error::InvalidTask { reason })?;
-        read_with(
-            &self.root.worker(slot).result_for(id),
-            RESULT_SIZE_LIMIT,
-            parse_result,
-        )
+        TaskResult::read(&self.root.worker(slot).result_for(id))
     }
 
     /// Remove `result.json` (the per-task copies in `results/` stay until gc).

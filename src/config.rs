@@ -6,9 +6,17 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 
 use crate::dirlock::LockOptions;
-use crate::error::Result;
-use crate::fsio::{self, SMALL_FILE_LIMIT};
-use crate::protocol::{check_schema, SCHEMA};
+use crate::error::{Error, FileProblem, Result};
+use crate::fsio::{self, RESULT_SIZE_LIMIT, SMALL_FILE_LIMIT};
+use crate::layout::MAX_SLOTS;
+use crate::protocol::{check_schema, MAX_TIMEOUT_SECS, SCHEMA};
+
+/// Smallest `maxTaskBytes`: room for a prompt and the fields around it.
+pub const MIN_TASK_BYTES: u64 = 1024;
+/// Longest `leaseSecs`: a lock of a dead holder on another host stays this long.
+pub const MAX_LEASE_SECS: u64 = 24 * 3600;
+/// Longest `lockGraceSecs`: a half-made lock blocks its resource this long.
+pub const MAX_LOCK_GRACE_SECS: u64 = 3600;
 
 fn schema_v1() -> u32 {
     SCHEMA
@@ -55,11 +63,67 @@ impl Default for Config {
 }
 
 impl Config {
-    /// Load `path`; a missing file is the default configuration.
+    /// Load `path`; a missing file is the default configuration. Every field is
+    /// checked here, once: an error names the file, the field and its range.
     pub fn load(path: &Path) -> Result<Config> {
         let cfg: Config = fsio::read_json(path, SMALL_FILE_LIMIT)?.unwrap_or_default();
         check_schema(path, cfg.schema)?;
+        cfg.validate()
+            .map_err(|why| Error::bad(path, FileProblem::Invalid(why)))?;
         Ok(cfg)
+    }
+
+    /// Check every numeric field against its range; the message names the field.
+    pub fn validate(&self) -> std::result::Result<(), String> {
+        fn within(
+            field: &str,
+            value: Option<u64>,
+            min: u64,
+            max: u64,
+            unset: &str,
+        ) -> std::result::Result<(), String> {
+            match value {
+                Some(v) if v < min || v > max => Err(format!(
+                    "{field} {v} is out of range: it must be {min} to {max} ({unset})"
+                )),
+                _ => Ok(()),
+            }
+        }
+        within(
+            "maxRunning",
+            self.max_running.map(u64::from),
+            1,
+            u64::from(MAX_SLOTS),
+            "leave it out for no cap",
+        )?;
+        within(
+            "timeoutSecs",
+            self.timeout_secs,
+            1,
+            MAX_TIMEOUT_SECS,
+            "leave it out for no default timeout",
+        )?;
+        within(
+            "leaseSecs",
+            self.lease_secs,
+            1,
+            MAX_LEASE_SECS,
+            "leave it out for the default 120",
+        )?;
+        within(
+            "lockGraceSecs",
+            self.lock_grace_secs,
+            1,
+            MAX_LOCK_GRACE_SECS,
+            "leave it out for the default 10",
+        )?;
+        within(
+            "maxTaskBytes",
+            self.max_task_bytes,
+            MIN_TASK_BYTES,
+            RESULT_SIZE_LIMIT,
+            "leave it out for the default 4 MiB",
+        )
     }
 
     pub fn lock_options(&self) -> LockOptions {
@@ -80,5 +144,48 @@ impl Config {
 
     pub fn max_task_bytes(&self) -> u64 {
         self.max_task_bytes.unwrap_or(fsio::TASK_SIZE_LIMIT)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parsed(json: &str) -> Config {
+        serde_json::from_str(json).unwrap()
+    }
+
+    #[test]
+    fn every_numeric_field_is_range_checked() {
+        assert_eq!(Config::default().validate(), Ok(()));
+        let fine = r#"{"maxRunning": 1024, "timeoutSecs": 1, "leaseSecs": 86400,
+                       "lockGraceSecs": 3600, "maxTaskBytes": 1024}"#;
+        assert_eq!(parsed(fine).validate(), Ok(()));
+        for (json, field) in [
+            (r#"{"maxRunning": 0}"#, "maxRunning 0"),
+            (r#"{"maxRunning": 1025}"#, "maxRunning 1025"),
+            (r#"{"timeoutSecs": 0}"#, "timeoutSecs 0"),
+            (r#"{"timeoutSecs": 99999999999}"#, "timeoutSecs"),
+            (r#"{"leaseSecs": 0}"#, "leaseSecs 0"),
+            (r#"{"leaseSecs": 86401}"#, "leaseSecs"),
+            (r#"{"lockGraceSecs": 0}"#, "lockGraceSecs 0"),
+            (r#"{"maxTaskBytes": 10}"#, "maxTaskBytes 10"),
+            (r#"{"maxTaskBytes": 999999999999}"#, "maxTaskBytes"),
+        ] {
+            let why = parsed(json).validate().expect_err(json);
+            assert!(why.starts_with(field), "{json}: {why}");
+        }
+    }
+
+    #[test]
+    fn a_bad_config_file_is_refused_naming_the_file_and_the_field() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("config.json");
+        std::fs::write(&path, r#"{"maxRunning": 0}"#).unwrap();
+        let err = Config::load(&path).unwrap_err().to_string();
+        assert!(err.contains("config.json"), "{err}");
+        assert!(err.contains("maxRunning 0 is out of range"), "{err}");
+        std::fs::write(&path, r#"{"maxRunning": 3}"#).unwrap();
+        assert_eq!(Config::load(&path).unwrap().max_running, Some(3));
     }
 }

@@ -73,6 +73,18 @@ pub enum Error {
     #[error("invalid task: {reason}")]
     InvalidTask { reason: String },
 
+    #[error("task id {id} is already used: it went to {place} ({}); ids are unique across the root, so send it with a new id", path.display())]
+    IdTaken {
+        id: String,
+        /// e.g. "worker 3", "the shared queue"
+        place: String,
+        /// The registry entry or result that holds the id.
+        path: PathBuf,
+    },
+
+    #[error("worker slot {name} is too large: a root has at most {max} slots, numbered 0 to {}", max - 1)]
+    SlotTooLarge { name: String, max: u32 },
+
     #[error("inbox busy: {} still holds undelivered task {waiting}; wait until the worker picks it up", path.display())]
     InboxBusy { path: PathBuf, waiting: String },
 

@@ -10,7 +10,11 @@ use crate::protocol::TaskId;
 /// Environment variable naming the root directory.
 pub use crate::env::ENV_HOME;
 
-/// A worker slot number: `workers/<N>/`.
+/// Most worker slots one root may have (numbered 0 to 1023): every scan of the root
+/// lists them, so a typo such as `init 100000` is refused instead of obeyed.
+pub const MAX_SLOTS: u32 = 1024;
+
+/// A worker slot number: `workers/<N>/`, below [`MAX_SLOTS`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct Slot(pub u32);
 
@@ -23,11 +27,32 @@ impl FromStr for Slot {
         let canonical = !s.is_empty()
             && s.bytes().all(|b| b.is_ascii_digit())
             && (s == "0" || !s.starts_with('0'));
-        match s.parse::<u32>() {
-            Ok(n) if canonical => Ok(Slot(n)),
-            _ => Err(Error::InvalidSlot {
+        if !canonical {
+            return Err(Error::InvalidSlot {
                 name: s.to_string(),
+            });
+        }
+        match s.parse::<u32>() {
+            Ok(n) => Slot::checked(n),
+            // Digits beyond u32 are a number, just far too large.
+            Err(_) => Err(Error::SlotTooLarge {
+                name: s.to_string(),
+                max: MAX_SLOTS,
             }),
+        }
+    }
+}
+
+impl Slot {
+    /// `n` as a slot, refused (naming the cap) if it is not below [`MAX_SLOTS`].
+    pub fn checked(n: u32) -> Result<Slot> {
+        if n < MAX_SLOTS {
+            Ok(Slot(n))
+        } else {
+            Err(Error::SlotTooLarge {
+                name: n.to_string(),
+                max: MAX_SLOTS,
+            })
         }
     }
 }
@@ -114,9 +139,20 @@ impl Root {
         self.queue_dir().join("rejected")
     }
 
-    /// Ids ever submitted to the queue (each created once, so an id is used once).
+    /// Where roots from before the root-wide registry ([`Root::ids_dir`]) kept the
+    /// ids submitted to the queue; read only.
     pub fn queue_ids(&self) -> PathBuf {
         self.queue_dir().join("ids")
+    }
+
+    /// The root-wide task-id registry (see [`crate::ids`]): every id used on the root.
+    pub fn ids_dir(&self) -> PathBuf {
+        self.path.join("ids")
+    }
+
+    /// `ids/<id>`: where task `id` went.
+    pub fn id_entry(&self, id: &TaskId) -> PathBuf {
+        self.ids_dir().join(id.to_string())
     }
 
     /// When each key was last served (file mtimes), for fair scheduling.

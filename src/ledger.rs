@@ -73,10 +73,15 @@ impl Ledger<'_> {
     }
 
     fn publish_to_queue(&self, id: &TaskId) -> Result<()> {
-        if self.queued {
-            queue::publish_queue_result(self.root, &self.paths.result_for(id), id)?;
+        if !self.queued {
+            return Ok(());
         }
-        Ok(())
+        match queue::publish_queue_result(self.root, &self.paths.result_for(id), id) {
+            // The id belongs elsewhere (a hand-edited or pre-registry root): the refusal
+            // is logged, and the slot's own result stands; never a reason to stop.
+            Err(Error::Refused(_)) => Ok(()),
+            other => other,
+        }
     }
 }
 

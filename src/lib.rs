@@ -50,6 +50,7 @@ pub mod fs_kind;
 pub mod fsio;
 pub mod gate;
 pub mod host;
+pub mod ids;
 pub mod inspect;
 pub mod launch;
 pub mod layout;

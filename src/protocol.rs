@@ -358,6 +358,36 @@ impl Task {
         Ok(task)
     }
 
+    /// The bytes to deliver: the task checked ([`Task::validate`]) and serialized,
+    /// refused if over `limit` bytes (the root's `maxTaskBytes`, which workers enforce).
+    /// The task must have its id by now (the error names it).
+    pub fn to_bytes_checked(&self, limit: u64) -> Result<Vec<u8>> {
+        self.validate()
+            .map_err(|reason| Error::InvalidTask { reason })?;
+        let bytes = crate::fsio::to_json_bytes(self);
+        if bytes.len() as u64 > limit {
+            let id = self
+                .id
+                .as_ref()
+                .map_or_else(|| "(no id)".to_string(), TaskId::to_string);
+            return Err(Error::InvalidTask {
+                reason: format!(
+                    "task {id} is {} bytes, over the {limit}-byte task limit",
+                    bytes.len()
+                ),
+            });
+        }
+        Ok(bytes)
+    }
+
+    /// Read and check a task file (schema and fields); `None` if it does not exist.
+    pub fn read(path: &Path, limit: u64) -> Result<Option<Task>> {
+        match crate::fsio::read_bounded(path, limit)? {
+            None => Ok(None),
+            Some(bytes) => Task::from_bytes(path, &bytes).map(Some),
+        }
+    }
+
     /// Best-effort id from a task file that failed to parse, so a rejection can
     /// still be answered with a result under the id the client waits for.
     pub fn salvage_id(bytes: &[u8]) -> Option<TaskId> {
@@ -502,6 +532,15 @@ pub struct TaskResult {
 }
 
 impl TaskResult {
+    /// Read a result file (`result.json`, `results/<id>.json`, `queue/results/<id>.json`),
+    /// refusing newer schemas; `None` if it does not exist.
+    pub fn read(path: &Path) -> Result<Option<TaskResult>> {
+        match crate::fsio::read_bounded(path, crate::fsio::RESULT_SIZE_LIMIT)? {
+            None => Ok(None),
+            Some(bytes) => parse_result(path, &bytes).map(Some),
+        }
+    }
+
     /// A failed result with `outcome` and a one-line `error`, stamped now.
     pub fn failed(task_id: TaskId, outcome: Outcome, error: impl Into<String>) -> TaskResult {
         let now = now_rfc3339();
@@ -551,15 +590,6 @@ impl Status {
     pub fn read(path: &Path) -> Result<Option<Status>> {
         crate::fsio::read_bounded(path, crate::fsio::SMALL_FILE_LIMIT)?
             .map(|b| parse_status(path, &b))
-            .transpose()
-    }
-}
-
-impl TaskResult {
-    /// Read a result file; `None` when there is none. The schema is always checked.
-    pub fn read(path: &Path) -> Result<Option<TaskResult>> {
-        crate::fsio::read_bounded(path, crate::fsio::RESULT_SIZE_LIMIT)?
-            .map(|b| parse_result(path, &b))
             .transpose()
     }
 }

@@ -260,11 +260,14 @@ fn read_leftover(root: &Root, paths: &WorkerPaths) -> Result<Option<Found>> {
                 .and_then(|s| s.task_id.clone())
         })
         .unwrap_or_else(TaskId::generate);
-    // Queued if it says so, or if the queue reserved its id (its file may be unreadable).
-    let queued = task
-        .as_ref()
-        .is_some_and(|t| t.origin.as_deref() == Some(queue::ORIGIN_QUEUE))
-        || root.queue_ids().join(id.to_string()).exists();
+    // Queued if the id registry says so; a file's own `origin` is trusted only for an
+    // id the registry has never seen (a root from before it).
+    let queued = match crate::ids::lookup(root, &id)? {
+        Some(place) => place == crate::ids::Place::Queue,
+        None => task
+            .as_ref()
+            .is_some_and(|t| t.origin.as_deref() == Some(queue::ORIGIN_QUEUE)),
+    };
     Ok(Some(Found {
         id,
         task,

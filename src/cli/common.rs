@@ -68,7 +68,9 @@ pub fn exit_code_for(err: &anyhow::Error) -> i32 {
             Error::Usage(_)
             | Error::InvalidSlot { .. }
             | Error::NoSuchSlot { .. }
-            | Error::InvalidTask { .. },
+            | Error::SlotTooLarge { .. }
+            | Error::InvalidTask { .. }
+            | Error::IdTaken { .. },
         ) => exit::USAGE,
         _ => exit::FAILURE,
     }

@@ -1,7 +1,7 @@
 //! Admitting a task: the shared locks it needs beside the slot's own `.lock`.
 
 use crate::dirlock::{Acquire, DirLock};
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::queue;
 
 use super::Shared;
@@ -26,18 +26,14 @@ impl Hold {
 /// Take what an inbox task needs to run now: a run slot under the root's cap (direct
 /// deliveries count too) and its key's lock (one running task per key holds for direct
 /// deliveries too). `None`: it must wait in the inbox.
-pub(crate) fn admit_inbox_task(
-    shared: &Shared,
-    key: Option<&str>,
-    queued: bool,
-) -> Result<Option<Hold>> {
-    let run_slot = match queue::take_run_slot(&shared.opts.root, &shared.config) {
-        Ok(s) => s,
-        Err(Error::Refused(why)) => {
+pub(crate) fn admit_inbox_task(shared: &Shared, key: Option<&str>) -> Result<Option<Hold>> {
+    let run_slot = match queue::take_run_slot(&shared.opts.root, &shared.config)? {
+        queue::RunSlot::Uncapped => None,
+        queue::RunSlot::Held(l) => Some(l),
+        queue::RunSlot::AllBusy(why) => {
             tracing::debug!("task waits in the inbox: {why}");
             return Ok(None);
         }
-        Err(e) => return Err(e),
     };
     let key_lock = match (key, shared.config.per_key_serialization()) {
         (Some(k), true) => {
@@ -54,6 +50,7 @@ pub(crate) fn admit_inbox_task(
     Ok(Some(Hold {
         key_lock,
         run_slot,
-        queued,
+        // Whatever its file says: only a task claimed from queue/pending is queued.
+        queued: false,
     }))
 }

@@ -12,6 +12,7 @@ use super::{supervise, Pickup, Shared, SlotServer};
 use crate::dirlock::{Acquire, DirLock};
 use crate::error::{Error, Result};
 use crate::fsio::{self, Durability};
+use crate::ids;
 use crate::protocol::{Task, TaskId};
 use crate::queue;
 
@@ -58,8 +59,7 @@ pub(crate) fn from_inbox(
         }
         Inbox::Ready { task, bytes } => (task, bytes),
     };
-    let queued = task.origin.as_deref() == Some(queue::ORIGIN_QUEUE);
-    let Some(hold) = admit::admit_inbox_task(shared, task.key.as_deref(), queued)? else {
+    let Some(hold) = admit::admit_inbox_task(shared, task.key.as_deref())? else {
         return Ok(later);
     };
     let Some(task) = take_inbox(shared, slot, task, &bytes)? else {
@@ -89,11 +89,16 @@ fn take_inbox(shared: &Shared, slot: &SlotServer, task: Task, read: &[u8]) -> Re
     // the rename: what is in running.json now is what runs.
     let task = match fsio::read_bounded(&running, shared.config.max_task_bytes()) {
         Ok(Some(now)) if now != read => match Task::from_bytes(&running, &now) {
-            Ok(newer) => {
+            Ok(mut newer) if newer.id == task.id => {
                 tracing::warn!(
                     "task.json changed while it was being claimed; running what it holds now"
                 );
+                newer.origin = None;
                 newer
+            }
+            Ok(_) => {
+                tracing::warn!("task.json changed while it was being claimed, to a task with another id; running what was read");
+                task
             }
             Err(e) => {
                 tracing::warn!("task.json changed while it was being claimed, to something unreadable ({e}); running what was read");
@@ -102,7 +107,7 @@ fn take_inbox(shared: &Shared, slot: &SlotServer, task: Task, read: &[u8]) -> Re
         },
         _ => task,
     };
-    ensure_id(slot, task).map(Some)
+    ensure_id(shared, slot, task).map(Some)
 }
 
 /// With an empty inbox: pull the best eligible task from the shared queue.
@@ -124,7 +129,8 @@ pub(crate) fn from_queue(
         Acquire::Acquired(l) => Ok(Some(l)),
         Acquire::Held(_) => Ok(None),
     };
-    let Some(claim) = queue::claim_next(&shared.opts.root, &slot.paths, &shared.config, take_lock)?
+    let queue::Claim::Taken(claim) =
+        queue::claim_next(&shared.opts.root, &slot.paths, &shared.config, take_lock)?
     else {
         return Ok(Pickup::Empty);
     };
@@ -132,7 +138,7 @@ pub(crate) fn from_queue(
     fsio::fsync_dir(&pending)?;
     fsio::fsync_dir(&slot.paths.dir)?;
     let task = Task::from_bytes(&slot.paths.running(), &claim.task_bytes)?;
-    let task = ensure_id(slot, task)?;
+    let task = ensure_id(shared, slot, task)?;
     let id = task.id.clone().expect("id ensured");
     let hold = Hold {
         key_lock: claim.key_lock,
@@ -159,9 +165,11 @@ pub(crate) fn from_queue(
 }
 
 /// A task without an id gets one now, written into `running.json` so recovery knows it.
-fn ensure_id(slot: &SlotServer, mut task: Task) -> Result<Task> {
+fn ensure_id(shared: &Shared, slot: &SlotServer, mut task: Task) -> Result<Task> {
     if task.id.is_none() {
-        task.id = Some(TaskId::generate());
+        let id = TaskId::generate();
+        ids::claim(&shared.opts.root, &id, ids::Place::Worker(slot.slot()))?;
+        task.id = Some(id);
         fsio::write_json(&slot.paths.running(), &task, Durability::Durable)?;
     }
     Ok(task)

@@ -7,6 +7,7 @@ use std::time::{Duration, SystemTime};
 use super::{Shared, SlotServer};
 use crate::error::{Error, FileProblem, Result};
 use crate::fsio::{self, Durability};
+use crate::ids::{self, Place};
 use crate::ledger;
 use crate::protocol::{Outcome, Status, Task, TaskId, TaskResult, WorkerState};
 
@@ -50,7 +51,7 @@ pub(crate) fn read(shared: &Shared, slot: &SlotServer) -> Result<Inbox> {
         }
         Err(e) => return Err(e),
     };
-    let task = match Task::from_bytes(&inbox, &bytes) {
+    let mut task = match Task::from_bytes(&inbox, &bytes) {
         Ok(t) => t,
         Err(Error::BadFile { problem, .. }) => {
             if problem.may_be_incomplete() {
@@ -65,7 +66,18 @@ pub(crate) fn read(shared: &Shared, slot: &SlotServer) -> Result<Inbox> {
         }
         Err(e) => return Err(e),
     };
+    // Only a task this worker claims from queue/pending is a queue task.
+    task.origin = None;
     if let Some(id) = &task.id {
+        // Its id must be this inbox's (registered now if an original client wrote it).
+        if let Err(e @ Error::IdTaken { .. }) =
+            ids::claim(&shared.opts.root, id, Place::Worker(slot.slot()))
+        {
+            return Ok(Inbox::Bad {
+                reason: e.to_string(),
+                id: Some(id.clone()),
+            });
+        }
         if slot.paths.result_for(id).exists() {
             let reason = format!(
                 "task id {id} was already used on worker {} (results/{id}.json exists); \
@@ -173,8 +185,11 @@ pub(crate) fn reject(
 fn answer_rejected(slot: &SlotServer, id: TaskId, reason: &str) -> Result<()> {
     let mut result = TaskResult::failed(id, Outcome::Rejected, format!("rejected: {reason}"));
     result.worker = Some(slot.slot().0);
-    // A reused id must not overwrite the earlier task's kept result.
-    let keep_copy = !slot.paths.result_for(&result.task_id).exists();
+    // A reused id must not overwrite the earlier task's kept result, nor leave one here
+    // for a task that went elsewhere.
+    let keep_copy = !slot.paths.result_for(&result.task_id).exists()
+        && ids::lookup(&slot.root, &result.task_id)
+            .is_ok_and(|p| p.is_none_or(|p| p == Place::Worker(slot.slot())));
     ledger::publish_result(&slot.paths, &result, keep_copy)?;
     let mut st = Status::new(WorkerState::Error);
     st.task_id = Some(result.task_id.clone());

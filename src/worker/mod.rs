@@ -99,6 +99,7 @@ pub(crate) struct Shared {
 
 /// One slot's own state: its files, its gate, its status board.
 pub(crate) struct SlotServer {
+    pub root: Root,
     pub paths: WorkerPaths,
     _gate: Gate,
     pub board: status::StatusBoard,
@@ -229,6 +230,7 @@ impl Worker {
             dirlock::clear_dead_spares_in(&dir)?;
         }
         let slot = SlotServer {
+            root: opts.root.clone(),
             paths,
             _gate: gate,
             board,

@@ -142,18 +142,7 @@ fn list_workers_skips_junk_and_sorts_numerically() {
 
 #[test]
 fn slot_names_must_be_canonical_decimal() {
-    for bad in [
-        "a",
-        "-1",
-        "01",
-        " 1",
-        "",
-        "1 ",
-        "+1",
-        "1.0",
-        "4294967296",
-        "٣",
-    ] {
+    for bad in ["a", "-1", "01", " 1", "", "1 ", "+1", "1.0", "٣"] {
         let err = bad
             .parse::<Slot>()
             .expect_err(&format!("{bad:?} must be rejected"));
@@ -168,7 +157,7 @@ fn slot_names_must_be_canonical_decimal() {
             "message says what a slot is: {msg}"
         );
     }
-    for (good, n) in [("0", 0), ("7", 7), ("12", 12), ("4294967295", u32::MAX)] {
+    for (good, n) in [("0", 0), ("7", 7), ("12", 12), ("1023", 1023)] {
         assert_eq!(good.parse::<Slot>().unwrap(), Slot(n));
         assert_eq!(Slot(n).to_string(), good);
     }
@@ -899,4 +888,157 @@ fn waiting_on_a_slot_that_does_not_exist_says_so() {
         !t.client.worker(Slot(7)).dir.exists(),
         "waiting created the slot"
     );
+}
+
+// ------------------------------------------------------------------ unique task ids
+
+#[track_caller]
+fn assert_taken(err: Error, id: &str, place: &str) {
+    match &err {
+        Error::IdTaken {
+            id: i,
+            place: p,
+            path,
+        } => {
+            assert_eq!((i.as_str(), p.as_str()), (id, place), "{err}");
+            assert!(path.exists(), "names an existing file: {err}");
+        }
+        other => panic!("expected IdTaken for {id} at {place}, got {other:?}"),
+    }
+    assert!(err.to_string().contains(place), "{err}");
+}
+
+/// An id is used once on the whole root: send and submit each refuse an id the other
+/// (or another slot) already took, naming where it went, and deliver nothing.
+#[test]
+fn an_id_taken_by_send_or_submit_is_refused_by_both_naming_where_it_went() {
+    let t = TestRoot::new();
+    let q = conductor::queue::Queue::new(t.client.root().clone());
+    t.client
+        .write_task(Slot(1), &Task::new("p").with_id("D"))
+        .unwrap();
+    assert_taken(
+        q.submit(&Task::new("p").with_id("D")).unwrap_err(),
+        "D",
+        "worker 1",
+    );
+    assert_taken(
+        t.client
+            .write_task(Slot(0), &Task::new("p").with_id("D"))
+            .unwrap_err(),
+        "D",
+        "worker 1",
+    );
+    q.submit(&Task::new("p").with_id("E")).unwrap();
+    assert_taken(
+        t.client
+            .write_task(Slot(0), &Task::new("p").with_id("E"))
+            .unwrap_err(),
+        "E",
+        "the shared queue",
+    );
+    assert_taken(
+        q.submit(&Task::new("p").with_id("E")).unwrap_err(),
+        "E",
+        "the shared queue",
+    );
+    assert!(
+        t.client.read_task(Slot(0)).unwrap().is_none(),
+        "nothing sent"
+    );
+    assert_eq!(q.pending().unwrap().len(), 1, "only E, once");
+    // Numbers and digit strings name the same files, so they are the same id.
+    t.client
+        .write_task(Slot(2), &Task::new("p").with_id(7u64))
+        .unwrap();
+    assert_taken(
+        q.submit(&Task::new("p").with_id("7")).unwrap_err(),
+        "7",
+        "worker 2",
+    );
+}
+
+/// A send refused because the inbox is busy does not use up its id.
+#[test]
+fn an_id_refused_by_a_busy_inbox_stays_free() {
+    let t = TestRoot::new();
+    t.client
+        .write_task(Slot(0), &Task::new("a").with_id("first"))
+        .unwrap();
+    let err = t
+        .client
+        .write_task(Slot(0), &Task::new("b").with_id("second"))
+        .unwrap_err();
+    assert!(matches!(err, Error::InboxBusy { .. }), "{err:?}");
+    t.client
+        .write_task(Slot(1), &Task::new("b").with_id("second"))
+        .expect("the id was given back");
+}
+
+/// An original client writes task.json itself (no registry entry): the worker registers
+/// the id when it claims the task, and rejects it, with a reason and an error result in
+/// result.json, when the id already went elsewhere. The other task's kept result slot
+/// (results/<id>.json) is left alone.
+#[test]
+fn an_original_client_task_with_a_taken_id_is_rejected_with_a_reason() {
+    let t = TestRoot::new();
+    t.client
+        .write_task(Slot(1), &Task::new("p").with_id("X"))
+        .unwrap();
+    let w0 = t.client.create_worker(Slot(0)).unwrap();
+    fs::write(w0.task(), br#"{"id": "X", "prompt": "hi"}"#).unwrap();
+    let _w = crate::harness::WorkerProc::start(&t, Slot(0), "cat", &[], &[]);
+    // The rejection moves task.json aside last, after the answer and the reason.
+    wait_until(BOUND, "the inbox task to be taken", || !w0.task().exists());
+    let r = t.client.read_result(Slot(0)).unwrap().unwrap();
+    assert_eq!(r.outcome, Some(Outcome::Rejected));
+    let why = r.error.unwrap_or_default();
+    assert!(why.contains("worker 1"), "{why}");
+    assert!(!w0.result_for(&TaskId::from("X")).exists());
+    let reason = fs::read_dir(w0.rejected_dir())
+        .unwrap()
+        .flatten()
+        .find(|e| e.file_name().to_string_lossy().ends_with(".reason"))
+        .expect("a reason file");
+    assert!(fs::read_to_string(reason.path())
+        .unwrap()
+        .contains("worker 1"));
+
+    // A fresh id from an original client is registered for this worker when claimed.
+    fs::write(
+        w0.task(),
+        br#"{"id": "js-1", "prompt": "hi", "origin": "queue"}"#,
+    )
+    .unwrap();
+    t.client
+        .wait_for_result(Slot(0), &TaskId::from("js-1"), BOUND)
+        .unwrap();
+    let q = conductor::queue::Queue::new(t.client.root().clone());
+    assert_taken(
+        q.submit(&Task::new("p").with_id("js-1")).unwrap_err(),
+        "js-1",
+        "worker 0",
+    );
+    assert_eq!(
+        q.read_result(&TaskId::from("js-1")).unwrap(),
+        None,
+        "not a queue task"
+    );
+}
+
+#[test]
+fn slots_are_capped() {
+    let t = TestRoot::new();
+    let max = conductor::layout::MAX_SLOTS;
+    assert_eq!("1023".parse::<Slot>().unwrap(), Slot(max - 1));
+    // Too large for u32 as well: still a number, refused as too large.
+    for too_large in ["1024", "100000", "4294967296", "99999999999999999999"] {
+        let err = too_large.parse::<Slot>().unwrap_err();
+        assert!(matches!(err, Error::SlotTooLarge { .. }), "{err:?}");
+        assert!(err.to_string().contains("at most 1024"), "{err}");
+    }
+    let err = t.client.create_worker(Slot(max)).unwrap_err();
+    assert!(matches!(err, Error::SlotTooLarge { .. }), "{err:?}");
+    assert!(!t.client.worker(Slot(max)).dir.exists());
+    t.client.create_worker(Slot(max - 1)).unwrap();
 }

@@ -493,3 +493,180 @@ fn timestamps_are_rfc3339_with_milliseconds() {
     assert_eq!(protocol::rfc3339(t), "2024-01-14T12:34:56.789Z");
     assert!(protocol::parse_rfc3339(&now).is_some());
 }
+
+// ------------------------------------------------------------------ property tests
+
+mod properties {
+    use conductor::queue::PendingName;
+    use conductor::{Task, TaskId};
+    use proptest::prelude::*;
+    use serde_json::{Map, Value};
+
+    use super::task_path;
+
+    /// Few cases each: these run with the whole suite on a busy two-core machine.
+    fn config() -> ProptestConfig {
+        ProptestConfig {
+            cases: 200,
+            failure_persistence: None,
+            ..ProptestConfig::default()
+        }
+    }
+
+    /// Any JSON value, a few levels deep.
+    fn json_value() -> impl Strategy<Value = Value> {
+        let leaf = prop_oneof![
+            Just(Value::Null),
+            any::<bool>().prop_map(Value::Bool),
+            any::<i64>().prop_map(Value::from),
+            any::<u64>().prop_map(Value::from),
+            any::<f64>().prop_map(Value::from),
+            ".{0,12}".prop_map(Value::String),
+        ];
+        leaf.prop_recursive(3, 24, 4, |inner| {
+            prop_oneof![
+                prop::collection::vec(inner.clone(), 0..4).prop_map(Value::Array),
+                prop::collection::btree_map(".{0,8}", inner, 0..4)
+                    .prop_map(|m| Value::Object(m.into_iter().collect())),
+            ]
+        })
+    }
+
+    /// An object with the task's own keys, each holding any JSON value (or absent).
+    fn task_shaped() -> impl Strategy<Value = Value> {
+        let keys = [
+            "schema",
+            "id",
+            "prompt",
+            "context",
+            "timestamp",
+            "timeoutSecs",
+            "key",
+            "priority",
+            "maxAttempts",
+            "attempt",
+            "resume",
+            "origin",
+        ];
+        prop::collection::vec(prop::option::of(json_value()), keys.len()).prop_map(move |values| {
+            let mut m = Map::new();
+            for (k, v) in keys.iter().zip(values) {
+                if let Some(v) = v {
+                    m.insert(k.to_string(), v);
+                }
+            }
+            Value::Object(m)
+        })
+    }
+
+    fn id_text() -> impl Strategy<Value = String> {
+        "[A-Za-z0-9_-][A-Za-z0-9._-]{0,30}"
+    }
+
+    /// A task id as it comes back from a file name: digits are a number.
+    fn task_id() -> impl Strategy<Value = TaskId> {
+        prop_oneof![
+            any::<u64>().prop_map(TaskId::Number),
+            id_text().prop_map(|s| TaskId::parse(&s).expect("valid by construction")),
+        ]
+    }
+
+    fn valid_task() -> impl Strategy<Value = Task> {
+        (
+            // `"context": null` is read as no context: generate one or the other.
+            (
+                task_id(),
+                any::<String>(),
+                prop::option::of(json_value().prop_filter("not null", |v| !v.is_null())),
+            ),
+            (
+                prop::option::of(1u64..=conductor::protocol::MAX_TIMEOUT_SECS),
+                prop::option::of(id_text()),
+                prop::option::of(0u8..=9),
+            ),
+            (
+                prop::option::of(1u32..),
+                prop::option::of(1u32..),
+                prop::option::of("[A-Za-z0-9][A-Za-z0-9-]{0,40}"),
+            ),
+        )
+            .prop_map(
+                |((id, prompt, context), (timeout, key, priority), (max, attempt, resume))| {
+                    let mut t = Task::new(prompt).with_id(id);
+                    t.context = context;
+                    t.timeout_secs = timeout;
+                    t.key = key;
+                    t.priority = priority;
+                    t.max_attempts = max;
+                    t.attempt = attempt;
+                    t.resume = resume;
+                    t
+                },
+            )
+    }
+
+    proptest! {
+        #![proptest_config(config())]
+
+        #[test]
+        fn the_task_parser_never_panics_on_bytes(bytes in prop::collection::vec(any::<u8>(), 0..256)) {
+            let _ = Task::from_bytes(task_path(), &bytes);
+            let _ = Task::salvage_id(&bytes);
+        }
+
+        #[test]
+        fn the_task_parser_never_panics_on_json(v in prop_oneof![json_value(), task_shaped()]) {
+            let bytes = serde_json::to_vec(&v).unwrap();
+            if let Ok(t) = Task::from_bytes(task_path(), &bytes) {
+                // Whatever it accepts is a task a worker can rely on.
+                prop_assert_eq!(t.validate(), Ok(()));
+            }
+            let _ = Task::salvage_id(&bytes);
+        }
+
+        #[test]
+        fn valid_tasks_round_trip(task in valid_task()) {
+            let bytes = task.to_bytes_checked(u64::MAX).expect("valid by construction");
+            let back = Task::from_bytes(task_path(), &bytes).expect("what we write parses");
+            prop_assert_eq!(back, task);
+        }
+
+        #[test]
+        fn pending_names_round_trip(
+            priority in 0u8..=9,
+            submitted_ns in any::<u64>(),
+            key in prop::option::of(id_text()),
+            id in task_id(),
+        ) {
+            let name = PendingName { priority, submitted_ns, key, id };
+            let file = name.file_name();
+            prop_assert_eq!(PendingName::parse(&file), Some(name));
+        }
+
+        #[test]
+        fn pending_names_sort_by_priority_then_submit_time(
+            a in (0u8..=9, any::<u64>(), id_text()),
+            b in (0u8..=9, any::<u64>(), id_text()),
+        ) {
+            let name = |(p, ns, id): &(u8, u64, String)| PendingName {
+                priority: *p,
+                submitted_ns: *ns,
+                key: None,
+                id: TaskId::Text(id.clone()),
+            }
+            .file_name();
+            if a.0 != b.0 || a.1 != b.1 {
+                let want = (b.0, a.1).cmp(&(a.0, b.1));
+                prop_assert_eq!(name(&a).cmp(&name(&b)), want);
+            }
+        }
+
+        #[test]
+        fn the_pending_name_parser_never_panics(s in ".{0,80}", t in "[0-9~a-z.]{0,40}(\\.json)?") {
+            let _ = PendingName::parse(&s);
+            if let Some(n) = PendingName::parse(&t) {
+                prop_assert!(n.priority <= 9);
+            }
+        }
+    }
+}

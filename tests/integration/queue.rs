@@ -857,3 +857,164 @@ fn queue_lists_in_run_order_with_reasons_and_cancels_and_retries() {
     drop(ws);
     assert_nothing_left(t.path());
 }
+
+// ------------------------------------------------------------------ unique task ids
+
+const FAKE: &[u8] = br#"{"id":"Q1","prompt":"FAKE RESULT","origin":"queue"}"#;
+
+/// Issue 10.2, as reported: a task written into an inbox claiming `"origin":"queue"`
+/// must not answer a queued task of the same id. Its id is worker 0's now, so the
+/// submit is refused naming worker 0, and the queue never shows the fake's output.
+#[test]
+fn an_inbox_task_posing_as_queued_cannot_answer_a_later_submit_of_its_id() {
+    let t = TestRoot::new();
+    let w = WorkerProc::start(&t, Slot(0), "cat", &[], &[]);
+    let q = Queue::new(t.client.root().clone());
+    fs::write(t.client.worker(Slot(0)).task(), FAKE).unwrap();
+    let fake = t
+        .client
+        .wait_for_result(Slot(0), &TaskId::from("Q1"), BOUND)
+        .unwrap_or_else(|e| panic!("{e}\n{}", w.stderr()));
+    assert_eq!(fake.output, "FAKE RESULT");
+
+    let r = cli(&t, &["submit", "--id", "Q1", "REAL PROMPT", "--wait"], 2);
+    assert!(!r.stdout.contains("FAKE RESULT"), "{}", r.stdout);
+    assert!(
+        r.stderr.contains("worker 0"),
+        "names where Q1 went: {}",
+        r.stderr
+    );
+    let err = q
+        .submit(&Task::new("REAL PROMPT").with_id("Q1"))
+        .unwrap_err();
+    assert!(
+        matches!(&err, conductor::Error::IdTaken { place, .. } if place == "worker 0"),
+        "{err:?}"
+    );
+    assert_eq!(q.read_result(&TaskId::from("Q1")).unwrap(), None);
+    assert!(q.pending().unwrap().is_empty());
+    assert_eq!(
+        fs::read_dir(t.path().join("queue/rejected"))
+            .unwrap()
+            .count(),
+        0,
+        "nothing was accepted, so nothing was rejected"
+    );
+}
+
+/// The other order: the queued task holds the id first, so the inbox impostor is
+/// rejected (answered in result.json, with a reason naming the queue) and the real
+/// task's result is the one the queue shows.
+#[test]
+fn an_inbox_task_reusing_a_queued_id_is_rejected_and_the_queued_one_runs() {
+    let t = TestRoot::new();
+    let q = Queue::new(t.client.root().clone());
+    submit(&q, &Task::new("REAL PROMPT").with_id("Q1"));
+    let w0 = t.client.create_worker(Slot(0)).unwrap();
+    fs::write(w0.task(), FAKE).unwrap();
+    let w = WorkerProc::start(&t, Slot(0), "cat", &[], &[]);
+    let ws = [w];
+    assert_eq!(result_of(&q, "Q1", &ws).output, "REAL PROMPT");
+    let reasons: Vec<String> = fs::read_dir(w0.rejected_dir())
+        .unwrap()
+        .flatten()
+        .filter(|e| e.file_name().to_string_lossy().ends_with(".reason"))
+        .map(|e| fs::read_to_string(e.path()).unwrap())
+        .collect();
+    assert_eq!(reasons.len(), 1, "{reasons:?}\n{}", stderrs(&ws));
+    assert!(reasons[0].contains("the shared queue"), "{reasons:?}");
+    assert_eq!(
+        t.client
+            .read_result_for(Slot(0), &TaskId::from("Q1"))
+            .unwrap()
+            .unwrap()
+            .output,
+        "REAL PROMPT",
+        "the kept result is the task that ran"
+    );
+}
+
+/// A result is linked into queue/results only for the queue's own id, and replaces
+/// a file there only then.
+#[test]
+fn a_queue_result_is_published_only_for_an_id_the_queue_owns() {
+    use conductor::ids::{self, Place};
+    use conductor::queue::publish_queue_result;
+    let t = TestRoot::new();
+    let root = t.client.root();
+    let kept = t.dir.path().join("kept.json");
+    fs::write(&kept, "{}").unwrap();
+    let dest = root.queue_results().join("mine.json");
+
+    ids::reserve(root, &TaskId::from("mine"), Place::Worker(Slot(3))).unwrap();
+    let err = publish_queue_result(root, &kept, &TaskId::from("mine")).unwrap_err();
+    assert!(err.to_string().contains("worker 3"), "{err}");
+    assert!(!dest.exists());
+
+    let ours = TaskId::from("ours");
+    ids::reserve(root, &ours, Place::Queue).unwrap();
+    let stale = root.queue_results().join("ours.json");
+    fs::write(&stale, "stale").unwrap();
+    publish_queue_result(root, &kept, &ours).unwrap();
+    assert_eq!(
+        fs::read_to_string(&stale).unwrap(),
+        "{}",
+        "replaced: it was ours"
+    );
+    publish_queue_result(root, &kept, &ours).expect("already published: no-op");
+}
+
+/// Files the tool creates are private whatever the umask (queue/ids/<id> was not).
+#[test]
+fn submit_under_umask_022_creates_only_private_files() {
+    let t = TestRoot::new();
+    let out = Command::new("sh")
+        .arg("-c")
+        .arg(r#"umask 022 && exec "$0" submit --id U1 hi"#)
+        .arg(bin("conductor"))
+        .env("CONDUCTOR_HOME", t.path())
+        .env_remove("CONDUCTOR_WORKER")
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let mut files = 0;
+    let mut stack = vec![t.path().to_path_buf()];
+    while let Some(dir) = stack.pop() {
+        for e in fs::read_dir(&dir).unwrap().flatten() {
+            let meta = e.metadata().unwrap();
+            let mode = std::os::unix::fs::PermissionsExt::mode(&meta.permissions()) & 0o777;
+            if meta.is_dir() {
+                assert_eq!(mode, 0o700, "{}", e.path().display());
+                stack.push(e.path());
+            } else {
+                files += 1;
+                assert_eq!(mode, 0o600, "{} is {mode:o}", e.path().display());
+            }
+        }
+    }
+    assert!(files >= 2, "the pending task and its id entry");
+}
+
+/// Issue 13: `maxRunning: 0` made every task wait silently; now the config is refused
+/// when read, naming the file and the field.
+#[test]
+fn a_config_with_max_running_zero_is_refused_naming_file_and_field() {
+    let t = TestRoot::new();
+    write_config(&t, r#"{"maxRunning": 0}"#);
+    let q = Queue::new(t.client.root().clone());
+    let err = q
+        .submit(&Task::new("p").with_id("z"))
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("config.json") && err.contains("maxRunning 0"),
+        "{err}"
+    );
+    let r = cli(&t, &["submit", "--id", "z", "p"], 1);
+    assert!(r.stderr.contains("config.json"), "{}", r.stderr);
+    assert!(
+        r.stderr.contains("maxRunning 0 is out of range"),
+        "{}",
+        r.stderr
+    );
+}

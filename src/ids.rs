@@ -1,0 +1,220 @@
+//! The root-wide task-id registry: `ids/<id>` says where each task went, so an id is used once.
+//!
+//! Every id is reserved here before its task is delivered ([`crate::queue::Queue::submit`],
+//! [`crate::Client::write_task`]) or, for a task an original client wrote straight into an
+//! inbox, when a worker claims it. An entry is staged and then hard-linked into place (so
+//! it appears whole, exclusively, 0600) and is never rewritten: a task's result can never
+//! be confused with another task's, and the entry doubles as the index from an id to the
+//! place its task went (`{"schema":1,"place":"queue"}` or `"workers/3"`).
+//!
+//! Roots from before the registry kept queue ids as empty files in `queue/ids/`; such an
+//! entry still counts as taken by the queue.
+
+use std::fmt;
+use std::fs;
+use std::io;
+use std::os::unix::fs::MetadataExt;
+use std::path::PathBuf;
+
+use serde::{Deserialize, Serialize};
+
+use crate::error::{Error, FileProblem, Result};
+use crate::fsio::{self, SMALL_FILE_LIMIT};
+use crate::layout::{Root, Slot};
+use crate::protocol::{check_schema, TaskId, SCHEMA};
+
+/// Where a task went.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Place {
+    /// The shared queue (`queue/pending/`, then whichever worker claimed it).
+    Queue,
+    /// One worker's inbox (`workers/<N>/task.json`).
+    Worker(Slot),
+}
+
+impl Place {
+    /// The place as stored in an entry: a path relative to the root.
+    fn as_stored(&self) -> String {
+        match self {
+            Place::Queue => "queue".to_string(),
+            Place::Worker(s) => format!("workers/{s}"),
+        }
+    }
+
+    fn from_stored(s: &str) -> Option<Place> {
+        if s == "queue" {
+            return Some(Place::Queue);
+        }
+        s.strip_prefix("workers/")?.parse().ok().map(Place::Worker)
+    }
+}
+
+impl fmt::Display for Place {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Place::Queue => f.write_str("the shared queue"),
+            Place::Worker(s) => write!(f, "worker {s}"),
+        }
+    }
+}
+
+#[derive(Debug, Serialize, Deserialize)]
+struct Entry {
+    #[serde(default = "schema_v1")]
+    schema: u32,
+    place: String,
+}
+
+fn schema_v1() -> u32 {
+    SCHEMA
+}
+
+fn legacy_entry(root: &Root, id: &TaskId) -> PathBuf {
+    root.queue_ids().join(id.to_string())
+}
+
+/// Where `id`'s task went, if the id is taken. O(1): one or two file reads.
+pub fn lookup(root: &Root, id: &TaskId) -> Result<Option<Place>> {
+    let path = root.id_entry(id);
+    match fsio::read_bounded(&path, SMALL_FILE_LIMIT)? {
+        Some(bytes) => {
+            let entry: Entry = fsio::parse_json(&path, &bytes)?;
+            check_schema(&path, entry.schema)?;
+            Place::from_stored(&entry.place).map(Some).ok_or_else(|| {
+                Error::bad(
+                    &path,
+                    FileProblem::Invalid(format!(
+                        "place {:?} is neither \"queue\" nor \"workers/N\"",
+                        entry.place
+                    )),
+                )
+            })
+        }
+        None if legacy_entry(root, id).exists() => Ok(Some(Place::Queue)),
+        None => Ok(None),
+    }
+}
+
+fn taken(id: &TaskId, place: Place, path: PathBuf) -> Error {
+    Error::IdTaken {
+        id: id.to_string(),
+        place: place.to_string(),
+        path,
+    }
+}
+
+/// Where an existing entry lives (the registry's, or the legacy queue's).
+fn entry_path(root: &Root, id: &TaskId) -> PathBuf {
+    let path = root.id_entry(id);
+    if path.exists() {
+        path
+    } else {
+        legacy_entry(root, id)
+    }
+}
+
+/// Reserve `id` for a task about to be delivered to `place`. Refuses, naming where,
+/// an id that is registered, or that has a result from before the registry existed
+/// (in the queue's results, or in `place`'s own).
+pub fn reserve(root: &Root, id: &TaskId, place: Place) -> Result<()> {
+    id.validate()
+        .map_err(|reason| Error::InvalidTask { reason })?;
+    if let Some(p) = lookup(root, id)? {
+        return Err(taken(id, p, entry_path(root, id)));
+    }
+    let queue_result = root.queue_results().join(format!("{id}.json"));
+    if queue_result.exists() {
+        return Err(taken(id, Place::Queue, queue_result));
+    }
+    if let Place::Worker(slot) = place {
+        let kept = root.worker(slot).result_for(id);
+        if kept.exists() {
+            return Err(taken(id, place, kept));
+        }
+    }
+    create(root, id, place)
+}
+
+/// The worker's side, for a task it has claimed from `place`: fine if `id` is
+/// registered for `place` (or free, and is now), refused if it went elsewhere.
+pub fn claim(root: &Root, id: &TaskId, place: Place) -> Result<()> {
+    match lookup(root, id)? {
+        Some(p) if p == place => Ok(()),
+        Some(p) => Err(taken(id, p, entry_path(root, id))),
+        None => match create(root, id, place) {
+            // Someone registered it between our look and our link: look again.
+            Err(Error::IdTaken { .. }) => match lookup(root, id)? {
+                Some(p) if p == place => Ok(()),
+                Some(p) => Err(taken(id, p, entry_path(root, id))),
+                None => Err(Error::bad(
+                    root.id_entry(id),
+                    FileProblem::Invalid("exists but could not be read back".into()),
+                )),
+            },
+            other => other,
+        },
+    }
+}
+
+/// Give back an id reserved for `place` whose delivery failed (e.g. a busy inbox), so
+/// a retry of the same delivery can use it. Leaves an entry for another place alone.
+pub fn release(root: &Root, id: &TaskId, place: Place) -> Result<()> {
+    if lookup(root, id)? == Some(place) {
+        fsio::remove_file_if_exists(&root.id_entry(id))?;
+    }
+    Ok(())
+}
+
+/// Create the entry exclusively; `IdTaken` if it exists.
+fn create(root: &Root, id: &TaskId, place: Place) -> Result<()> {
+    let dir = root.ids_dir();
+    fsio::ensure_dir(&dir)?;
+    let path = root.id_entry(id);
+    let entry = Entry {
+        schema: SCHEMA,
+        place: place.as_stored(),
+    };
+    // Durable: recovery decides by this entry whether a task goes back to the queue.
+    match fsio::write_new_via(&dir, &path, &fsio::to_json_bytes(&entry)) {
+        Ok(()) => Ok(()),
+        Err(e) if e.io_kind() == Some(io::ErrorKind::AlreadyExists) => {
+            let now = lookup(root, id)?.unwrap_or(place);
+            Err(taken(id, now, path))
+        }
+        Err(e) => Err(e),
+    }
+}
+
+/// True when `a` and `b` are the same file (one is a hard link of the other).
+pub(crate) fn same_file(a: &std::path::Path, b: &std::path::Path) -> bool {
+    match (fs::metadata(a), fs::metadata(b)) {
+        (Ok(x), Ok(y)) => x.dev() == y.dev() && x.ino() == y.ino(),
+        _ => false,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn places_round_trip_through_their_stored_form() {
+        for p in [
+            Place::Queue,
+            Place::Worker(Slot(0)),
+            Place::Worker(Slot(17)),
+        ] {
+            assert_eq!(Place::from_stored(&p.as_stored()), Some(p));
+        }
+        for bad in [
+            "",
+            "queues",
+            "workers/",
+            "workers/07",
+            "workers/x",
+            "/queue",
+        ] {
+            assert_eq!(Place::from_stored(bad), None, "{bad}");
+        }
+    }
+}

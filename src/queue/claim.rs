@@ -1,0 +1,331 @@
+//! The worker's side of the queue: run slots, claiming the next task, answering it.
+
+use std::collections::HashSet;
+use std::fs;
+use std::io;
+use std::path::Path;
+use std::time::SystemTime;
+
+use crate::config::Config;
+use crate::dirlock::{self, Acquire, DirLock, LockOptions};
+use crate::error::{Error, Result};
+use crate::fsio::{self, Durability};
+use crate::ids::{self, Place};
+use crate::layout::{Root, WorkerPaths};
+use crate::protocol::{Outcome, Task, TaskId, TaskResult};
+
+use super::order::{next_to_run, PendingName, PendingTask};
+use super::{Queue, ORIGIN_QUEUE};
+
+/// What a worker holds while it runs a queued task.
+#[derive(Debug)]
+pub struct QueueClaim {
+    pub task_bytes: Vec<u8>,
+    /// The worker's own `.lock` (from the `take_slot_lock` callback).
+    pub slot_lock: DirLock,
+    pub key_lock: Option<DirLock>,
+    pub run_slot: Option<DirLock>,
+}
+
+/// What [`claim_next`] found.
+#[derive(Debug)]
+pub enum Claim {
+    /// A task is in the worker's `running.json`, its locks held.
+    Taken(Box<QueueClaim>),
+    /// Nothing pending, or every pending task's key is busy.
+    Nothing,
+    /// Tasks wait, but every run slot is taken (`maxRunning`); says which cap.
+    AllSlotsBusy(String),
+    /// The worker's own `.lock` is held by someone else (a recovery is at it).
+    SlotLocked,
+}
+
+/// The outcome of [`take_run_slot`].
+#[derive(Debug)]
+pub enum RunSlot {
+    /// The root sets no `maxRunning`: nothing to take.
+    Uncapped,
+    /// One of the root's run slots, held until dropped.
+    Held(DirLock),
+    /// Every run slot is taken; says which cap.
+    AllBusy(String),
+}
+
+/// Take a run slot when the root caps running agents.
+pub fn take_run_slot(root: &Root, config: &Config) -> Result<RunSlot> {
+    let Some(max) = config.max_running else {
+        return Ok(RunSlot::Uncapped);
+    };
+    let opts = config.lock_options();
+    for i in 0..max {
+        if let Acquire::Acquired(l) = DirLock::try_acquire(&root.slot_lock(i), &opts)? {
+            return Ok(RunSlot::Held(l));
+        }
+    }
+    Ok(RunSlot::AllBusy(format!(
+        "all {max} run slots are busy (maxRunning {max})"
+    )))
+}
+
+pub(crate) fn is_held(lock: &Path, opts: &LockOptions) -> bool {
+    matches!(dirlock::inspect(lock, opts), Ok(Some(h)) if !h.liveness.is_stale())
+}
+
+/// The worker's side: claim the best eligible pending task into `worker`'s
+/// `running.json`. `take_slot_lock` takes the worker's own `.lock`; it is called only
+/// once an eligible task is found (most wake-ups find none: every lock change on the
+/// root wakes every idle worker).
+pub fn claim_next(
+    root: &Root,
+    worker: &WorkerPaths,
+    config: &Config,
+    take_slot_lock: impl FnOnce() -> Result<Option<DirLock>>,
+) -> Result<Claim> {
+    let queue = Queue::new(root.clone());
+    let mut pending = queue.scan()?;
+    let served = queue.served_times(&pending);
+    let now = SystemTime::now();
+    let opts = config.lock_options();
+    let per_key = config.per_key_serialization();
+    let key_of = |t: &PendingTask| t.key.clone().filter(|_| per_key);
+    // Look before taking anything: taking (and dropping) a run slot or a lock is an
+    // event that wakes every idle worker, and a scan that finds every key busy must
+    // not set off another.
+    let mut held = HashSet::new();
+    loop {
+        let Some(i) = next_to_run(&pending, &served, &held, now) else {
+            return Ok(Claim::Nothing);
+        };
+        match key_of(&pending[i]) {
+            Some(k) if is_held(&root.key_lock(&k), &opts) => held.insert(k),
+            _ => break,
+        };
+    }
+    let run_slot = match take_run_slot(root, config)? {
+        RunSlot::Uncapped => None,
+        RunSlot::Held(l) => Some(l),
+        RunSlot::AllBusy(why) => return Ok(Claim::AllSlotsBusy(why)),
+    };
+    // One lock attempt per key per scan, however many of its tasks wait.
+    let mut busy = HashSet::new();
+    let mut take_slot_lock = Some(take_slot_lock);
+    let mut slot_lock: Option<DirLock> = None;
+    while let Some(i) = next_to_run(&pending, &served, &busy, now) {
+        let c = pending.swap_remove(i);
+        let key_lock = match key_of(&c) {
+            Some(k) => match DirLock::try_acquire(&root.key_lock(&k), &opts)? {
+                Acquire::Acquired(l) => Some(l),
+                // Busy key: skip to another key's task, never wait on it.
+                Acquire::Held(_) => {
+                    busy.insert(k);
+                    continue;
+                }
+            },
+            None => None,
+        };
+        if slot_lock.is_none() {
+            let take = take_slot_lock.take().expect("taken once");
+            match take()? {
+                Some(l) => slot_lock = Some(l),
+                None => return Ok(Claim::SlotLocked),
+            }
+        }
+        match fs::rename(&c.path, worker.running()) {
+            Ok(()) => {}
+            // Another worker won the race for it.
+            Err(e) if e.kind() == io::ErrorKind::NotFound => continue,
+            Err(e) => return Err(Error::io("claim (rename to running.json)", &c.path, e)),
+        }
+        if let Some(k) = &c.key {
+            mark_served(root, k);
+        }
+        let Some(task_bytes) = accept_claimed(root, worker, config, &c)? else {
+            continue;
+        };
+        return Ok(Claim::Taken(Box::new(QueueClaim {
+            task_bytes,
+            slot_lock: slot_lock.expect("taken before the rename"),
+            key_lock,
+            run_slot,
+        })));
+    }
+    Ok(Claim::Nothing)
+}
+
+/// Check the entry just claimed into `running.json`: a task, with an id (given one if
+/// it has none) registered for the queue. `None` when it was rejected instead.
+fn accept_claimed(
+    root: &Root,
+    worker: &WorkerPaths,
+    config: &Config,
+    c: &PendingTask,
+) -> Result<Option<Vec<u8>>> {
+    let running = worker.running();
+    let bytes = match fsio::read_bounded(&running, config.max_task_bytes()) {
+        Ok(Some(b)) => b,
+        Ok(None) => return Ok(None),
+        Err(e) => {
+            reject_claimed(root, worker, c, &e.to_string(), c.id.clone())?;
+            return Ok(None);
+        }
+    };
+    let mut task = match Task::from_bytes(&running, &bytes) {
+        Ok(t) => t,
+        Err(e) => {
+            let id = Task::salvage_id(&bytes).or(c.id.clone());
+            reject_claimed(root, worker, c, &e.to_string(), id)?;
+            return Ok(None);
+        }
+    };
+    let rewrite = task.id.is_none() || task.origin.as_deref() != Some(ORIGIN_QUEUE);
+    let id = task.id.get_or_insert_with(TaskId::generate).clone();
+    match ids::claim(root, &id, Place::Queue) {
+        Ok(()) => {}
+        // Its id went elsewhere: running it would publish a second result under it.
+        Err(e @ Error::IdTaken { .. }) => {
+            reject_claimed(root, worker, c, &e.to_string(), Some(id))?;
+            return Ok(None);
+        }
+        Err(e) => return Err(e),
+    }
+    if !rewrite {
+        return Ok(Some(bytes));
+    }
+    // A file dropped in by hand: what runs (and recovery re-reads) is the queue task.
+    task.origin = Some(ORIGIN_QUEUE.to_string());
+    let bytes = fsio::to_json_bytes(&task);
+    fsio::write_replace(&running, &bytes, Durability::Durable)?;
+    Ok(Some(bytes))
+}
+
+fn mark_served(root: &Root, key: &str) {
+    let path = root.queue_served().join(key);
+    let stamp = crate::protocol::now_rfc3339();
+    if let Err(e) = fsio::overwrite_padded(&path, stamp.as_bytes()).and_then(|()| {
+        let f = fs::File::options()
+            .write(true)
+            .open(&path)
+            .map_err(|e| Error::io("open", &path, e))?;
+        f.set_modified(SystemTime::now())
+            .map_err(|e| Error::io("touch", &path, e))
+    }) {
+        tracing::debug!("recording that key {key} was served: {e}");
+    }
+}
+
+/// A claimed queue entry that is no task: keep it in `queue/rejected/` with a reason,
+/// and answer it when its id can be read.
+fn reject_claimed(
+    root: &Root,
+    worker: &WorkerPaths,
+    c: &PendingTask,
+    reason: &str,
+    id: Option<TaskId>,
+) -> Result<()> {
+    let name = c
+        .path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_else(fsio::nonce);
+    let reason = format!(
+        "{} (claimed as {}): {reason}",
+        c.path.display(),
+        worker.running().display()
+    );
+    reject_in_hand(root, worker, &name, &reason, id)
+}
+
+/// Refuse the queued task now in `worker`'s `running.json`: answered in
+/// `queue/results/` (when its id is known and that answer would not stand in for
+/// another task's), kept in `queue/rejected/NAME` with a reason.
+pub fn reject_in_hand(
+    root: &Root,
+    worker: &WorkerPaths,
+    name: &str,
+    reason: &str,
+    id: Option<TaskId>,
+) -> Result<()> {
+    let dir = root.queue_rejected();
+    fsio::ensure_dir(&dir)?;
+    if let Some(id) = id {
+        let r = TaskResult::failed(id.clone(), Outcome::Rejected, format!("rejected: {reason}"));
+        fsio::ensure_dir(&root.queue_results())?;
+        let path = root.queue_results().join(format!("{id}.json"));
+        // Never replacing: an existing answer belongs to the task that holds the id.
+        if let Err(e) = fsio::write_new(&path, &fsio::to_json_bytes(&r), Durability::Durable) {
+            tracing::warn!("answering rejected queue entry {id}: {e}");
+        }
+    }
+    fsio::write_replace(
+        &dir.join(format!("{name}.reason")),
+        format!("{reason}\n").as_bytes(),
+        Durability::Durable,
+    )?;
+    fs::rename(worker.running(), dir.join(name))
+        .map_err(|e| Error::io("move to queue/rejected/", worker.running(), e))?;
+    tracing::warn!("rejected queue entry {name}: {reason}");
+    Ok(())
+}
+
+/// Link a queued task's result (`kept`, in the worker's `results/`) into
+/// `queue/results/<id>.json`. Replaces an earlier file there only when the id belongs
+/// to the queue (ids are unique, so that file was about this same task); refuses, with
+/// an error naming both files, when the id went to a worker's inbox or, on a root from
+/// before the id registry, when a different result is already there.
+pub fn publish_queue_result(root: &Root, kept: &Path, id: &TaskId) -> Result<()> {
+    let dir = root.queue_results();
+    fsio::ensure_dir(&dir)?;
+    let dest = dir.join(format!("{id}.json"));
+    if ids::same_file(kept, &dest) {
+        return Ok(());
+    }
+    let refuse = |why: String| {
+        let e = Error::Refused(format!(
+            "not publishing {} as {}: {why}",
+            kept.display(),
+            dest.display()
+        ));
+        tracing::error!("{e}");
+        Err(e)
+    };
+    match ids::lookup(root, id)? {
+        Some(Place::Queue) => fsio::link_replace(kept, &dest)?,
+        Some(other) => {
+            return refuse(format!(
+                "task id {id} went to {other} ({}), not to the queue",
+                root.id_entry(id).display()
+            ))
+        }
+        None => match fs::hard_link(kept, &dest) {
+            Ok(()) => {}
+            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {
+                return refuse(format!(
+                    "it already holds another result for id {id}, and no entry in {} says \
+                     whose",
+                    root.ids_dir().display()
+                ))
+            }
+            Err(e) => return Err(Error::io("link queue result", dest, e)),
+        },
+    }
+    fsio::fsync_dir(&dir)
+}
+
+/// Put a dead worker's task back in the queue for another attempt, in one rename so
+/// a crash part-way can never leave two copies: `running` is first rewritten with the
+/// next attempt number, then moved into `queue/pending/`.
+pub fn requeue(root: &Root, running: &Path, task: &Task) -> Result<()> {
+    let mut t = task.clone();
+    t.origin = Some(ORIGIN_QUEUE.into());
+    let id = t.id.get_or_insert_with(TaskId::generate).clone();
+    let name = PendingName::for_task(&t, &id, SystemTime::now()).file_name();
+    fsio::write_json(running, &t, Durability::Durable)?;
+    fsio::ensure_dir(&root.queue_pending())?;
+    let dest = root.queue_pending().join(name);
+    fs::rename(running, &dest).map_err(|e| Error::io("requeue", running, e))?;
+    fsio::fsync_dir(&root.queue_pending())?;
+    if let Some(dir) = running.parent() {
+        fsio::fsync_dir(dir)?;
+    }
+    Ok(())
+}

@@ -1,0 +1,443 @@
+//! The shared queue (pull model): priorities, one running task per key, fair
+//! scheduling across keys, and a global cap on running agents (DESIGN.md section 5).
+//!
+//! A pending task is a file in `queue/pending/` named so that it sorts by priority,
+//! then submit order: `<9-priority>~<submit ns, 20 digits>~<key>~<id>.json` (`~` can
+//! appear in neither a key nor an id). Idle workers claim the best eligible entry by
+//! renaming it into their own `running.json`; whoever loses that race gets ENOENT and
+//! moves on. No dispatcher runs anywhere.
+
+mod claim;
+mod order;
+
+use std::collections::{BTreeMap, HashMap};
+use std::fs;
+use std::io;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use crossbeam_channel::bounded;
+use serde::Serialize;
+
+use crate::config::Config;
+use crate::dirlock;
+use crate::error::{Error, Result};
+use crate::fsio::{self, Durability};
+use crate::ids::{self, Place};
+use crate::layout::Root;
+use crate::protocol::{Outcome, Task, TaskId, TaskResult, SCHEMA};
+use crate::watch::{DirWatcher, Interest, WatchMode};
+
+use claim::is_held;
+pub use claim::{
+    claim_next, publish_queue_result, reject_in_hand, requeue, take_run_slot, Claim, QueueClaim,
+    RunSlot,
+};
+use order::DEFAULT_PRIORITY;
+pub use order::{effective, next_to_run, order, PendingName, PendingTask, AGING_STEP};
+
+/// The `origin` of a task that came through the queue.
+pub const ORIGIN_QUEUE: &str = "queue";
+
+/// Global running cap use.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SlotUse {
+    pub max: Option<u32>,
+    pub used: u32,
+    pub available: Option<u32>,
+}
+
+/// One key's load.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct KeyUse {
+    pub running: u32,
+    pub pending: u32,
+}
+
+/// Pending tasks by priority.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PendingCount {
+    pub by_priority: BTreeMap<u8, u32>,
+    pub total: u32,
+}
+
+/// A key or slot lock and its holder.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct LockInfo {
+    pub kind: String,
+    pub name: String,
+    pub holder_pid: Option<u32>,
+    pub host: Option<String>,
+    pub acquired_at: Option<String>,
+    pub alive: bool,
+}
+
+/// The capacity view (`conductor status --json`).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Capacity {
+    pub slots: SlotUse,
+    pub by_key: BTreeMap<String, KeyUse>,
+    pub pending: PendingCount,
+    pub locks: Vec<LockInfo>,
+}
+
+/// The shared queue of one root.
+#[derive(Debug, Clone)]
+pub struct Queue {
+    root: Root,
+}
+
+impl Queue {
+    pub fn new(root: Root) -> Queue {
+        Queue { root }
+    }
+
+    pub fn root(&self) -> &Root {
+        &self.root
+    }
+
+    fn config(&self) -> Result<Config> {
+        Config::load(&self.root.config_file())
+    }
+
+    /// Accept a task: staged in `queue/tmp/`, linked into `queue/pending/`, durable on
+    /// return. Assigns an id if absent; an id already used anywhere on the root is
+    /// refused ([`Error::IdTaken`], naming where it went).
+    pub fn submit(&self, task: &Task) -> Result<TaskId> {
+        let mut task = task.clone();
+        task.schema = SCHEMA;
+        task.origin = Some(ORIGIN_QUEUE.to_string());
+        let id = task.id.get_or_insert_with(TaskId::generate).clone();
+        let bytes = task.to_bytes_checked(self.config()?.max_task_bytes())?;
+        let name = PendingName::for_task(&task, &id, SystemTime::now()).file_name();
+        for dir in [self.root.queue_tmp(), self.root.queue_pending()] {
+            fsio::ensure_dir(&dir)?;
+        }
+        ids::reserve(&self.root, &id, Place::Queue)?;
+        if let Err(e) = fsio::write_new_via(
+            &self.root.queue_tmp(),
+            &self.root.queue_pending().join(name),
+            &bytes,
+        ) {
+            // Not accepted: the id stays free for a retry of this submit.
+            if let Err(undo) = ids::release(&self.root, &id, Place::Queue) {
+                tracing::warn!("giving back task id {id}: {undo}");
+            }
+            return Err(e);
+        }
+        Ok(id)
+    }
+
+    /// Every pending entry, unordered. Names not written by `submit` (a file dropped in
+    /// by hand) count as priority 5, submitted at their mtime, key unknown.
+    pub(crate) fn scan(&self) -> Result<Vec<PendingTask>> {
+        let dir = self.root.queue_pending();
+        let entries = match fs::read_dir(&dir) {
+            Ok(e) => e,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Vec::new()),
+            Err(e) => return Err(Error::io("list", &dir, e)),
+        };
+        let now = SystemTime::now();
+        let mut out = Vec::new();
+        for entry in entries.flatten() {
+            let name = entry.file_name().to_string_lossy().into_owned();
+            if name.starts_with('.') {
+                continue;
+            }
+            let (priority, submitted_at, key, id) = match PendingName::parse(&name) {
+                Some(n) => (n.priority, n.submitted_at(), n.key, Some(n.id)),
+                None => {
+                    let mtime = fs::symlink_metadata(entry.path())
+                        .and_then(|m| m.modified())
+                        .unwrap_or(now);
+                    (DEFAULT_PRIORITY, mtime, None, None)
+                }
+            };
+            out.push(PendingTask {
+                id,
+                priority,
+                effective_priority: effective(priority, submitted_at, now),
+                key,
+                submitted_at,
+                path: entry.path(),
+                waiting: None,
+            });
+        }
+        Ok(out)
+    }
+
+    /// Pending entries in the order workers would take them (see [`order`]).
+    fn ordered(&self) -> Result<Vec<PendingTask>> {
+        let mut all = self.scan()?;
+        let served = self.served_times(&all);
+        order(&mut all, &served, SystemTime::now());
+        Ok(all)
+    }
+
+    pub(crate) fn served_times(&self, tasks: &[PendingTask]) -> HashMap<String, SystemTime> {
+        let mut map = HashMap::new();
+        for key in tasks.iter().filter_map(|t| t.key.as_deref()) {
+            if map.contains_key(key) {
+                continue;
+            }
+            let t = fs::metadata(self.root.queue_served().join(key))
+                .and_then(|m| m.modified())
+                .unwrap_or(UNIX_EPOCH);
+            map.insert(key.to_string(), t);
+        }
+        map
+    }
+
+    /// Pending tasks in run order, each with why it waits (if it can be told).
+    pub fn pending(&self) -> Result<Vec<PendingTask>> {
+        let config = self.config()?;
+        let opts = config.lock_options();
+        let mut tasks = self.ordered()?;
+        let mut free_slots = match config.max_running {
+            Some(max) => {
+                let used = (0..max)
+                    .filter(|i| is_held(&self.root.slot_lock(*i), &opts))
+                    .count() as u32;
+                Some(max.saturating_sub(used))
+            }
+            None => None,
+        };
+        let mut idle = idle_workers(&self.root)?;
+        let mut taken_keys: Vec<String> = Vec::new();
+        for t in &mut tasks {
+            let key_busy = config.per_key_serialization()
+                && t.key.as_ref().is_some_and(|k| {
+                    taken_keys.contains(k) || is_held(&self.root.key_lock(k), &opts)
+                });
+            t.waiting = if key_busy {
+                Some(format!("key {} busy", t.key.as_deref().unwrap_or("")))
+            } else if free_slots == Some(0) {
+                Some(format!(
+                    "no free slot (maxRunning {})",
+                    config.max_running.unwrap_or(0)
+                ))
+            } else if idle == 0 {
+                Some("no idle worker".to_string())
+            } else {
+                idle -= 1;
+                if let Some(f) = free_slots.as_mut() {
+                    *f -= 1;
+                }
+                if let Some(k) = &t.key {
+                    taken_keys.push(k.clone());
+                }
+                None
+            };
+        }
+        Ok(tasks)
+    }
+
+    fn result_path(&self, id: &TaskId) -> PathBuf {
+        self.root.queue_results().join(format!("{id}.json"))
+    }
+
+    /// The result of a submitted task, whichever worker ran it.
+    pub fn read_result(&self, id: &TaskId) -> Result<Option<TaskResult>> {
+        TaskResult::read(&self.result_path(id))
+    }
+
+    /// Wait for a submitted task's result (woken by file events, not a sleep loop).
+    pub fn wait_for_result(&self, id: &TaskId, timeout: Duration) -> Result<TaskResult> {
+        let dir = self.root.queue_results();
+        fsio::ensure_dir(&dir)?;
+        let (tx, rx) = bounded(1);
+        let want = format!("{id}.json");
+        let interest: Interest =
+            Arc::new(move |p: &Path| p.file_name().and_then(|n| n.to_str()) == Some(want.as_str()));
+        let _watcher = DirWatcher::new(std::slice::from_ref(&dir), WatchMode::Auto, interest, tx)?;
+        let deadline = Instant::now().checked_add(timeout);
+        loop {
+            if let Some(r) = self.read_result(id)? {
+                return Ok(r);
+            }
+            let left = deadline.map_or(Duration::from_secs(1), |d| {
+                d.saturating_duration_since(Instant::now())
+            });
+            if left.is_zero() {
+                return Err(Error::Timeout {
+                    what: format!("the result of queued task {id}"),
+                    after: timeout,
+                });
+            }
+            let _ = rx.recv_timeout(left.min(Duration::from_secs(1)));
+        }
+    }
+
+    /// Cancel a task: a pending one is removed and answered `cancelled`; a running one
+    /// gets its worker's `cancel` file. `Ok(false)` if the id is unknown.
+    pub fn cancel(&self, id: &TaskId) -> Result<bool> {
+        // By text: a pending name gives digits back as a number.
+        let wanted = Some(id.to_string());
+        if let Some(p) = self
+            .scan()?
+            .into_iter()
+            .find(|p| p.id.as_ref().map(TaskId::to_string) == wanted)
+        {
+            // Move it aside first (this wins or loses the race with a claim in one
+            // step), then answer it: the task is never gone without its result.
+            fsio::ensure_dir(&self.root.queue_rejected())?;
+            let name = p
+                .path
+                .file_name()
+                .map(|n| n.to_os_string())
+                .unwrap_or_default();
+            let aside = self.root.queue_rejected().join(name);
+            match fs::rename(&p.path, &aside) {
+                Ok(()) => {
+                    fsio::fsync_dir(&self.root.queue_pending())?;
+                    let r = TaskResult::failed(
+                        id.clone(),
+                        Outcome::Cancelled,
+                        "cancelled before it started",
+                    );
+                    fsio::ensure_dir(&self.root.queue_results())?;
+                    fsio::write_new(
+                        &self.result_path(id),
+                        &fsio::to_json_bytes(&r),
+                        Durability::Durable,
+                    )?;
+                    let mut reason = aside.into_os_string();
+                    reason.push(".reason");
+                    fsio::write_replace(
+                        Path::new(&reason),
+                        b"cancelled before it started (conductor queue cancel)\n",
+                        Durability::Atomic,
+                    )?;
+                    return Ok(true);
+                }
+                // A worker claimed it just now: cancel it where it runs.
+                Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+                Err(e) => return Err(Error::io("remove", &p.path, e)),
+            }
+        }
+        for slot in crate::client::Client::new(self.root.clone()).list_workers()? {
+            let w = self.root.worker(slot);
+            let running = fsio::read_bounded(&w.running(), fsio::TASK_SIZE_LIMIT)
+                .ok()
+                .flatten()
+                .and_then(|b| Task::salvage_id(&b));
+            if running.is_some_and(|r| r.to_string() == id.to_string()) {
+                fsio::write_replace(
+                    &w.cancel(),
+                    format!("{id}\n").as_bytes(),
+                    Durability::Atomic,
+                )?;
+                return Ok(true);
+            }
+        }
+        Ok(false)
+    }
+
+    /// Submit a finished task again under a new id (`<id>-r1`, `-r2` …).
+    pub fn retry(&self, id: &TaskId) -> Result<TaskId> {
+        let client = crate::client::Client::new(self.root.clone());
+        let record = client
+            .list_workers()?
+            .into_iter()
+            .map(|s| self.root.worker(s).task_record(id))
+            .find(|p| p.exists())
+            .ok_or_else(|| {
+                Error::Usage(format!(
+                    "no worker has a record of task {id}; only tasks that ran can be retried"
+                ))
+            })?;
+        let mut task = Task::read(&record, fsio::TASK_SIZE_LIMIT)?
+            .ok_or_else(|| Error::Usage(format!("{} vanished", record.display())))?;
+        let new_id = id
+            .retries()
+            .find(|c| matches!(ids::lookup(&self.root, c), Ok(None)))
+            .expect("a free retry id");
+        task.id = Some(new_id);
+        task.attempt = None;
+        self.submit(&task)
+    }
+
+    /// Running cap, per-key load, pending counts and the key/slot locks.
+    pub fn capacity(&self) -> Result<Capacity> {
+        let config = self.config()?;
+        let opts = config.lock_options();
+        let mut locks = Vec::new();
+        let mut by_key: BTreeMap<String, KeyUse> = BTreeMap::new();
+        let mut used = 0;
+        for (kind, dir) in [
+            ("slot", self.root.slots_dir()),
+            ("key", self.root.keys_dir()),
+        ] {
+            for entry in fs::read_dir(&dir).into_iter().flatten().flatten() {
+                let name = entry.file_name().to_string_lossy().into_owned();
+                let Some(base) = name.strip_suffix(".lock") else {
+                    continue;
+                };
+                let Some(h) = dirlock::inspect(&entry.path(), &opts)? else {
+                    continue;
+                };
+                let alive = !h.liveness.is_stale();
+                if alive && kind == "slot" {
+                    used += 1;
+                }
+                if alive && kind == "key" {
+                    by_key.entry(base.to_string()).or_default().running += 1;
+                }
+                locks.push(LockInfo {
+                    kind: kind.to_string(),
+                    name: base.to_string(),
+                    holder_pid: h.pid,
+                    host: h.owner.as_ref().map(|o| o.host.clone()),
+                    acquired_at: h.owner.as_ref().map(|o| o.acquired_at.clone()),
+                    alive,
+                });
+            }
+        }
+        let mut pending = PendingCount::default();
+        for p in self.scan()? {
+            pending.total += 1;
+            *pending.by_priority.entry(p.priority).or_default() += 1;
+            if let Some(k) = p.key {
+                by_key.entry(k).or_default().pending += 1;
+            }
+        }
+        if config.max_running.is_none() {
+            // No run slots are taken without a cap: count the tasks in hand instead.
+            let client = crate::client::Client::new(self.root.clone());
+            used = client
+                .list_workers()?
+                .into_iter()
+                .filter(|s| self.root.worker(*s).running().exists())
+                .count() as u32;
+        }
+        Ok(Capacity {
+            slots: SlotUse {
+                max: config.max_running,
+                used,
+                available: config.max_running.map(|m| m.saturating_sub(used)),
+            },
+            by_key,
+            pending,
+            locks,
+        })
+    }
+}
+
+/// Workers with a live gate and nothing in hand.
+fn idle_workers(root: &Root) -> Result<u32> {
+    let client = crate::client::Client::new(root.clone());
+    let mut n = 0;
+    for slot in client.list_workers()? {
+        let w = root.worker(slot);
+        if crate::gate::probe(&w.worker_gate())?.is_some() && !w.running().exists() {
+            n += 1;
+        }
+    }
+    Ok(n)
+}
