@@ -57,6 +57,7 @@ impl Client {
 
     /// Create the root and its shared directories (0700). Idempotent.
     pub fn init_queue(&self) -> Result<()> {
+        crate::trust::verify_root(&self.root)?;
         for dir in [
             self.root.path().to_path_buf(),
             self.root.workers_dir(),
@@ -71,12 +72,13 @@ impl Client {
         ] {
             fsio::ensure_dir(&dir)?;
         }
-        Ok(())
+        crate::trust::verify_root(&self.root)
     }
 
     /// Create `workers/<slot>/` with `results/`, `tasks/` and `rejected/`, and an `idle` status
     /// if the slot has none yet. Idempotent.
     pub fn create_worker(&self, slot: Slot) -> Result<WorkerPaths> {
+        crate::trust::verify_root(&self.root)?;
         let w = self.root.worker(slot);
         fsio::ensure_dir(&w.results_dir())?;
         fsio::ensure_dir(&w.tasks_dir())?;
@@ -117,6 +119,7 @@ impl Client {
     /// holds one, fails with [`Error::InboxBusy`] naming it. Assigns an id if the task has
     /// none; returns the id. Durable when it returns.
     pub fn write_task(&self, slot: Slot, task: &Task) -> Result<TaskId> {
+        crate::trust::verify_root(&self.root)?;
         let w = self.root.worker(slot);
         let mut task = task.clone();
         task.schema = SCHEMA;
@@ -189,6 +192,7 @@ impl Client {
 
     /// Publish a status for the slot (normally only its worker does this).
     pub fn write_status(&self, slot: Slot, status: &Status) -> Result<()> {
+        crate::trust::verify_root(&self.root)?;
         let mut status = status.clone();
         status.schema = SCHEMA;
         fsio::write_json(
@@ -221,6 +225,7 @@ impl Client {
     /// Remove `result.json` (the per-task copies in `results/` stay until gc).
     /// Returns whether there was one.
     pub fn clear_result(&self, slot: Slot) -> Result<bool> {
+        crate::trust::verify_root(&self.root)?;
         fsio::remove_file_if_exists(&self.root.worker(slot).result())
     }
 

@@ -57,6 +57,7 @@ pub mod preset;
 pub mod protocol;
 pub mod queue;
 pub mod recovery;
+pub mod trust;
 pub mod watch;
 pub mod worker;
 

@@ -143,6 +143,7 @@ impl Queue {
     /// Accept a task: staged in `queue/tmp/`, linked into `queue/pending/`, durable on
     /// return. Assigns an id if absent; refuses an id that is pending or has a result.
     pub fn submit(&self, task: &Task) -> Result<TaskId> {
+        crate::trust::verify_root(&self.root)?;
         let mut task = task.clone();
         task.schema = SCHEMA;
         task.origin = Some(ORIGIN_QUEUE.to_string());
@@ -358,6 +359,7 @@ impl Queue {
     /// Cancel a task: a pending one is removed and answered `cancelled`; a running one
     /// gets its worker's `cancel` file. `Ok(false)` if the id is unknown.
     pub fn cancel(&self, id: &TaskId) -> Result<bool> {
+        crate::trust::verify_root(&self.root)?;
         if let Some(p) = self.scan()?.into_iter().find(|p| p.id.as_ref() == Some(id)) {
             // Move it aside first (this wins or loses the race with a claim in one
             // step), then answer it: the task is never gone without its result.

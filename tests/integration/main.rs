@@ -11,4 +11,5 @@ mod locks;
 mod orchestrator;
 mod protocol;
 mod queue;
+mod trust;
 mod worker;
