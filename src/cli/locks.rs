@@ -91,6 +91,7 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
             Ok(exit::OK)
         }
         Some(Action::Clean(c)) => {
+            crate::trust::verify_root(&root)?;
             let cleaned = clean_locks(&root, &opts, c.apply)?;
             if args.json {
                 emit_json(&serde_json::json!({
