@@ -256,3 +256,46 @@ fn a_running_worker_never_writes_through_a_link() {
         );
     }
 }
+
+#[test]
+fn fsio_never_writes_through_a_linked_directory() {
+    use conductor::fsio::{self, Durability};
+    let dir = tempfile::tempdir().unwrap();
+    let (real, outside, link) = (
+        dir.path().join("real"),
+        dir.path().join("outside"),
+        dir.path().join("link"),
+    );
+    fs::create_dir(&real).unwrap();
+    fs::create_dir(&outside).unwrap();
+    symlink(&outside, &link).unwrap();
+    let src = real.join("src.json");
+    fs::write(&src, "{}").unwrap();
+    let target = link.join("x.json");
+    let attempts: Vec<(&str, conductor::Result<()>)> = vec![
+        (
+            "write_replace",
+            fsio::write_replace(&target, b"{}", Durability::Durable),
+        ),
+        (
+            "write_new",
+            fsio::write_new(&target, b"{}", Durability::Atomic),
+        ),
+        ("write_new_via", fsio::write_new_via(&real, &target, b"{}")),
+        ("link_replace", fsio::link_replace(&src, &target)),
+        ("overwrite_padded", fsio::overwrite_padded(&target, b"{}")),
+        (
+            "write_new (staging)",
+            fsio::write_new_via(&link, &real.join("y.json"), b"{}"),
+        ),
+    ];
+    for (what, res) in attempts {
+        let err = res.expect_err(what).to_string();
+        assert!(
+            err.contains(&link.display().to_string()) && err.contains("symbolic link"),
+            "{what} should refuse the link by name: {err}"
+        );
+    }
+    assert_eq!(entries(&outside), Vec::<String>::new());
+    assert_eq!(entries(&real), vec!["src.json".to_string()]);
+}
