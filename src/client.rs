@@ -56,6 +56,7 @@ impl Client {
 
     /// Create the root and its shared directories (0700). Idempotent.
     pub fn init_queue(&self) -> Result<()> {
+        crate::trust::verify_root(&self.root)?;
         for dir in [
             self.root.path().to_path_buf(),
             self.root.workers_dir(),
@@ -71,7 +72,7 @@ impl Client {
         ] {
             fsio::ensure_dir(&dir)?;
         }
-        Ok(())
+        crate::trust::verify_root(&self.root)
     }
 
     /// Create `workers/<slot>/` with `results/`, `tasks/` and `rejected/`, and an `idle` status
@@ -79,6 +80,7 @@ impl Client {
     /// refused.
     pub fn create_worker(&self, slot: Slot) -> Result<WorkerPaths> {
         Slot::checked(slot.0)?;
+        crate::trust::verify_root(&self.root)?;
         let w = self.root.worker(slot);
         fsio::ensure_dir(&w.results_dir())?;
         fsio::ensure_dir(&w.tasks_dir())?;
@@ -120,6 +122,7 @@ impl Client {
     /// none; an id already used anywhere on the root is refused ([`Error::IdTaken`], naming
     /// where it went). Returns the id. Durable when it returns.
     pub fn write_task(&self, slot: Slot, task: &Task) -> Result<TaskId> {
+        crate::trust::verify_root(&self.root)?;
         let w = self.root.worker(slot);
         let mut task = task.clone();
         task.schema = SCHEMA;
@@ -186,6 +189,7 @@ impl Client {
 
     /// Publish a status for the slot (normally only its worker does this).
     pub fn write_status(&self, slot: Slot, status: &Status) -> Result<()> {
+        crate::trust::verify_root(&self.root)?;
         let mut status = status.clone();
         status.schema = SCHEMA;
         fsio::write_json(
@@ -210,6 +214,7 @@ impl Client {
     /// Remove `result.json` (the per-task copies in `results/` stay until gc).
     /// Returns whether there was one.
     pub fn clear_result(&self, slot: Slot) -> Result<bool> {
+        crate::trust::verify_root(&self.root)?;
         fsio::remove_file_if_exists(&self.root.worker(slot).result())
     }
 

@@ -1,5 +1,6 @@
 //! Atomic file I/O: staged temp files, rename/link publication, bounded safe reads.
 
+use std::ffi::{OsStr, OsString};
 use std::fs::{self, DirBuilder, File, OpenOptions};
 use std::io::{self, Read, Write};
 use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
@@ -7,7 +8,9 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use nix::fcntl::OFlag;
+use nix::fcntl::{self, AtFlags, OFlag, AT_FDCWD};
+use nix::sys::stat::Mode;
+use nix::unistd::{self, UnlinkatFlags};
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 
@@ -85,24 +88,87 @@ fn parent_of(path: &Path) -> &Path {
     }
 }
 
-/// Stage `bytes` in a fresh temp file beside `path` (`.NAME.<nonce>.tmp`, O_EXCL, 0600).
-fn stage(path: &Path, bytes: &[u8], durability: Durability) -> Result<PathBuf> {
-    stage_in(parent_of(path), path, bytes, durability)
+/// The directory a write goes into, opened without following a link at its last
+/// component: every name below is then created, linked and renamed relative to this
+/// descriptor, so a directory swapped for a link is refused, not written through.
+struct Dir {
+    fd: File,
+    path: PathBuf,
 }
 
-/// Stage `bytes` for `path` in a temp file in `dir` (same filesystem as `path`).
-fn stage_in(dir: &Path, path: &Path, bytes: &[u8], durability: Durability) -> Result<PathBuf> {
-    let name = path
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_default();
-    let tmp = dir.join(format!(".{name}.{}.tmp", nonce()));
-    let mut f = OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .mode(0o600)
-        .open(&tmp)
-        .map_err(|e| Error::io("create temp file", &tmp, e))?;
+impl Dir {
+    fn open(path: &Path) -> Result<Dir> {
+        let opened = OpenOptions::new()
+            .read(true)
+            .custom_flags((OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC).bits())
+            .open(path);
+        match opened {
+            Ok(fd) => Ok(Dir {
+                fd,
+                path: path.to_path_buf(),
+            }),
+            Err(_) if fs::symlink_metadata(path).is_ok_and(|m| m.file_type().is_symlink()) => {
+                Err(crate::trust::link_refusal(path))
+            }
+            Err(e) => Err(Error::io("open directory", path, e)),
+        }
+    }
+
+    /// The directory of `path`, and `path`'s name in it.
+    fn of(path: &Path) -> Result<(Dir, &OsStr)> {
+        let name = path.file_name().ok_or_else(|| {
+            Error::io(
+                "write",
+                path,
+                io::Error::new(io::ErrorKind::InvalidInput, "the path names no file"),
+            )
+        })?;
+        Ok((Dir::open(parent_of(path))?, name))
+    }
+
+    fn sync(&self) -> Result<()> {
+        self.fd
+            .sync_all()
+            .map_err(|e| Error::io("fsync directory", &self.path, e))
+    }
+
+    fn unlink(&self, name: &OsStr) {
+        let _ = unistd::unlinkat(&self.fd, name, UnlinkatFlags::NoRemoveDir);
+    }
+
+    /// Create `name` fresh (O_EXCL, O_NOFOLLOW, 0600).
+    fn create_new(&self, name: &OsStr) -> Result<File> {
+        let flags = OFlag::O_WRONLY | OFlag::O_CREAT | OFlag::O_EXCL | OFlag::O_NOFOLLOW;
+        fcntl::openat(
+            &self.fd,
+            name,
+            flags | OFlag::O_CLOEXEC,
+            Mode::from_bits_truncate(0o600),
+        )
+        .map(File::from)
+        .map_err(|e| Error::io("create temp file", self.path.join(name), e.into()))
+    }
+
+    /// Rename `from` over `to`, both in this directory.
+    fn rename(&self, from: &OsStr, to: &OsStr) -> Result<()> {
+        fcntl::renameat(&self.fd, from, &self.fd, to)
+            .map_err(|e| Error::io("rename into place", self.path.join(to), e.into()))
+    }
+}
+
+/// A temp name for `name`: `.NAME.<nonce>.tmp`.
+fn temp_name(name: &OsStr) -> OsString {
+    let mut tmp = OsString::from(".");
+    tmp.push(name);
+    tmp.push(format!(".{}.tmp", nonce()));
+    tmp
+}
+
+/// Stage `bytes` for `name` in a fresh temp file in `dir` (same filesystem as the
+/// target); returns the temp file's name.
+fn stage_in(dir: &Dir, name: &OsStr, bytes: &[u8], durability: Durability) -> Result<OsString> {
+    let tmp = temp_name(name);
+    let mut f = dir.create_new(&tmp)?;
     let res = f.write_all(bytes).and_then(|()| {
         if durability == Durability::Durable {
             f.sync_all()
@@ -111,34 +177,41 @@ fn stage_in(dir: &Path, path: &Path, bytes: &[u8], durability: Durability) -> Re
         }
     });
     if let Err(e) = res {
-        let _ = fs::remove_file(&tmp);
-        return Err(Error::io("write temp file", &tmp, e));
+        dir.unlink(&tmp);
+        return Err(Error::io("write temp file", dir.path.join(&tmp), e));
     }
     Ok(tmp)
 }
 
 /// Atomically replace `path` with `bytes` (temp file + rename).
 pub fn write_replace(path: &Path, bytes: &[u8], durability: Durability) -> Result<()> {
-    let tmp = stage(path, bytes, durability)?;
-    if let Err(e) = fs::rename(&tmp, path) {
-        let _ = fs::remove_file(&tmp);
-        return Err(Error::io("rename into place", path, e));
+    let (dir, name) = Dir::of(path)?;
+    let tmp = stage_in(&dir, name, bytes, durability)?;
+    if let Err(e) = dir.rename(&tmp, name) {
+        dir.unlink(&tmp);
+        return Err(e);
     }
     if durability == Durability::Durable {
-        fsync_dir(parent_of(path))?;
+        dir.sync()?;
     }
     Ok(())
+}
+
+/// Hard-link `from_name` in `from` as `path` (never replacing), then drop the temp name.
+fn publish(from: &Dir, tmp: &OsStr, to: &Dir, name: &OsStr, path: &Path) -> Result<()> {
+    let linked = unistd::linkat(&from.fd, tmp, &to.fd, name, AtFlags::empty());
+    from.unlink(tmp);
+    linked.map_err(|e| Error::io("publish", path, e.into()))
 }
 
 /// Atomically create `path` with `bytes`, never replacing an existing file
 /// (temp file + link). An existing file gives an `Io` error of kind `AlreadyExists`.
 pub fn write_new(path: &Path, bytes: &[u8], durability: Durability) -> Result<()> {
-    let tmp = stage(path, bytes, durability)?;
-    let linked = fs::hard_link(&tmp, path);
-    let _ = fs::remove_file(&tmp);
-    linked.map_err(|e| Error::io("publish", path, e))?;
+    let (dir, name) = Dir::of(path)?;
+    let tmp = stage_in(&dir, name, bytes, durability)?;
+    publish(&dir, &tmp, &dir, name, path)?;
     if durability == Durability::Durable {
-        fsync_dir(parent_of(path))?;
+        dir.sync()?;
     }
     Ok(())
 }
@@ -150,15 +223,11 @@ pub fn write_new(path: &Path, bytes: &[u8], durability: Durability) -> Result<()
 /// reads while we write it. An unchanged file is not written at all.
 pub fn overwrite_padded(path: &Path, text: &[u8]) -> Result<()> {
     use std::os::unix::fs::FileExt;
-    let f = OpenOptions::new()
-        .read(true)
-        .write(true)
-        .create(true)
-        .truncate(false)
-        .mode(0o600)
-        .custom_flags(OFlag::O_NOFOLLOW.bits())
-        .open(path)
-        .map_err(|e| Error::io("open", path, e))?;
+    let (dir, name) = Dir::of(path)?;
+    let flags = OFlag::O_RDWR | OFlag::O_CREAT | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC;
+    let f = fcntl::openat(&dir.fd, name, flags, Mode::from_bits_truncate(0o600))
+        .map(File::from)
+        .map_err(|e| Error::io("open", path, e.into()))?;
     let len = f.metadata().map_err(|e| Error::io("stat", path, e))?.len() as usize;
     let mut bytes = text.to_vec();
     if bytes.len() < len {
@@ -182,15 +251,13 @@ pub fn overwrite_padded(path: &Path, text: &[u8]) -> Result<()> {
 /// Atomically make `path` another name for the existing file `src` (link to a temp
 /// name, then rename over `path`). Not fsynced.
 pub fn link_replace(src: &Path, path: &Path) -> Result<()> {
-    let name = path
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_default();
-    let tmp = parent_of(path).join(format!(".{name}.{}.tmp", nonce()));
-    fs::hard_link(src, &tmp).map_err(|e| Error::io("link", &tmp, e))?;
-    if let Err(e) = fs::rename(&tmp, path) {
-        let _ = fs::remove_file(&tmp);
-        return Err(Error::io("rename into place", path, e));
+    let (dir, name) = Dir::of(path)?;
+    let tmp = temp_name(name);
+    unistd::linkat(AT_FDCWD, src, &dir.fd, tmp.as_os_str(), AtFlags::empty())
+        .map_err(|e| Error::io("link", dir.path.join(&tmp), e.into()))?;
+    if let Err(e) = dir.rename(&tmp, name) {
+        dir.unlink(&tmp);
+        return Err(e);
     }
     Ok(())
 }
@@ -198,11 +265,11 @@ pub fn link_replace(src: &Path, path: &Path) -> Result<()> {
 /// Like [`write_new`], staging in `tmp_dir` (e.g. `queue/tmp/`) so that nothing
 /// half-written ever appears in `path`'s directory, even under a temp name. Durable.
 pub fn write_new_via(tmp_dir: &Path, path: &Path, bytes: &[u8]) -> Result<()> {
-    let tmp = stage_in(tmp_dir, path, bytes, Durability::Durable)?;
-    let linked = fs::hard_link(&tmp, path);
-    let _ = fs::remove_file(&tmp);
-    linked.map_err(|e| Error::io("publish", path, e))?;
-    fsync_dir(parent_of(path))
+    let staging = Dir::open(tmp_dir)?;
+    let (dir, name) = Dir::of(path)?;
+    let tmp = stage_in(&staging, name, bytes, Durability::Durable)?;
+    publish(&staging, &tmp, &dir, name, path)?;
+    dir.sync()
 }
 
 /// Serialize `value` as pretty JSON with a trailing newline (what `cat` users like).

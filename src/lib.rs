@@ -63,6 +63,7 @@ pub mod protocol;
 pub mod queue;
 pub mod recovery;
 pub(crate) mod salvage;
+pub mod trust;
 pub mod watch;
 pub mod worker;
 

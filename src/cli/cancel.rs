@@ -24,6 +24,7 @@ pub struct Args {
 
 pub fn run(args: Args) -> anyhow::Result<i32> {
     let client = args.root.client()?;
+    crate::trust::verify_root(client.root())?;
     let slot = args.slot;
     let only = args.task.as_deref().map(task_id_arg).transpose()?;
     match request_cancel(client.root(), slot, only.as_ref())? {

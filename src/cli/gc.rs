@@ -33,6 +33,9 @@ pub struct Args {
 
 pub fn run(args: Args) -> anyhow::Result<i32> {
     let root = args.root.client()?.root().clone();
+    if args.apply {
+        crate::trust::verify_root(&root)?;
+    }
     let plan = plan_gc(&root, &GcOptions::new(args.older_than))?;
     let report = args.apply.then(|| apply_gc(&plan));
     if args.json {

@@ -85,6 +85,7 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
     }
     common::refuse_nested("launch a tmux session", args.allow_nested)?;
     let root = Root::resolve(args.root.as_deref())?;
+    crate::trust::verify_root(&root)?;
     let worker_bin = std::env::current_exe()
         .context("finding this program's path")?
         .with_file_name("conductor-worker");

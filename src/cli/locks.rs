@@ -43,7 +43,10 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
     let opts = inspect::lock_options(&root);
     match args.action {
         None => list(&root, &opts, args.json),
-        Some(Action::Clean(c)) => clean(&root, &opts, c.apply, args.json),
+        Some(Action::Clean(c)) => {
+            crate::trust::verify_root(&root)?;
+            clean(&root, &opts, c.apply, args.json)
+        }
     }
 }
 

@@ -17,6 +17,7 @@ pub struct Args {
 
 pub fn run(args: Args) -> anyhow::Result<i32> {
     let client = args.root.client()?;
+    crate::trust::verify_root(client.root())?;
     let slots = match args.slot {
         Some(s) => vec![s],
         None => client.list_workers()?,

@@ -110,6 +110,7 @@ impl Queue {
     /// return. Assigns an id if absent; an id already used anywhere on the root is
     /// refused ([`Error::IdTaken`], naming where it went).
     pub fn submit(&self, task: &Task) -> Result<TaskId> {
+        crate::trust::verify_root(&self.root)?;
         let mut task = task.clone();
         task.schema = SCHEMA;
         task.origin = Some(ORIGIN_QUEUE.to_string());
@@ -277,6 +278,7 @@ impl Queue {
     /// Cancel a task: a pending one is removed and answered `cancelled`; a running one
     /// gets its worker's `cancel` file. `Ok(false)` if the id is unknown.
     pub fn cancel(&self, id: &TaskId) -> Result<bool> {
+        crate::trust::verify_root(&self.root)?;
         // By text: a pending name gives digits back as a number.
         let wanted = Some(id.to_string());
         if let Some(p) = self

@@ -46,6 +46,7 @@ pub(crate) fn from_inbox(
         }
         return Err(Error::io("stat", &inbox_path, e));
     }
+    crate::trust::verify_task_dirs(&shared.opts.root, &slot.paths)?;
     let later = Pickup::NotYet(Instant::now() + shared.opts.rescan);
     let Some(lock) = slot_lock(shared, slot)? else {
         return Ok(later);
@@ -124,6 +125,7 @@ pub(crate) fn from_queue(
     if !any {
         return Ok(Pickup::Empty);
     }
+    crate::trust::verify_task_dirs(&shared.opts.root, &slot.paths)?;
     let (lock_dir, lock_opts) = (slot.paths.lock_dir(), shared.lock_opts);
     let take_lock = || match DirLock::try_acquire_reusable(&lock_dir, &lock_opts)? {
         Acquire::Acquired(l) => Ok(Some(l)),

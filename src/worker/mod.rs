@@ -205,6 +205,7 @@ impl Worker {
     /// publish `idle` and arm the watcher.
     pub fn start(opts: WorkerOptions) -> Result<Worker> {
         check_startable(&opts)?;
+        crate::trust::verify_root(&opts.root)?;
         let client = Client::new(opts.root.clone());
         let paths = opts.root.worker(opts.slot);
         fsio::ensure_dir(&paths.dir)?;

@@ -12,4 +12,5 @@ mod locks;
 mod orchestrator;
 mod protocol;
 mod queue;
+mod trust;
 mod worker;

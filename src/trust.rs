@@ -1,0 +1,195 @@
+//! Who may write this root: every protocol directory is ours, private, and not a link.
+//!
+//! A worker acts on what the root's files say: it runs `task.json`, and recovery kills
+//! the process a dead worker's `status.json` names. So a directory another user can
+//! change (theirs, or writable by group or others) lets that user have this one's
+//! agent run their task or kill any process; and a directory replaced by a symbolic link
+//! makes every write land wherever the link points. Both are refused with the fix.
+
+use std::fs::{self, Metadata};
+use std::io;
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
+
+use crate::error::{Error, FileProblem, Result};
+use crate::layout::{Root, Slot, WorkerPaths};
+
+/// Mode bits that let someone other than the owner create, remove or rename entries.
+const FOREIGN_WRITE: u32 = 0o022;
+
+/// Check the root and every protocol directory under it that exists: workers/, each
+/// workers/<N>/ with its tasks/, results/ and rejected/, queue/ and its directories,
+/// keys/, slots/ and .locks/. Each must be a real directory (not a link), owned by the
+/// user running this, and not writable by group or others. A missing directory is fine
+/// (it is created 0700 when needed); so is a missing root.
+///
+/// The root path itself may be reached through a link the user chose; the check is on
+/// the directory it names.
+pub fn verify_root(root: &Root) -> Result<()> {
+    let top = root.path();
+    match fs::metadata(top) {
+        Ok(meta) => check_dir(top, &meta)?,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(()),
+        Err(e) => return Err(Error::io("stat", top, e)),
+    }
+    for dir in shared_dirs(root) {
+        verify_dir(&dir)?;
+    }
+    for slot in slot_names(&root.workers_dir())? {
+        let w = root.worker(slot);
+        for dir in [
+            w.dir.clone(),
+            w.tasks_dir(),
+            w.results_dir(),
+            w.rejected_dir(),
+        ] {
+            verify_dir(&dir)?;
+        }
+    }
+    Ok(())
+}
+
+/// The cheap check a worker makes before it writes a task's files: the directories it
+/// writes into (and those leading to them from the root) are still real, private
+/// directories of ours. One `lstat` each.
+pub fn verify_task_dirs(root: &Root, paths: &WorkerPaths) -> Result<()> {
+    for dir in [
+        root.workers_dir(),
+        paths.dir.clone(),
+        paths.tasks_dir(),
+        paths.results_dir(),
+        paths.rejected_dir(),
+        root.queue_dir(),
+        root.queue_results(),
+    ] {
+        verify_dir(&dir)?;
+    }
+    Ok(())
+}
+
+/// The refusal for a protocol directory found to be a symbolic link.
+pub fn link_refusal(dir: &Path) -> Error {
+    let target = fs::read_link(dir)
+        .map(|t| format!(" (pointing to {})", t.display()))
+        .unwrap_or_default();
+    refuse(
+        dir,
+        format!(
+            "is a symbolic link{target}; conductor never writes through links inside its \
+             root. Fix: remove the link (`rm {}`); the directory is recreated (0700) by the \
+             next worker start or `conductor init`",
+            dir.display()
+        ),
+    )
+}
+
+fn shared_dirs(root: &Root) -> [PathBuf; 11] {
+    [
+        root.workers_dir(),
+        root.queue_dir(),
+        root.queue_tmp(),
+        root.queue_pending(),
+        root.queue_results(),
+        root.queue_rejected(),
+        root.queue_ids(),
+        root.queue_served(),
+        root.keys_dir(),
+        root.slots_dir(),
+        root.gates_dir(),
+    ]
+}
+
+/// The slot-named entries of `workers/` (links included: they are refused, not skipped).
+fn slot_names(workers: &Path) -> Result<Vec<Slot>> {
+    let entries = match fs::read_dir(workers) {
+        Ok(e) => e,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(e) => return Err(Error::io("list", workers, e)),
+    };
+    let mut slots = Vec::new();
+    for entry in entries {
+        let entry = entry.map_err(|e| Error::io("list", workers, e))?;
+        if let Some(Ok(slot)) = entry.file_name().to_str().map(str::parse::<Slot>) {
+            slots.push(slot);
+        }
+    }
+    Ok(slots)
+}
+
+/// `lstat` one protocol directory: missing is fine, a link or a file is refused, and a
+/// directory must pass [`check_dir`].
+fn verify_dir(dir: &Path) -> Result<()> {
+    match fs::symlink_metadata(dir) {
+        Ok(meta) if meta.file_type().is_symlink() => Err(link_refusal(dir)),
+        Ok(meta) => check_dir(dir, &meta),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
+        Err(e) => Err(Error::io("stat", dir, e)),
+    }
+}
+
+fn check_dir(dir: &Path, meta: &Metadata) -> Result<()> {
+    if !meta.is_dir() {
+        return Err(refuse(
+            dir,
+            format!(
+                "is not a directory, but conductor keeps a directory here. Fix: move it \
+                 away (`mv {0} {0}.bad`); the directory is recreated by the next worker \
+                 start or `conductor init`",
+                dir.display()
+            ),
+        ));
+    }
+    let me = nix::unistd::geteuid().as_raw();
+    if meta.uid() != me {
+        return Err(refuse(
+            dir,
+            format!(
+                "is owned by {}, not by {} who runs this; conductor refuses a directory \
+                 another user controls, since whoever can change it can have this user's \
+                 agent run their task or kill a process. Fix: `chown {} {}` if it is \
+                 yours, or use a root of your own",
+                user_name(meta.uid()),
+                user_name(me),
+                chown_name(me),
+                dir.display()
+            ),
+        ));
+    }
+    if meta.mode() & FOREIGN_WRITE != 0 {
+        return Err(refuse(
+            dir,
+            format!(
+                "is writable by group or others (mode {:04o}); conductor refuses a \
+                 directory other users can change, since they could plant tasks and \
+                 process ids a worker acts on. Fix: `chmod 700 {}`",
+                meta.mode() & 0o7777,
+                dir.display()
+            ),
+        ));
+    }
+    Ok(())
+}
+
+fn refuse(dir: &Path, why: String) -> Error {
+    Error::bad(dir, FileProblem::Invalid(why))
+}
+
+fn lookup(uid: u32) -> Option<String> {
+    nix::unistd::User::from_uid(nix::unistd::Uid::from_raw(uid))
+        .ok()
+        .flatten()
+        .map(|u| u.name)
+}
+
+/// `name (uid N)`, or just the uid when it has no name.
+fn user_name(uid: u32) -> String {
+    match lookup(uid) {
+        Some(name) => format!("{name} (uid {uid})"),
+        None => format!("uid {uid}"),
+    }
+}
+
+/// What `chown` takes for `uid`: its name, else the number.
+fn chown_name(uid: u32) -> String {
+    lookup(uid).unwrap_or_else(|| uid.to_string())
+}
