@@ -54,6 +54,7 @@ pub(crate) mod ledger;
 pub mod maintenance;
 pub mod orchestrator;
 pub mod preset;
+pub mod procfs;
 pub mod protocol;
 pub mod queue;
 pub mod recovery;
