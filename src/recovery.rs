@@ -539,72 +539,50 @@ mod tests {
         assert_eq!(disposition(unreadable), Disposition::Interrupted);
     }
 
+    const ME: u32 = 1000;
+
+    fn proc(start: u64, uid: u32, has_marker: bool) -> ProcFacts {
+        ProcFacts {
+            start_time: Some(start),
+            uid: Some(uid),
+            has_marker,
+        }
+    }
+
     #[test]
     fn a_reused_pid_is_never_taken_for_the_agent() {
-        let me = 1000;
-        let agent = ProcFacts {
-            start_time: Some(7),
-            uid: Some(me),
-            has_marker: true,
-        };
-        assert!(leftover_agent_is_ours(Some(7), me, Some(agent), &[]));
+        let ours = |leader| leftover_agent_is_ours(Some(7), ME, Some(leader), &[]);
+        assert!(ours(proc(7, ME, true)));
         // Another start time, another user, or no marker: a stranger at that pid.
-        let later = ProcFacts {
-            start_time: Some(8),
-            ..agent
-        };
-        assert!(!leftover_agent_is_ours(Some(7), me, Some(later), &[]));
-        let theirs = ProcFacts {
-            uid: Some(0),
-            ..agent
-        };
-        assert!(!leftover_agent_is_ours(Some(7), me, Some(theirs), &[]));
-        let unmarked = ProcFacts {
-            has_marker: false,
-            ..agent
-        };
-        assert!(!leftover_agent_is_ours(Some(7), me, Some(unmarked), &[]));
-        // Nothing recorded, or nothing readable: not trusted.
-        assert!(!leftover_agent_is_ours(None, me, Some(agent), &[]));
+        assert!(!ours(proc(8, ME, true)));
+        assert!(!ours(proc(7, 0, true)));
+        assert!(!ours(proc(7, ME, false)));
         let unreadable = ProcFacts {
             start_time: None,
             uid: None,
             has_marker: false,
         };
-        assert!(!leftover_agent_is_ours(Some(7), me, Some(unreadable), &[]));
+        assert!(!ours(unreadable));
+        // Nothing recorded: not trusted.
+        assert!(!leftover_agent_is_ours(
+            None,
+            ME,
+            Some(proc(7, ME, true)),
+            &[]
+        ));
     }
 
     #[test]
     fn with_the_leader_gone_every_member_must_be_the_tasks() {
-        let me = 1000;
-        let child = ProcFacts {
-            start_time: Some(9),
-            uid: Some(me),
-            has_marker: true,
-        };
-        assert!(leftover_agent_is_ours(Some(7), me, None, &[child, child]));
-        assert!(!leftover_agent_is_ours(Some(7), me, None, &[]));
-        assert!(!leftover_agent_is_ours(None, me, None, &[child]));
-        let older = ProcFacts {
-            start_time: Some(6),
-            ..child
-        };
-        assert!(!leftover_agent_is_ours(Some(7), me, None, &[child, older]));
-        let unmarked = ProcFacts {
-            has_marker: false,
-            ..child
-        };
-        assert!(!leftover_agent_is_ours(
-            Some(7),
-            me,
-            None,
-            &[child, unmarked]
-        ));
-        let theirs = ProcFacts {
-            uid: Some(0),
-            ..child
-        };
-        assert!(!leftover_agent_is_ours(Some(7), me, None, &[theirs]));
+        let ours = |members: &[ProcFacts]| leftover_agent_is_ours(Some(7), ME, None, members);
+        let child = proc(9, ME, true);
+        assert!(ours(&[child, child]));
+        assert!(!ours(&[]));
+        assert!(!leftover_agent_is_ours(None, ME, None, &[child]));
+        // Older than the agent, unmarked, or another user's: not the task's.
+        assert!(!ours(&[child, proc(6, ME, true)]));
+        assert!(!ours(&[child, proc(9, ME, false)]));
+        assert!(!ours(&[proc(9, 0, true)]));
     }
 
     #[test]

@@ -381,3 +381,59 @@ pub fn signal_group(pgid: u32, sig: Signal) {
 fn spawn_named(name: &str, f: impl FnOnce() + Send + 'static) -> io::Result<JoinHandle<()>> {
     std::thread::Builder::new().name(name.to_string()).spawn(f)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn launch<'a>(cmd: &'a AgentCommand, dir: &'a Path, log: &'a Path) -> Launch<'a> {
+        Launch {
+            command: cmd,
+            program_path: None,
+            cwd: dir,
+            task_id: "t1".into(),
+            env: Vec::new(),
+            prompt: String::new(),
+            output_log: log,
+            inline_cap: 1024,
+            log_cap: 1 << 20,
+        }
+    }
+
+    #[test]
+    fn an_agent_whose_record_fails_never_runs() {
+        let dir = tempfile::tempdir().unwrap();
+        let ran = dir.path().join("ran");
+        let cmd = AgentCommand::parse(&format!("touch {}", ran.display())).unwrap();
+        let log = dir.path().join("output.log");
+        let record: Record = Box::new(|_, _| Err(Error::Usage("disk full".into())));
+        let err = Agent::spawn(launch(&cmd, dir.path(), &log), record).unwrap_err();
+        assert!(err.to_string().contains("disk full"), "{err}");
+        // spawn reaped the child: had it exec'd, the file would exist by now.
+        assert!(!ran.exists(), "the agent ran unrecorded");
+    }
+
+    #[test]
+    fn the_record_sees_the_agent_before_it_runs() {
+        let dir = tempfile::tempdir().unwrap();
+        let cmd = AgentCommand::parse("echo ran").unwrap();
+        let log = dir.path().join("output.log");
+        let (tx, rx) = crossbeam_channel::bounded(1);
+        let record: Record = Box::new(move |pid, start| {
+            // Not exec'd yet: still a copy of this process, without the marker.
+            let _ = tx.send((
+                pid,
+                start,
+                crate::procfs::environ_has(pid, "CONDUCTOR_TASK_ID=t1"),
+            ));
+            Ok(())
+        });
+        let agent = Agent::spawn(launch(&cmd, dir.path(), &log), record).unwrap();
+        let (pid, start, marked) = rx.recv().unwrap();
+        assert_eq!((pid, start), (agent.pid(), agent.start_time()));
+        assert!(start.is_some() && !marked);
+        let out = agent.finish();
+        assert!(out.status.success());
+        assert_eq!(out.stdout, b"ran\n");
+    }
+}
