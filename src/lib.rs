@@ -59,6 +59,7 @@ pub mod maintenance;
 pub mod orchestrator;
 pub mod pool;
 pub mod preset;
+pub mod procfs;
 pub mod protocol;
 pub mod queue;
 pub mod recovery;

@@ -520,6 +520,9 @@ pub struct TaskResult {
     pub output_truncated: bool,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub output_file: Option<String>,
+    /// Why the output is not whole where it is kept (e.g. cut from the log file).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub output_note: Option<String>,
     /// Claude Code's session (claude preset): `conductor retry --resume` continues it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub session_id: Option<String>,
@@ -562,6 +565,7 @@ impl TaskResult {
             worker: None,
             output_truncated: false,
             output_file: None,
+            output_note: None,
             session_id: None,
             cost_usd: None,
             num_turns: None,

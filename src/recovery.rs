@@ -17,9 +17,9 @@ use crate::dirlock::{self, Acquire, DirLock, LockOptions};
 use crate::error::{Error, Result};
 use crate::fsio::{self, Durability, SMALL_FILE_LIMIT};
 use crate::gate::Gate;
-use crate::host;
 use crate::layout::{Root, Slot, WorkerPaths};
 use crate::ledger::Ledger;
+use crate::procfs;
 use crate::protocol::{Outcome, Status, Task, TaskId, TaskResult, WorkerState};
 use crate::queue;
 
@@ -115,18 +115,40 @@ pub fn disposition(l: Leftover) -> Disposition {
     }
 }
 
-/// Whether the process now at a recorded agent pid is the agent we started (so its
-/// group may be killed). The group id cannot be reused while any member lives, so with
-/// the leader gone the group is ours; with the pid alive it must have the recorded
-/// start time. Without a recorded or readable start time a live pid is never trusted.
+/// What recovery can see of one live process.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ProcFacts {
+    /// Clock ticks since boot.
+    pub start_time: Option<u64>,
+    /// Real uid.
+    pub uid: Option<u32>,
+    /// Its environment holds the task's marker (`CONDUCTOR_TASK_ID=<id>`).
+    pub has_marker: bool,
+}
+
+/// Whether the group of a recorded agent pid is the agent we started (so it may be
+/// killed): its live `leader` must have the recorded start time, our uid and the
+/// task's marker. With the leader gone the group id cannot have been reused while
+/// members live, yet each live member must still be ours: our uid, the marker, and
+/// started no earlier than the leader. Without a recorded start time nothing is trusted.
 pub fn leftover_agent_is_ours(
     recorded_start: Option<u64>,
-    current_start: Option<u64>,
-    leader_alive: bool,
+    own_uid: u32,
+    leader: Option<ProcFacts>,
+    members: &[ProcFacts],
 ) -> bool {
-    match (recorded_start, current_start) {
-        (Some(recorded), Some(now)) => recorded == now,
-        _ => !leader_alive,
+    let Some(recorded) = recorded_start else {
+        return false;
+    };
+    let marked = |p: &ProcFacts| p.uid == Some(own_uid) && p.has_marker;
+    match leader {
+        Some(l) => l.start_time == Some(recorded) && marked(&l),
+        None => {
+            !members.is_empty()
+                && members
+                    .iter()
+                    .all(|m| marked(m) && m.start_time.is_some_and(|s| s >= recorded))
+        }
     }
 }
 
@@ -276,27 +298,47 @@ fn read_leftover(root: &Root, paths: &WorkerPaths) -> Result<Option<Found>> {
     }))
 }
 
-/// Kill the dead worker's agent group if it outlived it: only the exact process
-/// recorded for this task, never a process that merely reused its pid.
+/// Kill the dead worker's agent group if it outlived it: only the processes recorded
+/// for this task (see [`leftover_agent_is_ours`]), never a process that merely reused
+/// its pid.
 fn kill_leftover_agent(status: Option<&Status>, id: &TaskId) -> Option<u32> {
     let st = status.filter(|s| s.task_id.as_ref() == Some(id))?;
     let pid = st.agent_pid?;
-    let leader_alive = host::pid_alive(pid);
-    if !leftover_agent_is_ours(
-        st.agent_start_time,
-        host::process_start_time(pid),
-        leader_alive,
-    ) {
+    let marker = agent::task_marker(&id.to_string());
+    let facts = |p: u32, start_time: u64| ProcFacts {
+        start_time: Some(start_time),
+        uid: procfs::uid(p),
+        has_marker: procfs::environ_has(p, &marker),
+    };
+    let table = procfs::snapshot();
+    let leader = table
+        .get(&pid)
+        .filter(|s| !s.is_zombie())
+        .map(|s| facts(pid, s.start_time));
+    let members: Vec<ProcFacts> = table
+        .iter()
+        .filter(|(p, s)| **p != pid && s.pgrp == pid && !s.is_zombie())
+        .map(|(p, s)| facts(*p, s.start_time))
+        .collect();
+    let own_uid = nix::unistd::getuid().as_raw();
+    if !leftover_agent_is_ours(st.agent_start_time, own_uid, leader, &members) {
+        if leader.is_some() || !members.is_empty() {
+            tracing::warn!(
+                "not killing process group {pid}: its processes are not task {id}'s agent"
+            );
+        }
         return None;
     }
     tracing::warn!("killing leftover agent group {pid} of task {id}");
     agent::signal_group(pid, Signal::SIGKILL);
     // Not our child, so there is no wait(): watch it go, with a bound.
     let deadline = Instant::now() + Duration::from_secs(5);
-    while leader_alive
-        && host::same_process_alive(pid, st.agent_start_time)
-        && Instant::now() < deadline
-    {
+    let gone = || {
+        procfs::snapshot()
+            .values()
+            .all(|s| s.pgrp != pid || s.is_zombie())
+    };
+    while !gone() && Instant::now() < deadline {
         std::thread::sleep(Duration::from_millis(10));
     }
     Some(pid)
@@ -500,15 +542,50 @@ mod tests {
         assert_eq!(disposition(unreadable), Disposition::Interrupted);
     }
 
+    const ME: u32 = 1000;
+
+    fn proc(start: u64, uid: u32, has_marker: bool) -> ProcFacts {
+        ProcFacts {
+            start_time: Some(start),
+            uid: Some(uid),
+            has_marker,
+        }
+    }
+
     #[test]
     fn a_reused_pid_is_never_taken_for_the_agent() {
-        assert!(leftover_agent_is_ours(Some(7), Some(7), true));
-        assert!(!leftover_agent_is_ours(Some(7), Some(8), true));
-        // Leader gone: its group id cannot have been reused while members live.
-        assert!(leftover_agent_is_ours(Some(7), None, false));
-        assert!(leftover_agent_is_ours(None, None, false));
-        // Alive but nothing to compare: not trusted.
-        assert!(!leftover_agent_is_ours(None, Some(8), true));
+        let ours = |leader| leftover_agent_is_ours(Some(7), ME, Some(leader), &[]);
+        assert!(ours(proc(7, ME, true)));
+        // Another start time, another user, or no marker: a stranger at that pid.
+        assert!(!ours(proc(8, ME, true)));
+        assert!(!ours(proc(7, 0, true)));
+        assert!(!ours(proc(7, ME, false)));
+        let unreadable = ProcFacts {
+            start_time: None,
+            uid: None,
+            has_marker: false,
+        };
+        assert!(!ours(unreadable));
+        // Nothing recorded: not trusted.
+        assert!(!leftover_agent_is_ours(
+            None,
+            ME,
+            Some(proc(7, ME, true)),
+            &[]
+        ));
+    }
+
+    #[test]
+    fn with_the_leader_gone_every_member_must_be_the_tasks() {
+        let ours = |members: &[ProcFacts]| leftover_agent_is_ours(Some(7), ME, None, members);
+        let child = proc(9, ME, true);
+        assert!(ours(&[child, child]));
+        assert!(!ours(&[]));
+        assert!(!leftover_agent_is_ours(None, ME, None, &[child]));
+        // Older than the agent, unmarked, or another user's: not the task's.
+        assert!(!ours(&[child, proc(6, ME, true)]));
+        assert!(!ours(&[child, proc(9, ME, false)]));
+        assert!(!ours(&[proc(9, 0, true)]));
     }
 
     #[test]

@@ -136,6 +136,10 @@ pub struct WorkerArgs {
     /// Seconds between SIGTERM and SIGKILL when stopping an agent.
     #[arg(long, value_name = "SECS", default_value_t = 5)]
     pub kill_grace: u64,
+    /// Most bytes a task's log file (`tasks/<id>.log`) keeps; beyond it the middle of
+    /// the output is cut and a marker line says so.
+    #[arg(long, value_name = "BYTES", default_value_t = 64 * 1024 * 1024)]
+    pub log_cap: u64,
     /// Poll the directory instead of using native file events (for NFS, SMB, FUSE);
     /// optional interval in milliseconds.
     #[arg(long, value_name = "MS", num_args = 0..=1, require_equals = true,
@@ -160,6 +164,7 @@ pub fn run_worker(args: WorkerArgs) -> anyhow::Result<()> {
     opts.preset = preset;
     opts.timeout = args.timeout.map(Duration::from_secs);
     opts.kill_grace = Duration::from_secs(args.kill_grace);
+    opts.log_cap = args.log_cap;
     opts.allow_nested = args.allow_nested;
     if let Some(interval) = args.poll {
         opts.watch = WatchMode::Poll(interval.max(Duration::from_millis(1)));

@@ -63,6 +63,9 @@ pub struct WorkerOptions {
     pub quiet_grace: Duration,
     /// Stdout bytes kept inline in the result; the rest stays in a file.
     pub inline_output: usize,
+    /// Most bytes a task's log file keeps: beyond it the middle is cut (marked by a
+    /// line, said in the result's `outputNote`).
+    pub log_cap: u64,
     /// Start even inside an agent (`CONDUCTOR_WORKER` set).
     pub allow_nested: bool,
 }
@@ -82,6 +85,7 @@ impl WorkerOptions {
             rescan: Duration::from_secs(2),
             quiet_grace: Duration::from_millis(500),
             inline_output: 4 * 1024 * 1024,
+            log_cap: 64 * 1024 * 1024,
             allow_nested: false,
         }
     }

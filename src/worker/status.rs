@@ -15,7 +15,8 @@ use crate::protocol::Status;
 /// Writes a slot's status. The replaced file is first linked into `.trash/` so the
 /// rename frees nothing, and a reaper thread frees it: freeing file data costs ~1 ms of
 /// kernel time on some filesystems (ext4 here), and a status write sits between a
-/// task's result and the next pickup.
+/// task's result and the next pickup. Clones share the reaper.
+#[derive(Clone)]
 pub(crate) struct StatusBoard {
     status: PathBuf,
     trash: PathBuf,

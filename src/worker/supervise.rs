@@ -8,9 +8,9 @@ use nix::sys::signal::Signal;
 
 use super::admit::Hold;
 use super::{cancel, space, Pickup, Shared, SlotServer, ENV_WORKER};
-use crate::agent::{Agent, AgentCommand, AgentOutput, Launch};
+use crate::agent::{self, Agent, AgentCommand, AgentOutput, Launch, Record};
 use crate::dirlock::DirLock;
-use crate::env::{ENV_CONTEXT, ENV_HOME, ENV_TASK_ID};
+use crate::env::{ENV_CONTEXT, ENV_HOME};
 use crate::error::{Error, Result};
 use crate::fsio;
 use crate::ledger::Ledger;
@@ -128,17 +128,25 @@ impl Run<'_> {
             command,
             program_path: self.shared.agent_path.as_deref(),
             cwd: &opts.project_dir,
+            task_id: self.id.to_string(),
             env: vec![
                 (ENV_HOME, opts.root.path().display().to_string()),
                 (ENV_WORKER, self.slot.slot().to_string()),
-                (ENV_TASK_ID, self.id.to_string()),
                 (ENV_CONTEXT, context),
             ],
             prompt: task.prompt.clone(),
             output_log: &paths.output_log(),
             inline_cap: opts.inline_output,
+            log_cap: opts.log_cap,
         };
-        Agent::spawn(launch).map_err(|e| {
+        // The agent runs only once status.json names it, so recovery can always find it.
+        let (board, mut status) = (self.slot.board.clone(), self.working_status());
+        let record: Record = Box::new(move |pid, start_time| {
+            status.agent_pid = Some(pid);
+            status.agent_start_time = start_time;
+            board.publish(status)
+        });
+        Agent::spawn(launch, record).map_err(|e| {
             Box::new(TaskResult::failed(
                 self.id.clone(),
                 Outcome::Failure,
@@ -147,13 +155,12 @@ impl Run<'_> {
         })
     }
 
-    fn working_status(&self, agent: &Agent) -> Status {
+    /// `working` on this task; the agent's pid and start time are added by the caller.
+    fn working_status(&self) -> Status {
         let mut status = Status::new(WorkerState::Working);
         status.task_id = Some(self.id.clone());
         status.started_at = Some(self.started_at.clone());
         status.heartbeat_at = Some(self.started_at.clone());
-        status.agent_pid = Some(agent.pid());
-        status.agent_start_time = agent.start_time();
         status.attempt = Some(self.attempt);
         status.output_bytes = Some(0);
         status
@@ -170,10 +177,10 @@ impl Run<'_> {
         wake: &Receiver<()>,
         shutdown: &Receiver<()>,
     ) -> Option<Stop> {
-        let mut status = self.working_status(agent);
-        if let Err(e) = self.slot.board.publish(status.clone()) {
-            tracing::warn!("publishing the working status: {e}");
-        }
+        // Already published (with the agent's pid) before the agent could run.
+        let mut status = self.working_status();
+        status.agent_pid = Some(agent.pid());
+        status.agent_start_time = agent.start_time();
         let timeout = self.timeout(task);
         // A timeout too large to represent is no timeout.
         let deadline = timeout.and_then(|t| self.clock.checked_add(t));
@@ -290,11 +297,22 @@ impl Run<'_> {
         }) {
             tracing::warn!("{e}");
         }
+        if out.log_cut > 0 {
+            r.output_truncated = true;
+            r.output_file = Some(log.display().to_string());
+            r.output_note = Some(format!(
+                "{} of {} bytes of output were cut from the middle of {} to keep it under \
+                 its cap (a marker line shows where)",
+                out.log_cut,
+                out.stdout_total,
+                log.display()
+            ));
+        }
         if out.stdout_truncated {
             r.output_truncated = true;
             r.output_file = Some(log.display().to_string());
             tracing::info!(
-                "task {}: {} bytes of output, {} kept inline, all in {}",
+                "task {}: {} bytes of output, {} kept inline, the log in {}",
                 self.id,
                 out.stdout_total,
                 out.stdout.len(),
@@ -326,11 +344,8 @@ impl Run<'_> {
         drop(lock);
         drop(hold);
         // Ready an empty output.log now, off the next pickup's path.
-        let paths = &self.slot.paths;
-        if !paths.output_log().exists() {
-            if let Err(e) = fsio::overwrite_padded(&paths.output_log(), b"") {
-                tracing::warn!("{e}");
-            }
+        if let Err(e) = agent::ready_log(&self.slot.paths.output_log()) {
+            tracing::warn!("{e}");
         }
         Ok(())
     }

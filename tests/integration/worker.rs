@@ -746,14 +746,153 @@ fn an_escaped_descendant_holding_the_pipes_does_not_hang_the_task() {
         "{:?}",
         started.elapsed()
     );
-    let escaped: i32 = fs::read_to_string(&pidfile)
+    let escaped: u32 = fs::read_to_string(&pidfile)
         .unwrap()
         .trim()
         .parse()
         .unwrap();
-    let _ = kill(Pid::from_raw(escaped), Signal::SIGKILL);
+    // The worker, its subreaper, found it by its task marker and stopped it with the
+    // task (it would otherwise sleep on for a minute).
+    let gone = wait_until_or(BOUND, || !conductor::host::pid_alive(escaped));
+    if !gone {
+        let _ = kill(Pid::from_raw(escaped as i32), Signal::SIGKILL);
+    }
+    assert!(gone, "escaped descendant {escaped} outlived its task");
     assert!(r.success, "{:?}", r.error);
     assert_eq!(r.output, "done\n");
+}
+
+fn wait_until_or(bound: Duration, mut cond: impl FnMut() -> bool) -> bool {
+    let deadline = Instant::now() + bound;
+    while Instant::now() < deadline {
+        if cond() {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    cond()
+}
+
+/// An agent never runs before status.json names it: a worker killed in the spawn
+/// window would otherwise leave it where recovery cannot find it.
+#[test]
+fn the_agent_runs_only_once_status_names_its_pid() {
+    let t = TestRoot::new();
+    let _w = WorkerProc::start(&t, S0, &sh("recorded.sh"), &[], &[]);
+    for i in 0..20 {
+        let id = format!("rec{i}");
+        send(&t, &id, "x");
+        assert_eq!(result_of(&t, &id).output, "recorded\n", "task {id}");
+    }
+}
+
+/// Recovery kills a recorded agent group only if its processes carry the task's
+/// marker: a live process of ours at the recorded pid, with the recorded start time
+/// but no marker, is someone else's.
+#[test]
+fn recovery_spares_a_live_process_without_the_task_marker() {
+    use std::os::unix::process::CommandExt;
+    let t = TestRoot::new();
+    let mut stranger = Command::new("sleep")
+        .arg("300")
+        .process_group(0)
+        .spawn()
+        .unwrap();
+    let pid = stranger.id();
+    let w = t.client.create_worker(S0).unwrap();
+    fs::write(w.running(), br#"{"id": "planted", "prompt": "p"}"#).unwrap();
+    let mut st = Status::new(WorkerState::Working);
+    st.task_id = Some(TaskId::from("planted"));
+    st.agent_pid = Some(pid);
+    st.agent_start_time = conductor::host::process_start_time(pid);
+    st.worker_pid = Some(u32::MAX - 1);
+    assert!(st.agent_start_time.is_some());
+    fs::write(w.status(), serde_json::to_vec(&st).unwrap()).unwrap();
+    let _worker = WorkerProc::start(&t, S0, "cat", &[], &[]);
+    let r = result_of(&t, "planted");
+    assert_eq!(r.outcome, Some(Outcome::Interrupted));
+    let alive = stranger.try_wait().unwrap().is_none();
+    let _ = stranger.kill();
+    let _ = stranger.wait();
+    assert!(alive, "recovery killed an unrelated process");
+}
+
+/// The task log keeps the head and the tail of a huge output under its cap, with a
+/// marker line where the middle was cut, and the result says so.
+#[test]
+fn the_task_log_is_capped_with_a_marker_and_a_note() {
+    let t = TestRoot::new();
+    let _w = WorkerProc::start(
+        &t,
+        S0,
+        &sh("huge_output.sh"),
+        &["--log-cap", "1000000"],
+        &[],
+    );
+    send(&t, "capped", "go");
+    let r = result_of(&t, "capped");
+    assert!(r.success, "{:?}", r.error);
+    assert!(r.output_truncated);
+    let note = r.output_note.expect("outputNote");
+    assert!(note.contains("cut"), "{note}");
+    let log = fs::read(t.client.worker(S0).task_log(&TaskId::from("capped"))).unwrap();
+    assert!(log.len() <= 1_000_000, "{}", log.len());
+    let text = String::from_utf8_lossy(&log);
+    let marker = text.find("[conductor: ").expect("marker line");
+    assert!(text[..marker].trim_end().bytes().all(|b| b == b'x'));
+    let after = &text[marker..];
+    let tail = &after[after.find('\n').unwrap() + 1..];
+    assert!(tail.len() > 400_000 && tail.bytes().all(|b| b == b'x'));
+    assert_eq!(
+        marker - 1 + tail.len() + note_cut(&text[marker..]),
+        10_000_000
+    );
+}
+
+/// The byte count the marker line names.
+fn note_cut(marker: &str) -> usize {
+    marker["[conductor: ".len()..]
+        .split(' ')
+        .next()
+        .unwrap()
+        .parse()
+        .unwrap()
+}
+
+/// output.log is created fresh per task: a hard link planted under its name is never
+/// written through, and a symlink there does not make tasks fail.
+#[test]
+fn a_planted_output_log_is_replaced_not_written_through() {
+    let t = TestRoot::new();
+    let w = t.client.create_worker(S0).unwrap();
+    let outside = t.dir.path().join("precious.txt");
+    fs::write(&outside, "precious\n").unwrap();
+    let _ = fs::remove_file(w.output_log());
+    fs::hard_link(&outside, w.output_log()).unwrap();
+    let _worker = WorkerProc::start(&t, S0, "cat", &[], &[]);
+    send(&t, "h1", "agent output");
+    assert_eq!(result_of(&t, "h1").output, "agent output");
+    assert_eq!(fs::read_to_string(&outside).unwrap(), "precious\n");
+    // Planted between tasks, over the file readied for the next one.
+    for (i, plant) in ["link", "symlink", "dangling"].iter().enumerate() {
+        let _ = fs::remove_file(w.output_log());
+        match *plant {
+            "link" => fs::hard_link(&outside, w.output_log()).unwrap(),
+            "symlink" => symlink(&outside, w.output_log()).unwrap(),
+            _ => symlink(t.dir.path().join("nowhere"), w.output_log()).unwrap(),
+        }
+        let id = format!("p{i}");
+        send(&t, &id, "more output");
+        let r = result_of(&t, &id);
+        assert!(r.success, "{plant}: {:?}", r.error);
+        assert_eq!(r.output, "more output");
+        assert_eq!(
+            fs::read_to_string(&outside).unwrap(),
+            "precious\n",
+            "{plant}"
+        );
+        assert!(!t.dir.path().join("nowhere").exists(), "{plant}");
+    }
 }
 
 /// A cancel asked for while the worker was dying is honoured by recovery: the task

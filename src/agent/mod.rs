@@ -1,7 +1,11 @@
-//! The agent process: spawned in its own group, prompt on stdin, output drained concurrently.
+//! The agent process: spawned in its own group once recorded, prompt on stdin, output
+//! drained concurrently, every process it left stopped when it ends.
 
-use std::fs::File;
-use std::io::{self, Read, Write};
+mod output;
+mod spawn;
+mod sweep;
+
+use std::io::{self, Write};
 use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
@@ -15,7 +19,11 @@ use nix::sys::signal::{killpg, Signal};
 use nix::unistd::Pid;
 
 use crate::error::{Error, Result};
-use crate::host;
+use output::{Captured, LogSink};
+use spawn::Handshake;
+
+pub use output::ready_log;
+pub use spawn::{Record, EXIT_UNRECORDED};
 
 /// The agent command line, split into argv (no shell unless the user writes `sh -c …`).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -78,27 +86,33 @@ pub struct Launch<'a> {
     /// `command.program` resolved on `PATH` (see [`AgentCommand::resolve`]).
     pub program_path: Option<&'a Path>,
     pub cwd: &'a Path,
+    /// The task's id: set as [`ENV_TASK_ID`], the marker that tells the task's
+    /// processes from any other (see [`task_marker`]).
+    pub task_id: String,
     pub env: Vec<(&'static str, String)>,
     pub prompt: String,
-    /// Live copy of stdout; truncated at the start of every run.
+    /// Live copy of stdout (the head live, the tail at the end: see `log_cap`).
     pub output_log: &'a Path,
     /// Bytes of stdout kept in memory for the result; the rest is only in the log.
     pub inline_cap: usize,
+    /// Most bytes `output_log` holds: beyond it the middle is cut, marked by a line.
+    pub log_cap: u64,
 }
 
-/// What a stream reader collected.
-#[derive(Debug, Default)]
-struct Captured {
-    kept: Vec<u8>,
-    total: u64,
+/// The task's id in every agent's environment: its presence ties a process to its task.
+pub use crate::env::ENV_TASK_ID;
+
+/// The environment entry every process of task `id` carries (unless it cleared it).
+pub fn task_marker(id: &str) -> String {
+    format!("{ENV_TASK_ID}={id}")
 }
 
 /// How much of stderr is kept (its tail): enough for the error line and some context.
 const STDERR_TAIL: usize = 64 * 1024;
 
-/// How long to wait for the output readers after the agent's group is gone. A
-/// descendant that left the group (setsid) may hold the pipes open for ever; we then
-/// keep what was read so far rather than hang.
+/// How long to wait for the output readers after the agent's processes are gone. A
+/// descendant that left the group and cleared its environment may hold the pipes open
+/// for ever; we then keep what was read so far rather than hang.
 const READER_GRACE: Duration = Duration::from_secs(2);
 
 /// What a stream reader has collected so far, shared with the reader thread.
@@ -113,6 +127,7 @@ type SharedCapture = Arc<Mutex<Captured>>;
 pub struct Agent {
     pid: u32,
     start_time: Option<u64>,
+    marker: String,
     child: Child,
     /// Fires once the leader has exited (it is left unreaped).
     exit_rx: Receiver<()>,
@@ -131,14 +146,25 @@ pub struct AgentOutput {
     pub stdout: Vec<u8>,
     pub stdout_total: u64,
     pub stdout_truncated: bool,
+    /// Bytes of stdout cut out of the middle of the log file to keep it under its cap.
+    pub log_cut: u64,
     pub stderr: Vec<u8>,
 }
 
 impl Agent {
-    /// Start the agent. Must be called from a long-lived thread: the parent-death
-    /// signal fires when the spawning *thread* exits.
-    pub fn spawn(launch: Launch<'_>) -> Result<Agent> {
-        let log = open_log(launch.output_log)?;
+    /// Start the agent. It does not run until `record` has written its pid and start
+    /// time where recovery looks, and never runs if that fails or this process dies
+    /// first. Must be called from a long-lived thread: the parent-death signal fires
+    /// when the spawning *thread* exits.
+    pub fn spawn(launch: Launch<'_>, record: Record) -> Result<Agent> {
+        spawn::become_subreaper();
+        let spawn_error = |hint, source| Error::Spawn {
+            program: launch.command.program.clone(),
+            hint,
+            source,
+        };
+        let log = output::open_log(launch.output_log)?;
+        let log = LogSink::new(log, launch.output_log, launch.log_cap);
         let mut cmd = match launch.program_path {
             Some(p) => Command::new(p),
             None => Command::new(&launch.command.program),
@@ -146,41 +172,46 @@ impl Agent {
         cmd.args(&launch.command.args)
             .current_dir(launch.cwd)
             .envs(launch.env.iter().map(|(k, v)| (k, v)))
+            .env(ENV_TASK_ID, &launch.task_id)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .process_group(0);
-        #[cfg(target_os = "linux")]
-        {
-            let parent = std::process::id();
-            // SAFETY: prctl and getppid are async-signal-safe; nothing here allocates.
-            unsafe {
-                cmd.pre_exec(move || {
-                    nix::sys::prctl::set_pdeathsig(Signal::SIGKILL)?;
-                    // The worker may have died before prctl took effect.
-                    if nix::unistd::getppid().as_raw() as u32 != parent {
-                        return Err(io::Error::other("worker exited during spawn"));
-                    }
-                    Ok(())
-                });
-            }
-        }
-        let mut child = cmd.spawn().map_err(|source| Error::Spawn {
-            program: launch.command.program.clone(),
-            hint: if source.kind() == io::ErrorKind::NotFound {
+        let handshake = Handshake::new()?;
+        handshake.arm(&mut cmd);
+        let (helper, parent_ends) = handshake
+            .serve(record)
+            .map_err(|e| spawn_error(" (could not start a thread to serve it)", e))?;
+        let spawned = cmd.spawn();
+        drop(parent_ends);
+        let mut child = spawned.map_err(|source| {
+            let hint = if source.kind() == io::ErrorKind::NotFound {
                 " (is it installed and on PATH? set the agent with --agent)"
             } else {
                 ""
-            },
-            source,
+            };
+            spawn_error(hint, source)
         })?;
         let pid = child.id();
-        let start_time = host::process_start_time(pid);
+        let start_time = match helper.recorded.recv() {
+            Ok(Ok(start)) => start,
+            Ok(Err(e)) => {
+                // The child was never released: it exits on its own.
+                spawn::reap_unreleased(child);
+                return Err(e);
+            }
+            Err(_) => {
+                signal_group(pid, Signal::SIGKILL);
+                spawn::reap_unreleased(child);
+                let e = io::Error::other("the agent's pid was never reported");
+                return Err(spawn_error("", e));
+            }
+        };
+        let _ = helper.spawned.send(pid);
         let output_bytes = Arc::new(AtomicU64::new(0));
         let stdout: SharedCapture = Arc::default();
         let stderr: SharedCapture = Arc::default();
         let (done_tx, readers_done) = bounded::<()>(2);
-        let (exit_tx, exit_rx) = bounded::<()>(1);
 
         let mut stdin = child.stdin.take().expect("stdin piped");
         let prompt = launch.prompt;
@@ -196,37 +227,31 @@ impl Agent {
                 let _ = stdin.write_all(prompt.as_bytes());
             }),
             spawn_named("agent-stdout", move || {
-                if let Err(e) = drain_stdout(out, log, cap, &counter, &out_buf) {
+                if let Err(e) = output::drain_stdout(out, log, cap, &counter, &out_buf) {
                     tracing::warn!("reading agent stdout: {e}");
                 }
                 let _ = out_done.send(());
             }),
             spawn_named("agent-stderr", move || {
-                if let Err(e) = drain_tail(err, STDERR_TAIL, &err_buf) {
+                if let Err(e) = output::drain_tail(err, STDERR_TAIL, &err_buf) {
                     tracing::warn!("reading agent stderr: {e}");
                 }
                 let _ = done_tx.send(());
-            }),
-            spawn_named("agent-wait", move || {
-                wait_exited_unreaped(pid);
-                let _ = exit_tx.send(());
             }),
         ];
         if let Some(e) = threads.iter().find_map(|t| t.as_ref().err()) {
             // Out of threads (a container's pids limit): do not leave the agent running.
             signal_group(pid, Signal::SIGKILL);
             let _ = child.wait();
-            return Err(Error::Spawn {
-                program: launch.command.program.clone(),
-                hint: " (could not start a thread to serve it)",
-                source: io::Error::new(e.kind(), e.to_string()),
-            });
+            let e = io::Error::new(e.kind(), e.to_string());
+            return Err(spawn_error(" (could not start a thread to serve it)", e));
         }
         Ok(Agent {
             pid,
             start_time,
+            marker: task_marker(&launch.task_id),
             child,
-            exit_rx,
+            exit_rx: helper.exited,
             exit_seen: false,
             output_bytes,
             stdout,
@@ -277,8 +302,8 @@ impl Agent {
         self.exit_seen = true;
     }
 
-    /// Wait for the agent to exit (if not yet seen), kill whatever it left running in
-    /// its group, reap it, and collect the output.
+    /// Wait for the agent to exit (if not yet seen), stop whatever it left running (in
+    /// its group or escaped from it), reap it, and collect the output.
     pub fn finish(mut self) -> AgentOutput {
         if !self.exit_seen {
             let _ = self.exit_rx.recv();
@@ -292,13 +317,14 @@ impl Agent {
             ExitStatus::from_raw(0xff00)
         });
         self.finished = true;
+        sweep::sweep(self.pid, &self.marker);
         let deadline = std::time::Instant::now() + READER_GRACE;
         for _ in 0..2 {
             let left = deadline.saturating_duration_since(std::time::Instant::now());
             if self.readers_done.recv_timeout(left).is_err() {
                 tracing::warn!(
-                    "agent {}'s output pipes are still held open by a process outside its group; \
-                     keeping the output read so far",
+                    "agent {}'s output pipes are still held open by a process we cannot \
+                     tell is its; keeping the output read so far",
                     self.pid
                 );
                 break;
@@ -310,6 +336,7 @@ impl Agent {
             status,
             stdout_truncated: out.total > out.kept.len() as u64,
             stdout_total: out.total,
+            log_cut: out.log_cut,
             stdout: out.kept,
             stderr: err.kept,
         }
@@ -355,60 +382,58 @@ fn spawn_named(name: &str, f: impl FnOnce() + Send + 'static) -> io::Result<Join
     std::thread::Builder::new().name(name.to_string()).spawn(f)
 }
 
-/// Open `output.log` empty: the worker readies an empty one after each task (the
-/// finished run's log moves to `tasks/<id>.log`), so this truncates nothing.
-fn open_log(path: &Path) -> Result<File> {
-    crate::fsio::create_private(path)
-}
+#[cfg(test)]
+mod tests {
+    use super::*;
 
-fn drain_stdout(
-    mut out: impl Read,
-    mut log: File,
-    cap: usize,
-    counter: &AtomicU64,
-    shared: &Mutex<Captured>,
-) -> io::Result<()> {
-    let mut buf = vec![0u8; 64 * 1024];
-    let mut log_ok = true;
-    loop {
-        let n = match out.read(&mut buf) {
-            Ok(0) => return Ok(()),
-            Ok(n) => n,
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-            Err(e) => return Err(e),
-        };
-        let chunk = &buf[..n];
-        if log_ok {
-            if let Err(e) = log.write_all(chunk) {
-                // Keep draining: a full disk must not block the agent on a full pipe.
-                tracing::warn!("writing output.log: {e}");
-                log_ok = false;
-            }
+    fn launch<'a>(cmd: &'a AgentCommand, dir: &'a Path, log: &'a Path) -> Launch<'a> {
+        Launch {
+            command: cmd,
+            program_path: None,
+            cwd: dir,
+            task_id: "t1".into(),
+            env: Vec::new(),
+            prompt: String::new(),
+            output_log: log,
+            inline_cap: 1024,
+            log_cap: 1 << 20,
         }
-        let mut c = shared.lock().unwrap_or_else(|p| p.into_inner());
-        let room = cap.saturating_sub(c.kept.len());
-        c.kept.extend_from_slice(&chunk[..n.min(room)]);
-        c.total += n as u64;
-        counter.store(c.total, Ordering::Relaxed);
     }
-}
 
-/// Keep the last `keep` bytes (the error line is at the end).
-fn drain_tail(mut err: impl Read, keep: usize, shared: &Mutex<Captured>) -> io::Result<()> {
-    let mut buf = vec![0u8; 16 * 1024];
-    loop {
-        let n = match err.read(&mut buf) {
-            Ok(0) => return Ok(()),
-            Ok(n) => n,
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-            Err(e) => return Err(e),
-        };
-        let mut c = shared.lock().unwrap_or_else(|p| p.into_inner());
-        c.kept.extend_from_slice(&buf[..n]);
-        c.total += n as u64;
-        if c.kept.len() > keep {
-            let excess = c.kept.len() - keep;
-            c.kept.drain(..excess);
-        }
+    #[test]
+    fn an_agent_whose_record_fails_never_runs() {
+        let dir = tempfile::tempdir().unwrap();
+        let ran = dir.path().join("ran");
+        let cmd = AgentCommand::parse(&format!("touch {}", ran.display())).unwrap();
+        let log = dir.path().join("output.log");
+        let record: Record = Box::new(|_, _| Err(Error::Usage("disk full".into())));
+        let err = Agent::spawn(launch(&cmd, dir.path(), &log), record).unwrap_err();
+        assert!(err.to_string().contains("disk full"), "{err}");
+        // spawn reaped the child: had it exec'd, the file would exist by now.
+        assert!(!ran.exists(), "the agent ran unrecorded");
+    }
+
+    #[test]
+    fn the_record_sees_the_agent_before_it_runs() {
+        let dir = tempfile::tempdir().unwrap();
+        let cmd = AgentCommand::parse("echo ran").unwrap();
+        let log = dir.path().join("output.log");
+        let (tx, rx) = crossbeam_channel::bounded(1);
+        let record: Record = Box::new(move |pid, start| {
+            // Not exec'd yet: still a copy of this process, without the marker.
+            let _ = tx.send((
+                pid,
+                start,
+                crate::procfs::environ_has(pid, "CONDUCTOR_TASK_ID=t1"),
+            ));
+            Ok(())
+        });
+        let agent = Agent::spawn(launch(&cmd, dir.path(), &log), record).unwrap();
+        let (pid, start, marked) = rx.recv().unwrap();
+        assert_eq!((pid, start), (agent.pid(), agent.start_time()));
+        assert!(start.is_some() && !marked);
+        let out = agent.finish();
+        assert!(out.status.success());
+        assert_eq!(out.stdout, b"ran\n");
     }
 }

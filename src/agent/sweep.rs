@@ -1,0 +1,100 @@
+//! Stopping what a task left behind outside its process group: descendants that ran
+//! `setsid` (or `setpgid`) are reparented to us, the subreaper, when their parent dies.
+
+use std::collections::{HashMap, HashSet};
+use std::time::{Duration, Instant};
+
+use nix::sys::signal::{kill, Signal};
+use nix::sys::wait::{waitpid, WaitPidFlag};
+use nix::unistd::Pid;
+
+use crate::procfs::{self, Stat};
+
+/// How long an escaped descendant gets between SIGTERM and SIGKILL.
+const TERM_GRACE: Duration = Duration::from_millis(300);
+/// Give up on processes that do not die (uninterruptible sleep) after this long.
+const SWEEP_BOUND: Duration = Duration::from_secs(5);
+
+/// After the agent's group `pgid` was killed and its leader reaped: stop and reap every
+/// process left from the task. Ours are the children of this process (orphans land
+/// here) that are in the group or carry the task's `marker` environment entry, and
+/// everything below them. Returns how many escaped descendants were signalled.
+pub(super) fn sweep(pgid: u32, marker: &str) -> usize {
+    let me = std::process::id();
+    let began = Instant::now();
+    let mut termed: HashMap<u32, Instant> = HashMap::new();
+    let mut escaped = 0;
+    loop {
+        let table = procfs::snapshot();
+        let left = task_processes(&table, me, pgid, marker, &termed);
+        if left.is_empty() {
+            return escaped;
+        }
+        let mut waiting = false;
+        for pid in left {
+            let st = table[&pid];
+            if st.is_zombie() {
+                if st.ppid == me {
+                    let _ = waitpid(Pid::from_raw(pid as i32), Some(WaitPidFlag::WNOHANG));
+                } else {
+                    waiting = true; // Its parent reaps it, or it comes to us.
+                }
+                continue;
+            }
+            waiting = true;
+            let in_group = st.pgrp == pgid;
+            match termed.get(&pid) {
+                // The group was already sent SIGKILL; it is on its way.
+                _ if in_group => {}
+                None => {
+                    escaped += 1;
+                    tracing::warn!("stopping pid {pid}: it left agent group {pgid} ({marker})");
+                    let _ = kill(Pid::from_raw(pid as i32), Signal::SIGTERM);
+                    termed.insert(pid, Instant::now());
+                }
+                Some(at) if at.elapsed() >= TERM_GRACE => {
+                    let _ = kill(Pid::from_raw(pid as i32), Signal::SIGKILL);
+                }
+                Some(_) => {}
+            }
+        }
+        if !waiting {
+            continue;
+        }
+        if began.elapsed() >= SWEEP_BOUND {
+            tracing::warn!("agent group {pgid}: processes still left after {SWEEP_BOUND:?}");
+            return escaped;
+        }
+        // Processes die asynchronously and orphans are reparented to us as their
+        // parents die: look again shortly.
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+/// The processes in `table` that belong to the task: our children in its group, with
+/// its marker, or signalled by us before (a zombie has no environment left to read);
+/// and all their descendants.
+fn task_processes(
+    table: &HashMap<u32, Stat>,
+    me: u32,
+    pgid: u32,
+    marker: &str,
+    termed: &HashMap<u32, Instant>,
+) -> Vec<u32> {
+    let mut found: HashSet<u32> = HashSet::new();
+    for (pid, st) in table {
+        if st.ppid != me || found.contains(pid) {
+            continue;
+        }
+        let ours = st.pgrp == pgid
+            || termed.contains_key(pid)
+            || (!st.is_zombie() && procfs::environ_has(*pid, marker));
+        if ours {
+            found.insert(*pid);
+            found.extend(procfs::descendants(table, *pid));
+        }
+    }
+    // Descendants we signalled that are not reparented yet are still ours.
+    found.extend(termed.keys().filter(|p| table.contains_key(p)));
+    found.into_iter().collect()
+}

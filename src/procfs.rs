@@ -1,0 +1,134 @@
+//! Facts about other processes read from `/proc`: parent, group, state, uid, environment.
+//!
+//! Everything here answers "don't know" (`None`, `false`, empty) where there is no
+//! procfs or the process is gone or not readable: callers must treat that as "not ours".
+
+use std::collections::HashMap;
+use std::fs;
+
+/// The fields of `/proc/<pid>/stat` we judge by.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Stat {
+    /// `R`, `S`, `Z`…
+    pub state: char,
+    pub ppid: u32,
+    pub pgrp: u32,
+    /// Clock ticks since boot.
+    pub start_time: u64,
+}
+
+impl Stat {
+    pub fn is_zombie(&self) -> bool {
+        self.state == 'Z'
+    }
+}
+
+pub fn stat(pid: u32) -> Option<Stat> {
+    parse_stat(&fs::read_to_string(format!("/proc/{pid}/stat")).ok()?)
+}
+
+/// Fields counted after the command name, which may itself hold spaces and ')'.
+fn parse_stat(s: &str) -> Option<Stat> {
+    let mut f = s[s.rfind(')')? + 1..].split_whitespace();
+    // After ")" comes field 3 (state); ppid is 4, pgrp 5, starttime 22.
+    let state = f.next()?.chars().next()?;
+    let ppid = f.next()?.parse().ok()?;
+    let pgrp = f.next()?.parse().ok()?;
+    let start_time = f.nth(22 - 6)?.parse().ok()?;
+    Some(Stat {
+        state,
+        ppid,
+        pgrp,
+        start_time,
+    })
+}
+
+/// The real uid of `pid` (the `Uid:` line of `/proc/<pid>/status`).
+pub fn uid(pid: u32) -> Option<u32> {
+    let status = fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    parse_uid(&status)
+}
+
+fn parse_uid(status: &str) -> Option<u32> {
+    let line = status.lines().find(|l| l.starts_with("Uid:"))?;
+    line["Uid:".len()..].split_whitespace().next()?.parse().ok()
+}
+
+/// Whether `entry` (`NAME=value`) is one of `pid`'s environment strings. Readable only
+/// for our own processes; a zombie has none.
+pub fn environ_has(pid: u32, entry: &str) -> bool {
+    fs::read(format!("/proc/{pid}/environ"))
+        .is_ok_and(|env| env.split(|b| *b == 0).any(|e| e == entry.as_bytes()))
+}
+
+/// Every process visible now, with its stat.
+pub fn snapshot() -> HashMap<u32, Stat> {
+    let Ok(dir) = fs::read_dir("/proc") else {
+        return HashMap::new();
+    };
+    dir.flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
+        .filter_map(|pid| Some((pid, stat(pid)?)))
+        .collect()
+}
+
+/// The processes of `table` below `root` (children, their children…), root excluded.
+pub fn descendants(table: &HashMap<u32, Stat>, root: u32) -> Vec<u32> {
+    let mut children: HashMap<u32, Vec<u32>> = HashMap::new();
+    for (pid, st) in table {
+        children.entry(st.ppid).or_default().push(*pid);
+    }
+    let mut found = Vec::new();
+    let mut next = vec![root];
+    while let Some(p) = next.pop() {
+        for c in children.get(&p).into_iter().flatten() {
+            // A pid cycle cannot happen in one snapshot of a tree, but a torn read could.
+            if *c != root && !found.contains(c) {
+                found.push(*c);
+                next.push(*c);
+            }
+        }
+    }
+    found
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stat_fields_survive_odd_command_names() {
+        let s =
+            "4711 (a) b (c)) S 42 4700 4700 0 -1 4194560 100 0 0 0 1 2 0 0 20 0 1 0 123456 1000 10";
+        assert_eq!(
+            parse_stat(s),
+            Some(Stat {
+                state: 'S',
+                ppid: 42,
+                pgrp: 4700,
+                start_time: 123456
+            })
+        );
+        assert_eq!(parse_stat("12 (x) Z 1"), None);
+    }
+
+    #[test]
+    fn uid_is_the_real_one() {
+        assert_eq!(parse_uid("Name:\tx\nUid:\t1000\t0\t0\t0\n"), Some(1000));
+        assert_eq!(parse_uid("Name:\tx\n"), None);
+    }
+
+    #[test]
+    fn our_own_process_is_described() {
+        let me = std::process::id();
+        let st = stat(me).expect("procfs");
+        assert!(!st.is_zombie());
+        assert_eq!(uid(me), Some(nix::unistd::getuid().as_raw()));
+        let path = std::env::var("PATH").unwrap_or_default();
+        assert!(environ_has(me, &format!("PATH={path}")) || path.is_empty());
+        assert!(!environ_has(me, "NO_SUCH_VARIABLE_HERE=1"));
+        let table = snapshot();
+        assert!(table.contains_key(&me));
+        assert!(descendants(&table, st.ppid).contains(&me));
+    }
+}
