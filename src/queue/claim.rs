@@ -4,7 +4,7 @@ use std::collections::HashSet;
 use std::fs;
 use std::io;
 use std::path::Path;
-use std::time::SystemTime;
+use std::time::{Duration, SystemTime};
 
 use crate::config::Config;
 use crate::dirlock::{self, Acquire, DirLock, LockOptions};
@@ -27,6 +27,10 @@ pub struct QueueClaim {
     pub run_slot: Option<DirLock>,
 }
 
+/// How long a pending file that does not parse must stay unchanged before it is
+/// rejected: a non-atomic writer (truncate, then write) may still be at it.
+pub const PENDING_QUIET: Duration = Duration::from_millis(500);
+
 /// What [`claim_next`] found.
 #[derive(Debug)]
 pub enum Claim {
@@ -38,6 +42,9 @@ pub enum Claim {
     AllSlotsBusy(String),
     /// The worker's own `.lock` is held by someone else (a recovery is at it).
     SlotLocked,
+    /// The best candidate does not parse yet and may still be being written by a
+    /// non-atomic writer: look again after this long.
+    NotYet(Duration),
 }
 
 /// The outcome of [`take_run_slot`].
@@ -92,14 +99,23 @@ pub fn claim_next(
     // event that wakes every idle worker, and a scan that finds every key busy must
     // not set off another.
     let mut held = HashSet::new();
+    let mut retry: Option<Duration> = None;
     loop {
         let Some(i) = next_to_run(&pending, &served, &held, now) else {
-            return Ok(Claim::Nothing);
+            return Ok(retry.map_or(Claim::Nothing, Claim::NotYet));
         };
-        match key_of(&pending[i]) {
-            Some(k) if is_held(&root.key_lock(&k), &opts) => held.insert(k),
-            _ => break,
-        };
+        if let Some(k) = key_of(&pending[i]).filter(|k| is_held(&root.key_lock(k), &opts)) {
+            held.insert(k);
+            continue;
+        }
+        // A file written in place (not staged and linked) may be caught half-written:
+        // leave it alone until it parses or has been quiet for a while.
+        if let Some(wait) = being_written(&pending[i].path, config.max_task_bytes()) {
+            retry = Some(retry.map_or(wait, |r| r.min(wait)));
+            pending.swap_remove(i);
+            continue;
+        }
+        break;
     }
     let run_slot = match take_run_slot(root, config)? {
         RunSlot::Uncapped => None,
@@ -150,6 +166,26 @@ pub fn claim_next(
         })));
     }
     Ok(Claim::Nothing)
+}
+
+/// `Some(wait)` while a pending file does not parse as a task in a way a writer still
+/// at work explains (empty, cut short) and changed within [`PENDING_QUIET`].
+fn being_written(path: &Path, limit: u64) -> Option<Duration> {
+    let bytes = fsio::read_bounded(path, limit).ok()??;
+    let Err(Error::BadFile { problem, .. }) = Task::from_bytes(path, &bytes) else {
+        return None;
+    };
+    if !problem.may_be_incomplete() {
+        return None;
+    }
+    let age = fs::symlink_metadata(path)
+        .and_then(|m| m.modified())
+        .ok()?
+        .elapsed()
+        .unwrap_or_default();
+    PENDING_QUIET
+        .checked_sub(age)
+        .map(|left| left + Duration::from_millis(5))
 }
 
 /// Check the entry just claimed into `running.json`: a task, with an id (given one if

@@ -131,10 +131,11 @@ pub(crate) fn from_queue(
         Acquire::Acquired(l) => Ok(Some(l)),
         Acquire::Held(_) => Ok(None),
     };
-    let queue::Claim::Taken(claim) =
-        queue::claim_next(&shared.opts.root, &slot.paths, &shared.config, take_lock)?
-    else {
-        return Ok(Pickup::Empty);
+    let claim = match queue::claim_next(&shared.opts.root, &slot.paths, &shared.config, take_lock)?
+    {
+        queue::Claim::Taken(claim) => claim,
+        queue::Claim::NotYet(wait) => return Ok(Pickup::NotYet(Instant::now() + wait)),
+        _ => return Ok(Pickup::Empty),
     };
     // The move out of pending/ and into running.json must both survive a power loss.
     fsio::fsync_dir(&pending)?;

@@ -390,3 +390,28 @@ fn chaos_of_sigkills_loses_nothing_and_runs_nothing_twice() {
         );
     }
 }
+
+#[test]
+fn a_slow_non_atomic_write_into_the_queue_is_waited_for_not_rejected() {
+    use std::io::Write;
+    let t = TestRoot::new();
+    let w = WorkerProc::start(&t, S0, "cat", &[], &[]);
+    let id = TaskId::from("slowq");
+    let task = Task::new("written slowly").with_id("slowq");
+    let name = conductor::queue::PendingName::for_task(&task, &id, std::time::SystemTime::now())
+        .file_name();
+    let path = t.client.root().queue_pending().join(name);
+    let bytes = br#"{"id":"slowq","prompt":"written slowly"}"#;
+    let mut f = fs::File::create(&path).unwrap();
+    f.write_all(&bytes[..12]).unwrap();
+    // The slow writer under test: the rest arrives a moment later.
+    std::thread::sleep(Duration::from_millis(150));
+    f.write_all(&bytes[12..]).unwrap();
+    drop(f);
+    let queue = conductor::queue::Queue::new(t.client.root().clone());
+    let r = queue
+        .wait_for_result(&id, BOUND)
+        .unwrap_or_else(|e| panic!("no result ({e}); worker log:\n{}", w.stderr()));
+    assert!(r.success, "the whole task ran: {r:?}");
+    assert_eq!(r.output, "written slowly");
+}
