@@ -61,6 +61,14 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
         Some(dir) => Client::new(Root::new(dir)),
         None => args.root.client()?,
     };
+    if args.count > crate::layout::MAX_SLOTS {
+        // Before anything is made: not 1,024 slots and then an error.
+        return Err(crate::Error::SlotTooLarge {
+            name: (args.count - 1).to_string(),
+            max: crate::layout::MAX_SLOTS,
+        }
+        .into());
+    }
     init_root(&client)?;
     for n in 0..args.count {
         create_slot(&client, Slot(n))?;

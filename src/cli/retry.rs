@@ -75,10 +75,15 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
     super::print_result(&result, false)
 }
 
-/// `<id>-r1`, `-r2` …: the first that names neither a result nor a task record.
+/// `<id>-r1`, `-r2` …: the first that is free on the whole root (ids are unique across
+/// it) and names neither a result nor a task record on this slot (older roots).
 fn next_retry_id(client: &crate::Client, slot: Slot, old: &TaskId) -> TaskId {
     let w = client.worker(slot);
     old.retries()
-        .find(|id| !w.result_for(id).exists() && !w.task_record(id).exists())
+        .find(|id| {
+            matches!(crate::ids::lookup(client.root(), id), Ok(None))
+                && !w.result_for(id).exists()
+                && !w.task_record(id).exists()
+        })
         .expect("some retry id is free")
 }

@@ -119,6 +119,10 @@ impl SlotFiles {
                 problems.push(p.clone());
             }
         }
+        // What the worker itself says keeps it from its work (e.g. a full disk).
+        if let Some(p) = status.as_ref().and_then(|s| s.problem.clone()) {
+            problems.push(format!("worker says: {p}"));
+        }
         SlotFiles {
             status,
             gate_holder,

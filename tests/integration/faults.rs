@@ -162,6 +162,16 @@ fn pickup_pauses_while_the_disk_is_full() {
             .is_some_and(|p| p.contains("disk full")),
         "status says why: {st:?}"
     );
+    let shown = std::process::Command::new(crate::harness::bin("conductor"))
+        .arg("status")
+        .env("CONDUCTOR_HOME", t.path())
+        .output()
+        .unwrap();
+    let shown = String::from_utf8_lossy(&shown.stdout);
+    assert!(
+        shown.contains("disk full"),
+        "conductor status says why:\n{shown}"
+    );
 
     fs::remove_file(&filler).unwrap();
     let r = t
@@ -414,4 +424,52 @@ fn a_slow_non_atomic_write_into_the_queue_is_waited_for_not_rejected() {
         .unwrap_or_else(|e| panic!("no result ({e}); worker log:\n{}", w.stderr()));
     assert!(r.success, "the whole task ran: {r:?}");
     assert_eq!(r.output, "written slowly");
+}
+
+#[test]
+fn init_refuses_more_slots_than_a_root_holds_before_making_any() {
+    let t = temp_dir();
+    let root = t.path().join("big-root");
+    let out = std::process::Command::new(crate::harness::bin("conductor"))
+        .args(["init", "100000", "--root"])
+        .arg(&root)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2), "bad input exits 2");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("at most 1024 slots"), "{err}");
+    assert!(!root.exists(), "nothing was made");
+}
+
+#[test]
+fn retry_picks_an_id_free_on_the_whole_root() {
+    let t = TestRoot::new();
+    let _w = WorkerProc::start(&t, S0, "cat", &[], &[]);
+    t.client
+        .write_task(S0, &Task::new("first").with_id("rt"))
+        .unwrap();
+    t.client
+        .wait_for_result(S0, &TaskId::from("rt"), BOUND)
+        .unwrap();
+    // rt-r1 is taken elsewhere on the root: it waits in slot 1's inbox.
+    t.client.create_worker(Slot(1)).unwrap();
+    t.client
+        .write_task(Slot(1), &Task::new("other").with_id("rt-r1"))
+        .unwrap();
+    let out = std::process::Command::new(crate::harness::bin("conductor"))
+        .args(["retry", "0", "rt", "--wait"])
+        .env("CONDUCTOR_HOME", t.path())
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "retry: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let r = t
+        .client
+        .read_result_for(S0, &TaskId::from("rt-r2"))
+        .unwrap()
+        .expect("the retry ran as rt-r2");
+    assert_eq!(r.output, "first");
 }
