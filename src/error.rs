@@ -140,6 +140,9 @@ pub enum Error {
     /// Not now: something alive is in the way (exit code 3 in the binaries).
     #[error("{0}")]
     Refused(String),
+
+    #[error("no task {id} under {}: no inbox, queue entry or result has that id (a finished task's files may have been collected by gc)", root.display())]
+    NoSuchTask { id: String, root: PathBuf },
 }
 
 /// `program args…`, quoted as a shell would need it, for error messages.

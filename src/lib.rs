@@ -64,6 +64,7 @@ pub mod protocol;
 pub mod queue;
 pub mod recovery;
 pub(crate) mod salvage;
+pub mod tasks;
 pub mod trust;
 pub mod watch;
 pub mod worker;

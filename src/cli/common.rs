@@ -70,7 +70,8 @@ pub fn exit_code_for(err: &anyhow::Error) -> i32 {
             | Error::NoSuchSlot { .. }
             | Error::SlotTooLarge { .. }
             | Error::InvalidTask { .. }
-            | Error::IdTaken { .. },
+            | Error::IdTaken { .. }
+            | Error::NoSuchTask { .. },
         ) => exit::USAGE,
         _ => exit::FAILURE,
     }

@@ -13,6 +13,7 @@ pub mod init;
 pub mod launch;
 pub mod locks;
 pub mod logs;
+mod logs_by_id;
 mod output;
 pub mod queue;
 pub mod recover;
@@ -22,6 +23,8 @@ pub mod run;
 pub mod send;
 pub mod status;
 pub mod submit;
+pub mod target;
+pub mod tasks;
 pub mod wait;
 
 use std::path::PathBuf;
@@ -109,13 +112,15 @@ enum Command {
     Queue(queue::Args),
     /// Show every slot: state, task, ages, agent pid, lock holder, stale flags.
     Status(status::Args),
-    /// Print a task's result (the newest, or TASK_ID's).
+    /// List tasks, newest first: state, where, key, age, run time, cost, prompt.
+    Tasks(tasks::Args),
+    /// Print a task's result (by id; or a slot's newest).
     Result(result::Args),
-    /// Print a worker's live output.log; -f follows it.
+    /// Print a task's output (by id; or a slot's live output.log); -f follows it.
     Logs(logs::Args),
-    /// Wait until a task (or the running one) finishes.
+    /// Wait until tasks finish (by id; or a slot's current task).
     Wait(wait::Args),
-    /// Cancel the task a worker is running.
+    /// Cancel a task: withdrawn if it waits, stopped if it runs.
     Cancel(cancel::Args),
     /// Run a finished task again under a new id.
     Retry(retry::Args),
@@ -156,6 +161,7 @@ fn dispatch(command: Command) -> anyhow::Result<i32> {
         Command::Submit(a) => submit::run(a),
         Command::Queue(a) => queue::run(a),
         Command::Status(a) => status::run(a),
+        Command::Tasks(a) => tasks::run(a),
         Command::Result(a) => result::run(a),
         Command::Logs(a) => logs::run(a),
         Command::Wait(a) => wait::run(a),

@@ -279,49 +279,8 @@ impl Queue {
     /// gets its worker's `cancel` file. `Ok(false)` if the id is unknown.
     pub fn cancel(&self, id: &TaskId) -> Result<bool> {
         crate::trust::verify_root(&self.root)?;
-        // By text: a pending name gives digits back as a number.
-        let wanted = Some(id.to_string());
-        if let Some(p) = self
-            .scan()?
-            .into_iter()
-            .find(|p| p.id.as_ref().map(TaskId::to_string) == wanted)
-        {
-            // Move it aside first (this wins or loses the race with a claim in one
-            // step), then answer it: the task is never gone without its result.
-            fsio::ensure_dir(&self.root.queue_rejected())?;
-            let name = p
-                .path
-                .file_name()
-                .map(|n| n.to_os_string())
-                .unwrap_or_default();
-            let aside = self.root.queue_rejected().join(name);
-            match fs::rename(&p.path, &aside) {
-                Ok(()) => {
-                    fsio::fsync_dir(&self.root.queue_pending())?;
-                    let r = TaskResult::failed(
-                        id.clone(),
-                        Outcome::Cancelled,
-                        "cancelled before it started",
-                    );
-                    fsio::ensure_dir(&self.root.queue_results())?;
-                    fsio::write_new(
-                        &self.result_path(id),
-                        &fsio::to_json_bytes(&r),
-                        Durability::Durable,
-                    )?;
-                    let mut reason = aside.into_os_string();
-                    reason.push(".reason");
-                    fsio::write_replace(
-                        Path::new(&reason),
-                        b"cancelled before it started (conductor queue cancel)\n",
-                        Durability::Atomic,
-                    )?;
-                    return Ok(true);
-                }
-                // A worker claimed it just now: cancel it where it runs.
-                Err(e) if e.kind() == io::ErrorKind::NotFound => {}
-                Err(e) => return Err(Error::io("remove", &p.path, e)),
-            }
+        if self.withdraw_pending(id)? {
+            return Ok(true);
         }
         for slot in crate::client::Client::new(self.root.clone()).list_workers()? {
             let w = self.root.worker(slot);
@@ -339,6 +298,55 @@ impl Queue {
             }
         }
         Ok(false)
+    }
+
+    /// Withdraw task `id` if it is pending: moved aside into `queue/rejected/` first (the
+    /// rename wins or loses the race with a worker's claim in one step), then answered
+    /// `cancelled` in `queue/results/`, so the task is never gone without its result.
+    /// `Ok(false)` when it is not pending (never was, or a worker claimed it just now).
+    pub(crate) fn withdraw_pending(&self, id: &TaskId) -> Result<bool> {
+        // By text: a pending name gives digits back as a number.
+        let wanted = Some(id.to_string());
+        let Some(p) = self
+            .scan()?
+            .into_iter()
+            .find(|p| p.id.as_ref().map(TaskId::to_string) == wanted)
+        else {
+            return Ok(false);
+        };
+        fsio::ensure_dir(&self.root.queue_rejected())?;
+        let name = p
+            .path
+            .file_name()
+            .map(|n| n.to_os_string())
+            .unwrap_or_default();
+        let aside = self.root.queue_rejected().join(name);
+        match fs::rename(&p.path, &aside) {
+            Ok(()) => {}
+            // A worker claimed it just now.
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(false),
+            Err(e) => return Err(Error::io("remove", &p.path, e)),
+        }
+        fsio::fsync_dir(&self.root.queue_pending())?;
+        let r = TaskResult::failed(
+            id.clone(),
+            Outcome::Cancelled,
+            "cancelled before it started",
+        );
+        fsio::ensure_dir(&self.root.queue_results())?;
+        fsio::write_new(
+            &self.result_path(id),
+            &fsio::to_json_bytes(&r),
+            Durability::Durable,
+        )?;
+        let mut reason = aside.into_os_string();
+        reason.push(".reason");
+        fsio::write_replace(
+            Path::new(&reason),
+            b"cancelled before it started (conductor cancel)\n",
+            Durability::Atomic,
+        )?;
+        Ok(true)
     }
 
     /// Submit a finished task again under a new id (`<id>-r1`, `-r2` …).
