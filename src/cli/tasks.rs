@@ -47,7 +47,7 @@ pub struct Args {
     #[arg(long, conflicts_with = "limit")]
     pub all: bool,
     /// One JSON document: {"root", "tasks": [...]} with camelCase keys.
-    #[arg(long)]
+    #[arg(long, global = true)]
     pub json: bool,
     #[command(flatten)]
     pub root: RootArg,

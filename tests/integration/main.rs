@@ -12,5 +12,6 @@ mod locks;
 mod orchestrator;
 mod protocol;
 mod queue;
+mod tasks;
 mod trust;
 mod worker;
