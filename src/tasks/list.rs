@@ -207,6 +207,14 @@ pub fn list(root: &Root, opts: &ListOptions) -> Result<Vec<TaskSummary>> {
     if let Some(since) = opts.since {
         all.retain(|c| c.submitted >= since);
     }
+    if !opts.states.is_empty() && opts.states.iter().all(|s| !s.is_finished()) {
+        // Only unfinished tasks wanted: the snapshot holds every one of them.
+        all.retain(|c| {
+            snap.inbox.contains_key(&c.name)
+                || snap.running.contains_key(&c.name)
+                || snap.pending.contains_key(&c.name)
+        });
+    }
     all.sort_unstable_by(|a, b| (b.submitted, &b.name).cmp(&(a.submitted, &a.name)));
     let limit = opts.limit.unwrap_or(usize::MAX);
     let mut out = Vec::new();
