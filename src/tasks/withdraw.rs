@@ -45,15 +45,12 @@ pub fn cancel_task(root: &Root, id: &TaskId) -> Result<CancelTask> {
             return Err(no_such_task(root, id));
         };
         match (loc.state, loc.slot) {
-            (TaskState::Waiting, Some(slot)) => {
-                if withdraw_inbox(root, slot, id)? {
-                    return Ok(CancelTask::Withdrawn { slot: Some(slot) });
-                }
+            // Either arm falls through to a new look when a worker claimed it first.
+            (TaskState::Waiting, Some(slot)) if withdraw_inbox(root, slot, id)? => {
+                return Ok(CancelTask::Withdrawn { slot: Some(slot) });
             }
-            (TaskState::Queued, _) => {
-                if Queue::new(root.clone()).withdraw_pending(id)? {
-                    return Ok(CancelTask::Withdrawn { slot: None });
-                }
+            (TaskState::Queued, _) if Queue::new(root.clone()).withdraw_pending(id)? => {
+                return Ok(CancelTask::Withdrawn { slot: None });
             }
             (TaskState::Running, Some(slot)) => {
                 match request_cancel(root, slot, Some(id))? {
