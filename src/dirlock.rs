@@ -1,7 +1,7 @@
 //! Directory locks (`.lock/`, `keys/<k>.lock/`, `slots/<i>.lock/`) with provable staleness.
 //!
 //! `mkdir` is the atomic step; `pid` and `owner.json` inside say who holds it. A lock is
-//! stale only when its owner is proven gone (DESIGN.md section 4). Acquisition, takeover,
+//! stale only when its owner is proven gone (docs/ARCHITECTURE.md, "Directory locks"). Acquisition, takeover,
 //! heartbeat and release all happen under a small flock beside the lock
 //! (`<lock>.guard`), so two recoverers can never both win and a release never removes a
 //! lock that somebody else has taken over.

@@ -1,7 +1,7 @@
 //! How a task ends: its record, its one result, the status that tells of it, and the
 //! slot's `running.json` retired — in that order, for the worker and recovery alike.
 //!
-//! The order is the protocol's promise (DESIGN "Finish"): the result is durable before
+//! The order is the protocol's promise (docs/ARCHITECTURE.md, "Finish"): the result is durable before
 //! anyone is told, and `running.json` goes only once the result is there, so a crash at
 //! any step leaves either a task in hand (recovery finishes it) or a finished task whose
 //! telling recovery completes with [`announce_kept`].

@@ -1,5 +1,5 @@
 //! The shared queue (pull model): priorities, one running task per key, fair
-//! scheduling across keys, and a global cap on running agents (DESIGN.md section 5).
+//! scheduling across keys, and a global cap on running agents (docs/ARCHITECTURE.md, "Claim from the queue").
 //!
 //! A pending task is a file in `queue/pending/` named so that it sorts by priority,
 //! then submit order: `<9-priority>~<submit ns, 20 digits>~<key>~<id>.json` (`~` can
