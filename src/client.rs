@@ -276,10 +276,10 @@ impl Client {
         if w.dir.is_dir() {
             Ok(w)
         } else {
-            Err(Error::Usage(format!(
-                "no worker slot {slot} under {} (start `conductor-worker {slot}` or call create_worker)",
-                self.root.path().display()
-            )))
+            Err(Error::NoSuchSlot {
+                slot: slot.0,
+                root: self.root.path().to_path_buf(),
+            })
         }
     }
 

@@ -83,6 +83,7 @@ impl LockOwner {
 
 /// Whether a lock's holder is still there, and why we think so.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum Liveness {
     Alive(String),
     Stale(String),

@@ -14,6 +14,7 @@ pub const DEFAULT_POLL_INTERVAL: Duration = Duration::from_millis(100);
 
 /// How the caller wants to be woken.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum WatchMode {
     /// Native events (inotify, FSEvents), falling back to polling when they cannot work.
     Auto,
@@ -23,6 +24,7 @@ pub enum WatchMode {
 
 /// Which watcher ended up in use, and why: worth printing at start-up.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum WatcherKind {
     Native,
     Poll { interval: Duration, reason: String },

@@ -18,7 +18,7 @@ use crossbeam_channel::{bounded, Receiver};
 use nix::sys::signal::{killpg, Signal};
 use nix::unistd::Pid;
 
-use crate::error::{Error, Result};
+use crate::error::{split_command_line, Error, Result};
 use output::{Captured, LogSink};
 use spawn::Handshake;
 
@@ -35,15 +35,11 @@ pub struct AgentCommand {
 impl AgentCommand {
     /// Split a command line with shell-like quoting, e.g. `claude -p --model 'x y'`.
     pub fn parse(line: &str) -> Result<AgentCommand> {
-        let words = shlex::split(line)
-            .ok_or_else(|| Error::Usage(format!("agent command {line:?} has unbalanced quotes")))?;
-        let mut it = words.into_iter();
-        let program = it
-            .next()
-            .ok_or_else(|| Error::Usage("agent command is empty".into()))?;
+        let mut words = split_command_line("agent", line)?;
+        let program = words.remove(0);
         Ok(AgentCommand {
             program,
-            args: it.collect(),
+            args: words,
         })
     }
 

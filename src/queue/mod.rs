@@ -344,18 +344,15 @@ impl Queue {
     /// Submit a finished task again under a new id (`<id>-r1`, `-r2` …).
     pub fn retry(&self, id: &TaskId) -> Result<TaskId> {
         let client = crate::client::Client::new(self.root.clone());
+        // A record that vanishes between the two looks is no record either.
+        let no_record = || Error::NoTaskRecord { id: id.to_string() };
         let record = client
             .list_workers()?
             .into_iter()
             .map(|s| self.root.worker(s).task_record(id))
             .find(|p| p.exists())
-            .ok_or_else(|| {
-                Error::Usage(format!(
-                    "no worker has a record of task {id}; only tasks that ran can be retried"
-                ))
-            })?;
-        let mut task = Task::read(&record, fsio::TASK_SIZE_LIMIT)?
-            .ok_or_else(|| Error::Usage(format!("{} vanished", record.display())))?;
+            .ok_or_else(no_record)?;
+        let mut task = Task::read(&record, fsio::TASK_SIZE_LIMIT)?.ok_or_else(no_record)?;
         let new_id = id
             .retries()
             .find(|c| matches!(ids::lookup(&self.root, c), Ok(None)))
