@@ -93,7 +93,7 @@ impl DirWatcher {
             }
         };
         let poll_reason = match mode {
-            WatchMode::Poll(interval) => Some((interval, "--poll given".to_string())),
+            WatchMode::Poll(interval) => Some((interval, "polling was asked for".to_string())),
             WatchMode::Auto => dirs.iter().find_map(|d| {
                 eventless_filesystem(d).map(|fs| {
                     (

@@ -182,7 +182,7 @@ impl Agent {
         drop(parent_ends);
         let mut child = spawned.map_err(|source| {
             let hint = if source.kind() == io::ErrorKind::NotFound {
-                " (is it installed and on PATH? set the agent with --agent)"
+                " (is it installed and on PATH? or give the worker another agent command)"
             } else {
                 ""
             };
