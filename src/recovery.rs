@@ -436,13 +436,7 @@ fn end_leftover(
 /// `conductor recover`: recover a slot whose worker is gone for good. Refuses (with
 /// the holder named) if a worker still serves the slot.
 pub fn recover_abandoned(root: &Root, slot: Slot) -> Result<RecoveryReport> {
-    let paths = root.worker(slot);
-    if !paths.dir.is_dir() {
-        return Err(Error::NoSuchSlot {
-            slot: slot.0,
-            root: root.path().to_path_buf(),
-        });
-    }
+    let paths = crate::inspect::require_slot(root, slot)?;
     let _gate = Gate::acquire(&paths.worker_gate(), &format!("recovery of worker {slot}"))?;
     let config = Config::load(&root.config_file())?;
     recover_slot(root, slot, &config.lock_options())

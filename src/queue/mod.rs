@@ -139,10 +139,8 @@ impl Queue {
     /// by hand) count as priority 5, submitted at their mtime, key unknown.
     pub(crate) fn scan(&self) -> Result<Vec<PendingTask>> {
         let dir = self.root.queue_pending();
-        let entries = match fs::read_dir(&dir) {
-            Ok(e) => e,
-            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Vec::new()),
-            Err(e) => return Err(Error::io("list", &dir, e)),
+        let Some(entries) = fsio::read_dir_if_exists(&dir)? else {
+            return Ok(Vec::new());
         };
         let now = SystemTime::now();
         let mut out = Vec::new();
