@@ -195,7 +195,7 @@ pub enum Error {
 
     /// The launcher refused: the session is in use right now (exit code 3).
     #[error(transparent)]
-    LaunchRefused(#[from] crate::launch::LaunchRefusal),
+    LaunchRefused(Box<crate::launch::LaunchRefusal>),
 
     /// A launch (or kill) request that cannot be carried out as given (exit code 2).
     #[error(transparent)]
@@ -258,6 +258,12 @@ fn stderr_suffix(stderr: &str) -> String {
     }
 }
 
+impl From<crate::launch::LaunchRefusal> for Error {
+    fn from(refusal: crate::launch::LaunchRefusal) -> Self {
+        Error::LaunchRefused(Box::new(refusal))
+    }
+}
+
 impl Error {
     /// `program args…` ran and exited unsuccessfully, as `out` shows.
     pub(crate) fn command(program: &str, args: &[&str], out: &std::process::Output) -> Self {
@@ -301,6 +307,51 @@ impl Error {
         match self {
             Error::Io { source, .. } => Some(source.kind()),
             _ => None,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn command_lines_split_like_a_shell_and_name_what_is_wrong() {
+        assert_eq!(
+            split_command_line("agent", "claude -p --model 'x y'").unwrap(),
+            ["claude", "-p", "--model", "x y"]
+        );
+        let unbalanced = split_command_line("agent", "sh -c 'echo").unwrap_err();
+        assert!(matches!(
+            unbalanced,
+            Error::BadCommandLine {
+                problem: CommandLineProblem::UnbalancedQuotes,
+                ..
+            }
+        ));
+        assert_eq!(
+            unbalanced.to_string(),
+            r#"agent command "sh -c 'echo" has unbalanced quotes"#
+        );
+        let empty = split_command_line("orchestrator", "  ").unwrap_err();
+        assert_eq!(empty.to_string(), "orchestrator command is empty");
+    }
+
+    #[test]
+    fn library_messages_name_no_flags() {
+        let errors = [
+            Error::Nested {
+                action: "start worker 3".into(),
+            },
+            Error::NoRoot,
+            Error::NotADirectory {
+                what: "project directory",
+                path: "/nowhere".into(),
+            },
+        ];
+        for e in errors {
+            let text = e.to_string();
+            assert!(!text.contains("--"), "{text}");
         }
     }
 }

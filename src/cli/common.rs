@@ -222,3 +222,60 @@ pub fn worker_main() -> i32 {
         Err(e) => report(&e),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::launch::{LaunchProblem, LaunchRefusal};
+
+    /// The typed errors that replaced `Refused(String)` and `Usage(String)` keep the
+    /// exit codes those had.
+    #[test]
+    fn typed_errors_keep_their_exit_codes() {
+        let refused = [
+            Error::Nested {
+                action: "run".into(),
+            },
+            Error::SlotBusy {
+                slot: 1,
+                holder: "pid 4".into(),
+            },
+            Error::NotPublished {
+                kept: "a".into(),
+                dest: "b".into(),
+                why: "c".into(),
+            },
+            LaunchRefusal::Running {
+                session: "s".into(),
+                record: None,
+                attach: "tmux attach -t s".into(),
+            }
+            .into(),
+        ];
+        for e in refused {
+            assert_eq!(exit_code_for(&e.into()), exit::REFUSED);
+        }
+        let usage = [
+            Error::NoRoot,
+            Error::UnknownPreset { name: "x".into() },
+            Error::NoTaskRecord { id: "t".into() },
+            Error::NotADirectory {
+                what: "project directory",
+                path: "/nowhere".into(),
+            },
+            LaunchProblem::WorkerCount { workers: 0 }.into(),
+        ];
+        for e in usage {
+            assert_eq!(exit_code_for(&e.into()), exit::USAGE);
+        }
+    }
+
+    #[test]
+    fn the_cli_names_the_flag_the_library_does_not() {
+        let nested = Error::Nested {
+            action: "run".into(),
+        };
+        assert!(hint(&nested).unwrap().contains("--allow-nested"));
+        assert!(hint(&Error::NoRoot).unwrap().contains("--root"));
+    }
+}
