@@ -1,7 +1,6 @@
 //! The orchestrator's API: create slots, deliver tasks, read and wait for state.
 
 use std::collections::HashSet;
-use std::fs;
 use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -99,10 +98,8 @@ impl Client {
     /// The slots under `workers/`, in order. Entries that are not slot numbers are skipped.
     pub fn list_workers(&self) -> Result<Vec<Slot>> {
         let dir = self.root.workers_dir();
-        let entries = match fs::read_dir(&dir) {
-            Ok(e) => e,
-            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Vec::new()),
-            Err(e) => return Err(Error::io("list", &dir, e)),
+        let Some(entries) = fsio::read_dir_if_exists(&dir)? else {
+            return Ok(Vec::new());
         };
         let mut slots = Vec::new();
         for entry in entries {
@@ -270,17 +267,9 @@ impl Client {
         )
     }
 
-    /// The slot's paths, or a clear error if no such slot was ever created.
+    /// The slot's paths, or [`Error::NoSuchSlot`] if it was never created.
     fn existing_worker(&self, slot: Slot) -> Result<WorkerPaths> {
-        let w = self.root.worker(slot);
-        if w.dir.is_dir() {
-            Ok(w)
-        } else {
-            Err(Error::Usage(format!(
-                "no worker slot {slot} under {} (start `conductor-worker {slot}` or call create_worker)",
-                self.root.path().display()
-            )))
-        }
+        crate::inspect::require_slot(&self.root, slot)
     }
 
     /// Re-run `check` on every wake-up until it yields a value or `timeout` passes.

@@ -80,7 +80,8 @@ impl Root {
         Root { path: path.into() }
     }
 
-    /// `--root` if given, else `$CONDUCTOR_HOME`, else `~/.claude-code/orchestrator`.
+    /// `explicit` if given, else `$CONDUCTOR_HOME`, else `~/.claude-code/orchestrator`
+    /// ([`Error::NoRoot`] when HOME is not set either).
     pub fn resolve(explicit: Option<&Path>) -> Result<Root> {
         if let Some(p) = explicit {
             return Ok(Root::new(p));
@@ -90,11 +91,11 @@ impl Root {
         }
         match std::env::var_os("HOME").filter(|v| !v.is_empty()) {
             Some(home) => Ok(Root::new(
-                PathBuf::from(home).join(".claude-code").join("orchestrator"),
+                PathBuf::from(home)
+                    .join(".claude-code")
+                    .join("orchestrator"),
             )),
-            None => Err(Error::Usage(format!(
-                "cannot find the conductor root: pass --root DIR or set {ENV_HOME} (HOME is not set)"
-            ))),
+            None => Err(Error::NoRoot),
         }
     }
 

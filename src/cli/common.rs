@@ -63,14 +63,28 @@ pub fn init_logging(verbose: u8, quiet: bool) {
 /// Map an error to its documented exit code.
 pub fn exit_code_for(err: &anyhow::Error) -> i32 {
     match err.downcast_ref::<Error>() {
-        Some(Error::GateHeld { .. } | Error::InboxBusy { .. } | Error::Refused(_)) => exit::REFUSED,
+        Some(
+            Error::GateHeld { .. }
+            | Error::InboxBusy { .. }
+            | Error::Nested { .. }
+            | Error::SlotBusy { .. }
+            | Error::NotPublished { .. }
+            | Error::LaunchRefused(_)
+            | Error::Refused(_),
+        ) => exit::REFUSED,
         Some(
             Error::Usage(_)
             | Error::InvalidSlot { .. }
             | Error::NoSuchSlot { .. }
             | Error::SlotTooLarge { .. }
             | Error::InvalidTask { .. }
-            | Error::IdTaken { .. },
+            | Error::IdTaken { .. }
+            | Error::BadCommandLine { .. }
+            | Error::NotADirectory { .. }
+            | Error::UnknownPreset { .. }
+            | Error::NoRoot
+            | Error::NoTaskRecord { .. }
+            | Error::BadLaunch(_),
         ) => exit::USAGE,
         _ => exit::FAILURE,
     }
@@ -87,17 +101,24 @@ pub fn report(err: &anyhow::Error) -> i32 {
             eprintln!("  caused by: {text}");
         }
     }
-    if let Some(Error::NoSuchSlot { slot, .. }) = err.downcast_ref::<Error>() {
-        eprintln!("  create it with `conductor create-worker {slot}`");
+    if let Some(hint) = err.downcast_ref::<Error>().and_then(hint) {
+        eprintln!("  {hint}");
     }
     exit_code_for(err)
 }
 
-/// The library's nested-start refusal ([`crate::env::refuse_nested`]), naming the flag
-/// that overrides it.
-pub fn refuse_nested(action: &str, allow_nested: bool) -> Result<(), Error> {
-    crate::env::refuse_nested(action, allow_nested)
-        .map_err(|e| Error::Refused(format!("{e}; pass --allow-nested if you really mean it")))
+/// What a person can do about a library error, in terms of commands and flags (the
+/// library's own messages speak of the library only).
+fn hint(err: &Error) -> Option<String> {
+    match err {
+        Error::NoSuchSlot { slot, .. } => {
+            Some(format!("create it with `conductor create-worker {slot}`"))
+        }
+        // Every command that refuses to nest takes this flag.
+        Error::Nested { .. } => Some("pass --allow-nested if you really mean it".into()),
+        Error::NoRoot => Some(format!("pass --root DIR or set {}", crate::env::ENV_HOME)),
+        _ => None,
+    }
 }
 
 /// `--poll` without a value: the library's default interval, in milliseconds.
@@ -152,14 +173,11 @@ pub struct WorkerArgs {
 
 /// Start a worker and serve until Ctrl-C / SIGTERM / SIGHUP.
 pub fn run_worker(args: WorkerArgs) -> anyhow::Result<()> {
-    refuse_nested(&format!("start worker {}", args.slot), args.allow_nested)?;
+    crate::env::refuse_nested(&format!("start worker {}", args.slot), args.allow_nested)?;
     let root = Root::resolve(args.root.as_deref())?;
     let preset = args.preset.unwrap_or_default();
     let agent = AgentCommand::parse(args.agent.as_deref().unwrap_or(preset.default_command()))?;
-    let dir = args
-        .dir
-        .canonicalize()
-        .map_err(|e| Error::Usage(format!("project directory {}: {e}", args.dir.display())))?;
+    let dir = crate::env::project_dir(&args.dir)?;
     let mut opts = WorkerOptions::new(root, args.slot, dir, agent);
     opts.preset = preset;
     opts.timeout = args.timeout.map(Duration::from_secs);
@@ -202,5 +220,62 @@ pub fn worker_main() -> i32 {
     match run_worker(cli.worker) {
         Ok(()) => exit::OK,
         Err(e) => report(&e),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::launch::{LaunchProblem, LaunchRefusal};
+
+    /// The typed errors that replaced `Refused(String)` and `Usage(String)` keep the
+    /// exit codes those had.
+    #[test]
+    fn typed_errors_keep_their_exit_codes() {
+        let refused = [
+            Error::Nested {
+                action: "run".into(),
+            },
+            Error::SlotBusy {
+                slot: 1,
+                holder: "pid 4".into(),
+            },
+            Error::NotPublished {
+                kept: "a".into(),
+                dest: "b".into(),
+                why: "c".into(),
+            },
+            LaunchRefusal::Running {
+                session: "s".into(),
+                record: None,
+                attach: "tmux attach -t s".into(),
+            }
+            .into(),
+        ];
+        for e in refused {
+            assert_eq!(exit_code_for(&e.into()), exit::REFUSED);
+        }
+        let usage = [
+            Error::NoRoot,
+            Error::UnknownPreset { name: "x".into() },
+            Error::NoTaskRecord { id: "t".into() },
+            Error::NotADirectory {
+                what: "project directory",
+                path: "/nowhere".into(),
+            },
+            LaunchProblem::WorkerCount { workers: 0 }.into(),
+        ];
+        for e in usage {
+            assert_eq!(exit_code_for(&e.into()), exit::USAGE);
+        }
+    }
+
+    #[test]
+    fn the_cli_names_the_flag_the_library_does_not() {
+        let nested = Error::Nested {
+            action: "run".into(),
+        };
+        assert!(hint(&nested).unwrap().contains("--allow-nested"));
+        assert!(hint(&Error::NoRoot).unwrap().contains("--root"));
     }
 }

@@ -17,7 +17,7 @@ use indicatif::{MultiProgress, ProgressBar, ProgressDrawTarget, ProgressStyle};
 use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
 
-use crate::cli::common::{self, exit};
+use crate::cli::common::exit;
 
 /// Exit code when the run was interrupted (Ctrl-C / SIGTERM), as shells expect.
 pub const EXIT_INTERRUPTED: i32 = 130;
@@ -88,7 +88,7 @@ pub fn split_prompts(text: &str, blocks: bool) -> Vec<String> {
 }
 
 pub fn run(args: Args) -> anyhow::Result<i32> {
-    common::refuse_nested("run", args.allow_nested)?;
+    crate::env::refuse_nested("run", args.allow_nested)?;
     let prompts = read_prompts(&args)?;
     let dir = args
         .dir

@@ -139,10 +139,8 @@ impl Queue {
     /// by hand) count as priority 5, submitted at their mtime, key unknown.
     pub(crate) fn scan(&self) -> Result<Vec<PendingTask>> {
         let dir = self.root.queue_pending();
-        let entries = match fs::read_dir(&dir) {
-            Ok(e) => e,
-            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Vec::new()),
-            Err(e) => return Err(Error::io("list", &dir, e)),
+        let Some(entries) = fsio::read_dir_if_exists(&dir)? else {
+            return Ok(Vec::new());
         };
         let now = SystemTime::now();
         let mut out = Vec::new();
@@ -344,18 +342,15 @@ impl Queue {
     /// Submit a finished task again under a new id (`<id>-r1`, `-r2` …).
     pub fn retry(&self, id: &TaskId) -> Result<TaskId> {
         let client = crate::client::Client::new(self.root.clone());
+        // A record that vanishes between the two looks is no record either.
+        let no_record = || Error::NoTaskRecord { id: id.to_string() };
         let record = client
             .list_workers()?
             .into_iter()
             .map(|s| self.root.worker(s).task_record(id))
             .find(|p| p.exists())
-            .ok_or_else(|| {
-                Error::Usage(format!(
-                    "no worker has a record of task {id}; only tasks that ran can be retried"
-                ))
-            })?;
-        let mut task = Task::read(&record, fsio::TASK_SIZE_LIMIT)?
-            .ok_or_else(|| Error::Usage(format!("{} vanished", record.display())))?;
+            .ok_or_else(no_record)?;
+        let mut task = Task::read(&record, fsio::TASK_SIZE_LIMIT)?.ok_or_else(no_record)?;
         let new_id = id
             .retries()
             .find(|c| matches!(ids::lookup(&self.root, c), Ok(None)))
