@@ -988,8 +988,15 @@ fn an_original_client_task_with_a_taken_id_is_rejected_with_a_reason() {
     let w0 = t.client.create_worker(Slot(0)).unwrap();
     fs::write(w0.task(), br#"{"id": "X", "prompt": "hi"}"#).unwrap();
     let _w = crate::harness::WorkerProc::start(&t, Slot(0), "cat", &[], &[]);
-    // The rejection moves task.json aside last, after the answer and the reason.
-    wait_until(BOUND, "the inbox task to be taken", || !w0.task().exists());
+    // The rejection writes its reason, takes task.json out of the inbox, then answers.
+    wait_until(BOUND, "the rejected task's answer", || {
+        t.client
+            .read_result(Slot(0))
+            .ok()
+            .flatten()
+            .is_some_and(|r| r.task_id == TaskId::from("X"))
+    });
+    assert!(!w0.task().exists());
     let r = t.client.read_result(Slot(0)).unwrap().unwrap();
     assert_eq!(r.outcome, Some(Outcome::Rejected));
     let why = r.error.unwrap_or_default();
