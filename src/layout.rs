@@ -102,6 +102,19 @@ impl Root {
         &self.path
     }
 
+    /// Fail with [`Error::NoRoot`] unless this is a conductor root: a directory with
+    /// `workers/` in it (what `conductor init` and every worker make), so a mistyped
+    /// `--root` is refused instead of silently becoming a new, empty root.
+    pub fn require_existing(&self) -> Result<()> {
+        if self.workers_dir().is_dir() {
+            Ok(())
+        } else {
+            Err(Error::NoRoot {
+                path: self.path.clone(),
+            })
+        }
+    }
+
     pub fn config_file(&self) -> PathBuf {
         self.path.join("config.json")
     }
