@@ -250,16 +250,19 @@ impl Client {
     }
 
     /// Wait until task `id` on the slot has a result; returns it. Never blocks for
-    /// nothing: ends with [`Error::NobodyServes`] when no live worker serves the slot,
-    /// and with [`Error::WorkerDied`] as soon as its worker dies with the task in hand
-    /// (see [`Client::wait_for_result_with`] to wait on for recovery instead).
+    /// nothing: ends with [`Error::NobodyServes`] when no live worker serves the slot
+    /// (for [`crate::liveness::NOBODY_GRACE`]). If its worker dies with the task in hand,
+    /// waits on for recovery's result while someone can recover it (the worker started
+    /// again, or another live worker of the root), else ends with [`Error::WorkerDied`].
+    /// To hear of the death at once, use [`Client::wait_for_result_with`] and
+    /// [`OnDeath::Fail`].
     pub fn wait_for_result(
         &self,
         slot: Slot,
         id: &TaskId,
         timeout: Duration,
     ) -> Result<TaskResult> {
-        self.wait_for_result_with(slot, id, timeout, OnDeath::Fail)
+        self.wait_for_result_with(slot, id, timeout, OnDeath::AwaitRecovery)
     }
 
     /// [`Client::wait_for_result`], doing `on_death` if the worker dies with the task.

@@ -251,10 +251,11 @@ impl Queue {
 
     /// Wait for a submitted task's result (woken by file events, not a sleep loop).
     /// Never blocks for nothing: ends with [`Error::NobodyServes`] when no live worker
-    /// serves the root, and with [`Error::WorkerDied`] as soon as the worker that took
-    /// the task dies with it in hand (see [`Queue::wait_for_result_with`]).
+    /// serves the root. If the worker that took the task dies with it, waits on for
+    /// recovery's result while someone can recover it, else ends with
+    /// [`Error::WorkerDied`] (see [`Queue::wait_for_result_with`] to hear of it at once).
     pub fn wait_for_result(&self, id: &TaskId, timeout: Duration) -> Result<TaskResult> {
-        self.wait_for_result_with(id, timeout, OnDeath::Fail)
+        self.wait_for_result_with(id, timeout, OnDeath::AwaitRecovery)
     }
 
     /// [`Queue::wait_for_result`], doing `on_death` if the worker dies with the task.
