@@ -67,7 +67,7 @@ pub enum Error {
     #[error("invalid worker slot {name:?}: a slot is a decimal number such as 0, 1 or 12")]
     InvalidSlot { name: String },
 
-    #[error("no worker slot {slot} under {}: create it with `conductor create-worker {slot}`", root.display())]
+    #[error("no worker slot {slot} under {}: create it with `conductor create-worker {slot} --root {}`", root.display(), root.display())]
     NoSuchSlot { slot: u32, root: PathBuf },
 
     #[error("invalid task: {reason}")]
@@ -162,7 +162,7 @@ pub enum Error {
     },
 
     /// The root does not exist (or is not a conductor root): only `init` and workers make one.
-    #[error("no conductor root at {}: run `conductor init{}` first (or point --root / $CONDUCTOR_HOME at the right one)", path.display(), root_flag(path))]
+    #[error("no conductor root at {}: run `conductor init N{}` first (or point --root / $CONDUCTOR_HOME at the right one)", path.display(), root_flag(path))]
     NoRoot { path: PathBuf },
 }
 
