@@ -68,7 +68,7 @@ pub enum Error {
     #[error("invalid worker slot {name:?}: a slot is a decimal number such as 0, 1 or 12")]
     InvalidSlot { name: String },
 
-    #[error("no worker slot {slot} under {}", root.display())]
+    #[error("no worker slot {slot} under {}: create it with `conductor create-worker {slot} --root {}`", root.display(), root.display())]
     NoSuchSlot { slot: u32, root: PathBuf },
 
     #[error("invalid task: {reason}")]
@@ -177,7 +177,7 @@ pub enum Error {
         "cannot find the conductor root: {} is not set, and neither is HOME",
         crate::env::ENV_HOME
     )]
-    NoRoot,
+    NoHome,
 
     #[error("no worker has a record of task {id}; only tasks that ran can be retried")]
     NoTaskRecord { id: String },
@@ -208,6 +208,51 @@ pub enum Error {
     /// Not now: something alive is in the way (exit code 3 in the binaries).
     #[error("{0}")]
     Refused(String),
+
+    /// A wait that nobody would ever answer: no live worker serves the slot (`Some`) or,
+    /// for a queued task, the root (`None`) — and none has for a short grace.
+    #[error("{}", nobody_serves(*slot, task.as_deref(), root))]
+    NobodyServes {
+        slot: Option<u32>,
+        /// The task waited for, if the wait was for one.
+        task: Option<String>,
+        root: PathBuf,
+    },
+
+    /// The worker running `task` died (its gate came free with the task still in
+    /// `running.json`): only recovery gives the task its result now.
+    #[error("worker {slot}{} died with task {task} in hand; its result now comes only from recovery: start the worker again (`conductor-worker {slot} DIR --root {}` recovers it at start) or run `conductor recover {slot} --root {}`", pid.map(|p| format!(" (pid {p})")).unwrap_or_default(), root.display(), root.display())]
+    WorkerDied {
+        slot: u32,
+        pid: Option<u32>,
+        task: String,
+        root: PathBuf,
+    },
+
+    /// The root does not exist (or is not a conductor root): only `init` and workers make one.
+    #[error("no conductor root at {}: run `conductor init N{}` first (or point --root / $CONDUCTOR_HOME at the right one)", path.display(), root_flag(path))]
+    NoRoot { path: PathBuf },
+}
+
+/// The message of [`Error::NobodyServes`].
+fn nobody_serves(slot: Option<u32>, task: Option<&str>, root: &std::path::Path) -> String {
+    let waits = task
+        .map(|t| format!(" (task {t} waits for one)"))
+        .unwrap_or_default();
+    let root = root.display();
+    match slot {
+        Some(n) => format!(
+            "no live worker serves slot {n} of {root}{waits}: start one with `conductor-worker {n} DIR --root {root}`"
+        ),
+        None => format!(
+            "no live worker serves the queue of {root}{waits}: start one with `conductor-worker N DIR --root {root}`"
+        ),
+    }
+}
+
+/// ` --root PATH`, for commands quoted in messages.
+fn root_flag(path: &std::path::Path) -> String {
+    format!(" --root {}", path.display())
 }
 
 /// What is wrong with a command line.
@@ -343,7 +388,7 @@ mod tests {
             Error::Nested {
                 action: "start worker 3".into(),
             },
-            Error::NoRoot,
+            Error::NoHome,
             Error::NotADirectory {
                 what: "project directory",
                 path: "/nowhere".into(),

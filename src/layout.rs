@@ -81,7 +81,7 @@ impl Root {
     }
 
     /// `explicit` if given, else `$CONDUCTOR_HOME`, else `~/.claude-code/orchestrator`
-    /// ([`Error::NoRoot`] when HOME is not set either).
+    /// ([`Error::NoHome`] when HOME is not set either).
     pub fn resolve(explicit: Option<&Path>) -> Result<Root> {
         if let Some(p) = explicit {
             return Ok(Root::new(p));
@@ -95,12 +95,25 @@ impl Root {
                     .join(".claude-code")
                     .join("orchestrator"),
             )),
-            None => Err(Error::NoRoot),
+            None => Err(Error::NoHome),
         }
     }
 
     pub fn path(&self) -> &Path {
         &self.path
+    }
+
+    /// Fail with [`Error::NoRoot`] unless this is a conductor root: a directory with
+    /// `workers/` in it (what `conductor init` and every worker make), so a mistyped
+    /// `--root` is refused instead of silently becoming a new, empty root.
+    pub fn require_existing(&self) -> Result<()> {
+        if self.workers_dir().is_dir() {
+            Ok(())
+        } else {
+            Err(Error::NoRoot {
+                path: self.path.clone(),
+            })
+        }
     }
 
     pub fn config_file(&self) -> PathBuf {

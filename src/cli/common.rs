@@ -21,9 +21,12 @@ pub mod exit {
     pub const USAGE: i32 = 2;
     /// Refused: busy inbox, slot served by another worker, nested start.
     pub const REFUSED: i32 = 3;
+    /// Nobody serves it: a wait no live worker would answer (none serves the slot or the
+    /// queue), or whose worker died with the task in hand and nobody recovers it.
+    pub const NOBODY: i32 = 4;
 }
 
-pub const EXIT_CODES_HELP: &str = "Exit codes: 0 ok, 1 error or failed task, 2 usage, 3 refused (busy inbox, slot already served, nested start)";
+pub const EXIT_CODES_HELP: &str = "Exit codes: 0 ok, 1 error, failed task or --timeout expired, 2 usage (bad arguments, missing files, no conductor root), 3 refused (busy inbox, slot already served, nested start), 4 nobody serves it (a wait no live worker would answer, or whose worker died and nobody recovers its task)";
 
 /// `-v` / `-q`, shared by every binary.
 #[derive(Debug, Clone, Copy, clap::Args)]
@@ -82,10 +85,12 @@ pub fn exit_code_for(err: &anyhow::Error) -> i32 {
             | Error::BadCommandLine { .. }
             | Error::NotADirectory { .. }
             | Error::UnknownPreset { .. }
-            | Error::NoRoot
+            | Error::NoHome
+            | Error::NoRoot { .. }
             | Error::NoTaskRecord { .. }
             | Error::BadLaunch(_),
         ) => exit::USAGE,
+        Some(Error::NobodyServes { .. } | Error::WorkerDied { .. }) => exit::NOBODY,
         _ => exit::FAILURE,
     }
 }
@@ -111,12 +116,9 @@ pub fn report(err: &anyhow::Error) -> i32 {
 /// library's own messages speak of the library only).
 fn hint(err: &Error) -> Option<String> {
     match err {
-        Error::NoSuchSlot { slot, .. } => {
-            Some(format!("create it with `conductor create-worker {slot}`"))
-        }
         // Every command that refuses to nest takes this flag.
         Error::Nested { .. } => Some("pass --allow-nested if you really mean it".into()),
-        Error::NoRoot => Some(format!("pass --root DIR or set {}", crate::env::ENV_HOME)),
+        Error::NoHome => Some(format!("pass --root DIR or set {}", crate::env::ENV_HOME)),
         _ => None,
     }
 }
@@ -125,10 +127,15 @@ fn hint(err: &Error) -> Option<String> {
 const DEFAULT_POLL_MS: &str = "100";
 const _: () = assert!(DEFAULT_POLL_INTERVAL.as_millis() == 100);
 
+/// `--poll=250ms`, `--poll=1s` (the tool's one duration syntax); a bare number keeps
+/// meaning milliseconds, as it always has here, so `--poll=250` never becomes 250 s.
 fn parse_poll(s: &str) -> Result<Duration, String> {
-    s.parse::<u64>()
-        .map(Duration::from_millis)
-        .map_err(|_| format!("--poll takes milliseconds, e.g. --poll=250, not {s:?}"))
+    match s.trim().parse::<u64>() {
+        Ok(ms) => Ok(Duration::from_millis(ms)),
+        Err(_) => humantime::parse_duration(s.trim()).map_err(|e| {
+            format!("--poll takes an interval such as 250ms or 1s (a bare number is milliseconds), not {s:?}: {e}")
+        }),
+    }
 }
 
 /// `conductor worker N DIR` / `conductor-worker N DIR`.
@@ -151,19 +158,20 @@ pub struct WorkerArgs {
     /// session id, cost and turns into the result), `codex` (`codex exec -`) or `command`.
     #[arg(long, value_name = "PRESET", value_parser = parse_preset)]
     pub preset: Option<Preset>,
-    /// Default task timeout in seconds (a task's own timeoutSecs wins).
-    #[arg(long, value_name = "SECS")]
-    pub timeout: Option<u64>,
-    /// Seconds between SIGTERM and SIGKILL when stopping an agent.
-    #[arg(long, value_name = "SECS", default_value_t = 5)]
-    pub kill_grace: u64,
+    /// Default task time limit (a task's own timeoutSecs wins): seconds (`300`) or a
+    /// duration (`90s`, `5m`, `1h`).
+    #[arg(long, value_name = "DURATION", value_parser = super::parse_duration_arg)]
+    pub timeout: Option<Duration>,
+    /// Time between SIGTERM and SIGKILL when stopping an agent: seconds or a duration.
+    #[arg(long, value_name = "DURATION", default_value = "5", value_parser = super::parse_duration_arg)]
+    pub kill_grace: Duration,
     /// Most bytes a task's log file (`tasks/<id>.log`) keeps; beyond it the middle of
     /// the output is cut and a marker line says so.
     #[arg(long, value_name = "BYTES", default_value_t = 64 * 1024 * 1024)]
     pub log_cap: u64,
     /// Poll the directory instead of using native file events (for NFS, SMB, FUSE);
-    /// optional interval in milliseconds.
-    #[arg(long, value_name = "MS", num_args = 0..=1, require_equals = true,
+    /// optional interval (`250ms`, `1s`; a bare number is milliseconds).
+    #[arg(long, value_name = "INTERVAL", num_args = 0..=1, require_equals = true,
           default_missing_value = DEFAULT_POLL_MS, value_parser = parse_poll)]
     pub poll: Option<Duration>,
     /// Start even when running inside a conductor agent (CONDUCTOR_WORKER is set).
@@ -180,8 +188,8 @@ pub fn run_worker(args: WorkerArgs) -> anyhow::Result<()> {
     let dir = crate::env::project_dir(&args.dir)?;
     let mut opts = WorkerOptions::new(root, args.slot, dir, agent);
     opts.preset = preset;
-    opts.timeout = args.timeout.map(Duration::from_secs);
-    opts.kill_grace = Duration::from_secs(args.kill_grace);
+    opts.timeout = args.timeout;
+    opts.kill_grace = args.kill_grace;
     opts.log_cap = args.log_cap;
     opts.allow_nested = args.allow_nested;
     if let Some(interval) = args.poll {
@@ -256,7 +264,7 @@ mod tests {
             assert_eq!(exit_code_for(&e.into()), exit::REFUSED);
         }
         let usage = [
-            Error::NoRoot,
+            Error::NoHome,
             Error::UnknownPreset { name: "x".into() },
             Error::NoTaskRecord { id: "t".into() },
             Error::NotADirectory {
@@ -276,6 +284,6 @@ mod tests {
             action: "run".into(),
         };
         assert!(hint(&nested).unwrap().contains("--allow-nested"));
-        assert!(hint(&Error::NoRoot).unwrap().contains("--root"));
+        assert!(hint(&Error::NoHome).unwrap().contains("--root"));
     }
 }

@@ -4,9 +4,9 @@ use std::io::IsTerminal;
 use std::time::Duration;
 
 use crate::inspect;
-use crate::{Error, Slot};
+use crate::Slot;
 
-use super::{parse_duration_arg, parse_slot, print_result, task_id_arg, RootArg};
+use super::{parse_duration_arg, parse_slot, task_id_arg, RootArg};
 use crate::cli::common::exit;
 
 #[derive(Debug, clap::Args)]
@@ -15,7 +15,13 @@ Without TASK_ID, waits for the slot's current task: the one running (running.jso
 the one status.json says the worker is on, else the one waiting in the inbox; exits 1 if \
 there is none. Prints the task's output (or the whole result with --json) and exits 0 if \
 it succeeded, 1 if it failed. When --timeout expires first, prints `timed out after …` \
-on stderr and exits 1; the task itself carries on.")]
+on stderr and exits 1; the task itself carries on.
+
+A wait never blocks for nothing. When no live worker serves the slot (its gate has been \
+free for 2s: not a mere restart), it says what to start and exits 4. When the worker \
+dies with the task in hand, it says so at once and waits on for recovery's result (the \
+worker started again, `conductor recover N`, or any other live worker of the root \
+recovers the task); with nobody left to do that, it says who must and exits 4.")]
 pub struct Args {
     #[arg(value_parser = parse_slot)]
     pub slot: Slot,
@@ -60,13 +66,8 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
             }
         },
     };
-    let timeout = args.timeout.unwrap_or(Duration::MAX);
-    match client.wait_for_result(slot, &id, timeout) {
-        Ok(result) => print_result(&result, args.json),
-        Err(e @ Error::Timeout { .. }) => {
-            eprintln!("error: {e}; the task carries on (wait again, or `conductor cancel {slot}`)");
-            Ok(exit::FAILURE)
-        }
-        Err(e) => Err(e.into()),
-    }
+    let carries_on = format!("the task carries on (wait again, or `conductor cancel {slot}`)");
+    super::waiting::finish(args.timeout, args.json, &carries_on, |on_death, left| {
+        client.wait_for_result_with(slot, &id, left, on_death)
+    })
 }

@@ -10,15 +10,13 @@
 mod claim;
 mod order;
 
+use serde::Serialize;
 use std::collections::{BTreeMap, HashMap};
 use std::fs;
 use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
-
-use crossbeam_channel::bounded;
-use serde::Serialize;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use crate::config::Config;
 use crate::dirlock;
@@ -26,8 +24,9 @@ use crate::error::{Error, Result};
 use crate::fsio::{self, Durability};
 use crate::ids::{self, Place};
 use crate::layout::Root;
+use crate::liveness::{Awaited, OnDeath, Vigil};
 use crate::protocol::{Outcome, Task, TaskId, TaskResult, SCHEMA};
-use crate::watch::{DirWatcher, Interest, WatchMode};
+use crate::watch::Interest;
 
 use claim::is_held;
 pub use claim::{
@@ -109,7 +108,9 @@ impl Queue {
     /// Accept a task: staged in `queue/tmp/`, linked into `queue/pending/`, durable on
     /// return. Assigns an id if absent; an id already used anywhere on the root is
     /// refused ([`Error::IdTaken`], naming where it went).
+    /// The root must exist ([`Error::NoRoot`] otherwise): submitting never makes one.
     pub fn submit(&self, task: &Task) -> Result<TaskId> {
+        self.root.require_existing()?;
         crate::trust::verify_root(&self.root)?;
         let mut task = task.clone();
         task.schema = SCHEMA;
@@ -247,30 +248,41 @@ impl Queue {
     }
 
     /// Wait for a submitted task's result (woken by file events, not a sleep loop).
+    /// Never blocks for nothing: ends with [`Error::NobodyServes`] when no live worker
+    /// serves the root. If the worker that took the task dies with it, waits on for
+    /// recovery's result while someone can recover it, else ends with
+    /// [`Error::WorkerDied`] (see [`Queue::wait_for_result_with`] to hear of it at once).
     pub fn wait_for_result(&self, id: &TaskId, timeout: Duration) -> Result<TaskResult> {
+        self.wait_for_result_with(id, timeout, OnDeath::AwaitRecovery)
+    }
+
+    /// [`Queue::wait_for_result`], doing `on_death` if the worker dies with the task.
+    pub fn wait_for_result_with(
+        &self,
+        id: &TaskId,
+        timeout: Duration,
+        on_death: OnDeath,
+    ) -> Result<TaskResult> {
+        self.root.require_existing()?;
         let dir = self.root.queue_results();
         fsio::ensure_dir(&dir)?;
-        let (tx, rx) = bounded(1);
         let want = format!("{id}.json");
         let interest: Interest =
             Arc::new(move |p: &Path| p.file_name().and_then(|n| n.to_str()) == Some(want.as_str()));
-        let _watcher = DirWatcher::new(std::slice::from_ref(&dir), WatchMode::Auto, interest, tx)?;
-        let deadline = Instant::now().checked_add(timeout);
-        loop {
-            if let Some(r) = self.read_result(id)? {
-                return Ok(r);
-            }
-            let left = deadline.map_or(Duration::from_secs(1), |d| {
-                d.saturating_duration_since(Instant::now())
-            });
-            if left.is_zero() {
-                return Err(Error::Timeout {
-                    what: format!("the result of queued task {id}"),
-                    after: timeout,
-                });
-            }
-            let _ = rx.recv_timeout(left.min(Duration::from_secs(1)));
-        }
+        let mut vigil = Vigil::new(
+            self.root.clone(),
+            Awaited::Queue,
+            Some(id.clone()),
+            on_death,
+        );
+        crate::client::Client::new(self.root.clone()).wait_until(
+            std::slice::from_ref(&dir),
+            interest,
+            timeout,
+            format!("the result of queued task {id}"),
+            &mut vigil,
+            || self.read_result(id),
+        )
     }
 
     /// Cancel a task: a pending one is removed and answered `cancelled`; a running one

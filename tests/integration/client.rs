@@ -199,6 +199,8 @@ fn write_task_then_read_task_round_trips() {
 #[test]
 fn write_task_assigns_an_id_when_absent() {
     let t = TestRoot::new();
+    t.client.create_worker(Slot(0)).unwrap();
+    t.client.create_worker(Slot(1)).unwrap();
     let a = t
         .client
         .write_task(Slot(0), &Task::new("a"))
@@ -206,7 +208,7 @@ fn write_task_assigns_an_id_when_absent() {
     let b = t
         .client
         .write_task(Slot(1), &Task::new("b"))
-        .expect("deliver to 1 (not created yet)");
+        .expect("deliver to 1");
     a.validate().expect("generated id is valid");
     assert_ne!(a, b, "generated ids are distinct");
     let back = t.client.read_task(Slot(0)).unwrap().unwrap();
@@ -217,6 +219,7 @@ fn write_task_assigns_an_id_when_absent() {
 #[test]
 fn write_task_refuses_invalid_tasks() {
     let t = TestRoot::new();
+    t.client.create_worker(Slot(0)).unwrap();
     let err = t
         .client
         .write_task(Slot(0), &Task::new("p").with_id("../escape"))
@@ -913,6 +916,9 @@ fn assert_taken(err: Error, id: &str, place: &str) {
 #[test]
 fn an_id_taken_by_send_or_submit_is_refused_by_both_naming_where_it_went() {
     let t = TestRoot::new();
+    for n in 0..3 {
+        t.client.create_worker(Slot(n)).unwrap();
+    }
     let q = conductor::queue::Queue::new(t.client.root().clone());
     t.client
         .write_task(Slot(1), &Task::new("p").with_id("D"))
@@ -962,6 +968,8 @@ fn an_id_taken_by_send_or_submit_is_refused_by_both_naming_where_it_went() {
 #[test]
 fn an_id_refused_by_a_busy_inbox_stays_free() {
     let t = TestRoot::new();
+    t.client.create_worker(Slot(0)).unwrap();
+    t.client.create_worker(Slot(1)).unwrap();
     t.client
         .write_task(Slot(0), &Task::new("a").with_id("first"))
         .unwrap();
@@ -982,6 +990,7 @@ fn an_id_refused_by_a_busy_inbox_stays_free() {
 #[test]
 fn an_original_client_task_with_a_taken_id_is_rejected_with_a_reason() {
     let t = TestRoot::new();
+    t.client.create_worker(Slot(1)).unwrap();
     t.client
         .write_task(Slot(1), &Task::new("p").with_id("X"))
         .unwrap();

@@ -13,4 +13,5 @@ mod orchestrator;
 mod protocol;
 mod queue;
 mod trust;
+mod waits;
 mod worker;
