@@ -1,7 +1,7 @@
 //! Directory locks (`.lock/`, `keys/<k>.lock/`, `slots/<i>.lock/`) with provable staleness.
 //!
 //! `mkdir` is the atomic step; `pid` and `owner.json` inside say who holds it. A lock is
-//! stale only when its owner is proven gone (DESIGN.md section 4). Acquisition, takeover,
+//! stale only when its owner is proven gone (docs/ARCHITECTURE.md, "Directory locks"). Acquisition, takeover,
 //! heartbeat and release all happen under a small flock beside the lock
 //! (`<lock>.guard`), so two recoverers can never both win and a release never removes a
 //! lock that somebody else has taken over.
@@ -83,6 +83,7 @@ impl LockOwner {
 
 /// Whether a lock's holder is still there, and why we think so.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum Liveness {
     Alive(String),
     Stale(String),
@@ -315,10 +316,8 @@ pub fn clear_dead_spares_in(dir: &Path) -> Result<()> {
 
 /// Remove the spares in `dir` whose name `pid_of` reads a dead (or our own) pid from.
 fn clear_spares_where(dir: &Path, pid_of: impl Fn(&str) -> Option<u32>) -> Result<()> {
-    let entries = match fs::read_dir(dir) {
-        Ok(e) => e,
-        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(()),
-        Err(e) => return Err(Error::io("list", dir, e)),
+    let Some(entries) = fsio::read_dir_if_exists(dir)? else {
+        return Ok(());
     };
     for entry in entries.flatten() {
         let Some(pid) = entry.file_name().to_str().and_then(&pid_of) else {

@@ -1,7 +1,7 @@
 //! How a task ends: its record, its one result, the status that tells of it, and the
 //! slot's `running.json` retired — in that order, for the worker and recovery alike.
 //!
-//! The order is the protocol's promise (DESIGN "Finish"): the result is durable before
+//! The order is the protocol's promise (docs/ARCHITECTURE.md, "Finish"): the result is durable before
 //! anyone is told, and `running.json` goes only once the result is there, so a crash at
 //! any step leaves either a task in hand (recovery finishes it) or a finished task whose
 //! telling recovery completes with [`announce_kept`].
@@ -79,7 +79,7 @@ impl Ledger<'_> {
         match queue::publish_queue_result(self.root, &self.paths.result_for(id), id) {
             // The id belongs elsewhere (a hand-edited or pre-registry root): the refusal
             // is logged, and the slot's own result stands; never a reason to stop.
-            Err(Error::Refused(_)) => Ok(()),
+            Err(Error::NotPublished { .. }) => Ok(()),
             other => other,
         }
     }

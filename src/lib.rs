@@ -55,6 +55,7 @@ pub mod inspect;
 pub mod launch;
 pub mod layout;
 pub(crate) mod ledger;
+pub mod liveness;
 pub mod maintenance;
 pub mod orchestrator;
 pub mod pool;

@@ -63,11 +63,26 @@ pub fn environ_has(pid: u32, entry: &str) -> bool {
 
 /// Every process visible now, with its stat.
 pub fn snapshot() -> HashMap<u32, Stat> {
+    snapshot_since(0)
+}
+
+/// The processes visible now that were created after the process `first` (itself
+/// included), with their stats: pids are handed out in increasing order, so only pids
+/// from `first` up need reading — unless they wrapped around since, which
+/// `ns_last_pid` tells (then every process is read). Reading every process's stat
+/// after each task would cost a millisecond or more on a busy machine.
+pub fn snapshot_since(first: u32) -> HashMap<u32, Stat> {
+    let wrapped = fs::read_to_string("/proc/sys/kernel/ns_last_pid")
+        .ok()
+        .and_then(|s| s.trim().parse::<u32>().ok())
+        .is_none_or(|last| last < first);
+    let from = if wrapped { 0 } else { first };
     let Ok(dir) = fs::read_dir("/proc") else {
         return HashMap::new();
     };
     dir.flatten()
         .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|pid| *pid >= from)
         .filter_map(|pid| Some((pid, stat(pid)?)))
         .collect()
 }

@@ -1,4 +1,4 @@
-//! The on-disk protocol types: task, status and result files (DESIGN.md section 3).
+//! The on-disk protocol types: task, status and result files (docs/ARCHITECTURE.md, section 2).
 
 use std::fmt;
 use std::path::Path;

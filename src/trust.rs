@@ -42,6 +42,7 @@ pub fn verify_root(root: &Root) -> Result<()> {
             w.tasks_dir(),
             w.results_dir(),
             w.rejected_dir(),
+            w.trash_dir(),
         ] {
             verify_dir(&dir)?;
         }
@@ -59,8 +60,10 @@ pub fn verify_task_dirs(root: &Root, paths: &WorkerPaths) -> Result<()> {
         paths.tasks_dir(),
         paths.results_dir(),
         paths.rejected_dir(),
+        paths.trash_dir(),
         root.queue_dir(),
         root.queue_results(),
+        root.ids_dir(),
     ] {
         verify_dir(&dir)?;
     }
@@ -83,8 +86,9 @@ pub fn link_refusal(dir: &Path) -> Error {
     )
 }
 
-fn shared_dirs(root: &Root) -> [PathBuf; 11] {
+fn shared_dirs(root: &Root) -> [PathBuf; 12] {
     [
+        root.ids_dir(),
         root.workers_dir(),
         root.queue_dir(),
         root.queue_tmp(),
@@ -101,10 +105,8 @@ fn shared_dirs(root: &Root) -> [PathBuf; 11] {
 
 /// The slot-named entries of `workers/` (links included: they are refused, not skipped).
 fn slot_names(workers: &Path) -> Result<Vec<Slot>> {
-    let entries = match fs::read_dir(workers) {
-        Ok(e) => e,
-        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Vec::new()),
-        Err(e) => return Err(Error::io("list", workers, e)),
+    let Some(entries) = crate::fsio::read_dir_if_exists(workers)? else {
+        return Ok(Vec::new());
     };
     let mut slots = Vec::new();
     for entry in entries {

@@ -25,7 +25,9 @@ pub(super) fn sweep(pgid: u32, marker: &str) -> usize {
     let mut termed: HashMap<u32, Instant> = HashMap::new();
     let mut escaped = 0;
     loop {
-        let table = procfs::snapshot();
+        // Everything of the task descends from the agent, the group's leader: no
+        // process older than it can be ours. (Our own pid is older: never in the table.)
+        let table = procfs::snapshot_since(pgid);
         let left = task_processes(&table, me, pgid, marker, &termed);
         if left.is_empty() {
             return escaped;

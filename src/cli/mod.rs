@@ -26,6 +26,7 @@ pub mod submit;
 pub mod target;
 pub mod tasks;
 pub mod wait;
+pub mod waiting;
 
 use std::path::PathBuf;
 
@@ -45,7 +46,17 @@ pub struct RootArg {
 }
 
 impl RootArg {
+    /// A client on the root, which must exist ([`crate::Error::NoRoot`] otherwise):
+    /// only `init`, `create-worker` and the workers make a root.
     pub fn client(&self) -> anyhow::Result<Client> {
+        let client = Client::from_env(self.root.as_deref())?;
+        client.root().require_existing()?;
+        Ok(client)
+    }
+
+    /// A client on the root whether it exists or not: for the commands that make it
+    /// (`init`, `create-worker`) and `doctor`, which reports a missing root as a finding.
+    pub fn unchecked_client(&self) -> anyhow::Result<Client> {
         Ok(Client::from_env(self.root.as_deref())?)
     }
 }
@@ -78,6 +89,12 @@ pub fn parse_duration_arg(s: &str) -> Result<std::time::Duration, String> {
     }
     humantime::parse_duration(s.trim())
         .map_err(|e| format!("{s:?} is not a duration such as 30, 90s, 5m or 1h30m: {e}"))
+}
+
+/// A duration as the whole seconds the protocol counts in (`timeoutSecs`), rounded up
+/// so that a limit never becomes shorter than asked.
+pub fn whole_secs(d: std::time::Duration) -> u64 {
+    d.as_secs() + u64::from(d.subsec_nanos() > 0)
 }
 
 /// A task id from the command line: digits become a number, as clients write them.

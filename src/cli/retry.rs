@@ -1,7 +1,5 @@
 //! `conductor retry TASK_ID | N TASK_ID`: run a finished task again under a new id.
 
-use std::time::Duration;
-
 use crate::fsio;
 use crate::{Error, Slot, Task, TaskId};
 use anyhow::Context as _;
@@ -104,8 +102,10 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
         super::emit(&format!("{id}\n"))?;
         return Ok(exit::OK);
     }
-    let result = client.wait_for_task(&id, Duration::MAX)?;
-    super::print_result(&result, false)
+    let carries_on = format!("task {id} carries on (`conductor wait {id}`)");
+    super::waiting::finish(None, false, &carries_on, |on_death, left| {
+        client.wait_for_task_with(&id, left, on_death)
+    })
 }
 
 /// `<id>-r1`, `-r2` …: the first that is free on the whole root (ids are unique across

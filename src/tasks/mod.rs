@@ -25,20 +25,18 @@ use std::fmt;
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::str::FromStr;
-use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use crossbeam_channel::bounded;
 use serde::Serialize;
 
 use crate::client::Client;
 use crate::error::{Error, Result};
-use crate::fsio;
 use crate::ids::{self, Place};
 use crate::inspect::read_task_file;
 use crate::layout::{Root, Slot};
+use crate::liveness::OnDeath;
 use crate::protocol::{Outcome, TaskId, TaskResult};
-use crate::watch::{DirWatcher, Interest};
+use crate::queue::Queue;
 
 pub use list::{list, ListOptions, TaskSummary};
 pub use withdraw::{cancel_task, CancelTask};
@@ -320,49 +318,24 @@ pub(crate) fn no_such_task(root: &Root, id: &TaskId) -> Error {
     }
 }
 
-/// The directory task `id`'s result will appear in (to watch while waiting).
-fn result_dir(root: &Root, loc: &TaskLocation) -> PathBuf {
-    match (loc.queued, loc.slot) {
-        (false, Some(slot)) => root.worker(slot).results_dir(),
-        _ => root.queue_results(),
-    }
-}
-
 /// Wait until task `id` has a result, wherever it is; returns it. Fails at once with
 /// [`Error::NoSuchTask`] when nothing knows the id, with [`Error::Timeout`] after
-/// `timeout` (`Duration::MAX`: no limit).
+/// `timeout` (`Duration::MAX`: no limit), and as the slot's or the queue's own wait does
+/// when nobody serves it ([`Error::NobodyServes`]) or its worker dies (`on_death`).
 pub fn wait_for_task(
     root: &Root,
     id: &TaskId,
     timeout: Duration,
-    mode: crate::watch::WatchMode,
+    on_death: OnDeath,
 ) -> Result<TaskResult> {
     let Some(loc) = find(root, id)? else {
         return Err(no_such_task(root, id));
     };
-    let dir = result_dir(root, &loc);
-    fsio::ensure_dir(&dir)?;
-    let (tx, rx) = bounded(1);
-    let want = format!("{id}.json");
-    let interest: Interest =
-        Arc::new(move |p: &Path| p.file_name().and_then(|n| n.to_str()) == Some(want.as_str()));
-    // Armed before the first look, so a result written in between still wakes us.
-    let _watcher = DirWatcher::new(std::slice::from_ref(&dir), mode, interest, tx)?;
-    let deadline = Instant::now().checked_add(timeout);
-    loop {
-        if let Some(r) = result_of(root, id)? {
-            return Ok(r);
+    match (loc.queued, loc.slot) {
+        (false, Some(slot)) => {
+            Client::new(root.clone()).wait_for_result_with(slot, id, timeout, on_death)
         }
-        let left = deadline.map_or(Duration::from_secs(1), |d| {
-            d.saturating_duration_since(Instant::now())
-        });
-        if left.is_zero() {
-            return Err(Error::Timeout {
-                what: format!("the result of task {id}"),
-                after: timeout,
-            });
-        }
-        let _ = rx.recv_timeout(left.min(Duration::from_secs(1)));
+        _ => Queue::new(root.clone()).wait_for_result_with(id, timeout, on_death),
     }
 }
 
@@ -379,9 +352,20 @@ impl Client {
         result_of(self.root(), id)
     }
 
-    /// Wait for task `id`'s result, wherever it is (see [`wait_for_task`]).
+    /// Wait for task `id`'s result, wherever it is, waiting on through a recovery if its
+    /// worker dies (see [`wait_for_task`]).
     pub fn wait_for_task(&self, id: &TaskId, timeout: Duration) -> Result<TaskResult> {
-        wait_for_task(self.root(), id, timeout, crate::watch::WatchMode::Auto)
+        wait_for_task(self.root(), id, timeout, OnDeath::AwaitRecovery)
+    }
+
+    /// [`Client::wait_for_task`], doing `on_death` if the worker dies with the task.
+    pub fn wait_for_task_with(
+        &self,
+        id: &TaskId,
+        timeout: Duration,
+        on_death: OnDeath,
+    ) -> Result<TaskResult> {
+        wait_for_task(self.root(), id, timeout, on_death)
     }
 
     /// Cancel task `id`: withdrawn (and answered `cancelled`) if it waits in an inbox

@@ -14,4 +14,5 @@ mod protocol;
 mod queue;
 mod tasks;
 mod trust;
+mod waits;
 mod worker;

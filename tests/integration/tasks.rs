@@ -157,6 +157,10 @@ fn waiting_and_queued_tasks_are_withdrawn_by_id_and_their_waiters_end() {
     let t = TestRoot::new();
     t.client.create_worker(S0).unwrap();
     t.client.create_worker(S1).unwrap();
+    // Stand in for live workers (their gates held), so the waits below end by the
+    // withdrawals, not because nobody serves; no real worker claims anything.
+    let _g0 = conductor::gate::Gate::acquire(&t.client.worker(S0).worker_gate(), "test").unwrap();
+    let _g1 = conductor::gate::Gate::acquire(&t.client.worker(S1).worker_gate(), "test").unwrap();
     send(&t, S0, Task::new("in the inbox").with_id("in1"));
     submit(&t, Task::new("in the queue").with_id("q1"));
     // A Date.now() id, not registered: a lone big number that is no slot is an id.
@@ -206,10 +210,12 @@ fn waiting_and_queued_tasks_are_withdrawn_by_id_and_their_waiters_end() {
         "cancelled tasks failed: {}",
         waiter.stderr()
     );
-    let v: Value = serde_json::from_str(&waiter.stdout()).expect("one JSON array");
-    let got: Vec<(String, String)> = v
-        .as_array()
-        .unwrap()
+    let out = waiter.stdout();
+    let docs: Vec<Value> = serde_json::Deserializer::from_str(&out)
+        .into_iter::<Value>()
+        .collect::<Result<_, _>>()
+        .expect("one JSON document per task");
+    let got: Vec<(String, String)> = docs
         .iter()
         .map(|r| {
             (

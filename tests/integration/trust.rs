@@ -180,10 +180,14 @@ fn entries(dir: &Path) -> Vec<String> {
 
 #[test]
 fn linked_protocol_directories_are_refused_at_start_and_by_writers() {
-    for i in 0..5 {
+    let extra = |root: &Root| vec![root.ids_dir(), root.worker(Slot(0)).trash_dir()];
+    for i in 0..7 {
         let t = TestRoot::new();
         t.client.create_worker(Slot(0)).unwrap();
-        let dir = link_targets(t.client.root())[i].clone();
+        fs::create_dir_all(t.client.root().worker(Slot(0)).trash_dir()).unwrap();
+        let mut all = link_targets(t.client.root());
+        all.extend(extra(t.client.root()));
+        let dir = all[i].clone();
         let outside = t.dir.path().join("outside");
         replace_with_link(&dir, &outside);
         assert_all_refuse(&t, &dir, &format!("rm {}", dir.display()));
