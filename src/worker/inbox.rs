@@ -166,7 +166,15 @@ pub(crate) fn reject(
         Durability::Durable,
     )?;
     let held = slot.paths.running();
-    fs::rename(inbox, &held).map_err(|e| Error::io("take out of the inbox", inbox, e))?;
+    match fs::rename(inbox, &held) {
+        Ok(()) => {}
+        // Withdrawn meanwhile (`conductor cancel`): whoever took it answered it.
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            let _ = fs::remove_file(dir.join(format!("{name}.reason")));
+            return Ok(());
+        }
+        Err(e) => return Err(Error::io("take out of the inbox", inbox, e)),
+    }
     make_private(&held);
     if let Some(id) = id {
         answer_rejected(slot, id, reason)?;
@@ -197,4 +205,37 @@ fn answer_rejected(slot: &SlotServer, id: TaskId, reason: &str) -> Result<()> {
         tracing::warn!("publishing status for rejected task: {e}");
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::client::Client;
+    use crate::gate::Gate;
+    use crate::layout::{Root, Slot};
+
+    #[test]
+    fn a_file_withdrawn_before_its_rejection_ends_it_quietly() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = Root::new(dir.path().join("root"));
+        let client = Client::new(root.clone());
+        client.init_queue().unwrap();
+        let paths = client.create_worker(Slot(0)).unwrap();
+        let slot = SlotServer {
+            root: root.clone(),
+            _gate: Gate::acquire(&paths.worker_gate(), "worker 0").unwrap(),
+            board: super::super::status::StatusBoard::start(&paths).unwrap(),
+            paths: paths.clone(),
+        };
+        // The inbox file was judged bad, then withdrawn before it could be moved.
+        let gone = paths.task();
+        reject(&slot, &gone, "is not valid JSON", Some(TaskId::from("w1"))).unwrap();
+        let left: Vec<_> = fs::read_dir(paths.rejected_dir()).unwrap().collect();
+        assert!(left.is_empty(), "no reason is left for a file that is gone");
+        assert!(!paths.running().exists());
+        assert!(
+            !paths.result_for(&TaskId::from("w1")).exists(),
+            "whoever withdrew it answers it"
+        );
+    }
 }
