@@ -140,6 +140,23 @@ pub enum Error {
     /// Not now: something alive is in the way (exit code 3 in the binaries).
     #[error("{0}")]
     Refused(String),
+
+    /// A task waits for a task this root has no record of (refused at submit).
+    #[error("task {task} waits for task {dependency}, which this root has no record of (no {}); submit {dependency} first, or check the id", path.display())]
+    UnknownDependency {
+        task: String,
+        dependency: String,
+        /// The registry entry that would record it.
+        path: PathBuf,
+    },
+
+    /// Dependencies are kept by the shared queue, not by a worker's inbox.
+    #[error("task {task} waits for {after}: dependencies need the shared queue; use `conductor submit --after` (Queue::submit)")]
+    AfterNeedsQueue { task: String, after: String },
+
+    /// A task's working directory (`dir`) cannot be used.
+    #[error("task directory {}: {reason}", path.display())]
+    BadTaskDir { path: PathBuf, reason: String },
 }
 
 /// `program args…`, quoted as a shell would need it, for error messages.

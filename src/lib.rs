@@ -66,6 +66,7 @@ pub mod recovery;
 pub(crate) mod salvage;
 pub mod trust;
 pub mod watch;
+pub mod workdir;
 pub mod worker;
 
 pub use client::Client;

@@ -1,7 +1,7 @@
 //! The on-disk protocol types: task, status and result files (docs/ARCHITECTURE.md, section 2).
 
 use std::fmt;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::SystemTime;
 
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
@@ -13,6 +13,8 @@ use crate::error::{Error, FileProblem, Result};
 pub const MAX_CONTEXT_BYTES: usize = 120 * 1024;
 /// Largest `timeoutSecs` accepted (a year).
 pub const MAX_TIMEOUT_SECS: u64 = 366 * 24 * 3600;
+/// Most dependencies one task may name: each costs a lookup on every queue scan.
+pub const MAX_AFTER: usize = 64;
 
 /// The schema version of files this conductor writes.
 pub const SCHEMA: u32 = 1;
@@ -84,6 +86,14 @@ mod tests {
         assert_eq!(parse_rfc3339(&rfc3339(z)), Some(z));
         assert_eq!(parse_rfc3339("yesterday"), None);
     }
+}
+
+/// Ids as a person reads them: `a, b, c`.
+pub fn id_list(ids: &[TaskId]) -> String {
+    ids.iter()
+        .map(TaskId::to_string)
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 /// A task id, kept as the task gave it: a string, or a number (the original clients
@@ -258,6 +268,14 @@ pub struct Task {
     /// into `queue/results/`, and a retry goes back to the queue).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub origin: Option<String>,
+    /// Run only after every one of these tasks has succeeded; if one ends otherwise,
+    /// this one ends `cancelled` ("dependency ID failed"). Shared queue only.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub after: Vec<TaskId>,
+    /// Run the agent in this directory (absolute; it must exist and be the worker
+    /// user's) instead of the worker's project directory.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dir: Option<PathBuf>,
 }
 
 impl Task {
@@ -276,6 +294,8 @@ impl Task {
             attempt: None,
             resume: None,
             origin: None,
+            after: Vec::new(),
+            dir: None,
         }
     }
 
@@ -291,6 +311,18 @@ impl Task {
 
     pub fn with_timeout_secs(mut self, secs: u64) -> Task {
         self.timeout_secs = Some(secs);
+        self
+    }
+
+    /// Run only after each of `ids` has succeeded (see [`Task::after`]).
+    pub fn with_after(mut self, ids: impl IntoIterator<Item = impl Into<TaskId>>) -> Task {
+        self.after = ids.into_iter().map(Into::into).collect();
+        self
+    }
+
+    /// Run the agent in `dir` (see [`Task::dir`]).
+    pub fn with_dir(mut self, dir: impl Into<PathBuf>) -> Task {
+        self.dir = Some(dir.into());
         self
     }
 
@@ -337,6 +369,37 @@ impl Task {
             TaskId::Text(k.clone())
                 .validate()
                 .map_err(|e| e.replacen("task id", "key", 1))?;
+        }
+        self.validate_after()?;
+        if let Some(d) = &self.dir {
+            if !d.is_absolute() {
+                return Err(format!(
+                    "dir {} is not an absolute path (the worker would not know what it is \
+                     relative to)",
+                    d.display()
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    fn validate_after(&self) -> std::result::Result<(), String> {
+        if self.after.len() > MAX_AFTER {
+            return Err(format!(
+                "after lists {} tasks; at most {MAX_AFTER} are allowed",
+                self.after.len()
+            ));
+        }
+        let mut seen = std::collections::HashSet::new();
+        for dep in &self.after {
+            dep.validate().map_err(|e| format!("after: {e}"))?;
+            let text = dep.to_string();
+            if self.id.as_ref().is_some_and(|id| id.to_string() == text) {
+                return Err(format!("task {text} cannot wait for itself (after)"));
+            }
+            if !seen.insert(text) {
+                return Err(format!("after names task {dep} twice"));
+            }
         }
         Ok(())
     }

@@ -70,7 +70,10 @@ pub fn exit_code_for(err: &anyhow::Error) -> i32 {
             | Error::NoSuchSlot { .. }
             | Error::SlotTooLarge { .. }
             | Error::InvalidTask { .. }
-            | Error::IdTaken { .. },
+            | Error::IdTaken { .. }
+            | Error::UnknownDependency { .. }
+            | Error::AfterNeedsQueue { .. }
+            | Error::BadTaskDir { .. },
         ) => exit::USAGE,
         _ => exit::FAILURE,
     }

@@ -68,6 +68,18 @@ pub(crate) fn read(shared: &Shared, slot: &SlotServer) -> Result<Inbox> {
     };
     // Only a task this worker claims from queue/pending is a queue task.
     task.origin = None;
+    if !task.after.is_empty() {
+        // Nothing would hold it back here: running it would break its promise.
+        let id = task.id.clone();
+        let e = Error::AfterNeedsQueue {
+            task: id.as_ref().map_or_else(|| "(no id)".into(), TaskId::to_string),
+            after: crate::protocol::id_list(&task.after),
+        };
+        return Ok(Inbox::Bad {
+            reason: e.to_string(),
+            id,
+        });
+    }
     if let Some(id) = &task.id {
         // Its id must be this inbox's (registered now if an original client wrote it).
         if let Err(e @ Error::IdTaken { .. }) =
