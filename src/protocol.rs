@@ -9,12 +9,13 @@ use serde_json::Value;
 
 use crate::error::{Error, FileProblem, Result};
 
+mod scheduling;
+pub use scheduling::{id_list, MAX_AFTER};
+
 /// Largest `context` (as JSON text): Linux caps one environment string at 128 KiB.
 pub const MAX_CONTEXT_BYTES: usize = 120 * 1024;
 /// Largest `timeoutSecs` accepted (a year).
 pub const MAX_TIMEOUT_SECS: u64 = 366 * 24 * 3600;
-/// Most dependencies one task may name: each costs a lookup on every queue scan.
-pub const MAX_AFTER: usize = 64;
 
 /// The schema version of files this conductor writes.
 pub const SCHEMA: u32 = 1;
@@ -86,14 +87,6 @@ mod tests {
         assert_eq!(parse_rfc3339(&rfc3339(z)), Some(z));
         assert_eq!(parse_rfc3339("yesterday"), None);
     }
-}
-
-/// Ids as a person reads them: `a, b, c`.
-pub fn id_list(ids: &[TaskId]) -> String {
-    ids.iter()
-        .map(TaskId::to_string)
-        .collect::<Vec<_>>()
-        .join(", ")
 }
 
 /// A task id, kept as the task gave it: a string, or a number (the original clients
@@ -314,18 +307,6 @@ impl Task {
         self
     }
 
-    /// Run only after each of `ids` has succeeded (see [`Task::after`]).
-    pub fn with_after(mut self, ids: impl IntoIterator<Item = impl Into<TaskId>>) -> Task {
-        self.after = ids.into_iter().map(Into::into).collect();
-        self
-    }
-
-    /// Run the agent in `dir` (see [`Task::dir`]).
-    pub fn with_dir(mut self, dir: impl Into<PathBuf>) -> Task {
-        self.dir = Some(dir.into());
-        self
-    }
-
     /// Check the fields a worker relies on; the message says what to fix.
     pub fn validate(&self) -> std::result::Result<(), String> {
         if let Some(id) = &self.id {
@@ -370,37 +351,7 @@ impl Task {
                 .validate()
                 .map_err(|e| e.replacen("task id", "key", 1))?;
         }
-        self.validate_after()?;
-        if let Some(d) = &self.dir {
-            if !d.is_absolute() {
-                return Err(format!(
-                    "dir {} is not an absolute path (the worker would not know what it is \
-                     relative to)",
-                    d.display()
-                ));
-            }
-        }
-        Ok(())
-    }
-
-    fn validate_after(&self) -> std::result::Result<(), String> {
-        if self.after.len() > MAX_AFTER {
-            return Err(format!(
-                "after lists {} tasks; at most {MAX_AFTER} are allowed",
-                self.after.len()
-            ));
-        }
-        let mut seen = std::collections::HashSet::new();
-        for dep in &self.after {
-            dep.validate().map_err(|e| format!("after: {e}"))?;
-            let text = dep.to_string();
-            if self.id.as_ref().is_some_and(|id| id.to_string() == text) {
-                return Err(format!("task {text} cannot wait for itself (after)"));
-            }
-            if !seen.insert(text) {
-                return Err(format!("after names task {dep} twice"));
-            }
-        }
+        self.validate_after_and_dir()?;
         Ok(())
     }
 

@@ -161,7 +161,10 @@ fn a_waiting_dependent_holds_no_worker_while_its_dependency_runs() {
     assert!(b.success, "{b:?}");
     let a_end = logged(&log, "end", "A").expect("A ended");
     let b_start = logged(&log, "start", "B").expect("B started");
-    assert!(b_start > a_end, "B started at {b_start}, before A ended at {a_end}");
+    assert!(
+        b_start > a_end,
+        "B started at {b_start}, before A ended at {a_end}"
+    );
     drop((w0, w1));
     assert_nothing_left(t.path());
 }
@@ -172,7 +175,8 @@ fn unknown_or_circular_dependencies_are_refused_at_submit() {
     let q = Queue::new(t.client.root().clone());
     let r = cli(&t, &["submit", "--after", "nope", "p"], 2);
     assert!(
-        r.stderr.contains("waits for task nope, which this root has no record of"),
+        r.stderr
+            .contains("waits for task nope, which this root has no record of"),
         "{}",
         r.stderr
     );
@@ -209,7 +213,10 @@ fn an_inbox_task_with_dependencies_is_rejected_by_the_worker() {
         .unwrap_or_else(|e| panic!("{e}\n{}", w.stderr()));
     assert_eq!(r.outcome, Some(Outcome::Rejected), "{r:?}");
     assert!(
-        r.error.as_deref().unwrap().contains("dependencies need the shared queue"),
+        r.error
+            .as_deref()
+            .unwrap()
+            .contains("dependencies need the shared queue"),
         "{r:?}"
     );
 }
@@ -259,7 +266,18 @@ fn a_dir_that_is_missing_or_not_ours_is_refused() {
     // A dir that goes away after submit: the worker refuses the task with a reason.
     let gone = t.dir.path().join("gone");
     fs::create_dir(&gone).unwrap();
-    cli(&t, &["submit", "--id", "late", "--dir", gone.to_str().unwrap(), "p"], 0);
+    cli(
+        &t,
+        &[
+            "submit",
+            "--id",
+            "late",
+            "--dir",
+            gone.to_str().unwrap(),
+            "p",
+        ],
+        0,
+    );
     fs::remove_dir(&gone).unwrap();
     let w = WorkerProc::start(&t, Slot(0), "pwd", &[], &[]);
     let r = result_of(&q, "late", &[&w]);
