@@ -1,7 +1,6 @@
 //! The orchestrator's API: create slots, deliver tasks, read and wait for state.
 
 use std::collections::HashSet;
-use std::fs;
 use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -14,6 +13,7 @@ use crate::error::{Error, Result};
 use crate::fsio::{self, Durability, SMALL_FILE_LIMIT};
 use crate::ids::{self, Place};
 use crate::layout::{Root, Slot, WorkerPaths};
+use crate::liveness::{Awaited, OnDeath, Vigil};
 use crate::protocol::{parse_status, Status, Task, TaskId, TaskResult, WorkerState, SCHEMA};
 use crate::watch::{DirWatcher, Interest, WatchMode};
 
@@ -99,10 +99,8 @@ impl Client {
     /// The slots under `workers/`, in order. Entries that are not slot numbers are skipped.
     pub fn list_workers(&self) -> Result<Vec<Slot>> {
         let dir = self.root.workers_dir();
-        let entries = match fs::read_dir(&dir) {
-            Ok(e) => e,
-            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Vec::new()),
-            Err(e) => return Err(Error::io("list", &dir, e)),
+        let Some(entries) = fsio::read_dir_if_exists(&dir)? else {
+            return Ok(Vec::new());
         };
         let mut slots = Vec::new();
         for entry in entries {
@@ -124,9 +122,12 @@ impl Client {
     /// ([`Error::AfterNeedsQueue`]: only the shared queue keeps them), so is a `dir` that
     /// is no directory of ours ([`Error::BadTaskDir`]). Returns the id. Durable when it
     /// returns.
+    ///
+    /// The slot must exist ([`Client::create_worker`], `conductor create-worker N`, or a
+    /// worker that served it): a task is never left in a slot made by mistake.
     pub fn write_task(&self, slot: Slot, task: &Task) -> Result<TaskId> {
         crate::trust::verify_root(&self.root)?;
-        let w = self.root.worker(slot);
+        let w = self.existing_worker(slot)?;
         let mut task = task.clone();
         task.schema = SCHEMA;
         // Only a worker that claims a task from queue/pending makes it a queue task.
@@ -161,14 +162,7 @@ impl Client {
     /// Create `task.json` with `bytes`, or say which task still waits there.
     fn deliver(&self, w: &WorkerPaths, bytes: &[u8]) -> Result<()> {
         let target = w.task();
-        let delivered = match fsio::write_new(&target, bytes, Durability::Durable) {
-            Err(e) if e.io_kind() == Some(io::ErrorKind::NotFound) => {
-                fsio::ensure_dir(&w.dir)?;
-                fsio::write_new(&target, bytes, Durability::Durable)
-            }
-            other => other,
-        };
-        match delivered {
+        match fsio::write_new(&target, bytes, Durability::Durable) {
             Err(e) if e.io_kind() == Some(io::ErrorKind::AlreadyExists) => {
                 let waiting = fsio::read_bounded(&target, fsio::TASK_SIZE_LIMIT)
                     .ok()
@@ -230,7 +224,9 @@ impl Client {
         fsio::remove_file_if_exists(&self.root.worker(slot).result())
     }
 
-    /// Wait until the slot's status is one of `states`; returns that status.
+    /// Wait until the slot's status is one of `states`; returns that status. Ends with
+    /// [`Error::NobodyServes`] when no live worker serves the slot (for
+    /// [`crate::liveness::NOBODY_GRACE`]), since then the status would never change.
     pub fn wait_for_status(
         &self,
         slot: Slot,
@@ -247,11 +243,13 @@ impl Client {
                 .join(" or ")
         );
         let wanted: HashSet<&str> = ["status.json"].into();
+        let mut vigil = Vigil::new(self.root.clone(), Awaited::Slot(slot), None, OnDeath::Fail);
         self.wait_until(
             std::slice::from_ref(&w.dir),
             names_interest(wanted),
             timeout,
             what,
+            &mut vigil,
             || {
                 Ok(self
                     .read_status(slot)?
@@ -260,12 +258,29 @@ impl Client {
         )
     }
 
-    /// Wait until task `id` on the slot has a result; returns it.
+    /// Wait until task `id` on the slot has a result; returns it. Never blocks for
+    /// nothing: ends with [`Error::NobodyServes`] when no live worker serves the slot
+    /// (for [`crate::liveness::NOBODY_GRACE`]). If its worker dies with the task in hand,
+    /// waits on for recovery's result while someone can recover it (the worker started
+    /// again, or another live worker of the root), else ends with [`Error::WorkerDied`].
+    /// To hear of the death at once, use [`Client::wait_for_result_with`] and
+    /// [`OnDeath::Fail`].
     pub fn wait_for_result(
         &self,
         slot: Slot,
         id: &TaskId,
         timeout: Duration,
+    ) -> Result<TaskResult> {
+        self.wait_for_result_with(slot, id, timeout, OnDeath::AwaitRecovery)
+    }
+
+    /// [`Client::wait_for_result`], doing `on_death` if the worker dies with the task.
+    pub fn wait_for_result_with(
+        &self,
+        slot: Slot,
+        id: &TaskId,
+        timeout: Duration,
+        on_death: OnDeath,
     ) -> Result<TaskResult> {
         let w = self.existing_worker(slot)?;
         // The worker makes results/ too; making it here lets us watch it before then.
@@ -273,36 +288,45 @@ impl Client {
         let file_name = format!("{id}.json");
         let wanted: HashSet<&str> = [file_name.as_str()].into();
         let what = format!("the result of task {id} on worker {slot}");
+        let mut vigil = Vigil::new(
+            self.root.clone(),
+            Awaited::Slot(slot),
+            Some(id.clone()),
+            on_death,
+        );
         self.wait_until(
             &[w.results_dir()],
             names_interest(wanted),
             timeout,
             what,
+            &mut vigil,
             || self.read_result_for(slot, id),
         )
     }
 
-    /// The slot's paths, or a clear error if no such slot was ever created.
+    /// The slot's paths, or a clear error if there is no root or no such slot.
     fn existing_worker(&self, slot: Slot) -> Result<WorkerPaths> {
         let w = self.root.worker(slot);
         if w.dir.is_dir() {
-            Ok(w)
-        } else {
-            Err(Error::Usage(format!(
-                "no worker slot {slot} under {} (start `conductor-worker {slot}` or call create_worker)",
-                self.root.path().display()
-            )))
+            return Ok(w);
         }
+        self.root.require_existing()?;
+        Err(Error::NoSuchSlot {
+            slot: slot.0,
+            root: self.root.path().to_path_buf(),
+        })
     }
 
-    /// Re-run `check` on every wake-up until it yields a value or `timeout` passes.
-    /// The watcher is armed before the first check, so no change can slip between them.
-    fn wait_until<T>(
+    /// Re-run `check` on every wake-up until it yields a value, `timeout` passes, or
+    /// `vigil` finds nobody will ever answer. The watcher is armed before the first
+    /// check, so no change can slip between them.
+    pub(crate) fn wait_until<T>(
         &self,
         dirs: &[PathBuf],
         interest: Interest,
         timeout: Duration,
         what: String,
+        vigil: &mut Vigil,
         mut check: impl FnMut() -> Result<Option<T>>,
     ) -> Result<T> {
         let (tx, rx) = bounded(1);
@@ -320,6 +344,10 @@ impl Client {
                     what,
                     after: timeout,
                 });
+            }
+            if let Err(nobody) = vigil.check() {
+                // The answer may have come just as its worker went.
+                return check()?.ok_or(nobody);
             }
             let _ = rx.recv_timeout(left.min(RECHECK_INTERVAL));
         }

@@ -83,6 +83,7 @@ impl LockOwner {
 
 /// Whether a lock's holder is still there, and why we think so.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum Liveness {
     Alive(String),
     Stale(String),
@@ -315,10 +316,8 @@ pub fn clear_dead_spares_in(dir: &Path) -> Result<()> {
 
 /// Remove the spares in `dir` whose name `pid_of` reads a dead (or our own) pid from.
 fn clear_spares_where(dir: &Path, pid_of: impl Fn(&str) -> Option<u32>) -> Result<()> {
-    let entries = match fs::read_dir(dir) {
-        Ok(e) => e,
-        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(()),
-        Err(e) => return Err(Error::io("list", dir, e)),
+    let Some(entries) = fsio::read_dir_if_exists(dir)? else {
+        return Ok(());
     };
     for entry in entries.flatten() {
         let Some(pid) = entry.file_name().to_str().and_then(&pid_of) else {

@@ -1,4 +1,7 @@
-//! The environment variables conductor reads and sets, and the nested-start check.
+//! The environment variables conductor reads and sets, and the checks of where a
+//! process starts: not nested inside an agent, in an existing project directory.
+
+use std::path::{Path, PathBuf};
 
 use crate::error::{Error, Result};
 
@@ -16,13 +19,25 @@ pub const ENV_TASK_ID: &str = "CONDUCTOR_TASK_ID";
 pub const ENV_CONTEXT: &str = "CONDUCTOR_CONTEXT";
 
 /// Refuse to `action` (e.g. "start worker 3") from inside a conductor agent, where it
-/// would nest workers under a worker, unless `allowed`. [`Error::Refused`] otherwise.
+/// would nest workers under a worker, unless `allowed`. [`Error::Nested`] otherwise.
 pub fn refuse_nested(action: &str, allowed: bool) -> Result<()> {
     if allowed || std::env::var_os(ENV_WORKER).is_none() {
         return Ok(());
     }
-    Err(Error::Refused(format!(
-        "refusing to {action}: this process runs inside a conductor agent ({ENV_WORKER} is \
-         set), and nesting was not allowed"
-    )))
+    Err(Error::Nested {
+        action: action.to_string(),
+    })
+}
+
+/// The project directory an agent runs in, canonical: [`Error::NotADirectory`] when
+/// `dir` is missing or not a directory.
+pub fn project_dir(dir: &Path) -> Result<PathBuf> {
+    if !dir.is_dir() {
+        return Err(Error::NotADirectory {
+            what: "project directory",
+            path: dir.to_path_buf(),
+        });
+    }
+    dir.canonicalize()
+        .map_err(|e| Error::io("resolve the project directory", dir, e))
 }

@@ -9,6 +9,7 @@ pub type Result<T, E = Error> = std::result::Result<T, E>;
 
 /// What is wrong with a file we refused to accept.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum FileProblem {
     #[error("is a symbolic link; conductor does not follow links")]
     Symlink,
@@ -67,7 +68,7 @@ pub enum Error {
     #[error("invalid worker slot {name:?}: a slot is a decimal number such as 0, 1 or 12")]
     InvalidSlot { name: String },
 
-    #[error("no worker slot {slot} under {}", root.display())]
+    #[error("no worker slot {slot} under {}: create it with `conductor create-worker {slot} --root {}`", root.display(), root.display())]
     NoSuchSlot { slot: u32, root: PathBuf },
 
     #[error("invalid task: {reason}")]
@@ -134,12 +135,106 @@ pub enum Error {
         stderr: String,
     },
 
+    /// Refused to act from inside a conductor agent, where it would nest workers under
+    /// a worker (exit code 3 in the binaries).
+    #[error(
+        "refusing to {action}: this process runs inside a conductor agent ({} is set), \
+         and nesting was not allowed",
+        crate::env::ENV_WORKER
+    )]
+    Nested {
+        /// e.g. "start worker 3"
+        action: String,
+    },
+
+    /// A slot's lock is held by a live process, so its state is not ours to touch
+    /// (exit code 3 in the binaries).
+    #[error("slot {slot} is locked by a live process ({holder}); stop it first or wait")]
+    SlotBusy { slot: u32, holder: String },
+
+    /// A command line (the agent's, the orchestrator pane's) that cannot be run.
+    #[error("{what} command {}", problem.describe(line))]
+    BadCommandLine {
+        /// e.g. "agent", "orchestrator"
+        what: &'static str,
+        line: String,
+        problem: CommandLineProblem,
+    },
+
+    /// A directory we were told to run in is missing or not a directory.
+    #[error("{what} {} does not exist or is not a directory", path.display())]
+    NotADirectory {
+        /// e.g. "project directory"
+        what: &'static str,
+        path: PathBuf,
+    },
+
+    #[error("unknown preset {name:?}: use claude, codex or command")]
+    UnknownPreset { name: String },
+
+    /// No root was given and none can be derived from the environment.
+    #[error(
+        "cannot find the conductor root: {} is not set, and neither is HOME",
+        crate::env::ENV_HOME
+    )]
+    NoHome,
+
+    #[error("no worker has a record of task {id}; only tasks that ran can be retried")]
+    NoTaskRecord { id: String },
+
+    /// A queued task's result was not linked into `queue/results/`: the id is not the
+    /// queue's (exit code 3 in the binaries).
+    #[error("not publishing {} as {}: {why}", kept.display(), dest.display())]
+    NotPublished {
+        /// The result in the worker's `results/`.
+        kept: PathBuf,
+        /// Where the queue's copy would have gone.
+        dest: PathBuf,
+        why: String,
+    },
+
+    /// The launcher refused: the session is in use right now (exit code 3).
+    #[error(transparent)]
+    LaunchRefused(Box<crate::launch::LaunchRefusal>),
+
+    /// A launch (or kill) request that cannot be carried out as given (exit code 2).
+    #[error(transparent)]
+    BadLaunch(#[from] crate::launch::LaunchProblem),
+
+    /// A one-off usage error (exit code 2 in the binaries).
     #[error("{0}")]
     Usage(String),
 
     /// Not now: something alive is in the way (exit code 3 in the binaries).
     #[error("{0}")]
     Refused(String),
+
+    /// A wait that nobody would ever answer: no live worker serves the slot (`Some`) or,
+    /// for a queued task, the root (`None`) — and none has for a short grace.
+    #[error("{}", nobody_serves(*slot, task.as_deref(), root))]
+    NobodyServes {
+        slot: Option<u32>,
+        /// The task waited for, if the wait was for one.
+        task: Option<String>,
+        root: PathBuf,
+    },
+
+    /// The worker running `task` died (its gate came free with the task still in
+    /// `running.json`): only recovery gives the task its result now.
+    #[error("worker {slot}{} died with task {task} in hand; its result now comes only from recovery: start the worker again (`conductor-worker {slot} DIR --root {}` recovers it at start) or run `conductor recover {slot} --root {}`", pid.map(|p| format!(" (pid {p})")).unwrap_or_default(), root.display(), root.display())]
+    WorkerDied {
+        slot: u32,
+        pid: Option<u32>,
+        task: String,
+        root: PathBuf,
+    },
+
+    /// The root does not exist (or is not a conductor root): only `init` and workers make one.
+    #[error("no conductor root at {}: run `conductor init N{}` first (or point --root / $CONDUCTOR_HOME at the right one)", path.display(), root_flag(path))]
+    NoRoot { path: PathBuf },
+
+    #[error("no task {id} under {}: no inbox, queue entry or result has that id (a finished task's files may have been collected by gc)", root.display())]
+    NoSuchTask { id: String, root: PathBuf },
 
     /// A task waits for a task this root has no record of (refused at submit).
     #[error("task {task} waits for task {dependency}, which this root has no record of (no {}); submit {dependency} first, or check the id", path.display())]
@@ -151,12 +246,67 @@ pub enum Error {
     },
 
     /// Dependencies are kept by the shared queue, not by a worker's inbox.
-    #[error("task {task} waits for {after}: dependencies need the shared queue; use `conductor submit --after` (Queue::submit)")]
+    #[error("task {task} waits for {after}: dependencies are kept only by the shared queue, so submit it there (Queue::submit), not to a worker's inbox")]
     AfterNeedsQueue { task: String, after: String },
 
     /// A task's working directory (`dir`) cannot be used.
     #[error("task directory {}: {reason}", path.display())]
     BadTaskDir { path: PathBuf, reason: String },
+}
+
+/// The message of [`Error::NobodyServes`].
+fn nobody_serves(slot: Option<u32>, task: Option<&str>, root: &std::path::Path) -> String {
+    let waits = task
+        .map(|t| format!(" (task {t} waits for one)"))
+        .unwrap_or_default();
+    let root = root.display();
+    match slot {
+        Some(n) => format!(
+            "no live worker serves slot {n} of {root}{waits}: start one with `conductor-worker {n} DIR --root {root}`"
+        ),
+        None => format!(
+            "no live worker serves the queue of {root}{waits}: start one with `conductor-worker N DIR --root {root}`"
+        ),
+    }
+}
+
+/// ` --root PATH`, for commands quoted in messages.
+fn root_flag(path: &std::path::Path) -> String {
+    format!(" --root {}", path.display())
+}
+
+/// What is wrong with a command line.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum CommandLineProblem {
+    /// Its quotes do not pair up, so it cannot be split into words.
+    UnbalancedQuotes,
+    /// It has no words at all.
+    Empty,
+}
+
+impl CommandLineProblem {
+    fn describe(self, line: &str) -> String {
+        match self {
+            CommandLineProblem::UnbalancedQuotes => format!("{line:?} has unbalanced quotes"),
+            CommandLineProblem::Empty => "is empty".to_string(),
+        }
+    }
+}
+
+/// Split `line` into words as a shell would (no expansion), refusing an empty line or
+/// unbalanced quotes; `what` names the command in the error ("agent", "orchestrator").
+pub(crate) fn split_command_line(what: &'static str, line: &str) -> Result<Vec<String>> {
+    let bad = |problem| Error::BadCommandLine {
+        what,
+        line: line.to_string(),
+        problem,
+    };
+    let words = shlex::split(line).ok_or_else(|| bad(CommandLineProblem::UnbalancedQuotes))?;
+    if words.is_empty() {
+        return Err(bad(CommandLineProblem::Empty));
+    }
+    Ok(words)
 }
 
 /// `program args…`, quoted as a shell would need it, for error messages.
@@ -170,6 +320,12 @@ fn stderr_suffix(stderr: &str) -> String {
         String::new()
     } else {
         format!(": {stderr}")
+    }
+}
+
+impl From<crate::launch::LaunchRefusal> for Error {
+    fn from(refusal: crate::launch::LaunchRefusal) -> Self {
+        Error::LaunchRefused(Box::new(refusal))
     }
 }
 
@@ -216,6 +372,51 @@ impl Error {
         match self {
             Error::Io { source, .. } => Some(source.kind()),
             _ => None,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn command_lines_split_like_a_shell_and_name_what_is_wrong() {
+        assert_eq!(
+            split_command_line("agent", "claude -p --model 'x y'").unwrap(),
+            ["claude", "-p", "--model", "x y"]
+        );
+        let unbalanced = split_command_line("agent", "sh -c 'echo").unwrap_err();
+        assert!(matches!(
+            unbalanced,
+            Error::BadCommandLine {
+                problem: CommandLineProblem::UnbalancedQuotes,
+                ..
+            }
+        ));
+        assert_eq!(
+            unbalanced.to_string(),
+            r#"agent command "sh -c 'echo" has unbalanced quotes"#
+        );
+        let empty = split_command_line("orchestrator", "  ").unwrap_err();
+        assert_eq!(empty.to_string(), "orchestrator command is empty");
+    }
+
+    #[test]
+    fn library_messages_name_no_flags() {
+        let errors = [
+            Error::Nested {
+                action: "start worker 3".into(),
+            },
+            Error::NoHome,
+            Error::NotADirectory {
+                what: "project directory",
+                path: "/nowhere".into(),
+            },
+        ];
+        for e in errors {
+            let text = e.to_string();
+            assert!(!text.contains("--"), "{text}");
         }
     }
 }

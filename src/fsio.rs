@@ -370,6 +370,16 @@ pub fn read_json<T: DeserializeOwned>(path: &Path, limit: u64) -> Result<Option<
     }
 }
 
+/// The entries of `dir`, or `None` when it does not exist (a directory not made yet
+/// holds nothing); any other failure names `dir`.
+pub fn read_dir_if_exists(dir: &Path) -> Result<Option<fs::ReadDir>> {
+    match fs::read_dir(dir) {
+        Ok(entries) => Ok(Some(entries)),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(Error::io("list", dir, e)),
+    }
+}
+
 /// Remove a file; a missing file is fine. Returns whether something was removed.
 pub fn remove_file_if_exists(path: &Path) -> Result<bool> {
     match fs::remove_file(path) {

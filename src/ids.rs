@@ -25,6 +25,7 @@ use crate::protocol::{check_schema, TaskId, SCHEMA};
 
 /// Where a task went.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub enum Place {
     /// The shared queue (`queue/pending/`, then whichever worker claimed it).
     Queue,

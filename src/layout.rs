@@ -80,7 +80,8 @@ impl Root {
         Root { path: path.into() }
     }
 
-    /// `--root` if given, else `$CONDUCTOR_HOME`, else `~/.claude-code/orchestrator`.
+    /// `explicit` if given, else `$CONDUCTOR_HOME`, else `~/.claude-code/orchestrator`
+    /// ([`Error::NoHome`] when HOME is not set either).
     pub fn resolve(explicit: Option<&Path>) -> Result<Root> {
         if let Some(p) = explicit {
             return Ok(Root::new(p));
@@ -90,16 +91,29 @@ impl Root {
         }
         match std::env::var_os("HOME").filter(|v| !v.is_empty()) {
             Some(home) => Ok(Root::new(
-                PathBuf::from(home).join(".claude-code").join("orchestrator"),
+                PathBuf::from(home)
+                    .join(".claude-code")
+                    .join("orchestrator"),
             )),
-            None => Err(Error::Usage(format!(
-                "cannot find the conductor root: pass --root DIR or set {ENV_HOME} (HOME is not set)"
-            ))),
+            None => Err(Error::NoHome),
         }
     }
 
     pub fn path(&self) -> &Path {
         &self.path
+    }
+
+    /// Fail with [`Error::NoRoot`] unless this is a conductor root: a directory with
+    /// `workers/` in it (what `conductor init` and every worker make), so a mistyped
+    /// `--root` is refused instead of silently becoming a new, empty root.
+    pub fn require_existing(&self) -> Result<()> {
+        if self.workers_dir().is_dir() {
+            Ok(())
+        } else {
+            Err(Error::NoRoot {
+                path: self.path.clone(),
+            })
+        }
     }
 
     pub fn config_file(&self) -> PathBuf {

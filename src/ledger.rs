@@ -79,7 +79,7 @@ impl Ledger<'_> {
         match queue::publish_queue_result(self.root, &self.paths.result_for(id), id) {
             // The id belongs elsewhere (a hand-edited or pre-registry root): the refusal
             // is logged, and the slot's own result stands; never a reason to stop.
-            Err(Error::Refused(_)) => Ok(()),
+            Err(Error::NotPublished { .. }) => Ok(()),
             other => other,
         }
     }

@@ -83,6 +83,28 @@ impl Orchestrator {
         if self.slots.is_empty() {
             return Err(Error::Usage("no worker slots to run tasks on".into()));
         }
+        let (_watcher, wake) = self.watch_results()?;
+        let mut run = Run::new(tasks);
+        let mut stopping = false;
+        loop {
+            if !stopping {
+                run.deliver(&self.client, &self.slots, &mut on_progress)?;
+            }
+            run.collect(&self.client, &mut on_progress)?;
+            if run.outstanding.is_empty() && (run.pending.is_empty() || stopping) {
+                break;
+            }
+            select! {
+                recv(wake) -> _ => {}
+                recv(self.stop) -> _ => stopping = true,
+                default(RECHECK) => self.check_workers_alive(&run.outstanding)?,
+            }
+        }
+        Ok(run.into_results())
+    }
+
+    /// Watch every slot's `results/`: the receiver wakes on any change there.
+    fn watch_results(&self) -> Result<(DirWatcher, Receiver<()>)> {
         let dirs: Vec<_> = self
             .slots
             .iter()
@@ -93,74 +115,8 @@ impl Orchestrator {
             .collect::<Result<_>>()?;
         let (tx, wake) = bounded(1);
         let everything: Interest = Arc::new(|_| true);
-        let _watcher = DirWatcher::new(&dirs, self.watch, everything, tx)?;
-
-        let total = tasks.len();
-        let mut pending: VecDeque<(usize, Task)> = tasks.into_iter().enumerate().collect();
-        let mut outstanding: HashMap<Slot, (usize, TaskId)> = HashMap::new();
-        let mut results: Vec<Option<TaskResult>> = vec![None; total];
-        let mut stopping = false;
-
-        loop {
-            if !stopping {
-                for &slot in &self.slots {
-                    if outstanding.contains_key(&slot) {
-                        continue;
-                    }
-                    let Some((index, task)) = pending.pop_front() else {
-                        break;
-                    };
-                    match self.client.write_task(slot, &task) {
-                        Ok(id) => {
-                            on_progress(Progress::Started {
-                                index,
-                                slot,
-                                id: &id,
-                            });
-                            outstanding.insert(slot, (index, id));
-                        }
-                        // Someone else's task is waiting there: try another slot.
-                        Err(Error::InboxBusy { .. }) => pending.push_front((index, task)),
-                        Err(e) => return Err(e),
-                    }
-                }
-            }
-            let mut finished = Vec::new();
-            for (slot, (_, id)) in &outstanding {
-                if let Some(result) = self.client.read_result_for(*slot, id)? {
-                    finished.push((*slot, result));
-                }
-            }
-            for (slot, result) in finished {
-                let (index, _) = outstanding.remove(&slot).expect("outstanding slot");
-                on_progress(Progress::Finished {
-                    index,
-                    slot,
-                    result: &result,
-                });
-                results[index] = Some(result);
-            }
-            if outstanding.is_empty() && (pending.is_empty() || stopping) {
-                break;
-            }
-            select! {
-                recv(wake) -> _ => {}
-                recv(self.stop) -> _ => stopping = true,
-                default(RECHECK) => self.check_workers_alive(&outstanding)?,
-            }
-        }
-        for (index, task) in pending {
-            let id = task.id.unwrap_or_else(TaskId::generate);
-            results[index] = Some(TaskResult::failed(
-                id,
-                Outcome::Cancelled,
-                "cancelled before it was delivered",
-            ));
-        }
-        Ok(results
-            .into_iter()
-            .map(|r| r.expect("every task has a result"))
-            .collect())
+        let watcher = DirWatcher::new(&dirs, self.watch, everything, tx)?;
+        Ok((watcher, wake))
     }
 
     /// A worker that died with our task in hand will never answer: say so instead of
@@ -211,5 +167,94 @@ impl Orchestrator {
             }
         }
         Ok(done)
+    }
+}
+
+/// One [`Orchestrator::run_all`] under way: the tasks still to deliver, the task each
+/// slot has in hand, and the results so far, by input position.
+struct Run {
+    pending: VecDeque<(usize, Task)>,
+    outstanding: HashMap<Slot, (usize, TaskId)>,
+    results: Vec<Option<TaskResult>>,
+}
+
+impl Run {
+    fn new(tasks: Vec<Task>) -> Run {
+        Run {
+            results: vec![None; tasks.len()],
+            pending: tasks.into_iter().enumerate().collect(),
+            outstanding: HashMap::new(),
+        }
+    }
+
+    /// Give every slot without a task of ours the next pending task.
+    fn deliver(
+        &mut self,
+        client: &Client,
+        slots: &[Slot],
+        on_progress: &mut impl FnMut(Progress<'_>),
+    ) -> Result<()> {
+        for &slot in slots {
+            if self.outstanding.contains_key(&slot) {
+                continue;
+            }
+            let Some((index, task)) = self.pending.pop_front() else {
+                break;
+            };
+            match client.write_task(slot, &task) {
+                Ok(id) => {
+                    on_progress(Progress::Started {
+                        index,
+                        slot,
+                        id: &id,
+                    });
+                    self.outstanding.insert(slot, (index, id));
+                }
+                // Someone else's task is waiting there: try another slot.
+                Err(Error::InboxBusy { .. }) => self.pending.push_front((index, task)),
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(())
+    }
+
+    /// Take in every result that has arrived, freeing its slot.
+    fn collect(
+        &mut self,
+        client: &Client,
+        on_progress: &mut impl FnMut(Progress<'_>),
+    ) -> Result<()> {
+        let mut finished = Vec::new();
+        for (slot, (_, id)) in &self.outstanding {
+            if let Some(result) = client.read_result_for(*slot, id)? {
+                finished.push((*slot, result));
+            }
+        }
+        for (slot, result) in finished {
+            let (index, _) = self.outstanding.remove(&slot).expect("outstanding slot");
+            on_progress(Progress::Finished {
+                index,
+                slot,
+                result: &result,
+            });
+            self.results[index] = Some(result);
+        }
+        Ok(())
+    }
+
+    /// Every task's result in input order; tasks never delivered come back cancelled.
+    fn into_results(mut self) -> Vec<TaskResult> {
+        for (index, task) in self.pending {
+            let id = task.id.unwrap_or_else(TaskId::generate);
+            self.results[index] = Some(TaskResult::failed(
+                id,
+                Outcome::Cancelled,
+                "cancelled before it was delivered",
+            ));
+        }
+        self.results
+            .into_iter()
+            .map(|r| r.expect("every task has a result"))
+            .collect()
     }
 }

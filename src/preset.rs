@@ -10,6 +10,7 @@ use crate::protocol::TaskResult;
 
 /// Which kind of agent a worker runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
 pub enum Preset {
     /// Claude Code in print mode with JSON output: the answer, session id, cost and
     /// turns are lifted into the result; tasks with `resume` continue a session.
@@ -55,9 +56,9 @@ impl FromStr for Preset {
             "claude" => Ok(Preset::Claude),
             "codex" => Ok(Preset::Codex),
             "command" => Ok(Preset::Command),
-            other => Err(Error::Usage(format!(
-                "unknown preset {other:?}: use claude, codex or command"
-            ))),
+            other => Err(Error::UnknownPreset {
+                name: other.to_string(),
+            }),
         }
     }
 }

@@ -76,6 +76,7 @@ impl std::fmt::Display for RecoveryReport {
 
 /// What recovery does with the task a dead worker had in hand.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum Disposition {
     /// Its result is already durable: finish telling about it.
     AnnounceKept,
@@ -175,9 +176,10 @@ pub fn recover_slot(root: &Root, slot: Slot, lock_opts: &LockOptions) -> Result<
     let _lock = match DirLock::try_acquire(&paths.lock_dir(), lock_opts)? {
         Acquire::Acquired(l) => l,
         Acquire::Held(h) => {
-            return Err(Error::Refused(format!(
-                "slot {slot} is locked by a live process ({h}); stop it first or wait"
-            )))
+            return Err(Error::SlotBusy {
+                slot: slot.0,
+                holder: h.to_string(),
+            })
         }
     };
     let Some(found) = read_leftover(root, &paths)? else {
@@ -434,13 +436,7 @@ fn end_leftover(
 /// `conductor recover`: recover a slot whose worker is gone for good. Refuses (with
 /// the holder named) if a worker still serves the slot.
 pub fn recover_abandoned(root: &Root, slot: Slot) -> Result<RecoveryReport> {
-    let paths = root.worker(slot);
-    if !paths.dir.is_dir() {
-        return Err(Error::Usage(format!(
-            "no worker slot {slot} under {}",
-            root.path().display()
-        )));
-    }
+    let paths = crate::inspect::require_slot(root, slot)?;
     let _gate = Gate::acquire(&paths.worker_gate(), &format!("recovery of worker {slot}"))?;
     let config = Config::load(&root.config_file())?;
     recover_slot(root, slot, &config.lock_options())

@@ -105,10 +105,8 @@ fn shared_dirs(root: &Root) -> [PathBuf; 12] {
 
 /// The slot-named entries of `workers/` (links included: they are refused, not skipped).
 fn slot_names(workers: &Path) -> Result<Vec<Slot>> {
-    let entries = match fs::read_dir(workers) {
-        Ok(e) => e,
-        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Vec::new()),
-        Err(e) => return Err(Error::io("list", workers, e)),
+    let Some(entries) = crate::fsio::read_dir_if_exists(workers)? else {
+        return Ok(Vec::new());
     };
     let mut slots = Vec::new();
     for entry in entries {

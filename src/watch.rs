@@ -14,6 +14,7 @@ pub const DEFAULT_POLL_INTERVAL: Duration = Duration::from_millis(100);
 
 /// How the caller wants to be woken.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum WatchMode {
     /// Native events (inotify, FSEvents), falling back to polling when they cannot work.
     Auto,
@@ -23,6 +24,7 @@ pub enum WatchMode {
 
 /// Which watcher ended up in use, and why: worth printing at start-up.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum WatcherKind {
     Native,
     Poll { interval: Duration, reason: String },
@@ -91,7 +93,7 @@ impl DirWatcher {
             }
         };
         let poll_reason = match mode {
-            WatchMode::Poll(interval) => Some((interval, "--poll given".to_string())),
+            WatchMode::Poll(interval) => Some((interval, "polling was asked for".to_string())),
             WatchMode::Auto => dirs.iter().find_map(|d| {
                 eventless_filesystem(d).map(|fs| {
                     (

@@ -18,7 +18,7 @@ use crossbeam_channel::{bounded, Receiver};
 use nix::sys::signal::{killpg, Signal};
 use nix::unistd::Pid;
 
-use crate::error::{Error, Result};
+use crate::error::{split_command_line, Error, Result};
 use output::{Captured, LogSink};
 use spawn::Handshake;
 
@@ -35,15 +35,11 @@ pub struct AgentCommand {
 impl AgentCommand {
     /// Split a command line with shell-like quoting, e.g. `claude -p --model 'x y'`.
     pub fn parse(line: &str) -> Result<AgentCommand> {
-        let words = shlex::split(line)
-            .ok_or_else(|| Error::Usage(format!("agent command {line:?} has unbalanced quotes")))?;
-        let mut it = words.into_iter();
-        let program = it
-            .next()
-            .ok_or_else(|| Error::Usage("agent command is empty".into()))?;
+        let mut words = split_command_line("agent", line)?;
+        let program = words.remove(0);
         Ok(AgentCommand {
             program,
-            args: it.collect(),
+            args: words,
         })
     }
 
@@ -97,6 +93,129 @@ pub struct Launch<'a> {
     pub inline_cap: usize,
     /// Most bytes `output_log` holds: beyond it the middle is cut, marked by a line.
     pub log_cap: u64,
+}
+
+/// What a spawn error says when a helper thread could not be started.
+const THREAD_HINT: &str = " (could not start a thread to serve it)";
+
+fn spawn_error(launch: &Launch<'_>, hint: &'static str, source: io::Error) -> Error {
+    Error::Spawn {
+        program: launch.command.program.clone(),
+        hint,
+        source,
+    }
+}
+
+/// The agent's command: its argv, cwd and environment, piped stdio, its own process group.
+fn agent_command(launch: &Launch<'_>) -> Command {
+    let mut cmd = match launch.program_path {
+        Some(p) => Command::new(p),
+        None => Command::new(&launch.command.program),
+    };
+    cmd.args(&launch.command.args)
+        .current_dir(launch.cwd)
+        .envs(launch.env.iter().map(|(k, v)| (k, v)))
+        .env(ENV_TASK_ID, &launch.task_id)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .process_group(0);
+    cmd
+}
+
+/// Start the agent held at the handshake, let `record` write its pid and start time,
+/// then release it: the child, its start time, and the channel that fires on its exit.
+fn start_recorded(
+    launch: &Launch<'_>,
+    record: Record,
+) -> Result<(Child, Option<u64>, Receiver<()>)> {
+    let mut cmd = agent_command(launch);
+    let handshake = Handshake::new()?;
+    handshake.arm(&mut cmd);
+    let (helper, parent_ends) = handshake
+        .serve(record)
+        .map_err(|e| spawn_error(launch, THREAD_HINT, e))?;
+    let spawned = cmd.spawn();
+    drop(parent_ends);
+    let child = spawned.map_err(|source| {
+        let hint = if source.kind() == io::ErrorKind::NotFound {
+            " (is it installed and on PATH? or give the worker another agent command)"
+        } else {
+            ""
+        };
+        spawn_error(launch, hint, source)
+    })?;
+    let pid = child.id();
+    let start_time = match helper.recorded.recv() {
+        Ok(Ok(start)) => start,
+        Ok(Err(e)) => {
+            // The child was never released: it exits on its own.
+            spawn::reap_unreleased(child);
+            return Err(e);
+        }
+        Err(_) => {
+            signal_group(pid, Signal::SIGKILL);
+            spawn::reap_unreleased(child);
+            let e = io::Error::other("the agent's pid was never reported");
+            return Err(spawn_error(launch, "", e));
+        }
+    };
+    let _ = helper.spawned.send(pid);
+    Ok((child, start_time, helper.exited))
+}
+
+/// The threads feeding the agent its prompt and collecting its output.
+struct Streams {
+    output_bytes: Arc<AtomicU64>,
+    stdout: SharedCapture,
+    stderr: SharedCapture,
+    /// Gets one message from each output reader when it is done.
+    readers_done: Receiver<()>,
+}
+
+impl Streams {
+    /// Write `prompt` to the child's stdin; copy its stdout to `log` (keeping `inline_cap`
+    /// bytes) and keep the tail of its stderr. Fails when a thread cannot be started.
+    fn start(child: &mut Child, prompt: String, log: LogSink, cap: usize) -> io::Result<Streams> {
+        let output_bytes = Arc::new(AtomicU64::new(0));
+        let stdout: SharedCapture = Arc::default();
+        let stderr: SharedCapture = Arc::default();
+        let (done_tx, readers_done) = bounded::<()>(2);
+
+        let mut stdin = child.stdin.take().expect("stdin piped");
+        let out = child.stdout.take().expect("stdout piped");
+        let err = child.stderr.take().expect("stderr piped");
+        let counter = Arc::clone(&output_bytes);
+        let (out_buf, err_buf) = (Arc::clone(&stdout), Arc::clone(&stderr));
+        let out_done = done_tx.clone();
+        let threads = [
+            spawn_named("agent-stdin", move || {
+                // EPIPE just means the agent does not read its stdin: not our failure.
+                let _ = stdin.write_all(prompt.as_bytes());
+            }),
+            spawn_named("agent-stdout", move || {
+                if let Err(e) = output::drain_stdout(out, log, cap, &counter, &out_buf) {
+                    tracing::warn!("reading agent stdout: {e}");
+                }
+                let _ = out_done.send(());
+            }),
+            spawn_named("agent-stderr", move || {
+                if let Err(e) = output::drain_tail(err, STDERR_TAIL, &err_buf) {
+                    tracing::warn!("reading agent stderr: {e}");
+                }
+                let _ = done_tx.send(());
+            }),
+        ];
+        if let Some(e) = threads.into_iter().find_map(Result::err) {
+            return Err(e);
+        }
+        Ok(Streams {
+            output_bytes,
+            stdout,
+            stderr,
+            readers_done,
+        })
+    }
 }
 
 /// The task's id in every agent's environment: its presence ties a process to its task.
@@ -156,107 +275,33 @@ impl Agent {
     /// time where recovery looks, and never runs if that fails or this process dies
     /// first. Must be called from a long-lived thread: the parent-death signal fires
     /// when the spawning *thread* exits.
-    pub fn spawn(launch: Launch<'_>, record: Record) -> Result<Agent> {
+    pub fn spawn(mut launch: Launch<'_>, record: Record) -> Result<Agent> {
         spawn::become_subreaper();
-        let spawn_error = |hint, source| Error::Spawn {
-            program: launch.command.program.clone(),
-            hint,
-            source,
-        };
         let log = output::open_log(launch.output_log)?;
         let log = LogSink::new(log, launch.output_log, launch.log_cap);
-        let mut cmd = match launch.program_path {
-            Some(p) => Command::new(p),
-            None => Command::new(&launch.command.program),
-        };
-        cmd.args(&launch.command.args)
-            .current_dir(launch.cwd)
-            .envs(launch.env.iter().map(|(k, v)| (k, v)))
-            .env(ENV_TASK_ID, &launch.task_id)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .process_group(0);
-        let handshake = Handshake::new()?;
-        handshake.arm(&mut cmd);
-        let (helper, parent_ends) = handshake
-            .serve(record)
-            .map_err(|e| spawn_error(" (could not start a thread to serve it)", e))?;
-        let spawned = cmd.spawn();
-        drop(parent_ends);
-        let mut child = spawned.map_err(|source| {
-            let hint = if source.kind() == io::ErrorKind::NotFound {
-                " (is it installed and on PATH? set the agent with --agent)"
-            } else {
-                ""
-            };
-            spawn_error(hint, source)
-        })?;
+        let (mut child, start_time, exit_rx) = start_recorded(&launch, record)?;
         let pid = child.id();
-        let start_time = match helper.recorded.recv() {
-            Ok(Ok(start)) => start,
-            Ok(Err(e)) => {
-                // The child was never released: it exits on its own.
-                spawn::reap_unreleased(child);
-                return Err(e);
-            }
-            Err(_) => {
+        let prompt = std::mem::take(&mut launch.prompt);
+        let streams = match Streams::start(&mut child, prompt, log, launch.inline_cap) {
+            Ok(s) => s,
+            Err(e) => {
+                // Out of threads (a container's pids limit): do not leave the agent running.
                 signal_group(pid, Signal::SIGKILL);
-                spawn::reap_unreleased(child);
-                let e = io::Error::other("the agent's pid was never reported");
-                return Err(spawn_error("", e));
+                let _ = child.wait();
+                return Err(spawn_error(&launch, THREAD_HINT, e));
             }
         };
-        let _ = helper.spawned.send(pid);
-        let output_bytes = Arc::new(AtomicU64::new(0));
-        let stdout: SharedCapture = Arc::default();
-        let stderr: SharedCapture = Arc::default();
-        let (done_tx, readers_done) = bounded::<()>(2);
-
-        let mut stdin = child.stdin.take().expect("stdin piped");
-        let prompt = launch.prompt;
-        let out = child.stdout.take().expect("stdout piped");
-        let err = child.stderr.take().expect("stderr piped");
-        let counter = Arc::clone(&output_bytes);
-        let cap = launch.inline_cap;
-        let (out_buf, err_buf) = (Arc::clone(&stdout), Arc::clone(&stderr));
-        let out_done = done_tx.clone();
-        let threads = [
-            spawn_named("agent-stdin", move || {
-                // EPIPE just means the agent does not read its stdin: not our failure.
-                let _ = stdin.write_all(prompt.as_bytes());
-            }),
-            spawn_named("agent-stdout", move || {
-                if let Err(e) = output::drain_stdout(out, log, cap, &counter, &out_buf) {
-                    tracing::warn!("reading agent stdout: {e}");
-                }
-                let _ = out_done.send(());
-            }),
-            spawn_named("agent-stderr", move || {
-                if let Err(e) = output::drain_tail(err, STDERR_TAIL, &err_buf) {
-                    tracing::warn!("reading agent stderr: {e}");
-                }
-                let _ = done_tx.send(());
-            }),
-        ];
-        if let Some(e) = threads.iter().find_map(|t| t.as_ref().err()) {
-            // Out of threads (a container's pids limit): do not leave the agent running.
-            signal_group(pid, Signal::SIGKILL);
-            let _ = child.wait();
-            let e = io::Error::new(e.kind(), e.to_string());
-            return Err(spawn_error(" (could not start a thread to serve it)", e));
-        }
         Ok(Agent {
             pid,
             start_time,
             marker: task_marker(&launch.task_id),
             child,
-            exit_rx: helper.exited,
+            exit_rx,
             exit_seen: false,
-            output_bytes,
-            stdout,
-            stderr,
-            readers_done,
+            output_bytes: streams.output_bytes,
+            stdout: streams.stdout,
+            stderr: streams.stderr,
+            readers_done: streams.readers_done,
             finished: false,
         })
     }

@@ -1,32 +1,38 @@
-//! `conductor cancel N [--task ID]`: ask a worker to cancel its running task.
+//! `conductor cancel TASK_ID… | N [--task ID]`: withdraw waiting tasks, stop running ones.
 
 use crate::maintenance::{request_cancel, CancelOutcome};
-use crate::Slot;
+use crate::tasks::{CancelTask, TaskState};
+use crate::TaskId;
 
-use super::{parse_slot, task_id_arg, RootArg};
+use super::target::{at_most_one, Target, Targets, TARGET_HELP};
+use super::RootArg;
 use crate::cli::common::exit;
 
 #[derive(Debug, clap::Args)]
-#[command(after_help = "\
-Writes the running task's id into workers/<N>/cancel (atomically); the worker stops the \
-agent's process group and records a `cancelled` result (`conductor wait N ID` shows it). \
-Exits 1, writing nothing, when nothing is running, when --task names another task, or \
-when no live worker serves the slot.")]
+#[command(after_help = format!("{TARGET_HELP}\n\n{SLOT_HELP}"))]
 pub struct Args {
-    #[arg(value_parser = parse_slot)]
-    pub slot: Slot,
-    /// Cancel only if this task is the one running.
-    #[arg(long, value_name = "TASK_ID")]
-    pub task: Option<String>,
+    #[command(flatten)]
+    pub targets: Targets,
     #[command(flatten)]
     pub root: RootArg,
 }
 
+const SLOT_HELP: &str = "\
+By id: a task waiting in an inbox or in the queue is withdrawn (its file moved to \
+rejected/, so no worker can claim it any more) and answered with a `cancelled` result, \
+which ends its waiters; a running task is stopped by its worker as below. Exits 1 when \
+the task had already finished. With a slot (`cancel N`, `cancel N --task ID`): writes the running task's id into workers/<N>/cancel (atomically); the worker stops the \
+agent's process group and records a `cancelled` result (`conductor wait N ID` shows it). \
+Exits 1, writing nothing, when nothing is running, when --task names another task, or \
+when no live worker serves the slot; with --task, only if that task is the one running.";
+
 pub fn run(args: Args) -> anyhow::Result<i32> {
     let client = args.root.client()?;
     crate::trust::verify_root(client.root())?;
-    let slot = args.slot;
-    let only = args.task.as_deref().map(task_id_arg).transpose()?;
+    let (slot, only) = match args.targets.resolve(client.root())? {
+        Target::Tasks(ids) => return cancel_tasks(&client, &ids),
+        Target::Slot { slot, ids } => (slot, at_most_one(ids, "cancel")?),
+    };
     match request_cancel(client.root(), slot, only.as_ref())? {
         CancelOutcome::Requested { id } => {
             println!("cancel requested for task {id} on worker {slot}");
@@ -35,7 +41,7 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
         CancelOutcome::NothingRunning { inbox } => {
             match inbox {
                 Some(id) => eprintln!(
-                    "nothing is running on worker {slot} (task {id} waits in the inbox; nothing cancelled)"
+                    "nothing is running on worker {slot} (task {id} waits in the inbox: `conductor cancel {id}` withdraws it); nothing cancelled"
                 ),
                 None => eprintln!("nothing is running on worker {slot}; nothing cancelled"),
             }
@@ -64,4 +70,43 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
             Ok(exit::FAILURE)
         }
     }
+}
+
+/// Cancel each task by id; exit 1 if any could not be (finished already, no live worker).
+fn cancel_tasks(client: &crate::Client, ids: &[TaskId]) -> anyhow::Result<i32> {
+    let mut code = exit::OK;
+    for id in ids {
+        match client.cancel_task(id)? {
+            CancelTask::Withdrawn { slot: Some(slot) } => {
+                println!(
+                    "cancelled task {id}: withdrawn from worker {slot}'s inbox before it started"
+                )
+            }
+            CancelTask::Withdrawn { slot: None } => {
+                println!("cancelled task {id}: withdrawn from the queue before it started")
+            }
+            CancelTask::Requested { slot } => {
+                println!(
+                    "cancel requested for task {id}, running on worker {slot}; its worker stops it"
+                )
+            }
+            CancelTask::NoLiveWorker { slot } => {
+                eprintln!(
+                    "task {id} was left running on worker {slot}, which no live worker serves; \
+                     run `conductor recover {slot}` to finish it as interrupted"
+                );
+                code = exit::FAILURE;
+            }
+            CancelTask::Finished { state } => {
+                let how = if state == TaskState::Gone {
+                    "finished (its files are gone)".to_string()
+                } else {
+                    format!("finished: {state}")
+                };
+                eprintln!("task {id} has already {how}; nothing cancelled");
+                code = exit::FAILURE;
+            }
+        }
+    }
+    Ok(code)
 }

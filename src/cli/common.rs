@@ -21,9 +21,12 @@ pub mod exit {
     pub const USAGE: i32 = 2;
     /// Refused: busy inbox, slot served by another worker, nested start.
     pub const REFUSED: i32 = 3;
+    /// Nobody serves it: a wait no live worker would answer (none serves the slot or the
+    /// queue), or whose worker died with the task in hand and nobody recovers it.
+    pub const NOBODY: i32 = 4;
 }
 
-pub const EXIT_CODES_HELP: &str = "Exit codes: 0 ok, 1 error or failed task, 2 usage, 3 refused (busy inbox, slot already served, nested start)";
+pub const EXIT_CODES_HELP: &str = "Exit codes: 0 ok, 1 error, failed task or --timeout expired, 2 usage (bad arguments, missing files, no conductor root), 3 refused (busy inbox, slot already served, nested start), 4 nobody serves it (a wait no live worker would answer, or whose worker died and nobody recovers its task)";
 
 /// `-v` / `-q`, shared by every binary.
 #[derive(Debug, Clone, Copy, clap::Args)]
@@ -63,7 +66,15 @@ pub fn init_logging(verbose: u8, quiet: bool) {
 /// Map an error to its documented exit code.
 pub fn exit_code_for(err: &anyhow::Error) -> i32 {
     match err.downcast_ref::<Error>() {
-        Some(Error::GateHeld { .. } | Error::InboxBusy { .. } | Error::Refused(_)) => exit::REFUSED,
+        Some(
+            Error::GateHeld { .. }
+            | Error::InboxBusy { .. }
+            | Error::Nested { .. }
+            | Error::SlotBusy { .. }
+            | Error::NotPublished { .. }
+            | Error::LaunchRefused(_)
+            | Error::Refused(_),
+        ) => exit::REFUSED,
         Some(
             Error::Usage(_)
             | Error::InvalidSlot { .. }
@@ -71,10 +82,19 @@ pub fn exit_code_for(err: &anyhow::Error) -> i32 {
             | Error::SlotTooLarge { .. }
             | Error::InvalidTask { .. }
             | Error::IdTaken { .. }
+            | Error::BadCommandLine { .. }
+            | Error::NotADirectory { .. }
+            | Error::UnknownPreset { .. }
+            | Error::NoHome
+            | Error::NoRoot { .. }
+            | Error::NoTaskRecord { .. }
+            | Error::BadLaunch(_)
+            | Error::NoSuchTask { .. }
             | Error::UnknownDependency { .. }
             | Error::AfterNeedsQueue { .. }
             | Error::BadTaskDir { .. },
         ) => exit::USAGE,
+        Some(Error::NobodyServes { .. } | Error::WorkerDied { .. }) => exit::NOBODY,
         _ => exit::FAILURE,
     }
 }
@@ -90,27 +110,36 @@ pub fn report(err: &anyhow::Error) -> i32 {
             eprintln!("  caused by: {text}");
         }
     }
-    if let Some(Error::NoSuchSlot { slot, .. }) = err.downcast_ref::<Error>() {
-        eprintln!("  create it with `conductor create-worker {slot}`");
+    if let Some(hint) = err.downcast_ref::<Error>().and_then(hint) {
+        eprintln!("  {hint}");
     }
     exit_code_for(err)
 }
 
-/// The library's nested-start refusal ([`crate::env::refuse_nested`]), naming the flag
-/// that overrides it.
-pub fn refuse_nested(action: &str, allow_nested: bool) -> Result<(), Error> {
-    crate::env::refuse_nested(action, allow_nested)
-        .map_err(|e| Error::Refused(format!("{e}; pass --allow-nested if you really mean it")))
+/// What a person can do about a library error, in terms of commands and flags (the
+/// library's own messages speak of the library only).
+fn hint(err: &Error) -> Option<String> {
+    match err {
+        // Every command that refuses to nest takes this flag.
+        Error::Nested { .. } => Some("pass --allow-nested if you really mean it".into()),
+        Error::NoHome => Some(format!("pass --root DIR or set {}", crate::env::ENV_HOME)),
+        _ => None,
+    }
 }
 
 /// `--poll` without a value: the library's default interval, in milliseconds.
 const DEFAULT_POLL_MS: &str = "100";
 const _: () = assert!(DEFAULT_POLL_INTERVAL.as_millis() == 100);
 
+/// `--poll=250ms`, `--poll=1s` (the tool's one duration syntax); a bare number keeps
+/// meaning milliseconds, as it always has here, so `--poll=250` never becomes 250 s.
 fn parse_poll(s: &str) -> Result<Duration, String> {
-    s.parse::<u64>()
-        .map(Duration::from_millis)
-        .map_err(|_| format!("--poll takes milliseconds, e.g. --poll=250, not {s:?}"))
+    match s.trim().parse::<u64>() {
+        Ok(ms) => Ok(Duration::from_millis(ms)),
+        Err(_) => humantime::parse_duration(s.trim()).map_err(|e| {
+            format!("--poll takes an interval such as 250ms or 1s (a bare number is milliseconds), not {s:?}: {e}")
+        }),
+    }
 }
 
 /// `conductor worker N DIR` / `conductor-worker N DIR`.
@@ -133,19 +162,20 @@ pub struct WorkerArgs {
     /// session id, cost and turns into the result), `codex` (`codex exec -`) or `command`.
     #[arg(long, value_name = "PRESET", value_parser = parse_preset)]
     pub preset: Option<Preset>,
-    /// Default task timeout in seconds (a task's own timeoutSecs wins).
-    #[arg(long, value_name = "SECS")]
-    pub timeout: Option<u64>,
-    /// Seconds between SIGTERM and SIGKILL when stopping an agent.
-    #[arg(long, value_name = "SECS", default_value_t = 5)]
-    pub kill_grace: u64,
+    /// Default task time limit (a task's own timeoutSecs wins): seconds (`300`) or a
+    /// duration (`90s`, `5m`, `1h`).
+    #[arg(long, value_name = "DURATION", value_parser = super::parse_duration_arg)]
+    pub timeout: Option<Duration>,
+    /// Time between SIGTERM and SIGKILL when stopping an agent: seconds or a duration.
+    #[arg(long, value_name = "DURATION", default_value = "5", value_parser = super::parse_duration_arg)]
+    pub kill_grace: Duration,
     /// Most bytes a task's log file (`tasks/<id>.log`) keeps; beyond it the middle of
     /// the output is cut and a marker line says so.
     #[arg(long, value_name = "BYTES", default_value_t = 64 * 1024 * 1024)]
     pub log_cap: u64,
     /// Poll the directory instead of using native file events (for NFS, SMB, FUSE);
-    /// optional interval in milliseconds.
-    #[arg(long, value_name = "MS", num_args = 0..=1, require_equals = true,
+    /// optional interval (`250ms`, `1s`; a bare number is milliseconds).
+    #[arg(long, value_name = "INTERVAL", num_args = 0..=1, require_equals = true,
           default_missing_value = DEFAULT_POLL_MS, value_parser = parse_poll)]
     pub poll: Option<Duration>,
     /// Start even when running inside a conductor agent (CONDUCTOR_WORKER is set).
@@ -155,18 +185,15 @@ pub struct WorkerArgs {
 
 /// Start a worker and serve until Ctrl-C / SIGTERM / SIGHUP.
 pub fn run_worker(args: WorkerArgs) -> anyhow::Result<()> {
-    refuse_nested(&format!("start worker {}", args.slot), args.allow_nested)?;
+    crate::env::refuse_nested(&format!("start worker {}", args.slot), args.allow_nested)?;
     let root = Root::resolve(args.root.as_deref())?;
     let preset = args.preset.unwrap_or_default();
     let agent = AgentCommand::parse(args.agent.as_deref().unwrap_or(preset.default_command()))?;
-    let dir = args
-        .dir
-        .canonicalize()
-        .map_err(|e| Error::Usage(format!("project directory {}: {e}", args.dir.display())))?;
+    let dir = crate::env::project_dir(&args.dir)?;
     let mut opts = WorkerOptions::new(root, args.slot, dir, agent);
     opts.preset = preset;
-    opts.timeout = args.timeout.map(Duration::from_secs);
-    opts.kill_grace = Duration::from_secs(args.kill_grace);
+    opts.timeout = args.timeout;
+    opts.kill_grace = args.kill_grace;
     opts.log_cap = args.log_cap;
     opts.allow_nested = args.allow_nested;
     if let Some(interval) = args.poll {
@@ -205,5 +232,62 @@ pub fn worker_main() -> i32 {
     match run_worker(cli.worker) {
         Ok(()) => exit::OK,
         Err(e) => report(&e),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::launch::{LaunchProblem, LaunchRefusal};
+
+    /// The typed errors that replaced `Refused(String)` and `Usage(String)` keep the
+    /// exit codes those had.
+    #[test]
+    fn typed_errors_keep_their_exit_codes() {
+        let refused = [
+            Error::Nested {
+                action: "run".into(),
+            },
+            Error::SlotBusy {
+                slot: 1,
+                holder: "pid 4".into(),
+            },
+            Error::NotPublished {
+                kept: "a".into(),
+                dest: "b".into(),
+                why: "c".into(),
+            },
+            LaunchRefusal::Running {
+                session: "s".into(),
+                record: None,
+                attach: "tmux attach -t s".into(),
+            }
+            .into(),
+        ];
+        for e in refused {
+            assert_eq!(exit_code_for(&e.into()), exit::REFUSED);
+        }
+        let usage = [
+            Error::NoHome,
+            Error::UnknownPreset { name: "x".into() },
+            Error::NoTaskRecord { id: "t".into() },
+            Error::NotADirectory {
+                what: "project directory",
+                path: "/nowhere".into(),
+            },
+            LaunchProblem::WorkerCount { workers: 0 }.into(),
+        ];
+        for e in usage {
+            assert_eq!(exit_code_for(&e.into()), exit::USAGE);
+        }
+    }
+
+    #[test]
+    fn the_cli_names_the_flag_the_library_does_not() {
+        let nested = Error::Nested {
+            action: "run".into(),
+        };
+        assert!(hint(&nested).unwrap().contains("--allow-nested"));
+        assert!(hint(&Error::NoHome).unwrap().contains("--root"));
     }
 }

@@ -24,7 +24,7 @@ pub struct Args {
 }
 
 pub fn run(args: Args) -> anyhow::Result<i32> {
-    let root = args.root.client()?.root().clone();
+    let root = args.root.unchecked_client()?.root().clone();
     let checks = doctor(
         &root,
         &DoctorOptions {

@@ -18,8 +18,9 @@ older than 10 minutes under workers/ and queue/tmp/. Never touches result.json, 
 status.json, running.json, task.json, output.log, or any file of a running or waiting \
 task. Without --apply it only prints the plan and the bytes it would reclaim.")]
 pub struct Args {
-    /// Age past which results, task records, logs and rejected files go (e.g. 24h, 7d, 90m).
-    #[arg(long, value_name = "AGE", default_value = "24h", value_parser = humantime::parse_duration)]
+    /// Age past which results, task records, logs and rejected files go: seconds or a
+    /// duration (e.g. 24h, 7d, 90m).
+    #[arg(long, value_name = "AGE", default_value = "24h", value_parser = super::parse_duration_arg)]
     pub older_than: Duration,
     /// Remove the files (default: only print what would be removed).
     #[arg(long)]

@@ -83,7 +83,7 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
     if args.json {
         anyhow::bail!(Error::Usage("--json goes with --list or --kill".into()));
     }
-    common::refuse_nested("launch a tmux session", args.allow_nested)?;
+    crate::env::refuse_nested("launch a tmux session", args.allow_nested)?;
     let root = Root::resolve(args.root.as_deref())?;
     crate::trust::verify_root(&root)?;
     let worker_bin = std::env::current_exe()
@@ -103,7 +103,7 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
     let stop = launch::stop_command(&tmux, &opts.session);
     let launched = launch::launch(&opts).map_err(|e| match e {
         // The session runs (or is being made): say how to stop it, too.
-        Error::Refused(why) => Error::Refused(format!("{why}; stop it with `{stop}`")),
+        Error::LaunchRefused(why) => Error::Refused(format!("{why}; stop it with `{stop}`")),
         e => e,
     })?;
     super::emit(&describe(&launched, &tmux))?;

@@ -1,36 +1,38 @@
-//! `conductor logs N [-f]`: a worker's live output (`output.log`), or a finished task's.
+//! `conductor logs TASK_ID [-f] | N [-f]`: a task's output by id (live or finished), or a slot's live output.
 
 use std::io::Write;
 use std::time::Duration;
 
 use crate::inspect::{self, LogFollower};
 use crate::watch::WatchMode;
-use crate::{Error, Slot};
+use crate::Error;
 use crossbeam_channel::select;
 
-use super::{parse_slot, task_id_arg, RootArg};
+use super::target::{at_most_one, single, Target, Targets, TARGET_HELP};
+use super::RootArg;
 use crate::cli::common::exit;
 
 #[derive(Debug, clap::Args)]
-#[command(after_help = "\
-output.log holds the running agent's stdout; when the task ends it moves to \
-tasks/<id>.log (see --task) and an empty output.log takes its place. -f keeps following \
-the name across tasks, like `tail -F`, until Ctrl-C or until nobody reads the output.")]
+#[command(after_help = format!("{TARGET_HELP}\n\n\
+By id: a finished task's full output (workers/N/tasks/<id>.log), or what a running task \
+has written so far; -f follows a running task (or waits for a waiting or queued one to \
+start) until it ends. With a slot: output.log, the running agent's stdout; when the task \
+ends it moves to tasks/<id>.log and an empty output.log takes its place. -f keeps \
+following the name across tasks, like `tail -F`, until Ctrl-C or until nobody reads the \
+output."))]
 pub struct Args {
-    #[arg(value_parser = parse_slot)]
-    pub slot: Slot,
-    /// Follow: print what the agent writes as it writes it, across tasks, until Ctrl-C.
+    #[command(flatten)]
+    pub targets: Targets,
+    /// Follow: print what the agent writes as it writes it, until the task ends (by id)
+    /// or, for a slot, across tasks until Ctrl-C.
     #[arg(short, long)]
     pub follow: bool,
-    /// Print the full output of a finished task (tasks/<TASK_ID>.log) instead.
-    #[arg(long, value_name = "TASK_ID", conflicts_with = "follow")]
-    pub task: Option<String>,
     #[command(flatten)]
     pub root: RootArg,
 }
 
 /// Write to stdout; `Ok(false)` when the reader has gone away.
-fn write_out(bytes: &[u8]) -> anyhow::Result<bool> {
+pub(super) fn write_out(bytes: &[u8]) -> anyhow::Result<bool> {
     let mut out = std::io::stdout().lock();
     match out.write_all(bytes).and_then(|()| out.flush()) {
         Ok(()) => Ok(true),
@@ -41,14 +43,22 @@ fn write_out(bytes: &[u8]) -> anyhow::Result<bool> {
 
 pub fn run(args: Args) -> anyhow::Result<i32> {
     let root = args.root.client()?.root().clone();
-    let paths = inspect::require_slot(&root, args.slot)?;
-    if let Some(id) = &args.task {
-        let id = task_id_arg(id)?;
+    let (slot, task) = match args.targets.resolve(&root)? {
+        Target::Tasks(ids) => {
+            return super::logs_by_id::run(&root, &single(ids, "logs")?, args.follow)
+        }
+        Target::Slot { slot, ids } => (slot, at_most_one(ids, "logs")?),
+    };
+    let paths = inspect::require_slot(&root, slot)?;
+    if let Some(id) = task {
+        if args.follow {
+            return super::logs_by_id::run(&root, &id, true);
+        }
         let path = paths.task_log(&id);
         let Some(mut f) = inspect::open_log(&path)? else {
             anyhow::bail!(Error::Usage(format!(
                 "worker {} has no log for task {id} ({} is missing: the task never ran there, is still running, or was collected by gc)",
-                args.slot,
+                slot,
                 path.display()
             )));
         };
@@ -82,7 +92,7 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
     }
 }
 
-fn copy_out(f: &mut std::fs::File) -> anyhow::Result<i32> {
+pub(super) fn copy_out(f: &mut std::fs::File) -> anyhow::Result<i32> {
     let mut out = std::io::stdout().lock();
     match std::io::copy(f, &mut out).and_then(|_| out.flush()) {
         Ok(()) => Ok(exit::OK),

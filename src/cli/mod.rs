@@ -13,6 +13,7 @@ pub mod init;
 pub mod launch;
 pub mod locks;
 pub mod logs;
+mod logs_by_id;
 mod output;
 pub mod queue;
 pub mod recover;
@@ -22,7 +23,10 @@ pub mod run;
 pub mod send;
 pub mod status;
 pub mod submit;
+pub mod target;
+pub mod tasks;
 pub mod wait;
+pub mod waiting;
 
 use std::path::PathBuf;
 
@@ -42,7 +46,17 @@ pub struct RootArg {
 }
 
 impl RootArg {
+    /// A client on the root, which must exist ([`crate::Error::NoRoot`] otherwise):
+    /// only `init`, `create-worker` and the workers make a root.
     pub fn client(&self) -> anyhow::Result<Client> {
+        let client = Client::from_env(self.root.as_deref())?;
+        client.root().require_existing()?;
+        Ok(client)
+    }
+
+    /// A client on the root whether it exists or not: for the commands that make it
+    /// (`init`, `create-worker`) and `doctor`, which reports a missing root as a finding.
+    pub fn unchecked_client(&self) -> anyhow::Result<Client> {
         Ok(Client::from_env(self.root.as_deref())?)
     }
 }
@@ -77,6 +91,12 @@ pub fn parse_duration_arg(s: &str) -> Result<std::time::Duration, String> {
         .map_err(|e| format!("{s:?} is not a duration such as 30, 90s, 5m or 1h30m: {e}"))
 }
 
+/// A duration as the whole seconds the protocol counts in (`timeoutSecs`), rounded up
+/// so that a limit never becomes shorter than asked.
+pub fn whole_secs(d: std::time::Duration) -> u64 {
+    d.as_secs() + u64::from(d.subsec_nanos() > 0)
+}
+
 /// A task id from the command line: digits become a number, as clients write them.
 pub fn task_id_arg(s: &str) -> Result<crate::TaskId, crate::Error> {
     crate::TaskId::parse(s).map_err(|reason| crate::Error::InvalidTask { reason })
@@ -109,13 +129,15 @@ enum Command {
     Queue(queue::Args),
     /// Show every slot: state, task, ages, agent pid, lock holder, stale flags.
     Status(status::Args),
-    /// Print a task's result (the newest, or TASK_ID's).
+    /// List tasks, newest first: state, where, key, age, run time, cost, prompt.
+    Tasks(tasks::Args),
+    /// Print a task's result (by id; or a slot's newest).
     Result(result::Args),
-    /// Print a worker's live output.log; -f follows it.
+    /// Print a task's output (by id; or a slot's live output.log); -f follows it.
     Logs(logs::Args),
-    /// Wait until a task (or the running one) finishes.
+    /// Wait until tasks finish (by id; or a slot's current task).
     Wait(wait::Args),
-    /// Cancel the task a worker is running.
+    /// Cancel a task: withdrawn if it waits, stopped if it runs.
     Cancel(cancel::Args),
     /// Run a finished task again under a new id.
     Retry(retry::Args),
@@ -156,6 +178,7 @@ fn dispatch(command: Command) -> anyhow::Result<i32> {
         Command::Submit(a) => submit::run(a),
         Command::Queue(a) => queue::run(a),
         Command::Status(a) => status::run(a),
+        Command::Tasks(a) => tasks::run(a),
         Command::Result(a) => result::run(a),
         Command::Logs(a) => logs::run(a),
         Command::Wait(a) => wait::run(a),

@@ -1,8 +1,6 @@
 //! `conductor queue`: the shared queue's pending tasks in run order, and why each waits;
 //! `queue cancel ID` and `queue retry ID`.
 
-use std::time::Duration;
-
 use crate::inspect::{age_since, format_age};
 use crate::queue::{PendingTask, Queue};
 use crate::Root;
@@ -40,7 +38,8 @@ pub enum Action {
     Retry {
         /// The finished task to run again.
         id: String,
-        /// Wait for the new task's result and print its output (exit 1 if it failed).
+        /// Wait for the new task's result and print its output (exit 1 if it failed,
+        /// 4 if nobody serves the queue or recovers the task; see `conductor wait`).
         #[arg(long)]
         wait: bool,
     },
@@ -167,6 +166,8 @@ fn retry(root: &RootArg, id: &str, wait: bool) -> anyhow::Result<i32> {
         emit(&format!("{id}\n"))?;
         return Ok(exit::OK);
     }
-    let result = queue.wait_for_result(&id, Duration::MAX)?;
-    super::print_result(&result, false)
+    let carries_on = format!("task {id} carries on (`conductor queue cancel {id}`)");
+    super::waiting::finish(None, false, &carries_on, |on_death, left| {
+        queue.wait_for_result_with(&id, left, on_death)
+    })
 }

@@ -1,16 +1,17 @@
-//! `conductor result N [TASK_ID]`: print a finished task's result.
+//! `conductor result TASK_ID | N [TASK_ID]`: print a finished task's result.
 
-use crate::Slot;
 use anyhow::Context as _;
 
-use super::{parse_slot, RootArg};
+use super::target::{at_most_one, single, Target, Targets, TARGET_HELP};
+use super::RootArg;
+use crate::cli::common::exit;
 
 #[derive(Debug, clap::Args)]
+#[command(after_help = format!("{TARGET_HELP}\n\nWith a slot and no TASK_ID: the slot's newest \
+result (result.json). Exits 1 when the task failed or has no result yet (it waits or runs)."))]
 pub struct Args {
-    #[arg(value_parser = parse_slot)]
-    pub slot: Slot,
-    /// Which task (default: the newest result, `result.json`).
-    pub task_id: Option<String>,
+    #[command(flatten)]
+    pub targets: Targets,
     /// Print the whole result as JSON instead of its output.
     #[arg(long)]
     pub json: bool,
@@ -20,17 +21,28 @@ pub struct Args {
 
 pub fn run(args: Args) -> anyhow::Result<i32> {
     let client = args.root.client()?;
-    let slot = args.slot;
-    let result = match &args.task_id {
-        Some(id) => {
-            let id = super::task_id_arg(id)?;
-            client
-                .read_result_for(slot, &id)?
-                .with_context(|| format!("worker {slot} has no result for task {id}"))?
+    let result = match args.targets.resolve(client.root())? {
+        Target::Tasks(ids) => {
+            let id = single(ids, "result")?;
+            match client.result_of(&id)? {
+                Some(r) => r,
+                None => {
+                    let state = client
+                        .find_task(&id)?
+                        .map_or_else(|| "unknown".to_string(), |l| l.state.to_string());
+                    eprintln!("task {id} has no result yet (it is {state}); `conductor wait {id}` waits for it");
+                    return Ok(exit::FAILURE);
+                }
+            }
         }
-        None => client
-            .read_result(slot)?
-            .with_context(|| format!("worker {slot} has no result yet"))?,
+        Target::Slot { slot, ids } => match at_most_one(ids, "result")? {
+            Some(id) => client
+                .read_result_for(slot, &id)?
+                .with_context(|| format!("worker {slot} has no result for task {id}"))?,
+            None => client
+                .read_result(slot)?
+                .with_context(|| format!("worker {slot} has no result yet"))?,
+        },
     };
     super::print_result(&result, args.json)
 }

@@ -1,20 +1,21 @@
-//! `conductor retry N TASK_ID`: run a finished task again under a new id.
-
-use std::time::Duration;
+//! `conductor retry TASK_ID | N TASK_ID`: run a finished task again under a new id.
 
 use crate::fsio;
 use crate::{Error, Slot, Task, TaskId};
 use anyhow::Context as _;
 
-use super::{parse_slot, RootArg};
+use super::target::{single, Target, Targets, TARGET_HELP};
+use super::RootArg;
 use crate::cli::common::exit;
+use crate::queue::Queue;
 
 #[derive(Debug, clap::Args)]
+#[command(after_help = format!("{TARGET_HELP}\n\n\
+The task's record (workers/N/tasks/TASK_ID.json, kept by the slot that ran it) is sent \
+again: to that slot's inbox, or back to the shared queue for a task that came through it."))]
 pub struct Args {
-    #[arg(value_parser = parse_slot)]
-    pub slot: Slot,
-    /// The task to run again (its record is workers/N/tasks/TASK_ID.json).
-    pub task_id: String,
+    #[command(flatten)]
+    pub targets: Targets,
     /// Continue the agent's session instead of starting afresh (claude preset:
     /// `claude -p --resume SESSION`, the session id taken from the task's result).
     #[arg(long)]
@@ -32,10 +33,36 @@ pub struct Args {
     pub root: RootArg,
 }
 
+/// Where a task to retry ran, and whether it came through the queue.
+fn ran_where(client: &crate::Client, args: &Args) -> anyhow::Result<(Slot, TaskId, bool)> {
+    match args.targets.resolve(client.root())? {
+        Target::Slot { slot, ids } => Ok((slot, single(ids, "retry N")?, false)),
+        Target::Tasks(ids) => {
+            let id = single(ids, "retry")?;
+            let loc = client.find_task(&id)?.ok_or_else(|| Error::NoSuchTask {
+                id: id.to_string(),
+                root: client.root().path().to_path_buf(),
+            })?;
+            if !loc.state.is_finished() {
+                anyhow::bail!(Error::Usage(format!(
+                    "task {id} is {}; retry runs a finished task again (`conductor wait {id}` first)",
+                    loc.state
+                )));
+            }
+            let slot = loc.slot.ok_or_else(|| {
+                Error::Usage(format!(
+                    "task {id} never ran (it is {}): no worker has a record of it to run again",
+                    loc.state
+                ))
+            })?;
+            Ok((slot, id, loc.queued))
+        }
+    }
+}
+
 pub fn run(args: Args) -> anyhow::Result<i32> {
     let client = args.root.client()?;
-    let slot = args.slot;
-    let old = super::task_id_arg(&args.task_id)?;
+    let (slot, old, queued) = ran_where(&client, &args)?;
     let w = client.worker(slot);
     let record = w.task_record(&old);
     let bytes = fsio::read_bounded(&record, fsio::TASK_SIZE_LIMIT)?.with_context(|| {
@@ -66,13 +93,19 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
         })?;
         task.resume = Some(session);
     }
-    let id = client.write_task(slot, &task)?;
+    let id = if queued {
+        Queue::new(client.root().clone()).submit(&task)?
+    } else {
+        client.write_task(slot, &task)?
+    };
     if !args.wait {
         super::emit(&format!("{id}\n"))?;
         return Ok(exit::OK);
     }
-    let result = client.wait_for_result(slot, &id, Duration::MAX)?;
-    super::print_result(&result, false)
+    let carries_on = format!("task {id} carries on (`conductor wait {id}`)");
+    super::waiting::finish(None, false, &carries_on, |on_death, left| {
+        client.wait_for_task_with(&id, left, on_death)
+    })
 }
 
 /// `<id>-r1`, `-r2` …: the first that is free on the whole root (ids are unique across

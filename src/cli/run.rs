@@ -17,7 +17,7 @@ use indicatif::{MultiProgress, ProgressBar, ProgressDrawTarget, ProgressStyle};
 use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
 
-use crate::cli::common::{self, exit};
+use crate::cli::common::exit;
 
 /// Exit code when the run was interrupted (Ctrl-C / SIGTERM), as shells expect.
 pub const EXIT_INTERRUPTED: i32 = 130;
@@ -55,9 +55,9 @@ pub struct Args {
     /// Project directory the agents run in.
     #[arg(long, value_name = "DIR", default_value = ".")]
     pub dir: PathBuf,
-    /// Per-task timeout in seconds.
-    #[arg(long, value_name = "SECS")]
-    pub timeout: Option<u64>,
+    /// Per-task time limit: seconds (`300`) or a duration (`90s`, `5m`, `1h`).
+    #[arg(long, value_name = "DURATION", value_parser = super::parse_duration_arg)]
+    pub timeout: Option<std::time::Duration>,
     /// Print one JSON document with every result instead of text.
     #[arg(long)]
     pub json: bool,
@@ -95,7 +95,7 @@ pub fn split_prompts(text: &str, blocks: bool) -> Vec<String> {
 }
 
 pub fn run(args: Args) -> anyhow::Result<i32> {
-    common::refuse_nested("run", args.allow_nested)?;
+    crate::env::refuse_nested("run", args.allow_nested)?;
     let prompts = read_prompts(&args)?;
     let dir = args
         .dir
@@ -128,7 +128,7 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
         .iter()
         .map(|p| {
             let mut t = Task::new(p.clone());
-            t.timeout_secs = args.timeout;
+            t.timeout_secs = args.timeout.map(super::whole_secs);
             t
         })
         .collect();
@@ -291,7 +291,7 @@ fn start_workers(
         extra.extend(["--preset".into(), p.to_string().into()]);
     }
     if let Some(t) = args.timeout {
-        extra.extend(["--timeout".into(), t.to_string().into()]);
+        extra.extend(["--timeout".into(), super::whole_secs(t).to_string().into()]);
     }
     if args.allow_nested {
         extra.push("--allow-nested".into());

@@ -5,7 +5,6 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use crate::{Error, Slot, Task};
-use anyhow::Context as _;
 
 use super::{parse_slot, RootArg};
 use crate::cli::common::exit;
@@ -25,9 +24,10 @@ pub struct TaskArgs {
     /// JSON handed to the agent as CONDUCTOR_CONTEXT.
     #[arg(long, value_name = "JSON")]
     pub context: Option<String>,
-    /// Task timeout in seconds.
-    #[arg(long, value_name = "SECS")]
-    pub timeout: Option<u64>,
+    /// The task's own time limit (its agent is stopped after it): seconds (`300`) or a
+    /// duration (`90s`, `5m`, `1h`).
+    #[arg(long, value_name = "DURATION", value_parser = super::parse_duration_arg)]
+    pub timeout: Option<Duration>,
 }
 
 impl TaskArgs {
@@ -43,7 +43,7 @@ impl TaskArgs {
                     .map_err(|e| Error::Usage(format!("--context is not valid JSON: {e}")))?,
             );
         }
-        task.timeout_secs = self.timeout;
+        task.timeout_secs = self.timeout.map(super::whole_secs);
         Ok(task)
     }
 }
@@ -55,9 +55,14 @@ pub struct Args {
     pub slot: Slot,
     #[command(flatten)]
     pub task: TaskArgs,
-    /// Wait for the result and print its output (exit 1 if the task failed).
+    /// Wait for the result and print its output (exit 1 if the task failed, 4 if no
+    /// live worker serves the slot or its worker dies and nobody recovers the task).
     #[arg(long)]
     pub wait: bool,
+    /// With --wait: give up waiting after this long (exit 1; the task carries on):
+    /// seconds or a duration (`90s`, `5m`, `1h`). Default: until the task ends.
+    #[arg(long, value_name = "DURATION", requires = "wait", value_parser = super::parse_duration_arg)]
+    pub wait_timeout: Option<Duration>,
     /// Print the result as JSON (with --wait).
     #[arg(long, requires = "wait")]
     pub json: bool,
@@ -73,11 +78,13 @@ pub fn read_prompt(prompt: Option<String>, file: Option<&PathBuf>) -> anyhow::Re
             let mut s = String::new();
             std::io::stdin()
                 .read_to_string(&mut s)
-                .context("reading the prompt from stdin")?;
+                .map_err(|e| Error::Usage(format!("cannot read the prompt from stdin: {e}")))?;
             Ok(s)
         }
-        (None, Some(f)) => std::fs::read_to_string(f)
-            .with_context(|| format!("reading the prompt from {}", f.display())),
+        // Bad input (exit 2), naming the file and what is wrong with it.
+        (None, Some(f)) => std::fs::read_to_string(f).map_err(|e| {
+            Error::Usage(format!("cannot read the prompt from {}: {e}", f.display())).into()
+        }),
         (None, None) => anyhow::bail!(Error::Usage("give a prompt or -f FILE".into())),
     }
 }
@@ -85,11 +92,20 @@ pub fn read_prompt(prompt: Option<String>, file: Option<&PathBuf>) -> anyhow::Re
 pub fn run(args: Args) -> anyhow::Result<i32> {
     let client = args.root.client()?;
     let task = args.task.task()?;
-    let id = client.write_task(args.slot, &task)?;
+    let slot = args.slot;
+    let id = client.write_task(slot, &task)?;
     if !args.wait {
+        super::waiting::warn_if_unserved_slot(client.root(), slot);
         super::emit(&format!("{id}\n"))?;
         return Ok(exit::OK);
     }
-    let result = client.wait_for_result(args.slot, &id, Duration::MAX)?;
-    super::print_result(&result, args.json)
+    let carries_on = format!(
+        "task {id} carries on (`conductor wait {slot} {id}`, or `conductor cancel {slot}`)"
+    );
+    super::waiting::finish(
+        args.wait_timeout,
+        args.json,
+        &carries_on,
+        |on_death, left| client.wait_for_result_with(slot, &id, left, on_death),
+    )
 }

@@ -38,9 +38,14 @@ pub struct Args {
     /// project directory.
     #[arg(long, value_name = "DIR")]
     pub dir: Option<PathBuf>,
-    /// Wait for the result and print its output (exit 1 if the task failed).
+    /// Wait for the result and print its output (exit 1 if the task failed, 4 if no
+    /// live worker serves the root or the worker running it dies and nobody recovers it).
     #[arg(long)]
     pub wait: bool,
+    /// With --wait: give up waiting after this long (exit 1; the task carries on):
+    /// seconds or a duration (`90s`, `5m`, `1h`). Default: until the task ends.
+    #[arg(long, value_name = "DURATION", requires = "wait", value_parser = super::parse_duration_arg)]
+    pub wait_timeout: Option<Duration>,
     /// JSON: {"id": …}, or with --wait the whole result.
     #[arg(long)]
     pub json: bool,
@@ -75,6 +80,7 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
     let queue = Queue::new(client.root().clone());
     let id = queue.submit(&task)?;
     if !args.wait {
+        super::waiting::warn_if_unserved_queue(client.root());
         if args.json {
             super::emit_json(&serde_json::json!({ "id": id }))?;
         } else {
@@ -82,6 +88,11 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
         }
         return Ok(exit::OK);
     }
-    let result = queue.wait_for_result(&id, Duration::MAX)?;
-    super::print_result(&result, args.json)
+    let carries_on = format!("task {id} carries on (`conductor queue cancel {id}`)");
+    super::waiting::finish(
+        args.wait_timeout,
+        args.json,
+        &carries_on,
+        |on_death, left| queue.wait_for_result_with(&id, left, on_death),
+    )
 }

@@ -1,42 +1,51 @@
-//! `conductor wait N [TASK_ID] [--timeout D] [--json]`: wait for a task's result.
+//! `conductor wait TASK_ID… | N [TASK_ID] [--timeout D] [--json]`: wait for tasks' results.
 
 use std::io::IsTerminal;
 use std::time::Duration;
 
-use crate::inspect;
-use crate::{Error, Slot};
-
-use super::{parse_duration_arg, parse_slot, print_result, task_id_arg, RootArg};
+use super::target::{at_most_one, Target, Targets, TARGET_HELP};
+use super::{parse_duration_arg, RootArg};
 use crate::cli::common::exit;
+use crate::inspect;
 
 #[derive(Debug, clap::Args)]
-#[command(after_help = "\
-Without TASK_ID, waits for the slot's current task: the one running (running.json), else \
-the one status.json says the worker is on, else the one waiting in the inbox; exits 1 if \
-there is none. Prints the task's output (or the whole result with --json) and exits 0 if \
-it succeeded, 1 if it failed. When --timeout expires first, prints `timed out after …` \
-on stderr and exits 1; the task itself carries on.")]
+#[command(after_help = format!("{TARGET_HELP}\n\n{WAIT_HELP}"))]
 pub struct Args {
-    #[arg(value_parser = parse_slot)]
-    pub slot: Slot,
-    /// The task to wait for (default: the slot's current task).
-    pub task_id: Option<String>,
+    #[command(flatten)]
+    pub targets: Targets,
     /// Give up after this long: seconds (`30`) or a duration (`90s`, `5m`, `1h30m`).
     /// Default: wait as long as it takes.
     #[arg(long, value_name = "DURATION", value_parser = parse_duration_arg)]
     pub timeout: Option<Duration>,
-    /// Print the whole result as JSON instead of its output.
+    /// Print the whole result as JSON instead of its output (one document per task).
     #[arg(long)]
     pub json: bool,
     #[command(flatten)]
     pub root: RootArg,
 }
 
+const WAIT_HELP: &str = "\
+With task ids, waits for each in turn wherever it runs (one --timeout for all) and prints \
+their results in the order given; exits 1 if any failed. With a slot and no TASK_ID, waits for the slot's current task: the one running (running.json), else \
+the one status.json says the worker is on, else the one waiting in the inbox; exits 1 if \
+there is none. Prints the task's output (or the whole result with --json) and exits 0 if \
+it succeeded, 1 if it failed. When --timeout expires first, prints `timed out after …` \
+on stderr and exits 1; the task itself carries on.
+
+A wait never blocks for nothing. When no live worker serves the slot (its gate has been \
+free for 2s: not a mere restart), it says what to start and exits 4. When the worker \
+dies with the task in hand, it says so at once and waits on for recovery's result (the \
+worker started again, `conductor recover N`, or any other live worker of the root \
+recovers the task); with nobody left to do that, it says who must and exits 4.";
+
 pub fn run(args: Args) -> anyhow::Result<i32> {
     let client = args.root.client()?;
-    let slot = args.slot;
-    let id = match &args.task_id {
-        Some(id) => task_id_arg(id)?,
+    let (slot, task_id) = match args.targets.resolve(client.root())? {
+        Target::Tasks(ids) => return wait_tasks(&client, &ids, &args),
+        Target::Slot { slot, ids } => (slot, at_most_one(ids, "wait")?),
+    };
+    let id = match task_id {
+        Some(id) => id,
         None => match inspect::current_task(client.root(), slot)? {
             Some((id, source)) => {
                 if std::io::stderr().is_terminal() {
@@ -60,13 +69,28 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
             }
         },
     };
-    let timeout = args.timeout.unwrap_or(Duration::MAX);
-    match client.wait_for_result(slot, &id, timeout) {
-        Ok(result) => print_result(&result, args.json),
-        Err(e @ Error::Timeout { .. }) => {
-            eprintln!("error: {e}; the task carries on (wait again, or `conductor cancel {slot}`)");
-            Ok(exit::FAILURE)
+    let carries_on = format!("the task carries on (wait again, or `conductor cancel {slot}`)");
+    super::waiting::finish(args.timeout, args.json, &carries_on, |on_death, left| {
+        client.wait_for_result_with(slot, &id, left, on_death)
+    })
+}
+
+/// Wait for each task by id in turn (one deadline for all), printing each result.
+fn wait_tasks(client: &crate::Client, ids: &[crate::TaskId], args: &Args) -> anyhow::Result<i32> {
+    let deadline = args
+        .timeout
+        .and_then(|t| std::time::Instant::now().checked_add(t));
+    let mut code = exit::OK;
+    for id in ids {
+        let left = deadline.map(|d| d.saturating_duration_since(std::time::Instant::now()));
+        let carries_on = format!("task {id} carries on (wait again, or `conductor cancel {id}`)");
+        let got = super::waiting::finish(left, args.json, &carries_on, |on_death, left| {
+            client.wait_for_task_with(id, left, on_death)
+        })?;
+        if got != exit::OK && got != exit::FAILURE {
+            return Ok(got);
         }
-        Err(e) => Err(e.into()),
+        code = code.max(got);
     }
+    Ok(code)
 }

@@ -14,6 +14,7 @@ pub const STARTED_AFTER_MARGIN: Duration = Duration::from_secs(2);
 
 /// What `owner.json` held.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum OwnerRead {
     Missing,
     /// Present but unusable; says why.

@@ -20,10 +20,8 @@ pub(super) fn check_root(root: &Root, checks: &mut Vec<Check>) -> bool {
             checks.push(Check::fail(
                 "root",
                 format!("{} does not exist", path.display()),
-                format!(
-                    "`conductor init 1 --dir {}` (or point --root / CONDUCTOR_HOME at your root)",
-                    path.display()
-                ),
+                "create it with `conductor init` for this same root, or point the root \
+                 (CONDUCTOR_HOME) at yours",
             ));
             return false;
         }
@@ -40,7 +38,7 @@ pub(super) fn check_root(root: &Root, checks: &mut Vec<Check>) -> bool {
         checks.push(Check::fail(
             "root",
             format!("{} is not a directory", path.display()),
-            "point --root / CONDUCTOR_HOME at a directory",
+            "point the root (CONDUCTOR_HOME) at a directory",
         ));
         return false;
     }

@@ -37,7 +37,13 @@ pub(super) fn check_tmux() -> Check {
 pub(super) fn check_agent(line: &str) -> Check {
     let cmd = match AgentCommand::parse(line) {
         Ok(c) => c,
-        Err(e) => return Check::fail("agent", e.to_string(), "pass a valid --agent command line"),
+        Err(e) => {
+            return Check::fail(
+                "agent",
+                e.to_string(),
+                "give workers an agent command line whose quotes pair up",
+            )
+        }
     };
     let found = cmd.resolve().filter(|p| {
         fs::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
@@ -51,7 +57,7 @@ pub(super) fn check_agent(line: &str) -> Check {
             "agent",
             format!("`{cmd}`: {} is not an executable on PATH", cmd.program),
             format!(
-                "install {} or give workers another agent with --agent CMD",
+                "install {} or give workers another agent command",
                 cmd.program
             ),
         ),

@@ -14,7 +14,6 @@ pub mod slot_report;
 pub mod task_files;
 
 use std::fs;
-use std::io;
 use std::path::{Path, PathBuf};
 
 use crate::config::Config;
@@ -61,10 +60,8 @@ pub fn require_slot(root: &Root, slot: Slot) -> Result<WorkerPaths> {
 
 /// Entries of `dir` (sorted by name; symlinks not followed); a missing directory has none.
 pub(crate) fn sorted_entries(dir: &Path) -> Result<Vec<(String, PathBuf, fs::Metadata)>> {
-    let rd = match fs::read_dir(dir) {
-        Ok(rd) => rd,
-        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Vec::new()),
-        Err(e) => return Err(Error::io("list", dir, e)),
+    let Some(rd) = crate::fsio::read_dir_if_exists(dir)? else {
+        return Ok(Vec::new());
     };
     let mut out = Vec::new();
     for entry in rd {

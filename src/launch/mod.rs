@@ -9,7 +9,7 @@
 //!
 //! **One launch per session.** Creation runs under the singleton gate
 //! `<root>/.locks/launch-<session>.lock`, and a session that already runs (`tmux
-//! has-session`) is refused ([`Error::Refused`]) with how to attach to it.
+//! has-session`) is refused ([`LaunchRefusal`]) with how to attach to it.
 //! The workers' own gates still stop a duplicate worker started by hand.
 //!
 //! **The session remembers its root.** The session options `@conductor_root`,
@@ -38,16 +38,18 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::layout::{Root, Slot};
 use crate::preset::Preset;
 
 mod guard;
+mod problem;
 mod session;
 mod stop;
 mod tmux;
 mod worktree;
 
+pub use problem::{LaunchProblem, LaunchRefusal};
 pub use session::{launch, stop_command};
 pub use stop::{kill, list, KillReport, SessionInfo, StoppedWorker};
 pub use tmux::Tmux;
@@ -86,9 +88,10 @@ pub fn validate_session_name(name: &str) -> Result<()> {
     if ok {
         Ok(())
     } else {
-        Err(Error::Usage(format!(
-            "invalid session name {name:?}: use 1 to 64 characters of A-Z a-z 0-9 _ - (not starting with -)"
-        )))
+        Err(LaunchProblem::SessionName {
+            name: name.to_string(),
+        }
+        .into())
     }
 }
 
@@ -174,10 +177,10 @@ pub struct LaunchedWorker {
 /// `p` as UTF-8: tmux command lines are text.
 fn utf8(p: &Path) -> Result<&str> {
     p.to_str().ok_or_else(|| {
-        Error::Usage(format!(
-            "{} is not valid UTF-8; tmux panes need UTF-8 paths",
-            p.display()
-        ))
+        LaunchProblem::NotUtf8 {
+            path: p.to_path_buf(),
+        }
+        .into()
     })
 }
 

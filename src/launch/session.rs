@@ -6,8 +6,8 @@ use std::time::{Duration, Instant};
 
 use crate::agent::AgentCommand;
 use crate::client::Client;
-use crate::env::{refuse_nested, ENV_HOME, ENV_WORKER};
-use crate::error::{Error, Result};
+use crate::env::{project_dir, refuse_nested, ENV_HOME, ENV_WORKER};
+use crate::error::{split_command_line, Error, Result};
 use crate::layout::{Root, Slot};
 use crate::pool;
 
@@ -15,8 +15,8 @@ use super::guard::{check_slots_free, take_gate};
 use super::tmux::{exact, pane_target, Tmux};
 use super::worktree::{Made, Repo};
 use super::{
-    utf8, validate_session_name, LaunchOptions, Launched, LaunchedWorker, MAX_WORKERS, OPT_DIR,
-    OPT_ROOT, OPT_WORKERS, STACKED_MAX,
+    utf8, validate_session_name, LaunchOptions, LaunchProblem, Launched, LaunchedWorker,
+    MAX_WORKERS, OPT_DIR, OPT_ROOT, OPT_WORKERS, STACKED_MAX,
 };
 
 /// The name of the window holding the panes.
@@ -40,8 +40,8 @@ pub fn stop_command(tmux: &Tmux, session: &str) -> String {
 /// On failure nothing is left behind (session killed, fresh worktrees removed).
 ///
 /// A session of that name already running (or being launched or stopped right now) is
-/// refused with [`Error::Refused`], saying how to attach to it; so is a launch from
-/// inside an agent unless [`LaunchOptions::allow_nested`].
+/// refused with [`Error::LaunchRefused`], saying how to attach to it; a launch from
+/// inside an agent is refused with [`Error::Nested`] unless [`LaunchOptions::allow_nested`].
 pub fn launch(opts: &LaunchOptions) -> Result<Launched> {
     refuse_nested("launch a tmux session", opts.allow_nested)?;
     let (dir, orchestrator) = check(opts)?;
@@ -109,31 +109,22 @@ pub fn launch(opts: &LaunchOptions) -> Result<Launched> {
 fn check(opts: &LaunchOptions) -> Result<(PathBuf, Vec<String>)> {
     validate_session_name(&opts.session)?;
     if opts.workers == 0 || opts.workers > MAX_WORKERS {
-        return Err(Error::Usage(format!(
-            "a session holds 1 to {MAX_WORKERS} workers (panes get too small for more), not {}",
-            opts.workers
-        )));
+        return Err(LaunchProblem::WorkerCount {
+            workers: opts.workers,
+        }
+        .into());
     }
     if let Some(a) = &opts.agent {
         AgentCommand::parse(a)?;
     }
     let orchestrator = orchestrator_argv(opts.orchestrator.as_deref())?;
     if !opts.worker_bin.is_file() {
-        return Err(Error::Usage(format!(
-            "cannot find the worker binary {}; install conductor-worker next to this program",
-            opts.worker_bin.display()
-        )));
+        return Err(LaunchProblem::NoWorkerBinary {
+            path: opts.worker_bin.clone(),
+        }
+        .into());
     }
-    let dir = opts
-        .dir
-        .canonicalize()
-        .map_err(|e| Error::Usage(format!("project directory {}: {e}", opts.dir.display())))?;
-    if !dir.is_dir() {
-        return Err(Error::Usage(format!(
-            "project directory {} is not a directory",
-            dir.display()
-        )));
-    }
+    let dir = project_dir(&opts.dir)?;
     Ok((dir, orchestrator))
 }
 
@@ -422,15 +413,7 @@ fn orchestrator_argv(cmd: Option<&str>) -> Result<Vec<String>> {
             .filter(|s| !s.is_empty())
             .unwrap_or_else(|| "/bin/sh".into()),
     };
-    let words = shlex::split(&line).ok_or_else(|| {
-        Error::Usage(format!(
-            "orchestrator command {line:?} has unbalanced quotes"
-        ))
-    })?;
-    if words.is_empty() {
-        return Err(Error::Usage("orchestrator command is empty".into()));
-    }
-    Ok(words)
+    split_command_line("orchestrator", &line)
 }
 
 /// `$PATH` with `dir` appended, when `dir` is not on it yet (so the orchestrator pane

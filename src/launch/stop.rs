@@ -8,14 +8,14 @@ use nix::sys::signal::{kill as send_signal, Signal};
 use nix::unistd::Pid;
 
 use crate::client::Client;
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::gate::{self, Gate};
 use crate::host;
 use crate::layout::{Root, Slot};
 use crate::protocol::{TaskId, WorkerState};
 
 use super::tmux::{exact, Tmux};
-use super::{launch_gate, validate_session_name, OPT_DIR, OPT_ROOT, OPT_WORKERS};
+use super::{launch_gate, validate_session_name, LaunchProblem, OPT_DIR, OPT_ROOT, OPT_WORKERS};
 
 /// How often a worker's exit is re-checked: a process that is not our child offers no
 /// event for its exit.
@@ -122,10 +122,10 @@ pub fn kill(tmux: &Tmux, session: &str, timeout: Duration) -> Result<Option<Kill
     }
     let (root, workers, _) = tmux.session_record(session)?;
     if root.is_empty() {
-        return Err(Error::Usage(format!(
-            "tmux session {session} was not made by conductor (it has no {OPT_ROOT}); \
-             stop it with tmux kill-session if you mean to"
-        )));
+        return Err(LaunchProblem::NotOurSession {
+            session: session.to_string(),
+        }
+        .into());
     }
     let workers: u32 = workers.parse().unwrap_or(0);
     let root = Root::new(root);

@@ -8,6 +8,8 @@ use crate::error::{Error, Result};
 use crate::fsio;
 use crate::layout::{Root, Slot};
 
+use super::LaunchProblem;
+
 /// Where worker `slot`'s worktree lives for `session` (with worktrees).
 pub fn worktree_path(root: &Root, session: &str, slot: Slot) -> PathBuf {
     root.path()
@@ -101,20 +103,16 @@ impl Repo {
     /// The repository `dir` is in, with at least one commit to branch from.
     pub fn for_workers(dir: &Path) -> Result<Repo> {
         let repo = Repo::of(dir).map_err(|e| match e {
-            Error::Command { stderr, .. } => Error::Usage(format!(
-                "a launch with worktrees needs a git repository, but {} is not in one ({stderr}); run \
-                 `git init` there and commit, or launch without worktrees",
-                dir.display()
-            )),
+            Error::Command { stderr, .. } => LaunchProblem::NoRepository {
+                dir: dir.to_path_buf(),
+                stderr,
+            }
+            .into(),
             e => e,
         })?;
         let head = ["rev-parse", "--verify", "--quiet", "HEAD^{commit}"];
         if !git_output(&repo.top, &head)?.status.success() {
-            return Err(Error::Usage(format!(
-                "worktrees branch from HEAD, but the repository {} has no commit yet; \
-                 commit something first",
-                repo.top.display()
-            )));
+            return Err(LaunchProblem::NoCommit { repo: repo.top }.into());
         }
         Ok(repo)
     }
@@ -188,12 +186,11 @@ impl Repo {
         if same {
             return Ok(());
         }
-        Err(Error::Usage(format!(
-            "{} exists but is not a worktree of {}; remove it or launch under another \
-             session name",
-            path.display(),
-            self.top.display()
-        )))
+        Err(LaunchProblem::ForeignWorktree {
+            path: path.to_path_buf(),
+            repo: self.top.clone(),
+        }
+        .into())
     }
 
     /// `git worktree add` at `path` on `branch` (made from HEAD if it does not exist).

@@ -33,6 +33,7 @@ pub const PENDING_QUIET: Duration = Duration::from_millis(500);
 
 /// What [`claim_next`] found.
 #[derive(Debug)]
+#[non_exhaustive]
 pub enum Claim {
     /// A task is in the worker's `running.json`, its locks held.
     Taken(Box<QueueClaim>),
@@ -49,6 +50,7 @@ pub enum Claim {
 
 /// The outcome of [`take_run_slot`].
 #[derive(Debug)]
+#[non_exhaustive]
 pub enum RunSlot {
     /// The root sets no `maxRunning`: nothing to take.
     Uncapped,
@@ -367,11 +369,11 @@ pub fn publish_queue_result(root: &Root, kept: &Path, id: &TaskId) -> Result<()>
         return Ok(());
     }
     let refuse = |why: String| {
-        let e = Error::Refused(format!(
-            "not publishing {} as {}: {why}",
-            kept.display(),
-            dest.display()
-        ));
+        let e = Error::NotPublished {
+            kept: kept.to_path_buf(),
+            dest: dest.clone(),
+            why,
+        };
         tracing::error!("{e}");
         Err(e)
     };

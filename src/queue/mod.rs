@@ -11,15 +11,13 @@ mod claim;
 mod deps;
 mod order;
 
+use serde::Serialize;
 use std::collections::{BTreeMap, HashMap};
 use std::fs;
 use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
-
-use crossbeam_channel::bounded;
-use serde::Serialize;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use crate::config::Config;
 use crate::dirlock;
@@ -27,8 +25,9 @@ use crate::error::{Error, Result};
 use crate::fsio::{self, Durability};
 use crate::ids::{self, Place};
 use crate::layout::Root;
+use crate::liveness::{Awaited, OnDeath, Vigil};
 use crate::protocol::{id_list, Outcome, Task, TaskId, TaskResult, SCHEMA};
-use crate::watch::{DirWatcher, Interest, WatchMode};
+use crate::watch::Interest;
 
 use claim::is_held;
 pub use claim::{
@@ -113,7 +112,9 @@ impl Queue {
     /// refused ([`Error::IdTaken`], naming where it went), so is a dependency (`after`)
     /// the root has no record of ([`Error::UnknownDependency`]) and a `dir` that is no
     /// directory of ours ([`Error::BadTaskDir`]).
+    /// The root must exist ([`Error::NoRoot`] otherwise): submitting never makes one.
     pub fn submit(&self, task: &Task) -> Result<TaskId> {
+        self.root.require_existing()?;
         crate::trust::verify_root(&self.root)?;
         let mut task = task.clone();
         task.schema = SCHEMA;
@@ -148,10 +149,8 @@ impl Queue {
     /// by hand) count as priority 5, submitted at their mtime, key unknown.
     pub(crate) fn scan(&self) -> Result<Vec<PendingTask>> {
         let dir = self.root.queue_pending();
-        let entries = match fs::read_dir(&dir) {
-            Ok(e) => e,
-            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Vec::new()),
-            Err(e) => return Err(Error::io("list", &dir, e)),
+        let Some(entries) = fsio::read_dir_if_exists(&dir)? else {
+            return Ok(Vec::new());
         };
         let now = SystemTime::now();
         let mut out = Vec::new();
@@ -276,48 +275,49 @@ impl Queue {
     }
 
     /// Wait for a submitted task's result (woken by file events, not a sleep loop).
+    /// Never blocks for nothing: ends with [`Error::NobodyServes`] when no live worker
+    /// serves the root. If the worker that took the task dies with it, waits on for
+    /// recovery's result while someone can recover it, else ends with
+    /// [`Error::WorkerDied`] (see [`Queue::wait_for_result_with`] to hear of it at once).
     pub fn wait_for_result(&self, id: &TaskId, timeout: Duration) -> Result<TaskResult> {
+        self.wait_for_result_with(id, timeout, OnDeath::AwaitRecovery)
+    }
+
+    /// [`Queue::wait_for_result`], doing `on_death` if the worker dies with the task.
+    pub fn wait_for_result_with(
+        &self,
+        id: &TaskId,
+        timeout: Duration,
+        on_death: OnDeath,
+    ) -> Result<TaskResult> {
+        self.root.require_existing()?;
         let dir = self.root.queue_results();
         fsio::ensure_dir(&dir)?;
-        let (tx, rx) = bounded(1);
         let want = format!("{id}.json");
         let interest: Interest =
             Arc::new(move |p: &Path| p.file_name().and_then(|n| n.to_str()) == Some(want.as_str()));
-        let _watcher = DirWatcher::new(std::slice::from_ref(&dir), WatchMode::Auto, interest, tx)?;
-        let deadline = Instant::now().checked_add(timeout);
-        loop {
-            if let Some(r) = self.read_result(id)? {
-                return Ok(r);
-            }
-            let left = deadline.map_or(Duration::from_secs(1), |d| {
-                d.saturating_duration_since(Instant::now())
-            });
-            if left.is_zero() {
-                return Err(Error::Timeout {
-                    what: format!("the result of queued task {id}"),
-                    after: timeout,
-                });
-            }
-            let _ = rx.recv_timeout(left.min(Duration::from_secs(1)));
-        }
+        let mut vigil = Vigil::new(
+            self.root.clone(),
+            Awaited::Queue,
+            Some(id.clone()),
+            on_death,
+        );
+        crate::client::Client::new(self.root.clone()).wait_until(
+            std::slice::from_ref(&dir),
+            interest,
+            timeout,
+            format!("the result of queued task {id}"),
+            &mut vigil,
+            || self.read_result(id),
+        )
     }
 
     /// Cancel a task: a pending one is removed and answered `cancelled`; a running one
     /// gets its worker's `cancel` file. `Ok(false)` if the id is unknown.
     pub fn cancel(&self, id: &TaskId) -> Result<bool> {
         crate::trust::verify_root(&self.root)?;
-        // By text: a pending name gives digits back as a number.
-        let wanted = Some(id.to_string());
-        if let Some(p) = self
-            .scan()?
-            .into_iter()
-            .find(|p| p.id.as_ref().map(TaskId::to_string) == wanted)
-        {
-            let why = "cancelled before it started";
-            if self.withdraw(&p, Some(id), why, "(conductor queue cancel)")? {
-                return Ok(true);
-            }
-            // A worker claimed it just now: cancel it where it runs.
+        if self.withdraw_pending(id)? {
+            return Ok(true);
         }
         for slot in crate::client::Client::new(self.root.clone()).list_workers()? {
             let w = self.root.worker(slot);
@@ -335,6 +335,28 @@ impl Queue {
             }
         }
         Ok(false)
+    }
+
+    /// Withdraw task `id` if it is pending: moved aside into `queue/rejected/` first (the
+    /// rename wins or loses the race with a worker's claim in one step), then answered
+    /// `cancelled` in `queue/results/`, so the task is never gone without its result.
+    /// `Ok(false)` when it is not pending (never was, or a worker claimed it just now).
+    pub(crate) fn withdraw_pending(&self, id: &TaskId) -> Result<bool> {
+        // By text: a pending name gives digits back as a number.
+        let wanted = Some(id.to_string());
+        let Some(p) = self
+            .scan()?
+            .into_iter()
+            .find(|p| p.id.as_ref().map(TaskId::to_string) == wanted)
+        else {
+            return Ok(false);
+        };
+        self.withdraw(
+            &p,
+            Some(id),
+            "cancelled before it started",
+            "(conductor cancel)",
+        )
     }
 
     /// Take a pending entry out of `pending/` and answer it `cancelled` with `why` (when
@@ -357,6 +379,7 @@ impl Queue {
         let aside = self.root.queue_rejected().join(name);
         match fs::rename(&p.path, &aside) {
             Ok(()) => {}
+            // A worker claimed it just now.
             Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(false),
             Err(e) => return Err(Error::io("remove", &p.path, e)),
         }
@@ -389,18 +412,15 @@ impl Queue {
     /// Submit a finished task again under a new id (`<id>-r1`, `-r2` …).
     pub fn retry(&self, id: &TaskId) -> Result<TaskId> {
         let client = crate::client::Client::new(self.root.clone());
+        // A record that vanishes between the two looks is no record either.
+        let no_record = || Error::NoTaskRecord { id: id.to_string() };
         let record = client
             .list_workers()?
             .into_iter()
             .map(|s| self.root.worker(s).task_record(id))
             .find(|p| p.exists())
-            .ok_or_else(|| {
-                Error::Usage(format!(
-                    "no worker has a record of task {id}; only tasks that ran can be retried"
-                ))
-            })?;
-        let mut task = Task::read(&record, fsio::TASK_SIZE_LIMIT)?
-            .ok_or_else(|| Error::Usage(format!("{} vanished", record.display())))?;
+            .ok_or_else(no_record)?;
+        let mut task = Task::read(&record, fsio::TASK_SIZE_LIMIT)?.ok_or_else(no_record)?;
         let new_id = id
             .retries()
             .find(|c| matches!(ids::lookup(&self.root, c), Ok(None)))

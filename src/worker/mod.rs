@@ -169,13 +169,7 @@ fn acquire_worker_gate(paths: &WorkerPaths, slot: Slot) -> Result<Gate> {
 /// Refuse what must not start: a worker inside an agent, a missing project directory.
 fn check_startable(opts: &WorkerOptions) -> Result<()> {
     crate::env::refuse_nested(&format!("start worker {}", opts.slot), opts.allow_nested)?;
-    if !opts.project_dir.is_dir() {
-        return Err(Error::Usage(format!(
-            "project directory {} does not exist or is not a directory",
-            opts.project_dir.display()
-        )));
-    }
-    Ok(())
+    crate::env::project_dir(&opts.project_dir).map(drop)
 }
 
 /// Watch the slot's inbox and cancel file, the shared queue, and key and run-slot

@@ -199,6 +199,8 @@ fn write_task_then_read_task_round_trips() {
 #[test]
 fn write_task_assigns_an_id_when_absent() {
     let t = TestRoot::new();
+    t.client.create_worker(Slot(0)).unwrap();
+    t.client.create_worker(Slot(1)).unwrap();
     let a = t
         .client
         .write_task(Slot(0), &Task::new("a"))
@@ -206,7 +208,7 @@ fn write_task_assigns_an_id_when_absent() {
     let b = t
         .client
         .write_task(Slot(1), &Task::new("b"))
-        .expect("deliver to 1 (not created yet)");
+        .expect("deliver to 1");
     a.validate().expect("generated id is valid");
     assert_ne!(a, b, "generated ids are distinct");
     let back = t.client.read_task(Slot(0)).unwrap().unwrap();
@@ -217,6 +219,7 @@ fn write_task_assigns_an_id_when_absent() {
 #[test]
 fn write_task_refuses_invalid_tasks() {
     let t = TestRoot::new();
+    t.client.create_worker(Slot(0)).unwrap();
     let err = t
         .client
         .write_task(Slot(0), &Task::new("p").with_id("../escape"))
@@ -913,6 +916,9 @@ fn assert_taken(err: Error, id: &str, place: &str) {
 #[test]
 fn an_id_taken_by_send_or_submit_is_refused_by_both_naming_where_it_went() {
     let t = TestRoot::new();
+    for n in 0..3 {
+        t.client.create_worker(Slot(n)).unwrap();
+    }
     let q = conductor::queue::Queue::new(t.client.root().clone());
     t.client
         .write_task(Slot(1), &Task::new("p").with_id("D"))
@@ -962,6 +968,8 @@ fn an_id_taken_by_send_or_submit_is_refused_by_both_naming_where_it_went() {
 #[test]
 fn an_id_refused_by_a_busy_inbox_stays_free() {
     let t = TestRoot::new();
+    t.client.create_worker(Slot(0)).unwrap();
+    t.client.create_worker(Slot(1)).unwrap();
     t.client
         .write_task(Slot(0), &Task::new("a").with_id("first"))
         .unwrap();
@@ -982,14 +990,22 @@ fn an_id_refused_by_a_busy_inbox_stays_free() {
 #[test]
 fn an_original_client_task_with_a_taken_id_is_rejected_with_a_reason() {
     let t = TestRoot::new();
+    t.client.create_worker(Slot(1)).unwrap();
     t.client
         .write_task(Slot(1), &Task::new("p").with_id("X"))
         .unwrap();
     let w0 = t.client.create_worker(Slot(0)).unwrap();
     fs::write(w0.task(), br#"{"id": "X", "prompt": "hi"}"#).unwrap();
     let _w = crate::harness::WorkerProc::start(&t, Slot(0), "cat", &[], &[]);
-    // The rejection moves task.json aside last, after the answer and the reason.
-    wait_until(BOUND, "the inbox task to be taken", || !w0.task().exists());
+    // The rejection writes its reason, takes task.json out of the inbox, then answers.
+    wait_until(BOUND, "the rejected task's answer", || {
+        t.client
+            .read_result(Slot(0))
+            .ok()
+            .flatten()
+            .is_some_and(|r| r.task_id == TaskId::from("X"))
+    });
+    assert!(!w0.task().exists());
     let r = t.client.read_result(Slot(0)).unwrap().unwrap();
     assert_eq!(r.outcome, Some(Outcome::Rejected));
     let why = r.error.unwrap_or_default();

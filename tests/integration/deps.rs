@@ -147,6 +147,18 @@ fn a_waiting_dependent_holds_no_worker_while_its_dependency_runs() {
     assert_eq!(entry["id"], "B", "{doc}");
     assert_eq!(entry["after"], serde_json::json!(["A"]), "{doc}");
     assert_eq!(entry["waiting"], "waiting for A", "{doc}");
+    let listed = cli(&t, &["tasks", "--json"], 0);
+    let doc: Value = serde_json::from_str(&listed.stdout).unwrap();
+    let b = doc["tasks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["id"] == "B")
+        .unwrap_or_else(|| panic!("B not listed: {doc}"));
+    assert_eq!(b["state"], "queued", "{doc}");
+    assert_eq!(b["after"], serde_json::json!(["A"]), "{doc}");
+    let table = cli(&t, &["tasks"], 0).stdout;
+    assert!(table.contains("queue after A"), "{table}");
 
     // Submitted after B, it still runs at once on the other worker: B holds none.
     cli(&t, &["submit", "--id", "X", "x 0"], 0);
@@ -192,12 +204,13 @@ fn unknown_or_circular_dependencies_are_refused_at_submit() {
         .unwrap_err();
     assert!(matches!(err, Error::UnknownDependency { .. }), "{err:?}");
     // Direct delivery keeps no dependencies: refused, not run early.
+    t.client.create_worker(Slot(0)).unwrap();
     let err = t
         .client
         .write_task(Slot(0), &Task::new("p").with_after(["S"]))
         .unwrap_err();
     assert!(matches!(err, Error::AfterNeedsQueue { .. }), "{err:?}");
-    assert!(err.to_string().contains("use `conductor submit --after`"));
+    assert!(err.to_string().contains("kept only by the shared queue"));
 }
 
 #[test]
@@ -216,7 +229,7 @@ fn an_inbox_task_with_dependencies_is_rejected_by_the_worker() {
         r.error
             .as_deref()
             .unwrap()
-            .contains("dependencies need the shared queue"),
+            .contains("kept only by the shared queue"),
         "{r:?}"
     );
 }

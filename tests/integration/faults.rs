@@ -149,8 +149,13 @@ fn pickup_pauses_while_the_disk_is_full() {
     t.client
         .write_task(S0, &Task::new("small").with_id("p1"))
         .unwrap();
-    wait_until(BOUND, "the worker to pause pickup", || {
+    wait_until(BOUND, "the worker to pause pickup and say why", || {
         w.stderr().contains("pickup paused")
+            && t.client
+                .read_status(S0)
+                .ok()
+                .flatten()
+                .is_some_and(|s| s.problem.is_some())
     });
     let paths = t.client.worker(S0);
     assert!(paths.task().exists(), "the task waits in the inbox");

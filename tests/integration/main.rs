@@ -13,5 +13,7 @@ mod locks;
 mod orchestrator;
 mod protocol;
 mod queue;
+mod tasks;
 mod trust;
+mod waits;
 mod worker;

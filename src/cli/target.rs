@@ -1,0 +1,87 @@
+//! What `wait`, `result`, `logs`, `cancel` and `retry` are about: tasks by id, or a worker slot (the older, lower-level form).
+
+use crate::{Root, Slot, TaskId};
+
+use super::{parse_slot, task_id_arg};
+
+/// The rule, for each command's `--help`.
+pub const TARGET_HELP: &str = "\
+Tasks are named by id, wherever they are (an inbox, the queue, running, finished). The \
+slot forms still work: with --slot N the arguments are task ids on worker slot N, and \
+without it a first argument that is the number of an existing slot (workers/N/) is that \
+slot, the rest task ids on it. Anything else is a task id. A task whose id is the number \
+of an existing slot is named with --task ID.";
+
+/// `[ARGS…] [--slot N] [--task ID]…`, shared by the task commands.
+#[derive(Debug, Clone, clap::Args)]
+pub struct Targets {
+    /// Task ids; or a slot number, then task ids on that slot (the slot forms).
+    #[arg(value_name = "TASK_ID")]
+    pub args: Vec<String>,
+    /// The slot form, explicitly: the arguments are task ids on worker slot N.
+    #[arg(long, value_name = "N", value_parser = parse_slot)]
+    pub slot: Option<Slot>,
+    /// A task id, even one that is also the number of a slot (repeatable).
+    #[arg(long = "task", value_name = "TASK_ID")]
+    pub task: Vec<String>,
+}
+
+/// What the arguments name.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Target {
+    /// A worker slot, and task ids on it (maybe none: its current or newest task).
+    Slot { slot: Slot, ids: Vec<TaskId> },
+    /// Tasks by id, wherever they are (at least one).
+    Tasks(Vec<TaskId>),
+}
+
+impl Targets {
+    /// Apply the rule in [`TARGET_HELP`] on `root`.
+    pub fn resolve(&self, root: &Root) -> anyhow::Result<Target> {
+        let mut args = self.args.as_slice();
+        let mut slot = self.slot;
+        if slot.is_none() {
+            if let Some(first) = args.first() {
+                if let Ok(s) = first.parse::<Slot>() {
+                    if root.worker(s).dir.is_dir() {
+                        slot = Some(s);
+                        args = &args[1..];
+                    }
+                }
+            }
+        }
+        let ids = args
+            .iter()
+            .chain(&self.task)
+            .map(|a| task_id_arg(a))
+            .collect::<Result<Vec<_>, _>>()?;
+        match slot {
+            Some(slot) => Ok(Target::Slot { slot, ids }),
+            None if ids.is_empty() => Err(crate::Error::Usage(
+                "name a task id (or a worker slot: --slot N)".to_string(),
+            )
+            .into()),
+            None => Ok(Target::Tasks(ids)),
+        }
+    }
+}
+
+/// The one task id of a command that takes one.
+pub fn single(ids: Vec<TaskId>, command: &str) -> anyhow::Result<TaskId> {
+    let mut ids = ids.into_iter();
+    match (ids.next(), ids.next()) {
+        (Some(id), None) => Ok(id),
+        _ => Err(crate::Error::Usage(format!("`conductor {command}` takes one task id")).into()),
+    }
+}
+
+/// At most one task id on a slot.
+pub fn at_most_one(ids: Vec<TaskId>, command: &str) -> anyhow::Result<Option<TaskId>> {
+    if ids.len() > 1 {
+        return Err(crate::Error::Usage(format!(
+            "`conductor {command} N` takes at most one task id on the slot"
+        ))
+        .into());
+    }
+    Ok(ids.into_iter().next())
+}

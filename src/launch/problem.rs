@@ -1,0 +1,101 @@
+//! Why the launcher refused or could not start: typed, so a caller can tell them apart.
+
+use std::path::PathBuf;
+
+use crate::gate::GateHolder;
+
+use super::{MAX_WORKERS, OPT_ROOT};
+
+/// Why [`launch`](super::launch) refused: the session is in use right now (exit code 3
+/// in the binaries). Each says how to attach to it.
+#[derive(Debug, Clone, thiserror::Error)]
+#[non_exhaustive]
+pub enum LaunchRefusal {
+    /// Another launcher holds the session's gate: it is creating or stopping the session.
+    #[error(
+        "refusing to launch session {session}: another conductor-launch (pid {}, since {}) \
+         is creating or stopping it right now; once it is up, attach with `{attach}`",
+        launcher.pid,
+        launcher.since
+    )]
+    LauncherBusy {
+        session: String,
+        launcher: GateHolder,
+        attach: String,
+    },
+    /// The session already runs; `record` is its recorded root and worker count, when
+    /// they could be read.
+    #[error(
+        "refusing to launch session {session}: it is already running{}; attach with `{attach}`",
+        running_record(record)
+    )]
+    Running {
+        session: String,
+        record: Option<(String, String)>,
+        attach: String,
+    },
+}
+
+/// ` (3 workers on /root)`, from a running session's recorded root and worker count.
+fn running_record(record: &Option<(String, String)>) -> String {
+    let Some((root, workers)) = record else {
+        return String::new();
+    };
+    let workers = if workers.is_empty() { "?" } else { workers };
+    let root = if root.is_empty() {
+        "an unknown root"
+    } else {
+        root
+    };
+    format!(" ({workers} workers on {root})")
+}
+
+/// What is wrong with a launch or kill request: nothing was made (exit code 2 in the
+/// binaries).
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum LaunchProblem {
+    #[error(
+        "invalid session name {name:?}: use 1 to 64 characters of A-Z a-z 0-9 _ - \
+         (not starting with -)"
+    )]
+    SessionName { name: String },
+
+    #[error(
+        "a session holds 1 to {MAX_WORKERS} workers (panes get too small for more), not {workers}"
+    )]
+    WorkerCount { workers: u32 },
+
+    #[error("cannot find the worker binary {}; install conductor-worker next to this program", path.display())]
+    NoWorkerBinary { path: PathBuf },
+
+    #[error("{} is not valid UTF-8; tmux panes need UTF-8 paths", path.display())]
+    NotUtf8 { path: PathBuf },
+
+    #[error(
+        "tmux session {session} was not made by conductor (it has no {OPT_ROOT}); stop it \
+         with tmux kill-session if you mean to"
+    )]
+    NotOurSession { session: String },
+
+    #[error(
+        "a launch with worktrees needs a git repository, but {} is not in one ({stderr}); run \
+         `git init` there and commit, or launch without worktrees",
+        dir.display()
+    )]
+    NoRepository { dir: PathBuf, stderr: String },
+
+    #[error(
+        "worktrees branch from HEAD, but the repository {} has no commit yet; commit \
+         something first",
+        repo.display()
+    )]
+    NoCommit { repo: PathBuf },
+
+    #[error(
+        "{} exists but is not a worktree of {}; remove it or launch under another session name",
+        path.display(),
+        repo.display()
+    )]
+    ForeignWorktree { path: PathBuf, repo: PathBuf },
+}

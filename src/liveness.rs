@@ -1,0 +1,267 @@
+//! Whether a wait will ever be answered: who serves the slot or queue it waits on, by worker gates.
+//!
+//! A live worker holds its slot's gate (`workers/<N>/.worker.lock`) for its whole life
+//! and the kernel drops it when the worker dies, so a free gate means nobody serves the
+//! slot. Two things make that judgement careful: a worker that is merely restarting
+//! leaves its gate free for a moment, so "nobody serves it" needs the gate to stay free
+//! for [`NOBODY_GRACE`]; and a worker that died mid-task shows as its gate coming free
+//! while the task is still in its `running.json` — known at once, and final unless
+//! someone recovers the slot (the worker started again, `conductor recover`, or any
+//! other live worker, which sweeps abandoned slots).
+
+use std::time::{Duration, Instant};
+
+use crate::client::Client;
+use crate::error::{Error, Result};
+use crate::fsio;
+use crate::gate;
+use crate::layout::{Root, Slot};
+use crate::protocol::{Task, TaskId};
+
+/// How long the gates a wait depends on must stay free before the wait ends with
+/// [`Error::NobodyServes`]: a restarting worker frees its gate only for a moment.
+pub const NOBODY_GRACE: Duration = Duration::from_secs(2);
+
+/// Who a wait depends on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Awaited {
+    /// The worker of one slot (a task sent to its inbox, or its status).
+    Slot(Slot),
+    /// Any worker of the root (a task in the shared queue).
+    Queue,
+}
+
+/// What a wait does when the worker running its task dies.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OnDeath {
+    /// End at once with [`Error::WorkerDied`].
+    Fail,
+    /// Wait on for recovery's result as long as someone can recover the task: the
+    /// slot's gate is taken again, or another live worker serves the root (it recovers
+    /// abandoned slots). With nobody for [`NOBODY_GRACE`], end with [`Error::WorkerDied`].
+    AwaitRecovery,
+}
+
+/// Whether a live process (a worker, or a recovery in progress) holds `slot`'s gate.
+pub fn slot_served(root: &Root, slot: Slot) -> Result<bool> {
+    Ok(gate::probe(&root.worker(slot).worker_gate())?.is_some())
+}
+
+/// Whether any slot of `root` is served by a live worker.
+pub fn root_served(root: &Root) -> Result<bool> {
+    for slot in Client::new(root.clone()).list_workers()? {
+        if slot_served(root, slot)? {
+            return Ok(true);
+        }
+    }
+    Ok(false)
+}
+
+/// Whether `slot`'s `running.json` holds task `id` (compared as text, as ids are
+/// written: a number and its digits are one id).
+fn running_holds(root: &Root, slot: Slot, id: &TaskId) -> bool {
+    fsio::read_bounded(&root.worker(slot).running(), fsio::TASK_SIZE_LIMIT)
+        .ok()
+        .flatten()
+        .and_then(|b| Task::salvage_id(&b))
+        .is_some_and(|r| r.to_string() == id.to_string())
+}
+
+/// Watches over one wait: [`Vigil::check`] on every wake says whether anyone may
+/// still answer it.
+#[derive(Debug)]
+pub struct Vigil {
+    root: Root,
+    awaited: Awaited,
+    task: Option<TaskId>,
+    on_death: OnDeath,
+    grace: Duration,
+    /// Since when nobody has served the wait (reset whenever someone does).
+    unserved_since: Option<Instant>,
+}
+
+impl Vigil {
+    pub fn new(root: Root, awaited: Awaited, task: Option<TaskId>, on_death: OnDeath) -> Vigil {
+        Vigil {
+            root,
+            awaited,
+            task,
+            on_death,
+            grace: NOBODY_GRACE,
+            unserved_since: None,
+        }
+    }
+
+    /// Use another grace than [`NOBODY_GRACE`].
+    pub fn with_grace(mut self, grace: Duration) -> Vigil {
+        self.grace = grace;
+        self
+    }
+
+    /// Judge once: `Ok` while someone may still answer the wait, else why nobody will.
+    /// Call it on every wake and on a timer: the grace is measured between calls.
+    pub fn check(&mut self) -> Result<()> {
+        match self.judge()? {
+            None => {
+                self.unserved_since = None;
+                Ok(())
+            }
+            Some((err, at_once)) => {
+                let since = *self.unserved_since.get_or_insert_with(Instant::now);
+                if at_once || since.elapsed() >= self.grace {
+                    Err(err)
+                } else {
+                    Ok(())
+                }
+            }
+        }
+    }
+
+    /// `None` while served; else the error, and whether it is final at once (a death
+    /// when told to fail on one) or only once unserved for the grace.
+    fn judge(&self) -> Result<Option<(Error, bool)>> {
+        if let Some((slot, id)) = self.in_hand()? {
+            let died = Error::WorkerDied {
+                slot: slot.0,
+                pid: Client::new(self.root.clone())
+                    .read_status(slot)
+                    .ok()
+                    .flatten()
+                    .and_then(|s| s.worker_pid),
+                task: id.to_string(),
+                root: self.root.path().to_path_buf(),
+            };
+            return Ok(match self.on_death {
+                OnDeath::Fail => Some((died, true)),
+                OnDeath::AwaitRecovery if root_served(&self.root)? => None,
+                OnDeath::AwaitRecovery => Some((died, false)),
+            });
+        }
+        let served = match self.awaited {
+            Awaited::Slot(slot) => slot_served(&self.root, slot)?,
+            Awaited::Queue => root_served(&self.root)?,
+        };
+        Ok((!served).then(|| {
+            let nobody = Error::NobodyServes {
+                slot: match self.awaited {
+                    Awaited::Slot(s) => Some(s.0),
+                    Awaited::Queue => None,
+                },
+                task: self.task.as_ref().map(TaskId::to_string),
+                root: self.root.path().to_path_buf(),
+            };
+            (nobody, false)
+        }))
+    }
+
+    /// The slot whose dead worker left our task in `running.json`, if one did. A live
+    /// worker running it is no death; nor is one that finished it just now — the gate
+    /// is probed before `running.json` is read again, and a finished task leaves
+    /// `running.json` before its worker lets go of the gate.
+    fn in_hand(&self) -> Result<Option<(Slot, TaskId)>> {
+        let Some(id) = &self.task else {
+            return Ok(None);
+        };
+        let candidates = match self.awaited {
+            Awaited::Slot(slot) => vec![slot],
+            Awaited::Queue => Client::new(self.root.clone()).list_workers()?,
+        };
+        for slot in candidates {
+            if running_holds(&self.root, slot, id)
+                && !slot_served(&self.root, slot)?
+                && running_holds(&self.root, slot, id)
+            {
+                return Ok(Some((slot, id.clone())));
+            }
+        }
+        Ok(None)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::gate::Gate;
+
+    fn root_with_slot(slot: Slot) -> (tempfile::TempDir, Root) {
+        let dir = tempfile::tempdir().unwrap();
+        let root = Root::new(dir.path().join("root"));
+        Client::new(root.clone()).create_worker(slot).unwrap();
+        (dir, root)
+    }
+
+    #[test]
+    fn nobody_serves_only_after_the_grace() {
+        let (_dir, root) = root_with_slot(Slot(0));
+        let mut v = Vigil::new(root, Awaited::Slot(Slot(0)), None, OnDeath::Fail)
+            .with_grace(Duration::from_secs(3600));
+        // Free, but not for the grace yet: a worker may be restarting.
+        v.check().expect("within the grace");
+        let mut v = v.with_grace(Duration::ZERO);
+        let err = v.check().unwrap_err();
+        assert!(
+            matches!(err, Error::NobodyServes { slot: Some(0), .. }),
+            "{err:?}"
+        );
+        assert!(err.to_string().contains("conductor-worker 0 DIR"), "{err}");
+    }
+
+    #[test]
+    fn a_held_gate_serves_and_resets_the_grace() {
+        let (_dir, root) = root_with_slot(Slot(1));
+        let gate = Gate::acquire(&root.worker(Slot(1)).worker_gate(), "worker 1").unwrap();
+        let mut v = Vigil::new(root.clone(), Awaited::Slot(Slot(1)), None, OnDeath::Fail)
+            .with_grace(Duration::ZERO);
+        v.check().expect("served");
+        let mut q =
+            Vigil::new(root, Awaited::Queue, None, OnDeath::Fail).with_grace(Duration::ZERO);
+        q.check().expect("the queue is served by any live worker");
+        drop(gate);
+        assert!(matches!(
+            q.check(),
+            Err(Error::NobodyServes { slot: None, .. })
+        ));
+    }
+
+    #[test]
+    fn a_task_left_in_running_json_under_a_free_gate_is_a_death() {
+        let (_dir, root) = root_with_slot(Slot(2));
+        let id = TaskId::from("t1");
+        std::fs::write(
+            root.worker(Slot(2)).running(),
+            br#"{"id":"t1","prompt":"x"}"#,
+        )
+        .unwrap();
+        let mut v = Vigil::new(
+            root.clone(),
+            Awaited::Slot(Slot(2)),
+            Some(id.clone()),
+            OnDeath::Fail,
+        )
+        .with_grace(Duration::from_secs(3600));
+        let err = v.check().unwrap_err();
+        assert!(
+            matches!(&err, Error::WorkerDied { slot: 2, task, .. } if task == "t1"),
+            "{err:?}"
+        );
+        // The queue form finds it on whichever slot took it.
+        let mut q = Vigil::new(
+            root.clone(),
+            Awaited::Queue,
+            Some(id.clone()),
+            OnDeath::Fail,
+        );
+        assert!(matches!(q.check(), Err(Error::WorkerDied { slot: 2, .. })));
+        // Awaiting recovery: someone live elsewhere on the root will sweep the slot.
+        Client::new(root.clone()).create_worker(Slot(3)).unwrap();
+        let _other = Gate::acquire(&root.worker(Slot(3)).worker_gate(), "worker 3").unwrap();
+        let mut r = Vigil::new(
+            root,
+            Awaited::Slot(Slot(2)),
+            Some(id),
+            OnDeath::AwaitRecovery,
+        )
+        .with_grace(Duration::ZERO);
+        r.check().expect("another live worker will recover it");
+    }
+}

@@ -1,0 +1,401 @@
+//! Listing a root's tasks newest first, reading only the files of the page shown.
+//!
+//! The candidates are the registry's entries (`ids/`, one name and one `stat` each: the
+//! entry's mtime is when the id was reserved, i.e. submitted) plus tasks an original
+//! client left in an inbox that no worker has registered yet. They are sorted by that
+//! time, and only then, newest first, is each one's state read (its registry entry, its
+//! result, its task file) until the page is full: a root with 10,000 finished tasks costs
+//! one directory listing and 10,000 stats, plus a few reads per task shown. Filters on
+//! state, key or slot read on until enough tasks match; `since` cuts the list by time
+//! before anything is read.
+
+use std::collections::{HashMap, HashSet};
+use std::fs;
+use std::io;
+use std::path::PathBuf;
+use std::time::SystemTime;
+
+use serde::Serialize;
+
+use crate::client::Client;
+use crate::error::{Error, Result};
+use crate::fsio::{self, SMALL_FILE_LIMIT, TASK_SIZE_LIMIT};
+use crate::ids::{self, Place};
+use crate::inspect::read_task_file;
+use crate::layout::{Root, Slot};
+use crate::protocol::{parse_status, Task, TaskId, TaskResult};
+use crate::queue::PendingName;
+
+use super::{find, TaskLocation, TaskState};
+
+/// The default page size of `conductor tasks`.
+pub const DEFAULT_LIMIT: usize = 50;
+
+/// Longest prompt preview kept in a summary, in characters.
+const PREVIEW_CHARS: usize = 120;
+
+/// Which tasks [`list`] returns.
+#[derive(Debug, Clone, Default)]
+pub struct ListOptions {
+    /// Only tasks in one of these states (all but `gone` when empty).
+    pub states: Vec<TaskState>,
+    /// Only tasks with this key.
+    pub key: Option<String>,
+    /// Only tasks delivered to, running on, or run by this slot.
+    pub slot: Option<Slot>,
+    /// Only tasks submitted at or after this time.
+    pub since: Option<SystemTime>,
+    /// At most this many (`None`: all).
+    pub limit: Option<usize>,
+}
+
+/// One task as `conductor tasks` shows it.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TaskSummary {
+    pub id: TaskId,
+    pub state: TaskState,
+    /// Submitted to the shared queue (else delivered to a slot's inbox).
+    pub queued: bool,
+    /// The slot whose inbox holds it, that runs it, or that ran it.
+    pub slot: Option<u32>,
+    pub key: Option<String>,
+    pub priority: Option<u8>,
+    /// The prompt's start, whitespace folded (up to 120 characters).
+    pub prompt_preview: Option<String>,
+    /// When its id was reserved (the registry entry's time).
+    pub submitted_at: String,
+    #[serde(skip)]
+    pub submitted: SystemTime,
+    pub started_at: Option<String>,
+    pub finished_at: Option<String>,
+    /// Run time: the result's, or so far for a running task.
+    pub duration_ms: Option<u64>,
+    pub attempt: Option<u32>,
+    pub max_attempts: Option<u32>,
+    /// What the agent reported it cost (claude preset).
+    pub cost_usd: Option<f64>,
+    /// Why it failed, if it did.
+    pub error: Option<String>,
+    /// The file that shows its state.
+    pub file: Option<PathBuf>,
+    /// The tasks it runs after (`after`), if any.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub after: Vec<TaskId>,
+}
+
+/// What the slots and the queue hold right now, read once per listing.
+struct Snapshot {
+    inbox: HashMap<String, Slot>,
+    running: HashMap<String, Slot>,
+    pending: HashMap<String, (PathBuf, PendingName)>,
+    /// `queue/rejected/` by id, read only if a withdrawn queue task is shown.
+    queue_rejected: Option<HashMap<String, PathBuf>>,
+}
+
+impl Snapshot {
+    fn take(root: &Root) -> Result<Snapshot> {
+        let mut inbox = HashMap::new();
+        let mut running = HashMap::new();
+        for slot in Client::new(root.clone()).list_workers()? {
+            let w = root.worker(slot);
+            if let Some(id) = read_task_file(&w.task()).and_then(|f| f.task_id) {
+                inbox.insert(id.to_string(), slot);
+            }
+            if let Some(id) = read_task_file(&w.running()).and_then(|f| f.task_id) {
+                running.insert(id.to_string(), slot);
+            }
+        }
+        let mut pending = HashMap::new();
+        for (name, path) in names_in(&root.queue_pending())? {
+            if let Some(p) = PendingName::parse(&name) {
+                pending.insert(p.id.to_string(), (path, p));
+            }
+        }
+        Ok(Snapshot {
+            inbox,
+            running,
+            pending,
+            queue_rejected: None,
+        })
+    }
+
+    fn queue_rejected(&mut self, root: &Root) -> &HashMap<String, PathBuf> {
+        self.queue_rejected.get_or_insert_with(|| {
+            names_in(&root.queue_rejected())
+                .unwrap_or_default()
+                .into_iter()
+                .filter_map(|(name, path)| {
+                    PendingName::parse(&name).map(|p| (p.id.to_string(), path))
+                })
+                .collect()
+        })
+    }
+}
+
+/// The names in `dir` (none if it is missing), hidden and temp files left out.
+fn names_in(dir: &std::path::Path) -> Result<Vec<(String, PathBuf)>> {
+    let entries = match fs::read_dir(dir) {
+        Ok(e) => e,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(e) => return Err(Error::io("list", dir, e)),
+    };
+    Ok(entries
+        .flatten()
+        .filter_map(|e| {
+            let name = e.file_name().into_string().ok()?;
+            (!name.starts_with('.')).then(|| (name, e.path()))
+        })
+        .collect())
+}
+
+/// One task to consider: its id, when it was submitted, and where the registry (or an
+/// inbox) says it went, when already known.
+struct Candidate {
+    submitted: SystemTime,
+    name: String,
+    place: Option<Place>,
+}
+
+/// Every task id on the root with its submission time (cheap: names and stats only).
+fn candidates(root: &Root, snap: &Snapshot) -> Result<Vec<Candidate>> {
+    let mut out = Vec::new();
+    let mut seen = HashSet::new();
+    for (dir, place) in [
+        (root.ids_dir(), None),
+        (root.queue_ids(), Some(Place::Queue)),
+    ] {
+        let entries = match fs::read_dir(&dir) {
+            Ok(e) => e,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => continue,
+            Err(e) => return Err(Error::io("list", &dir, e)),
+        };
+        for entry in entries.flatten() {
+            let Ok(name) = entry.file_name().into_string() else {
+                continue;
+            };
+            if name.starts_with('.') || !seen.insert(name.clone()) {
+                continue;
+            }
+            let Ok(meta) = entry.metadata() else {
+                continue; // gone meanwhile
+            };
+            out.push(Candidate {
+                submitted: meta.modified().unwrap_or(SystemTime::UNIX_EPOCH),
+                name,
+                place,
+            });
+        }
+    }
+    // An original client's task waits unregistered until a worker claims it.
+    for (name, slot) in &snap.inbox {
+        if seen.insert(name.clone()) {
+            let submitted = fs::symlink_metadata(root.worker(*slot).task())
+                .and_then(|m| m.modified())
+                .unwrap_or_else(|_| SystemTime::now());
+            out.push(Candidate {
+                submitted,
+                name: name.clone(),
+                place: Some(Place::Worker(*slot)),
+            });
+        }
+    }
+    Ok(out)
+}
+
+/// Tasks on the root, newest first, filtered by `opts`.
+pub fn list(root: &Root, opts: &ListOptions) -> Result<Vec<TaskSummary>> {
+    let mut snap = Snapshot::take(root)?;
+    let mut all = candidates(root, &snap)?;
+    if let Some(since) = opts.since {
+        all.retain(|c| c.submitted >= since);
+    }
+    if !opts.states.is_empty() && opts.states.iter().all(|s| !s.is_finished()) {
+        // Only unfinished tasks wanted: the snapshot holds every one of them.
+        all.retain(|c| {
+            snap.inbox.contains_key(&c.name)
+                || snap.running.contains_key(&c.name)
+                || snap.pending.contains_key(&c.name)
+        });
+    }
+    all.sort_unstable_by(|a, b| (b.submitted, &b.name).cmp(&(a.submitted, &a.name)));
+    let limit = opts.limit.unwrap_or(usize::MAX);
+    let mut out = Vec::new();
+    for c in all {
+        if out.len() >= limit {
+            break;
+        }
+        let Ok(id) = TaskId::parse(&c.name) else {
+            continue; // not an id (a stray file)
+        };
+        let s = summarize(root, &mut snap, &id, &c)?;
+        if matches(&s, opts) {
+            out.push(s);
+        }
+    }
+    Ok(out)
+}
+
+fn matches(s: &TaskSummary, opts: &ListOptions) -> bool {
+    let state_ok = if opts.states.is_empty() {
+        s.state != TaskState::Gone
+    } else {
+        opts.states.contains(&s.state)
+    };
+    state_ok
+        && opts.key.as_ref().is_none_or(|k| s.key.as_ref() == Some(k))
+        && opts.slot.is_none_or(|slot| s.slot == Some(slot.0))
+}
+
+/// Where the task is now: its result first (most tasks on a busy root have finished),
+/// then what the snapshot saw, then a full look if it moved since.
+fn locate(
+    root: &Root,
+    snap: &Snapshot,
+    id: &TaskId,
+    place: Option<Place>,
+) -> Result<(TaskLocation, Option<TaskResult>)> {
+    let key = id.to_string();
+    let at = |state, queued, slot, file| TaskLocation {
+        id: id.clone(),
+        state,
+        queued,
+        slot,
+        file: Some(file),
+    };
+    match place {
+        Some(Place::Worker(slot)) => {
+            let w = root.worker(slot);
+            let kept = w.result_for(id);
+            if let Ok(Some(r)) = TaskResult::read(&kept) {
+                return Ok((
+                    at(TaskState::of_result(&r), false, Some(slot), kept),
+                    Some(r),
+                ));
+            }
+            if snap.running.get(&key) == Some(&slot) {
+                return Ok((at(TaskState::Running, false, Some(slot), w.running()), None));
+            }
+            if snap.inbox.get(&key) == Some(&slot) {
+                return Ok((at(TaskState::Waiting, false, Some(slot), w.task()), None));
+            }
+        }
+        Some(Place::Queue) => {
+            let path = root.queue_results().join(format!("{key}.json"));
+            if let Ok(Some(r)) = TaskResult::read(&path) {
+                let slot = r.worker.and_then(|n| Slot::checked(n).ok());
+                return Ok((at(TaskState::of_result(&r), true, slot, path), Some(r)));
+            }
+            if let Some(&slot) = snap.running.get(&key) {
+                let file = root.worker(slot).running();
+                return Ok((at(TaskState::Running, true, Some(slot), file), None));
+            }
+            if let Some((path, _)) = snap.pending.get(&key) {
+                return Ok((at(TaskState::Queued, true, None, path.clone()), None));
+            }
+        }
+        None => {}
+    }
+    let loc = find(root, id)?.unwrap_or(TaskLocation {
+        id: id.clone(),
+        state: TaskState::Gone,
+        queued: false,
+        slot: None,
+        file: None,
+    });
+    let result = match (&loc.file, loc.state.is_finished()) {
+        (Some(f), true) => TaskResult::read(f).ok().flatten(),
+        _ => None,
+    };
+    Ok((loc, result))
+}
+
+/// The task file that tells its prompt, key and priority.
+fn task_file(root: &Root, snap: &mut Snapshot, loc: &TaskLocation) -> Option<PathBuf> {
+    match (loc.state, loc.slot) {
+        (TaskState::Waiting | TaskState::Running | TaskState::Queued, _) => loc.file.clone(),
+        (TaskState::Gone, _) => None,
+        (_, Some(slot)) => Some(root.worker(slot).task_record(&loc.id)),
+        // Withdrawn from the queue before any worker ran it.
+        (_, None) => snap.queue_rejected(root).get(&loc.id.to_string()).cloned(),
+    }
+}
+
+fn summarize(root: &Root, snap: &mut Snapshot, id: &TaskId, c: &Candidate) -> Result<TaskSummary> {
+    let place = match c.place {
+        Some(p) => Some(p),
+        None => ids::lookup(root, id).ok().flatten(),
+    };
+    let (loc, result) = locate(root, snap, id, place)?;
+    let task = task_file(root, snap, &loc)
+        .and_then(|p| fsio::read_bounded(&p, TASK_SIZE_LIMIT).ok().flatten())
+        .and_then(|b| serde_json::from_slice::<Task>(&b).ok());
+    let pending = snap.pending.get(&id.to_string()).map(|(_, p)| p);
+    let mut s = TaskSummary {
+        id: id.clone(),
+        state: loc.state,
+        queued: loc.queued,
+        slot: loc.slot.map(|s| s.0),
+        key: task
+            .as_ref()
+            .and_then(|t| t.key.clone())
+            .or_else(|| pending.and_then(|p| p.key.clone())),
+        priority: task
+            .as_ref()
+            .and_then(|t| t.priority)
+            .or_else(|| pending.map(|p| p.priority)),
+        prompt_preview: task.as_ref().map(|t| preview(&t.prompt)),
+        submitted_at: crate::protocol::rfc3339(c.submitted),
+        submitted: c.submitted,
+        started_at: None,
+        finished_at: None,
+        duration_ms: None,
+        attempt: task.as_ref().and_then(|t| t.attempt),
+        max_attempts: task.as_ref().and_then(|t| t.max_attempts),
+        cost_usd: None,
+        error: None,
+        file: loc.file.clone(),
+        after: task.as_ref().map(|t| t.after.clone()).unwrap_or_default(),
+    };
+    if let Some(r) = result {
+        s.started_at = r.started_at;
+        s.finished_at = r.finished_at;
+        s.duration_ms = r.duration_ms;
+        s.attempt = r.attempt.or(s.attempt);
+        s.cost_usd = r.cost_usd;
+        s.error = r.error;
+    } else if let (TaskState::Running, Some(slot)) = (loc.state, loc.slot) {
+        running_since(root, slot, id, &mut s);
+    }
+    Ok(s)
+}
+
+/// A running task's start and run time so far, from its slot's `status.json`.
+fn running_since(root: &Root, slot: Slot, id: &TaskId, s: &mut TaskSummary) {
+    let path = root.worker(slot).status();
+    let Some(status) = fsio::read_bounded(&path, SMALL_FILE_LIMIT)
+        .ok()
+        .flatten()
+        .and_then(|b| parse_status(&path, &b).ok())
+        .filter(|st| st.task_id.as_ref() == Some(id))
+    else {
+        return;
+    };
+    s.duration_ms = status
+        .started_at
+        .as_deref()
+        .and_then(crate::protocol::parse_rfc3339)
+        .and_then(|t| t.elapsed().ok())
+        .map(|d| d.as_millis() as u64);
+    s.started_at = status.started_at;
+    s.attempt = status.attempt.or(s.attempt);
+}
+
+/// The prompt's start on one line.
+fn preview(prompt: &str) -> String {
+    let folded = prompt.split_whitespace().collect::<Vec<_>>().join(" ");
+    match folded.char_indices().nth(PREVIEW_CHARS) {
+        Some((cut, _)) => format!("{}…", &folded[..cut]),
+        None => folded,
+    }
+}

@@ -1,0 +1,381 @@
+//! Tasks by id, wherever they are: find one, read or wait for its result, withdraw or cancel it, list them.
+//!
+//! The index from an id to its place is the root-wide registry (`ids/<id>`, see
+//! [`crate::ids`]): it says `workers/N` (delivered to that inbox) or `queue`. From there a
+//! task's state is read off at most a handful of files, in the order a task moves through
+//! them, so a task never slips between two looks unseen:
+//!
+//! - a slot's task: `task.json` (waiting) → `running.json` (running) → `results/<id>.json`;
+//! - a queued task: `queue/pending/…~<id>.json` (queued) → some slot's `running.json`
+//!   (running) → `queue/results/<id>.json` (a link of that slot's result, whose `worker`
+//!   field names the slot).
+//!
+//! A queued task's slot while it runs is found by reading each slot's `running.json` (one
+//! small file per slot), not recorded anywhere: nothing extra to keep right on the claim
+//! path. An id the registry does not know (an original client's task not yet claimed, a
+//! root from before the registry) is looked for in every slot's inbox and results. A lost
+//! or damaged registry is rebuilt from the files with [`reindex::rebuild`]
+//! (`conductor tasks reindex`).
+
+pub mod list;
+pub mod reindex;
+pub mod withdraw;
+
+use std::fmt;
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::str::FromStr;
+use std::time::Duration;
+
+use serde::Serialize;
+
+use crate::client::Client;
+use crate::error::{Error, Result};
+use crate::ids::{self, Place};
+use crate::inspect::read_task_file;
+use crate::layout::{Root, Slot};
+use crate::liveness::OnDeath;
+use crate::protocol::{Outcome, TaskId, TaskResult};
+use crate::queue::Queue;
+
+pub use list::{list, ListOptions, TaskSummary};
+pub use withdraw::{cancel_task, CancelTask};
+
+/// Where a task is in its life.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum TaskState {
+    /// In a slot's inbox (`task.json`), not yet claimed.
+    Waiting,
+    /// In the shared queue (`queue/pending/`), not yet claimed.
+    Queued,
+    /// Claimed: in some slot's `running.json`.
+    Running,
+    Done,
+    Failed,
+    Timeout,
+    Cancelled,
+    Interrupted,
+    Rejected,
+    /// Registered, but no file shows it any more (collected by gc, or removed by hand).
+    Gone,
+}
+
+impl TaskState {
+    pub const ALL: [TaskState; 10] = [
+        TaskState::Waiting,
+        TaskState::Queued,
+        TaskState::Running,
+        TaskState::Done,
+        TaskState::Failed,
+        TaskState::Timeout,
+        TaskState::Cancelled,
+        TaskState::Interrupted,
+        TaskState::Rejected,
+        TaskState::Gone,
+    ];
+
+    /// The state a result tells of.
+    pub fn of_result(r: &TaskResult) -> TaskState {
+        match r.outcome {
+            Some(Outcome::Success) => TaskState::Done,
+            Some(Outcome::Failure) => TaskState::Failed,
+            Some(Outcome::Timeout) => TaskState::Timeout,
+            Some(Outcome::Cancelled) => TaskState::Cancelled,
+            Some(Outcome::Interrupted) => TaskState::Interrupted,
+            Some(Outcome::Rejected) => TaskState::Rejected,
+            // Results of original workers carry only `success`.
+            None if r.success => TaskState::Done,
+            None => TaskState::Failed,
+        }
+    }
+
+    /// The task has its result (or had one: gone).
+    pub fn is_finished(self) -> bool {
+        !matches!(
+            self,
+            TaskState::Waiting | TaskState::Queued | TaskState::Running
+        )
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            TaskState::Waiting => "waiting",
+            TaskState::Queued => "queued",
+            TaskState::Running => "running",
+            TaskState::Done => "done",
+            TaskState::Failed => "failed",
+            TaskState::Timeout => "timeout",
+            TaskState::Cancelled => "cancelled",
+            TaskState::Interrupted => "interrupted",
+            TaskState::Rejected => "rejected",
+            TaskState::Gone => "gone",
+        }
+    }
+}
+
+impl fmt::Display for TaskState {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl FromStr for TaskState {
+    type Err = String;
+
+    fn from_str(s: &str) -> std::result::Result<TaskState, String> {
+        TaskState::ALL
+            .into_iter()
+            .find(|t| t.as_str() == s)
+            .ok_or_else(|| {
+                let names: Vec<&str> = TaskState::ALL.iter().map(|t| t.as_str()).collect();
+                format!("unknown task state {s:?}; one of {}", names.join(", "))
+            })
+    }
+}
+
+/// Where a task is, and the file that shows it.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TaskLocation {
+    pub id: TaskId,
+    pub state: TaskState,
+    /// It was submitted to the shared queue (else delivered to a slot's inbox).
+    pub queued: bool,
+    /// The slot whose inbox holds it, that runs it, or that ran it; `None` while it is
+    /// in the queue, and for a queued task withdrawn before it ran.
+    #[serde(serialize_with = "slot_number")]
+    pub slot: Option<Slot>,
+    /// `task.json`, the pending entry, `running.json`, or the result.
+    pub file: Option<PathBuf>,
+}
+
+fn slot_number<S: serde::Serializer>(
+    slot: &Option<Slot>,
+    s: S,
+) -> std::result::Result<S::Ok, S::Error> {
+    slot.map(|n| n.0).serialize(s)
+}
+
+/// How often a task seen nowhere is looked for again (it may be between two places:
+/// a withdrawal renames it out before its result is written).
+const RELOOKS: u32 = 25;
+const RELOOK_PAUSE: Duration = Duration::from_millis(2);
+
+/// Find task `id` anywhere on the root. `None` when no file and no registry entry
+/// knows the id.
+pub fn find(root: &Root, id: &TaskId) -> Result<Option<TaskLocation>> {
+    id.validate()
+        .map_err(|reason| Error::InvalidTask { reason })?;
+    for look in 0..RELOOKS {
+        let place = ids::lookup(root, id)?;
+        let found = match place {
+            Some(Place::Worker(slot)) => in_slot(root, id, slot)?,
+            Some(Place::Queue) => in_queue(root, id)?,
+            None => return unregistered(root, id),
+        };
+        if found.is_some() {
+            return Ok(found);
+        }
+        if look + 1 < RELOOKS {
+            std::thread::sleep(RELOOK_PAUSE);
+        }
+    }
+    let place = ids::lookup(root, id)?;
+    Ok(Some(TaskLocation {
+        id: id.clone(),
+        state: TaskState::Gone,
+        queued: place == Some(Place::Queue),
+        slot: match place {
+            Some(Place::Worker(s)) => Some(s),
+            _ => None,
+        },
+        file: Some(root.id_entry(id)),
+    }))
+}
+
+fn holds(path: &Path, id: &TaskId) -> bool {
+    read_task_file(path).and_then(|f| f.task_id).as_ref() == Some(id)
+}
+
+fn located(
+    id: &TaskId,
+    state: TaskState,
+    queued: bool,
+    slot: Option<Slot>,
+    file: PathBuf,
+) -> TaskLocation {
+    TaskLocation {
+        id: id.clone(),
+        state,
+        queued,
+        slot,
+        file: Some(file),
+    }
+}
+
+/// A task delivered to `slot`'s inbox: looked for in its life's order.
+fn in_slot(root: &Root, id: &TaskId, slot: Slot) -> Result<Option<TaskLocation>> {
+    let w = root.worker(slot);
+    if holds(&w.task(), id) {
+        return Ok(Some(located(
+            id,
+            TaskState::Waiting,
+            false,
+            Some(slot),
+            w.task(),
+        )));
+    }
+    if holds(&w.running(), id) {
+        return Ok(Some(located(
+            id,
+            TaskState::Running,
+            false,
+            Some(slot),
+            w.running(),
+        )));
+    }
+    let kept = w.result_for(id);
+    Ok(TaskResult::read(&kept)?
+        .map(|r| located(id, TaskState::of_result(&r), false, Some(slot), kept)))
+}
+
+/// The pending entry of queued task `id`, if it still waits.
+pub(crate) fn pending_entry(root: &Root, id: &TaskId) -> Result<Option<PathBuf>> {
+    let suffix = format!("~{id}.json");
+    let dir = root.queue_pending();
+    let entries = match fs::read_dir(&dir) {
+        Ok(e) => e,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(Error::io("list", &dir, e)),
+    };
+    Ok(entries
+        .flatten()
+        .find(|e| e.file_name().to_str().is_some_and(|n| n.ends_with(&suffix)))
+        .map(|e| e.path()))
+}
+
+/// The slot whose `running.json` holds task `id`.
+pub(crate) fn running_slot(root: &Root, id: &TaskId) -> Result<Option<Slot>> {
+    Ok(Client::new(root.clone())
+        .list_workers()?
+        .into_iter()
+        .find(|s| holds(&root.worker(*s).running(), id)))
+}
+
+/// A task submitted to the queue: looked for in its life's order.
+fn in_queue(root: &Root, id: &TaskId) -> Result<Option<TaskLocation>> {
+    if let Some(p) = pending_entry(root, id)? {
+        return Ok(Some(located(id, TaskState::Queued, true, None, p)));
+    }
+    if let Some(slot) = running_slot(root, id)? {
+        let file = root.worker(slot).running();
+        return Ok(Some(located(
+            id,
+            TaskState::Running,
+            true,
+            Some(slot),
+            file,
+        )));
+    }
+    let path = root.queue_results().join(format!("{id}.json"));
+    Ok(TaskResult::read(&path)?.map(|r| {
+        let slot = r.worker.and_then(|n| Slot::checked(n).ok());
+        located(id, TaskState::of_result(&r), true, slot, path)
+    }))
+}
+
+/// An id without a registry entry: an original client's task not yet claimed, or a
+/// root from before the registry. One look in each slot, and the queue's results.
+fn unregistered(root: &Root, id: &TaskId) -> Result<Option<TaskLocation>> {
+    let slots = Client::new(root.clone()).list_workers()?;
+    for &slot in &slots {
+        if let Some(found) = in_slot(root, id, slot)? {
+            return Ok(Some(found));
+        }
+    }
+    in_queue(root, id)
+}
+
+/// Task `id`'s result, if it has finished; [`Error::NoSuchTask`] if nothing knows the id.
+pub fn result_of(root: &Root, id: &TaskId) -> Result<Option<TaskResult>> {
+    let Some(loc) = find(root, id)? else {
+        return Err(no_such_task(root, id));
+    };
+    match (
+        &loc.file,
+        loc.state.is_finished() && loc.state != TaskState::Gone,
+    ) {
+        (Some(path), true) => TaskResult::read(path),
+        _ => Ok(None),
+    }
+}
+
+pub(crate) fn no_such_task(root: &Root, id: &TaskId) -> Error {
+    Error::NoSuchTask {
+        id: id.to_string(),
+        root: root.path().to_path_buf(),
+    }
+}
+
+/// Wait until task `id` has a result, wherever it is; returns it. Fails at once with
+/// [`Error::NoSuchTask`] when nothing knows the id, with [`Error::Timeout`] after
+/// `timeout` (`Duration::MAX`: no limit), and as the slot's or the queue's own wait does
+/// when nobody serves it ([`Error::NobodyServes`]) or its worker dies (`on_death`).
+pub fn wait_for_task(
+    root: &Root,
+    id: &TaskId,
+    timeout: Duration,
+    on_death: OnDeath,
+) -> Result<TaskResult> {
+    let Some(loc) = find(root, id)? else {
+        return Err(no_such_task(root, id));
+    };
+    match (loc.queued, loc.slot) {
+        (false, Some(slot)) => {
+            Client::new(root.clone()).wait_for_result_with(slot, id, timeout, on_death)
+        }
+        _ => Queue::new(root.clone()).wait_for_result_with(id, timeout, on_death),
+    }
+}
+
+/// Tasks by id on the orchestrator's handle (implemented in [`crate::tasks`]).
+impl Client {
+    /// Where task `id` is (waiting in an inbox, queued, running, or finished) and the
+    /// file that shows it; `None` if no file and no registry entry knows the id.
+    pub fn find_task(&self, id: &TaskId) -> Result<Option<TaskLocation>> {
+        find(self.root(), id)
+    }
+
+    /// Task `id`'s result if it has finished, wherever it ran.
+    pub fn result_of(&self, id: &TaskId) -> Result<Option<TaskResult>> {
+        result_of(self.root(), id)
+    }
+
+    /// Wait for task `id`'s result, wherever it is, waiting on through a recovery if its
+    /// worker dies (see [`wait_for_task`]).
+    pub fn wait_for_task(&self, id: &TaskId, timeout: Duration) -> Result<TaskResult> {
+        wait_for_task(self.root(), id, timeout, OnDeath::AwaitRecovery)
+    }
+
+    /// [`Client::wait_for_task`], doing `on_death` if the worker dies with the task.
+    pub fn wait_for_task_with(
+        &self,
+        id: &TaskId,
+        timeout: Duration,
+        on_death: OnDeath,
+    ) -> Result<TaskResult> {
+        wait_for_task(self.root(), id, timeout, on_death)
+    }
+
+    /// Cancel task `id`: withdrawn (and answered `cancelled`) if it waits in an inbox
+    /// or the queue, stopped by its worker if it runs (see [`cancel_task`]).
+    pub fn cancel_task(&self, id: &TaskId) -> Result<CancelTask> {
+        cancel_task(self.root(), id)
+    }
+
+    /// Tasks on the root, newest first (see [`list`]).
+    pub fn list_tasks(&self, opts: &ListOptions) -> Result<Vec<TaskSummary>> {
+        list(self.root(), opts)
+    }
+}

@@ -1,0 +1,422 @@
+//! Every wait ends, and nothing is created by accident — through the real binaries:
+//! `wait`, `send --wait` and `submit --wait` when nobody serves, when the worker dies
+//! mid-task, one duration syntax for every flag, and no roots or slots made by a typo.
+
+use std::fs;
+use std::io::Read;
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use conductor::{Outcome, Slot, Task, TaskId};
+
+use crate::harness::{agent, assert_nothing_left, bin, wait_until, TestRoot, WorkerProc};
+
+/// Generous: the machine has two cores and is busy.
+const BOUND: Duration = Duration::from_secs(60);
+const S0: Slot = Slot(0);
+const S1: Slot = Slot(1);
+
+struct Ran {
+    code: Option<i32>,
+    stdout: String,
+    stderr: String,
+}
+
+/// `conductor args…` on `root` (never the user's), bounded: a wait that never ends
+/// fails the test instead of hanging it.
+fn run_on(root: &Path, args: &[&str]) -> Ran {
+    let out = assert_cmd::Command::new(bin("conductor"))
+        .args(args)
+        .env("CONDUCTOR_HOME", root)
+        .env_remove("CONDUCTOR_WORKER")
+        .env_remove("RUST_LOG")
+        .timeout(BOUND)
+        .output()
+        .expect("run conductor");
+    Ran {
+        code: out.status.code(),
+        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+    }
+}
+
+#[track_caller]
+fn run_ok(t: &TestRoot, args: &[&str], code: i32) -> Ran {
+    let r = run_on(t.path(), args);
+    assert_eq!(
+        r.code,
+        Some(code),
+        "conductor {args:?}\nstdout:\n{}\nstderr:\n{}",
+        r.stdout,
+        r.stderr
+    );
+    r
+}
+
+/// A `conductor` command left running while the test acts; its stderr is collected.
+struct Bg {
+    child: Child,
+    err: Arc<Mutex<Vec<u8>>>,
+}
+
+impl Bg {
+    fn spawn(t: &TestRoot, args: &[&str]) -> Bg {
+        let mut child = Command::new(bin("conductor"))
+            .args(args)
+            .env("CONDUCTOR_HOME", t.path())
+            .env_remove("CONDUCTOR_WORKER")
+            .env_remove("RUST_LOG")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawn conductor");
+        let err = Arc::new(Mutex::new(Vec::new()));
+        let sink = Arc::clone(&err);
+        let mut from = child.stderr.take().unwrap();
+        std::thread::spawn(move || {
+            let mut chunk = [0u8; 4096];
+            while let Ok(n) = from.read(&mut chunk) {
+                if n == 0 {
+                    break;
+                }
+                sink.lock().unwrap().extend_from_slice(&chunk[..n]);
+            }
+        });
+        Bg { child, err }
+    }
+
+    fn stderr(&self) -> String {
+        String::from_utf8_lossy(&self.err.lock().unwrap()).into_owned()
+    }
+
+    #[track_caller]
+    fn wait_stderr(&self, what: &str, needle: &str) {
+        wait_until(BOUND, what, || self.stderr().contains(needle));
+    }
+
+    /// Its exit code, once it has exited (bounded).
+    #[track_caller]
+    fn exit_code(&mut self) -> Option<i32> {
+        let mut status = None;
+        let child = &mut self.child;
+        wait_until(BOUND, "conductor to exit", || {
+            status = child.try_wait().unwrap();
+            status.is_some()
+        });
+        status.unwrap().code()
+    }
+}
+
+impl Drop for Bg {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn slow_agent() -> String {
+    agent("slow.sh").display().to_string()
+}
+
+#[track_caller]
+fn wait_working(t: &TestRoot, slot: Slot, id: &str) {
+    let want = TaskId::from(id);
+    wait_until(BOUND, &format!("worker {slot} working on {id}"), || {
+        matches!(t.client.read_status(slot), Ok(Some(s))
+            if s.status == conductor::WorkerState::Working && s.task_id.as_ref() == Some(&want))
+    });
+}
+
+#[test]
+fn waits_on_a_slot_nobody_serves_end_with_exit_4_naming_the_worker_to_start() {
+    let t = TestRoot::new();
+    t.client.create_worker(S0).unwrap();
+    // send without --wait delivers, and warns that nobody will pick it up.
+    let sent = run_ok(&t, &["send", "0", "hello", "--id", "n1"], 0);
+    assert_eq!(sent.stdout.trim(), "n1");
+    assert!(
+        sent.stderr.contains("no live worker serves slot 0") && sent.stderr.contains("warning"),
+        "{}",
+        sent.stderr
+    );
+    assert!(
+        t.client.worker(S0).task().exists(),
+        "delivered all the same"
+    );
+
+    let waited = run_ok(&t, &["wait", "0", "n1"], 4);
+    assert!(
+        waited.stderr.contains("no live worker serves slot 0")
+            && waited.stderr.contains("conductor-worker 0 DIR"),
+        "{}",
+        waited.stderr
+    );
+    let without_id = run_ok(&t, &["wait", "0"], 4);
+    assert!(
+        without_id.stderr.contains("task n1"),
+        "{}",
+        without_id.stderr
+    );
+
+    t.client.create_worker(S1).unwrap();
+    let sent = run_ok(&t, &["send", "1", "hello", "--wait"], 4);
+    assert!(
+        sent.stderr.contains("no live worker serves slot 1")
+            && sent.stderr.contains("conductor-worker 1 DIR"),
+        "{}",
+        sent.stderr
+    );
+}
+
+#[test]
+fn submit_wait_with_no_live_worker_on_the_root_ends_with_exit_4() {
+    let t = TestRoot::new();
+    t.client.create_worker(S0).unwrap();
+    let queued = run_ok(&t, &["submit", "hello", "--id", "q1"], 0);
+    assert!(
+        queued.stderr.contains("no live worker serves the queue"),
+        "{}",
+        queued.stderr
+    );
+    let waited = run_ok(&t, &["submit", "again", "--wait"], 4);
+    assert!(
+        waited.stderr.contains("no live worker serves the queue")
+            && waited.stderr.contains("conductor-worker N DIR"),
+        "{}",
+        waited.stderr
+    );
+    // With a worker up, the queued tasks run and the wait ends with the result.
+    let _w = WorkerProc::start(&t, S0, "cat", &[], &[]);
+    let served = run_ok(&t, &["submit", "echoed", "--wait"], 0);
+    assert_eq!(served.stdout.trim(), "echoed");
+}
+
+#[test]
+fn a_worker_killed_mid_task_is_reported_and_the_wait_ends_with_recovery_result() {
+    let t = TestRoot::new();
+    let mut victim = WorkerProc::start(&t, S0, &slow_agent(), &[], &[]);
+    // A live worker elsewhere on the root could recover the slot: the wait waits on.
+    let _other = WorkerProc::start(&t, S1, "cat", &[], &[]);
+    let mut wait = Bg::spawn(&t, &["send", "0", "long job", "--id", "k1", "--wait"]);
+    wait_working(&t, S0, "k1");
+    victim.crash();
+    wait.wait_stderr("the wait to report the death", "died with task k1");
+    let said = wait.stderr();
+    assert!(
+        said.contains(&format!("worker 0 (pid {})", victim.pid)),
+        "{said}"
+    );
+    assert!(
+        wait.child.try_wait().unwrap().is_none(),
+        "the wait goes on for recovery's result: {said}"
+    );
+    // Started again, the worker recovers its slot and the task ends interrupted.
+    let _again = WorkerProc::start(&t, S0, &slow_agent(), &[], &[]);
+    assert_eq!(wait.exit_code(), Some(1), "{}", wait.stderr());
+    assert!(wait.stderr().contains("interrupted"), "{}", wait.stderr());
+    let r = t
+        .client
+        .read_result_for(S0, &TaskId::from("k1"))
+        .unwrap()
+        .unwrap();
+    assert_eq!(r.outcome, Some(Outcome::Interrupted));
+}
+
+#[test]
+fn a_worker_killed_mid_task_with_nobody_left_ends_the_wait_naming_who_must_recover() {
+    let t = TestRoot::new();
+    let mut victim = WorkerProc::start(&t, S0, &slow_agent(), &[], &[]);
+    let mut wait = Bg::spawn(&t, &["send", "0", "long job", "--id", "k2", "--wait"]);
+    wait_working(&t, S0, "k2");
+    victim.crash();
+    assert_eq!(wait.exit_code(), Some(4), "{}", wait.stderr());
+    let said = wait.stderr();
+    assert!(said.contains("died with task k2"), "{said}");
+    assert!(
+        said.contains("conductor recover 0") && said.contains("conductor-worker 0 DIR"),
+        "names who must act: {said}"
+    );
+    // Doing what it says ends the task (and its orphaned agent).
+    run_ok(&t, &["recover", "0"], 0);
+    let r = t
+        .client
+        .read_result_for(S0, &TaskId::from("k2"))
+        .unwrap()
+        .unwrap();
+    assert_eq!(r.outcome, Some(Outcome::Interrupted));
+    assert_nothing_left(t.path());
+}
+
+#[test]
+fn a_queued_task_whose_worker_dies_is_reported_by_submit_wait() {
+    let t = TestRoot::new();
+    let mut victim = WorkerProc::start(&t, S0, &slow_agent(), &[], &[]);
+    let mut wait = Bg::spawn(&t, &["submit", "long job", "--id", "k3", "--wait"]);
+    wait_working(&t, S0, "k3");
+    victim.crash();
+    assert_eq!(wait.exit_code(), Some(4), "{}", wait.stderr());
+    let said = wait.stderr();
+    assert!(
+        said.contains("worker 0") && said.contains("died with task k3"),
+        "{said}"
+    );
+    run_ok(&t, &["recover", "0"], 0);
+    assert_nothing_left(t.path());
+}
+
+#[test]
+fn every_duration_flag_takes_90s_5m_and_bare_seconds() {
+    let t = TestRoot::new();
+    t.client.create_worker(S0).unwrap();
+    // The task's own limit, on send and submit.
+    run_ok(&t, &["send", "0", "a", "--id", "d1", "--timeout", "90s"], 0);
+    let task = t.client.read_task(S0).unwrap().unwrap();
+    assert_eq!(task.timeout_secs, Some(90));
+    fs::remove_file(t.client.worker(S0).task()).unwrap();
+    run_ok(&t, &["send", "0", "a", "--id", "d2", "--timeout", "120"], 0);
+    assert_eq!(
+        t.client.read_task(S0).unwrap().unwrap().timeout_secs,
+        Some(120)
+    );
+    fs::remove_file(t.client.worker(S0).task()).unwrap();
+    run_ok(&t, &["submit", "b", "--timeout", "5m"], 0);
+    let queue = conductor::queue::Queue::new(t.client.root().clone());
+    let pending = queue.pending().unwrap();
+    let bytes = fs::read(&pending[0].path).unwrap();
+    let queued: Task = serde_json::from_slice(&bytes).unwrap();
+    assert_eq!(queued.timeout_secs, Some(300));
+    run_ok(&t, &["gc", "--older-than", "1"], 0);
+    run_ok(&t, &["gc", "--older-than", "1h"], 0);
+
+    // The worker's own flags, and the waits'.
+    let _w = WorkerProc::start(
+        &t,
+        S0,
+        "cat",
+        &["--timeout", "5m", "--kill-grace", "2s"],
+        &[],
+    );
+    let sent = run_ok(
+        &t,
+        &[
+            "send",
+            "0",
+            "hi",
+            "--id",
+            "d3",
+            "--wait",
+            "--wait-timeout",
+            "5m",
+        ],
+        0,
+    );
+    assert_eq!(sent.stdout.trim(), "hi");
+    run_ok(&t, &["wait", "0", "d3", "--timeout", "90s"], 0);
+    run_ok(&t, &["wait", "0", "d3", "--timeout", "90"], 0);
+    let done = run_ok(
+        &t,
+        &[
+            "submit",
+            "q",
+            "--wait",
+            "--wait-timeout",
+            "1m",
+            "--timeout",
+            "2m",
+        ],
+        0,
+    );
+    assert_eq!(done.stdout.trim(), "q");
+    // An expired wait: exit 1, and the task carries on.
+    run_ok(&t, &["wait", "0", "never", "--timeout", "0.5"], 1);
+    for bad in [
+        vec!["wait", "0", "d3", "--timeout", "soon"],
+        vec!["send", "0", "x", "--timeout", "soon"],
+        vec!["gc", "--older-than", "-1"],
+    ] {
+        let r = run_ok(&t, &bad, 2);
+        assert!(
+            r.stderr.contains("soon") || r.stderr.contains("-1"),
+            "{}",
+            r.stderr
+        );
+    }
+}
+
+#[test]
+fn commands_on_a_missing_root_fail_naming_init_and_create_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("nonexistent");
+    let root_s = root.to_str().unwrap();
+    for args in [
+        vec!["send", "0", "hi", "--root", root_s],
+        vec!["submit", "hi", "--root", root_s],
+        vec!["status", "--root", root_s],
+        vec!["wait", "0", "x", "--root", root_s],
+    ] {
+        let r = run_on(dir.path(), &args);
+        assert_eq!(r.code, Some(2), "{args:?}: {}", r.stderr);
+        assert!(
+            r.stderr.contains("no conductor root at") && r.stderr.contains("conductor init"),
+            "{args:?}: {}",
+            r.stderr
+        );
+        assert!(!root.exists(), "{args:?} created the root");
+    }
+    // The library refuses too.
+    let q = conductor::queue::Queue::new(conductor::Root::new(&root));
+    assert!(matches!(
+        q.submit(&Task::new("hi")),
+        Err(conductor::Error::NoRoot { .. })
+    ));
+    assert!(!root.exists());
+}
+
+#[test]
+fn send_to_a_slot_that_does_not_exist_is_refused() {
+    let t = TestRoot::new();
+    let r = run_ok(&t, &["send", "5", "hi"], 2);
+    assert!(
+        r.stderr.contains("no worker slot 5") && r.stderr.contains("conductor create-worker 5"),
+        "{}",
+        r.stderr
+    );
+    assert!(!t.client.worker(Slot(5)).dir.exists(), "no slot was made");
+    let err = t
+        .client
+        .write_task(Slot(5), &Task::new("hi").with_id("s5"))
+        .unwrap_err();
+    assert!(
+        matches!(err, conductor::Error::NoSuchSlot { slot: 5, .. }),
+        "{err:?}"
+    );
+    // The id was not used up by the refusal.
+    t.client.create_worker(Slot(5)).unwrap();
+    t.client
+        .write_task(Slot(5), &Task::new("hi").with_id("s5"))
+        .expect("delivered once the slot exists");
+}
+
+#[test]
+fn a_prompt_file_that_does_not_exist_is_bad_input() {
+    let t = TestRoot::new();
+    t.client.create_worker(S0).unwrap();
+    let missing = t.dir.path().join("no-such-prompt.txt");
+    for cmd in ["send", "submit"] {
+        let mut args = vec![cmd];
+        if cmd == "send" {
+            args.push("0");
+        }
+        args.extend(["-f", missing.to_str().unwrap()]);
+        let r = run_ok(&t, &args, 2);
+        assert!(
+            r.stderr.contains(&missing.display().to_string()),
+            "names the file: {}",
+            r.stderr
+        );
+    }
+    assert!(!t.client.worker(S0).task().exists());
+}
