@@ -118,7 +118,10 @@ impl Client {
     /// Deliver `task` to the slot's inbox. Never overwrites a waiting task: if the inbox
     /// holds one, fails with [`Error::InboxBusy`] naming it. Assigns an id if the task has
     /// none; an id already used anywhere on the root is refused ([`Error::IdTaken`], naming
-    /// where it went). Returns the id. Durable when it returns.
+    /// where it went). A task with dependencies (`after`) is refused
+    /// ([`Error::AfterNeedsQueue`]: only the shared queue keeps them), so is a `dir` that
+    /// is no directory of ours ([`Error::BadTaskDir`]). Returns the id. Durable when it
+    /// returns.
     ///
     /// The slot must exist ([`Client::create_worker`], `conductor create-worker N`, or a
     /// worker that served it): a task is never left in a slot made by mistake.
@@ -133,6 +136,15 @@ impl Client {
         // The worker enforces the root's configured limit; refuse here what it would reject.
         let limit = Config::load(&self.root.config_file())?.max_task_bytes();
         let bytes = task.to_bytes_checked(limit)?;
+        if !task.after.is_empty() {
+            return Err(Error::AfterNeedsQueue {
+                task: id.to_string(),
+                after: crate::protocol::id_list(&task.after),
+            });
+        }
+        if let Some(dir) = &task.dir {
+            crate::workdir::check(dir)?;
+        }
         let place = Place::Worker(slot);
         ids::reserve(&self.root, &id, place)?;
         match self.deliver(&w, &bytes) {

@@ -235,6 +235,23 @@ pub enum Error {
 
     #[error("no task {id} under {}: no inbox, queue entry or result has that id (a finished task's files may have been collected by gc)", root.display())]
     NoSuchTask { id: String, root: PathBuf },
+
+    /// A task waits for a task this root has no record of (refused at submit).
+    #[error("task {task} waits for task {dependency}, which this root has no record of (no {}); submit {dependency} first, or check the id", path.display())]
+    UnknownDependency {
+        task: String,
+        dependency: String,
+        /// The registry entry that would record it.
+        path: PathBuf,
+    },
+
+    /// Dependencies are kept by the shared queue, not by a worker's inbox.
+    #[error("task {task} waits for {after}: dependencies are kept only by the shared queue, so submit it there (Queue::submit), not to a worker's inbox")]
+    AfterNeedsQueue { task: String, after: String },
+
+    /// A task's working directory (`dir`) cannot be used.
+    #[error("task directory {}: {reason}", path.display())]
+    BadTaskDir { path: PathBuf, reason: String },
 }
 
 /// The message of [`Error::NobodyServes`].

@@ -68,6 +68,7 @@ pub(crate) mod salvage;
 pub mod tasks;
 pub mod trust;
 pub mod watch;
+pub mod workdir;
 pub mod worker;
 
 pub use client::Client;

@@ -1,13 +1,16 @@
 //! The on-disk protocol types: task, status and result files (docs/ARCHITECTURE.md, section 2).
 
 use std::fmt;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::SystemTime;
 
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use serde_json::Value;
 
 use crate::error::{Error, FileProblem, Result};
+
+mod scheduling;
+pub use scheduling::{id_list, MAX_AFTER};
 
 /// Largest `context` (as JSON text): Linux caps one environment string at 128 KiB.
 pub const MAX_CONTEXT_BYTES: usize = 120 * 1024;
@@ -258,6 +261,14 @@ pub struct Task {
     /// into `queue/results/`, and a retry goes back to the queue).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub origin: Option<String>,
+    /// Run only after every one of these tasks has succeeded; if one ends otherwise,
+    /// this one ends `cancelled` ("dependency ID failed"). Shared queue only.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub after: Vec<TaskId>,
+    /// Run the agent in this directory (absolute; it must exist and be the worker
+    /// user's) instead of the worker's project directory.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dir: Option<PathBuf>,
 }
 
 impl Task {
@@ -276,6 +287,8 @@ impl Task {
             attempt: None,
             resume: None,
             origin: None,
+            after: Vec::new(),
+            dir: None,
         }
     }
 
@@ -338,6 +351,7 @@ impl Task {
                 .validate()
                 .map_err(|e| e.replacen("task id", "key", 1))?;
         }
+        self.validate_after_and_dir()?;
         Ok(())
     }
 

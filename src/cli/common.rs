@@ -89,7 +89,10 @@ pub fn exit_code_for(err: &anyhow::Error) -> i32 {
             | Error::NoRoot { .. }
             | Error::NoTaskRecord { .. }
             | Error::BadLaunch(_)
-            | Error::NoSuchTask { .. },
+            | Error::NoSuchTask { .. }
+            | Error::UnknownDependency { .. }
+            | Error::AfterNeedsQueue { .. }
+            | Error::BadTaskDir { .. },
         ) => exit::USAGE,
         Some(Error::NobodyServes { .. } | Error::WorkerDied { .. }) => exit::NOBODY,
         _ => exit::FAILURE,

@@ -13,8 +13,9 @@ use crate::cli::common::exit;
 #[command(after_help = "\
 Without a subcommand: the pending tasks of the shared queue in the order they would run \
 now. Columns: POS; ID; PRI (priority; `5>7` when age has raised it); KEY; AGE (since \
-submitted); WAITING (why it does not run yet: its key is busy, no free run slot, no idle \
-worker; `ready` when the next idle worker takes it).")]
+submitted); WAITING (why it does not run yet: `waiting for ID, …` — its dependencies \
+(--after) that have not finished —, its key is busy, no free run slot, no idle worker; \
+`ready` when the next idle worker takes it).")]
 pub struct Args {
     #[command(subcommand)]
     pub action: Option<Action>,
@@ -95,6 +96,7 @@ fn pending_json(position: usize, p: &PendingTask) -> Value {
         "submittedAt": crate::protocol::rfc3339(p.submitted_at),
         "ageSecs": (age_since(p.submitted_at).as_millis() as f64) / 1000.0,
         "waiting": p.waiting,
+        "after": p.after,
         "path": p.path,
     })
 }

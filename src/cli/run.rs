@@ -23,9 +23,13 @@ use crate::cli::common::exit;
 pub const EXIT_INTERRUPTED: i32 = 130;
 
 #[derive(Debug, clap::Args)]
-#[command(
-    after_help = "Exit codes: 0 every task succeeded, 1 a task failed, 2 usage, 3 refused, 130 interrupted"
-)]
+#[command(after_help = "\
+With --chain the prompts run one after another on one worker, as a pipeline: each step's \
+prompt is followed by a blank line, the line `Output of the previous step:` and that \
+step's output. A failed step stops the chain; the steps after it are reported `cancelled` \
+(not run).
+
+Exit codes: 0 every task succeeded, 1 a task failed, 2 usage, 3 refused, 130 interrupted")]
 pub struct Args {
     /// Prompts, one task each (or use -f).
     #[arg(required_unless_present = "file")]
@@ -39,6 +43,9 @@ pub struct Args {
     /// How many workers to start.
     #[arg(short = 'n', long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..=256))]
     pub workers: u32,
+    /// Run the prompts as a pipeline, each receiving the previous one's output.
+    #[arg(long, conflicts_with = "workers")]
+    pub chain: bool,
     /// Agent command line (prompt on stdin). [default: the preset's, else `claude -p`]
     #[arg(long, value_name = "CMD")]
     pub agent: Option<String>,
@@ -110,7 +117,9 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
     let client = Client::new(root.clone());
     client.init_queue()?;
 
-    let slots: Vec<Slot> = (0..args.workers).map(Slot).collect();
+    // A chain runs one step at a time: more workers would only wait.
+    let count = if args.chain { 1 } else { args.workers };
+    let slots: Vec<Slot> = (0..count).map(Slot).collect();
     let mut workers = start_workers(&args, &root, &slots, &dir)?;
 
     let (stop, interrupted) = stop_on_interrupt(workers.pids())?;
@@ -126,7 +135,11 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
     let started = Instant::now();
     let mut display = Display::new(&slots, tasks.len(), args.json);
     let orchestrator = Orchestrator::new(client.clone(), slots.clone()).with_stop(stop);
-    let results = orchestrator.run_all(tasks, |p| display.progress(p));
+    let results = if args.chain {
+        run_chain(&orchestrator, tasks, |p| display.progress(p))
+    } else {
+        orchestrator.run_all(tasks, |p| display.progress(p))
+    };
     display.finish();
     workers.stop(pool::DEFAULT_STOP_GRACE);
     let results = results?;
@@ -141,6 +154,54 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
     } else {
         exit::OK
     })
+}
+
+/// The chain's step prompt: its own, then the previous step's output (README, `run --chain`).
+pub fn chained_prompt(prompt: &str, previous: Option<&TaskResult>) -> String {
+    let Some(prev) = previous else {
+        return prompt.to_string();
+    };
+    let mut p = format!("{prompt}\n\nOutput of the previous step:\n{}", prev.output);
+    if let (true, Some(file)) = (prev.output_truncated, &prev.output_file) {
+        p.push_str(&format!(
+            "\n(the output above was cut; all of it is in {file})"
+        ));
+    }
+    p
+}
+
+/// Run `tasks` as a pipeline; the steps after a failed one come back `cancelled`.
+fn run_chain(
+    orchestrator: &Orchestrator,
+    tasks: Vec<Task>,
+    on_progress: impl FnMut(Progress<'_>),
+) -> crate::Result<Vec<TaskResult>> {
+    let total = tasks.len();
+    let stages: Vec<_> = tasks
+        .into_iter()
+        .map(|t| {
+            move |prev: Option<&TaskResult>| {
+                let mut t = t;
+                t.prompt = chained_prompt(&t.prompt, prev);
+                t
+            }
+        })
+        .collect();
+    let mut results = orchestrator.run_pipeline(stages, on_progress)?;
+    if let Some(failed) = results.last().filter(|r| !r.success).cloned() {
+        let step = results.len();
+        for _ in results.len()..total {
+            results.push(TaskResult::failed(
+                crate::TaskId::generate(),
+                crate::Outcome::Cancelled,
+                format!(
+                    "not run: step {step} (task {}) of the chain failed",
+                    failed.task_id
+                ),
+            ));
+        }
+    }
+    Ok(results)
 }
 
 /// The prompts to run: the arguments, or the prompts file's lines or blocks.
@@ -197,7 +258,7 @@ fn print_run(
             "results": results,
             "succeeded": results.len() - failed,
             "failed": failed,
-            "workers": args.workers,
+            "workers": if args.chain { 1 } else { args.workers },
             "root": root.path(),
             "durationMs": took_ms,
         });
@@ -210,7 +271,7 @@ fn print_run(
         results.len() - failed,
         failed,
         human_ms(took_ms),
-        args.workers
+        if args.chain { 1 } else { args.workers }
     );
     Ok(())
 }

@@ -1,5 +1,6 @@
 //! `conductor submit PROMPT`: put a task into the shared queue; any idle worker runs it.
 
+use std::path::PathBuf;
 use std::time::Duration;
 
 use crate::queue::Queue;
@@ -13,7 +14,9 @@ use crate::cli::common::exit;
 #[command(after_help = "\
 The task is staged in queue/tmp/ and linked into queue/pending/; an idle worker picks it up \
 after its own inbox: highest priority first, then the key served least recently, then the \
-oldest. Tasks with the same --key never run at the same time. Prints the task id (with \
+oldest. Tasks with the same --key never run at the same time. A task with --after waits in \
+the queue (holding no worker) until those tasks have succeeded; if one fails, is cancelled \
+or is interrupted for good, it ends `cancelled` (and so do its own dependents). Prints the task id (with \
 --wait: the task's output; exit 1 if it failed). `conductor queue` lists what waits and why.")]
 pub struct Args {
     #[command(flatten)]
@@ -27,6 +30,14 @@ pub struct Args {
     /// Run again after an interruption (worker crash) up to N attempts in all [default: 1].
     #[arg(long, value_name = "N")]
     pub max_attempts: Option<u32>,
+    /// Run only after these tasks (already sent or submitted) have all succeeded; if one
+    /// does not, this task ends `cancelled` ("dependency ID failed").
+    #[arg(long, value_name = "ID[,ID…]", value_delimiter = ',')]
+    pub after: Vec<String>,
+    /// Run the agent in DIR (an existing directory of yours) instead of the worker's
+    /// project directory.
+    #[arg(long, value_name = "DIR")]
+    pub dir: Option<PathBuf>,
     /// Wait for the result and print its output (exit 1 if the task failed, 4 if no
     /// live worker serves the root or the worker running it dies and nobody recovers it).
     #[arg(long)]
@@ -48,6 +59,16 @@ pub fn task_from(args: &Args) -> anyhow::Result<Task> {
     task.key = args.key.clone();
     task.priority = args.priority;
     task.max_attempts = args.max_attempts;
+    for dep in &args.after {
+        task.after.push(super::task_id_arg(dep)?);
+    }
+    if let Some(dir) = &args.dir {
+        // Absolute for the worker, which runs elsewhere; missing → refused by the queue.
+        task.dir = Some(std::path::absolute(dir).map_err(|e| Error::BadTaskDir {
+            path: dir.clone(),
+            reason: e.to_string(),
+        })?);
+    }
     task.validate()
         .map_err(|reason| Error::InvalidTask { reason })?;
     Ok(task)

@@ -112,6 +112,10 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
 fn place(t: &TaskSummary) -> String {
     match (t.queued, t.slot) {
         (true, Some(n)) => format!("queue>{n}"),
+        // Still queued: say what it waits for, if anything.
+        (true, None) if !t.after.is_empty() && t.state == TaskState::Queued => {
+            format!("queue after {}", crate::protocol::id_list(&t.after))
+        }
         (true, None) => "queue".to_string(),
         (false, Some(n)) => format!("slot {n}"),
         (false, None) => "-".to_string(),

@@ -102,7 +102,7 @@ pub fn claim_next(
     // not set off another.
     let mut held = HashSet::new();
     let mut retry: Option<Duration> = None;
-    loop {
+    let verified = loop {
         let Some(i) = next_to_run(&pending, &served, &held, now) else {
             return Ok(retry.map_or(Claim::Nothing, Claim::NotYet));
         };
@@ -110,15 +110,17 @@ pub fn claim_next(
             held.insert(k);
             continue;
         }
-        // A file written in place (not staged and linked) may be caught half-written:
-        // leave it alone until it parses or has been quiet for a while.
-        if let Some(wait) = being_written(&pending[i].path, config.max_task_bytes()) {
-            retry = Some(retry.map_or(wait, |r| r.min(wait)));
-            pending.swap_remove(i);
-            continue;
+        match look_at(&queue, &pending[i], config)? {
+            Candidate::Ready => break pending[i].path.clone(),
+            Candidate::NotYet(wait) => {
+                retry = Some(retry.map_or(wait, |r| r.min(wait)));
+                pending.swap_remove(i);
+            }
+            Candidate::Skip => {
+                pending.swap_remove(i);
+            }
         }
-        break;
-    }
+    };
     let run_slot = match take_run_slot(root, config)? {
         RunSlot::Uncapped => None,
         RunSlot::Held(l) => Some(l),
@@ -130,6 +132,10 @@ pub fn claim_next(
     let mut slot_lock: Option<DirLock> = None;
     while let Some(i) = next_to_run(&pending, &served, &busy, now) {
         let c = pending.swap_remove(i);
+        // Only the first candidate was looked at before the run slot was taken.
+        if c.path != verified && !matches!(look_at(&queue, &c, config)?, Candidate::Ready) {
+            continue;
+        }
         let key_lock = match key_of(&c) {
             Some(k) => match DirLock::try_acquire(&root.key_lock(&k), &opts)? {
                 Acquire::Acquired(l) => Some(l),
@@ -170,16 +176,61 @@ pub fn claim_next(
     Ok(Claim::Nothing)
 }
 
-/// `Some(wait)` while a pending file does not parse as a task in a way a writer still
-/// at work explains (empty, cut short) and changed within [`PENDING_QUIET`].
-fn being_written(path: &Path, limit: u64) -> Option<Duration> {
-    let bytes = fsio::read_bounded(path, limit).ok()??;
-    let Err(Error::BadFile { problem, .. }) = Task::from_bytes(path, &bytes) else {
-        return None;
+/// What a look at a pending file (before claiming it) found.
+enum Candidate {
+    /// Claim it (a file that is no task is claimed too, and rejected with a reason).
+    Ready,
+    /// It does not parse yet and may still be being written: look again after this.
+    NotYet(Duration),
+    /// Not now: it waits for its dependencies, was just withdrawn because one failed,
+    /// or is gone.
+    Skip,
+}
+
+/// Look at a pending entry before claiming it. A file written in place (not staged and
+/// linked) may be caught half-written: it is left alone until it parses or has been
+/// quiet for a while. A task with dependencies runs only once all have succeeded; if one
+/// never will, the task is withdrawn here and answered `cancelled` (the cascade: its
+/// own dependents see that answer on a later scan).
+fn look_at(queue: &Queue, c: &PendingTask, config: &Config) -> Result<Candidate> {
+    let bytes = match fsio::read_bounded(&c.path, config.max_task_bytes()) {
+        Ok(Some(b)) => b,
+        Ok(None) => return Ok(Candidate::Skip),
+        Err(_) => return Ok(Candidate::Ready),
     };
-    if !problem.may_be_incomplete() {
-        return None;
+    let task = match Task::from_bytes(&c.path, &bytes) {
+        Ok(t) => t,
+        Err(Error::BadFile { problem, .. }) if problem.may_be_incomplete() => {
+            return Ok(quiet_for(&c.path).map_or(Candidate::Ready, Candidate::NotYet))
+        }
+        Err(_) => return Ok(Candidate::Ready),
+    };
+    if task.after.is_empty() {
+        return Ok(Candidate::Ready);
     }
+    match super::readiness(queue.root(), &task) {
+        super::Readiness::Ready => Ok(Candidate::Ready),
+        super::Readiness::Wait(ids) => {
+            tracing::trace!("{} waits for {ids:?}", c.path.display());
+            Ok(Candidate::Skip)
+        }
+        super::Readiness::Failed { reason, .. } => {
+            // A submitted entry's id (in its name) is the queue's; a hand-dropped file's
+            // is answered only if the queue can have it.
+            let id = c.id.as_ref().or(task
+                .id
+                .as_ref()
+                .filter(|id| ids::claim(queue.root(), id, Place::Queue).is_ok()));
+            if queue.withdraw(c, id, &reason, "(its dependency did not succeed)")? {
+                tracing::info!("withdrew queued task {}: {reason}", c.path.display());
+            }
+            Ok(Candidate::Skip)
+        }
+    }
+}
+
+/// `Some(wait)` while `path` changed within [`PENDING_QUIET`].
+fn quiet_for(path: &Path) -> Option<Duration> {
     let age = fs::symlink_metadata(path)
         .and_then(|m| m.modified())
         .ok()?

@@ -8,6 +8,7 @@
 //! moves on. No dispatcher runs anywhere.
 
 mod claim;
+mod deps;
 mod order;
 
 use serde::Serialize;
@@ -25,7 +26,7 @@ use crate::fsio::{self, Durability};
 use crate::ids::{self, Place};
 use crate::layout::Root;
 use crate::liveness::{Awaited, OnDeath, Vigil};
-use crate::protocol::{Outcome, Task, TaskId, TaskResult, SCHEMA};
+use crate::protocol::{id_list, Outcome, Task, TaskId, TaskResult, SCHEMA};
 use crate::watch::Interest;
 
 use claim::is_held;
@@ -33,6 +34,7 @@ pub use claim::{
     claim_next, publish_queue_result, reject_in_hand, requeue, take_run_slot, Claim, QueueClaim,
     RunSlot,
 };
+pub use deps::{dep_state, dependency_state, readiness, DepState, Readiness};
 use order::DEFAULT_PRIORITY;
 pub use order::{effective, next_to_run, order, PendingName, PendingTask, AGING_STEP};
 
@@ -107,7 +109,9 @@ impl Queue {
 
     /// Accept a task: staged in `queue/tmp/`, linked into `queue/pending/`, durable on
     /// return. Assigns an id if absent; an id already used anywhere on the root is
-    /// refused ([`Error::IdTaken`], naming where it went).
+    /// refused ([`Error::IdTaken`], naming where it went), so is a dependency (`after`)
+    /// the root has no record of ([`Error::UnknownDependency`]) and a `dir` that is no
+    /// directory of ours ([`Error::BadTaskDir`]).
     /// The root must exist ([`Error::NoRoot`] otherwise): submitting never makes one.
     pub fn submit(&self, task: &Task) -> Result<TaskId> {
         self.root.require_existing()?;
@@ -117,6 +121,11 @@ impl Queue {
         task.origin = Some(ORIGIN_QUEUE.to_string());
         let id = task.id.get_or_insert_with(TaskId::generate).clone();
         let bytes = task.to_bytes_checked(self.config()?.max_task_bytes())?;
+        if let Some(dir) = &task.dir {
+            crate::workdir::check(dir)?;
+        }
+        // Before our own id is reserved: that order is what rules out cycles.
+        deps::check_known(&self.root, &task, &id)?;
         let name = PendingName::for_task(&task, &id, SystemTime::now()).file_name();
         for dir in [self.root.queue_tmp(), self.root.queue_pending()] {
             fsio::ensure_dir(&dir)?;
@@ -167,6 +176,7 @@ impl Queue {
                 submitted_at,
                 path: entry.path(),
                 waiting: None,
+                after: Vec::new(),
             });
         }
         Ok(out)
@@ -211,6 +221,10 @@ impl Queue {
         let mut idle = idle_workers(&self.root)?;
         let mut taken_keys: Vec<String> = Vec::new();
         for t in &mut tasks {
+            if let Some(why) = self.dependency_wait(t, config.max_task_bytes()) {
+                t.waiting = Some(why);
+                continue;
+            }
             let key_busy = config.per_key_serialization()
                 && t.key.as_ref().is_some_and(|k| {
                     taken_keys.contains(k) || is_held(&self.root.key_lock(k), &opts)
@@ -236,6 +250,19 @@ impl Queue {
             };
         }
         Ok(tasks)
+    }
+
+    /// Fill in `t.after` from its file; why it waits for its dependencies, if it does.
+    fn dependency_wait(&self, t: &mut PendingTask, limit: u64) -> Option<String> {
+        let task = Task::read(&t.path, limit).ok()??;
+        t.after = task.after.clone();
+        match readiness(&self.root, &task) {
+            Readiness::Ready => None,
+            Readiness::Wait(ids) => Some(format!("waiting for {}", id_list(&ids))),
+            Readiness::Failed { reason, .. } => {
+                Some(format!("{reason}: cancelled at the next queue scan"))
+            }
+        }
     }
 
     fn result_path(&self, id: &TaskId) -> PathBuf {
@@ -324,6 +351,25 @@ impl Queue {
         else {
             return Ok(false);
         };
+        self.withdraw(
+            &p,
+            Some(id),
+            "cancelled before it started",
+            "(conductor cancel)",
+        )
+    }
+
+    /// Take a pending entry out of `pending/` and answer it `cancelled` with `why` (when
+    /// its id is known). Moved aside first — one rename that wins or loses the race with
+    /// a claim — then answered, so the task is never gone without its result. `false`:
+    /// a worker claimed it first.
+    pub(crate) fn withdraw(
+        &self,
+        p: &PendingTask,
+        id: Option<&TaskId>,
+        why: &str,
+        note: &str,
+    ) -> Result<bool> {
         fsio::ensure_dir(&self.root.queue_rejected())?;
         let name = p
             .path
@@ -338,22 +384,26 @@ impl Queue {
             Err(e) => return Err(Error::io("remove", &p.path, e)),
         }
         fsio::fsync_dir(&self.root.queue_pending())?;
-        let r = TaskResult::failed(
-            id.clone(),
-            Outcome::Cancelled,
-            "cancelled before it started",
-        );
-        fsio::ensure_dir(&self.root.queue_results())?;
-        fsio::write_new(
-            &self.result_path(id),
-            &fsio::to_json_bytes(&r),
-            Durability::Durable,
-        )?;
+        if let Some(id) = id {
+            let r = TaskResult::failed(id.clone(), Outcome::Cancelled, why);
+            fsio::ensure_dir(&self.root.queue_results())?;
+            // Never replacing: an existing answer belongs to the task that holds the id.
+            match fsio::write_new(
+                &self.result_path(id),
+                &fsio::to_json_bytes(&r),
+                Durability::Durable,
+            ) {
+                Err(e) if e.io_kind() == Some(io::ErrorKind::AlreadyExists) => {
+                    tracing::warn!("not answering withdrawn queue task {id}: {e}");
+                }
+                other => other?,
+            }
+        }
         let mut reason = aside.into_os_string();
         reason.push(".reason");
         fsio::write_replace(
             Path::new(&reason),
-            b"cancelled before it started (conductor cancel)\n",
+            format!("{why} {note}\n").as_bytes(),
             Durability::Atomic,
         )?;
         Ok(true)

@@ -98,6 +98,9 @@ pub struct PendingTask {
     pub path: PathBuf,
     /// Why it is not running yet, when [`super::Queue::pending`] can tell.
     pub waiting: Option<String>,
+    /// The tasks it waits for (its file's `after`), filled in by
+    /// [`super::Queue::pending`]; a name-only scan leaves it empty.
+    pub after: Vec<TaskId>,
 }
 
 /// `priority` raised by one per [`AGING_STEP`] waited since `submitted`, at most 9.
@@ -167,6 +170,7 @@ mod tests {
             submitted_at: submitted,
             path: PathBuf::from(name),
             waiting: None,
+            after: Vec::new(),
         }
     }
 

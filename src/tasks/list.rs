@@ -79,6 +79,9 @@ pub struct TaskSummary {
     pub error: Option<String>,
     /// The file that shows its state.
     pub file: Option<PathBuf>,
+    /// The tasks it runs after (`after`), if any.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub after: Vec<TaskId>,
 }
 
 /// What the slots and the queue hold right now, read once per listing.
@@ -352,6 +355,7 @@ fn summarize(root: &Root, snap: &mut Snapshot, id: &TaskId, c: &Candidate) -> Re
         cost_usd: None,
         error: None,
         file: loc.file.clone(),
+        after: task.as_ref().map(|t| t.after.clone()).unwrap_or_default(),
     };
     if let Some(r) = result {
         s.started_at = r.started_at;

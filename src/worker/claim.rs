@@ -58,7 +58,7 @@ pub(crate) fn from_inbox(
             inbox::reject(slot, &inbox_path, &reason, id)?;
             return Ok(Pickup::Ran);
         }
-        Inbox::Ready { task, bytes } => (task, bytes),
+        Inbox::Ready { task, bytes } => (*task, bytes),
     };
     let Some(hold) = admit::admit_inbox_task(shared, task.key.as_deref())? else {
         return Ok(later);

@@ -21,7 +21,7 @@ pub(crate) enum Inbox {
     /// Cannot be run: quarantine it, answering `id` when one could be read.
     Bad { reason: String, id: Option<TaskId> },
     /// A task ready to claim, with the bytes it was read from.
-    Ready { task: Task, bytes: Vec<u8> },
+    Ready { task: Box<Task>, bytes: Vec<u8> },
 }
 
 /// Read and judge the inbox file.
@@ -68,6 +68,20 @@ pub(crate) fn read(shared: &Shared, slot: &SlotServer) -> Result<Inbox> {
     };
     // Only a task this worker claims from queue/pending is a queue task.
     task.origin = None;
+    if !task.after.is_empty() {
+        // Nothing would hold it back here: running it would break its promise.
+        let id = task.id.clone();
+        let e = Error::AfterNeedsQueue {
+            task: id
+                .as_ref()
+                .map_or_else(|| "(no id)".into(), TaskId::to_string),
+            after: crate::protocol::id_list(&task.after),
+        };
+        return Ok(Inbox::Bad {
+            reason: e.to_string(),
+            id,
+        });
+    }
     if let Some(id) = &task.id {
         // Its id must be this inbox's (registered now if an original client wrote it).
         if let Err(e @ Error::IdTaken { .. }) =
@@ -90,7 +104,10 @@ pub(crate) fn read(shared: &Shared, slot: &SlotServer) -> Result<Inbox> {
             });
         }
     }
-    Ok(Inbox::Ready { task, bytes })
+    Ok(Inbox::Ready {
+        task: Box::new(task),
+        bytes,
+    })
 }
 
 /// The first bytes of a regular file, never through a link and never blocking.

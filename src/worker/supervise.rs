@@ -1,6 +1,7 @@
 //! Supervising a claimed task's agent: spawn, heartbeat, cancel, timeout, its result.
 
 use std::fs;
+use std::path::Path;
 use std::time::{Duration, Instant, SystemTime};
 
 use crossbeam_channel::{select, Receiver};
@@ -112,6 +113,22 @@ impl Run<'_> {
         }
     }
 
+    /// Where the agent runs: the task's `dir` if it has one (checked now, on the
+    /// worker's side: it must exist and be the worker user's), else the project
+    /// directory. Err: the task's rejected result.
+    fn cwd<'t>(&'t self, task: &'t Task) -> std::result::Result<&'t Path, Box<TaskResult>> {
+        let Some(dir) = task.dir.as_deref() else {
+            return Ok(&self.shared.opts.project_dir);
+        };
+        crate::workdir::check(dir).map(|()| dir).map_err(|e| {
+            Box::new(TaskResult::failed(
+                self.id.clone(),
+                Outcome::Rejected,
+                format!("rejected: {e}"),
+            ))
+        })
+    }
+
     /// Start the agent. Err: the task's failed result (the agent could not start).
     fn spawn(
         &self,
@@ -127,7 +144,7 @@ impl Run<'_> {
         let launch = Launch {
             command,
             program_path: self.shared.agent_path.as_deref(),
-            cwd: &opts.project_dir,
+            cwd: self.cwd(task)?,
             task_id: self.id.to_string(),
             env: vec![
                 (ENV_HOME, opts.root.path().display().to_string()),

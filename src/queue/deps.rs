@@ -1,0 +1,178 @@
+//! Dependencies between queued tasks (`after`): when a waiting task may run, and which
+//! failed dependency cancels it (docs/ARCHITECTURE.md, "Dependencies").
+//!
+//! Nothing waits actively: a dependent stays in `queue/pending/` holding no worker, lock
+//! or run slot, and is looked at again whenever a worker scans the queue (after every
+//! task it finishes, on queue events, every rescan). Each look costs, per dependency,
+//! one id-registry read and one result read; the verdict is the pure
+//! [`dependency_state`].
+
+use std::path::PathBuf;
+
+use crate::error::{Error, Result};
+use crate::ids::{self, Place};
+use crate::layout::Root;
+use crate::protocol::{Task, TaskId, TaskResult};
+
+/// What is known of one dependency.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum DepState {
+    /// Not in the id registry: nothing by that id was ever sent or submitted.
+    Unknown,
+    /// Registered, no result yet (pending, running, or about to be re-run).
+    Unfinished,
+    /// Its result says it succeeded.
+    Succeeded,
+    /// Its result says it did not (failure, timeout, cancelled, interrupted for good,
+    /// rejected): results are final, a re-run is requeued before any result is written.
+    Failed,
+    /// It has a result that cannot be read (the reason).
+    Unreadable(String),
+}
+
+/// Whether a task with dependencies may run.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Readiness {
+    /// Every dependency succeeded.
+    Ready,
+    /// These dependencies have not finished yet.
+    Wait(Vec<TaskId>),
+    /// This dependency will never succeed: the dependent ends `cancelled` with `reason`.
+    Failed { dependency: TaskId, reason: String },
+}
+
+/// The verdict for a task from what is known of its dependencies: the first one that
+/// can never succeed decides (even while others still run: waiting would change
+/// nothing); else any unfinished one makes it wait; else it is ready.
+pub fn dependency_state(deps: &[(TaskId, DepState)]) -> Readiness {
+    let mut unfinished = Vec::new();
+    for (id, state) in deps {
+        let reason = match state {
+            DepState::Succeeded => continue,
+            DepState::Unfinished => {
+                unfinished.push(id.clone());
+                continue;
+            }
+            DepState::Failed => format!("dependency {id} failed"),
+            DepState::Unknown => format!("dependency {id} is unknown to this root"),
+            DepState::Unreadable(why) => format!("dependency {id} failed: {why}"),
+        };
+        return Readiness::Failed {
+            dependency: id.clone(),
+            reason,
+        };
+    }
+    if unfinished.is_empty() {
+        Readiness::Ready
+    } else {
+        Readiness::Wait(unfinished)
+    }
+}
+
+/// Where `id`'s result is (or will be), from the registry: `None` if unregistered.
+fn result_path(root: &Root, id: &TaskId) -> Result<Option<PathBuf>> {
+    Ok(ids::lookup(root, id)?.map(|place| match place {
+        Place::Queue => root.queue_results().join(format!("{id}.json")),
+        Place::Worker(slot) => root.worker(slot).result_for(id),
+    }))
+}
+
+/// What is known of dependency `id` now: one registry read, one result read.
+pub fn dep_state(root: &Root, id: &TaskId) -> DepState {
+    let path = match result_path(root, id) {
+        Ok(Some(p)) => p,
+        Ok(None) => return DepState::Unknown,
+        Err(e) => return DepState::Unreadable(e.to_string()),
+    };
+    match TaskResult::read(&path) {
+        Ok(None) => DepState::Unfinished,
+        Ok(Some(r)) if r.success => DepState::Succeeded,
+        Ok(Some(_)) => DepState::Failed,
+        Err(e) => DepState::Unreadable(e.to_string()),
+    }
+}
+
+/// The verdict for `task`'s dependencies as they stand now.
+pub fn readiness(root: &Root, task: &Task) -> Readiness {
+    let states: Vec<(TaskId, DepState)> = task
+        .after
+        .iter()
+        .map(|d| (d.clone(), dep_state(root, d)))
+        .collect();
+    dependency_state(&states)
+}
+
+/// At submit: every dependency must already be registered. Checked *before* the task's
+/// own id is reserved, which is what makes a cycle impossible: of two tasks each naming
+/// the other, the one submitted first finds the other unregistered. (A task naming
+/// itself is refused by [`Task::validate`].)
+pub fn check_known(root: &Root, task: &Task, id: &TaskId) -> Result<()> {
+    for dep in &task.after {
+        if ids::lookup(root, dep)?.is_none() {
+            return Err(Error::UnknownDependency {
+                task: id.to_string(),
+                dependency: dep.to_string(),
+                path: root.id_entry(dep),
+            });
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn deps(states: &[(&str, DepState)]) -> Vec<(TaskId, DepState)> {
+        states
+            .iter()
+            .map(|(id, s)| (TaskId::from(*id), s.clone()))
+            .collect()
+    }
+
+    #[test]
+    fn no_dependencies_or_all_succeeded_is_ready() {
+        assert_eq!(dependency_state(&[]), Readiness::Ready);
+        let all = deps(&[("a", DepState::Succeeded), ("b", DepState::Succeeded)]);
+        assert_eq!(dependency_state(&all), Readiness::Ready);
+    }
+
+    #[test]
+    fn unfinished_dependencies_are_waited_for_and_named() {
+        let d = deps(&[
+            ("a", DepState::Unfinished),
+            ("b", DepState::Succeeded),
+            ("c", DepState::Unfinished),
+        ]);
+        assert_eq!(
+            dependency_state(&d),
+            Readiness::Wait(vec![TaskId::from("a"), TaskId::from("c")])
+        );
+    }
+
+    #[test]
+    fn one_failed_dependency_decides_even_while_others_run() {
+        let d = deps(&[
+            ("a", DepState::Unfinished),
+            ("b", DepState::Failed),
+            ("c", DepState::Unknown),
+        ]);
+        assert_eq!(
+            dependency_state(&d),
+            Readiness::Failed {
+                dependency: TaskId::from("b"),
+                reason: "dependency b failed".into()
+            }
+        );
+        let unknown = deps(&[("x", DepState::Unknown)]);
+        assert!(matches!(
+            dependency_state(&unknown),
+            Readiness::Failed { reason, .. } if reason == "dependency x is unknown to this root"
+        ));
+        let broken = deps(&[("y", DepState::Unreadable("is empty".into()))]);
+        assert!(matches!(
+            dependency_state(&broken),
+            Readiness::Failed { reason, .. } if reason == "dependency y failed: is empty"
+        ));
+    }
+}
