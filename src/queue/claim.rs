@@ -1,9 +1,9 @@
 //! The worker's side of the queue: run slots, claiming the next task, answering it.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::fs;
 use std::io;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime};
 
 use crate::config::Config;
@@ -80,6 +80,55 @@ pub(crate) fn is_held(lock: &Path, opts: &LockOptions) -> bool {
     matches!(dirlock::inspect(lock, opts), Ok(Some(h)) if !h.liveness.is_stale())
 }
 
+/// One look at `queue/pending/`, as a claim sees it.
+struct Scan<'a> {
+    root: &'a Root,
+    config: &'a Config,
+    queue: Queue,
+    pending: Vec<PendingTask>,
+    served: HashMap<String, SystemTime>,
+    now: SystemTime,
+    opts: LockOptions,
+}
+
+impl Scan<'_> {
+    /// The key a task is serialized on, when keys serialize.
+    fn key_of(&self, t: &PendingTask) -> Option<String> {
+        t.key
+            .clone()
+            .filter(|_| self.config.per_key_serialization())
+    }
+
+    /// The best task that could run now, looked at before anything is taken: taking
+    /// (and dropping) a run slot or a lock is an event that wakes every idle worker,
+    /// and a scan that finds every key busy must not set off another. `Err` is what
+    /// the claim comes to when there is none.
+    fn first_eligible(&mut self) -> Result<std::result::Result<PathBuf, Claim>> {
+        let mut held = HashSet::new();
+        let mut retry: Option<Duration> = None;
+        loop {
+            let Some(i) = next_to_run(&self.pending, &self.served, &held, self.now) else {
+                return Ok(Err(retry.map_or(Claim::Nothing, Claim::NotYet)));
+            };
+            let key = self.key_of(&self.pending[i]);
+            if let Some(k) = key.filter(|k| is_held(&self.root.key_lock(k), &self.opts)) {
+                held.insert(k);
+                continue;
+            }
+            match look_at(&self.queue, &self.pending[i], self.config)? {
+                Candidate::Ready => return Ok(Ok(self.pending[i].path.clone())),
+                Candidate::NotYet(wait) => {
+                    retry = Some(retry.map_or(wait, |r| r.min(wait)));
+                    self.pending.swap_remove(i);
+                }
+                Candidate::Skip => {
+                    self.pending.swap_remove(i);
+                }
+            }
+        }
+    }
+}
+
 /// The worker's side: claim the best eligible pending task into `worker`'s
 /// `running.json`. `take_slot_lock` takes the worker's own `.lock`; it is called only
 /// once an eligible task is found (most wake-ups find none: every lock change on the
@@ -91,35 +140,20 @@ pub fn claim_next(
     take_slot_lock: impl FnOnce() -> Result<Option<DirLock>>,
 ) -> Result<Claim> {
     let queue = Queue::new(root.clone());
-    let mut pending = queue.scan()?;
+    let pending = queue.scan()?;
     let served = queue.served_times(&pending);
-    let now = SystemTime::now();
-    let opts = config.lock_options();
-    let per_key = config.per_key_serialization();
-    let key_of = |t: &PendingTask| t.key.clone().filter(|_| per_key);
-    // Look before taking anything: taking (and dropping) a run slot or a lock is an
-    // event that wakes every idle worker, and a scan that finds every key busy must
-    // not set off another.
-    let mut held = HashSet::new();
-    let mut retry: Option<Duration> = None;
-    let verified = loop {
-        let Some(i) = next_to_run(&pending, &served, &held, now) else {
-            return Ok(retry.map_or(Claim::Nothing, Claim::NotYet));
-        };
-        if let Some(k) = key_of(&pending[i]).filter(|k| is_held(&root.key_lock(k), &opts)) {
-            held.insert(k);
-            continue;
-        }
-        match look_at(&queue, &pending[i], config)? {
-            Candidate::Ready => break pending[i].path.clone(),
-            Candidate::NotYet(wait) => {
-                retry = Some(retry.map_or(wait, |r| r.min(wait)));
-                pending.swap_remove(i);
-            }
-            Candidate::Skip => {
-                pending.swap_remove(i);
-            }
-        }
+    let mut scan = Scan {
+        root,
+        config,
+        queue,
+        pending,
+        served,
+        now: SystemTime::now(),
+        opts: config.lock_options(),
+    };
+    let verified = match scan.first_eligible()? {
+        Ok(path) => path,
+        Err(nothing) => return Ok(nothing),
     };
     let run_slot = match take_run_slot(root, config)? {
         RunSlot::Uncapped => None,
@@ -130,14 +164,14 @@ pub fn claim_next(
     let mut busy = HashSet::new();
     let mut take_slot_lock = Some(take_slot_lock);
     let mut slot_lock: Option<DirLock> = None;
-    while let Some(i) = next_to_run(&pending, &served, &busy, now) {
-        let c = pending.swap_remove(i);
+    while let Some(i) = next_to_run(&scan.pending, &scan.served, &busy, scan.now) {
+        let c = scan.pending.swap_remove(i);
         // Only the first candidate was looked at before the run slot was taken.
-        if c.path != verified && !matches!(look_at(&queue, &c, config)?, Candidate::Ready) {
+        if c.path != verified && !matches!(look_at(&scan.queue, &c, config)?, Candidate::Ready) {
             continue;
         }
-        let key_lock = match key_of(&c) {
-            Some(k) => match DirLock::try_acquire(&root.key_lock(&k), &opts)? {
+        let key_lock = match scan.key_of(&c) {
+            Some(k) => match DirLock::try_acquire(&root.key_lock(&k), &scan.opts)? {
                 Acquire::Acquired(l) => Some(l),
                 // Busy key: skip to another key's task, never wait on it.
                 Acquire::Held(_) => {

@@ -27,29 +27,9 @@ pub(crate) enum Inbox {
 /// Read and judge the inbox file.
 pub(crate) fn read(shared: &Shared, slot: &SlotServer) -> Result<Inbox> {
     let inbox = slot.paths.task();
-    let bytes = match fsio::read_bounded(&inbox, shared.config.max_task_bytes()) {
-        Ok(Some(b)) => b,
-        Ok(None) => return Ok(Inbox::Empty),
-        Err(Error::BadFile { problem, .. }) => {
-            // Too large to read whole: its head may still name the id it waits under.
-            let id = matches!(problem, FileProblem::TooLarge { .. })
-                .then(|| read_head(&inbox))
-                .flatten()
-                .and_then(|head| Task::salvage_id(&head));
-            return Ok(Inbox::Bad {
-                reason: problem.to_string(),
-                id,
-            });
-        }
-        // Unopenable (a socket, no permission): refusing it once beats failing on it
-        // at every start.
-        Err(e @ Error::Io { .. }) => {
-            return Ok(Inbox::Bad {
-                reason: e.to_string(),
-                id: None,
-            })
-        }
-        Err(e) => return Err(e),
+    let bytes = match read_bytes(&inbox, shared.config.max_task_bytes())? {
+        Ok(b) => b,
+        Err(state) => return Ok(state),
     };
     let mut task = match Task::from_bytes(&inbox, &bytes) {
         Ok(t) => t,
@@ -68,45 +48,70 @@ pub(crate) fn read(shared: &Shared, slot: &SlotServer) -> Result<Inbox> {
     };
     // Only a task this worker claims from queue/pending is a queue task.
     task.origin = None;
-    if !task.after.is_empty() {
-        // Nothing would hold it back here: running it would break its promise.
-        let id = task.id.clone();
-        let e = Error::AfterNeedsQueue {
-            task: id
-                .as_ref()
-                .map_or_else(|| "(no id)".into(), TaskId::to_string),
-            after: crate::protocol::id_list(&task.after),
-        };
+    if let Some(reason) = refusal(shared, slot, &task) {
         return Ok(Inbox::Bad {
-            reason: e.to_string(),
-            id,
+            reason,
+            id: task.id.clone(),
         });
-    }
-    if let Some(id) = &task.id {
-        // Its id must be this inbox's (registered now if an original client wrote it).
-        if let Err(e @ Error::IdTaken { .. }) =
-            ids::claim(&shared.opts.root, id, Place::Worker(slot.slot()))
-        {
-            return Ok(Inbox::Bad {
-                reason: e.to_string(),
-                id: Some(id.clone()),
-            });
-        }
-        if slot.paths.result_for(id).exists() {
-            let reason = format!(
-                "task id {id} was already used on worker {} (results/{id}.json exists); \
-                 send it with a new id",
-                slot.slot()
-            );
-            return Ok(Inbox::Bad {
-                reason,
-                id: Some(id.clone()),
-            });
-        }
     }
     Ok(Inbox::Ready {
         task: Box::new(task),
         bytes,
+    })
+}
+
+/// The inbox file's bytes, or (`Err`) the state it is in when it cannot be read.
+fn read_bytes(inbox: &Path, limit: u64) -> Result<std::result::Result<Vec<u8>, Inbox>> {
+    Ok(match fsio::read_bounded(inbox, limit) {
+        Ok(Some(b)) => Ok(b),
+        Ok(None) => Err(Inbox::Empty),
+        Err(Error::BadFile { problem, .. }) => {
+            // Too large to read whole: its head may still name the id it waits under.
+            let id = matches!(problem, FileProblem::TooLarge { .. })
+                .then(|| read_head(inbox))
+                .flatten()
+                .and_then(|head| Task::salvage_id(&head));
+            Err(Inbox::Bad {
+                reason: problem.to_string(),
+                id,
+            })
+        }
+        // Unopenable (a socket, no permission): refusing it once beats failing on it
+        // at every start.
+        Err(e @ Error::Io { .. }) => Err(Inbox::Bad {
+            reason: e.to_string(),
+            id: None,
+        }),
+        Err(e) => return Err(e),
+    })
+}
+
+/// Why a well-formed inbox task cannot run here, if it cannot.
+fn refusal(shared: &Shared, slot: &SlotServer, task: &Task) -> Option<String> {
+    if !task.after.is_empty() {
+        // Nothing would hold it back here: running it would break its promise.
+        let e = Error::AfterNeedsQueue {
+            task: task
+                .id
+                .as_ref()
+                .map_or_else(|| "(no id)".into(), TaskId::to_string),
+            after: crate::protocol::id_list(&task.after),
+        };
+        return Some(e.to_string());
+    }
+    let id = task.id.as_ref()?;
+    // Its id must be this inbox's (registered now if an original client wrote it).
+    if let Err(e @ Error::IdTaken { .. }) =
+        ids::claim(&shared.opts.root, id, Place::Worker(slot.slot()))
+    {
+        return Some(e.to_string());
+    }
+    slot.paths.result_for(id).exists().then(|| {
+        format!(
+            "task id {id} was already used on worker {} (results/{id}.json exists); \
+             send it with a new id",
+            slot.slot()
+        )
     })
 }
 

@@ -224,10 +224,7 @@ impl Worker {
         }
         let recovery = recover_slot(&opts.root, opts.slot, &lock_opts)?;
         dirlock::clear_spares(&paths.lock_dir())?;
-        // Key and run-slot locks a killed process was building or had parked.
-        for dir in [opts.root.keys_dir(), opts.root.slots_dir()] {
-            dirlock::clear_dead_spares_in(&dir)?;
-        }
+        crate::recovery::free_dead_shared_locks(&opts.root, &lock_opts)?;
         let slot = SlotServer {
             root: opts.root.clone(),
             paths,

@@ -906,3 +906,18 @@ fn a_lock_vanishing_while_being_judged_is_free_not_an_error() {
         &errors[..errors.len().min(3)]
     );
 }
+
+#[test]
+fn a_starting_worker_frees_key_and_run_slot_locks_of_dead_processes() {
+    // A worker SIGKILLed after taking a key lock (or a run slot) but before claiming
+    // its task leaves no task behind for recovery to find.
+    let t = TestRoot::new();
+    let (pid, start) = dead_pid();
+    let key_lock = t.client.root().key_lock("k1");
+    let run_slot = t.client.root().slot_lock(0);
+    plant_owner(&key_lock, &local_owner(pid, start));
+    plant_owner(&run_slot, &local_owner(pid, start));
+    let _w = crate::harness::WorkerProc::start(&t, conductor::Slot(0), "cat", &[], &[]);
+    assert!(!key_lock.exists(), "the dead process's key lock is freed");
+    assert!(!run_slot.exists(), "the dead process's run slot is freed");
+}

@@ -4,9 +4,7 @@
 //! [`leftover_agent_is_ours`], [`is_abandoned`]); the rest of this module reads the
 //! facts they need and carries out their verdict through [`crate::ledger`].
 
-use std::fs;
 use std::io;
-use std::path::Path;
 use std::time::{Duration, Instant};
 
 use nix::sys::signal::Signal;
@@ -22,6 +20,15 @@ use crate::ledger::Ledger;
 use crate::procfs;
 use crate::protocol::{Outcome, Status, Task, TaskId, TaskResult, WorkerState};
 use crate::queue;
+
+mod decide;
+mod sweep;
+
+pub use decide::{
+    disposition, is_abandoned, leftover_agent_is_ours, Disposition, Leftover, ProcFacts,
+};
+use sweep::break_stale_locks_in;
+pub use sweep::{free_dead_shared_locks, sweep_abandoned};
 
 /// A slot whose worker is gone and whose status has been silent this long is
 /// recovered by any idle worker (live workers refresh their status every heartbeat).
@@ -72,95 +79,6 @@ impl std::fmt::Display for RecoveryReport {
             f.write_str(&did.join("; "))
         }
     }
-}
-
-/// What recovery does with the task a dead worker had in hand.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum Disposition {
-    /// Its result is already durable: finish telling about it.
-    AnnounceKept,
-    /// Another attempt is allowed: back to the queue, or into the slot's inbox.
-    Redeliver { to_queue: bool },
-    /// A cancel asked for while the worker was dying is honoured.
-    Cancelled,
-    /// It ends as interrupted.
-    Interrupted,
-}
-
-/// The facts [`disposition`] judges by.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Leftover {
-    /// `results/<id>.json` exists.
-    pub has_result: bool,
-    /// The `cancel` file names this task.
-    pub cancel_requested: bool,
-    /// The attempt that was running and the attempts the task allows; `None` when
-    /// `running.json` could not be read as a task (then it cannot be run again).
-    pub attempts: Option<(u32, u32)>,
-    /// It came from the shared queue.
-    pub queued: bool,
-}
-
-/// Decide a leftover task's fate: a kept result wins, then a cancel, then another
-/// attempt when the task allows one, else `interrupted`.
-pub fn disposition(l: Leftover) -> Disposition {
-    if l.has_result {
-        Disposition::AnnounceKept
-    } else if l.cancel_requested {
-        Disposition::Cancelled
-    } else if l.attempts.is_some_and(|(attempt, max)| attempt < max) {
-        Disposition::Redeliver { to_queue: l.queued }
-    } else {
-        Disposition::Interrupted
-    }
-}
-
-/// What recovery can see of one live process.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct ProcFacts {
-    /// Clock ticks since boot.
-    pub start_time: Option<u64>,
-    /// Real uid.
-    pub uid: Option<u32>,
-    /// Its environment holds the task's marker (`CONDUCTOR_TASK_ID=<id>`).
-    pub has_marker: bool,
-}
-
-/// Whether the group of a recorded agent pid is the agent we started (so it may be
-/// killed): its live `leader` must have the recorded start time, our uid and the
-/// task's marker. With the leader gone the group id cannot have been reused while
-/// members live, yet each live member must still be ours: our uid, the marker, and
-/// started no earlier than the leader. Without a recorded start time nothing is trusted.
-pub fn leftover_agent_is_ours(
-    recorded_start: Option<u64>,
-    own_uid: u32,
-    leader: Option<ProcFacts>,
-    members: &[ProcFacts],
-) -> bool {
-    let Some(recorded) = recorded_start else {
-        return false;
-    };
-    let marked = |p: &ProcFacts| p.uid == Some(own_uid) && p.has_marker;
-    match leader {
-        Some(l) => l.start_time == Some(recorded) && marked(&l),
-        None => {
-            !members.is_empty()
-                && members
-                    .iter()
-                    .all(|m| marked(m) && m.start_time.is_some_and(|s| s >= recorded))
-        }
-    }
-}
-
-/// Whether another worker should recover a slot: it has a task in hand and its status
-/// has been silent for `after` (`None`: no status file at all).
-pub fn is_abandoned(
-    has_running: bool,
-    status_silent_for: Option<Duration>,
-    after: Duration,
-) -> bool {
-    has_running && status_silent_for.is_none_or(|silent| silent >= after)
 }
 
 /// Finish what a dead worker left on `slot`: remove a stale lock, kill a leftover
@@ -352,16 +270,7 @@ fn free_shared_locks(root: &Root, task: Option<&Task>, lock_opts: &LockOptions) 
     if let Some(k) = task.and_then(|t| t.key.as_deref()) {
         dirlock::break_if_stale(&root.key_lock(k), lock_opts)?;
     }
-    for entry in fs::read_dir(root.slots_dir())
-        .into_iter()
-        .flatten()
-        .flatten()
-    {
-        if entry.file_name().to_string_lossy().ends_with(".lock") {
-            dirlock::break_if_stale(&entry.path(), lock_opts)?;
-        }
-    }
-    Ok(())
+    break_stale_locks_in(&root.slots_dir(), lock_opts)
 }
 
 /// Put the task back for its next attempt. `false` when the inbox holds another task
@@ -440,156 +349,4 @@ pub fn recover_abandoned(root: &Root, slot: Slot) -> Result<RecoveryReport> {
     let _gate = Gate::acquire(&paths.worker_gate(), &format!("recovery of worker {slot}"))?;
     let config = Config::load(&root.config_file())?;
     recover_slot(root, slot, &config.lock_options())
-}
-
-/// Finish, on their behalf, tasks left by workers that died for good: every slot but
-/// `own` with a `running.json` whose gate nobody holds. Exactly once: the gate admits one.
-pub fn sweep_abandoned(root: &Root, slots: &[Slot], own: Slot, lock_opts: &LockOptions) {
-    for &slot in slots.iter().filter(|s| **s != own) {
-        let w = root.worker(slot);
-        // A worker restarted right after a crash recovers its own slot: leave the slot
-        // to it unless its status has been silent for a while.
-        if !is_abandoned(
-            w.running().exists(),
-            silent_for(&w.status()),
-            ABANDONED_AFTER,
-        ) {
-            continue;
-        }
-        let Ok(_gate) = Gate::acquire(&w.worker_gate(), &format!("recovery of worker {slot}"))
-        else {
-            continue; // a live worker serves it, or another recoverer is at it
-        };
-        match recover_slot(root, slot, lock_opts) {
-            Ok(r) if !r.is_empty() => tracing::warn!("recovered abandoned worker {slot}: {r}"),
-            Ok(_) => {}
-            Err(e) => tracing::warn!("recovering abandoned worker {slot}: {e}"),
-        }
-    }
-}
-
-fn silent_for(path: &Path) -> Option<Duration> {
-    let modified = fs::metadata(path).and_then(|m| m.modified()).ok()?;
-    Some(modified.elapsed().unwrap_or_default())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn leftover() -> Leftover {
-        Leftover {
-            has_result: false,
-            cancel_requested: false,
-            attempts: Some((1, 1)),
-            queued: false,
-        }
-    }
-
-    #[test]
-    fn a_kept_result_wins_over_everything() {
-        let l = Leftover {
-            has_result: true,
-            cancel_requested: true,
-            attempts: Some((1, 3)),
-            ..leftover()
-        };
-        assert_eq!(disposition(l), Disposition::AnnounceKept);
-    }
-
-    #[test]
-    fn a_cancel_stops_further_attempts() {
-        let l = Leftover {
-            cancel_requested: true,
-            attempts: Some((1, 3)),
-            ..leftover()
-        };
-        assert_eq!(disposition(l), Disposition::Cancelled);
-    }
-
-    #[test]
-    fn another_attempt_only_when_allowed_and_readable() {
-        assert_eq!(disposition(leftover()), Disposition::Interrupted);
-        let allowed = Leftover {
-            attempts: Some((1, 2)),
-            ..leftover()
-        };
-        assert_eq!(
-            disposition(allowed),
-            Disposition::Redeliver { to_queue: false }
-        );
-        let queued = Leftover {
-            queued: true,
-            ..allowed
-        };
-        assert_eq!(
-            disposition(queued),
-            Disposition::Redeliver { to_queue: true }
-        );
-        let used_up = Leftover {
-            attempts: Some((2, 2)),
-            ..leftover()
-        };
-        assert_eq!(disposition(used_up), Disposition::Interrupted);
-        let unreadable = Leftover {
-            attempts: None,
-            ..leftover()
-        };
-        assert_eq!(disposition(unreadable), Disposition::Interrupted);
-    }
-
-    const ME: u32 = 1000;
-
-    fn proc(start: u64, uid: u32, has_marker: bool) -> ProcFacts {
-        ProcFacts {
-            start_time: Some(start),
-            uid: Some(uid),
-            has_marker,
-        }
-    }
-
-    #[test]
-    fn a_reused_pid_is_never_taken_for_the_agent() {
-        let ours = |leader| leftover_agent_is_ours(Some(7), ME, Some(leader), &[]);
-        assert!(ours(proc(7, ME, true)));
-        // Another start time, another user, or no marker: a stranger at that pid.
-        assert!(!ours(proc(8, ME, true)));
-        assert!(!ours(proc(7, 0, true)));
-        assert!(!ours(proc(7, ME, false)));
-        let unreadable = ProcFacts {
-            start_time: None,
-            uid: None,
-            has_marker: false,
-        };
-        assert!(!ours(unreadable));
-        // Nothing recorded: not trusted.
-        assert!(!leftover_agent_is_ours(
-            None,
-            ME,
-            Some(proc(7, ME, true)),
-            &[]
-        ));
-    }
-
-    #[test]
-    fn with_the_leader_gone_every_member_must_be_the_tasks() {
-        let ours = |members: &[ProcFacts]| leftover_agent_is_ours(Some(7), ME, None, members);
-        let child = proc(9, ME, true);
-        assert!(ours(&[child, child]));
-        assert!(!ours(&[]));
-        assert!(!leftover_agent_is_ours(None, ME, None, &[child]));
-        // Older than the agent, unmarked, or another user's: not the task's.
-        assert!(!ours(&[child, proc(6, ME, true)]));
-        assert!(!ours(&[child, proc(9, ME, false)]));
-        assert!(!ours(&[proc(9, 0, true)]));
-    }
-
-    #[test]
-    fn a_slot_is_abandoned_only_with_a_task_and_a_silent_status() {
-        let after = Duration::from_secs(10);
-        assert!(!is_abandoned(false, None, after));
-        assert!(is_abandoned(true, None, after));
-        assert!(!is_abandoned(true, Some(Duration::from_secs(2)), after));
-        assert!(is_abandoned(true, Some(Duration::from_secs(10)), after));
-    }
 }
