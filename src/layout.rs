@@ -249,6 +249,11 @@ impl WorkerPaths {
     pub fn trash_dir(&self) -> PathBuf {
         self.dir.join(".trash")
     }
+    /// The running agent's pid, written before the agent may exec (see
+    /// [`crate::protocol::AgentRecord`]).
+    pub fn agent_record(&self) -> PathBuf {
+        self.dir.join(".agent.json")
+    }
     pub fn rejected_dir(&self) -> PathBuf {
         self.dir.join("rejected")
     }

@@ -9,8 +9,10 @@ use serde_json::Value;
 
 use crate::error::{Error, FileProblem, Result};
 
+mod agent_record;
 mod scheduling;
 mod time;
+pub use agent_record::AgentRecord;
 pub use scheduling::{id_list, MAX_AFTER};
 
 /// Largest `context` (as JSON text): Linux caps one environment string at 128 KiB.

@@ -20,10 +20,10 @@ use nix::unistd::Pid;
 
 use crate::error::{split_command_line, Error, Result};
 use output::{Captured, LogSink};
-use spawn::Handshake;
+use spawn::SelfRecord;
 
 pub use output::ready_log;
-pub use spawn::{Record, EXIT_UNRECORDED};
+pub use spawn::EXIT_UNRECORDED;
 
 /// The agent command line, split into argv (no shell unless the user writes `sh -c …`).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -123,21 +123,15 @@ fn agent_command(launch: &Launch<'_>) -> Command {
     cmd
 }
 
-/// Start the agent held at the handshake, let `record` write its pid and start time,
-/// then release it: the child, its start time, and the channel that fires on its exit.
+/// Start the agent, which records itself at `record` before it execs: the child, its
+/// start time, and the channel that fires on its exit.
 fn start_recorded(
     launch: &Launch<'_>,
-    record: Record,
+    record: &Path,
 ) -> Result<(Child, Option<u64>, Receiver<()>)> {
     let mut cmd = agent_command(launch);
-    let handshake = Handshake::new()?;
-    handshake.arm(&mut cmd);
-    let (helper, parent_ends) = handshake
-        .serve(record)
-        .map_err(|e| spawn_error(launch, THREAD_HINT, e))?;
-    let spawned = cmd.spawn();
-    drop(parent_ends);
-    let child = spawned.map_err(|source| {
+    SelfRecord::new(record, &launch.task_id)?.arm(&mut cmd);
+    let child = cmd.spawn().map_err(|source| {
         let hint = if source.kind() == io::ErrorKind::NotFound {
             " (is it installed and on PATH? or give the worker another agent command)"
         } else {
@@ -146,22 +140,19 @@ fn start_recorded(
         spawn_error(launch, hint, source)
     })?;
     let pid = child.id();
-    let start_time = match helper.recorded.recv() {
-        Ok(Ok(start)) => start,
-        Ok(Err(e)) => {
-            // The child was never released: it exits on its own.
-            spawn::reap_unreleased(child);
-            return Err(e);
-        }
-        Err(_) => {
-            signal_group(pid, Signal::SIGKILL);
-            spawn::reap_unreleased(child);
-            let e = io::Error::other("the agent's pid was never reported");
-            return Err(spawn_error(launch, "", e));
-        }
-    };
-    let _ = helper.spawned.send(pid);
-    Ok((child, start_time, helper.exited))
+    let start_time = crate::procfs::stat(pid).map(|s| s.start_time);
+    let (exit_tx, exited) = bounded(1);
+    let waiter = spawn_named("agent-wait", move || {
+        wait_exited_unreaped(pid);
+        let _ = exit_tx.send(());
+    });
+    if let Err(e) = waiter {
+        signal_group(pid, Signal::SIGKILL);
+        let mut child = child;
+        let _ = child.wait();
+        return Err(spawn_error(launch, THREAD_HINT, e));
+    }
+    Ok((child, start_time, exited))
 }
 
 /// The threads feeding the agent its prompt and collecting its output.
@@ -271,11 +262,11 @@ pub struct AgentOutput {
 }
 
 impl Agent {
-    /// Start the agent. It does not run until `record` has written its pid and start
-    /// time where recovery looks, and never runs if that fails or this process dies
+    /// Start the agent. It does not run until it has written its pid at `record`
+    /// (where recovery looks), and never runs if that fails or this process dies
     /// first. Must be called from a long-lived thread: the parent-death signal fires
     /// when the spawning *thread* exits.
-    pub fn spawn(mut launch: Launch<'_>, record: Record) -> Result<Agent> {
+    pub fn spawn(mut launch: Launch<'_>, record: &Path) -> Result<Agent> {
         spawn::become_subreaper();
         let log = output::open_log(launch.output_log)?;
         let log = LogSink::new(log, launch.output_log, launch.log_cap);
@@ -451,34 +442,26 @@ mod tests {
         let ran = dir.path().join("ran");
         let cmd = AgentCommand::parse(&format!("touch {}", ran.display())).unwrap();
         let log = dir.path().join("output.log");
-        let record: Record = Box::new(|_, _| Err(Error::Usage("disk full".into())));
-        let err = Agent::spawn(launch(&cmd, dir.path(), &log), record).unwrap_err();
-        assert!(err.to_string().contains("disk full"), "{err}");
-        // spawn reaped the child: had it exec'd, the file would exist by now.
+        // The record cannot be written: its directory does not exist.
+        let record = dir.path().join("missing").join(".agent.json");
+        let err = Agent::spawn(launch(&cmd, dir.path(), &log), &record).unwrap_err();
+        assert!(err.to_string().contains("No such file"), "{err}");
         assert!(!ran.exists(), "the agent ran unrecorded");
     }
 
     #[test]
-    fn the_record_sees_the_agent_before_it_runs() {
+    fn the_agent_is_recorded_before_it_runs() {
         let dir = tempfile::tempdir().unwrap();
-        let cmd = AgentCommand::parse("echo ran").unwrap();
+        let record = dir.path().join(".agent.json");
+        // The agent prints the record it finds when it starts.
+        let cmd = AgentCommand::parse(&format!("cat {}", record.display())).unwrap();
         let log = dir.path().join("output.log");
-        let (tx, rx) = crossbeam_channel::bounded(1);
-        let record: Record = Box::new(move |pid, start| {
-            // Not exec'd yet: still a copy of this process, without the marker.
-            let _ = tx.send((
-                pid,
-                start,
-                crate::procfs::environ_has(pid, "CONDUCTOR_TASK_ID=t1"),
-            ));
-            Ok(())
-        });
-        let agent = Agent::spawn(launch(&cmd, dir.path(), &log), record).unwrap();
-        let (pid, start, marked) = rx.recv().unwrap();
-        assert_eq!((pid, start), (agent.pid(), agent.start_time()));
-        assert!(start.is_some() && !marked);
+        let agent = Agent::spawn(launch(&cmd, dir.path(), &log), &record).unwrap();
+        let pid = agent.pid();
         let out = agent.finish();
         assert!(out.status.success());
-        assert_eq!(out.stdout, b"ran\n");
+        let seen: crate::protocol::AgentRecord = serde_json::from_slice(&out.stdout).unwrap();
+        assert_eq!(seen.agent_pid, pid);
+        assert_eq!(seen.task_id.to_string(), "t1");
     }
 }

@@ -67,10 +67,15 @@ pub fn leftover_agent_is_ours(
     leader: Option<ProcFacts>,
     members: &[ProcFacts],
 ) -> bool {
-    let Some(recorded) = recorded_start else {
-        return false;
-    };
     let marked = |p: &ProcFacts| p.uid == Some(own_uid) && p.has_marker;
+    // Recorded by the agent itself before exec: no start time, but the task's marker
+    // (its id, unique on the root) in a process of ours is no reused pid.
+    let Some(recorded) = recorded_start else {
+        return match leader {
+            Some(l) => marked(&l),
+            None => !members.is_empty() && members.iter().all(marked),
+        };
+    };
     match leader {
         Some(l) => l.start_time == Some(recorded) && marked(&l),
         None => {
@@ -181,13 +186,12 @@ mod tests {
             has_marker: false,
         };
         assert!(!ours(unreadable));
-        // Nothing recorded: not trusted.
-        assert!(!leftover_agent_is_ours(
-            None,
-            ME,
-            Some(proc(7, ME, true)),
-            &[]
-        ));
+        // Recorded without a start time (by the agent itself, before exec): only a
+        // process of ours that carries the task's marker is the agent.
+        let unstamped = |leader| leftover_agent_is_ours(None, ME, Some(leader), &[]);
+        assert!(unstamped(proc(7, ME, true)));
+        assert!(!unstamped(proc(7, ME, false)));
+        assert!(!unstamped(proc(7, 0, true)));
     }
 
     #[test]
@@ -196,7 +200,14 @@ mod tests {
         let child = proc(9, ME, true);
         assert!(ours(&[child, child]));
         assert!(!ours(&[]));
-        assert!(!leftover_agent_is_ours(None, ME, None, &[child]));
+        assert!(leftover_agent_is_ours(None, ME, None, &[child]));
+        assert!(!leftover_agent_is_ours(
+            None,
+            ME,
+            None,
+            &[child, proc(9, ME, false)]
+        ));
+        assert!(!leftover_agent_is_ours(None, ME, None, &[]));
         // Older than the agent, unmarked, or another user's: not the task's.
         assert!(!ours(&[child, proc(6, ME, true)]));
         assert!(!ours(&[child, proc(9, ME, false)]));

@@ -18,7 +18,7 @@ use crate::gate::Gate;
 use crate::layout::{Root, Slot, WorkerPaths};
 use crate::ledger::Ledger;
 use crate::procfs;
-use crate::protocol::{Outcome, Status, Task, TaskId, TaskResult, WorkerState};
+use crate::protocol::{AgentRecord, Outcome, Status, Task, TaskId, TaskResult, WorkerState};
 use crate::queue;
 
 mod decide;
@@ -104,7 +104,7 @@ pub fn recover_slot(root: &Root, slot: Slot, lock_opts: &LockOptions) -> Result<
         return Ok(report);
     };
     let id = found.id.clone();
-    report.killed_agent = kill_leftover_agent(found.status.as_ref(), &id);
+    report.killed_agent = kill_leftover_agent(&paths, found.status.as_ref(), &id);
     free_shared_locks(root, found.task.as_ref(), lock_opts)?;
 
     let ledger = Ledger {
@@ -221,9 +221,8 @@ fn read_leftover(root: &Root, paths: &WorkerPaths) -> Result<Option<Found>> {
 /// Kill the dead worker's agent group if it outlived it: only the processes recorded
 /// for this task (see [`leftover_agent_is_ours`]), never a process that merely reused
 /// its pid.
-fn kill_leftover_agent(status: Option<&Status>, id: &TaskId) -> Option<u32> {
-    let st = status.filter(|s| s.task_id.as_ref() == Some(id))?;
-    let pid = st.agent_pid?;
+fn kill_leftover_agent(paths: &WorkerPaths, status: Option<&Status>, id: &TaskId) -> Option<u32> {
+    let (pid, agent_start_time) = recorded_agent(paths, status, id)?;
     let marker = agent::task_marker(&id.to_string());
     let facts = |p: u32, start_time: u64| ProcFacts {
         start_time: Some(start_time),
@@ -241,7 +240,7 @@ fn kill_leftover_agent(status: Option<&Status>, id: &TaskId) -> Option<u32> {
         .map(|(p, s)| facts(*p, s.start_time))
         .collect();
     let own_uid = nix::unistd::getuid().as_raw();
-    if !leftover_agent_is_ours(st.agent_start_time, own_uid, leader, &members) {
+    if !leftover_agent_is_ours(agent_start_time, own_uid, leader, &members) {
         if leader.is_some() || !members.is_empty() {
             tracing::warn!(
                 "not killing process group {pid}: its processes are not task {id}'s agent"
@@ -262,6 +261,27 @@ fn kill_leftover_agent(status: Option<&Status>, id: &TaskId) -> Option<u32> {
         std::thread::sleep(Duration::from_millis(10));
     }
     Some(pid)
+}
+
+/// The agent recorded for task `id` (pid, start time): in `status.json` once the
+/// worker published it, else in `.agent.json`, written before the agent could run.
+fn recorded_agent(
+    paths: &WorkerPaths,
+    status: Option<&Status>,
+    id: &TaskId,
+) -> Option<(u32, Option<u64>)> {
+    if let Some(st) = status.filter(|s| s.task_id.as_ref() == Some(id)) {
+        if let Some(pid) = st.agent_pid {
+            return Some((pid, st.agent_start_time));
+        }
+    }
+    let record = AgentRecord::read(&paths.agent_record()).unwrap_or_else(|e| {
+        tracing::warn!("ignoring the agent record: {e}");
+        None
+    })?;
+    // By text: the agent records the id as a string, whatever its JSON type.
+    (record.task_id.to_string() == id.to_string())
+        .then_some((record.agent_pid, record.agent_start_time))
 }
 
 /// The dead worker's key lock and run slot: free them now rather than at the next

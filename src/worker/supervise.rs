@@ -9,7 +9,7 @@ use nix::sys::signal::Signal;
 
 use super::admit::Hold;
 use super::{cancel, space, Pickup, Shared, SlotServer, ENV_WORKER};
-use crate::agent::{self, Agent, AgentCommand, AgentOutput, Launch, Record};
+use crate::agent::{self, Agent, AgentCommand, AgentOutput, Launch};
 use crate::dirlock::DirLock;
 use crate::env::{ENV_CONTEXT, ENV_HOME};
 use crate::error::{Error, Result};
@@ -156,14 +156,8 @@ impl Run<'_> {
             inline_cap: opts.inline_output,
             log_cap: opts.log_cap,
         };
-        // The agent runs only once status.json names it, so recovery can always find it.
-        let (board, mut status) = (self.slot.board.clone(), self.working_status());
-        let record: Record = Box::new(move |pid, start_time| {
-            status.agent_pid = Some(pid);
-            status.agent_start_time = start_time;
-            board.publish(status)
-        });
-        Agent::spawn(launch, record).map_err(|e| {
+        // The agent runs only once its record names it, so recovery can always find it.
+        Agent::spawn(launch, &paths.agent_record()).map_err(|e| {
             Box::new(TaskResult::failed(
                 self.id.clone(),
                 Outcome::Failure,
@@ -194,10 +188,14 @@ impl Run<'_> {
         wake: &Receiver<()>,
         shutdown: &Receiver<()>,
     ) -> Option<Stop> {
-        // Already published (with the agent's pid) before the agent could run.
+        // Published now, off the pickup path: the agent's own record was written
+        // before it could run.
         let mut status = self.working_status();
         status.agent_pid = Some(agent.pid());
         status.agent_start_time = agent.start_time();
+        if let Err(e) = self.slot.board.publish(status.clone()) {
+            tracing::warn!("publishing the working status: {e}");
+        }
         let timeout = self.timeout(task);
         // A timeout too large to represent is no timeout.
         let deadline = timeout.and_then(|t| self.clock.checked_add(t));

@@ -776,7 +776,7 @@ fn wait_until_or(bound: Duration, mut cond: impl FnMut() -> bool) -> bool {
 /// An agent never runs before status.json names it: a worker killed in the spawn
 /// window would otherwise leave it where recovery cannot find it.
 #[test]
-fn the_agent_runs_only_once_status_names_its_pid() {
+fn the_agent_runs_only_once_its_record_names_its_pid() {
     let t = TestRoot::new();
     let _w = WorkerProc::start(&t, S0, &sh("recorded.sh"), &[], &[]);
     for i in 0..20 {
@@ -973,4 +973,34 @@ fn after_a_crash_the_restarted_worker_leaves_the_error_status_for_the_task() {
     // And it serves the next task as usual.
     send(&t, "after", "fine");
     assert_eq!(result_of(&t, "after").output, "fine");
+}
+
+/// A worker killed after the agent's record was written but before status.json named
+/// the agent: recovery finds the agent through the record and stops it.
+#[test]
+fn recovery_kills_an_agent_known_only_from_its_record() {
+    use std::os::unix::process::CommandExt;
+    let t = TestRoot::new();
+    let mut agent = Command::new("sleep")
+        .arg("300")
+        .env("CONDUCTOR_TASK_ID", "spawned")
+        .process_group(0)
+        .spawn()
+        .unwrap();
+    let pid = agent.id();
+    let w = t.client.create_worker(S0).unwrap();
+    fs::write(w.running(), br#"{"id": "spawned", "prompt": "p"}"#).unwrap();
+    conductor::protocol::AgentRecord::new(
+        TaskId::from("spawned"),
+        pid,
+        conductor::host::process_start_time(pid),
+    )
+    .write(&w.agent_record())
+    .unwrap();
+    let _w = WorkerProc::start(&t, S0, "cat", &[], &[]);
+    let r = result_of(&t, "spawned");
+    assert_eq!(r.outcome, Some(Outcome::Interrupted));
+    wait_until(BOUND, "the recorded agent to be killed", || {
+        agent.try_wait().unwrap().is_some()
+    });
 }
