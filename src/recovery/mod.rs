@@ -204,7 +204,12 @@ fn read_leftover(root: &Root, paths: &WorkerPaths) -> Result<Option<Found>> {
         .unwrap_or_else(TaskId::generate);
     // Queued if the id registry says so; a file's own `origin` is trusted only for an
     // id the registry has never seen (a root from before it).
-    let queued = match crate::ids::lookup(root, &id)? {
+    let registered = crate::ids::lookup(root, &id).unwrap_or_else(|e| {
+        // Torn by a power loss, say: judge by the file, as for an unregistered id.
+        tracing::warn!("ignoring the id registry's entry: {e}");
+        None
+    });
+    let queued = match registered {
         Some(place) => place == crate::ids::Place::Queue,
         None => task
             .as_ref()
