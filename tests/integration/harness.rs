@@ -444,3 +444,37 @@ impl Drop for WorkerProc {
         }
     }
 }
+
+/// What a `conductor` command printed, and its exit code.
+pub struct Ran {
+    pub code: Option<i32>,
+    pub stdout: String,
+    pub stderr: String,
+}
+
+/// Run `conductor ARGS` on the test root (bounded) and assert its exit code, showing
+/// what it printed when that differs.
+#[track_caller]
+pub fn run_conductor(t: &TestRoot, args: &[&str], code: i32) -> Ran {
+    let out = assert_cmd::Command::new(bin("conductor"))
+        .args(args)
+        .env("CONDUCTOR_HOME", t.path())
+        .env_remove("CONDUCTOR_WORKER")
+        .env_remove("RUST_LOG")
+        .timeout(Duration::from_secs(120))
+        .output()
+        .expect("run conductor");
+    let r = Ran {
+        code: out.status.code(),
+        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+    };
+    assert_eq!(
+        r.code,
+        Some(code),
+        "conductor {args:?}\nstdout:\n{}\nstderr:\n{}",
+        r.stdout,
+        r.stderr
+    );
+    r
+}

@@ -18,7 +18,7 @@ use conductor::{Outcome, Slot, Task, TaskId, TaskResult, WorkerState};
 use serde_json::Value;
 
 use crate::harness::{
-    agent, assert_nothing_left, bin, wait_until, ChildProc, TestRoot, WorkerProc,
+    agent, assert_nothing_left, bin, wait_until, ChildProc, Ran, TestRoot, WorkerProc,
 };
 
 /// Generous: two cores, busy, other tests running beside us.
@@ -594,35 +594,9 @@ fn bad_queue_entries_are_rejected_with_reasons_and_the_queue_goes_on() {
 
 // ----------------------------------------------------------------------------- CLI
 
-struct Ran {
-    code: Option<i32>,
-    stdout: String,
-    stderr: String,
-}
-
 #[track_caller]
 fn cli(t: &TestRoot, args: &[&str], code: i32) -> Ran {
-    let out = assert_cmd::Command::new(bin("conductor"))
-        .args(args)
-        .env("CONDUCTOR_HOME", t.path())
-        .env_remove("CONDUCTOR_WORKER")
-        .env_remove("RUST_LOG")
-        .timeout(BOUND)
-        .output()
-        .expect("run conductor");
-    let r = Ran {
-        code: out.status.code(),
-        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
-        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
-    };
-    assert_eq!(
-        r.code,
-        Some(code),
-        "conductor {args:?}\nstdout:\n{}\nstderr:\n{}",
-        r.stdout,
-        r.stderr
-    );
-    r
+    crate::harness::run_conductor(t, args, code)
 }
 
 #[track_caller]

@@ -12,41 +12,15 @@ use conductor::tasks::{CancelTask, TaskState};
 use conductor::{Outcome, Slot, Task, TaskId, WorkerState};
 use serde_json::Value;
 
-use crate::harness::{agent, bin, wait_until, TestRoot, WorkerProc};
+use crate::harness::{agent, bin, wait_until, Ran, TestRoot, WorkerProc};
 
 const BOUND: Duration = Duration::from_secs(60);
 const S0: Slot = Slot(0);
 const S1: Slot = Slot(1);
 
-struct Ran {
-    code: Option<i32>,
-    stdout: String,
-    stderr: String,
-}
-
 #[track_caller]
 fn cli(t: &TestRoot, args: &[&str], code: i32) -> Ran {
-    let out = assert_cmd::Command::new(bin("conductor"))
-        .args(args)
-        .env("CONDUCTOR_HOME", t.path())
-        .env_remove("CONDUCTOR_WORKER")
-        .env_remove("RUST_LOG")
-        .timeout(BOUND)
-        .output()
-        .expect("run conductor");
-    let r = Ran {
-        code: out.status.code(),
-        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
-        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
-    };
-    assert_eq!(
-        r.code,
-        Some(code),
-        "conductor {args:?}\nstdout:\n{}\nstderr:\n{}",
-        r.stdout,
-        r.stderr
-    );
-    r
+    crate::harness::run_conductor(t, args, code)
 }
 
 #[track_caller]
