@@ -1,8 +1,8 @@
 //! Rebuilding the task-id registry (`ids/`) from the files tasks leave, should it be lost.
 //!
-//! Entries are made durable before a task is delivered and never rewritten, so a crash
-//! does not lose them; this is for a registry deleted or damaged by hand, or a root from
-//! before it existed. Every id found in a slot's `results/`, `tasks/`, `task.json` or
+//! Entries are written (atomically, not fsynced) before a task is delivered and never
+//! rewritten; one lost to a power loss is restored when a worker claims its task. This
+//! is for a registry deleted or damaged by hand, or a root from before it existed. Every id found in a slot's `results/`, `tasks/`, `task.json` or
 //! `running.json`, in `queue/pending/` or `queue/results/` gets an entry if it has none:
 //! `queue` when the task came through the queue (a queue result or pending entry, or a
 //! task file whose `origin` says so), else the slot's. An existing entry is never
