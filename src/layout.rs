@@ -76,8 +76,14 @@ pub struct Root {
 }
 
 impl Root {
+    /// A root at `path`, made absolute against the current directory: agents run in
+    /// their project directory, and every path handed to them (or opened by their
+    /// process before exec) must mean the same there.
     pub fn new(path: impl Into<PathBuf>) -> Root {
-        Root { path: path.into() }
+        let path = path.into();
+        Root {
+            path: std::path::absolute(&path).unwrap_or(path),
+        }
     }
 
     /// `explicit` if given, else `$CONDUCTOR_HOME`, else `~/.claude-code/orchestrator`
