@@ -312,6 +312,12 @@ impl Worker {
             self.backoff = space::FIRST_BACKOFF;
             let _ = self.slot.board.publish(Status::new(WorkerState::Idle));
         }
+        // Between looks nothing is in hand: a `running.json` now was left by a claim or
+        // a recovery that a full disk cut short. Finish it first (we hold the slot's
+        // gate); a new claim would rename over it and lose it.
+        if self.slot.paths.running().exists() && !self.finish_leftover() {
+            return Ok(Pickup::NotYet(Instant::now() + self.backoff));
+        }
         let err = match self.look_once(shutdown) {
             Err(e) if e.is_no_space() => e,
             other => return other,
@@ -319,20 +325,21 @@ impl Worker {
         self.pause_for_space(format!(
             "disk full: {err}; pickup paused until space is freed"
         ));
-        // A task caught half-claimed by the full disk is in hand with nobody running it:
-        // finish it as recovery would (we hold the slot's gate).
-        if self.slot.paths.running().exists() {
-            match recover_slot(
-                &self.shared.opts.root,
-                self.slot.slot(),
-                &self.shared.lock_opts,
-            ) {
-                Ok(r) if !r.is_empty() => tracing::warn!("after a full disk: {r}"),
-                Ok(_) => {}
-                Err(e) => tracing::warn!("after a full disk: {e}"),
+        Ok(Pickup::NotYet(Instant::now() + self.backoff))
+    }
+
+    /// Recover this slot's own leftover task; `false` while it is still there.
+    fn finish_leftover(&mut self) -> bool {
+        let (root, slot) = (&self.shared.opts.root, self.slot.slot());
+        match recover_slot(root, slot, &self.shared.lock_opts) {
+            Ok(r) if !r.is_empty() => tracing::warn!("a task left in hand: {r}"),
+            Ok(_) => {}
+            Err(e) => {
+                tracing::warn!("finishing the task left in hand: {e}");
+                self.backoff = space::next_backoff(self.backoff);
             }
         }
-        Ok(Pickup::NotYet(Instant::now() + self.backoff))
+        !self.slot.paths.running().exists()
     }
 
     /// Say once that the disk is full (log and status), and back off further.

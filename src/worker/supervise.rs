@@ -57,11 +57,11 @@ pub(crate) fn run(
     if let Some(who) = cancel::requested(&slot.paths, &run.id, false) {
         tracing::info!("task {} was cancelled before it started ({who})", run.id);
         let r = TaskResult::failed(run.id.clone(), Outcome::Cancelled, "cancelled");
-        return run.end(r, lock, hold, shutdown).map(|()| Pickup::Ran);
+        return run.end(r, lock, hold, shutdown);
     }
     let mut agent = match run.command(&task).and_then(|c| run.spawn(&task, &c)) {
         Ok(a) => a,
-        Err(r) => return run.end(*r, lock, hold, shutdown).map(|()| Pickup::Ran),
+        Err(r) => return run.end(*r, lock, hold, shutdown),
     };
     tracing::info!(
         "task {} started: agent pid {} ({}us after claim)",
@@ -77,12 +77,8 @@ pub(crate) fn run(
     let out = agent.finish();
     let mut result = run.build_result(&out, stop);
     shared.opts.preset.interpret(&mut result);
-    run.end(result, lock, hold, shutdown)?;
-    Ok(if shutting_down {
-        Pickup::Stop
-    } else {
-        Pickup::Ran
-    })
+    let ended = run.end(result, lock, hold, shutdown)?;
+    Ok(if shutting_down { Pickup::Stop } else { ended })
 }
 
 impl Run<'_> {
@@ -337,20 +333,28 @@ impl Run<'_> {
     }
 
     /// Stamp the result, end the task through the ledger, then free its locks.
+    /// `Pickup::Stop` when a shutdown request came while the result waited for space.
     fn end(
         &self,
         mut r: TaskResult,
         lock: DirLock,
         hold: Hold,
         shutdown: &Receiver<()>,
-    ) -> Result<()> {
+    ) -> Result<Pickup> {
         r.started_at = Some(self.started_at.clone());
         r.finished_at = Some(now_rfc3339());
         r.timestamp = r.finished_at.clone().unwrap_or_default();
         r.duration_ms = Some(self.clock.elapsed().as_millis() as u64);
         r.attempt = Some(self.attempt);
         r.worker = Some(self.slot.slot().0);
-        self.write_end(&mut r, hold.queued, shutdown)?;
+        if !self.write_end(&mut r, hold.queued, shutdown)? {
+            tracing::warn!(
+                "stopping with the result of task {} unwritten (the disk is full); it stays in \
+                 hand, and recovery ends it when a worker starts on this slot again",
+                r.task_id
+            );
+            return Ok(Pickup::Stop);
+        }
         tracing::info!(
             "task {} finished: {}",
             r.task_id,
@@ -362,13 +366,14 @@ impl Run<'_> {
         if let Err(e) = agent::ready_log(&self.slot.paths.output_log()) {
             tracing::warn!("{e}");
         }
-        Ok(())
+        Ok(Pickup::Ran)
     }
 
     /// Write the task's end through the ledger. On a full disk the result waits here,
     /// in memory (shrunk to make room), and is retried with a backoff until it is
-    /// written; only a shutdown request gives up on it (recovery then ends the task).
-    fn write_end(&self, r: &mut TaskResult, queued: bool, shutdown: &Receiver<()>) -> Result<()> {
+    /// written; only a shutdown request gives up on it (`false`; recovery then ends
+    /// the task).
+    fn write_end(&self, r: &mut TaskResult, queued: bool, shutdown: &Receiver<()>) -> Result<bool> {
         let ledger = Ledger {
             root: &self.shared.opts.root,
             paths: &self.slot.paths,
@@ -385,7 +390,7 @@ impl Run<'_> {
                             r.task_id
                         );
                     }
-                    return Ok(());
+                    return Ok(true);
                 }
                 Err(e) if e.is_no_space() => e,
                 Err(e) => return Err(e),
@@ -407,7 +412,7 @@ impl Run<'_> {
             ));
             let _ = self.slot.board.publish(st);
             select! {
-                recv(shutdown) -> _ => return Err(err),
+                recv(shutdown) -> _ => return Ok(false),
                 default(backoff) => {}
             }
             backoff = space::next_backoff(backoff);

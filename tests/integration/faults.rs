@@ -510,3 +510,60 @@ fn a_worker_on_a_relative_root_runs_its_tasks() {
     assert!(r.success, "{r:?}");
     assert_eq!(r.output, "relative");
 }
+
+#[test]
+fn a_stop_request_while_a_result_waits_for_space_stops_the_worker() {
+    let dir = temp_dir();
+    let Some(disk) = SmallDisk::mount(dir.path(), "2m") else {
+        return;
+    };
+    let t = root_on(&disk, dir);
+    let mut w = WorkerProc::start(&t, S0, SIZED_AGENT, &[], &[]);
+    let filler = disk.fill_leaving(1024 * 1024);
+    t.client
+        .write_task(S0, &Task::new("big").with_id("st1"))
+        .unwrap();
+    wait_until(BOUND, "the result to wait for space", || {
+        w.stderr().contains("retried until space is freed")
+    });
+    w.signal(nix::sys::signal::Signal::SIGTERM);
+    let status = w.wait_exit(BOUND);
+    assert!(
+        status.success(),
+        "a stop request ends the worker cleanly: {status}"
+    );
+    // The task stayed in hand; a worker started once there is space ends it.
+    fs::remove_file(&filler).unwrap();
+    let _w = WorkerProc::start(&t, S0, SIZED_AGENT, &[], &[]);
+    let r = t
+        .client
+        .wait_for_result(S0, &TaskId::from("st1"), BOUND)
+        .unwrap();
+    assert_eq!(r.outcome, Some(conductor::Outcome::Interrupted), "{r:?}");
+}
+
+#[test]
+fn a_task_left_in_hand_is_finished_before_the_next_claim() {
+    let t = TestRoot::new();
+    let _w = WorkerProc::start(&t, S0, "cat", &[], &[]);
+    // What a claim cut short by a full disk (or a failed recovery) leaves behind.
+    let paths = t.client.worker(S0);
+    fs::write(paths.running(), br#"{"id": "left", "prompt": "x"}"#).unwrap();
+    t.client
+        .write_task(S0, &Task::new("next").with_id("next"))
+        .unwrap();
+    let next = t
+        .client
+        .wait_for_result(S0, &TaskId::from("next"), BOUND)
+        .unwrap();
+    assert_eq!(next.output, "next");
+    let left = t
+        .client
+        .wait_for_result(S0, &TaskId::from("left"), BOUND)
+        .unwrap();
+    assert_eq!(
+        left.outcome,
+        Some(conductor::Outcome::Interrupted),
+        "{left:?}"
+    );
+}
