@@ -17,7 +17,8 @@ use crate::protocol::{Task, TaskId, TaskResult};
 /// What is known of one dependency.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum DepState {
-    /// Not in the id registry: nothing by that id was ever sent or submitted.
+    /// Not in the id registry: nothing by that id was ever sent or submitted (judged
+    /// at submit; at run time a missing entry only means "not yet known again").
     Unknown,
     /// Registered, no result yet (pending, running, or about to be re-run).
     Unfinished,
@@ -78,11 +79,19 @@ fn result_path(root: &Root, id: &TaskId) -> Result<Option<PathBuf>> {
 }
 
 /// What is known of dependency `id` now: one registry read, one result read.
+///
+/// Submit refused unknown dependencies, so a registry entry missing now was lost (its
+/// entry is not fsynced: a power loss) or cannot be read right now (a torn entry, no
+/// file descriptors left): the dependency's own files still decide when a worker
+/// claims it and registers it again, so the dependent waits rather than ending for good.
 pub fn dep_state(root: &Root, id: &TaskId) -> DepState {
     let path = match result_path(root, id) {
         Ok(Some(p)) => p,
-        Ok(None) => return DepState::Unknown,
-        Err(e) => return DepState::Unreadable(e.to_string()),
+        Ok(None) => return DepState::Unfinished,
+        Err(e) => {
+            tracing::debug!("dependency {id}: {e}; looking again later");
+            return DepState::Unfinished;
+        }
     };
     match TaskResult::read(&path) {
         Ok(None) => DepState::Unfinished,
@@ -174,5 +183,16 @@ mod tests {
             dependency_state(&broken),
             Readiness::Failed { reason, .. } if reason == "dependency y failed: is empty"
         ));
+    }
+
+    #[test]
+    fn a_missing_or_torn_registry_entry_makes_a_dependent_wait() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = Root::new(dir.path().join("root"));
+        crate::Client::new(root.clone()).init_queue().unwrap();
+        let id = TaskId::from("dep");
+        assert_eq!(dep_state(&root, &id), DepState::Unfinished, "no entry");
+        std::fs::write(root.id_entry(&id), b"").unwrap();
+        assert_eq!(dep_state(&root, &id), DepState::Unfinished, "a torn entry");
     }
 }
