@@ -255,6 +255,11 @@ impl WorkerPaths {
     pub fn trash_dir(&self) -> PathBuf {
         self.dir.join(".trash")
     }
+    /// An inbox file being rejected: out of the inbox, not yet in `rejected/`. Never a
+    /// task to run (recovery finishes the rejection).
+    pub fn rejecting(&self) -> PathBuf {
+        self.dir.join("rejecting.json")
+    }
     /// The running agent's pid, written before the agent may exec (see
     /// [`crate::protocol::AgentRecord`]).
     pub fn agent_record(&self) -> PathBuf {

@@ -12,7 +12,7 @@ use std::io;
 use crate::error::{Error, Result};
 use crate::fsio::{self, Durability};
 use crate::layout::{Root, WorkerPaths};
-use crate::protocol::{Status, TaskId, TaskResult, WorkerState};
+use crate::protocol::{Outcome, Status, TaskId, TaskResult, WorkerState};
 use crate::queue;
 
 /// Where a task's end is written, and how its status is told.
@@ -83,6 +83,26 @@ impl Ledger<'_> {
             other => other,
         }
     }
+}
+
+/// Answer a refused input with a `rejected` result, and return the status that tells
+/// of it. A reused id's earlier result is never overwritten, nor is one left here for
+/// a task whose id went elsewhere (then only `result.json` answers it).
+pub(crate) fn answer_rejected(
+    root: &Root,
+    paths: &WorkerPaths,
+    id: TaskId,
+    reason: &str,
+) -> Result<Status> {
+    let mut result = TaskResult::failed(id, Outcome::Rejected, format!("rejected: {reason}"));
+    result.worker = Some(paths.slot.0);
+    let keep_copy = !paths.result_for(&result.task_id).exists()
+        && crate::ids::lookup(root, &result.task_id)
+            .is_ok_and(|p| p.is_none_or(|p| p == crate::ids::Place::Worker(paths.slot)));
+    publish_result(paths, &result, keep_copy)?;
+    let mut st = Status::new(WorkerState::Error);
+    st.task_id = Some(result.task_id);
+    Ok(st)
 }
 
 /// Link `running.json` as `tasks/<id>.json`, before its result is published, so the

@@ -16,7 +16,7 @@ use crate::error::{Error, Result};
 use crate::fsio::{self, Durability, SMALL_FILE_LIMIT};
 use crate::gate::Gate;
 use crate::layout::{Root, Slot, WorkerPaths};
-use crate::ledger::Ledger;
+use crate::ledger::{self, Ledger};
 use crate::procfs;
 use crate::protocol::{AgentRecord, Outcome, Status, Task, TaskId, TaskResult, WorkerState};
 use crate::queue;
@@ -100,6 +100,9 @@ pub fn recover_slot(root: &Root, slot: Slot, lock_opts: &LockOptions) -> Result<
             })
         }
     };
+    if let Some(id) = finish_rejection(root, &paths)? {
+        report.interrupted = Some(id);
+    }
     let Some(found) = read_leftover(root, &paths)? else {
         return Ok(report);
     };
@@ -138,6 +141,48 @@ pub fn recover_slot(root: &Root, slot: Slot, lock_opts: &LockOptions) -> Result<
         }
     }
     Ok(report)
+}
+
+/// A worker that died while rejecting an inbox file left it in `rejecting.json`: finish
+/// the rejection (answer it `rejected` when its id is readable, file it in `rejected/`
+/// with a reason). Never run it: it was refused. Returns the id answered, if any.
+fn finish_rejection(root: &Root, paths: &WorkerPaths) -> Result<Option<TaskId>> {
+    let held = paths.rejecting();
+    let bytes = match fsio::read_bounded(&held, fsio::TASK_SIZE_LIMIT) {
+        Ok(Some(b)) => b,
+        Ok(None) => return Ok(None),
+        Err(e) => {
+            tracing::warn!("{e}");
+            Vec::new()
+        }
+    };
+    let id = Task::salvage_id(&bytes);
+    let reason = "refused; its worker stopped while rejecting it (an earlier .reason in \
+                  rejected/ says why)";
+    if let Some(id) = id.clone() {
+        let st = ledger::answer_rejected(root, paths, id, reason)?;
+        fsio::write_json(&paths.status(), &st, Durability::Atomic)?;
+    }
+    let dir = paths.rejected_dir();
+    fsio::ensure_dir(&dir)?;
+    let name = format!(
+        "{}-{}.task.json",
+        crate::protocol::now_rfc3339().replace(':', ""),
+        id.as_ref().map_or_else(fsio::nonce, TaskId::to_string)
+    );
+    let line = format!("{}: {reason}\n", held.display());
+    fsio::write_replace(
+        &dir.join(format!("{name}.reason")),
+        line.as_bytes(),
+        Durability::Durable,
+    )?;
+    std::fs::rename(&held, dir.join(&name))
+        .map_err(|e| Error::io("move to rejected/", &held, e))?;
+    tracing::warn!(
+        "finished the rejection of {} left by a dead worker",
+        held.display()
+    );
+    Ok(id)
 }
 
 /// What a dead worker left in `running.json`, with what its status said.

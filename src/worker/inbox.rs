@@ -9,7 +9,7 @@ use crate::error::{Error, FileProblem, Result};
 use crate::fsio::{self, Durability};
 use crate::ids::{self, Place};
 use crate::ledger;
-use crate::protocol::{Outcome, Status, Task, TaskId, TaskResult, WorkerState};
+use crate::protocol::{Task, TaskId};
 
 /// What the inbox holds, read under the slot's lock.
 pub(crate) enum Inbox {
@@ -163,8 +163,8 @@ fn still_being_written(inbox: &Path, quiet_grace: Duration) -> Result<Option<Dur
 /// `error` result when its id could be read.
 ///
 /// The reason is written first, so whoever sees the inbox empty can read why. Then
-/// the file leaves the inbox as any claim does (to `running.json`, where recovery finds
-/// it should we die), and only then is it answered: a client that sees the answer may
+/// the file leaves the inbox (to `rejecting.json`, where recovery finishes the
+/// rejection should we die — never as a task to run), and only then is it answered: a client that sees the answer may
 /// deliver its next task at once, and that one must not be swept away in its place.
 pub(crate) fn reject(
     slot: &SlotServer,
@@ -187,7 +187,7 @@ pub(crate) fn reject(
         reason_line.as_bytes(),
         Durability::Durable,
     )?;
-    let held = slot.paths.running();
+    let held = slot.paths.rejecting();
     match fs::rename(inbox, &held) {
         Ok(()) => {}
         // Withdrawn meanwhile (`conductor cancel`): whoever took it answered it.
@@ -213,16 +213,7 @@ pub(crate) fn reject(
 
 /// A rejected task's `error` result and status.
 fn answer_rejected(slot: &SlotServer, id: TaskId, reason: &str) -> Result<()> {
-    let mut result = TaskResult::failed(id, Outcome::Rejected, format!("rejected: {reason}"));
-    result.worker = Some(slot.slot().0);
-    // A reused id must not overwrite the earlier task's kept result, nor leave one here
-    // for a task that went elsewhere.
-    let keep_copy = !slot.paths.result_for(&result.task_id).exists()
-        && ids::lookup(&slot.root, &result.task_id)
-            .is_ok_and(|p| p.is_none_or(|p| p == Place::Worker(slot.slot())));
-    ledger::publish_result(&slot.paths, &result, keep_copy)?;
-    let mut st = Status::new(WorkerState::Error);
-    st.task_id = Some(result.task_id.clone());
+    let st = ledger::answer_rejected(&slot.root, &slot.paths, id, reason)?;
     if let Err(e) = slot.board.publish(st) {
         tracing::warn!("publishing status for rejected task: {e}");
     }

@@ -567,3 +567,40 @@ fn a_task_left_in_hand_is_finished_before_the_next_claim() {
         "{left:?}"
     );
 }
+
+#[test]
+fn a_rejection_cut_short_by_a_crash_is_finished_not_run() {
+    let t = TestRoot::new();
+    let queue = conductor::queue::Queue::new(t.client.root().clone());
+    // Q9 belongs to the queue and has its answer already.
+    queue
+        .submit(&Task::new("the real one").with_id("Q9"))
+        .unwrap();
+    let w = WorkerProc::start(&t, S0, "cat", &[], &[]);
+    let real = queue.wait_for_result(&TaskId::from("Q9"), BOUND).unwrap();
+    drop(w);
+    let paths = t.client.worker(S0);
+    // A worker died while rejecting an inbox impostor of Q9, and another one of r1.
+    for (id, prompt) in [("Q9", "impostor"), ("r1", "refused")] {
+        fs::write(
+            paths.rejecting(),
+            format!(r#"{{"id": "{id}", "prompt": "{prompt}"}}"#),
+        )
+        .unwrap();
+        let w = WorkerProc::start(&t, S0, "cat", &[], &[]);
+        wait_until(BOUND, "the rejection to be finished", || {
+            !paths.rejecting().exists()
+        });
+        drop(w);
+    }
+    let kept = queue.read_result(&TaskId::from("Q9")).unwrap().unwrap();
+    assert_eq!(kept.output, real.output, "the queue's answer is untouched");
+    let r1 = t
+        .client
+        .read_result_for(S0, &TaskId::from("r1"))
+        .unwrap()
+        .expect("r1 is answered");
+    assert_eq!(r1.outcome, Some(conductor::Outcome::Rejected));
+    let filed = fs::read_dir(paths.rejected_dir()).unwrap().count();
+    assert_eq!(filed, 4, "both files and their reasons are in rejected/");
+}
