@@ -2,20 +2,18 @@
 //! status, logs, wait, cancel, locks, gc, doctor, init/create-worker, completions.
 
 use std::fs;
-use std::io::Read;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, ExitStatus, Stdio};
-use std::sync::{Arc, Mutex};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 use conductor::dirlock::{Acquire, DirLock, LockOptions, LockOwner};
 use conductor::protocol::now_rfc3339;
 use conductor::{host, Outcome, Slot, Status, Task, TaskId, WorkerState};
-use nix::sys::signal::{kill, Signal};
-use nix::unistd::Pid;
+use nix::sys::signal::Signal;
 use serde_json::Value;
 
+use crate::harness::Bg;
 use crate::harness::{agent, bin, wait_until, TestRoot, WorkerProc};
 
 /// Generous: the machine has two cores and is busy.
@@ -87,108 +85,6 @@ fn flags(slot: &Value) -> Vec<String> {
         .iter()
         .map(|f| f.as_str().unwrap().to_string())
         .collect()
-}
-
-/// A `conductor-worker` on the test root; stopped with SIGTERM on drop (so its agent's
-/// whole group goes too), SIGKILL if it does not go.
-/// A `conductor` command left running (logs -f, status --watch, wait): its stdout
-/// and stderr are collected by threads. Killed and reaped on drop.
-struct Bg {
-    child: Child,
-    out: Arc<Mutex<Vec<u8>>>,
-    err: Arc<Mutex<Vec<u8>>>,
-}
-
-fn collect(mut from: impl Read + Send + 'static) -> Arc<Mutex<Vec<u8>>> {
-    let buf = Arc::new(Mutex::new(Vec::new()));
-    let sink = Arc::clone(&buf);
-    std::thread::spawn(move || {
-        let mut chunk = [0u8; 4096];
-        while let Ok(n) = from.read(&mut chunk) {
-            if n == 0 {
-                break;
-            }
-            sink.lock().unwrap().extend_from_slice(&chunk[..n]);
-        }
-    });
-    buf
-}
-
-impl Bg {
-    /// Start `conductor args…`; with `read_stdout` false the read end of its stdout
-    /// pipe is closed at once (nobody listens).
-    fn spawn(t: &TestRoot, args: &[&str], read_stdout: bool) -> Bg {
-        let mut child = Command::new(bin("conductor"))
-            .args(args)
-            .env("CONDUCTOR_HOME", t.path())
-            .env_remove("CONDUCTOR_WORKER")
-            .env_remove("RUST_LOG")
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("spawn conductor");
-        let stdout = child.stdout.take().unwrap();
-        let out = if read_stdout {
-            collect(stdout)
-        } else {
-            drop(stdout);
-            Arc::new(Mutex::new(Vec::new()))
-        };
-        let err = collect(child.stderr.take().unwrap());
-        Bg { child, out, err }
-    }
-
-    fn pid(&self) -> u32 {
-        self.child.id()
-    }
-
-    fn stdout(&self) -> String {
-        String::from_utf8_lossy(&self.out.lock().unwrap()).into_owned()
-    }
-
-    fn stderr(&self) -> String {
-        String::from_utf8_lossy(&self.err.lock().unwrap()).into_owned()
-    }
-
-    #[track_caller]
-    fn wait_stdout(&self, what: &str, cond: impl Fn(&str) -> bool) {
-        let deadline = Instant::now() + BOUND;
-        loop {
-            let out = self.stdout();
-            if cond(&out) {
-                return;
-            }
-            assert!(
-                Instant::now() < deadline,
-                "timed out waiting for {what}; stdout so far:\n{out}\nstderr:\n{}",
-                self.stderr()
-            );
-            std::thread::sleep(Duration::from_millis(10));
-        }
-    }
-
-    fn signal(&self, sig: Signal) {
-        kill(Pid::from_raw(self.pid() as i32), sig).expect("signal conductor");
-    }
-
-    #[track_caller]
-    fn wait_exit(&mut self) -> ExitStatus {
-        let mut status = None;
-        let child = &mut self.child;
-        wait_until(BOUND, "conductor to exit", || {
-            status = child.try_wait().unwrap();
-            status.is_some()
-        });
-        status.unwrap()
-    }
-}
-
-impl Drop for Bg {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
 }
 
 /// Whether process `pid` has an inotify watch on `dir` (it is armed and waiting).

@@ -2,8 +2,10 @@
 
 #![allow(dead_code)]
 
+use std::io::Read;
 use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use conductor::{Client, Root};
@@ -477,4 +479,120 @@ pub fn run_conductor(t: &TestRoot, args: &[&str], code: i32) -> Ran {
         r.stderr
     );
     r
+}
+
+/// A `conductor-worker` on the test root; stopped with SIGTERM on drop (so its agent's
+/// whole group goes too), SIGKILL if it does not go.
+/// A `conductor` command left running (logs -f, status --watch, wait): its stdout
+/// and stderr are collected by threads. Killed and reaped on drop.
+/// How long a background `conductor` gets for what a test waits on.
+const BG_BOUND: Duration = Duration::from_secs(120);
+
+/// A `conductor` command left running (logs -f, status --watch, wait): its stdout
+/// and stderr are collected by threads. Killed and reaped on drop.
+pub struct Bg {
+    pub child: Child,
+    out: Arc<Mutex<Vec<u8>>>,
+    err: Arc<Mutex<Vec<u8>>>,
+}
+
+fn collect(mut from: impl Read + Send + 'static) -> Arc<Mutex<Vec<u8>>> {
+    let buf = Arc::new(Mutex::new(Vec::new()));
+    let sink = Arc::clone(&buf);
+    std::thread::spawn(move || {
+        let mut chunk = [0u8; 4096];
+        while let Ok(n) = from.read(&mut chunk) {
+            if n == 0 {
+                break;
+            }
+            sink.lock().unwrap().extend_from_slice(&chunk[..n]);
+        }
+    });
+    buf
+}
+
+impl Bg {
+    /// Start `conductor args…`; with `read_stdout` false the read end of its stdout
+    /// pipe is closed at once (nobody listens).
+    pub fn spawn(t: &TestRoot, args: &[&str], read_stdout: bool) -> Bg {
+        let mut child = Command::new(bin("conductor"))
+            .args(args)
+            .env("CONDUCTOR_HOME", t.path())
+            .env_remove("CONDUCTOR_WORKER")
+            .env_remove("RUST_LOG")
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawn conductor");
+        let stdout = child.stdout.take().unwrap();
+        let out = if read_stdout {
+            collect(stdout)
+        } else {
+            drop(stdout);
+            Arc::new(Mutex::new(Vec::new()))
+        };
+        let err = collect(child.stderr.take().unwrap());
+        Bg { child, out, err }
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    pub fn stdout(&self) -> String {
+        String::from_utf8_lossy(&self.out.lock().unwrap()).into_owned()
+    }
+
+    pub fn stderr(&self) -> String {
+        String::from_utf8_lossy(&self.err.lock().unwrap()).into_owned()
+    }
+
+    #[track_caller]
+    pub fn wait_stdout(&self, what: &str, cond: impl Fn(&str) -> bool) {
+        let deadline = Instant::now() + BG_BOUND;
+        loop {
+            let out = self.stdout();
+            if cond(&out) {
+                return;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "timed out waiting for {what}; stdout so far:\n{out}\nstderr:\n{}",
+                self.stderr()
+            );
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+
+    pub fn signal(&self, sig: nix::sys::signal::Signal) {
+        nix::sys::signal::kill(nix::unistd::Pid::from_raw(self.pid() as i32), sig)
+            .expect("signal conductor");
+    }
+
+    #[track_caller]
+    pub fn wait_exit(&mut self) -> std::process::ExitStatus {
+        let mut status = None;
+        let child = &mut self.child;
+        wait_until(BG_BOUND, "conductor to exit", || {
+            status = child.try_wait().unwrap();
+            status.is_some()
+        });
+        status.unwrap()
+    }
+}
+
+impl Drop for Bg {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Bg {
+    /// Wait (bounded) until its stderr contains `needle`.
+    #[track_caller]
+    pub fn wait_stderr(&self, what: &str, needle: &str) {
+        wait_until(BG_BOUND, what, || self.stderr().contains(needle));
+    }
 }

@@ -2,9 +2,7 @@
 //! without a slot, `conductor tasks` and its filters, and withdrawing waiting tasks.
 
 use std::fs;
-use std::io::Read;
-use std::process::{Child, Command, Stdio};
-use std::sync::{Arc, Mutex};
+use std::process::Command;
 use std::time::Duration;
 
 use conductor::queue::Queue;
@@ -12,7 +10,8 @@ use conductor::tasks::{CancelTask, TaskState};
 use conductor::{Outcome, Slot, Task, TaskId, WorkerState};
 use serde_json::Value;
 
-use crate::harness::{agent, bin, wait_until, Ran, TestRoot, WorkerProc};
+use crate::harness::Bg;
+use crate::harness::{agent, wait_until, Ran, TestRoot, WorkerProc};
 
 const BOUND: Duration = Duration::from_secs(60);
 const S0: Slot = Slot(0);
@@ -43,72 +42,6 @@ fn listed(t: &TestRoot, args: &[&str]) -> Vec<String> {
             other => other.to_string(),
         })
         .collect()
-}
-
-/// A `conductor` left running; stdout and stderr collected; killed on drop.
-struct Bg {
-    child: Child,
-    out: Arc<Mutex<Vec<u8>>>,
-    err: Arc<Mutex<Vec<u8>>>,
-}
-
-fn collect(mut from: impl Read + Send + 'static) -> Arc<Mutex<Vec<u8>>> {
-    let buf = Arc::new(Mutex::new(Vec::new()));
-    let sink = Arc::clone(&buf);
-    std::thread::spawn(move || {
-        let mut chunk = [0u8; 4096];
-        while let Ok(n) = from.read(&mut chunk) {
-            if n == 0 {
-                break;
-            }
-            sink.lock().unwrap().extend_from_slice(&chunk[..n]);
-        }
-    });
-    buf
-}
-
-impl Bg {
-    fn spawn(t: &TestRoot, args: &[&str]) -> Bg {
-        let mut child = Command::new(bin("conductor"))
-            .args(args)
-            .env("CONDUCTOR_HOME", t.path())
-            .env_remove("CONDUCTOR_WORKER")
-            .env_remove("RUST_LOG")
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("spawn conductor");
-        let out = collect(child.stdout.take().unwrap());
-        let err = collect(child.stderr.take().unwrap());
-        Bg { child, out, err }
-    }
-
-    fn stdout(&self) -> String {
-        String::from_utf8_lossy(&self.out.lock().unwrap()).into_owned()
-    }
-
-    fn stderr(&self) -> String {
-        String::from_utf8_lossy(&self.err.lock().unwrap()).into_owned()
-    }
-
-    #[track_caller]
-    fn wait_exit(&mut self) -> Option<i32> {
-        let mut status = None;
-        let child = &mut self.child;
-        wait_until(BOUND, "conductor to exit", || {
-            status = child.try_wait().unwrap();
-            status.is_some()
-        });
-        status.unwrap().code()
-    }
-}
-
-impl Drop for Bg {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
 }
 
 fn send(t: &TestRoot, slot: Slot, task: Task) -> TaskId {
@@ -162,7 +95,7 @@ fn waiting_and_queued_tasks_are_withdrawn_by_id_and_their_waiters_end() {
         r.stderr
     );
 
-    let mut waiter = Bg::spawn(&t, &["wait", "in1", "q1", "1700000000001", "--json"]);
+    let mut waiter = Bg::spawn(&t, &["wait", "in1", "q1", "1700000000001", "--json"], true);
     let r = cli(&t, &["cancel", "in1"], 0);
     assert!(
         r.stdout.contains("withdrawn from worker 0's inbox"),
@@ -179,7 +112,7 @@ fn waiting_and_queued_tasks_are_withdrawn_by_id_and_their_waiters_end() {
 
     // Every waiter ends, with a `cancelled` result for each task, in the order asked.
     assert_eq!(
-        waiter.wait_exit(),
+        waiter.wait_exit().code(),
         Some(1),
         "cancelled tasks failed: {}",
         waiter.stderr()
@@ -327,7 +260,7 @@ fn a_running_task_is_followed_and_cancelled_by_id() {
     assert_eq!(v["tasks"][0]["id"], "r1");
     assert_eq!(v["tasks"][0]["slot"], 0);
 
-    let mut follower = Bg::spawn(&t, &["logs", "r1", "-f"]);
+    let mut follower = Bg::spawn(&t, &["logs", "r1", "-f"], true);
     wait_until(BOUND, "the follower to print the agent's output", || {
         follower.stdout().contains("working")
     });
@@ -337,7 +270,12 @@ fn a_running_task_is_followed_and_cancelled_by_id() {
     let v: Value = serde_json::from_str(&r.stdout).unwrap();
     assert_eq!(v["outcome"], "cancelled");
     // The follower ends with the task, having printed its output once.
-    assert_eq!(follower.wait_exit(), Some(0), "{}", follower.stderr());
+    assert_eq!(
+        follower.wait_exit().code(),
+        Some(0),
+        "{}",
+        follower.stderr()
+    );
     assert_eq!(follower.stdout(), "working\n");
 }
 

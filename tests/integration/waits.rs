@@ -3,14 +3,12 @@
 //! mid-task, one duration syntax for every flag, and no roots or slots made by a typo.
 
 use std::fs;
-use std::io::Read;
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use conductor::{Outcome, Slot, Task, TaskId};
 
+use crate::harness::Bg;
 use crate::harness::{agent, assert_nothing_left, bin, wait_until, TestRoot, WorkerProc};
 
 /// Generous: the machine has two cores and is busy.
@@ -53,68 +51,6 @@ fn run_ok(t: &TestRoot, args: &[&str], code: i32) -> Ran {
         r.stderr
     );
     r
-}
-
-/// A `conductor` command left running while the test acts; its stderr is collected.
-struct Bg {
-    child: Child,
-    err: Arc<Mutex<Vec<u8>>>,
-}
-
-impl Bg {
-    fn spawn(t: &TestRoot, args: &[&str]) -> Bg {
-        let mut child = Command::new(bin("conductor"))
-            .args(args)
-            .env("CONDUCTOR_HOME", t.path())
-            .env_remove("CONDUCTOR_WORKER")
-            .env_remove("RUST_LOG")
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("spawn conductor");
-        let err = Arc::new(Mutex::new(Vec::new()));
-        let sink = Arc::clone(&err);
-        let mut from = child.stderr.take().unwrap();
-        std::thread::spawn(move || {
-            let mut chunk = [0u8; 4096];
-            while let Ok(n) = from.read(&mut chunk) {
-                if n == 0 {
-                    break;
-                }
-                sink.lock().unwrap().extend_from_slice(&chunk[..n]);
-            }
-        });
-        Bg { child, err }
-    }
-
-    fn stderr(&self) -> String {
-        String::from_utf8_lossy(&self.err.lock().unwrap()).into_owned()
-    }
-
-    #[track_caller]
-    fn wait_stderr(&self, what: &str, needle: &str) {
-        wait_until(BOUND, what, || self.stderr().contains(needle));
-    }
-
-    /// Its exit code, once it has exited (bounded).
-    #[track_caller]
-    fn exit_code(&mut self) -> Option<i32> {
-        let mut status = None;
-        let child = &mut self.child;
-        wait_until(BOUND, "conductor to exit", || {
-            status = child.try_wait().unwrap();
-            status.is_some()
-        });
-        status.unwrap().code()
-    }
-}
-
-impl Drop for Bg {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
 }
 
 fn slow_agent() -> String {
@@ -200,7 +136,7 @@ fn a_worker_killed_mid_task_is_reported_and_the_wait_ends_with_recovery_result()
     let mut victim = WorkerProc::start(&t, S0, &slow_agent(), &[], &[]);
     // A live worker elsewhere on the root could recover the slot: the wait waits on.
     let _other = WorkerProc::start(&t, S1, "cat", &[], &[]);
-    let mut wait = Bg::spawn(&t, &["send", "0", "long job", "--id", "k1", "--wait"]);
+    let mut wait = Bg::spawn(&t, &["send", "0", "long job", "--id", "k1", "--wait"], true);
     wait_working(&t, S0, "k1");
     victim.crash();
     wait.wait_stderr("the wait to report the death", "died with task k1");
@@ -215,7 +151,7 @@ fn a_worker_killed_mid_task_is_reported_and_the_wait_ends_with_recovery_result()
     );
     // Started again, the worker recovers its slot and the task ends interrupted.
     let _again = WorkerProc::start(&t, S0, &slow_agent(), &[], &[]);
-    assert_eq!(wait.exit_code(), Some(1), "{}", wait.stderr());
+    assert_eq!(wait.wait_exit().code(), Some(1), "{}", wait.stderr());
     assert!(wait.stderr().contains("interrupted"), "{}", wait.stderr());
     let r = t
         .client
@@ -229,10 +165,10 @@ fn a_worker_killed_mid_task_is_reported_and_the_wait_ends_with_recovery_result()
 fn a_worker_killed_mid_task_with_nobody_left_ends_the_wait_naming_who_must_recover() {
     let t = TestRoot::new();
     let mut victim = WorkerProc::start(&t, S0, &slow_agent(), &[], &[]);
-    let mut wait = Bg::spawn(&t, &["send", "0", "long job", "--id", "k2", "--wait"]);
+    let mut wait = Bg::spawn(&t, &["send", "0", "long job", "--id", "k2", "--wait"], true);
     wait_working(&t, S0, "k2");
     victim.crash();
-    assert_eq!(wait.exit_code(), Some(4), "{}", wait.stderr());
+    assert_eq!(wait.wait_exit().code(), Some(4), "{}", wait.stderr());
     let said = wait.stderr();
     assert!(said.contains("died with task k2"), "{said}");
     assert!(
@@ -254,10 +190,10 @@ fn a_worker_killed_mid_task_with_nobody_left_ends_the_wait_naming_who_must_recov
 fn a_queued_task_whose_worker_dies_is_reported_by_submit_wait() {
     let t = TestRoot::new();
     let mut victim = WorkerProc::start(&t, S0, &slow_agent(), &[], &[]);
-    let mut wait = Bg::spawn(&t, &["submit", "long job", "--id", "k3", "--wait"]);
+    let mut wait = Bg::spawn(&t, &["submit", "long job", "--id", "k3", "--wait"], true);
     wait_working(&t, S0, "k3");
     victim.crash();
-    assert_eq!(wait.exit_code(), Some(4), "{}", wait.stderr());
+    assert_eq!(wait.wait_exit().code(), Some(4), "{}", wait.stderr());
     let said = wait.stderr();
     assert!(
         said.contains("worker 0") && said.contains("died with task k3"),
