@@ -15,21 +15,11 @@ use conductor::queue::Queue;
 use conductor::{Error, Outcome, Slot, Task, TaskId, TaskResult};
 use serde_json::Value;
 
+use crate::harness::keyed_worker;
 use crate::harness::{agent, assert_nothing_left, bin, wait_until, Ran, TestRoot, WorkerProc};
 
 /// Generous: two cores, busy, other tests running beside us.
 const BOUND: Duration = Duration::from_secs(120);
-
-fn keyed_worker(t: &TestRoot, slot: Slot, log: &Path) -> WorkerProc {
-    let agent_cmd = agent("keyed.sh").display().to_string();
-    WorkerProc::start(
-        t,
-        slot,
-        &agent_cmd,
-        &[],
-        &[("AGENT_LOG", log.to_str().unwrap())],
-    )
-}
 
 fn stderrs(ws: &[&WorkerProc]) -> String {
     ws.iter()

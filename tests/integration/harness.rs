@@ -596,3 +596,15 @@ impl Bg {
         wait_until(BG_BOUND, what, || self.stderr().contains(needle));
     }
 }
+
+/// A worker running the keyed agent (tests/agents/keyed.sh), which logs its runs to `log`.
+pub fn keyed_worker(t: &TestRoot, slot: conductor::Slot, log: &Path) -> WorkerProc {
+    let agent_cmd = agent("keyed.sh").display().to_string();
+    WorkerProc::start(
+        t,
+        slot,
+        &agent_cmd,
+        &[],
+        &[("AGENT_LOG", log.to_str().unwrap())],
+    )
+}

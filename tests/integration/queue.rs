@@ -17,26 +17,11 @@ use conductor::queue::Queue;
 use conductor::{Outcome, Slot, Task, TaskId, TaskResult, WorkerState};
 use serde_json::Value;
 
-use crate::harness::{
-    agent, assert_nothing_left, bin, wait_until, ChildProc, Ran, TestRoot, WorkerProc,
-};
+use crate::harness::keyed_worker;
+use crate::harness::{assert_nothing_left, bin, wait_until, ChildProc, Ran, TestRoot, WorkerProc};
 
 /// Generous: two cores, busy, other tests running beside us.
 const BOUND: Duration = Duration::from_secs(120);
-
-/// A `conductor-worker` serving one slot with the keyed agent, logging to a file.
-/// SIGTERM on drop (so its agent's group goes too), SIGKILL if it lingers.
-/// A worker running the keyed agent, which logs its runs to `log`.
-fn keyed_worker(t: &TestRoot, slot: Slot, log: &Path) -> WorkerProc {
-    let agent_cmd = agent("keyed.sh").display().to_string();
-    WorkerProc::start(
-        t,
-        slot,
-        &agent_cmd,
-        &[],
-        &[("AGENT_LOG", log.to_str().unwrap())],
-    )
-}
 
 /// `n` workers on slots 0..n.
 fn workers(t: &TestRoot, n: u32, log: &Path) -> Vec<WorkerProc> {
