@@ -105,6 +105,29 @@ pub(crate) fn answer_rejected(
     Ok(st)
 }
 
+/// Where a refused file will be kept in `rejected/` (`<stamp>-<id|nonce>.task.json`),
+/// with its reason already written beside it (durably): whoever finds the file gone
+/// from where it was can read why. The caller moves the file to the returned path.
+pub(crate) fn note_rejection(
+    paths: &WorkerPaths,
+    id: Option<&TaskId>,
+    reason_line: &str,
+) -> Result<std::path::PathBuf> {
+    let dir = paths.rejected_dir();
+    fsio::ensure_dir(&dir)?;
+    let stamp = crate::protocol::now_rfc3339().replace(':', "");
+    let name = format!(
+        "{stamp}-{}.task.json",
+        id.map_or_else(fsio::nonce, TaskId::to_string)
+    );
+    fsio::write_replace(
+        &dir.join(format!("{name}.reason")),
+        reason_line.as_bytes(),
+        Durability::Durable,
+    )?;
+    Ok(dir.join(name))
+}
+
 /// Link `running.json` as `tasks/<id>.json`, before its result is published, so the
 /// record is there the moment anyone sees the result (`conductor retry` right away).
 /// A link: no copy, and later removing `running.json` frees nothing.

@@ -163,21 +163,9 @@ fn finish_rejection(root: &Root, paths: &WorkerPaths) -> Result<Option<TaskId>> 
         let st = ledger::answer_rejected(root, paths, id, reason)?;
         fsio::write_json(&paths.status(), &st, Durability::Atomic)?;
     }
-    let dir = paths.rejected_dir();
-    fsio::ensure_dir(&dir)?;
-    let name = format!(
-        "{}-{}.task.json",
-        crate::protocol::now_rfc3339().replace(':', ""),
-        id.as_ref().map_or_else(fsio::nonce, TaskId::to_string)
-    );
     let line = format!("{}: {reason}\n", held.display());
-    fsio::write_replace(
-        &dir.join(format!("{name}.reason")),
-        line.as_bytes(),
-        Durability::Durable,
-    )?;
-    std::fs::rename(&held, dir.join(&name))
-        .map_err(|e| Error::io("move to rejected/", &held, e))?;
+    let dest = ledger::note_rejection(paths, id.as_ref(), &line)?;
+    std::fs::rename(&held, &dest).map_err(|e| Error::io("move to rejected/", &held, e))?;
     tracing::warn!(
         "finished the rejection of {} left by a dead worker",
         held.display()

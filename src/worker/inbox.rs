@@ -6,7 +6,7 @@ use std::time::{Duration, SystemTime};
 
 use super::{Shared, SlotServer};
 use crate::error::{Error, FileProblem, Result};
-use crate::fsio::{self, Durability};
+use crate::fsio;
 use crate::ids::{self, Place};
 use crate::ledger;
 use crate::protocol::{Task, TaskId};
@@ -172,27 +172,16 @@ pub(crate) fn reject(
     reason: &str,
     id: Option<TaskId>,
 ) -> Result<()> {
-    let dir = slot.paths.rejected_dir();
-    fsio::ensure_dir(&dir)?;
-    let stamp = humantime::format_rfc3339_millis(SystemTime::now())
-        .to_string()
-        .replace(':', "");
-    let name = match &id {
-        Some(id) => format!("{stamp}-{id}.task.json"),
-        None => format!("{stamp}-{}.task.json", fsio::nonce()),
-    };
     let reason_line = format!("{}: {reason}\n", inbox.display());
-    fsio::write_replace(
-        &dir.join(format!("{name}.reason")),
-        reason_line.as_bytes(),
-        Durability::Durable,
-    )?;
+    let dest = ledger::note_rejection(&slot.paths, id.as_ref(), &reason_line)?;
     let held = slot.paths.rejecting();
     match fs::rename(inbox, &held) {
         Ok(()) => {}
         // Withdrawn meanwhile (`conductor cancel`): whoever took it answered it.
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-            let _ = fs::remove_file(dir.join(format!("{name}.reason")));
+            let mut note = dest.into_os_string();
+            note.push(".reason");
+            let _ = fs::remove_file(note);
             return Ok(());
         }
         Err(e) => return Err(Error::io("take out of the inbox", inbox, e)),
@@ -201,7 +190,6 @@ pub(crate) fn reject(
     if let Some(id) = id {
         answer_rejected(slot, id, reason)?;
     }
-    let dest = dir.join(&name);
     fs::rename(&held, &dest).map_err(|e| Error::io("move to rejected/", &held, e))?;
     tracing::warn!(
         "rejected {}: {reason} (kept as {})",
