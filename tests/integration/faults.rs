@@ -485,15 +485,17 @@ fn a_worker_on_a_relative_root_runs_its_tasks() {
     let project = t.dir.path().join("project");
     fs::create_dir_all(&project).unwrap();
     // The worker is given the root relative to its own directory; agents run elsewhere.
-    let mut child = std::process::Command::new(crate::harness::bin("conductor-worker"))
-        .current_dir(t.dir.path())
-        .args(["0", "project", "--root", "root", "--agent", "cat"])
-        .env_remove("CONDUCTOR_HOME")
-        .env_remove("CONDUCTOR_WORKER")
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
+    let worker = crate::harness::Reaped(
+        std::process::Command::new(crate::harness::bin("conductor-worker"))
+            .current_dir(t.dir.path())
+            .args(["0", "project", "--root", "root", "--agent", "cat"])
+            .env_remove("CONDUCTOR_HOME")
+            .env_remove("CONDUCTOR_WORKER")
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
     t.client.create_worker(S0).unwrap();
     t.client
         .write_task(S0, &Task::new("relative").with_id("rel1"))
@@ -502,11 +504,7 @@ fn a_worker_on_a_relative_root_runs_its_tasks() {
         .client
         .wait_for_result(S0, &TaskId::from("rel1"), BOUND)
         .unwrap();
-    let _ = nix::sys::signal::kill(
-        nix::unistd::Pid::from_raw(child.id() as i32),
-        nix::sys::signal::Signal::SIGTERM,
-    );
-    let _ = child.wait();
+    drop(worker);
     assert!(r.success, "{r:?}");
     assert_eq!(r.output, "relative");
 }

@@ -608,3 +608,13 @@ pub fn keyed_worker(t: &TestRoot, slot: conductor::Slot, log: &Path) -> WorkerPr
         &[("AGENT_LOG", log.to_str().unwrap())],
     )
 }
+
+/// A child process killed and reaped when dropped, whatever the test's assertions did.
+pub struct Reaped(pub std::process::Child);
+
+impl Drop for Reaped {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}

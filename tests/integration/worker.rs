@@ -981,13 +981,15 @@ fn after_a_crash_the_restarted_worker_leaves_the_error_status_for_the_task() {
 fn recovery_kills_an_agent_known_only_from_its_record() {
     use std::os::unix::process::CommandExt;
     let t = TestRoot::new();
-    let mut agent = Command::new("sleep")
-        .arg("300")
-        .env("CONDUCTOR_TASK_ID", "spawned")
-        .process_group(0)
-        .spawn()
-        .unwrap();
-    let pid = agent.id();
+    let mut agent = crate::harness::Reaped(
+        Command::new("sleep")
+            .arg("300")
+            .env("CONDUCTOR_TASK_ID", "spawned")
+            .process_group(0)
+            .spawn()
+            .unwrap(),
+    );
+    let pid = agent.0.id();
     let w = t.client.create_worker(S0).unwrap();
     fs::write(w.running(), br#"{"id": "spawned", "prompt": "p"}"#).unwrap();
     conductor::protocol::AgentRecord::new(
@@ -1001,6 +1003,6 @@ fn recovery_kills_an_agent_known_only_from_its_record() {
     let r = result_of(&t, "spawned");
     assert_eq!(r.outcome, Some(Outcome::Interrupted));
     wait_until(BOUND, "the recorded agent to be killed", || {
-        agent.try_wait().unwrap().is_some()
+        agent.0.try_wait().unwrap().is_some()
     });
 }
