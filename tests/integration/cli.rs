@@ -816,10 +816,20 @@ fn root_checks(v: &Value) -> Vec<(String, String, String)> {
 }
 
 /// Write a task the way an original client does: a plain write, mode 0644.
+///
+/// The mode is given at creation: a chmod afterwards races the worker, which may have
+/// taken the file already.
 fn write_task_like_an_original_client(t: &TestRoot, slot: Slot, body: &str) {
+    use std::io::Write as _;
+    use std::os::unix::fs::OpenOptionsExt as _;
     let inbox = t.client.worker(slot).task();
-    fs::write(&inbox, body).unwrap();
-    fs::set_permissions(&inbox, fs::Permissions::from_mode(0o644)).unwrap();
+    let mut file = fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o644)
+        .open(&inbox)
+        .unwrap();
+    file.write_all(body.as_bytes()).unwrap();
 }
 
 #[test]
