@@ -10,6 +10,7 @@
 pub mod follow;
 pub mod format;
 pub mod locks;
+pub mod preview;
 pub mod slot_report;
 pub mod task_files;
 
@@ -25,6 +26,7 @@ pub use follow::{open_log, LogFollower};
 pub(crate) use format::secs;
 pub use format::{age_since, format_age, format_bytes};
 pub use locks::{list_locks, spares_in, LockEntry, LockKind, LockState, LockStatus};
+pub use preview::{fit, prompt_preview};
 pub use slot_report::{slot_report, slot_reports, Flag, SlotReport};
 pub use task_files::{current_task, read_task_file, running_task, TaskFile, TaskSource};
 

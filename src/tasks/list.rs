@@ -344,7 +344,9 @@ fn summarize(root: &Root, snap: &mut Snapshot, id: &TaskId, c: &Candidate) -> Re
             .as_ref()
             .and_then(|t| t.priority)
             .or_else(|| pending.map(|p| p.priority)),
-        prompt_preview: task.as_ref().map(|t| preview(&t.prompt)),
+        prompt_preview: task
+            .as_ref()
+            .map(|t| crate::inspect::prompt_preview(&t.prompt, PREVIEW_CHARS)),
         submitted_at: crate::protocol::rfc3339(c.submitted),
         submitted: c.submitted,
         started_at: None,
@@ -389,13 +391,4 @@ fn running_since(root: &Root, slot: Slot, id: &TaskId, s: &mut TaskSummary) {
         .map(|d| d.as_millis() as u64);
     s.started_at = status.started_at;
     s.attempt = status.attempt.or(s.attempt);
-}
-
-/// The prompt's start on one line.
-fn preview(prompt: &str) -> String {
-    let folded = prompt.split_whitespace().collect::<Vec<_>>().join(" ");
-    match folded.char_indices().nth(PREVIEW_CHARS) {
-        Some((cut, _)) => format!("{}…", &folded[..cut]),
-        None => folded,
-    }
 }

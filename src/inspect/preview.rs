@@ -1,0 +1,40 @@
+//! One-line prompt previews, so every view shows what a task is rather than its id.
+
+/// The prompt's start on one line: whitespace runs folded to one space, cut to at most
+/// `max_chars` characters with `…` marking the cut (the `…` counts towards `max_chars`).
+pub fn prompt_preview(prompt: &str, max_chars: usize) -> String {
+    let folded = prompt.split_whitespace().collect::<Vec<_>>().join(" ");
+    fit(&folded, max_chars)
+}
+
+/// `text` cut to at most `max_chars` characters, `…` marking a cut.
+pub fn fit(text: &str, max_chars: usize) -> String {
+    if max_chars == 0 {
+        return String::new();
+    }
+    match text.char_indices().nth(max_chars) {
+        None => text.to_string(),
+        Some(_) => {
+            let (cut, _) = text
+                .char_indices()
+                .nth(max_chars - 1)
+                .expect("more than max_chars characters");
+            format!("{}…", &text[..cut])
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn previews_fold_whitespace_and_cut_within_the_width() {
+        assert_eq!(prompt_preview("  fix\n\tthe   bug ", 40), "fix the bug");
+        assert_eq!(prompt_preview("abcdef", 6), "abcdef");
+        assert_eq!(prompt_preview("abcdefg", 6), "abcde…");
+        assert_eq!(prompt_preview("ééééééé", 3).chars().count(), 3);
+        assert_eq!(prompt_preview("abc", 0), "");
+        assert_eq!(prompt_preview("abc", 1), "…");
+    }
+}
