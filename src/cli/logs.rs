@@ -3,9 +3,11 @@
 use std::io::Write;
 use std::time::Duration;
 
+use crate::fsio::{self, RESULT_SIZE_LIMIT};
 use crate::inspect::{self, LogFollower};
+use crate::protocol::parse_result;
 use crate::watch::WatchMode;
-use crate::Error;
+use crate::{Error, TaskId, WorkerPaths};
 use crossbeam_channel::select;
 
 use super::target::{at_most_one, single, Target, Targets, TARGET_HELP};
@@ -14,12 +16,16 @@ use crate::cli::common::exit;
 
 #[derive(Debug, clap::Args)]
 #[command(after_help = format!("{TARGET_HELP}\n\n\
-By id: a finished task's full output (workers/N/tasks/<id>.log), or what a running task \
+A log is the agent's stdout with its stderr lines marked `stderr│ `; with the claude \
+preset, stdout is Claude Code's event stream shown as readable lines (its messages, `› Tool \
+what` for each tool use, `‹ …` for what the tool gave back, a `✓ done` or `✗` line with \
+turns, cost and session), the raw events kept in workers/N/tasks/<id>.jsonl.\n\n\
+By id: a finished task's whole log (workers/N/tasks/<id>.log), or what a running task \
 has written so far; -f follows a running task (or waits for a waiting or queued one to \
-start) until it ends. With a slot: output.log, the running agent's stdout; when the task \
-ends it moves to tasks/<id>.log and an empty output.log takes its place. -f keeps \
-following the name across tasks, like `tail -F`, until Ctrl-C or until nobody reads the \
-output."))]
+start) until it ends. With a slot: output.log, the running agent's live log, or when \
+nothing runs there the log of the slot's last task; when a task ends its output.log moves \
+to tasks/<id>.log and an empty one takes its place. -f keeps following the name across \
+tasks, like `tail -F`, until Ctrl-C or until nobody reads the output."))]
 pub struct Args {
     #[command(flatten)]
     pub targets: Targets,
@@ -65,6 +71,10 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
         return copy_out(&mut f);
     }
     if !args.follow {
+        if let Some((id, mut f)) = last_task_log(&paths)? {
+            eprintln!("(worker {slot} runs nothing now; the log of its last task, {id}:)");
+            return copy_out(&mut f);
+        }
         return match inspect::open_log(&paths.output_log())? {
             Some(mut f) => copy_out(&mut f),
             None => Ok(exit::OK),
@@ -90,6 +100,25 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
             return Ok(exit::OK);
         }
     }
+}
+
+/// When the slot runs nothing: its last task (the one `result.json` answers) and that
+/// task's kept log, if it has one.
+fn last_task_log(paths: &WorkerPaths) -> anyhow::Result<Option<(TaskId, std::fs::File)>> {
+    if paths.running().exists() {
+        return Ok(None);
+    }
+    let Some(bytes) = fsio::read_bounded(&paths.result(), RESULT_SIZE_LIMIT)
+        .ok()
+        .flatten()
+    else {
+        return Ok(None);
+    };
+    let id = match parse_result(&paths.result(), &bytes) {
+        Ok(r) => r.task_id,
+        Err(_) => return Ok(None),
+    };
+    Ok(inspect::open_log(&paths.task_log(&id))?.map(|f| (id, f)))
 }
 
 pub(super) fn copy_out(f: &mut std::fs::File) -> anyhow::Result<i32> {
