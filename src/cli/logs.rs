@@ -71,12 +71,13 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
         return copy_out(&mut f);
     }
     if !args.follow {
-        if let Some((id, mut f)) = last_task_log(&paths)? {
-            eprintln!("(worker {slot} runs nothing now; the log of its last task, {id}:)");
-            return copy_out(&mut f);
-        }
-        return match inspect::open_log(&paths.output_log())? {
-            Some(mut f) => copy_out(&mut f),
+        return match slot_log(&paths)? {
+            Some((mut f, ended)) => {
+                if let Some(id) = ended {
+                    eprintln!("(worker {slot} runs nothing now; the log of its last task, {id}:)");
+                }
+                copy_out(&mut f)
+            }
             None => Ok(exit::OK),
         };
     }
@@ -102,23 +103,30 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
     }
 }
 
-/// When the slot runs nothing: its last task (the one `result.json` answers) and that
-/// task's kept log, if it has one.
-fn last_task_log(paths: &WorkerPaths) -> anyhow::Result<Option<(TaskId, std::fs::File)>> {
-    if paths.running().exists() {
-        return Ok(None);
+/// What `logs N` prints: the live log of the task the slot runs, or once that task has
+/// ended (or nothing runs), the kept log of its last task — with that task's id.
+fn slot_log(paths: &WorkerPaths) -> anyhow::Result<Option<(std::fs::File, Option<TaskId>)>> {
+    // Opened first: a task that ends after this keeps the same file under its new name.
+    let live = inspect::open_log(&paths.output_log())?;
+    let task = match inspect::read_task_file(&paths.running()) {
+        Some(running) => running.task_id,
+        None => last_result_id(paths),
+    };
+    if let Some(id) = task {
+        // Its log is kept only once it has ended.
+        if let Some(kept) = inspect::open_log(&paths.task_log(&id))? {
+            return Ok(Some((kept, Some(id))));
+        }
     }
-    let Some(bytes) = fsio::read_bounded(&paths.result(), RESULT_SIZE_LIMIT)
+    Ok(live.map(|f| (f, None)))
+}
+
+/// The id `result.json` answers: the slot's last finished task.
+fn last_result_id(paths: &WorkerPaths) -> Option<TaskId> {
+    let bytes = fsio::read_bounded(&paths.result(), RESULT_SIZE_LIMIT).ok()??;
+    parse_result(&paths.result(), &bytes)
         .ok()
-        .flatten()
-    else {
-        return Ok(None);
-    };
-    let id = match parse_result(&paths.result(), &bytes) {
-        Ok(r) => r.task_id,
-        Err(_) => return Ok(None),
-    };
-    Ok(inspect::open_log(&paths.task_log(&id))?.map(|f| (id, f)))
+        .map(|r| r.task_id)
 }
 
 pub(super) fn copy_out(f: &mut std::fs::File) -> anyhow::Result<i32> {

@@ -310,6 +310,12 @@ impl Run<'_> {
         }) {
             tracing::warn!("{e}");
         }
+        if self.shared.opts.preset.streams() {
+            let raw = paths.task_stream(&self.id);
+            if let Err(e) = fs::rename(paths.output_stream(), &raw) {
+                tracing::warn!("keeping the raw stream as {}: {e}", raw.display());
+            }
+        }
         if out.log_cut > 0 {
             r.output_truncated = true;
             r.output_file = Some(log.display().to_string());
