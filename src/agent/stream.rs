@@ -98,7 +98,7 @@ impl StreamRenderer {
                         .get("input")
                         .map(|i| self.tool_input(i))
                         .unwrap_or_default();
-                    push_line(out, &clip(&format!("› {name} {what}").trim_end()));
+                    push_line(out, &clip(format!("› {name} {what}").trim_end()));
                 }
                 "thinking" => {
                     let first = first_line(str_of(&block, "thinking"));

@@ -16,7 +16,7 @@ const S0: Slot = Slot(0);
 
 fn stream_worker(t: &TestRoot) -> WorkerProc {
     let fake = agent("fake-claude-stream").display().to_string();
-    WorkerProc::start(&t, S0, &fake, &["--preset", "claude"], &[])
+    WorkerProc::start(t, S0, &fake, &["--preset", "claude"], &[])
 }
 
 fn send(t: &TestRoot, id: &str, prompt: &str) {
