@@ -274,9 +274,39 @@ fn clip(s: &str) -> String {
     }
 }
 
+/// One rendered line; control characters (a tool's colour codes, a stray `\r`) are left
+/// out, so what a terminal shows is what the line says.
 fn push_line(out: &mut Vec<u8>, line: &str) {
-    out.extend_from_slice(line.as_bytes());
+    if line.chars().any(|c| c.is_control() && c != '\t') {
+        out.extend_from_slice(without_controls(line).as_bytes());
+    } else {
+        out.extend_from_slice(line.as_bytes());
+    }
     out.push(b'\n');
+}
+
+/// `line` without control characters but tabs, and without whole escape sequences
+/// (`ESC [ … final`, or `ESC` and the one character after it).
+fn without_controls(line: &str) -> String {
+    let mut clean = String::with_capacity(line.len());
+    let mut chars = line.chars();
+    while let Some(c) = chars.next() {
+        match c {
+            '\u{1b}' => {
+                if chars.next() == Some('[') {
+                    for f in chars.by_ref() {
+                        if ('@'..='~').contains(&f) {
+                            break;
+                        }
+                    }
+                }
+            }
+            '\t' => clean.push(c),
+            c if c.is_control() => {}
+            c => clean.push(c),
+        }
+    }
+    clean
 }
 
 fn as_is(line: &[u8], out: &mut Vec<u8>) {
@@ -343,6 +373,10 @@ mod tests {
             r#"{"type":"result","subtype":"error_max_turns","is_error":true,"num_turns":1,"cost_usd":0.5}"#,
         ]);
         assert_eq!(text, "✗ error_max_turns · 1 turn · $0.5000\n");
+        let (text, _) = render_all(&[
+            r#"{"type":"assistant","message":{"content":[{"type":"text","text":"\u001b[31mred\u001b[0m\r"}]}}"#,
+        ]);
+        assert_eq!(text, "red\n");
         let long = "é".repeat(400);
         let line = format!(
             r#"{{"type":"assistant","message":{{"content":[{{"type":"tool_use","name":"Grep","input":{{"pattern":"{long}"}}}}]}}}}"#

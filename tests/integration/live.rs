@@ -5,6 +5,7 @@
 use std::fs;
 use std::time::Duration;
 
+use conductor::maintenance::{plan_gc, GcOptions};
 use conductor::{Slot, Task, TaskId, TaskResult};
 use nix::sys::signal::Signal;
 use serde_json::Value;
@@ -153,6 +154,12 @@ fn a_malformed_stream_line_is_shown_as_it_is_and_breaks_nothing() {
     );
     assert!(log.contains("✓ done · 3 turns"), "{log}");
     assert_no_line_mixes_streams(&log);
+
+    // The raw stream goes with its result when gc collects it.
+    let raw = t.client.worker(S0).task_stream(&TaskId::from("m1"));
+    assert!(raw.exists());
+    let plan = plan_gc(t.client.root(), &GcOptions::new(Duration::ZERO)).unwrap();
+    assert!(plan.items.iter().any(|i| i.path == raw), "{:?}", plan.items);
 }
 
 #[test]
