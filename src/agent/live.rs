@@ -124,8 +124,12 @@ pub(super) enum StdoutForm {
     /// As it comes.
     Raw,
     /// One `stream-json` event a line, rendered readable (see [`super::stream`]); the
-    /// raw lines go to their own capped file.
-    Stream { raw: LogSink, line_cap: usize },
+    /// raw lines go to their own capped file (none if it could not be created: the
+    /// run goes on without it).
+    Stream {
+        raw: Option<LogSink>,
+        line_cap: usize,
+    },
 }
 
 /// Splits a byte stream into lines, keeping at most `cap` bytes of each (the rest of
@@ -211,7 +215,9 @@ pub(super) fn drain_stdout(
         match stream.as_mut() {
             None => lock_log(log).write_out(chunk),
             Some((raw, lines, renderer)) => {
-                raw.write(chunk);
+                if let Some(raw) = raw {
+                    raw.write(chunk);
+                }
                 render_lines(chunk, lines, renderer, log, &mut final_event);
             }
         }
@@ -229,7 +235,9 @@ pub(super) fn drain_stdout(
             }
         });
         lock_log(log).write_out(&last);
-        raw.finish();
+        if let Some(raw) = raw {
+            raw.finish();
+        }
     }
     shared.lock().unwrap_or_else(|p| p.into_inner()).final_event = final_event;
     lock_log(log).reader_done();
@@ -323,7 +331,11 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let (path, log) = log_in(dir.path());
         let raw_path = dir.path().join("output.jsonl");
-        let raw = LogSink::new(open_log(&raw_path).unwrap(), &raw_path, 1 << 20);
+        let raw = Some(LogSink::new(
+            open_log(&raw_path).unwrap(),
+            &raw_path,
+            1 << 20,
+        ));
         let result = r#"{"type":"result","is_error":false,"result":"fine","num_turns":1}"#;
         let input = format!(
             "{}\n{{broken\n{}\n{result}",

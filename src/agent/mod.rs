@@ -293,7 +293,14 @@ impl Agent {
         let form = match launch.stream_raw {
             None => StdoutForm::Raw,
             Some(path) => StdoutForm::Stream {
-                raw: LogSink::new(output::create_fresh(path)?, path, launch.log_cap),
+                // The raw copy is a keepsake: without it (a full disk) the run goes on.
+                raw: match output::create_fresh(path) {
+                    Ok(f) => Some(LogSink::new(f, path, launch.log_cap)),
+                    Err(e) => {
+                        tracing::warn!("the raw event stream will not be kept: {e}");
+                        None
+                    }
+                },
                 line_cap: launch.inline_cap,
             },
         };
