@@ -235,12 +235,22 @@ impl WorkerPaths {
     pub fn task_record(&self, id: &TaskId) -> PathBuf {
         self.tasks_dir().join(format!("{id}.json"))
     }
-    /// A finished run's full stdout (what `output.log` held while it ran).
+    /// A finished run's log (what `output.log` held while it ran).
     pub fn task_log(&self, id: &TaskId) -> PathBuf {
         self.tasks_dir().join(format!("{id}.log"))
     }
+    /// A finished `stream-json` run's raw stdout (what `output.jsonl` held).
+    pub fn task_stream(&self, id: &TaskId) -> PathBuf {
+        self.tasks_dir().join(format!("{id}.jsonl"))
+    }
+    /// The live log: the running agent's stdout (rendered, for a `stream-json` run)
+    /// and its stderr lines, marked.
     pub fn output_log(&self) -> PathBuf {
         self.dir.join("output.log")
+    }
+    /// The running `stream-json` agent's raw stdout.
+    pub fn output_stream(&self) -> PathBuf {
+        self.dir.join("output.jsonl")
     }
     pub fn cancel(&self) -> PathBuf {
         self.dir.join("cancel")

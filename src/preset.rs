@@ -12,8 +12,10 @@ use crate::protocol::TaskResult;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 #[non_exhaustive]
 pub enum Preset {
-    /// Claude Code in print mode with JSON output: the answer, session id, cost and
-    /// turns are lifted into the result; tasks with `resume` continue a session.
+    /// Claude Code in print mode streaming its events (`stream-json`): the live log
+    /// shows its messages and tool uses as they come; the answer, session id, cost and
+    /// turns are lifted into the result from the final event; tasks with `resume`
+    /// continue a session.
     Claude,
     /// OpenAI Codex, non-interactive, prompt on stdin.
     Codex,
@@ -26,7 +28,8 @@ impl Preset {
     /// The command line used when `--agent` is not given.
     pub fn default_command(self) -> &'static str {
         match self {
-            Preset::Claude => "claude -p --output-format json",
+            // Claude Code refuses stream-json in print mode without --verbose.
+            Preset::Claude => "claude -p --output-format stream-json --verbose",
             Preset::Codex => "codex exec -",
             Preset::Command => "claude -p",
         }
@@ -38,6 +41,13 @@ impl Preset {
             Preset::Claude => Some(vec!["--resume".into(), id.into()]),
             Preset::Codex | Preset::Command => None,
         }
+    }
+
+    /// Whether stdout is read as Claude Code's event stream: one JSON object a line,
+    /// rendered readable in the live log, the raw lines kept in `tasks/<id>.jsonl`.
+    /// (`--output-format json` prints the final event alone, so it reads the same.)
+    pub fn streams(self) -> bool {
+        self == Preset::Claude
     }
 
     /// Lift what the agent printed into the result's fields.
@@ -73,7 +83,9 @@ impl fmt::Display for Preset {
     }
 }
 
-/// `claude -p --output-format json` prints one object:
+/// The worker hands over the final `result` event of a stream (see
+/// [`crate::agent::stream`]) or, when there was none, stdout as printed;
+/// `claude -p --output-format json` prints that one event alone:
 /// `{"type":"result","subtype":"success","is_error":false,"result":"…","session_id":"…",
 ///   "num_turns":3,"total_cost_usd":0.01,…}` (older versions: `cost_usd`). Anything else
 /// is left untouched: the raw stdout stays the output.

@@ -1,8 +1,10 @@
 //! The agent process: spawned in its own group once recorded, prompt on stdin, output
 //! drained concurrently, every process it left stopped when it ends.
 
+mod live;
 mod output;
 mod spawn;
+pub mod stream;
 mod sweep;
 
 use std::io::{self, Write};
@@ -19,9 +21,11 @@ use nix::sys::signal::{killpg, Signal};
 use nix::unistd::Pid;
 
 use crate::error::{split_command_line, Error, Result};
+use live::{LiveLog, SharedLog, StdoutForm};
 use output::{Captured, LogSink};
 use spawn::SelfRecord;
 
+pub use live::STDERR_MARK;
 pub use output::ready_log;
 pub use spawn::EXIT_UNRECORDED;
 
@@ -93,6 +97,9 @@ pub struct Launch<'a> {
     pub inline_cap: usize,
     /// Most bytes `output_log` holds: beyond it the middle is cut, marked by a line.
     pub log_cap: u64,
+    /// Set when stdout is Claude Code's `stream-json`: the live log then shows each
+    /// event rendered readable, and the raw lines are kept here (capped like the log).
+    pub stream_raw: Option<&'a Path>,
 }
 
 /// What a spawn error says when a helper thread could not be started.
@@ -162,16 +169,24 @@ struct Streams {
     stderr: SharedCapture,
     /// Gets one message from each output reader when it is done.
     readers_done: Receiver<()>,
+    log: SharedLog,
 }
 
 impl Streams {
-    /// Write `prompt` to the child's stdin; copy its stdout to `log` (keeping `inline_cap`
-    /// bytes) and keep the tail of its stderr. Fails when a thread cannot be started.
-    fn start(child: &mut Child, prompt: String, log: LogSink, cap: usize) -> io::Result<Streams> {
+    /// Write `prompt` to the child's stdin; copy its stdout to `log` in `form` (keeping
+    /// `inline_cap` bytes) and its stderr's lines, marked; keep the tail of its stderr.
+    /// Fails when a thread cannot be started.
+    fn start(
+        child: &mut Child,
+        prompt: String,
+        (log, form): (SharedLog, StdoutForm),
+        cap: usize,
+    ) -> io::Result<Streams> {
         let output_bytes = Arc::new(AtomicU64::new(0));
         let stdout: SharedCapture = Arc::default();
         let stderr: SharedCapture = Arc::default();
         let (done_tx, readers_done) = bounded::<()>(2);
+        let shared_log = Arc::clone(&log);
 
         let mut stdin = child.stdin.take().expect("stdin piped");
         let out = child.stdout.take().expect("stdout piped");
@@ -179,19 +194,20 @@ impl Streams {
         let counter = Arc::clone(&output_bytes);
         let (out_buf, err_buf) = (Arc::clone(&stdout), Arc::clone(&stderr));
         let out_done = done_tx.clone();
+        let err_log = Arc::clone(&log);
         let threads = [
             spawn_named("agent-stdin", move || {
                 // EPIPE just means the agent does not read its stdin: not our failure.
                 let _ = stdin.write_all(prompt.as_bytes());
             }),
             spawn_named("agent-stdout", move || {
-                if let Err(e) = output::drain_stdout(out, log, cap, &counter, &out_buf) {
+                if let Err(e) = live::drain_stdout(out, form, &log, cap, &counter, &out_buf) {
                     tracing::warn!("reading agent stdout: {e}");
                 }
                 let _ = out_done.send(());
             }),
             spawn_named("agent-stderr", move || {
-                if let Err(e) = output::drain_tail(err, STDERR_TAIL, &err_buf) {
+                if let Err(e) = live::drain_tail(err, STDERR_TAIL, &err_buf, &err_log) {
                     tracing::warn!("reading agent stderr: {e}");
                 }
                 let _ = done_tx.send(());
@@ -205,6 +221,7 @@ impl Streams {
             stdout,
             stderr,
             readers_done,
+            log: shared_log,
         })
     }
 }
@@ -246,6 +263,7 @@ pub struct Agent {
     stdout: SharedCapture,
     stderr: SharedCapture,
     readers_done: Receiver<()>,
+    log: SharedLog,
     finished: bool,
 }
 
@@ -253,6 +271,8 @@ pub struct Agent {
 #[derive(Debug)]
 pub struct AgentOutput {
     pub status: ExitStatus,
+    /// What stdout said: as printed (up to the inline cap), or for a `stream-json` run
+    /// that ended with one, its final `result` event line.
     pub stdout: Vec<u8>,
     pub stdout_total: u64,
     pub stdout_truncated: bool,
@@ -269,11 +289,25 @@ impl Agent {
     pub fn spawn(mut launch: Launch<'_>, record: &Path) -> Result<Agent> {
         spawn::become_subreaper();
         let log = output::open_log(launch.output_log)?;
-        let log = LogSink::new(log, launch.output_log, launch.log_cap);
+        let log = LiveLog::shared(LogSink::new(log, launch.output_log, launch.log_cap), 2);
+        let form = match launch.stream_raw {
+            None => StdoutForm::Raw,
+            Some(path) => StdoutForm::Stream {
+                // The raw copy is a keepsake: without it (a full disk) the run goes on.
+                raw: match output::create_fresh(path) {
+                    Ok(f) => Some(LogSink::new(f, path, launch.log_cap)),
+                    Err(e) => {
+                        tracing::warn!("the raw event stream will not be kept: {e}");
+                        None
+                    }
+                },
+                line_cap: launch.inline_cap,
+            },
+        };
         let (mut child, start_time, exit_rx) = start_recorded(&launch, record)?;
         let pid = child.id();
         let prompt = std::mem::take(&mut launch.prompt);
-        let streams = match Streams::start(&mut child, prompt, log, launch.inline_cap) {
+        let streams = match Streams::start(&mut child, prompt, (log, form), launch.inline_cap) {
             Ok(s) => s,
             Err(e) => {
                 // Out of threads (a container's pids limit): do not leave the agent running.
@@ -293,6 +327,7 @@ impl Agent {
             stdout: streams.stdout,
             stderr: streams.stderr,
             readers_done: streams.readers_done,
+            log: streams.log,
             finished: false,
         })
     }
@@ -368,12 +403,21 @@ impl Agent {
         }
         let out = std::mem::take(&mut *self.stdout.lock().unwrap_or_else(|p| p.into_inner()));
         let err = std::mem::take(&mut *self.stderr.lock().unwrap_or_else(|p| p.into_inner()));
+        let log_cut = self.log.lock().unwrap_or_else(|p| p.into_inner()).cut;
+        // A stream's answer is its final event, kept whole however long the stream was.
+        let (stdout, stdout_truncated) = match out.final_event {
+            Some(event) => (event, false),
+            None => {
+                let cut = out.total > out.kept.len() as u64;
+                (out.kept, cut)
+            }
+        };
         AgentOutput {
             status,
-            stdout_truncated: out.total > out.kept.len() as u64,
+            stdout_truncated,
             stdout_total: out.total,
-            log_cut: out.log_cut,
-            stdout: out.kept,
+            log_cut,
+            stdout,
             stderr: err.kept,
         }
     }
@@ -433,6 +477,7 @@ mod tests {
             output_log: log,
             inline_cap: 1024,
             log_cap: 1 << 20,
+            stream_raw: None,
         }
     }
 

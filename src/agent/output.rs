@@ -5,8 +5,6 @@ use std::fs::{self, File, OpenOptions};
 use std::io::{self, Read, Seek, SeekFrom, Write};
 use std::os::unix::fs::{FileExt, MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Mutex;
 
 use nix::fcntl::OFlag;
 
@@ -18,8 +16,8 @@ use crate::fsio;
 pub(super) struct Captured {
     pub kept: Vec<u8>,
     pub total: u64,
-    /// Bytes of stdout left out of the log file (see [`LogSink`]).
-    pub log_cut: u64,
+    /// The final `result` event line of a `stream-json` run, whole.
+    pub final_event: Option<Vec<u8>>,
 }
 
 /// Room left for the cut marker line within the cap.
@@ -83,6 +81,12 @@ pub(super) fn open_log(path: &Path) -> Result<File> {
             return Ok(f);
         }
     }
+    replace_with_new(path)
+}
+
+/// A fresh private file at `path`, whatever held the name before (a leftover of a run
+/// cut short, or a planted link, is unlinked, never written through).
+pub(super) fn create_fresh(path: &Path) -> Result<File> {
     replace_with_new(path)
 }
 
@@ -210,58 +214,6 @@ impl LogSink {
 /// The line written where output was left out of the log.
 fn marker_line(cut: u64) -> String {
     format!("\n[conductor: {cut} bytes of output cut here to keep this log under its cap]\n")
-}
-
-pub(super) fn drain_stdout(
-    mut out: impl Read,
-    mut log: LogSink,
-    cap: usize,
-    counter: &AtomicU64,
-    shared: &Mutex<Captured>,
-) -> io::Result<()> {
-    let mut buf = vec![0u8; 64 * 1024];
-    let outcome = loop {
-        let n = match out.read(&mut buf) {
-            Ok(0) => break Ok(()),
-            Ok(n) => n,
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-            Err(e) => break Err(e),
-        };
-        let chunk = &buf[..n];
-        log.write(chunk);
-        let mut c = shared.lock().unwrap_or_else(|p| p.into_inner());
-        let room = cap.saturating_sub(c.kept.len());
-        c.kept.extend_from_slice(&chunk[..n.min(room)]);
-        c.total += n as u64;
-        counter.store(c.total, Ordering::Relaxed);
-    };
-    let cut = log.finish();
-    shared.lock().unwrap_or_else(|p| p.into_inner()).log_cut = cut;
-    outcome
-}
-
-/// Keep the last `keep` bytes (the error line is at the end).
-pub(super) fn drain_tail(
-    mut err: impl Read,
-    keep: usize,
-    shared: &Mutex<Captured>,
-) -> io::Result<()> {
-    let mut buf = vec![0u8; 16 * 1024];
-    loop {
-        let n = match err.read(&mut buf) {
-            Ok(0) => return Ok(()),
-            Ok(n) => n,
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-            Err(e) => return Err(e),
-        };
-        let mut c = shared.lock().unwrap_or_else(|p| p.into_inner());
-        c.kept.extend_from_slice(&buf[..n]);
-        c.total += n as u64;
-        if c.kept.len() > keep {
-            let excess = c.kept.len() - keep;
-            c.kept.drain(..excess);
-        }
-    }
 }
 
 #[cfg(test)]

@@ -158,8 +158,9 @@ pub struct WorkerArgs {
     /// you write one (`sh -c '…'`). [default: the preset's, else `claude -p`]
     #[arg(long, value_name = "CMD")]
     pub agent: Option<String>,
-    /// Agent kind: `claude` (runs `claude -p --output-format json` and lifts its answer,
-    /// session id, cost and turns into the result), `codex` (`codex exec -`) or `command`.
+    /// Agent kind: `claude` (runs `claude -p --output-format stream-json --verbose`, shows
+    /// its events readable in the live log and lifts its answer, session id, cost and
+    /// turns into the result), `codex` (`codex exec -`) or `command`.
     #[arg(long, value_name = "PRESET", value_parser = parse_preset)]
     pub preset: Option<Preset>,
     /// Default task time limit (a task's own timeoutSecs wins): seconds (`300`) or a

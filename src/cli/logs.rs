@@ -3,9 +3,11 @@
 use std::io::Write;
 use std::time::Duration;
 
+use crate::fsio::{self, RESULT_SIZE_LIMIT};
 use crate::inspect::{self, LogFollower};
+use crate::protocol::parse_result;
 use crate::watch::WatchMode;
-use crate::Error;
+use crate::{Error, TaskId, WorkerPaths};
 use crossbeam_channel::select;
 
 use super::target::{at_most_one, single, Target, Targets, TARGET_HELP};
@@ -14,12 +16,16 @@ use crate::cli::common::exit;
 
 #[derive(Debug, clap::Args)]
 #[command(after_help = format!("{TARGET_HELP}\n\n\
-By id: a finished task's full output (workers/N/tasks/<id>.log), or what a running task \
+A log is the agent's stdout with its stderr lines marked `stderr│ `; with the claude \
+preset, stdout is Claude Code's event stream shown as readable lines (its messages, `› Tool \
+what` for each tool use, `‹ …` for what the tool gave back, a `✓ done` or `✗` line with \
+turns, cost and session), the raw events kept in workers/N/tasks/<id>.jsonl.\n\n\
+By id: a finished task's whole log (workers/N/tasks/<id>.log), or what a running task \
 has written so far; -f follows a running task (or waits for a waiting or queued one to \
-start) until it ends. With a slot: output.log, the running agent's stdout; when the task \
-ends it moves to tasks/<id>.log and an empty output.log takes its place. -f keeps \
-following the name across tasks, like `tail -F`, until Ctrl-C or until nobody reads the \
-output."))]
+start) until it ends. With a slot: output.log, the running agent's live log, or when \
+nothing runs there the log of the slot's last task; when a task ends its output.log moves \
+to tasks/<id>.log and an empty one takes its place. -f keeps following the name across \
+tasks, like `tail -F`, until Ctrl-C or until nobody reads the output."))]
 pub struct Args {
     #[command(flatten)]
     pub targets: Targets,
@@ -65,8 +71,13 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
         return copy_out(&mut f);
     }
     if !args.follow {
-        return match inspect::open_log(&paths.output_log())? {
-            Some(mut f) => copy_out(&mut f),
+        return match slot_log(&paths)? {
+            Some((mut f, ended)) => {
+                if let Some(id) = ended {
+                    eprintln!("(worker {slot} runs nothing now; the log of its last task, {id}:)");
+                }
+                copy_out(&mut f)
+            }
             None => Ok(exit::OK),
         };
     }
@@ -90,6 +101,32 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
             return Ok(exit::OK);
         }
     }
+}
+
+/// What `logs N` prints: the live log of the task the slot runs, or once that task has
+/// ended (or nothing runs), the kept log of its last task — with that task's id.
+fn slot_log(paths: &WorkerPaths) -> anyhow::Result<Option<(std::fs::File, Option<TaskId>)>> {
+    // Opened first: a task that ends after this keeps the same file under its new name.
+    let live = inspect::open_log(&paths.output_log())?;
+    let task = match inspect::read_task_file(&paths.running()) {
+        Some(running) => running.task_id,
+        None => last_result_id(paths),
+    };
+    if let Some(id) = task {
+        // Its log is kept only once it has ended.
+        if let Some(kept) = inspect::open_log(&paths.task_log(&id))? {
+            return Ok(Some((kept, Some(id))));
+        }
+    }
+    Ok(live.map(|f| (f, None)))
+}
+
+/// The id `result.json` answers: the slot's last finished task.
+fn last_result_id(paths: &WorkerPaths) -> Option<TaskId> {
+    let bytes = fsio::read_bounded(&paths.result(), RESULT_SIZE_LIMIT).ok()??;
+    parse_result(&paths.result(), &bytes)
+        .ok()
+        .map(|r| r.task_id)
 }
 
 pub(super) fn copy_out(f: &mut std::fs::File) -> anyhow::Result<i32> {

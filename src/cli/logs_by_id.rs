@@ -59,7 +59,15 @@ fn print_once(root: &Root, loc: &TaskLocation) -> anyhow::Result<i32> {
         TaskState::Running => w.output_log(),
         _ => w.task_log(id),
     };
-    match inspect::open_log(&path)? {
+    let mut opened = inspect::open_log(&path)?;
+    if loc.state == TaskState::Running {
+        // Its end may have come since it was found: the log then has moved (opened
+        // before the move, the file is the same; after it, output.log is the next one's).
+        if let Some(kept) = inspect::open_log(&w.task_log(id))? {
+            opened = Some(kept);
+        }
+    }
+    match opened {
         Some(mut f) => copy_out(&mut f),
         None if loc.state == TaskState::Running => Ok(exit::OK),
         None => anyhow::bail!(Error::Usage(format!(

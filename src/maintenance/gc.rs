@@ -48,7 +48,7 @@ pub enum GcKind {
     Result,
     /// `tasks/<id>.json`: the task as it ran.
     TaskRecord,
-    /// `tasks/<id>.log`: the run's full stdout.
+    /// `tasks/<id>.log`: the run's log (and `tasks/<id>.jsonl`, a stream's raw lines).
     TaskLog,
     /// A file in `rejected/`.
     Rejected,
@@ -210,7 +210,7 @@ fn task_files(
     for (name, path, meta) in regular_files(&paths.tasks_dir())? {
         let (id, kind) = if let Some(id) = name.strip_suffix(".json") {
             (id, GcKind::TaskRecord)
-        } else if let Some(id) = name.strip_suffix(".log") {
+        } else if let Some(id) = name.strip_suffix(".log").or(name.strip_suffix(".jsonl")) {
             (id, GcKind::TaskLog)
         } else {
             continue;

@@ -137,6 +137,7 @@ impl Run<'_> {
             .map(|c| c.to_string())
             .unwrap_or_else(|| "null".into());
         let (opts, paths) = (&self.shared.opts, &self.slot.paths);
+        let stream_raw = opts.preset.streams().then(|| paths.output_stream());
         let launch = Launch {
             command,
             program_path: self.shared.agent_path.as_deref(),
@@ -151,6 +152,7 @@ impl Run<'_> {
             output_log: &paths.output_log(),
             inline_cap: opts.inline_output,
             log_cap: opts.log_cap,
+            stream_raw: stream_raw.as_deref(),
         };
         // The agent runs only once its record names it, so recovery can always find it.
         Agent::spawn(launch, &paths.agent_record()).map_err(|e| {
@@ -307,6 +309,12 @@ impl Run<'_> {
                 .map_err(|e| Error::io("keep output log as", &log, e))
         }) {
             tracing::warn!("{e}");
+        }
+        if self.shared.opts.preset.streams() {
+            let raw = paths.task_stream(&self.id);
+            if let Err(e) = fs::rename(paths.output_stream(), &raw) {
+                tracing::warn!("keeping the raw stream as {}: {e}", raw.display());
+            }
         }
         if out.log_cut > 0 {
             r.output_truncated = true;

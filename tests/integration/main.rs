@@ -9,6 +9,7 @@ mod deps;
 mod faults;
 mod gate;
 mod launch;
+mod live;
 mod locks;
 mod orchestrator;
 mod protocol;

@@ -1,0 +1,388 @@
+//! Claude Code's `stream-json` events (one JSON object a line) rendered as readable log lines.
+//!
+//! The shapes read here: `{"type":"system","subtype":"init","session_id","model","cwd",
+//! "tools":[…]}`; `{"type":"assistant","message":{"content":[{"type":"text","text"},
+//! {"type":"tool_use","name","input":{…}},{"type":"thinking","thinking"}]}}`;
+//! `{"type":"user","message":{"content":[{"type":"tool_result","content","is_error"}]}}`;
+//! and the final `{"type":"result","subtype","is_error","result","session_id",
+//! "total_cost_usd","num_turns","duration_ms"}` (the object `--output-format json` prints
+//! alone). A line that is not such an event is shown as it is.
+
+use serde_json::{Map, Value};
+
+/// Longest summary of a tool use or a tool result, in characters.
+const SUMMARY_CHARS: usize = 160;
+
+/// Renders one event line after another; remembers the session's working directory
+/// (from the `init` event) to show paths relative to it.
+#[derive(Debug, Default)]
+pub struct StreamRenderer {
+    cwd: Option<String>,
+}
+
+/// What a line was.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LineKind {
+    /// The final `result` event.
+    Result,
+    /// Any other event, or not an event at all.
+    Other,
+}
+
+impl StreamRenderer {
+    pub fn new() -> StreamRenderer {
+        StreamRenderer::default()
+    }
+
+    /// Append the readable form of `line` (without its newline) to `out`, each line
+    /// ending in `\n`. A line that is not a JSON object with a `type` is appended as
+    /// it is; a blank line adds nothing.
+    pub fn render(&mut self, line: &[u8], out: &mut Vec<u8>) -> LineKind {
+        if line.iter().all(u8::is_ascii_whitespace) {
+            return LineKind::Other;
+        }
+        let event = match serde_json::from_slice::<Value>(line) {
+            Ok(Value::Object(obj)) => obj,
+            _ => {
+                as_is(line, out);
+                return LineKind::Other;
+            }
+        };
+        let Some(kind) = event.get("type").and_then(Value::as_str) else {
+            as_is(line, out);
+            return LineKind::Other;
+        };
+        match kind {
+            "system" => self.system(&event, out),
+            "assistant" => self.assistant(&event, out),
+            "user" => self.user(&event, out),
+            "result" => {
+                result(&event, out);
+                return LineKind::Result;
+            }
+            _ => as_is(line, out),
+        }
+        LineKind::Other
+    }
+
+    fn system(&mut self, event: &Map<String, Value>, out: &mut Vec<u8>) {
+        let subtype = str_field(event, "subtype").unwrap_or("event");
+        if subtype != "init" {
+            push_line(out, &format!("· {subtype}"));
+            return;
+        }
+        self.cwd = str_field(event, "cwd").map(String::from);
+        let mut parts = vec![format!(
+            "· session {}",
+            str_field(event, "session_id").unwrap_or("?")
+        )];
+        if let Some(model) = str_field(event, "model") {
+            parts.push(model.to_string());
+        }
+        if let Some(tools) = event.get("tools").and_then(Value::as_array) {
+            parts.push(format!("{} tools", tools.len()));
+        }
+        if let Some(cwd) = &self.cwd {
+            parts.push(format!("in {cwd}"));
+        }
+        push_line(out, &parts.join(" · "));
+    }
+
+    fn assistant(&self, event: &Map<String, Value>, out: &mut Vec<u8>) {
+        for block in content(event) {
+            match block_type(&block) {
+                "text" => text_lines(str_of(&block, "text"), "", out),
+                "tool_use" => {
+                    let name = str_of(&block, "name");
+                    let what = block
+                        .get("input")
+                        .map(|i| self.tool_input(i))
+                        .unwrap_or_default();
+                    push_line(out, &clip(format!("› {name} {what}").trim_end()));
+                }
+                "thinking" => {
+                    let first = first_line(str_of(&block, "thinking"));
+                    if !first.is_empty() {
+                        push_line(out, &clip(&format!("… {first}")));
+                    }
+                }
+                "redacted_thinking" => {}
+                other => push_line(out, &format!("[{other}]")),
+            }
+        }
+    }
+
+    fn user(&self, event: &Map<String, Value>, out: &mut Vec<u8>) {
+        for block in content(event) {
+            match block_type(&block) {
+                "tool_result" => {
+                    let text = result_text(block.get("content"));
+                    let failed = block.get("is_error").and_then(Value::as_bool) == Some(true);
+                    push_line(out, &clip(&tool_result_summary(&text, failed)));
+                }
+                "text" => text_lines(str_of(&block, "text"), "» ", out),
+                other => push_line(out, &format!("[{other}]")),
+            }
+        }
+    }
+
+    /// The one argument that says what a tool was used on, paths relative to the
+    /// session's directory; else the input as compact JSON.
+    fn tool_input(&self, input: &Value) -> String {
+        const KEYS: [&str; 10] = [
+            "file_path",
+            "notebook_path",
+            "path",
+            "command",
+            "pattern",
+            "url",
+            "query",
+            "description",
+            "prompt",
+            "skill",
+        ];
+        let Some(obj) = input.as_object() else {
+            return input.to_string();
+        };
+        let Some(v) = KEYS
+            .iter()
+            .find_map(|k| obj.get(*k).and_then(Value::as_str))
+        else {
+            return if obj.is_empty() {
+                String::new()
+            } else {
+                input.to_string()
+            };
+        };
+        let v = first_line(v);
+        match &self.cwd {
+            Some(cwd) => v
+                .strip_prefix(cwd.as_str())
+                .and_then(|rest| rest.strip_prefix('/'))
+                .unwrap_or(v)
+                .to_string(),
+            None => v.to_string(),
+        }
+    }
+}
+
+/// `✓ done · 3 turns · $0.0123 · 12.3s · session abc` or `✗ error_max_turns: … · …`.
+fn result(event: &Map<String, Value>, out: &mut Vec<u8>) {
+    let failed = event.get("is_error").and_then(Value::as_bool) == Some(true);
+    let head = if failed {
+        let subtype = str_field(event, "subtype").unwrap_or("error");
+        match str_field(event, "result").map(first_line) {
+            Some(why) if !why.is_empty() => format!("✗ {subtype}: {why}"),
+            _ => format!("✗ {subtype}"),
+        }
+    } else {
+        "✓ done".to_string()
+    };
+    let mut parts = vec![head];
+    if let Some(n) = event.get("num_turns").and_then(Value::as_u64) {
+        parts.push(format!("{n} turn{}", if n == 1 { "" } else { "s" }));
+    }
+    if let Some(c) = event
+        .get("total_cost_usd")
+        .or_else(|| event.get("cost_usd"))
+        .and_then(Value::as_f64)
+    {
+        parts.push(format!("${c:.4}"));
+    }
+    if let Some(ms) = event.get("duration_ms").and_then(Value::as_u64) {
+        parts.push(format!("{:.1}s", ms as f64 / 1000.0));
+    }
+    if let Some(s) = str_field(event, "session_id") {
+        parts.push(format!("session {s}"));
+    }
+    push_line(out, &clip(&parts.join(" · ")));
+}
+
+/// `‹ first line (+N lines)`, or `‹ error: first line` for a failed tool.
+fn tool_result_summary(text: &str, failed: bool) -> String {
+    let lines: Vec<&str> = text.lines().filter(|l| !l.trim().is_empty()).collect();
+    let first = lines.first().map(|l| l.trim()).unwrap_or("");
+    let more = match lines.len() {
+        0 | 1 => String::new(),
+        n => format!(" (+{} lines)", n - 1),
+    };
+    match (failed, first.is_empty()) {
+        (true, _) => format!("  ‹ error: {first}{more}"),
+        (false, true) => "  ‹ (no output)".to_string(),
+        (false, false) => format!("  ‹ {first}{more}"),
+    }
+}
+
+/// A tool result's content: a string, or blocks of which the text ones count.
+fn result_text(content: Option<&Value>) -> String {
+    match content {
+        Some(Value::String(s)) => s.clone(),
+        Some(Value::Array(blocks)) => blocks
+            .iter()
+            .filter_map(|b| match block_type(b) {
+                "text" => Some(str_of(b, "text").to_string()),
+                "" => None,
+                other => Some(format!("[{other}]")),
+            })
+            .collect::<Vec<_>>()
+            .join("\n"),
+        Some(other) => other.to_string(),
+        None => String::new(),
+    }
+}
+
+/// The content blocks of an event's message (a plain string counts as one text block).
+fn content(event: &Map<String, Value>) -> Vec<Value> {
+    match event.get("message").and_then(|m| m.get("content")) {
+        Some(Value::Array(blocks)) => blocks.clone(),
+        Some(Value::String(s)) => vec![serde_json::json!({"type": "text", "text": s})],
+        _ => Vec::new(),
+    }
+}
+
+fn block_type(block: &Value) -> &str {
+    block.get("type").and_then(Value::as_str).unwrap_or("")
+}
+
+fn str_of<'v>(v: &'v Value, key: &str) -> &'v str {
+    v.get(key).and_then(Value::as_str).unwrap_or("")
+}
+
+fn str_field<'m>(m: &'m Map<String, Value>, key: &str) -> Option<&'m str> {
+    m.get(key).and_then(Value::as_str)
+}
+
+/// Every line of `text`, trailing blank lines left out.
+fn text_lines(text: &str, prefix: &str, out: &mut Vec<u8>) {
+    for line in text.trim_end().lines() {
+        push_line(out, &format!("{prefix}{}", line.trim_end()));
+    }
+}
+
+fn first_line(s: &str) -> &str {
+    s.lines()
+        .map(str::trim)
+        .find(|l| !l.is_empty())
+        .unwrap_or("")
+}
+
+/// At most [`SUMMARY_CHARS`] characters, `…` marking a cut.
+fn clip(s: &str) -> String {
+    match s.char_indices().nth(SUMMARY_CHARS) {
+        Some((at, _)) => format!("{}…", &s[..at]),
+        None => s.to_string(),
+    }
+}
+
+/// One rendered line; control characters (a tool's colour codes, a stray `\r`) are left
+/// out, so what a terminal shows is what the line says.
+fn push_line(out: &mut Vec<u8>, line: &str) {
+    if line.chars().any(|c| c.is_control() && c != '\t') {
+        out.extend_from_slice(without_controls(line).as_bytes());
+    } else {
+        out.extend_from_slice(line.as_bytes());
+    }
+    out.push(b'\n');
+}
+
+/// `line` without control characters but tabs, and without whole escape sequences
+/// (`ESC [ … final`, or `ESC` and the one character after it).
+fn without_controls(line: &str) -> String {
+    let mut clean = String::with_capacity(line.len());
+    let mut chars = line.chars();
+    while let Some(c) = chars.next() {
+        match c {
+            '\u{1b}' => {
+                if chars.next() == Some('[') {
+                    for f in chars.by_ref() {
+                        if ('@'..='~').contains(&f) {
+                            break;
+                        }
+                    }
+                }
+            }
+            '\t' => clean.push(c),
+            c if c.is_control() => {}
+            c => clean.push(c),
+        }
+    }
+    clean
+}
+
+fn as_is(line: &[u8], out: &mut Vec<u8>) {
+    out.extend_from_slice(line);
+    out.push(b'\n');
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn render_all(lines: &[&str]) -> (String, Vec<LineKind>) {
+        let mut r = StreamRenderer::new();
+        let mut out = Vec::new();
+        let kinds = lines
+            .iter()
+            .map(|l| r.render(l.as_bytes(), &mut out))
+            .collect();
+        (String::from_utf8(out).unwrap(), kinds)
+    }
+
+    #[test]
+    fn a_session_reads_as_messages_and_tool_uses() {
+        let (text, kinds) = render_all(&[
+            r#"{"type":"system","subtype":"init","session_id":"s-1","model":"claude-x","cwd":"/p","tools":["Read","Bash"]}"#,
+            r#"{"type":"assistant","message":{"content":[{"type":"text","text":"Let me look.\nTwo lines.\n"},{"type":"tool_use","id":"t1","name":"Read","input":{"file_path":"/p/src/main.rs"}}]}}"#,
+            r#"{"type":"user","message":{"content":[{"type":"tool_result","tool_use_id":"t1","content":"fn main() {}\n// end\n"}]}}"#,
+            r#"{"type":"user","message":{"content":[{"type":"tool_result","tool_use_id":"t2","content":[{"type":"text","text":"boom"}],"is_error":true}]}}"#,
+            r#"{"type":"assistant","message":{"content":[{"type":"tool_use","name":"Bash","input":{"command":"cargo test\n--all"}}]}}"#,
+            r#"{"type":"result","subtype":"success","is_error":false,"num_turns":3,"result":"ok","session_id":"s-1","total_cost_usd":0.0123,"duration_ms":2500}"#,
+        ]);
+        assert_eq!(
+            text,
+            "· session s-1 · claude-x · 2 tools · in /p\n\
+             Let me look.\nTwo lines.\n\
+             › Read src/main.rs\n\
+             \x20 ‹ fn main() {} (+1 lines)\n\
+             \x20 ‹ error: boom\n\
+             › Bash cargo test\n\
+             ✓ done · 3 turns · $0.0123 · 2.5s · session s-1\n"
+        );
+        assert_eq!(kinds.last(), Some(&LineKind::Result));
+        assert!(kinds[..5].iter().all(|k| *k == LineKind::Other));
+    }
+
+    #[test]
+    fn malformed_and_unknown_lines_are_shown_as_they_are() {
+        let lines = [
+            "not json at all",
+            r#"{"type":"assistant","message":"#,
+            "[1,2,3]",
+            r#"{"no_type":1}"#,
+            r#"{"type":"stream_event","event":{}}"#,
+        ];
+        let (text, kinds) = render_all(&lines);
+        assert_eq!(text, lines.join("\n") + "\n");
+        assert!(kinds.iter().all(|k| *k == LineKind::Other));
+        assert_eq!(render_all(&["", "  "]).0, "");
+    }
+
+    #[test]
+    fn an_error_result_says_why_and_long_summaries_are_clipped() {
+        let (text, _) = render_all(&[
+            r#"{"type":"result","subtype":"error_max_turns","is_error":true,"num_turns":1,"cost_usd":0.5}"#,
+        ]);
+        assert_eq!(text, "✗ error_max_turns · 1 turn · $0.5000\n");
+        let (text, _) = render_all(&[
+            r#"{"type":"assistant","message":{"content":[{"type":"text","text":"\u001b[31mred\u001b[0m\r"}]}}"#,
+        ]);
+        assert_eq!(text, "red\n");
+        let long = "é".repeat(400);
+        let line = format!(
+            r#"{{"type":"assistant","message":{{"content":[{{"type":"tool_use","name":"Grep","input":{{"pattern":"{long}"}}}}]}}}}"#
+        );
+        let (text, _) = render_all(&[&line]);
+        assert_eq!(text.trim_end().chars().count(), SUMMARY_CHARS + 1);
+        assert!(text.trim_end().ends_with('…'));
+    }
+}
