@@ -10,6 +10,7 @@ mod faults;
 mod gate;
 mod launch;
 mod locks;
+mod mcp;
 mod orchestrator;
 mod protocol;
 mod queue;

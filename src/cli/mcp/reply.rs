@@ -80,7 +80,7 @@ pub fn task_result(client: &Client, id: &TaskId, output_chars: usize) -> crate::
         None => Ok(location_view(
             &loc,
             (!loc.state.is_finished())
-                .then(|| format!("it has no result yet; the `wait` tool waits for it")),
+                .then(|| "it has no result yet; the `wait` tool waits for it".to_string()),
         )),
     }
 }
