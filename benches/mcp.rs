@@ -76,7 +76,10 @@ impl Server {
         let mut buf = String::new();
         loop {
             buf.clear();
-            assert!(self.stdout.read_line(&mut buf).unwrap() > 0, "server closed");
+            assert!(
+                self.stdout.read_line(&mut buf).unwrap() > 0,
+                "server closed"
+            );
             let v: serde_json::Value = serde_json::from_str(&buf).expect("JSON-RPC line");
             if v["id"] == id {
                 return v;
@@ -167,21 +170,34 @@ fn arg(args: &[String], name: &str) -> Option<String> {
         .and_then(|i| args.get(i + 1).cloned())
 }
 
+/// A fresh root under `base`: each measure starts from an empty queue, so none pays
+/// for the tasks an earlier one left pending.
+fn fresh_root(base: &Path, name: &str) -> PathBuf {
+    let root = base.join(name);
+    Client::new(Root::new(&root)).init_queue().unwrap();
+    root
+}
+
 fn main() {
     let args: Vec<String> = std::env::args().collect();
     let starts = arg(&args, "--starts").map_or(50, |s| s.parse().unwrap());
     let submits = arg(&args, "--submits").map_or(300, |s| s.parse().unwrap());
     let base = arg(&args, "--base").map(PathBuf::from);
     let dir = match &base {
-        Some(b) => tempfile::Builder::new().prefix("conductor-bench-").tempdir_in(b),
-        None => tempfile::Builder::new().prefix("conductor-bench-").tempdir(),
+        Some(b) => tempfile::Builder::new()
+            .prefix("conductor-bench-")
+            .tempdir_in(b),
+        None => tempfile::Builder::new()
+            .prefix("conductor-bench-")
+            .tempdir(),
     }
     .unwrap();
-    let root = dir.path().join("root");
-    Client::new(Root::new(&root)).init_queue().unwrap();
-    println!("root {} (no workers: tasks only queue up)", root.display());
-    bench_start(&root, starts);
-    bench_tool_submits(&root, submits);
-    bench_cli_submits(&root, submits);
-    bench_library_submits(&root, submits);
+    println!(
+        "roots under {} (no workers: tasks only queue up)",
+        dir.path().display()
+    );
+    bench_start(&fresh_root(dir.path(), "start"), starts);
+    bench_tool_submits(&fresh_root(dir.path(), "mcp"), submits);
+    bench_cli_submits(&fresh_root(dir.path(), "cli"), submits);
+    bench_library_submits(&fresh_root(dir.path(), "lib"), submits);
 }

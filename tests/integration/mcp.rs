@@ -139,6 +139,17 @@ fn initialize_answers_with_the_clients_protocol_and_lists_every_tool_with_its_sc
             .unwrap()
             .contains(&json!("slot")));
         assert!(schema("logs")["properties"].get("tailBytes").is_some());
+        // Hints a client uses to ask (or not) before a call.
+        let read_only = |name: &str| {
+            let tool = tools.iter().find(|t| t.name == name).unwrap();
+            tool.annotations.as_ref().and_then(|a| a.read_only_hint)
+        };
+        for name in ["wait", "result", "tasks", "status", "logs"] {
+            assert_eq!(read_only(name), Some(true), "{name}");
+        }
+        for name in ["submit", "send", "cancel"] {
+            assert_eq!(read_only(name), Some(false), "{name}");
+        }
         close(mcp).await;
     });
     assert_nothing_left(t.path());

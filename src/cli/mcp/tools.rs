@@ -195,7 +195,12 @@ impl Conductor {
         Returns its id at once (it does not wait): use `wait` and `result` for the answer. \
         Use this to hand work to the workers; submit several independent tasks one after \
         another and they run in parallel. Prefer it over `send` unless one particular \
-        worker must run the task."
+        worker must run the task.",
+        annotations(
+            read_only_hint = false,
+            destructive_hint = false,
+            open_world_hint = false
+        )
     )]
     async fn submit(
         &self,
@@ -222,7 +227,12 @@ impl Conductor {
     #[tool(
         description = "Deliver a task to one worker slot's inbox (the slot must exist \
         and its inbox be free). Returns the task id at once. Use `submit` instead unless \
-        the task must run on that particular worker."
+        the task must run on that particular worker.",
+        annotations(
+            read_only_hint = false,
+            destructive_hint = false,
+            open_world_hint = false
+        )
     )]
     async fn send(
         &self,
@@ -248,7 +258,8 @@ impl Conductor {
         (default 30, capped at 50 so a call always returns). Returns each task's state and, \
         for a finished one, its result (output, success, error, exit code, duration, \
         cost). A timeout is not an error: unfinished tasks are listed with their state \
-        (queued, running…); call `wait` again to keep waiting."
+        (queued, running…); call `wait` again to keep waiting.",
+        annotations(read_only_hint = true, open_world_hint = false)
     )]
     async fn wait(
         &self,
@@ -275,7 +286,8 @@ impl Conductor {
     #[tool(
         description = "A task's result: output, success, error, outcome, exit code, \
         duration, cost. If it has not finished yet, says where it is (queued, running…) \
-        without waiting; `wait` waits for it."
+        without waiting; `wait` waits for it.",
+        annotations(read_only_hint = true, open_world_hint = false)
     )]
     async fn result(
         &self,
@@ -294,7 +306,8 @@ impl Conductor {
         description = "List tasks on the root, newest first: id, state, where it runs, \
         key, priority, times, cost, the start of its prompt. Filter by states, key, slot, \
         or since (a duration such as 2h, or an RFC 3339 time). Use it to find task ids or \
-        see what is pending or failed."
+        see what is pending or failed.",
+        annotations(read_only_hint = true, open_world_hint = false)
     )]
     async fn tasks(
         &self,
@@ -315,7 +328,8 @@ impl Conductor {
         description = "The workers and the queue at a glance: each slot's state, task, \
         heartbeat and agent; running agents against the cap, pending tasks by priority, \
         running and waiting tasks per key; whether any live worker serves the root. Use it \
-        to see whether work will be picked up."
+        to see whether work will be picked up.",
+        annotations(read_only_hint = true, open_world_hint = false)
     )]
     async fn status(&self) -> Result<CallToolResult, ErrorData> {
         self.blocking(|client| reply::status(client).map(Ok)).await
@@ -324,7 +338,13 @@ impl Conductor {
     #[tool(
         description = "Cancel a task: withdrawn if it still waits (queue or inbox), \
         stopped by its worker if it runs. Its result then says cancelled. An error if it \
-        had already finished."
+        had already finished.",
+        annotations(
+            read_only_hint = false,
+            destructive_hint = true,
+            idempotent_hint = true,
+            open_world_hint = false
+        )
     )]
     async fn cancel(
         &self,
@@ -341,7 +361,8 @@ impl Conductor {
     #[tool(
         description = "What a task's agent has printed: the end of its live output \
         while it runs, of its kept log once it has finished. Use it to check on a long \
-        task's progress, or to read more of an output than `result` returned."
+        task's progress, or to read more of an output than `result` returned.",
+        annotations(read_only_hint = true, open_world_hint = false)
     )]
     async fn logs(
         &self,
