@@ -1,5 +1,6 @@
 //! The environment variables conductor reads and sets, and the checks of where a
-//! process starts: not nested inside an agent, in an existing project directory.
+//! process starts: not nested inside an agent, in an existing project directory, not
+//! past the fan-out depth.
 
 use std::path::{Path, PathBuf};
 
@@ -17,6 +18,48 @@ pub const ENV_TASK_ID: &str = "CONDUCTOR_TASK_ID";
 
 /// Set in an agent's environment to the task's `context` JSON.
 pub const ENV_CONTEXT: &str = "CONDUCTOR_CONTEXT";
+
+/// Set in an agent's environment to its task's depth + 1: the depth of the sub-tasks it
+/// may create (a task created outside any agent has depth 0).
+pub const ENV_DEPTH: &str = "CONDUCTOR_DEPTH";
+
+/// The deepest sub-task a chain of agents may create ([`DEFAULT_MAX_DEPTH`] when unset);
+/// `0` forbids agents to create tasks at all.
+pub const ENV_MAX_DEPTH: &str = "CONDUCTOR_MAX_DEPTH";
+
+/// The fan-out limit when [`ENV_MAX_DEPTH`] is unset.
+pub const DEFAULT_MAX_DEPTH: u32 = 3;
+
+/// Mark `task` with the depth of the process creating it ([`ENV_DEPTH`], 0 when unset),
+/// so the worker hands its agent depth + 1; [`Error::Refused`] past the limit
+/// ([`ENV_MAX_DEPTH`]), so a chain of agents creating sub-tasks cannot fork-bomb the
+/// machine. A variable that is not a number is [`Error::Usage`], naming it.
+pub fn stamp_depth(task: &mut crate::protocol::Task) -> Result<()> {
+    let depth = depth_var(ENV_DEPTH)?.unwrap_or(0);
+    let max = depth_var(ENV_MAX_DEPTH)?.unwrap_or(DEFAULT_MAX_DEPTH);
+    if depth > max {
+        return Err(Error::Refused(format!(
+            "refusing to create a task at depth {depth}: this process runs inside a chain of \
+             conductor agents {depth} deep ({ENV_DEPTH}={depth}), past the limit of {max} \
+             ({ENV_MAX_DEPTH}, default {DEFAULT_MAX_DEPTH}); do this task's work here instead \
+             of handing it on"
+        )));
+    }
+    task.depth = (depth > 0).then_some(depth);
+    Ok(())
+}
+
+fn depth_var(name: &str) -> Result<Option<u32>> {
+    let Some(value) = std::env::var_os(name) else {
+        return Ok(None);
+    };
+    let text = value.to_string_lossy();
+    text.trim().parse::<u32>().map(Some).map_err(|_| {
+        Error::Usage(format!(
+            "environment variable {name}={text:?} is not a whole number of levels such as 0 or 3"
+        ))
+    })
+}
 
 /// Refuse to `action` (e.g. "start worker 3") from inside a conductor agent, where it
 /// would nest workers under a worker, unless `allowed`. [`Error::Nested`] otherwise.

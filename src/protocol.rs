@@ -223,6 +223,10 @@ pub struct Task {
     /// user's) instead of the worker's project directory.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub dir: Option<PathBuf>,
+    /// How many agents up the chain that created it (absent: 0, created outside any
+    /// agent); its agent gets `CONDUCTOR_DEPTH` = this + 1 (see [`crate::env::stamp_depth`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub depth: Option<u32>,
 }
 
 impl Task {
@@ -243,6 +247,7 @@ impl Task {
             origin: None,
             after: Vec::new(),
             dir: None,
+            depth: None,
         }
     }
 

@@ -14,6 +14,7 @@ pub mod launch;
 pub mod locks;
 pub mod logs;
 mod logs_by_id;
+pub mod mcp;
 mod output;
 pub mod queue;
 pub mod recover;
@@ -157,6 +158,9 @@ enum Command {
     Recover(recover::Args),
     /// Print shell completions.
     Completions(completions::Args),
+    /// Serve the Model Context Protocol on stdio: tools for an orchestrating agent
+    /// (`claude mcp add conductor -- conductor mcp`).
+    Mcp(mcp::Args),
     /// Lay out an orchestrator pane and N worker panes in tmux (same as conductor-launch)
     Launch(launch::Args),
 }
@@ -193,5 +197,6 @@ fn dispatch(command: Command) -> anyhow::Result<i32> {
         Command::Recover(a) => recover::run(a),
         Command::Completions(a) => completions::run(a),
         Command::Launch(a) => launch::run(a),
+        Command::Mcp(a) => mcp::run(a),
     }
 }

@@ -91,7 +91,8 @@ pub fn read_prompt(prompt: Option<String>, file: Option<&PathBuf>) -> anyhow::Re
 
 pub fn run(args: Args) -> anyhow::Result<i32> {
     let client = args.root.client()?;
-    let task = args.task.task()?;
+    let mut task = args.task.task()?;
+    crate::env::stamp_depth(&mut task)?;
     let slot = args.slot;
     let id = client.write_task(slot, &task)?;
     if !args.wait {

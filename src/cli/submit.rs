@@ -76,7 +76,8 @@ pub fn task_from(args: &Args) -> anyhow::Result<Task> {
 
 pub fn run(args: Args) -> anyhow::Result<i32> {
     let client = args.root.client()?;
-    let task = task_from(&args)?;
+    let mut task = task_from(&args)?;
+    crate::env::stamp_depth(&mut task)?;
     let queue = Queue::new(client.root().clone());
     let id = queue.submit(&task)?;
     if !args.wait {

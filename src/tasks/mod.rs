@@ -226,7 +226,22 @@ fn in_slot(root: &Root, id: &TaskId, slot: Slot) -> Result<Option<TaskLocation>>
             w.task(),
         )));
     }
+    let kept = w.result_for(id);
+    let finished = |r: TaskResult| {
+        located(
+            id,
+            TaskState::of_result(&r),
+            false,
+            Some(slot),
+            kept.clone(),
+        )
+    };
     if holds(&w.running(), id) {
+        // The worker publishes the result before it retires running.json: a result
+        // already there means the task has finished.
+        if let Some(r) = TaskResult::read(&kept)? {
+            return Ok(Some(finished(r)));
+        }
         return Ok(Some(located(
             id,
             TaskState::Running,
@@ -235,9 +250,7 @@ fn in_slot(root: &Root, id: &TaskId, slot: Slot) -> Result<Option<TaskLocation>>
             w.running(),
         )));
     }
-    let kept = w.result_for(id);
-    Ok(TaskResult::read(&kept)?
-        .map(|r| located(id, TaskState::of_result(&r), false, Some(slot), kept)))
+    Ok(TaskResult::read(&kept)?.map(finished))
 }
 
 /// The pending entry of queued task `id`, if it still waits.
@@ -268,7 +281,16 @@ fn in_queue(root: &Root, id: &TaskId) -> Result<Option<TaskLocation>> {
     if let Some(p) = pending_entry(root, id)? {
         return Ok(Some(located(id, TaskState::Queued, true, None, p)));
     }
+    let path = root.queue_results().join(format!("{id}.json"));
+    let finished = |r: TaskResult| {
+        let slot = r.worker.and_then(|n| Slot::checked(n).ok());
+        located(id, TaskState::of_result(&r), true, slot, path.clone())
+    };
     if let Some(slot) = running_slot(root, id)? {
+        // Published before running.json is retired: the task has finished.
+        if let Some(r) = TaskResult::read(&path)? {
+            return Ok(Some(finished(r)));
+        }
         let file = root.worker(slot).running();
         return Ok(Some(located(
             id,
@@ -278,11 +300,7 @@ fn in_queue(root: &Root, id: &TaskId) -> Result<Option<TaskLocation>> {
             file,
         )));
     }
-    let path = root.queue_results().join(format!("{id}.json"));
-    Ok(TaskResult::read(&path)?.map(|r| {
-        let slot = r.worker.and_then(|n| Slot::checked(n).ok());
-        located(id, TaskState::of_result(&r), true, slot, path)
-    }))
+    Ok(TaskResult::read(&path)?.map(finished))
 }
 
 /// An id without a registry entry: an original client's task not yet claimed, or a

@@ -11,7 +11,7 @@ use super::admit::Hold;
 use super::{cancel, space, Pickup, Shared, SlotServer, ENV_WORKER};
 use crate::agent::{self, Agent, AgentCommand, AgentOutput, Launch};
 use crate::dirlock::DirLock;
-use crate::env::{ENV_CONTEXT, ENV_HOME};
+use crate::env::{ENV_CONTEXT, ENV_DEPTH, ENV_HOME};
 use crate::error::{Error, Result};
 use crate::fsio;
 use crate::ledger::Ledger;
@@ -147,6 +147,11 @@ impl Run<'_> {
                 (ENV_HOME, opts.root.path().display().to_string()),
                 (ENV_WORKER, self.slot.slot().to_string()),
                 (ENV_CONTEXT, context),
+                // Sub-tasks this agent creates are one level deeper (env::stamp_depth).
+                (
+                    ENV_DEPTH,
+                    task.depth.unwrap_or(0).saturating_add(1).to_string(),
+                ),
             ],
             prompt: task.prompt.clone(),
             output_log: &paths.output_log(),

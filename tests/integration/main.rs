@@ -11,6 +11,7 @@ mod gate;
 mod launch;
 mod live;
 mod locks;
+mod mcp;
 mod orchestrator;
 mod protocol;
 mod queue;

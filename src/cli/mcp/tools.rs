@@ -1,0 +1,471 @@
+//! The MCP tools: their inputs (with JSON Schemas), descriptions for a model, and the library call each one is.
+
+use std::path::PathBuf;
+use std::time::{Duration, SystemTime};
+
+use rmcp::handler::server::router::tool::ToolRouter;
+use rmcp::handler::server::wrapper::Parameters;
+use rmcp::model::{CallToolResult, ContentBlock, Implementation, ServerCapabilities, ServerConfig};
+use rmcp::{schemars, tool, tool_handler, tool_router, ErrorData, ServerHandler};
+use serde::Deserialize;
+use serde_json::{json, Value};
+
+use super::reply;
+use crate::queue::Queue;
+use crate::tasks::{ListOptions, TaskState};
+use crate::{Client, Error, Slot, Task, TaskId};
+
+/// The longest a `wait` call blocks, in seconds: under the 60 s after which common MCP
+/// clients give up on a request, so a wait always answers before its client gives up.
+pub const WAIT_CAP_SECS: f64 = 50.0;
+
+/// A `wait` call's timeout when none is given, in seconds.
+const WAIT_DEFAULT_SECS: f64 = 30.0;
+
+/// The `logs` tool's tail when none is given, and its most, in bytes.
+const LOGS_DEFAULT_BYTES: u64 = 16 * 1024;
+const LOGS_MAX_BYTES: u64 = 1024 * 1024;
+
+const INSTRUCTIONS: &str = "\
+conductor runs AI coding-agent sessions (workers) fed through files. Hand work to them \
+with `submit` (the shared queue: any idle worker) or `send` (one worker slot); both \
+return a task id at once. Then `wait` for ids (it returns within its timeout, finished \
+or not: call it again to keep waiting) and read answers with `result`. `tasks` lists \
+tasks, `status` shows the workers and the queue, `logs` shows what a task's agent has \
+printed so far, `cancel` stops a task. Submit independent tasks first, then wait for \
+them together: they run in parallel.";
+
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct SubmitArgs {
+    /// The whole prompt the agent is given: say what to do and what to report.
+    pub prompt: String,
+    /// Serialization key (a user, a repository): tasks with the same key never run at
+    /// the same time.
+    pub key: Option<String>,
+    /// 0-9, higher runs first (default 5).
+    pub priority: Option<u8>,
+    /// Ids of tasks that must all succeed before this one starts; if one fails, this
+    /// one ends cancelled.
+    #[serde(default)]
+    pub after: Vec<String>,
+    /// Absolute path of an existing directory for the agent to work in (default: the
+    /// worker's project directory).
+    pub dir: Option<PathBuf>,
+    /// The task's own time limit in seconds; its agent is stopped after it.
+    pub timeout_secs: Option<u64>,
+    /// A task id of your choosing (letters, digits, . _ -; unique on the root).
+    /// Default: generated.
+    pub id: Option<String>,
+    /// Any JSON, handed to the agent as the CONDUCTOR_CONTEXT environment variable.
+    pub context: Option<Value>,
+    /// Run again after a worker crash, up to this many attempts in all (default 1).
+    pub max_attempts: Option<u32>,
+}
+
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct SendArgs {
+    /// The worker slot number to deliver to (see `status` for the slots).
+    pub slot: u32,
+    /// The whole prompt the agent is given.
+    pub prompt: String,
+    /// A task id of your choosing (unique on the root). Default: generated.
+    pub id: Option<String>,
+    /// The task's own time limit in seconds.
+    pub timeout_secs: Option<u64>,
+    /// Absolute path of an existing directory for the agent to work in.
+    pub dir: Option<PathBuf>,
+    /// Any JSON, handed to the agent as CONDUCTOR_CONTEXT.
+    pub context: Option<Value>,
+}
+
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct WaitArgs {
+    /// The task ids to wait for (all of them).
+    pub ids: Vec<String>,
+    /// How long to wait at most, in seconds (default 30, at most 50). The call then
+    /// returns whatever is finished; call it again to keep waiting.
+    pub timeout_secs: Option<f64>,
+    /// How much of each output to return, in characters, from its end (default 20000).
+    pub max_output_chars: Option<usize>,
+}
+
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct IdArgs {
+    /// The task id.
+    pub id: String,
+}
+
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ResultArgs {
+    /// The task id.
+    pub id: String,
+    /// How much of the output to return, in characters, from its end (default 20000).
+    pub max_output_chars: Option<usize>,
+}
+
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct LogsArgs {
+    /// The task id.
+    pub id: String,
+    /// How many bytes from the end of its output (default 16384, at most 1048576).
+    pub tail_bytes: Option<u64>,
+}
+
+#[derive(Debug, Default, Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct TasksArgs {
+    /// Only tasks in these states: waiting, queued, running, done, failed, timeout,
+    /// cancelled, interrupted, rejected, gone.
+    #[serde(default)]
+    pub states: Vec<String>,
+    /// Only tasks with this key.
+    pub key: Option<String>,
+    /// Only tasks sent to, running on, or run by this worker slot.
+    pub slot: Option<u32>,
+    /// Only tasks submitted within this long (`90s`, `2h`, `1d`) or since this time
+    /// (RFC 3339).
+    pub since: Option<String>,
+    /// At most this many, newest first (default 50).
+    pub limit: Option<usize>,
+}
+
+/// The server: one root, the tools over it.
+#[derive(Clone)]
+pub struct Conductor {
+    client: Client,
+    tool_router: ToolRouter<Conductor>,
+}
+
+/// A tool's answer: JSON, or a message for a tool error.
+type Reply = std::result::Result<Value, String>;
+
+fn to_call(reply: Reply) -> std::result::Result<CallToolResult, ErrorData> {
+    Ok(match reply {
+        Ok(v) => CallToolResult::structured(v),
+        Err(msg) => CallToolResult::error(vec![ContentBlock::text(msg)]),
+    })
+}
+
+fn task_id(s: &str) -> std::result::Result<TaskId, String> {
+    TaskId::parse(s).map_err(|reason| format!("invalid task id {s:?}: {reason}"))
+}
+
+fn ids(list: &[String]) -> std::result::Result<Vec<TaskId>, String> {
+    list.iter().map(|s| task_id(s)).collect()
+}
+
+impl Conductor {
+    pub fn new(client: Client) -> Conductor {
+        Conductor {
+            client,
+            tool_router: Self::tool_router(),
+        }
+    }
+
+    /// Run `f` on the client off the async thread (every library call blocks), with
+    /// the root checked first; a library error becomes the tool error's message.
+    async fn blocking(
+        &self,
+        f: impl FnOnce(&Client) -> crate::Result<Reply> + Send + 'static,
+    ) -> std::result::Result<CallToolResult, ErrorData> {
+        let client = self.client.clone();
+        let joined = tokio::task::spawn_blocking(move || {
+            client.root().require_existing()?;
+            f(&client)
+        })
+        .await;
+        to_call(match joined {
+            Ok(Ok(reply)) => reply,
+            Ok(Err(e)) => Err(e.to_string()),
+            Err(e) => Err(format!("internal error: the call failed: {e}")),
+        })
+    }
+}
+
+#[tool_router]
+impl Conductor {
+    #[tool(
+        description = "Put a task into the shared queue; any idle worker runs it. \
+        Returns its id at once (it does not wait): use `wait` and `result` for the answer. \
+        Use this to hand work to the workers; submit several independent tasks one after \
+        another and they run in parallel. Prefer it over `send` unless one particular \
+        worker must run the task.",
+        annotations(
+            read_only_hint = false,
+            destructive_hint = false,
+            open_world_hint = false
+        )
+    )]
+    async fn submit(
+        &self,
+        Parameters(args): Parameters<SubmitArgs>,
+    ) -> Result<CallToolResult, ErrorData> {
+        let task = match submit_task(args) {
+            Ok(t) => t,
+            Err(msg) => return to_call(Err(msg)),
+        };
+        self.blocking(move |client| {
+            let id = Queue::new(client.root().clone()).submit(&task)?;
+            let mut v = json!({ "id": id, "state": "queued" });
+            if let Some(d) = task.depth {
+                v["depth"] = json!(d);
+            }
+            if matches!(crate::liveness::root_served(client.root()), Ok(false)) {
+                v["warning"] = json!("no live worker serves this root yet: the task stays queued until one starts (`conductor run` or `conductor-worker N DIR`)");
+            }
+            Ok(Ok(v))
+        })
+        .await
+    }
+
+    #[tool(
+        description = "Deliver a task to one worker slot's inbox (the slot must exist \
+        and its inbox be free). Returns the task id at once. Use `submit` instead unless \
+        the task must run on that particular worker.",
+        annotations(
+            read_only_hint = false,
+            destructive_hint = false,
+            open_world_hint = false
+        )
+    )]
+    async fn send(
+        &self,
+        Parameters(args): Parameters<SendArgs>,
+    ) -> Result<CallToolResult, ErrorData> {
+        let (slot, task) = match send_task(args) {
+            Ok(t) => t,
+            Err(msg) => return to_call(Err(msg)),
+        };
+        self.blocking(move |client| {
+            let id = client.write_task(slot, &task)?;
+            let mut v = json!({ "id": id, "slot": slot.0, "state": "waiting" });
+            if matches!(crate::liveness::slot_served(client.root(), slot), Ok(false)) {
+                v["warning"] = json!(format!("no live worker serves slot {slot}: the task waits in its inbox until one starts"));
+            }
+            Ok(Ok(v))
+        })
+        .await
+    }
+
+    #[tool(
+        description = "Wait until the given tasks have finished, for at most timeoutSecs \
+        (default 30, capped at 50 so a call always returns). Returns each task's state and, \
+        for a finished one, its result (output, success, error, exit code, duration, \
+        cost). A timeout is not an error: unfinished tasks are listed with their state \
+        (queued, running…); call `wait` again to keep waiting.",
+        annotations(read_only_hint = true, open_world_hint = false)
+    )]
+    async fn wait(
+        &self,
+        Parameters(args): Parameters<WaitArgs>,
+    ) -> Result<CallToolResult, ErrorData> {
+        let ids = match ids(&args.ids) {
+            Ok(ids) if !ids.is_empty() => ids,
+            Ok(_) => return to_call(Err("give at least one task id in `ids`".into())),
+            Err(msg) => return to_call(Err(msg)),
+        };
+        let secs = args.timeout_secs.unwrap_or(WAIT_DEFAULT_SECS);
+        let secs = if secs.is_finite() {
+            secs.clamp(0.0, WAIT_CAP_SECS)
+        } else {
+            WAIT_CAP_SECS
+        };
+        let chars = args.max_output_chars.unwrap_or(reply::DEFAULT_OUTPUT_CHARS);
+        self.blocking(move |client| {
+            reply::wait_all(client, &ids, Duration::from_secs_f64(secs), chars).map(Ok)
+        })
+        .await
+    }
+
+    #[tool(
+        description = "A task's result: output, success, error, outcome, exit code, \
+        duration, cost. If it has not finished yet, says where it is (queued, running…) \
+        without waiting; `wait` waits for it.",
+        annotations(read_only_hint = true, open_world_hint = false)
+    )]
+    async fn result(
+        &self,
+        Parameters(args): Parameters<ResultArgs>,
+    ) -> Result<CallToolResult, ErrorData> {
+        let id = match task_id(&args.id) {
+            Ok(id) => id,
+            Err(msg) => return to_call(Err(msg)),
+        };
+        let chars = args.max_output_chars.unwrap_or(reply::DEFAULT_OUTPUT_CHARS);
+        self.blocking(move |client| reply::task_result(client, &id, chars).map(Ok))
+            .await
+    }
+
+    #[tool(
+        description = "List tasks on the root, newest first: id, state, where it runs, \
+        key, priority, times, cost, the start of its prompt. Filter by states, key, slot, \
+        or since (a duration such as 2h, or an RFC 3339 time). Use it to find task ids or \
+        see what is pending or failed.",
+        annotations(read_only_hint = true, open_world_hint = false)
+    )]
+    async fn tasks(
+        &self,
+        Parameters(args): Parameters<TasksArgs>,
+    ) -> Result<CallToolResult, ErrorData> {
+        let opts = match list_options(args) {
+            Ok(o) => o,
+            Err(msg) => return to_call(Err(msg)),
+        };
+        self.blocking(move |client| {
+            let tasks = client.list_tasks(&opts)?;
+            Ok(Ok(json!({ "root": client.root().path(), "tasks": tasks })))
+        })
+        .await
+    }
+
+    #[tool(
+        description = "The workers and the queue at a glance: each slot's state, task, \
+        heartbeat and agent; running agents against the cap, pending tasks by priority, \
+        running and waiting tasks per key; whether any live worker serves the root. Use it \
+        to see whether work will be picked up.",
+        annotations(read_only_hint = true, open_world_hint = false)
+    )]
+    async fn status(&self) -> Result<CallToolResult, ErrorData> {
+        self.blocking(|client| reply::status(client).map(Ok)).await
+    }
+
+    #[tool(
+        description = "Cancel a task: withdrawn if it still waits (queue or inbox), \
+        stopped by its worker if it runs. Its result then says cancelled. An error if it \
+        had already finished.",
+        annotations(
+            read_only_hint = false,
+            destructive_hint = true,
+            idempotent_hint = true,
+            open_world_hint = false
+        )
+    )]
+    async fn cancel(
+        &self,
+        Parameters(args): Parameters<IdArgs>,
+    ) -> Result<CallToolResult, ErrorData> {
+        let id = match task_id(&args.id) {
+            Ok(id) => id,
+            Err(msg) => return to_call(Err(msg)),
+        };
+        self.blocking(move |client| reply::cancel(client, &id))
+            .await
+    }
+
+    #[tool(
+        description = "What a task's agent has printed: the end of its live output \
+        while it runs, of its kept log once it has finished. Use it to check on a long \
+        task's progress, or to read more of an output than `result` returned.",
+        annotations(read_only_hint = true, open_world_hint = false)
+    )]
+    async fn logs(
+        &self,
+        Parameters(args): Parameters<LogsArgs>,
+    ) -> Result<CallToolResult, ErrorData> {
+        let id = match task_id(&args.id) {
+            Ok(id) => id,
+            Err(msg) => return to_call(Err(msg)),
+        };
+        let tail = args
+            .tail_bytes
+            .unwrap_or(LOGS_DEFAULT_BYTES)
+            .min(LOGS_MAX_BYTES);
+        self.blocking(move |client| reply::logs(client, &id, tail).map(Ok))
+            .await
+    }
+}
+
+#[tool_handler(router = self.tool_router)]
+impl ServerHandler for Conductor {
+    fn get_info(&self) -> ServerConfig {
+        ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
+            .with_server_info(
+                Implementation::new("conductor", env!("CARGO_PKG_VERSION"))
+                    .with_title("conductor: AI coding-agent workers"),
+            )
+            .with_instructions(INSTRUCTIONS)
+    }
+}
+
+/// A task as the CLI's `submit` builds it, marked with this process's depth.
+fn submit_task(a: SubmitArgs) -> std::result::Result<Task, String> {
+    let mut task = Task::new(a.prompt);
+    task.id = a.id.as_deref().map(task_id).transpose()?;
+    task.key = a.key;
+    task.priority = a.priority;
+    task.max_attempts = a.max_attempts;
+    task.after = ids(&a.after)?;
+    task.timeout_secs = a.timeout_secs;
+    task.context = a.context;
+    task.dir = a.dir.map(absolute).transpose()?;
+    finish_task(task)
+}
+
+/// The slot and task of a `send`, marked with this process's depth.
+fn send_task(a: SendArgs) -> std::result::Result<(Slot, Task), String> {
+    let slot = Slot::checked(a.slot).map_err(|e| e.to_string())?;
+    let mut task = Task::new(a.prompt);
+    task.id = a.id.as_deref().map(task_id).transpose()?;
+    task.timeout_secs = a.timeout_secs;
+    task.context = a.context;
+    task.dir = a.dir.map(absolute).transpose()?;
+    Ok((slot, finish_task(task)?))
+}
+
+fn finish_task(mut task: Task) -> std::result::Result<Task, String> {
+    task.validate()
+        .map_err(|reason| Error::InvalidTask { reason }.to_string())?;
+    crate::env::stamp_depth(&mut task).map_err(|e| e.to_string())?;
+    Ok(task)
+}
+
+/// A `dir` made absolute against the server's directory, as the CLI does.
+fn absolute(dir: PathBuf) -> std::result::Result<PathBuf, String> {
+    std::path::absolute(&dir).map_err(|e| {
+        Error::BadTaskDir {
+            path: dir,
+            reason: e.to_string(),
+        }
+        .to_string()
+    })
+}
+
+fn list_options(a: TasksArgs) -> std::result::Result<ListOptions, String> {
+    let states = a
+        .states
+        .iter()
+        .map(|s| s.trim().parse::<TaskState>())
+        .collect::<std::result::Result<Vec<_>, _>>()?;
+    let slot = a
+        .slot
+        .map(Slot::checked)
+        .transpose()
+        .map_err(|e| e.to_string())?;
+    let since = a.since.as_deref().map(since).transpose()?;
+    Ok(ListOptions {
+        states,
+        key: a.key,
+        slot,
+        since,
+        limit: Some(a.limit.unwrap_or(crate::tasks::list::DEFAULT_LIMIT)),
+    })
+}
+
+/// `since` as `conductor tasks --since` takes it: an RFC 3339 time, or a duration ago.
+fn since(s: &str) -> std::result::Result<SystemTime, String> {
+    if let Some(t) = crate::protocol::parse_rfc3339(s) {
+        return Ok(t);
+    }
+    let d = crate::cli::parse_duration_arg(s).map_err(|_| {
+        format!("since {s:?} is neither a duration (90s, 2h, 1d) nor an RFC 3339 time")
+    })?;
+    Ok(SystemTime::now()
+        .checked_sub(d)
+        .unwrap_or(SystemTime::UNIX_EPOCH))
+}
