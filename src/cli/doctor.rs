@@ -46,19 +46,24 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
             "checks": checks,
         }))?;
     } else {
-        let width = checks.iter().map(|c| c.name.len()).max().unwrap_or(0);
-        let mut out = format!("conductor doctor: {}\n", root.path().display());
+        let width = super::table::width();
+        let mut out = super::table::fit_line(
+            &format!("conductor doctor: {}", root.path().display()),
+            width,
+        ) + "\n";
+        let mut t = super::Table::new(&[
+            ("", super::Col::Keep),
+            ("CHECK", super::Col::Keep),
+            ("FINDING", super::Col::Shrink),
+        ]);
+        t.wrap();
         for c in &checks {
-            out.push_str(&format!(
-                "{:<4}  {:<width$}  {}\n",
-                c.status.to_string(),
-                c.name,
-                c.detail
-            ));
+            t.row(vec![c.status.to_string(), c.name.clone(), c.detail.clone()]);
             if let Some(fix) = c.fix.as_deref().filter(|_| c.status != CheckStatus::Ok) {
-                out.push_str(&format!("{:<4}  {:<width$}  fix: {fix}\n", "", ""));
+                t.row(vec![String::new(), String::new(), format!("fix: {fix}")]);
             }
         }
+        out.push_str(&t.render(width));
         out.push_str(&format!(
             "{} checks: {} ok, {warned} warnings, {failed} failed\n",
             checks.len(),

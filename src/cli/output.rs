@@ -1,4 +1,4 @@
-//! What the subcommands print: stdout that tolerates a closed pipe, JSON, fitted tables.
+//! What the subcommands print: stdout that tolerates a closed pipe, JSON, results.
 
 /// Write `text` to stdout. A reader that went away (`conductor status | head -1`) is
 /// not an error: the command simply ends, successfully.
@@ -34,69 +34,6 @@ pub fn stdout_closed() -> bool {
     // SAFETY: one valid pollfd, a zero timeout; poll only writes `revents`.
     let n = unsafe { libc::poll(fds.as_mut_ptr(), 1, 0) };
     n > 0 && fds[0].revents & (libc::POLLERR | libc::POLLHUP | libc::POLLNVAL) != 0
-}
-
-/// Fit a plain-text table into `width` columns: two spaces between columns; when too
-/// wide, column `shrink` is cut (with `…`). Each row may carry note lines, printed
-/// under it indented.
-pub fn render_table(
-    headers: &[&str],
-    rows: &[(Vec<String>, Vec<String>)],
-    shrink: Option<usize>,
-    width: usize,
-) -> String {
-    let cols = headers.len();
-    let mut widths: Vec<usize> = headers.iter().map(|h| h.chars().count()).collect();
-    for (cells, _) in rows {
-        for (i, c) in cells.iter().enumerate().take(cols) {
-            widths[i] = widths[i].max(c.chars().count());
-        }
-    }
-    let total = widths.iter().sum::<usize>() + 2 * cols.saturating_sub(1);
-    if let Some(k) = shrink {
-        if total > width && k < cols {
-            let over = total - width;
-            widths[k] = widths[k]
-                .saturating_sub(over)
-                .max(headers[k].chars().count().max(6));
-        }
-    }
-    let fit = |s: &str, w: usize| -> String {
-        if s.chars().count() <= w {
-            s.to_string()
-        } else {
-            let mut t: String = s.chars().take(w.saturating_sub(1)).collect();
-            t.push('…');
-            t
-        }
-    };
-    let line = |cells: &[String]| -> String {
-        let mut l = String::new();
-        for (i, w) in widths.iter().enumerate() {
-            let c = cells.get(i).map(String::as_str).unwrap_or("");
-            let c = fit(c, *w);
-            if i + 1 == cols {
-                l.push_str(&c);
-            } else {
-                l.push_str(&format!("{c:<w$}  ", w = *w));
-            }
-        }
-        l.trim_end().to_string()
-    };
-    let mut out = String::new();
-    let header: Vec<String> = headers.iter().map(|h| h.to_string()).collect();
-    out.push_str(&line(&header));
-    out.push('\n');
-    for (cells, notes) in rows {
-        out.push_str(&line(cells));
-        out.push('\n');
-        for n in notes {
-            out.push_str("      ");
-            out.push_str(n);
-            out.push('\n');
-        }
-    }
-    out
 }
 
 /// A path shown relative to the root when it lies inside it.

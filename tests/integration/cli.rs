@@ -168,7 +168,12 @@ fn status_shows_an_idle_worker_and_its_pid() {
     let w = WorkerProc::start(&t, S0, "cat", &[], &[]);
     t.client.create_worker(S1).unwrap();
 
-    let out = run_ok(&t, &["status"], 0).stdout;
+    let out = conductor(&t)
+        .env("COLUMNS", "80")
+        .arg("status")
+        .output()
+        .unwrap();
+    let out = String::from_utf8_lossy(&out.stdout).into_owned();
     let lines: Vec<&str> = out.lines().collect();
     assert!(lines[0].starts_with("SLOT"), "{out}");
     assert!(
