@@ -1,4 +1,4 @@
-//! `conductor doctor [--agent CMD] [--json]`: is this setup healthy?
+//! `conductor doctor [--agent CMD | --preset P] [--json]`: is this setup healthy?
 
 use crate::doctor::{doctor, CheckStatus, DoctorOptions};
 
@@ -14,8 +14,13 @@ filesystem (NFS, SMB and FUSE deliver no events); inotify limits; tmux; the agen
 on PATH. Each check says ok, warn or fail, with a fix. Exits 1 if any check fails.")]
 pub struct Args {
     /// The agent command line workers will run; checked on PATH.
-    #[arg(long, value_name = "CMD", default_value = "claude -p")]
-    pub agent: String,
+    /// [default: the preset's, else `claude -p`]
+    #[arg(long, value_name = "CMD")]
+    pub agent: Option<String>,
+    /// Agent kind the workers will run (claude, codex or command): its command line is
+    /// the one checked, unless --agent names another.
+    #[arg(long, value_name = "PRESET", value_parser = super::parse_preset)]
+    pub preset: Option<crate::preset::Preset>,
     /// One JSON document: {"ok", "checks": [{name, status, detail, fix}]}.
     #[arg(long)]
     pub json: bool,
@@ -28,7 +33,10 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
     let checks = doctor(
         &root,
         &DoctorOptions {
-            agent: args.agent.clone(),
+            agent: args
+                .agent
+                .clone()
+                .unwrap_or_else(|| args.preset.unwrap_or_default().default_command().into()),
         },
     );
     let failed = checks

@@ -76,7 +76,8 @@ pub enum Col {
     Keep,
     /// Cut first, with `…` (a prompt preview, a reason).
     Shrink,
-    /// Left out when cutting is not enough, the rightmost first.
+    /// Left out when the table is too wide and the column is empty (`-` everywhere),
+    /// else when cutting is not enough, the rightmost first.
     Drop,
 }
 
@@ -200,7 +201,17 @@ impl Table {
         let Some(limit) = width else {
             return natural.into_iter().map(Some).collect();
         };
-        let mut hidden = vec![false; natural.len()];
+        // Too wide: first leave out the columns that may go and say nothing here.
+        let mut hidden: Vec<bool> = (0..natural.len())
+            .map(|i| {
+                total(&natural.iter().map(|w| Some(*w)).collect::<Vec<_>>()) > limit
+                    && self.kinds[i] == Col::Drop
+                    && self
+                        .rows
+                        .iter()
+                        .all(|(cells, _)| cells.get(i).is_none_or(|c| c.is_empty() || c == "-"))
+            })
+            .collect();
         loop {
             let widths = self.shrink(&natural, &hidden, limit);
             if total(&widths) <= limit {

@@ -15,5 +15,6 @@ mod protocol;
 mod queue;
 mod tasks;
 mod trust;
+mod views;
 mod waits;
 mod worker;

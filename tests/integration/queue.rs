@@ -761,7 +761,14 @@ fn queue_lists_in_run_order_with_reasons_and_cancels_and_retries() {
             .any(|l| l["kind"] != "key" && l["alive"] == true),
         "no run-slot lock: {s}"
     );
-    let human = cli(&t, &["status"], 0).stdout;
+    let human = assert_cmd::Command::new(crate::harness::bin("conductor"))
+        .args(["status"])
+        .env("CONDUCTOR_HOME", t.path())
+        .env("COLUMNS", "80")
+        .timeout(Duration::from_secs(120))
+        .output()
+        .unwrap();
+    let human = String::from_utf8_lossy(&human.stdout).into_owned();
     for want in [
         "running 1/2",
         "pending 3 (p9:1 p5:2)",
