@@ -58,11 +58,12 @@ pub fn print_result(result: &crate::TaskResult, json: bool) -> anyhow::Result<i3
     if result.success {
         Ok(super::common::exit::OK)
     } else {
-        eprintln!(
-            "task {} failed: {}",
-            result.task_id,
-            result.error.as_deref().unwrap_or("no reason recorded")
-        );
+        // Named as it ended (`TIMED OUT`, `CANCELLED` …), then why, unless that repeats it.
+        let label = crate::inspect::outcome_label(result);
+        match result.error.as_deref().unwrap_or("no reason recorded") {
+            why if why.eq_ignore_ascii_case(label) => eprintln!("task {} {label}", result.task_id),
+            why => eprintln!("task {} {label}: {why}", result.task_id),
+        }
         Ok(crate::cli::common::exit::FAILURE)
     }
 }

@@ -17,7 +17,7 @@ use crate::cli::common::exit;
 #[derive(Debug, clap::Args)]
 #[command(after_help = "\
 Columns: SLOT; STATE (idle/working/done/error, - without status.json); AGE (time in \
-this state; while working, since the task started); TASK (the start of its prompt); ID; \
+this state; while working, since the task started); PROMPT (the start of its task's prompt); ID; \
 COST and TURNS (what the agent reported, once it finished; claude preset); BEAT (since the last heartbeat, while \
 working); AGENT pid; WORKER (pid, and whether a live worker holds the slot's gate); LOCK \
 (holder of .lock/). Flags under a row: dead worker, stale lock, orphaned task, inbox \
@@ -123,7 +123,7 @@ pub fn render(
         ("SLOT", Col::Keep),
         ("STATE", Col::Keep),
         ("AGE", Col::Keep),
-        ("TASK", Col::Shrink),
+        ("PROMPT", Col::Shrink),
         ("ID", Col::Drop),
         ("COST", Col::Drop),
         ("TURNS", Col::Drop),

@@ -13,8 +13,10 @@ use comfy_table::{ColumnConstraint, ContentArrangement, Width};
 
 /// Columns between two cells.
 const GAP: usize = 2;
-/// No column that gives way is cut narrower than this (or its header).
-const MIN_SHRUNK: usize = 20;
+/// A column that gives way is cut to this width before any column is left out…
+const COMFORT: usize = 32;
+/// …and no narrower than this (or its header) when nothing is left to leave out.
+const MIN_SHRUNK: usize = 16;
 
 /// The width to fit stdout's lines into; `None` when unbounded (see the module doc).
 pub fn width() -> Option<usize> {
@@ -213,7 +215,7 @@ impl Table {
             })
             .collect();
         loop {
-            let widths = self.shrink(&natural, &hidden, limit);
+            let widths = self.shrink(&natural, &hidden, limit, COMFORT);
             if total(&widths) <= limit {
                 return widths;
             }
@@ -223,13 +225,22 @@ impl Table {
                 .find(|i| !hidden[*i] && self.kinds[*i] == Col::Drop)
             {
                 Some(i) => hidden[i] = true,
-                None => return widths, // every line is cut at the width when printed
+                // Nothing left to leave out: cut deeper; what still does not fit is cut
+                // at the width when printed.
+                None => return self.shrink(&natural, &hidden, limit, MIN_SHRUNK),
             }
         }
     }
 
-    /// The widths with the `Shrink` columns cut (each down to its floor) to fit `limit`.
-    fn shrink(&self, natural: &[usize], hidden: &[bool], limit: usize) -> Vec<Option<usize>> {
+    /// The widths with the `Shrink` columns cut (each down to `floor`, or its header) to
+    /// fit `limit`.
+    fn shrink(
+        &self,
+        natural: &[usize],
+        hidden: &[bool],
+        limit: usize,
+        floor: usize,
+    ) -> Vec<Option<usize>> {
         let mut widths: Vec<Option<usize>> = natural
             .iter()
             .zip(hidden)
@@ -241,7 +252,7 @@ impl Table {
                 break;
             }
             if let (Some(w), Col::Shrink) = (w.as_mut(), self.kinds[i]) {
-                let floor = MIN_SHRUNK.max(self.headers[i].chars().count()).min(*w);
+                let floor = floor.max(self.headers[i].chars().count()).min(*w);
                 let cut = over.min(*w - floor);
                 *w -= cut;
                 over -= cut;
