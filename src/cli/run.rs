@@ -12,7 +12,6 @@ use crate::pool::{self, WorkerCommand, WorkerPool};
 use crate::preset::Preset;
 use crate::{Client, Error, Root, Slot, Task, TaskResult};
 use anyhow::Context as _;
-use indicatif::MultiProgress;
 use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
 
@@ -233,7 +232,7 @@ fn read_prompts(args: &Args) -> anyhow::Result<Vec<String>> {
 /// interrupt came.
 fn stop_on_interrupt(
     pids: Vec<u32>,
-    live: Option<MultiProgress>,
+    live: Option<run_view::Live>,
 ) -> anyhow::Result<(crossbeam_channel::Receiver<()>, Arc<AtomicBool>)> {
     let (interrupt_tx, interrupt) = crossbeam_channel::bounded::<()>(1);
     ctrlc::set_handler(move || {
@@ -246,8 +245,8 @@ fn stop_on_interrupt(
     std::thread::spawn(move || {
         if interrupt.recv().is_ok() {
             flag.store(true, Ordering::SeqCst);
-            if let Some(multi) = &live {
-                run_view::hide(multi);
+            if let Some(live) = &live {
+                run_view::hide(live);
             }
             let _ = stop_tx.send(());
             for pid in pids {

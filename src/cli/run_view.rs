@@ -3,9 +3,11 @@
 
 use std::fmt::Write as _;
 use std::io::IsTerminal;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use indicatif::{MultiProgress, ProgressBar, ProgressDrawTarget, ProgressStyle};
+use indicatif::{MultiProgress, ProgressBar, ProgressDrawTarget, ProgressStyle, TermLike};
 
 use super::table::{self, fit_line};
 use crate::inspect::{format_took, outcome_label, prompt_preview, PREVIEW_CHARS};
@@ -13,7 +15,8 @@ use crate::orchestrator::Progress;
 use crate::{Slot, TaskResult};
 
 /// Each result under its prompt: a rule with the prompt's start, a line saying who ran
-/// it, how it ended, how long it took and what it cost, then its output.
+/// it, how it ended, how long it took and what it cost, why it failed if it did, then
+/// its output.
 pub fn render_results(prompts: &[String], results: &[TaskResult], width: Option<usize>) -> String {
     let n = results.len();
     let mut text = String::new();
@@ -43,11 +46,12 @@ pub fn render_results(prompts: &[String], results: &[TaskResult], width: Option<
         if let Some(t) = r.num_turns {
             facts.push(format!("{t} turns"));
         }
-        let mut line = format!("   {}", facts.join(" · "));
-        if let Some(e) = &r.error {
-            line.push_str(&format!(": {e}"));
-        }
+        let line = format!("   {}", facts.join(" · "));
         let _ = writeln!(text, "{}", fit_line(&line, width));
+        // The reason is read whole: on its own line, never cut.
+        if let Some(e) = &r.error {
+            let _ = writeln!(text, "   {e}");
+        }
         if !r.output.is_empty() {
             text.push_str(&r.output);
             if !r.output.ends_with('\n') {
@@ -92,9 +96,114 @@ pub fn totals(results: &[TaskResult]) -> String {
     line
 }
 
+/// The live display's terminal (stderr), with a switch: once `closing`, every line is
+/// drawn blank. A spinner's tick racing the final clear then leaves an empty line, not a
+/// stale spinner, and the cursor still moves as the display expects.
+#[derive(Debug)]
+struct Screen {
+    term: console::Term,
+    closing: Arc<AtomicBool>,
+}
+
+/// Columns left free at the right of every line: a full-width line leaves the cursor at
+/// the margin, where the `^C` a terminal echoes wraps onto a new line, and the display's
+/// clear then starts a line too low and leaves its top line behind.
+const ECHO_ROOM: u16 = 3;
+
+impl TermLike for Screen {
+    fn width(&self) -> u16 {
+        self.term.size().1.saturating_sub(ECHO_ROOM).max(1)
+    }
+    fn height(&self) -> u16 {
+        self.term.size().0
+    }
+    fn move_cursor_up(&self, n: usize) -> std::io::Result<()> {
+        self.term.move_cursor_up(n)
+    }
+    fn move_cursor_down(&self, n: usize) -> std::io::Result<()> {
+        self.term.move_cursor_down(n)
+    }
+    fn move_cursor_right(&self, n: usize) -> std::io::Result<()> {
+        self.term.move_cursor_right(n)
+    }
+    fn move_cursor_left(&self, n: usize) -> std::io::Result<()> {
+        self.term.move_cursor_left(n)
+    }
+    fn write_line(&self, s: &str) -> std::io::Result<()> {
+        if self.closing.load(Ordering::SeqCst) {
+            self.term.clear_line()?;
+            return self.term.write_line("");
+        }
+        self.term.write_line(s)
+    }
+    fn write_str(&self, s: &str) -> std::io::Result<()> {
+        if self.closing.load(Ordering::SeqCst) {
+            return self.term.clear_line();
+        }
+        self.term.write_str(s)
+    }
+    fn clear_line(&self) -> std::io::Result<()> {
+        self.term.clear_line()
+    }
+    fn flush(&self) -> std::io::Result<()> {
+        self.term.flush()
+    }
+}
+
+/// What an interrupt handler needs to take the live display off the screen ([`hide`]).
+#[derive(Clone)]
+pub struct Live {
+    multi: MultiProgress,
+    closing: Arc<AtomicBool>,
+}
+
+/// Clear the live display for good: from now on it draws blank lines at most, then
+/// nothing.
+pub fn hide(live: &Live) {
+    live.closing.store(true, Ordering::SeqCst);
+    let _ = live.multi.clear();
+    live.multi.set_draw_target(ProgressDrawTarget::hidden());
+}
+
+/// While the live display runs, Ctrl-C must not make the terminal discard output not
+/// yet shown (the default: a tty flushes its output queue when it sends SIGINT): a
+/// frame cut short leaves the screen out of step with what the display believes it
+/// drew, and a spinner line stays behind. `NOFLSH` is set, and the old mode restored.
+struct KeepOutputAtInterrupt(Option<nix::libc::termios>);
+
+impl KeepOutputAtInterrupt {
+    fn set() -> KeepOutputAtInterrupt {
+        use nix::libc;
+        // SAFETY: tcgetattr/tcsetattr on stderr's descriptor with a termios we own.
+        unsafe {
+            let mut mode: libc::termios = std::mem::zeroed();
+            if libc::tcgetattr(libc::STDERR_FILENO, &mut mode) != 0 {
+                return KeepOutputAtInterrupt(None);
+            }
+            let old = mode;
+            mode.c_lflag |= libc::NOFLSH;
+            if libc::tcsetattr(libc::STDERR_FILENO, libc::TCSANOW, &mode) != 0 {
+                return KeepOutputAtInterrupt(None);
+            }
+            KeepOutputAtInterrupt(Some(old))
+        }
+    }
+
+    fn restore(&mut self) {
+        if let Some(old) = self.0.take() {
+            // SAFETY: as above; `old` is the mode read at `set`.
+            unsafe {
+                nix::libc::tcsetattr(nix::libc::STDERR_FILENO, nix::libc::TCSANOW, &old);
+            }
+        }
+    }
+}
+
 /// Progress on stderr: live spinners on a terminal, plain lines otherwise.
 pub struct Display {
     bars: Option<(MultiProgress, Vec<ProgressBar>, ProgressBar)>,
+    closing: Arc<AtomicBool>,
+    tty_mode: KeepOutputAtInterrupt,
     slots: Vec<Slot>,
     previews: Vec<String>,
     failed: u64,
@@ -106,8 +215,21 @@ impl Display {
     pub fn new(slots: &[Slot], prompts: &[String], quiet: bool) -> Display {
         let total = prompts.len();
         let live = std::io::stderr().is_terminal() && !quiet && table::color(true);
+        let closing = Arc::new(AtomicBool::new(false));
+        let screen = Screen {
+            term: console::Term::stderr(),
+            closing: closing.clone(),
+        };
+        let tty_mode = if live {
+            KeepOutputAtInterrupt::set()
+        } else {
+            KeepOutputAtInterrupt(None)
+        };
         let bars = live.then(|| {
-            let multi = MultiProgress::with_draw_target(ProgressDrawTarget::stderr());
+            let multi = MultiProgress::with_draw_target(ProgressDrawTarget::term_like_with_hz(
+                Box::new(screen),
+                20,
+            ));
             let style = ProgressStyle::with_template("{spinner} {prefix:>9} {wide_msg}")
                 .expect("valid template");
             let per_worker: Vec<ProgressBar> = slots
@@ -135,6 +257,8 @@ impl Display {
         });
         Display {
             bars,
+            closing,
+            tty_mode,
             slots: slots.to_vec(),
             previews: prompts
                 .iter()
@@ -147,8 +271,11 @@ impl Display {
 
     /// What an interrupt handler hides at once ([`hide`]), so no spinner line is
     /// left on the screen while the run winds down or after it.
-    pub fn live(&self) -> Option<MultiProgress> {
-        self.bars.as_ref().map(|(m, _, _)| m.clone())
+    pub fn live(&self) -> Option<Live> {
+        self.bars.as_ref().map(|(m, _, _)| Live {
+            multi: m.clone(),
+            closing: self.closing.clone(),
+        })
     }
 
     fn bar(&self, slot: Slot) -> Option<&ProgressBar> {
@@ -223,8 +350,12 @@ impl Display {
                 b.finish_and_clear();
             }
             summary.finish_and_clear();
-            hide(&multi);
+            hide(&Live {
+                multi,
+                closing: self.closing.clone(),
+            });
         }
+        self.tty_mode.restore();
     }
 }
 
@@ -233,12 +364,6 @@ impl Drop for Display {
     fn drop(&mut self) {
         self.finish();
     }
-}
-
-/// Clear the live display and draw nothing more: later updates go nowhere.
-pub fn hide(multi: &MultiProgress) {
-    let _ = multi.clear();
-    multi.set_draw_target(ProgressDrawTarget::hidden());
 }
 
 #[cfg(test)]
@@ -276,7 +401,8 @@ mod tests {
         );
         assert_eq!(lines[2], "the answer");
         assert_eq!(lines[3], "── [2/2] second");
-        assert!(lines[4].contains("INTERRUPTED in 1.5s: why"), "{text}");
+        assert!(lines[4].ends_with("INTERRUPTED in 1.5s"), "{text}");
+        assert_eq!(lines[5], "   why");
         assert_eq!(
             totals(&results),
             "2 task(s): 1 succeeded, 1 failed (1 INTERRUPTED) · $0.0100 · 2 turns"

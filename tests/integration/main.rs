@@ -16,5 +16,6 @@ mod queue;
 mod tasks;
 mod trust;
 mod views;
+mod views_tmux;
 mod waits;
 mod worker;
