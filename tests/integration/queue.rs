@@ -627,7 +627,7 @@ fn submit_prints_the_id_or_with_wait_the_output() {
     assert_eq!(v["output"], "done w2\n");
 
     let r = cli(&t, &["submit", "--wait", "--id", "w3", "x fail"], 1);
-    assert!(r.stderr.contains("task w3 failed"), "{}", r.stderr);
+    assert!(r.stderr.contains("task w3 FAILED"), "{}", r.stderr);
 
     // Without --wait: the id, and the task runs anyway.
     let r = cli(
