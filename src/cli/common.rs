@@ -103,11 +103,7 @@ where
             event,
         )?;
         line.push_str(&message);
-        let width = std::io::IsTerminal::is_terminal(&std::io::stderr())
-            .then(|| terminal_size::terminal_size_of(std::io::stderr()))
-            .flatten()
-            .map(|(w, _)| usize::from(w.0));
-        let line = match width {
+        let line = match super::table::stderr_width() {
             Some(width) => crate::inspect::fit(&line.replace('\n', " "), width),
             None => line,
         };
@@ -284,10 +280,15 @@ pub fn run_worker(args: WorkerArgs) -> anyhow::Result<()> {
     .map_err(|e| anyhow::anyhow!("cannot install the signal handler: {e}"))?;
 
     let mut worker = Worker::start(opts)?;
-    println!("{}", worker.describe());
+    // Cut to a terminal's width like the log lines after it (a narrow pane never wraps).
+    let width = super::table::width();
+    println!("{}", super::table::fit_line(&worker.describe(), width));
     let rec = worker.recovery();
     if !rec.is_empty() {
-        println!("recovered: {rec}");
+        println!(
+            "{}",
+            super::table::fit_line(&format!("recovered: {rec}"), width)
+        );
     }
     worker.run(&shutdown)?;
     tracing::info!("worker stopped");

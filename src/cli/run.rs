@@ -294,10 +294,14 @@ fn print_run(
         results,
         super::table::width(),
     ))?;
-    eprintln!(
-        "{}, in {} on {workers} worker(s)",
+    let summary = format!(
+        "{} · {} · {workers} worker(s)",
         run_view::totals(results),
         crate::inspect::format_took(took_ms),
+    );
+    eprintln!(
+        "{}",
+        super::table::fit_line(&summary, super::table::stderr_width())
     );
     if let Some(root) = kept.filter(|_| args.keep) {
         eprintln!("kept the root: {}", root.path().display());

@@ -27,6 +27,17 @@ pub fn width() -> Option<usize> {
     )
 }
 
+/// The width of stderr when it is a terminal (`None` otherwise): for what a command
+/// says on stderr, and the worker's log lines, which a terminal would wrap.
+pub fn stderr_width() -> Option<usize> {
+    if !std::io::stderr().is_terminal() {
+        return None;
+    }
+    terminal_size::terminal_size_of(std::io::stderr())
+        .map(|(w, _)| usize::from(w.0))
+        .filter(|w| *w > 0)
+}
+
 /// The rule of [`width`], apart from the process's environment.
 fn width_from(
     columns: Option<&str>,

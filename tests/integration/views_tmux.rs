@@ -28,8 +28,19 @@ impl Server {
     }
 
     fn screen(&self) -> String {
-        String::from_utf8_lossy(&self.tmux(&["capture-pane", "-p", "-t", "=run:"]).stdout)
-            .into_owned()
+        self.screen_of("run")
+    }
+
+    /// The visible screen of session `name`, wrapped lines joined (`-J`): a line longer
+    /// than the pane is one that wrapped.
+    fn screen_of(&self, name: &str) -> String {
+        let target = format!("={name}:");
+        String::from_utf8_lossy(
+            &self
+                .tmux(&["capture-pane", "-p", "-J", "-t", &target])
+                .stdout,
+        )
+        .into_owned()
     }
 }
 
@@ -45,14 +56,90 @@ impl Drop for Server {
     }
 }
 
-#[test]
-fn after_ctrl_c_run_leaves_no_spinner_and_names_how_tasks_ended() {
-    if !Command::new("tmux")
+fn tmux_available() -> bool {
+    let ok = Command::new("tmux")
         .arg("-V")
         .output()
-        .is_ok_and(|o| o.status.success())
-    {
-        eprintln!("SKIPPED: `tmux -V` failed; install tmux to run the terminal test of `run`");
+        .is_ok_and(|o| o.status.success());
+    if !ok {
+        eprintln!("SKIPPED: `tmux -V` failed; install tmux to run the terminal tests of views");
+    }
+    ok
+}
+
+#[test]
+fn a_worker_in_a_forty_column_pane_never_wraps_its_log_lines() {
+    if !tmux_available() {
+        return;
+    }
+    let t = TestRoot::new();
+    t.client.create_worker(Slot(0)).unwrap();
+    let srv = Server {
+        socket: format!("conductor-views-w-{}", std::process::id()),
+    };
+    let worker = bin("conductor-worker").display().to_string();
+    let root = t.path().display().to_string();
+    let dir = t.dir.path().display().to_string();
+    let started = srv.tmux(&[
+        "new-session",
+        "-d",
+        "-s",
+        "w",
+        "-x",
+        "40",
+        "-y",
+        "12",
+        "--",
+        "env",
+        "-u",
+        "CONDUCTOR_WORKER",
+        "-u",
+        "NO_COLOR",
+        "-u",
+        "RUST_LOG",
+        &worker,
+        "0",
+        &dir,
+        "--root",
+        &root,
+        "--agent",
+        "cat",
+    ]);
+    assert!(started.status.success(), "{started:?}");
+    wait_until(BOUND, "the worker to serve", || {
+        srv.screen_of("w").contains("worker 0")
+    });
+    let task = conductor::Task::new(
+        "summarise the design document and list every open question it leaves for the team",
+    );
+    let id = t.client.write_task(Slot(0), &task).unwrap();
+    t.client.wait_for_result(Slot(0), &id, BOUND).unwrap();
+    let deadline = std::time::Instant::now() + BOUND;
+    while !srv.screen_of("w").contains("ok \"summarise") {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no line for the finished task:\n{}",
+            srv.screen_of("w")
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let screen = srv.screen_of("w");
+    for line in screen.lines() {
+        assert!(
+            line.chars().count() <= 40,
+            "a wrapped line: {line:?}\n{screen}"
+        );
+    }
+    assert!(screen.contains("started \"summarise"), "{screen}");
+    drop(srv);
+    wait_until(BOUND, "the worker to go with its pane", || {
+        crate::harness::processes_of(t.path()).is_empty()
+    });
+}
+
+#[test]
+fn after_ctrl_c_run_leaves_no_spinner_and_names_how_tasks_ended() {
+    if !tmux_available() {
         return;
     }
     let t = TestRoot::new();
