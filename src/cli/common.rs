@@ -46,7 +46,8 @@ impl Verbosity {
 }
 
 /// Set up `tracing` on stderr: `-v` for debug, `-vv` for trace, `-q` for warnings only;
-/// `RUST_LOG` overrides.
+/// `RUST_LOG` overrides. Lines are compact ([`CompactLines`]), coloured only on a
+/// terminal without `NO_COLOR`.
 pub fn init_logging(verbose: u8, quiet: bool) {
     let level = match (quiet, verbose) {
         (true, _) => "warn",
@@ -59,8 +60,80 @@ pub fn init_logging(verbose: u8, quiet: bool) {
     tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
-        .with_target(false)
+        .with_ansi(super::table::color(true))
+        .event_format(CompactLines)
         .init();
+}
+
+/// One log line as a person in a narrow pane reads it: `14:03:07 started "fix the…"`.
+/// Local time to the second; the level only when it is not INFO; on a terminal each
+/// line is cut to its width (`…`), so a 40-column pane never wraps; into a file or a
+/// pipe lines are whole and hold no escape sequences.
+struct CompactLines;
+
+impl<S, N> tracing_subscriber::fmt::FormatEvent<S, N> for CompactLines
+where
+    S: tracing::Subscriber + for<'a> tracing_subscriber::registry::LookupSpan<'a>,
+    N: for<'a> tracing_subscriber::fmt::FormatFields<'a> + 'static,
+{
+    fn format_event(
+        &self,
+        ctx: &tracing_subscriber::fmt::FmtContext<'_, S, N>,
+        mut w: tracing_subscriber::fmt::format::Writer<'_>,
+        event: &tracing::Event<'_>,
+    ) -> std::fmt::Result {
+        use tracing::Level;
+        let mut line = local_time_of_day();
+        let level = *event.metadata().level();
+        let label = match level {
+            Level::ERROR => Some(("error", "\x1b[31m")),
+            Level::WARN => Some(("warn", "\x1b[33m")),
+            Level::INFO => None,
+            Level::DEBUG => Some(("debug", "\x1b[2m")),
+            Level::TRACE => Some(("trace", "\x1b[2m")),
+        };
+        if let Some((word, _)) = label {
+            line.push(' ');
+            line.push_str(word);
+        }
+        line.push(' ');
+        let mut message = String::new();
+        ctx.field_format().format_fields(
+            tracing_subscriber::fmt::format::Writer::new(&mut message),
+            event,
+        )?;
+        line.push_str(&message);
+        let line = match super::table::stderr_width() {
+            Some(width) => crate::inspect::fit(&line.replace('\n', " "), width),
+            None => line,
+        };
+        match label.filter(|_| w.has_ansi_escapes()) {
+            // Colour only the level word: after the 8-character time and a space.
+            Some((word, colour)) if line.get(9..).is_some_and(|l| l.starts_with(word)) => writeln!(
+                w,
+                "{}{colour}{}\x1b[0m{}",
+                &line[..9],
+                &line[9..9 + word.len()],
+                &line[9 + word.len()..]
+            ),
+            _ => writeln!(w, "{line}"),
+        }
+    }
+}
+
+/// `14:03:07`, the local time to the second.
+fn local_time_of_day() -> String {
+    use nix::libc;
+    // SAFETY: `time` with a null pointer only returns; `localtime_r` writes into the
+    // zeroed `tm` we own. (The TZ environment is read, never written, by this process.)
+    unsafe {
+        let now = libc::time(std::ptr::null_mut());
+        let mut tm: libc::tm = std::mem::zeroed();
+        if libc::localtime_r(&now, &mut tm).is_null() {
+            return "--:--:--".to_string();
+        }
+        format!("{:02}:{:02}:{:02}", tm.tm_hour, tm.tm_min, tm.tm_sec)
+    }
 }
 
 /// Map an error to its documented exit code.
@@ -208,10 +281,15 @@ pub fn run_worker(args: WorkerArgs) -> anyhow::Result<()> {
     .map_err(|e| anyhow::anyhow!("cannot install the signal handler: {e}"))?;
 
     let mut worker = Worker::start(opts)?;
-    println!("{}", worker.describe());
+    // Cut to a terminal's width like the log lines after it (a narrow pane never wraps).
+    let width = super::table::width();
+    println!("{}", super::table::fit_line(&worker.describe(), width));
     let rec = worker.recovery();
     if !rec.is_empty() {
-        println!("recovered: {rec}");
+        println!(
+            "{}",
+            super::table::fit_line(&format!("recovered: {rec}"), width)
+        );
     }
     worker.run(&shutdown)?;
     tracing::info!("worker stopped");

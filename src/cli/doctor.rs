@@ -1,4 +1,4 @@
-//! `conductor doctor [--agent CMD] [--json]`: is this setup healthy?
+//! `conductor doctor [--agent CMD | --preset P] [--json]`: is this setup healthy?
 
 use crate::doctor::{doctor, CheckStatus, DoctorOptions};
 
@@ -14,8 +14,13 @@ filesystem (NFS, SMB and FUSE deliver no events); inotify limits; tmux; the agen
 on PATH. Each check says ok, warn or fail, with a fix. Exits 1 if any check fails.")]
 pub struct Args {
     /// The agent command line workers will run; checked on PATH.
-    #[arg(long, value_name = "CMD", default_value = "claude -p")]
-    pub agent: String,
+    /// [default: the preset's, else `claude -p`]
+    #[arg(long, value_name = "CMD")]
+    pub agent: Option<String>,
+    /// Agent kind the workers will run (claude, codex or command): its command line is
+    /// the one checked, unless --agent names another.
+    #[arg(long, value_name = "PRESET", value_parser = super::parse_preset)]
+    pub preset: Option<crate::preset::Preset>,
     /// One JSON document: {"ok", "checks": [{name, status, detail, fix}]}.
     #[arg(long)]
     pub json: bool,
@@ -28,7 +33,10 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
     let checks = doctor(
         &root,
         &DoctorOptions {
-            agent: args.agent.clone(),
+            agent: args
+                .agent
+                .clone()
+                .unwrap_or_else(|| args.preset.unwrap_or_default().default_command().into()),
         },
     );
     let failed = checks
@@ -46,19 +54,24 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
             "checks": checks,
         }))?;
     } else {
-        let width = checks.iter().map(|c| c.name.len()).max().unwrap_or(0);
-        let mut out = format!("conductor doctor: {}\n", root.path().display());
+        let width = super::table::width();
+        let mut out = super::table::fit_line(
+            &format!("conductor doctor: {}", root.path().display()),
+            width,
+        ) + "\n";
+        let mut t = super::Table::new(&[
+            ("", super::Col::Keep),
+            ("CHECK", super::Col::Keep),
+            ("FINDING", super::Col::Shrink),
+        ]);
+        t.wrap();
         for c in &checks {
-            out.push_str(&format!(
-                "{:<4}  {:<width$}  {}\n",
-                c.status.to_string(),
-                c.name,
-                c.detail
-            ));
+            t.row(vec![c.status.to_string(), c.name.clone(), c.detail.clone()]);
             if let Some(fix) = c.fix.as_deref().filter(|_| c.status != CheckStatus::Ok) {
-                out.push_str(&format!("{:<4}  {:<width$}  fix: {fix}\n", "", ""));
+                t.row(vec![String::new(), String::new(), format!("fix: {fix}")]);
             }
         }
+        out.push_str(&t.render(width));
         out.push_str(&format!(
             "{} checks: {} ok, {warned} warnings, {failed} failed\n",
             checks.len(),

@@ -99,15 +99,22 @@ fn render_plan(root: &Root, plan: &GcPlan, older_than: Duration, apply: bool) ->
             plan.items.len(),
             format_bytes(plan.bytes),
         ));
+        let mut t = super::Table::new(&[
+            ("KIND", super::Col::Keep),
+            ("AGE", super::Col::Keep),
+            ("SIZE", super::Col::Keep),
+            ("PATH", super::Col::Shrink),
+        ]);
+        t.wrap();
         for i in &plan.items {
-            out.push_str(&format!(
-                "  {:<14} {:>4}  {:>9}  {}\n",
+            t.row(vec![
                 i.kind.to_string(),
                 i.age.map_or("-".into(), format_age),
                 format_bytes(i.bytes),
-                show_path(root, &i.path)
-            ));
+                show_path(root, &i.path),
+            ]);
         }
+        out.push_str(&t.render(super::table::width()));
     }
     if !plan.protected.is_empty() {
         out.push_str(&format!(

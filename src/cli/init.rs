@@ -1,8 +1,8 @@
-//! `conductor init N [--dir DIR]` and `conductor create-worker N`.
+//! `conductor init N [--root DIR]` and `conductor create-worker N`.
 
 use std::path::PathBuf;
 
-use crate::{Client, Root, Slot};
+use crate::{Client, Slot};
 
 use super::{parse_slot, RootArg};
 use crate::cli::common::exit;
@@ -16,9 +16,9 @@ pub struct Args {
     /// How many worker slots: creates 0..N-1.
     #[arg(value_name = "N")]
     pub count: u32,
-    /// Where to set up the root (same as --root; default $CONDUCTOR_HOME, else
-    /// ~/.claude-code/orchestrator).
-    #[arg(long, value_name = "DIR", conflicts_with = "root")]
+    /// The old spelling of --root. `--dir` names a project directory everywhere else,
+    /// so it is refused here with the right flag rather than taken for the root.
+    #[arg(long, value_name = "DIR", hide = true)]
     pub dir: Option<PathBuf>,
     #[command(flatten)]
     pub root: RootArg,
@@ -57,10 +57,15 @@ fn create_slot(client: &Client, slot: Slot) -> anyhow::Result<()> {
 }
 
 pub fn run(args: Args) -> anyhow::Result<i32> {
-    let client = match &args.dir {
-        Some(dir) => Client::new(Root::new(dir)),
-        None => args.root.unchecked_client()?,
-    };
+    if let Some(dir) = &args.dir {
+        return Err(crate::Error::Usage(format!(
+            "`init` sets up a root: name it with --root {} (--dir is a project directory, \
+             for run, launch and the workers)",
+            dir.display()
+        ))
+        .into());
+    }
+    let client = args.root.unchecked_client()?;
     if args.count > crate::layout::MAX_SLOTS {
         // Before anything is made: not 1,024 slots and then an error.
         return Err(crate::Error::SlotTooLarge {
@@ -75,7 +80,7 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
     }
     if args.count > 0 {
         // Named explicitly and not what the environment says: the worker needs telling.
-        let explicit = args.dir.is_some() || args.root.root.is_some();
+        let explicit = args.root.root.is_some();
         let env_matches = std::env::var_os(crate::layout::ENV_HOME)
             .is_some_and(|h| std::path::Path::new(&h) == client.root().path());
         let env_hint = if explicit && !env_matches {

@@ -197,19 +197,22 @@ fn list(tmux: &Tmux, json: bool) -> anyhow::Result<i32> {
         super::emit("no conductor sessions running\n")?;
         return Ok(exit::OK);
     }
-    let mut text = format!(
-        "{:<20} {:>7} {:>8}  ROOT\n",
-        "SESSION", "WORKERS", "ATTACHED"
-    );
+    let mut t = super::Table::new(&[
+        ("SESSION", super::Col::Keep),
+        ("WORKERS", super::Col::Keep),
+        ("ATTACHED", super::Col::Keep),
+        ("ROOT", super::Col::Shrink),
+    ]);
+    t.wrap();
     for s in &sessions {
-        text.push_str(&format!(
-            "{:<20} {:>7} {:>8}  {}\n",
-            s.session,
+        t.row(vec![
+            s.session.clone(),
             format!("{}/{}", s.workers_up, s.workers),
-            if s.attached > 0 { "yes" } else { "no" },
-            s.root.display()
-        ));
+            if s.attached > 0 { "yes" } else { "no" }.to_string(),
+            s.root.display().to_string(),
+        ]);
     }
+    let text = t.render(super::table::width());
     super::emit(&text)?;
     Ok(exit::OK)
 }

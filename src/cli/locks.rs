@@ -5,7 +5,8 @@ use crate::inspect::{self, format_age, LockEntry, LockStatus};
 use crate::maintenance::{clean_locks, CleanAction, CleanedLock};
 use crate::Root;
 
-use super::{emit, emit_json, render_table, show_path, RootArg};
+use super::table::{self, Col, Table};
+use super::{emit, emit_json, show_path, RootArg};
 use crate::cli::common::exit;
 
 #[derive(Debug, clap::Args)]
@@ -65,40 +66,43 @@ fn list(root: &Root, opts: &LockOptions, json: bool) -> anyhow::Result<i32> {
 
 /// The table of locks, and what to do about stale ones.
 fn render_locks(locks: &[LockEntry]) -> String {
-    let rows: Vec<(Vec<String>, Vec<String>)> = locks
-        .iter()
-        .map(|l| {
-            let mut reason = l.reason.clone();
-            if let Some(h) = l.host.as_deref().filter(|h| *h != crate::host::hostname()) {
-                if !reason.contains(h) {
-                    reason.push_str(&format!(" on {h}"));
-                }
+    let mut t = Table::new(&[
+        ("KIND", Col::Keep),
+        ("NAME", Col::Keep),
+        ("STATE", Col::Keep),
+        ("PID", Col::Keep),
+        ("AGE", Col::Drop),
+        ("WHY", Col::Shrink),
+    ]);
+    for l in locks {
+        let mut reason = l.reason.clone();
+        if let Some(h) = l.host.as_deref().filter(|h| *h != crate::host::hostname()) {
+            if !reason.contains(h) {
+                reason.push_str(&format!(" on {h}"));
             }
-            let cells = vec![
-                l.kind.to_string(),
-                l.name.clone(),
-                l.status.to_string(),
-                l.pid.map_or("-".into(), |p| p.to_string()),
-                l.age.map_or("-".into(), format_age),
-                reason,
-            ];
-            (cells, Vec::new())
-        })
-        .collect();
-    let mut out = render_table(
-        &["KIND", "NAME", "STATE", "PID", "AGE", "WHY"],
-        &rows,
-        None,
-        80,
-    );
+        }
+        t.row(vec![
+            l.kind.to_string(),
+            l.name.clone(),
+            l.status.to_string(),
+            l.pid.map_or("-".into(), |p| p.to_string()),
+            l.age.map_or("-".into(), format_age),
+            reason,
+        ]);
+    }
+    let width = table::width();
+    let mut out = t.render(width);
     let stale = locks
         .iter()
         .filter(|l| l.status == LockStatus::Stale)
         .count();
     if stale > 0 {
-        out.push_str(&format!(
-            "\n{stale} stale; `conductor locks clean` shows what would be removed, `--apply` removes it\n"
+        out.push('\n');
+        out.push_str(&table::fit_line(
+            &format!("{stale} stale; `conductor locks clean` shows what would be removed, `--apply` removes it"),
+            width,
         ));
+        out.push('\n');
     }
     out
 }

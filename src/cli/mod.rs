@@ -21,9 +21,11 @@ pub mod recover;
 pub mod result;
 pub mod retry;
 pub mod run;
+mod run_view;
 pub mod send;
 pub mod status;
 pub mod submit;
+pub mod table;
 pub mod target;
 pub mod tasks;
 pub mod wait;
@@ -36,7 +38,8 @@ use clap::{Parser, Subcommand};
 use crate::preset::Preset;
 use crate::{Client, Slot};
 
-pub use output::{emit, emit_json, print_result, render_table, show_path, stdout_closed};
+pub use output::{emit, emit_json, print_result, show_path, stdout_closed};
+pub use table::{Col, Table};
 
 /// `--root`, shared by every subcommand that reads or writes a root.
 #[derive(Debug, Clone, clap::Args)]

@@ -1,4 +1,4 @@
-//! What the subcommands print: stdout that tolerates a closed pipe, JSON, fitted tables.
+//! What the subcommands print: stdout that tolerates a closed pipe, JSON, results.
 
 /// Write `text` to stdout. A reader that went away (`conductor status | head -1`) is
 /// not an error: the command simply ends, successfully.
@@ -36,69 +36,6 @@ pub fn stdout_closed() -> bool {
     n > 0 && fds[0].revents & (libc::POLLERR | libc::POLLHUP | libc::POLLNVAL) != 0
 }
 
-/// Fit a plain-text table into `width` columns: two spaces between columns; when too
-/// wide, column `shrink` is cut (with `…`). Each row may carry note lines, printed
-/// under it indented.
-pub fn render_table(
-    headers: &[&str],
-    rows: &[(Vec<String>, Vec<String>)],
-    shrink: Option<usize>,
-    width: usize,
-) -> String {
-    let cols = headers.len();
-    let mut widths: Vec<usize> = headers.iter().map(|h| h.chars().count()).collect();
-    for (cells, _) in rows {
-        for (i, c) in cells.iter().enumerate().take(cols) {
-            widths[i] = widths[i].max(c.chars().count());
-        }
-    }
-    let total = widths.iter().sum::<usize>() + 2 * cols.saturating_sub(1);
-    if let Some(k) = shrink {
-        if total > width && k < cols {
-            let over = total - width;
-            widths[k] = widths[k]
-                .saturating_sub(over)
-                .max(headers[k].chars().count().max(6));
-        }
-    }
-    let fit = |s: &str, w: usize| -> String {
-        if s.chars().count() <= w {
-            s.to_string()
-        } else {
-            let mut t: String = s.chars().take(w.saturating_sub(1)).collect();
-            t.push('…');
-            t
-        }
-    };
-    let line = |cells: &[String]| -> String {
-        let mut l = String::new();
-        for (i, w) in widths.iter().enumerate() {
-            let c = cells.get(i).map(String::as_str).unwrap_or("");
-            let c = fit(c, *w);
-            if i + 1 == cols {
-                l.push_str(&c);
-            } else {
-                l.push_str(&format!("{c:<w$}  ", w = *w));
-            }
-        }
-        l.trim_end().to_string()
-    };
-    let mut out = String::new();
-    let header: Vec<String> = headers.iter().map(|h| h.to_string()).collect();
-    out.push_str(&line(&header));
-    out.push('\n');
-    for (cells, notes) in rows {
-        out.push_str(&line(cells));
-        out.push('\n');
-        for n in notes {
-            out.push_str("      ");
-            out.push_str(n);
-            out.push('\n');
-        }
-    }
-    out
-}
-
 /// A path shown relative to the root when it lies inside it.
 pub fn show_path(root: &crate::Root, path: &std::path::Path) -> String {
     path.strip_prefix(root.path())
@@ -121,11 +58,12 @@ pub fn print_result(result: &crate::TaskResult, json: bool) -> anyhow::Result<i3
     if result.success {
         Ok(super::common::exit::OK)
     } else {
-        eprintln!(
-            "task {} failed: {}",
-            result.task_id,
-            result.error.as_deref().unwrap_or("no reason recorded")
-        );
+        // Named as it ended (`TIMED OUT`, `CANCELLED` …), then why, unless that repeats it.
+        let label = crate::inspect::outcome_label(result);
+        match result.error.as_deref().unwrap_or("no reason recorded") {
+            why if why.eq_ignore_ascii_case(label) => eprintln!("task {} {label}", result.task_id),
+            why => eprintln!("task {} {label}: {why}", result.task_id),
+        }
         Ok(crate::cli::common::exit::FAILURE)
     }
 }

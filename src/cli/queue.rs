@@ -6,16 +6,19 @@ use crate::queue::{PendingTask, Queue};
 use crate::Root;
 use serde_json::{json, Value};
 
-use super::{emit, emit_json, render_table, task_id_arg, RootArg};
+use super::table::{self, Col, Table};
+use super::{emit, emit_json, task_id_arg, RootArg};
 use crate::cli::common::exit;
 
 #[derive(Debug, clap::Args)]
 #[command(after_help = "\
 Without a subcommand: the pending tasks of the shared queue in the order they would run \
-now. Columns: POS; ID; PRI (priority; `5>7` when age has raised it); KEY; AGE (since \
-submitted); WAITING (why it does not run yet: `waiting for ID, …` — its dependencies \
+now. Columns: POS; PRI (priority; `5>7` when age has raised it); AGE (since submitted); \
+PROMPT (its start); WAITING (why it does not run yet: `waiting for ID, …` — its dependencies \
 (--after) that have not finished —, its key is busy, no free run slot, no idle worker; \
-`ready` when the next idle worker takes it).")]
+`ready` when the next idle worker takes it); ID; KEY. The table fits the terminal's \
+width (COLUMNS when set; whole lines when stdout is not a terminal): the prompt and the \
+reason are cut first, then ID and KEY are left out.")]
 pub struct Args {
     #[command(subcommand)]
     pub action: Option<Action>,
@@ -69,7 +72,7 @@ fn list(root: &RootArg, json: bool) -> anyhow::Result<i32> {
             .collect();
         emit_json(&json!({ "root": root.path(), "pending": items }))?;
     } else {
-        emit(&render(&root, &pending))?;
+        emit(&render(&root, &pending, table::width()))?;
     }
     Ok(exit::OK)
 }
@@ -101,42 +104,49 @@ fn pending_json(position: usize, p: &PendingTask) -> Value {
     })
 }
 
-/// The human table, in run order.
-pub fn render(root: &Root, pending: &[PendingTask]) -> String {
+/// The human table, in run order, every line at most `width` characters.
+pub fn render(root: &Root, pending: &[PendingTask], width: Option<usize>) -> String {
     if pending.is_empty() {
-        return format!(
-            "the queue under {} is empty (submit with `conductor submit PROMPT`)\n",
-            root.path().display()
-        );
+        return table::fit_line(
+            &format!(
+                "the queue under {} is empty (submit with `conductor submit PROMPT`)",
+                root.path().display()
+            ),
+            width,
+        ) + "\n";
     }
-    let rows: Vec<(Vec<String>, Vec<String>)> = pending
-        .iter()
-        .enumerate()
-        .map(|(i, p)| {
-            let pri = if p.effective_priority != p.priority {
-                format!("{}>{}", p.priority, p.effective_priority)
-            } else {
-                p.priority.to_string()
-            };
-            let cells = vec![
-                (i + 1).to_string(),
-                shown_id(p),
-                pri,
-                p.key.clone().unwrap_or_else(|| "-".to_string()),
-                format_age(age_since(p.submitted_at)),
-                p.waiting
-                    .clone()
-                    .unwrap_or_else(|| "ready: the next idle worker takes it".to_string()),
-            ];
-            (cells, Vec::new())
-        })
-        .collect();
-    let mut out = render_table(
-        &["POS", "ID", "PRI", "KEY", "AGE", "WAITING"],
-        &rows,
-        Some(1),
-        80,
-    );
+    let mut t = Table::new(&[
+        ("POS", Col::Keep),
+        ("PRI", Col::Keep),
+        ("AGE", Col::Keep),
+        ("PROMPT", Col::Shrink),
+        ("WAITING", Col::Shrink),
+        ("ID", Col::Drop),
+        ("KEY", Col::Drop),
+    ]);
+    for (i, p) in pending.iter().enumerate() {
+        let pri = if p.effective_priority != p.priority {
+            format!("{}>{}", p.priority, p.effective_priority)
+        } else {
+            p.priority.to_string()
+        };
+        // The file may be claimed meanwhile: then there is nothing to preview.
+        let prompt = crate::inspect::read_task_file(&p.path)
+            .and_then(|f| f.prompt_preview)
+            .unwrap_or_else(|| "-".to_string());
+        t.row(vec![
+            (i + 1).to_string(),
+            pri,
+            format_age(age_since(p.submitted_at)),
+            prompt,
+            p.waiting
+                .clone()
+                .unwrap_or_else(|| "ready: the next idle worker takes it".to_string()),
+            shown_id(p),
+            p.key.clone().unwrap_or_else(|| "-".to_string()),
+        ]);
+    }
+    let mut out = t.render(width);
     out.push_str(&format!("{} pending\n", pending.len()));
     out
 }

@@ -1,7 +1,7 @@
 //! `conductor retry TASK_ID | N TASK_ID`: run a finished task again under a new id.
 
 use crate::fsio;
-use crate::{Error, Slot, Task, TaskId};
+use crate::{Error, Outcome, Slot, Task, TaskId, TaskResult};
 use anyhow::Context as _;
 
 use super::target::{single, Target, Targets, TARGET_HELP};
@@ -86,12 +86,7 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
         let result = client
             .read_result_for(slot, &old)?
             .with_context(|| format!("task {old} has no result on worker {slot} to resume from"))?;
-        let session = result.session_id.ok_or_else(|| {
-            Error::Usage(format!(
-                "task {old} has no sessionId in its result: --resume needs a worker started with --preset claude"
-            ))
-        })?;
-        task.resume = Some(session);
+        task.resume = Some(session_of(&result, &w.task_log(&old))?);
     }
     let id = if queued {
         Queue::new(client.root().clone()).submit(&task)?
@@ -106,6 +101,61 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
     super::waiting::finish(None, false, &carries_on, |on_death, left| {
         client.wait_for_task_with(&id, left, on_death)
     })
+}
+
+/// The agent session a finished task can be resumed in: its result's `sessionId`, else
+/// the one Claude Code announced in what it printed before it was stopped (its first
+/// stream-json line, `{"type":"system","subtype":"init","session_id":…}`), in the
+/// result's output or the task's log. When there is none, the error says why, from
+/// how the task ended: a task stopped before its agent said anything has nothing to
+/// resume, whatever the worker's preset.
+fn session_of(result: &TaskResult, log: &std::path::Path) -> anyhow::Result<String> {
+    if let Some(s) = &result.session_id {
+        return Ok(s.clone());
+    }
+    let from_log = || {
+        fsio::read_bounded(log, fsio::RESULT_SIZE_LIMIT)
+            .ok()
+            .flatten()
+            .and_then(|b| announced_session(&String::from_utf8_lossy(&b)))
+    };
+    if let Some(s) = announced_session(&result.output).or_else(from_log) {
+        return Ok(s);
+    }
+    let id = &result.task_id;
+    let why = match result.outcome {
+        Some(Outcome::Interrupted | Outcome::Timeout | Outcome::Cancelled) => format!(
+            "task {id} was stopped ({}) before its agent reported a session id: there is no \
+             session to resume; retry it without --resume to start afresh",
+            crate::inspect::outcome_label(result).to_lowercase()
+        ),
+        Some(Outcome::Rejected) => {
+            format!("task {id} was rejected and never ran: there is no session to resume")
+        }
+        // `isError` is set whenever the claude preset read the agent's answer.
+        _ if result.is_error.is_some() => {
+            format!("task {id}'s agent reported no session id: there is no session to resume")
+        }
+        _ => format!(
+            "task {id} has no sessionId in its result: its worker did not run the claude \
+             preset (--resume needs a worker started with --preset claude)"
+        ),
+    };
+    Err(Error::Usage(why).into())
+}
+
+/// The first `session_id` in lines of JSON objects (Claude Code's stream-json or json
+/// output); other lines are skipped.
+fn announced_session(text: &str) -> Option<String> {
+    text.lines()
+        .filter(|l| l.trim_start().starts_with('{') && l.contains("\"session_id\""))
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l.trim()).ok())
+        .find_map(|v| {
+            v.get("session_id")
+                .and_then(serde_json::Value::as_str)
+                .filter(|s| !s.is_empty() && !s.starts_with('-') && s.len() <= 256)
+                .map(String::from)
+        })
 }
 
 /// `<id>-r1`, `-r2` …: the first that is free on the whole root (ids are unique across

@@ -2,21 +2,20 @@
 //! results printed, workers stopped.
 
 use std::ffi::OsString;
-use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use crate::orchestrator::{Orchestrator, Progress};
 use crate::pool::{self, WorkerCommand, WorkerPool};
 use crate::preset::Preset;
 use crate::{Client, Error, Root, Slot, Task, TaskResult};
 use anyhow::Context as _;
-use indicatif::{MultiProgress, ProgressBar, ProgressDrawTarget, ProgressStyle};
 use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
 
+use super::run_view::{self, Display};
 use crate::cli::common::exit;
 
 /// Exit code when the run was interrupted (Ctrl-C / SIGTERM), as shells expect.
@@ -58,12 +57,16 @@ pub struct Args {
     /// Per-task time limit: seconds (`300`) or a duration (`90s`, `5m`, `1h`).
     #[arg(long, value_name = "DURATION", value_parser = super::parse_duration_arg)]
     pub timeout: Option<std::time::Duration>,
-    /// Print one JSON document with every result instead of text.
+    /// Print one JSON document with every result instead of text. Its `root` is there
+    /// only when the root outlives the run (--root or --keep).
     #[arg(long)]
     pub json: bool,
     /// Run on this root (kept afterwards) instead of a private temporary one.
     #[arg(long, value_name = "DIR")]
     pub root: Option<PathBuf>,
+    /// Keep the private root (its results, task records and logs) and say where it is.
+    #[arg(long, conflicts_with = "root")]
+    pub keep: bool,
     /// Run even inside a conductor agent (CONDUCTOR_WORKER is set).
     #[arg(long)]
     pub allow_nested: bool,
@@ -101,7 +104,7 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
         .dir
         .canonicalize()
         .map_err(|e| Error::Usage(format!("--dir {}: {e}", args.dir.display())))?;
-    let _private_root;
+    let mut _private_root = None;
     let root = match &args.root {
         Some(r) => Root::new(r),
         None => {
@@ -110,7 +113,11 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
                 .tempdir()
                 .context("creating a private root")?;
             let root = Root::new(t.path());
-            _private_root = t;
+            if args.keep {
+                let _ = t.keep();
+            } else {
+                _private_root = Some(t);
+            }
             root
         }
     };
@@ -122,8 +129,6 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
     let slots: Vec<Slot> = (0..count).map(Slot).collect();
     let mut workers = start_workers(&args, &root, &slots, &dir)?;
 
-    let (stop, interrupted) = stop_on_interrupt(workers.pids())?;
-
     let tasks: Vec<Task> = prompts
         .iter()
         .map(|p| {
@@ -133,7 +138,8 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
         })
         .collect();
     let started = Instant::now();
-    let mut display = Display::new(&slots, tasks.len(), args.json);
+    let mut display = Display::new(&slots, &prompts, args.json);
+    let (stop, interrupted) = stop_on_interrupt(workers.pids(), display.live())?;
     let orchestrator = Orchestrator::new(client.clone(), slots.clone()).with_stop(stop);
     let results = if args.chain {
         run_chain(&orchestrator, tasks, |p| display.progress(p))
@@ -146,7 +152,8 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
 
     let failed = results.iter().filter(|r| !r.success).count();
     let took = started.elapsed().as_millis() as u64;
-    print_run(&args, &root, &results, failed, took)?;
+    let kept = (args.root.is_some() || args.keep).then_some(&root);
+    print_run(&args, kept, &prompts, &results, took)?;
     Ok(if interrupted.load(Ordering::SeqCst) {
         EXIT_INTERRUPTED
     } else if failed > 0 {
@@ -219,11 +226,13 @@ fn read_prompts(args: &Args) -> anyhow::Result<Vec<String>> {
     Ok(prompts)
 }
 
-/// On Ctrl-C / SIGTERM, stop the workers `pids` (each writes `interrupted` for its task)
-/// and deliver nothing more; the results still come back and are printed. Returns the
-/// orchestrator's stop channel and whether an interrupt came.
+/// On Ctrl-C / SIGTERM, take the live display off the screen, stop the workers `pids`
+/// (each writes `interrupted` for its task) and deliver nothing more; the results still
+/// come back and are printed. Returns the orchestrator's stop channel and whether an
+/// interrupt came.
 fn stop_on_interrupt(
     pids: Vec<u32>,
+    live: Option<run_view::Live>,
 ) -> anyhow::Result<(crossbeam_channel::Receiver<()>, Arc<AtomicBool>)> {
     let (interrupt_tx, interrupt) = crossbeam_channel::bounded::<()>(1);
     ctrlc::set_handler(move || {
@@ -236,6 +245,9 @@ fn stop_on_interrupt(
     std::thread::spawn(move || {
         if interrupt.recv().is_ok() {
             flag.store(true, Ordering::SeqCst);
+            if let Some(live) = &live {
+                run_view::hide(live);
+            }
             let _ = stop_tx.send(());
             for pid in pids {
                 let _ = kill(Pid::from_raw(pid as i32), Signal::SIGTERM);
@@ -246,33 +258,54 @@ fn stop_on_interrupt(
 }
 
 /// The results (one JSON document with `--json`), and a summary line on stderr.
+/// `kept`: the root, when it outlives the run (else it is gone and not named).
 fn print_run(
     args: &Args,
-    root: &Root,
+    kept: Option<&Root>,
+    prompts: &[String],
     results: &[TaskResult],
-    failed: usize,
     took_ms: u64,
 ) -> anyhow::Result<()> {
+    let failed = results.iter().filter(|r| !r.success).count();
+    let workers = if args.chain { 1 } else { args.workers };
     if args.json {
-        let doc = serde_json::json!({
+        let mut doc = serde_json::json!({
             "results": results,
             "succeeded": results.len() - failed,
             "failed": failed,
-            "workers": if args.chain { 1 } else { args.workers },
-            "root": root.path(),
+            "workers": workers,
             "durationMs": took_ms,
         });
+        if let Some(root) = kept {
+            doc["root"] = serde_json::json!(root.path());
+        }
+        let cost: Vec<f64> = results.iter().filter_map(|r| r.cost_usd).collect();
+        if !cost.is_empty() {
+            doc["costUsd"] = serde_json::json!(cost.iter().sum::<f64>());
+        }
+        let turns: Vec<u64> = results.iter().filter_map(|r| r.num_turns).collect();
+        if !turns.is_empty() {
+            doc["numTurns"] = serde_json::json!(turns.iter().sum::<u64>());
+        }
         return super::emit_json(&doc);
     }
-    print_results(results)?;
-    eprintln!(
-        "{} task(s): {} succeeded, {} failed, in {} on {} worker(s)",
-        results.len(),
-        results.len() - failed,
-        failed,
-        human_ms(took_ms),
-        if args.chain { 1 } else { args.workers }
+    super::emit(&run_view::render_results(
+        prompts,
+        results,
+        super::table::width(),
+    ))?;
+    let summary = format!(
+        "{} · {} · {workers} worker(s)",
+        run_view::totals(results),
+        crate::inspect::format_took(took_ms),
     );
+    eprintln!(
+        "{}",
+        super::table::fit_line(&summary, super::table::stderr_width())
+    );
+    if let Some(root) = kept.filter(|_| args.keep) {
+        eprintln!("kept the root: {}", root.path().display());
+    }
     Ok(())
 }
 
@@ -305,160 +338,4 @@ fn start_workers(
     let mut pool = WorkerPool::spawn(root, slots, &cmd)?;
     pool.wait_ready(pool::DEFAULT_READY_TIMEOUT)?;
     Ok(pool)
-}
-
-/// `850ms`, `12.3s`: what a person reads at a glance.
-fn human_ms(ms: u64) -> String {
-    if ms < 1000 {
-        format!("{ms}ms")
-    } else {
-        format!("{:.1}s", ms as f64 / 1000.0)
-    }
-}
-
-fn print_results(results: &[TaskResult]) -> anyhow::Result<()> {
-    use std::fmt::Write as _;
-    let n = results.len();
-    let mut text = String::new();
-    for (i, r) in results.iter().enumerate() {
-        let who = r
-            .worker
-            .map(|w| format!("worker {w} · "))
-            .unwrap_or_default();
-        let took = r
-            .duration_ms
-            .map(|ms| format!(" ({})", human_ms(ms)))
-            .unwrap_or_default();
-        let _ = match &r.error {
-            None => writeln!(
-                text,
-                "── [{}/{n}] {who}task {} · ok{took}",
-                i + 1,
-                r.task_id
-            ),
-            Some(e) => writeln!(
-                text,
-                "── [{}/{n}] {who}task {} · FAILED{took}: {e}",
-                i + 1,
-                r.task_id
-            ),
-        };
-        if !r.output.is_empty() {
-            text.push_str(&r.output);
-            if !r.output.ends_with('\n') {
-                text.push('\n');
-            }
-        }
-    }
-    super::emit(&text)
-}
-
-/// Progress on stderr: live bars on a terminal, plain lines otherwise.
-struct Display {
-    bars: Option<(MultiProgress, Vec<ProgressBar>, ProgressBar)>,
-    slots: Vec<Slot>,
-    done: u64,
-    failed: u64,
-    started: Vec<Option<Instant>>,
-}
-
-impl Display {
-    fn new(slots: &[Slot], total: usize, quiet: bool) -> Display {
-        let bars = (std::io::stderr().is_terminal() && !quiet).then(|| {
-            let multi = MultiProgress::with_draw_target(ProgressDrawTarget::stderr());
-            let style = ProgressStyle::with_template("{spinner} {prefix:>9} {wide_msg}")
-                .expect("valid template");
-            let per_worker: Vec<ProgressBar> = slots
-                .iter()
-                .map(|s| {
-                    let b = multi.add(
-                        ProgressBar::new_spinner()
-                            .with_style(style.clone())
-                            .with_prefix(format!("worker {s}"))
-                            .with_message("idle"),
-                    );
-                    b.enable_steady_tick(Duration::from_millis(120));
-                    b
-                })
-                .collect();
-            let summary = multi.add(
-                ProgressBar::new(total as u64).with_style(
-                    ProgressStyle::with_template(
-                        "[{elapsed_precise}] {bar:30} {pos}/{len} done {msg}",
-                    )
-                    .expect("valid template"),
-                ),
-            );
-            (multi, per_worker, summary)
-        });
-        Display {
-            bars,
-            slots: slots.to_vec(),
-            done: 0,
-            failed: 0,
-            started: vec![None; total],
-        }
-    }
-
-    fn bar(&self, slot: Slot) -> Option<&ProgressBar> {
-        let (_, bars, _) = self.bars.as_ref()?;
-        self.slots.iter().position(|s| *s == slot).map(|i| &bars[i])
-    }
-
-    fn progress(&mut self, p: Progress<'_>) {
-        match p {
-            Progress::Started { index, slot, id } => {
-                self.started[index] = Some(Instant::now());
-                match self.bar(slot) {
-                    Some(b) => b.set_message(format!("running task {} (#{})", id, index + 1)),
-                    None => eprintln!("[worker {slot}] task #{} ({id}) started", index + 1),
-                }
-            }
-            Progress::Finished {
-                index,
-                slot,
-                result,
-            } => {
-                self.done += 1;
-                if !result.success {
-                    self.failed += 1;
-                }
-                let took = human_ms(
-                    self.started[index]
-                        .map(|t| t.elapsed().as_millis() as u64)
-                        .unwrap_or(0),
-                );
-                let verdict = match &result.error {
-                    None => "done".to_string(),
-                    Some(e) => format!("FAILED: {e}"),
-                };
-                match &self.bars {
-                    Some((_, _, summary)) => {
-                        if let Some(b) = self.bar(slot) {
-                            b.set_message("idle");
-                        }
-                        summary.inc(1);
-                        if self.failed > 0 {
-                            summary.set_message(format!("({} failed)", self.failed));
-                        }
-                    }
-                    None => eprintln!(
-                        "[worker {slot}] task #{} ({}) {verdict} in {took}",
-                        index + 1,
-                        result.task_id
-                    ),
-                }
-            }
-        }
-    }
-
-    fn finish(&mut self) {
-        if let Some((multi, bars, summary)) = self.bars.take() {
-            for b in bars {
-                b.finish_and_clear();
-            }
-            summary.finish_and_clear();
-            let _ = multi.clear();
-        }
-    }
 }

@@ -10,18 +10,23 @@ use crate::watch::{DirWatcher, Interest, WatchMode};
 use crate::{Root, Slot};
 use crossbeam_channel::select;
 
-use super::{emit, emit_json, parse_slot, render_table, RootArg};
+use super::table::{self, fit_line, Col, Table};
+use super::{emit, emit_json, parse_slot, RootArg};
 use crate::cli::common::exit;
 
 #[derive(Debug, clap::Args)]
 #[command(after_help = "\
-Columns: SLOT; STATE (idle/working/done/error, - without status.json); TASK; AGE (time in \
-this state; while working, since the task started); BEAT (since the last heartbeat, while \
+Columns: SLOT; STATE (idle/working/done/error, - without status.json); AGE (time in \
+this state; while working, since the task started); PROMPT (the start of its task's prompt); ID; \
+COST and TURNS (what the agent reported, once it finished; claude preset); BEAT (since the last heartbeat, while \
 working); AGENT pid; WORKER (pid, and whether a live worker holds the slot's gate); LOCK \
 (holder of .lock/). Flags under a row: dead worker, stale lock, orphaned task, inbox \
 waiting; what to do about them follows the table. Under it, the shared queue's capacity: \
 running agents against maxRunning, pending tasks by priority, and each key's running and \
-waiting tasks.")]
+waiting tasks.
+
+The table fits the terminal's width (COLUMNS when set; whole lines when stdout is not a \
+terminal): the prompt is cut first, then the rightmost columns are left out.")]
 pub struct Args {
     /// Only this slot.
     #[arg(value_parser = parse_slot)]
@@ -61,7 +66,7 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
         }
         emit_json(&doc)?;
     } else {
-        emit(&render(&root, &reports, &capacity))?;
+        emit(&render(&root, &reports, &capacity, table::width()))?;
     }
     Ok(exit::OK)
 }
@@ -93,44 +98,64 @@ fn with_id(what: &str, f: &Option<TaskFile>) -> String {
 }
 
 /// The human table: one row per slot, flags under it, then what to do about them,
-/// then the capacity footer.
-pub fn render(root: &Root, reports: &[SlotReport], capacity: &crate::Result<Capacity>) -> String {
+/// then totals and the capacity footer; every line at most `width` characters.
+pub fn render(
+    root: &Root,
+    reports: &[SlotReport],
+    capacity: &crate::Result<Capacity>,
+    width: Option<usize>,
+) -> String {
     if reports.is_empty() {
-        let mut out = format!(
-            "no worker slots under {} (create them with `conductor init N`)\n",
-            root.path().display()
-        );
+        let mut out = fit_line(
+            &format!(
+                "no worker slots under {} (create them with `conductor init N`)",
+                root.path().display()
+            ),
+            width,
+        ) + "\n";
         if matches!(capacity, Ok(c) if c.pending.total > 0) {
             out.push('\n');
-            out.push_str(&capacity_footer(capacity, 0, 80));
+            out.push_str(&capacity_footer(capacity, 0, width));
         }
         return out;
     }
-    let mut rows = Vec::new();
+    let mut table = Table::new(&[
+        ("SLOT", Col::Keep),
+        ("STATE", Col::Keep),
+        ("AGE", Col::Keep),
+        ("PROMPT", Col::Shrink),
+        ("ID", Col::Drop),
+        ("COST", Col::Drop),
+        ("TURNS", Col::Drop),
+        ("BEAT", Col::Drop),
+        ("AGENT", Col::Drop),
+        ("WORKER", Col::Drop),
+        ("LOCK", Col::Drop),
+    ]);
     let mut advice = Vec::new();
     for r in reports {
-        let (row, fixes) = slot_row(r);
-        rows.push(row);
+        let (cells, notes, fixes) = slot_row(r);
+        table.row(cells);
+        for n in notes {
+            table.note(n);
+        }
         advice.extend(
             fixes
                 .into_iter()
                 .map(|fix| format!("worker {}: {fix}", r.slot)),
         );
     }
-    let mut out = render_table(
-        &[
-            "SLOT", "STATE", "TASK", "AGE", "BEAT", "AGENT", "WORKER", "LOCK",
-        ],
-        &rows,
-        Some(2),
-        80,
-    );
+    let mut out = table.render(width);
     if !advice.is_empty() {
         out.push('\n');
         for a in advice {
-            out.push_str(&a);
+            out.push_str(&fit_line(&a, width));
             out.push('\n');
         }
+    }
+    if let Some(line) = totals(reports) {
+        out.push_str(&fit_line(&line, width));
+        out.push('\n');
     }
     // Without a cap no run slots are taken: count the working slots shown instead.
     let working = reports
@@ -138,12 +163,31 @@ pub fn render(root: &Root, reports: &[SlotReport], capacity: &crate::Result<Capa
         .filter(|r| r.state == Some(crate::WorkerState::Working))
         .count() as u32;
     out.push('\n');
-    out.push_str(&capacity_footer(capacity, working, 80));
+    out.push_str(&capacity_footer(capacity, working, width));
     out
 }
 
-/// One slot's table row (cells, and notes under it) and the fixes its flags call for.
-fn slot_row(r: &SlotReport) -> ((Vec<String>, Vec<String>), Vec<String>) {
+/// `cost $0.0420 · 7 turns (the tasks shown)`, when any agent reported a cost or turns.
+fn totals(reports: &[SlotReport]) -> Option<String> {
+    let costs: Vec<f64> = reports.iter().filter_map(|r| r.cost_usd).collect();
+    let turns: Vec<u64> = reports.iter().filter_map(|r| r.num_turns).collect();
+    if costs.is_empty() && turns.is_empty() {
+        return None;
+    }
+    Some(format!(
+        "cost ${:.4} · {} turns (the tasks shown)",
+        costs.iter().sum::<f64>(),
+        turns.iter().sum::<u64>()
+    ))
+}
+
+/// `$0.0042`: a cost as the views print it.
+pub fn cost(c: Option<f64>) -> String {
+    c.map_or_else(|| "-".to_string(), |c| format!("${c:.4}"))
+}
+
+/// One slot's table cells, the notes under them and the fixes its flags call for.
+fn slot_row(r: &SlotReport) -> (Vec<String>, Vec<String>, Vec<String>) {
     let mut advice = Vec::new();
     let working = r.state == Some(crate::WorkerState::Working);
     let agent = r.agent_pid.map(|p| match r.agent_alive {
@@ -164,11 +208,15 @@ fn slot_row(r: &SlotReport) -> ((Vec<String>, Vec<String>), Vec<String>) {
             pid
         }
     });
+    let id = r.task_id.as_ref().map(|t| t.to_string());
     let cells = vec![
         r.slot.to_string(),
         dash(r.state.map(|s| s.to_string())),
-        dash(r.task_id.as_ref().map(|t| t.to_string())),
         dash(r.status_age.map(format_age)),
+        dash(r.prompt_preview.clone().or_else(|| id.clone())),
+        dash(id),
+        cost(r.cost_usd),
+        dash(r.num_turns.map(|n| n.to_string())),
         dash(r.heartbeat_age.filter(|_| working).map(format_age)),
         dash(agent),
         worker,
@@ -207,27 +255,21 @@ fn slot_row(r: &SlotReport) -> ((Vec<String>, Vec<String>), Vec<String>) {
     for p in &r.problems {
         notes.push(format!("? {p}"));
     }
-    ((cells, notes), advice)
-}
-
-/// Cut `s` to `width` characters (with `…`).
-fn fit(s: String, width: usize) -> String {
-    if s.chars().count() <= width {
-        return s;
-    }
-    let mut t: String = s.chars().take(width.saturating_sub(1)).collect();
-    t.push('…');
-    t
+    (cells, notes, advice)
 }
 
 /// The shared queue at a glance, in lines of at most `width` characters:
 /// `running 2/3 · pending 5 (p9:1 p5:4)`, then `keys: alice running, bob 3 waiting`,
 /// then stale locks, if any. `working`: how many slots are working (what "running"
 /// says when the root sets no `maxRunning`).
-pub fn capacity_footer(capacity: &crate::Result<Capacity>, working: u32, width: usize) -> String {
+pub fn capacity_footer(
+    capacity: &crate::Result<Capacity>,
+    working: u32,
+    width: Option<usize>,
+) -> String {
     let c = match capacity {
         Ok(c) => c,
-        Err(e) => return format!("{}\n", fit(format!("? capacity unknown: {e}"), width)),
+        Err(e) => return fit_line(&format!("? capacity unknown: {e}"), width) + "\n",
     };
     let mut lines = Vec::new();
     let running = match c.slots.max {
@@ -275,7 +317,10 @@ pub fn capacity_footer(capacity: &crate::Result<Capacity>, working: u32, width: 
             stale.join(", ")
         ));
     }
-    lines.into_iter().map(|l| fit(l, width) + "\n").collect()
+    lines
+        .into_iter()
+        .map(|l| fit_line(&l, width) + "\n")
+        .collect()
 }
 
 /// Redraw on every change under the watched slots, and every second for the ages.
@@ -311,14 +356,26 @@ fn watch(root: &Root, only: Option<Slot>) -> anyhow::Result<i32> {
             watched = Some(dirs);
         }
         let body = match inspect::slot_reports(root, only) {
-            Ok(reports) => render(root, &reports, &Queue::new(root.clone()).capacity()),
+            Ok(reports) => render(
+                root,
+                &reports,
+                &Queue::new(root.clone()).capacity(),
+                table::width(),
+            ),
             Err(e) => format!("error: {e}\n"),
         };
         let now = crate::protocol::now_rfc3339();
-        emit(&format!(
-            "\x1b[H\x1b[2J{}  {now}  (Ctrl-C to quit)\n\n{body}",
-            root.path().display()
-        ))?;
+        // Clearing the screen is for a terminal; a file or pipe gets frames one after another.
+        let clear = if table::color(false) {
+            "\x1b[H\x1b[2J"
+        } else {
+            "\n"
+        };
+        let head = fit_line(
+            &format!("{}  {now}  (Ctrl-C to quit)", root.path().display()),
+            table::width(),
+        );
+        emit(&format!("{clear}{head}\n\n{body}"))?;
         select! {
             recv(wake) -> _ => {}
             recv(stop) -> _ => return Ok(exit::OK),

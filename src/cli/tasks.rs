@@ -9,17 +9,20 @@ use crate::tasks::list::DEFAULT_LIMIT;
 use crate::tasks::{reindex, ListOptions, TaskState, TaskSummary};
 use crate::Slot;
 
-use super::{emit, emit_json, parse_duration_arg, parse_slot, render_table, RootArg};
+use super::table::{self, Col, Table};
+use super::{emit, emit_json, parse_duration_arg, parse_slot, RootArg};
 use crate::cli::common::exit;
 
 #[derive(Debug, clap::Args)]
 #[command(after_help = "\
-Columns: ID; STATE (waiting in an inbox, queued, running, done, failed, timeout, \
-cancelled, interrupted, rejected); WHERE (`slot N` for a task sent to a slot, `queue` \
-while it waits in the shared queue, `queue>N` once slot N took it); KEY; PRI; AGE (since \
-it was submitted); TOOK (run time, so far while it runs); TRY (attempt/maxAttempts); COST \
-(when the agent reported one); PROMPT (its start). Tasks whose files gc collected are \
-left out (--state gone shows them).
+Columns: STATE (waiting in an inbox, queued, running, done, failed, timeout, \
+cancelled, interrupted, rejected); AGE (since it was submitted); PROMPT (its start); ID; \
+TOOK (run time, so far while it runs); COST and TURNS (when the agent reported them); WHERE (`slot N` for a task sent to a slot, `queue` \
+while it waits in the shared queue, `queue>N` once slot N took it); KEY; PRI; TRY \
+(attempt/maxAttempts). A line under the table totals the cost and turns of the tasks \
+shown. The table fits the terminal's width (COLUMNS when set; whole lines when stdout \
+is not a terminal): the prompt is cut first, then the rightmost columns are left out. \
+Tasks whose files gc collected are left out (--state gone shows them).
 
 The index is the registry ids/<id> (where each task went), written before a task is \
 delivered; `conductor tasks reindex` rebuilds missing entries from results/, tasks/, \
@@ -104,7 +107,7 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
     if args.json {
         emit_json(&json!({ "root": client.root().path(), "tasks": tasks }))?;
     } else {
-        emit(&render(&tasks, &opts))?;
+        emit(&render(&tasks, &opts, table::width()))?;
     }
     Ok(exit::OK)
 }
@@ -122,47 +125,76 @@ fn place(t: &TaskSummary) -> String {
     }
 }
 
-/// The human table, newest first.
-pub fn render(tasks: &[TaskSummary], opts: &ListOptions) -> String {
+/// The human table, newest first, then the totals; every line at most `width` wide.
+pub fn render(tasks: &[TaskSummary], opts: &ListOptions, width: Option<usize>) -> String {
     if tasks.is_empty() {
         return "no tasks match\n".to_string();
     }
     let dash = || "-".to_string();
-    let rows: Vec<(Vec<String>, Vec<String>)> = tasks
-        .iter()
-        .map(|t| {
-            let cells = vec![
-                t.id.to_string(),
-                t.state.to_string(),
-                place(t),
-                t.key.clone().unwrap_or_else(dash),
-                t.priority.map_or_else(dash, |p| p.to_string()),
-                format_age(age_since(t.submitted)),
-                t.duration_ms
-                    .map_or_else(dash, |ms| format_age(Duration::from_millis(ms))),
-                match (t.attempt, t.max_attempts) {
-                    (None, None) => dash(),
-                    (a, m) => format!("{}/{}", a.unwrap_or(1), m.unwrap_or(1)),
-                },
-                t.cost_usd.map_or_else(dash, |c| format!("${c:.4}")),
-                t.prompt_preview.clone().unwrap_or_default(),
-            ];
-            (cells, Vec::new())
-        })
-        .collect();
-    let mut out = render_table(
-        &[
-            "ID", "STATE", "WHERE", "KEY", "PRI", "AGE", "TOOK", "TRY", "COST", "PROMPT",
-        ],
-        &rows,
-        Some(9),
-        120,
-    );
+    let mut t = Table::new(&[
+        ("STATE", Col::Keep),
+        ("AGE", Col::Keep),
+        ("PROMPT", Col::Shrink),
+        ("ID", Col::Drop),
+        ("TOOK", Col::Drop),
+        ("COST", Col::Drop),
+        ("TURNS", Col::Drop),
+        ("WHERE", Col::Drop),
+        ("KEY", Col::Drop),
+        ("PRI", Col::Drop),
+        ("TRY", Col::Drop),
+    ]);
+    for task in tasks {
+        t.row(vec![
+            task.state.to_string(),
+            format_age(age_since(task.submitted)),
+            task.prompt_preview.clone().unwrap_or_else(dash),
+            task.id.to_string(),
+            task.duration_ms
+                .map_or_else(dash, |ms| format_age(Duration::from_millis(ms))),
+            super::status::cost(task.cost_usd),
+            task.num_turns.map_or_else(dash, |n| n.to_string()),
+            place(task),
+            task.key.clone().unwrap_or_else(dash),
+            task.priority.map_or_else(dash, |p| p.to_string()),
+            match (task.attempt, task.max_attempts) {
+                (None, None) => dash(),
+                (a, m) => format!("{}/{}", a.unwrap_or(1), m.unwrap_or(1)),
+            },
+        ]);
+    }
+    let mut out = t.render(width);
+    out.push_str(&table::fit_line(&totals(tasks), width));
+    out.push('\n');
     if opts.limit == Some(tasks.len()) {
-        out.push_str(&format!(
-            "the newest {} shown; -n N or --all for more\n",
-            tasks.len()
+        out.push_str(&table::fit_line(
+            &format!("the newest {} shown; -n N or --all for more", tasks.len()),
+            width,
         ));
+        out.push('\n');
     }
     out
+}
+
+/// `12 tasks: 9 done, 2 failed, 1 running · cost $0.1234 · 31 turns`.
+fn totals(tasks: &[TaskSummary]) -> String {
+    let mut by_state: Vec<(TaskState, usize)> = Vec::new();
+    for t in tasks {
+        match by_state.iter_mut().find(|(s, _)| *s == t.state) {
+            Some((_, n)) => *n += 1,
+            None => by_state.push((t.state, 1)),
+        }
+    }
+    let states: Vec<String> = by_state.iter().map(|(s, n)| format!("{n} {s}")).collect();
+    let noun = if tasks.len() == 1 { "task" } else { "tasks" };
+    let mut line = format!("{} {noun}: {}", tasks.len(), states.join(", "));
+    let costs: Vec<f64> = tasks.iter().filter_map(|t| t.cost_usd).collect();
+    if !costs.is_empty() {
+        line.push_str(&format!(" · cost ${:.4}", costs.iter().sum::<f64>()));
+    }
+    let turns: Vec<u64> = tasks.iter().filter_map(|t| t.num_turns).collect();
+    if !turns.is_empty() {
+        line.push_str(&format!(" · {} turns", turns.iter().sum::<u64>()));
+    }
+    line
 }

@@ -1,4 +1,4 @@
-//! Ages and sizes, for people (`3m`, `1.5 KiB`) and for JSON (seconds).
+//! Ages, sizes and outcomes for people (`3m`, `1.5 KiB`, `TIMED OUT`), ages for JSON (seconds).
 
 use std::time::{Duration, SystemTime};
 
@@ -35,6 +35,32 @@ pub fn format_bytes(n: u64) -> String {
     format!("{v:.1} {}", UNITS[unit])
 }
 
+/// How a task ended, as every view names it: `ok`, `FAILED`, `TIMED OUT`, `CANCELLED`,
+/// `INTERRUPTED`, `REJECTED` (only success is lower case, so the rest stand out).
+/// A result from an original client, without `outcome`, is `ok` or `FAILED`.
+pub fn outcome_label(result: &crate::protocol::TaskResult) -> &'static str {
+    use crate::protocol::Outcome;
+    match result.outcome {
+        Some(Outcome::Success) => "ok",
+        Some(Outcome::Failure) => "FAILED",
+        Some(Outcome::Timeout) => "TIMED OUT",
+        Some(Outcome::Cancelled) => "CANCELLED",
+        Some(Outcome::Interrupted) => "INTERRUPTED",
+        Some(Outcome::Rejected) => "REJECTED",
+        None if result.success => "ok",
+        None => "FAILED",
+    }
+}
+
+/// `850ms`, `12.3s`, `4m05s`: a run time at a glance.
+pub fn format_took(ms: u64) -> String {
+    match ms {
+        0..=999 => format!("{ms}ms"),
+        1000..=59_999 => format!("{:.1}s", ms as f64 / 1000.0),
+        _ => format!("{}m{:02}s", ms / 60_000, (ms / 1000) % 60),
+    }
+}
+
 /// Durations in JSON: seconds with millisecond precision.
 pub(crate) fn secs<S: Serializer>(
     d: &Option<Duration>,
@@ -59,5 +85,18 @@ mod tests {
         assert_eq!(format_bytes(512), "512 B");
         assert_eq!(format_bytes(1536), "1.5 KiB");
         assert_eq!(format_bytes(3 * 1024 * 1024), "3.0 MiB");
+        assert_eq!(format_took(850), "850ms");
+        assert_eq!(format_took(12_340), "12.3s");
+        assert_eq!(format_took(245_000), "4m05s");
+    }
+
+    #[test]
+    fn outcomes_are_named_as_they_are() {
+        use crate::protocol::{Outcome, TaskId, TaskResult};
+        let label = |o| outcome_label(&TaskResult::failed(TaskId::from("t"), o, "x"));
+        assert_eq!(label(Outcome::Timeout), "TIMED OUT");
+        assert_eq!(label(Outcome::Cancelled), "CANCELLED");
+        assert_eq!(label(Outcome::Interrupted), "INTERRUPTED");
+        assert_eq!(label(Outcome::Failure), "FAILED");
     }
 }

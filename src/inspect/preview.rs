@@ -1,5 +1,8 @@
 //! One-line prompt previews, so every view shows what a task is rather than its id.
 
+/// How much of a prompt the views keep (each cuts it further to its screen).
+pub const PREVIEW_CHARS: usize = 120;
+
 /// The prompt's start on one line: whitespace runs folded to one space, cut to at most
 /// `max_chars` characters with `…` marking the cut (the `…` counts towards `max_chars`).
 pub fn prompt_preview(prompt: &str, max_chars: usize) -> String {

@@ -55,6 +55,13 @@ pub struct SlotReport {
     /// From `status.json`; `None` when there is none (or it is unreadable).
     pub state: Option<WorkerState>,
     pub task_id: Option<TaskId>,
+    /// What that task is: its prompt's start on one line (from the task in hand, else
+    /// the record the slot keeps of it).
+    pub prompt_preview: Option<String>,
+    /// What its agent reported it cost and how many turns it took, once it finished
+    /// (claude preset).
+    pub cost_usd: Option<f64>,
+    pub num_turns: Option<u64>,
     /// How long the slot has been in this state: since the status was written, or
     /// while working, since the task started (the status is rewritten every heartbeat).
     #[serde(rename = "statusAgeSecs", serialize_with = "secs")]
@@ -199,11 +206,16 @@ pub fn slot_report(root: &Root, slot: Slot, opts: &LockOptions) -> Result<SlotRe
             status_host.as_deref().unwrap_or_default()
         ));
     }
+    let task_id = status.and_then(|s| s.task_id.clone());
+    let (prompt_preview, cost_usd, num_turns) = task_details(&paths, task_id.as_ref(), &files);
     Ok(SlotReport {
         slot: slot.0,
         dir: paths.dir.clone(),
         state: status.map(|s| s.status),
-        task_id: status.and_then(|s| s.task_id.clone()),
+        task_id,
+        prompt_preview,
+        cost_usd,
+        num_turns,
         status_age,
         heartbeat_age,
         agent_pid: working.and_then(|s| s.agent_pid),
@@ -226,6 +238,39 @@ pub fn slot_report(root: &Root, slot: Slot, opts: &LockOptions) -> Result<SlotRe
         flags,
         problems: files.problems,
     })
+}
+
+/// The preview of task `id`'s prompt, and its result's cost and turns if it finished.
+/// Only files of this slot are read: the task in hand, else the slot's record of it.
+fn task_details(
+    paths: &WorkerPaths,
+    id: Option<&TaskId>,
+    files: &SlotFiles,
+) -> (Option<String>, Option<f64>, Option<u64>) {
+    let Some(id) = id else {
+        return (None, None, None);
+    };
+    let in_hand = files
+        .running
+        .as_ref()
+        .filter(|f| f.task_id.as_ref() == Some(id))
+        .and_then(|f| f.prompt_preview.clone());
+    let preview = in_hand.or_else(|| {
+        (id.validate().is_ok())
+            .then(|| read_task_file(&paths.task_record(id)))
+            .flatten()
+            .and_then(|f| f.prompt_preview)
+    });
+    let result = id
+        .validate()
+        .ok()
+        .and_then(|()| crate::protocol::TaskResult::read(&paths.result_for(id)).ok())
+        .flatten();
+    (
+        preview,
+        result.as_ref().and_then(|r| r.cost_usd),
+        result.as_ref().and_then(|r| r.num_turns),
+    )
 }
 
 /// Reports for every slot under the root (or only `only`, which must exist).

@@ -18,6 +18,9 @@ use super::require_slot;
 #[serde(rename_all = "camelCase")]
 pub struct TaskFile {
     pub task_id: Option<TaskId>,
+    /// The prompt's start on one line (up to [`super::preview::PREVIEW_CHARS`]).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub prompt_preview: Option<String>,
     /// Why the file could not be read as a task, if it could not.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub problem: Option<String>,
@@ -30,15 +33,21 @@ pub fn read_task_file(path: &Path) -> Option<TaskFile> {
         Ok(Some(bytes)) => Some(match Task::from_bytes(path, &bytes) {
             Ok(t) => TaskFile {
                 task_id: t.id,
+                prompt_preview: Some(super::prompt_preview(
+                    &t.prompt,
+                    super::preview::PREVIEW_CHARS,
+                )),
                 problem: None,
             },
             Err(e) => TaskFile {
                 task_id: Task::salvage_id(&bytes),
+                prompt_preview: None,
                 problem: Some(e.to_string()),
             },
         }),
         Err(e) => Some(TaskFile {
             task_id: None,
+            prompt_preview: None,
             problem: Some(e.to_string()),
         }),
     }

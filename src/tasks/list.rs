@@ -75,6 +75,8 @@ pub struct TaskSummary {
     pub max_attempts: Option<u32>,
     /// What the agent reported it cost (claude preset).
     pub cost_usd: Option<f64>,
+    /// How many turns the agent reported (claude preset).
+    pub num_turns: Option<u64>,
     /// Why it failed, if it did.
     pub error: Option<String>,
     /// The file that shows its state.
@@ -355,6 +357,7 @@ fn summarize(root: &Root, snap: &mut Snapshot, id: &TaskId, c: &Candidate) -> Re
         attempt: task.as_ref().and_then(|t| t.attempt),
         max_attempts: task.as_ref().and_then(|t| t.max_attempts),
         cost_usd: None,
+        num_turns: None,
         error: None,
         file: loc.file.clone(),
         after: task.as_ref().map(|t| t.after.clone()).unwrap_or_default(),
@@ -365,6 +368,7 @@ fn summarize(root: &Root, snap: &mut Snapshot, id: &TaskId, c: &Candidate) -> Re
         s.duration_ms = r.duration_ms;
         s.attempt = r.attempt.or(s.attempt);
         s.cost_usd = r.cost_usd;
+        s.num_turns = r.num_turns;
         s.error = r.error;
     } else if let (TaskState::Running, Some(slot)) = (loc.state, loc.slot) {
         running_since(root, slot, id, &mut s);

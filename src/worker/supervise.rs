@@ -34,6 +34,8 @@ struct Run<'a> {
     started_at: String,
     clock: Instant,
     attempt: u32,
+    /// The prompt's start, so the worker's log lines say what the task is.
+    preview: String,
 }
 
 /// Run a claimed task to its one result. `Pickup::Stop` if asked to shut down.
@@ -53,6 +55,7 @@ pub(crate) fn run(
         started_at: rfc3339(SystemTime::now()),
         clock: Instant::now(),
         attempt: task.attempt(),
+        preview: crate::inspect::prompt_preview(&task.prompt, 60),
     };
     if let Some(who) = cancel::requested(&slot.paths, &run.id, false) {
         tracing::info!("task {} was cancelled before it started ({who})", run.id);
@@ -64,7 +67,8 @@ pub(crate) fn run(
         Err(r) => return run.end(*r, lock, hold, shutdown),
     };
     tracing::info!(
-        "task {} started: agent pid {} ({}us after claim)",
+        "started \"{}\" · task {} · pid {} · {}us after claim",
+        run.preview,
         run.id,
         agent.pid(),
         run.clock.elapsed().as_micros()
@@ -369,9 +373,15 @@ impl Run<'_> {
             return Ok(Pickup::Stop);
         }
         tracing::info!(
-            "task {} finished: {}",
+            "{} \"{}\" in {}{} · task {}",
+            crate::inspect::outcome_label(&r),
+            self.preview,
+            crate::inspect::format_took(r.duration_ms.unwrap_or(0)),
+            r.error
+                .as_deref()
+                .map(|e| format!(": {e}"))
+                .unwrap_or_default(),
             r.task_id,
-            r.error.as_deref().unwrap_or("success")
         );
         drop(lock);
         drop(hold);

@@ -17,5 +17,7 @@ mod protocol;
 mod queue;
 mod tasks;
 mod trust;
+mod views;
+mod views_tmux;
 mod waits;
 mod worker;

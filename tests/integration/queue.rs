@@ -627,7 +627,7 @@ fn submit_prints_the_id_or_with_wait_the_output() {
     assert_eq!(v["output"], "done w2\n");
 
     let r = cli(&t, &["submit", "--wait", "--id", "w3", "x fail"], 1);
-    assert!(r.stderr.contains("task w3 failed"), "{}", r.stderr);
+    assert!(r.stderr.contains("task w3 FAILED"), "{}", r.stderr);
 
     // Without --wait: the id, and the task runs anyway.
     let r = cli(
@@ -715,7 +715,7 @@ fn queue_lists_in_run_order_with_reasons_and_cancels_and_retries() {
     let row = |id: &str| {
         *lines
             .iter()
-            .find(|l| l.split_whitespace().nth(1) == Some(id))
+            .find(|l| l.split_whitespace().any(|w| w == id))
             .unwrap_or_else(|| panic!("no row for {id}:\n{out}"))
     };
     assert!(
@@ -761,7 +761,14 @@ fn queue_lists_in_run_order_with_reasons_and_cancels_and_retries() {
             .any(|l| l["kind"] != "key" && l["alive"] == true),
         "no run-slot lock: {s}"
     );
-    let human = cli(&t, &["status"], 0).stdout;
+    let human = assert_cmd::Command::new(crate::harness::bin("conductor"))
+        .args(["status"])
+        .env("CONDUCTOR_HOME", t.path())
+        .env("COLUMNS", "80")
+        .timeout(Duration::from_secs(120))
+        .output()
+        .unwrap();
+    let human = String::from_utf8_lossy(&human.stdout).into_owned();
     for want in [
         "running 1/2",
         "pending 3 (p9:1 p5:2)",

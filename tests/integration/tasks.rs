@@ -332,7 +332,7 @@ fn tasks_lists_newest_first_with_filters_and_json() {
     assert_eq!(listed(&t, &["--since", "1h"]), ["q1", "w1", "a2"]);
 
     let table = cli(&t, &["tasks"], 0).stdout;
-    assert!(table.starts_with("ID "), "{table}");
+    assert!(table.starts_with("STATE "), "{table}");
     assert!(
         table.contains("queue") && table.contains("slot 0"),
         "{table}"

@@ -1,0 +1,413 @@
+//! What `conductor run` shows: progress on stderr while it runs, then each result under
+//! its prompt, and the totals.
+
+use std::fmt::Write as _;
+use std::io::IsTerminal;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use indicatif::{MultiProgress, ProgressBar, ProgressDrawTarget, ProgressStyle, TermLike};
+
+use super::table::{self, fit_line};
+use crate::inspect::{format_took, outcome_label, prompt_preview, PREVIEW_CHARS};
+use crate::orchestrator::Progress;
+use crate::{Slot, TaskResult};
+
+/// Each result under its prompt: a rule with the prompt's start, a line saying who ran
+/// it, how it ended, how long it took and what it cost, why it failed if it did, then
+/// its output.
+pub fn render_results(prompts: &[String], results: &[TaskResult], width: Option<usize>) -> String {
+    let n = results.len();
+    let mut text = String::new();
+    for (i, r) in results.iter().enumerate() {
+        let prompt = prompts
+            .get(i)
+            .map(|p| prompt_preview(p, PREVIEW_CHARS))
+            .unwrap_or_default();
+        let _ = writeln!(
+            text,
+            "{}",
+            fit_line(&format!("── [{}/{n}] {prompt}", i + 1), width)
+        );
+        let mut facts = Vec::new();
+        if let Some(w) = r.worker {
+            facts.push(format!("worker {w}"));
+        }
+        facts.push(format!("task {}", r.task_id));
+        let mut how = outcome_label(r).to_string();
+        if let Some(ms) = r.duration_ms {
+            how.push_str(&format!(" in {}", format_took(ms)));
+        }
+        facts.push(how);
+        if let Some(c) = r.cost_usd {
+            facts.push(format!("${c:.4}"));
+        }
+        if let Some(t) = r.num_turns {
+            facts.push(format!("{t} turns"));
+        }
+        let line = format!("   {}", facts.join(" · "));
+        let _ = writeln!(text, "{}", fit_line(&line, width));
+        // The reason is read whole: on its own line, never cut.
+        if let Some(e) = &r.error {
+            let _ = writeln!(text, "   {e}");
+        }
+        if !r.output.is_empty() {
+            text.push_str(&r.output);
+            if !r.output.ends_with('\n') {
+                text.push('\n');
+            }
+        }
+    }
+    text
+}
+
+/// `4 task(s): 2 succeeded, 2 failed (1 TIMED OUT, 1 CANCELLED) · $0.0126 · 6 turns`:
+/// the summary's start (the caller adds how long and on how many workers).
+pub fn totals(results: &[TaskResult]) -> String {
+    let failed: Vec<&TaskResult> = results.iter().filter(|r| !r.success).collect();
+    let mut line = format!(
+        "{} task(s): {} succeeded, {} failed",
+        results.len(),
+        results.len() - failed.len(),
+        failed.len()
+    );
+    let mut kinds: Vec<(&str, usize)> = Vec::new();
+    for r in &failed {
+        let label = outcome_label(r);
+        match kinds.iter_mut().find(|(l, _)| *l == label) {
+            Some((_, n)) => *n += 1,
+            None => kinds.push((label, 1)),
+        }
+    }
+    // Plain failures need no breakdown; anything else is named as what it was.
+    if kinds.iter().any(|(l, _)| *l != "FAILED") {
+        let parts: Vec<String> = kinds.iter().map(|(l, n)| format!("{n} {l}")).collect();
+        line.push_str(&format!(" ({})", parts.join(", ")));
+    }
+    let costs: Vec<f64> = results.iter().filter_map(|r| r.cost_usd).collect();
+    if !costs.is_empty() {
+        line.push_str(&format!(" · ${:.4}", costs.iter().sum::<f64>()));
+    }
+    let turns: Vec<u64> = results.iter().filter_map(|r| r.num_turns).collect();
+    if !turns.is_empty() {
+        line.push_str(&format!(" · {} turns", turns.iter().sum::<u64>()));
+    }
+    line
+}
+
+/// The live display's terminal (stderr), with a switch: once `closing`, every line is
+/// drawn blank. A spinner's tick racing the final clear then leaves an empty line, not a
+/// stale spinner, and the cursor still moves as the display expects.
+#[derive(Debug)]
+struct Screen {
+    term: console::Term,
+    closing: Arc<AtomicBool>,
+}
+
+/// Columns left free at the right of every line: a full-width line leaves the cursor at
+/// the margin, where the `^C` a terminal echoes wraps onto a new line, and the display's
+/// clear then starts a line too low and leaves its top line behind.
+const ECHO_ROOM: u16 = 3;
+
+impl TermLike for Screen {
+    fn width(&self) -> u16 {
+        self.term.size().1.saturating_sub(ECHO_ROOM).max(1)
+    }
+    fn height(&self) -> u16 {
+        self.term.size().0
+    }
+    fn move_cursor_up(&self, n: usize) -> std::io::Result<()> {
+        self.term.move_cursor_up(n)
+    }
+    fn move_cursor_down(&self, n: usize) -> std::io::Result<()> {
+        self.term.move_cursor_down(n)
+    }
+    fn move_cursor_right(&self, n: usize) -> std::io::Result<()> {
+        self.term.move_cursor_right(n)
+    }
+    fn move_cursor_left(&self, n: usize) -> std::io::Result<()> {
+        self.term.move_cursor_left(n)
+    }
+    fn write_line(&self, s: &str) -> std::io::Result<()> {
+        if self.closing.load(Ordering::SeqCst) {
+            self.term.clear_line()?;
+            return self.term.write_line("");
+        }
+        self.term.write_line(s)
+    }
+    fn write_str(&self, s: &str) -> std::io::Result<()> {
+        if self.closing.load(Ordering::SeqCst) {
+            return self.term.clear_line();
+        }
+        self.term.write_str(s)
+    }
+    fn clear_line(&self) -> std::io::Result<()> {
+        self.term.clear_line()
+    }
+    fn flush(&self) -> std::io::Result<()> {
+        self.term.flush()
+    }
+}
+
+/// What an interrupt handler needs to take the live display off the screen ([`hide`]).
+#[derive(Clone)]
+pub struct Live {
+    multi: MultiProgress,
+    closing: Arc<AtomicBool>,
+}
+
+/// Clear the live display for good: from now on it draws blank lines at most, then
+/// nothing.
+pub fn hide(live: &Live) {
+    live.closing.store(true, Ordering::SeqCst);
+    let _ = live.multi.clear();
+    live.multi.set_draw_target(ProgressDrawTarget::hidden());
+}
+
+/// While the live display runs, Ctrl-C must not make the terminal discard output not
+/// yet shown (the default: a tty flushes its output queue when it sends SIGINT): a
+/// frame cut short leaves the screen out of step with what the display believes it
+/// drew, and a spinner line stays behind. `NOFLSH` is set, and the old mode restored.
+struct KeepOutputAtInterrupt(Option<nix::libc::termios>);
+
+impl KeepOutputAtInterrupt {
+    fn set() -> KeepOutputAtInterrupt {
+        use nix::libc;
+        // SAFETY: tcgetattr/tcsetattr on stderr's descriptor with a termios we own.
+        unsafe {
+            let mut mode: libc::termios = std::mem::zeroed();
+            if libc::tcgetattr(libc::STDERR_FILENO, &mut mode) != 0 {
+                return KeepOutputAtInterrupt(None);
+            }
+            let old = mode;
+            mode.c_lflag |= libc::NOFLSH;
+            if libc::tcsetattr(libc::STDERR_FILENO, libc::TCSANOW, &mode) != 0 {
+                return KeepOutputAtInterrupt(None);
+            }
+            KeepOutputAtInterrupt(Some(old))
+        }
+    }
+
+    fn restore(&mut self) {
+        if let Some(old) = self.0.take() {
+            // SAFETY: as above; `old` is the mode read at `set`.
+            unsafe {
+                nix::libc::tcsetattr(nix::libc::STDERR_FILENO, nix::libc::TCSANOW, &old);
+            }
+        }
+    }
+}
+
+/// Progress on stderr: live spinners on a terminal, plain lines otherwise.
+pub struct Display {
+    bars: Option<(MultiProgress, Vec<ProgressBar>, ProgressBar)>,
+    closing: Arc<AtomicBool>,
+    tty_mode: KeepOutputAtInterrupt,
+    slots: Vec<Slot>,
+    previews: Vec<String>,
+    failed: u64,
+    started: Vec<Option<Instant>>,
+}
+
+impl Display {
+    /// `quiet`: no live display (`--json`), only plain lines when not on a terminal.
+    pub fn new(slots: &[Slot], prompts: &[String], quiet: bool) -> Display {
+        let total = prompts.len();
+        let live = std::io::stderr().is_terminal() && !quiet && table::color(true);
+        let closing = Arc::new(AtomicBool::new(false));
+        let screen = Screen {
+            term: console::Term::stderr(),
+            closing: closing.clone(),
+        };
+        let tty_mode = if live {
+            KeepOutputAtInterrupt::set()
+        } else {
+            KeepOutputAtInterrupt(None)
+        };
+        let bars = live.then(|| {
+            let multi = MultiProgress::with_draw_target(ProgressDrawTarget::term_like_with_hz(
+                Box::new(screen),
+                20,
+            ));
+            let style = ProgressStyle::with_template("{spinner} {prefix:>9} {wide_msg}")
+                .expect("valid template");
+            let per_worker: Vec<ProgressBar> = slots
+                .iter()
+                .map(|s| {
+                    let b = multi.add(
+                        ProgressBar::new_spinner()
+                            .with_style(style.clone())
+                            .with_prefix(format!("worker {s}"))
+                            .with_message("idle"),
+                    );
+                    b.enable_steady_tick(Duration::from_millis(120));
+                    b
+                })
+                .collect();
+            let summary = multi.add(
+                ProgressBar::new(total as u64).with_style(
+                    ProgressStyle::with_template(
+                        "[{elapsed_precise}] {bar:30} {pos}/{len} done {msg}",
+                    )
+                    .expect("valid template"),
+                ),
+            );
+            (multi, per_worker, summary)
+        });
+        Display {
+            bars,
+            closing,
+            tty_mode,
+            slots: slots.to_vec(),
+            previews: prompts
+                .iter()
+                .map(|p| prompt_preview(p, PREVIEW_CHARS))
+                .collect(),
+            failed: 0,
+            started: vec![None; total],
+        }
+    }
+
+    /// What an interrupt handler hides at once ([`hide`]), so no spinner line is
+    /// left on the screen while the run winds down or after it.
+    pub fn live(&self) -> Option<Live> {
+        self.bars.as_ref().map(|(m, _, _)| Live {
+            multi: m.clone(),
+            closing: self.closing.clone(),
+        })
+    }
+
+    fn bar(&self, slot: Slot) -> Option<&ProgressBar> {
+        let (_, bars, _) = self.bars.as_ref()?;
+        self.slots.iter().position(|s| *s == slot).map(|i| &bars[i])
+    }
+
+    fn preview(&self, index: usize) -> &str {
+        self.previews.get(index).map(String::as_str).unwrap_or("")
+    }
+
+    pub fn progress(&mut self, p: Progress<'_>) {
+        match p {
+            Progress::Started { index, slot, id } => {
+                if let Some(s) = self.started.get_mut(index) {
+                    *s = Some(Instant::now());
+                }
+                let preview = self.preview(index).to_string();
+                match self.bar(slot) {
+                    Some(b) => b.set_message(format!("#{} {preview}", index + 1)),
+                    None => eprintln!(
+                        "[worker {slot}] #{} started: {preview} (task {id})",
+                        index + 1
+                    ),
+                }
+            }
+            Progress::Finished {
+                index,
+                slot,
+                result,
+            } => {
+                if !result.success {
+                    self.failed += 1;
+                }
+                let took = self
+                    .started
+                    .get(index)
+                    .copied()
+                    .flatten()
+                    .map(|t| format_took(t.elapsed().as_millis() as u64))
+                    .unwrap_or_else(|| "-".to_string());
+                match &self.bars {
+                    Some((_, _, summary)) => {
+                        if let Some(b) = self.bar(slot) {
+                            b.set_message("idle");
+                        }
+                        summary.inc(1);
+                        if self.failed > 0 {
+                            summary.set_message(format!("({} not ok)", self.failed));
+                        }
+                    }
+                    None => eprintln!(
+                        "[worker {slot}] #{} {} in {took}: {}{}",
+                        index + 1,
+                        outcome_label(result),
+                        self.preview(index),
+                        result
+                            .error
+                            .as_deref()
+                            .map(|e| format!(" ({e})"))
+                            .unwrap_or_default()
+                    ),
+                }
+            }
+        }
+    }
+
+    /// Take the live display off the screen.
+    pub fn finish(&mut self) {
+        if let Some((multi, bars, summary)) = self.bars.take() {
+            for b in bars {
+                b.finish_and_clear();
+            }
+            summary.finish_and_clear();
+            hide(&Live {
+                multi,
+                closing: self.closing.clone(),
+            });
+        }
+        self.tty_mode.restore();
+    }
+}
+
+impl Drop for Display {
+    /// Whatever way the run ends (an error, a panic), the spinners go with it.
+    fn drop(&mut self) {
+        self.finish();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::protocol::{Outcome, TaskId};
+
+    fn ended(outcome: Outcome, cost: Option<f64>) -> TaskResult {
+        let mut r = TaskResult::failed(TaskId::from("t1"), outcome, "why");
+        if outcome == Outcome::Success {
+            r.success = true;
+            r.error = None;
+            r.output = "the answer".into();
+        }
+        r.cost_usd = cost;
+        r.num_turns = cost.map(|_| 2);
+        r.duration_ms = Some(1500);
+        r.worker = Some(0);
+        r
+    }
+
+    #[test]
+    fn results_come_under_their_prompts_named_as_they_ended() {
+        let prompts = vec!["fix the\nflaky test".to_string(), "second".to_string()];
+        let results = vec![
+            ended(Outcome::Success, Some(0.01)),
+            ended(Outcome::Interrupted, None),
+        ];
+        let text = render_results(&prompts, &results, Some(60));
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(lines[0], "── [1/2] fix the flaky test", "{text}");
+        assert_eq!(
+            lines[1], "   worker 0 · task t1 · ok in 1.5s · $0.0100 · 2 turns",
+            "{text}"
+        );
+        assert_eq!(lines[2], "the answer");
+        assert_eq!(lines[3], "── [2/2] second");
+        assert!(lines[4].ends_with("INTERRUPTED in 1.5s"), "{text}");
+        assert_eq!(lines[5], "   why");
+        assert_eq!(
+            totals(&results),
+            "2 task(s): 1 succeeded, 1 failed (1 INTERRUPTED) · $0.0100 · 2 turns"
+        );
+        let failed = vec![ended(Outcome::Failure, None)];
+        assert_eq!(totals(&failed), "1 task(s): 0 succeeded, 1 failed");
+    }
+}
