@@ -16,7 +16,7 @@ use crate::harness::{agent, assert_nothing_left, bin, processes_of, wait_until, 
 const BOUND: Duration = Duration::from_secs(30);
 
 /// Whether tmux runs here; tests print why they skip when it does not.
-fn tmux_available() -> bool {
+pub(crate) fn tmux_available() -> bool {
     let ok = Command::new("tmux")
         .arg("-V")
         .stdin(Stdio::null())
@@ -42,12 +42,12 @@ fn git_available() -> bool {
 }
 
 /// A private tmux server for one test; `kill-server` when dropped.
-struct Server {
-    socket: String,
+pub(crate) struct Server {
+    pub(crate) socket: String,
 }
 
 impl Server {
-    fn new() -> Server {
+    pub(crate) fn new() -> Server {
         static N: AtomicU32 = AtomicU32::new(0);
         Server {
             socket: format!(
@@ -58,7 +58,7 @@ impl Server {
         }
     }
 
-    fn tmux(&self, args: &[&str]) -> Output {
+    pub(crate) fn tmux(&self, args: &[&str]) -> Output {
         Command::new("tmux")
             .arg("-L")
             .arg(&self.socket)
@@ -111,7 +111,7 @@ impl Drop for Server {
     }
 }
 
-fn text(b: &[u8]) -> String {
+pub(crate) fn text(b: &[u8]) -> String {
     String::from_utf8_lossy(b).into_owned()
 }
 
