@@ -256,3 +256,38 @@ fn ctrl_c_and_sigterm_give_the_terminal_back() {
     drop(sh);
     assert_nothing_left(t.path());
 }
+
+#[test]
+fn a_panic_gives_the_terminal_back() {
+    if crate::harness::child_role().as_deref() == Some("panic") {
+        // In the tmux pane: take the terminal as the dashboard does, draw, wait for a
+        // key, then panic.
+        let (mut term, _guard) = conductor::cli::dashboard::term::enter().unwrap();
+        term.draw(|f| {
+            let text = ratatui::widgets::Paragraph::new("DRAWN-BEFORE-THE-PANIC");
+            f.render_widget(text, f.area());
+        })
+        .unwrap();
+        let _ = ratatui::crossterm::event::read();
+        panic!("a deliberate panic in the dashboard");
+    }
+    if !tmux_available() {
+        return;
+    }
+    let t = TestRoot::new();
+    let sh = Shell::start(&t);
+    sh.type_line("clear; echo BEFORE-THE-DASHBOARD");
+    sh.wait_for("BEFORE-THE-DASHBOARD");
+    let exe = std::env::current_exe().unwrap();
+    sh.type_line(&format!(
+        "{}=panic '{}' dashboard::a_panic_gives_the_terminal_back --exact --nocapture",
+        crate::harness::CHILD_ROLE,
+        exe.display()
+    ));
+    sh.wait_for("DRAWN-BEFORE-THE-PANIC");
+    assert_eq!(sh.format("#{alternate_on}"), "1", "full screen");
+    sh.keys(&["x"]);
+    sh.assert_given_back(&t);
+    // The panic message is printed after the terminal is restored, so it stays visible.
+    sh.wait_for("a deliberate panic in the dashboard");
+}
