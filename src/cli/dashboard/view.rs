@@ -87,14 +87,15 @@ fn totals_text(t: &Totals, pending: usize) -> String {
         s.push_str(&format!(" · cancelled {}", t.cancelled));
     }
     if t.cost_usd > 0.0 {
-        s.push_str(&format!(" · ${:.2}", t.cost_usd));
+        s.push_str(&format!(" · {}", cost(Some(t.cost_usd))));
     }
     s.push_str(&format!(" · {}/h · {pending} queued ", t.last_hour));
     s
 }
 
 fn draw_header(frame: &mut Frame<'_>, area: Rect, snap: &Snapshot) {
-    let totals = totals_text(&snap.totals, snap.queue.len());
+    // A space before the totals keeps them apart from a cut root path.
+    let totals = format!(" {}", totals_text(&snap.totals, snap.queue.len()));
     let right = (totals.chars().count() as u16).min(area.width);
     let [left, right_area] =
         Layout::horizontal([Constraint::Fill(1), Constraint::Length(right)]).areas(area);
@@ -118,8 +119,13 @@ fn elapsed(d: Option<std::time::Duration>) -> String {
     .unwrap_or_else(|| "-".into())
 }
 
+/// A cost in dollars; a fraction of a cent (what a short task costs) keeps 3 decimals.
 fn cost(c: Option<f64>) -> String {
-    c.map(|c| format!("${c:.2}")).unwrap_or_else(|| "-".into())
+    match c {
+        Some(c) if c > 0.0 && c < 0.01 => format!("${c:.3}"),
+        Some(c) => format!("${c:.2}"),
+        None => "-".into(),
+    }
 }
 
 fn slot_cells(r: &SlotRow, task_width: usize) -> Row<'static> {
@@ -128,8 +134,8 @@ fn slot_cells(r: &SlotRow, task_width: usize) -> Row<'static> {
         (None, Some(id)) => id.to_string(),
         (None, None) => String::new(),
     };
-    if let Some(id) = &r.inbox {
-        task = format!("[inbox: {id}] {task}");
+    if r.inbox.is_some() {
+        task = format!("[+1 in inbox] {task}");
     }
     let state = Cell::from(r.state.label());
     let state = if r.state == SlotState::Working {
@@ -195,7 +201,7 @@ fn draw_tail(frame: &mut Frame<'_>, area: Rect, ui: &Ui) {
     );
 }
 
-fn queue_cells(q: &QueueRow, task_width: usize) -> Row<'static> {
+fn queue_cells(q: &QueueRow, task_width: usize, wait_width: usize) -> Row<'static> {
     let what = q
         .preview
         .clone()
@@ -208,7 +214,7 @@ fn queue_cells(q: &QueueRow, task_width: usize) -> Row<'static> {
     Row::new(vec![
         Cell::from(q.priority.to_string()),
         Cell::from(fit(&what, task_width)),
-        Cell::from(fit(&q.waiting, WAIT_WIDTH)),
+        Cell::from(fit(&q.waiting, wait_width)),
     ])
 }
 
@@ -221,15 +227,25 @@ fn draw_queue(frame: &mut Frame<'_>, area: Rect, queue: &[QueueRow], selected: O
         frame.render_widget(Paragraph::new(fit(text, inner)).block(block), area);
         return;
     }
-    // Marker 2, PRI 1, WAITING, two gaps: the rest is the prompt.
-    let task_width = width(area).saturating_sub(2 + 2 + 1 + WAIT_WIDTH + 2);
-    let rows: Vec<Row> = queue.iter().map(|q| queue_cells(q, task_width)).collect();
+    // Marker 2, PRI 1, WAITING (as wide as the longest reason, up to WAIT_WIDTH), two
+    // gaps: the rest is the prompt.
+    let wait_width = queue
+        .iter()
+        .map(|q| q.waiting.chars().count())
+        .max()
+        .unwrap_or(0)
+        .min(WAIT_WIDTH);
+    let task_width = width(area).saturating_sub(2 + 2 + 1 + wait_width + 2);
+    let rows: Vec<Row> = queue
+        .iter()
+        .map(|q| queue_cells(q, task_width, wait_width))
+        .collect();
     let table = Table::new(
         rows,
         [
             Constraint::Length(1),
             Constraint::Fill(1),
-            Constraint::Length(WAIT_WIDTH as u16),
+            Constraint::Length(wait_width as u16),
         ],
     )
     .row_highlight_style(reversed())
@@ -410,6 +426,14 @@ mod tests {
             all.contains("line 1 ") && all.contains("lines 1-21 of 100"),
             "{all}"
         );
+    }
+
+    #[test]
+    fn small_costs_keep_their_cents_fraction() {
+        assert_eq!(cost(Some(0.0042)), "$0.004");
+        assert_eq!(cost(Some(1.5)), "$1.50");
+        assert_eq!(cost(Some(0.0)), "$0.00");
+        assert_eq!(cost(None), "-");
     }
 
     #[test]
