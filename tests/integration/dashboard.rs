@@ -83,11 +83,13 @@ impl Shell {
         }
     }
 
-    fn dashboard(&self, t: &TestRoot) {
+    /// Start `conductor SUBCOMMAND --root ROOT` (`dashboard` or its alias `top`) at the
+    /// shell's prompt, below a line it must leave on the screen.
+    fn dashboard(&self, t: &TestRoot, subcommand: &str) {
         self.type_line("clear; echo BEFORE-THE-DASHBOARD");
         self.wait_for("BEFORE-THE-DASHBOARD");
         let line = format!(
-            "{} dashboard --root '{}'",
+            "{} {subcommand} --root '{}'",
             bin("conductor").display(),
             t.path().display()
         );
@@ -149,7 +151,8 @@ fn dashboard_pid(root: &Path) -> u32 {
             .split(|b| *b == 0)
             .map(|a| String::from_utf8_lossy(a).into_owned())
             .collect();
-        if args.iter().any(|a| a == "dashboard") && args.iter().any(|a| a == &needle) {
+        let named = args.iter().any(|a| a == "dashboard" || a == "top");
+        if named && args.iter().any(|a| a == &needle) {
             return pid;
         }
     }
@@ -187,7 +190,7 @@ fn the_dashboard_shows_prompts_live_output_queue_reasons_and_cancels() {
         .unwrap();
 
     let sh = Shell::start(&t);
-    sh.dashboard(&t);
+    sh.dashboard(&t, "dashboard");
     // The running task's prompt, its live output (a later tick replaces an earlier
     // one on screen), and why each queued task waits.
     let screen = sh.wait_for("count the ticks slowly please");
@@ -239,13 +242,13 @@ fn ctrl_c_and_sigterm_give_the_terminal_back() {
     t.client.create_worker(Slot(0)).unwrap();
     let sh = Shell::start(&t);
 
-    sh.dashboard(&t);
+    sh.dashboard(&t, "dashboard");
     let screen = sh.wait_for("no worker");
     assert!(screen.contains("queue: 0 pending"), "{screen}");
     sh.keys(&["C-c"]);
     sh.assert_given_back(&t);
 
-    sh.dashboard(&t);
+    sh.dashboard(&t, "top");
     let pid = dashboard_pid(t.path());
     nix::sys::signal::kill(
         nix::unistd::Pid::from_raw(pid as i32),
@@ -255,6 +258,14 @@ fn ctrl_c_and_sigterm_give_the_terminal_back() {
     sh.assert_given_back(&t);
     drop(sh);
     assert_nothing_left(t.path());
+}
+
+#[test]
+fn without_a_terminal_the_dashboard_says_what_to_use_instead() {
+    let t = TestRoot::new();
+    let r = crate::harness::run_conductor(&t, &["dashboard"], 2);
+    assert!(r.stderr.contains("needs a terminal"), "{}", r.stderr);
+    assert!(r.stderr.contains("conductor status"), "{}", r.stderr);
 }
 
 #[test]
