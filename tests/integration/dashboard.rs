@@ -302,3 +302,32 @@ fn a_panic_gives_the_terminal_back() {
     // The panic message is printed after the terminal is restored, so it stays visible.
     sh.wait_for("a deliberate panic in the dashboard");
 }
+
+#[test]
+fn the_output_view_keeps_a_task_s_whole_log_after_it_ends() {
+    if !tmux_available() {
+        return;
+    }
+    let t = TestRoot::new();
+    let ticker = agent("ticker.sh").display().to_string();
+    let _w = WorkerProc::start(&t, Slot(0), &ticker, &[], &[("TICKS", "15")]);
+    let sh = Shell::start(&t);
+    sh.dashboard(&t, "dashboard");
+    let id = t
+        .client
+        .write_task(Slot(0), &Task::new("fifteen ticks").with_id("fifteen"))
+        .unwrap();
+    sh.wait_for("tick 2");
+    sh.keys(&["Enter"]);
+    sh.wait_for("task fifteen");
+    // The task ends while its output is shown: its log moves to tasks/<id>.log and an
+    // empty output.log takes its place; the view goes on showing the whole log.
+    let res = t.client.wait_for_result(Slot(0), &id, BOUND).unwrap();
+    assert_eq!(res.outcome, Some(Outcome::Success));
+    let screen = sh.wait_for("lines 1-16 of 16");
+    assert!(screen.contains("│ticker done"), "{screen}");
+    sh.keys(&["q"]);
+    sh.wait_for("q quit");
+    sh.keys(&["q"]);
+    sh.assert_given_back(&t);
+}

@@ -12,7 +12,7 @@ pub mod term;
 pub mod view;
 
 use std::io::IsTerminal;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -102,10 +102,14 @@ fn spawn_key_reader() -> Receiver<Input> {
     rx
 }
 
-/// What the output view shows, so that a live log can be re-read as it grows.
+/// What the output view shows, so that a running task's log can be re-read as it grows.
 #[derive(Debug, Clone, PartialEq)]
 enum Shown {
-    Log(PathBuf),
+    /// The task running on the slot: `output.log` until it ends, then its `tasks/<id>.log`.
+    Live {
+        slot: Slot,
+        task: TaskId,
+    },
     Fixed,
 }
 
@@ -202,8 +206,19 @@ impl Dashboard {
         }
         self.follow_selection();
         self.load_tail();
-        if let (Mode::Output { lines, .. }, Shown::Log(path)) = (&mut self.ui.mode, &self.shown) {
-            *lines = read_tail(path, OUTPUT_BYTES).unwrap_or_default();
+        if let (Mode::Output { lines, .. }, Shown::Live { slot, task }) =
+            (&mut self.ui.mode, &self.shown)
+        {
+            let paths = self.root.worker(*slot);
+            // At its end the log moves to tasks/<id>.log (and a fresh output.log, soon
+            // another task's, takes its place): from then on that is the whole of it.
+            let ended = paths.task_log(task);
+            if ended.exists() {
+                *lines = read_tail(&ended, OUTPUT_BYTES).unwrap_or_default();
+                self.shown = Shown::Fixed;
+            } else {
+                *lines = read_tail(&paths.output_log(), OUTPUT_BYTES).unwrap_or_default();
+            }
         }
         Ok(())
     }
@@ -270,12 +285,14 @@ impl Dashboard {
                     r.preview.as_deref().unwrap_or("")
                 );
                 let lines = read_tail(&path, OUTPUT_BYTES).unwrap_or_default();
-                let live = r.state == SlotState::Working;
-                (
-                    title,
-                    if live { Shown::Log(path) } else { Shown::Fixed },
-                    lines,
-                )
+                let shown = match (&r.task_id, r.state) {
+                    (Some(task), SlotState::Working) => Shown::Live {
+                        slot: r.slot,
+                        task: task.clone(),
+                    },
+                    _ => Shown::Fixed,
+                };
+                (title, shown, lines)
             }
             Some(Selected::Queued(q)) => {
                 let name = q.name.clone();
