@@ -46,7 +46,19 @@ pub fn draw(frame: &mut Frame<'_>, ui: &mut Ui) {
             width(area),
         )),
         (_, Some(m)) => Line::styled(fit(m, width(area)), bold()),
-        _ => Line::raw(fit(KEYS, width(area))),
+        // Files that could not be read are worth more than the keys (in --help too).
+        _ => match ui.snap.problems.first() {
+            Some(p) => {
+                let more = ui.snap.problems.len() - 1;
+                let more = if more > 0 {
+                    format!(" (+{more} more)")
+                } else {
+                    String::new()
+                };
+                Line::styled(fit(&format!("! {p}{more}"), width(area)), bold())
+            }
+            None => Line::raw(fit(KEYS, width(area))),
+        },
     };
     frame.render_widget(Paragraph::new(line), footer);
 }
@@ -426,6 +438,22 @@ mod tests {
             all.contains("line 1 ") && all.contains("lines 1-21 of 100"),
             "{all}"
         );
+    }
+
+    #[test]
+    fn tiny_terminals_draw_without_panicking_and_problems_are_shown() {
+        let mut snap = sample();
+        snap.problems = vec!["cannot read status.json".into(), "another".into()];
+        let mut ui = Ui::new(snap);
+        for (w, h) in [(1, 1), (10, 3), (20, 5), (40, 12)] {
+            screen(&mut ui, w, h);
+        }
+        let all = screen(&mut ui, 80, 24).join("\n");
+        assert!(all.contains("! cannot read status.json (+1 more)"), "{all}");
+        ui.open_output("t".into(), vec!["x".repeat(500)]);
+        for (w, h) in [(1, 1), (3, 2), (20, 5)] {
+            screen(&mut ui, w, h);
+        }
     }
 
     #[test]
