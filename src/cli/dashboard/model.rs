@@ -122,7 +122,17 @@ impl Ended {
 pub struct Reader {
     results: HashMap<PathBuf, Ended>,
     prompts: HashMap<PathBuf, String>,
+    /// The results directories' mtimes at the last listing, and what it found: while
+    /// no directory changed, a refresh lists none of them again.
+    listed: Option<(Vec<DirStamp>, Vec<Ended>)>,
 }
+
+/// A directory and its mtime (`None`: missing).
+type DirStamp = (PathBuf, Option<SystemTime>);
+
+/// A directory changed this recently may change again within the same mtime tick
+/// (coarse timestamps): it is listed again rather than trusted.
+const RACY: Duration = Duration::from_secs(1);
 
 impl Reader {
     /// A snapshot of `root` as it is now.
@@ -242,6 +252,19 @@ impl Reader {
             .map(|s| root.worker(s).results_dir())
             .collect();
         dirs.push(root.queue_results());
+        let stamps: Vec<DirStamp> = dirs
+            .iter()
+            .map(|d| (d.clone(), fs::metadata(d).and_then(|m| m.modified()).ok()))
+            .collect();
+        let settled = stamps
+            .iter()
+            .all(|(_, m)| m.is_none_or(|m| now.duration_since(m).is_ok_and(|ago| ago >= RACY)));
+        match &self.listed {
+            Some((before, live)) if settled && *before == stamps => {
+                return sum(live.iter(), now);
+            }
+            _ => {}
+        }
         let mut seen_ids = std::collections::HashSet::new();
         let mut live = HashMap::new();
         for dir in dirs {
@@ -258,22 +281,29 @@ impl Reader {
         }
         // Collected results (gc) no longer count, nor stay cached.
         self.results.retain(|p, _| live.contains_key(p));
-        let mut t = Totals::default();
-        for e in live.values() {
-            match e.outcome {
-                Outcome::Success => t.done += 1,
-                Outcome::Cancelled => t.cancelled += 1,
-                _ => t.failed += 1,
-            }
-            t.cost_usd += e.cost.unwrap_or(0.0);
-            let recent = e
-                .finished
-                .and_then(|f| now.duration_since(f).ok())
-                .is_some_and(|ago| ago <= Duration::from_secs(3600));
-            t.last_hour += u32::from(recent);
-        }
+        let t = sum(live.values(), now);
+        self.listed = Some((stamps, live.into_values().collect()));
         t
     }
+}
+
+/// The totals of these ended tasks at `now`.
+fn sum<'a>(ended: impl Iterator<Item = &'a Ended>, now: SystemTime) -> Totals {
+    let mut t = Totals::default();
+    for e in ended {
+        match e.outcome {
+            Outcome::Success => t.done += 1,
+            Outcome::Cancelled => t.cancelled += 1,
+            _ => t.failed += 1,
+        }
+        t.cost_usd += e.cost.unwrap_or(0.0);
+        let recent = e
+            .finished
+            .and_then(|f| now.duration_since(f).ok())
+            .is_some_and(|ago| ago <= Duration::from_secs(3600));
+        t.last_hour += u32::from(recent);
+    }
+    t
 }
 
 /// The `*.json` names in `dir` (none if it is missing), temp and hidden files left out.
@@ -396,6 +426,14 @@ mod tests {
         fs::remove_file(root.queue_results().join("a.json")).unwrap();
         let t = reader.totals(&root, now);
         assert_eq!((t.done, t.failed, t.cost_usd), (0, 1, 0.0));
+
+        // Settled directories are not listed again, but a new result changes its
+        // directory's mtime, which is seen.
+        let later = SystemTime::now() + Duration::from_secs(5);
+        assert_eq!(reader.totals(&root, later).failed, 1);
+        assert_eq!(reader.totals(&root, later).failed, 1);
+        fs::write(res.join("d.json"), result("d", Outcome::Failure, None, now)).unwrap();
+        assert_eq!(reader.totals(&root, later).failed, 2);
     }
 
     #[test]
