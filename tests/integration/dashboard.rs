@@ -24,7 +24,7 @@ impl Shell {
     fn start(t: &TestRoot) -> Shell {
         let srv = Server::new();
         let cmd = format!(
-            "env -u TMUX CONDUCTOR_HOME='{}' PS1='$ ' ENV= /bin/sh",
+            "env -u TMUX RUST_BACKTRACE=0 CONDUCTOR_HOME='{}' PS1='$ ' ENV= /bin/sh",
             t.path().display()
         );
         let out = srv.tmux(&[
@@ -49,6 +49,14 @@ impl Shell {
                 .tmux(&["capture-pane", "-p", "-t", "=dash:"])
                 .stdout,
         )
+    }
+
+    /// The screen with what scrolled off it (a panic's report may push lines up).
+    fn history(&self) -> String {
+        let out = self
+            .srv
+            .tmux(&["capture-pane", "-p", "-S", "-200", "-t", "=dash:"]);
+        text(&out.stdout)
     }
 
     fn format(&self, f: &str) -> String {
@@ -113,9 +121,9 @@ impl Shell {
         }
         assert_eq!(self.format("#{cursor_flag}"), "1", "the cursor is shown");
         assert!(
-            self.screen().contains("BEFORE-THE-DASHBOARD"),
+            self.history().contains("BEFORE-THE-DASHBOARD"),
             "{}",
-            self.screen()
+            self.history()
         );
         let stty = t.dir.path().join("stty.txt");
         let _ = fs::remove_file(&stty);
