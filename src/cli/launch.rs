@@ -13,8 +13,15 @@ use crate::cli::common::{self, exit};
 
 #[derive(Debug, clap::Args)]
 #[command(after_help = "\
-Layout: the orchestrator pane on the left with up to 4 workers stacked on the right; more \
-workers are tiled. Each worker pane runs `conductor-worker i DIR` and is titled `worker i`.
+Layout: the orchestrator pane across the top half, workers 0-3 two by two below it; \
+further workers go four to a window (`workers-2`, `workers-3`…; Ctrl-b n goes to the next), \
+so that at 80x24 every pane keeps about 40x5 or more. The hint line printed in the \
+orchestrator pane says which window holds which workers. Each worker pane runs \
+`conductor-worker i DIR` and is titled `worker i`.
+
+With --dashboard the orchestrator pane runs `conductor dashboard` (then the --orchestrator \
+command, by default $SHELL, once you quit it with q) and has the first window to itself; \
+all workers are in the windows after it.
 
 With --worktrees, worker i runs in its own git worktree <root>/worktrees/<session>/worker-i \
 on branch conductor/worker-i (made from HEAD the first time, reused by later launches).
@@ -47,6 +54,10 @@ pub struct Args {
     /// Command for the orchestrator pane [default: $SHELL].
     #[arg(long, value_name = "CMD")]
     pub orchestrator: Option<String>,
+    /// Run `conductor dashboard` in the orchestrator pane (the first window, to itself);
+    /// the orchestrator command follows when it quits.
+    #[arg(long)]
+    pub dashboard: bool,
     /// Do not attach to (or switch to) the session after creating it.
     #[arg(long)]
     pub no_attach: bool,
@@ -61,11 +72,11 @@ pub struct Args {
     pub allow_nested: bool,
     /// Stop the session's workers cleanly (running tasks end `interrupted`), then kill it.
     #[arg(long, conflicts_with_all = ["list", "workers", "dir", "agent", "preset", "worktrees",
-          "orchestrator", "no_attach", "allow_nested"])]
+          "orchestrator", "no_attach", "allow_nested", "dashboard"])]
     pub kill: bool,
     /// List running conductor sessions with their roots and worker counts.
     #[arg(long, conflicts_with_all = ["session", "workers", "dir", "agent", "preset",
-          "worktrees", "orchestrator", "no_attach", "allow_nested"])]
+          "worktrees", "orchestrator", "no_attach", "allow_nested", "dashboard"])]
     pub list: bool,
     /// With --list or --kill: print JSON.
     #[arg(long)]
@@ -97,6 +108,7 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
     opts.preset = args.preset;
     opts.worktrees = args.worktrees;
     opts.orchestrator = args.orchestrator.clone();
+    opts.dashboard = args.dashboard;
     opts.tmux = tmux.clone();
     opts.allow_nested = args.allow_nested;
 
@@ -106,7 +118,7 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
         Error::LaunchRefused(why) => Error::Refused(format!("{why}; stop it with `{stop}`")),
         e => e,
     })?;
-    super::emit(&describe(&launched, &tmux))?;
+    super::emit(&describe(&launched, &tmux, args.dashboard))?;
     if args.no_attach {
         return Ok(exit::OK);
     }
@@ -114,7 +126,7 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
 }
 
 /// What `conductor-launch` prints once the session is up.
-fn describe(launched: &launch::Launched, tmux: &Tmux) -> String {
+fn describe(launched: &launch::Launched, tmux: &Tmux, dashboard: bool) -> String {
     use std::fmt::Write as _;
     let session = &launched.session;
     let mut text = format!(
@@ -136,6 +148,18 @@ fn describe(launched: &launch::Launched, tmux: &Tmux) -> String {
             w.dir.display()
         );
     }
+    let slots: Vec<_> = launched.workers.iter().map(|w| w.slot).collect();
+    let plan = launch::layout::plan(&slots, dashboard);
+    let first = if dashboard {
+        "the dashboard in the first window"
+    } else {
+        "the orchestrator on top"
+    };
+    let _ = writeln!(
+        text,
+        "panes:  {first}; {}",
+        launch::where_workers_are(&plan)
+    );
     let _ = writeln!(text, "attach: {}", tmux.attach_hint(session));
     let _ = writeln!(text, "stop:   {}", launch::stop_command(tmux, session));
     text

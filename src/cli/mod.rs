@@ -7,6 +7,7 @@
 pub mod cancel;
 pub mod common;
 pub mod completions;
+pub mod dashboard;
 pub mod doctor;
 pub mod gc;
 pub mod init;
@@ -131,6 +132,9 @@ enum Command {
     /// List the shared queue's pending tasks in run order (and why each waits);
     /// `queue cancel ID`, `queue retry ID`.
     Queue(queue::Args),
+    /// Full-screen live view: workers, the selected task's output, the queue, totals.
+    #[command(visible_alias = "top")]
+    Dashboard(dashboard::Args),
     /// Show every slot: state, task, ages, agent pid, lock holder, stale flags.
     Status(status::Args),
     /// List tasks, newest first: state, where, key, age, run time, cost, prompt.
@@ -184,6 +188,7 @@ fn dispatch(command: Command) -> anyhow::Result<i32> {
         Command::Send(a) => send::run(a),
         Command::Submit(a) => submit::run(a),
         Command::Queue(a) => queue::run(a),
+        Command::Dashboard(a) => dashboard::run(a),
         Command::Status(a) => status::run(a),
         Command::Tasks(a) => tasks::run(a),
         Command::Result(a) => result::run(a),

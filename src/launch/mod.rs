@@ -3,9 +3,12 @@
 //! [`launch`] creates a tmux session with one window. Its first pane runs the
 //! orchestrator (a command, by default the user's `$SHELL`, after a one-line hint of the
 //! commands to use) with `CONDUCTOR_HOME` set; the other panes each run
-//! `conductor-worker i DIR --root ROOT`, titled `worker i`. Up to four workers stand
-//! stacked to the right of the orchestrator; more are tiled. Every pane stays usable at
-//! 80x24 for up to [`MAX_WORKERS`] workers.
+//! `conductor-worker i DIR --root ROOT`, titled `worker i`. The orchestrator spans the
+//! top half, workers 0-3 stand two by two below it, and further workers go four to a
+//! window (`workers-2`, …), so every pane stays about 40x5 or more at 80x24; the hint
+//! line says which window holds which workers ([`layout`]). With
+//! [`LaunchOptions::dashboard`] the orchestrator pane runs `conductor dashboard` first
+//! and has the first window to itself.
 //!
 //! **One launch per session.** Creation runs under the singleton gate
 //! `<root>/.locks/launch-<session>.lock`, and a session that already runs (`tmux
@@ -43,6 +46,7 @@ use crate::layout::{Root, Slot};
 use crate::preset::Preset;
 
 mod guard;
+pub mod layout;
 mod problem;
 mod session;
 mod stop;
@@ -50,7 +54,7 @@ mod tmux;
 mod worktree;
 
 pub use problem::{LaunchProblem, LaunchRefusal};
-pub use session::{launch, stop_command};
+pub use session::{launch, stop_command, where_workers_are};
 pub use stop::{kill, list, KillReport, SessionInfo, StoppedWorker};
 pub use tmux::Tmux;
 pub use worktree::{worktree_branch, worktree_path};
@@ -60,9 +64,6 @@ pub const DEFAULT_SESSION: &str = "conductor";
 
 /// The most workers one session holds: beyond this, panes get too small at 80x24.
 pub const MAX_WORKERS: u32 = 12;
-
-/// Up to this many workers stand stacked beside the orchestrator; more are tiled.
-const STACKED_MAX: u32 = 4;
 
 /// How long [`launch`] waits for every worker to publish its status.
 pub const DEFAULT_READY_TIMEOUT: Duration = crate::pool::DEFAULT_READY_TIMEOUT;
@@ -120,6 +121,9 @@ pub struct LaunchOptions {
     pub worktrees: bool,
     /// The orchestrator pane's command line; `None`: `$SHELL` (else `/bin/sh`).
     pub orchestrator: Option<String>,
+    /// Run `conductor dashboard` in the orchestrator's pane (its command when it quits),
+    /// which then has the first window to itself (see [`layout`]).
+    pub dashboard: bool,
     pub tmux: Tmux,
     /// Launch even inside a conductor agent (`CONDUCTOR_WORKER` set).
     pub allow_nested: bool,
@@ -141,6 +145,7 @@ impl LaunchOptions {
             preset: None,
             worktrees: false,
             orchestrator: None,
+            dashboard: false,
             tmux: Tmux::default(),
             allow_nested: false,
             ready_timeout: DEFAULT_READY_TIMEOUT,
@@ -156,6 +161,8 @@ pub struct Launched {
     pub dir: PathBuf,
     /// tmux window id (`@3`) and the orchestrator's pane id (`%7`).
     pub window: String,
+    /// The further windows of workers that did not fit in the first (see [`layout`]).
+    pub windows: Vec<String>,
     pub orchestrator_pane: String,
     pub workers: Vec<LaunchedWorker>,
 }
@@ -166,6 +173,8 @@ pub struct LaunchedWorker {
     pub slot: Slot,
     /// tmux pane id, e.g. `%8`.
     pub pane: String,
+    /// The name of the window the pane is in.
+    pub window: String,
     /// The `conductor-worker` process.
     pub pid: u32,
     /// Its project directory (its worktree with `worktrees`).

@@ -12,18 +12,16 @@ use crate::layout::{Root, Slot};
 use crate::pool;
 
 use super::guard::{check_slots_free, take_gate};
+use super::layout::{self, slot_range, window_name, PLACEHOLDER};
 use super::tmux::{exact, pane_target, Tmux};
 use super::worktree::{Made, Repo};
 use super::{
     utf8, validate_session_name, LaunchOptions, LaunchProblem, Launched, LaunchedWorker,
-    MAX_WORKERS, OPT_DIR, OPT_ROOT, OPT_WORKERS, STACKED_MAX,
+    MAX_WORKERS, OPT_DIR, OPT_ROOT, OPT_WORKERS,
 };
 
 /// The name of the window holding the panes.
 const WINDOW_NAME: &str = "conductor";
-
-/// What a pane runs until the layout is done and it is respawned with its real command.
-const PLACEHOLDER: &str = "cat";
 
 /// How often a pane's process is re-checked: a process in a tmux pane offers no event.
 const POLL: Duration = Duration::from_millis(10);
@@ -66,27 +64,23 @@ pub fn launch(opts: &LaunchOptions) -> Result<Launched> {
     };
     let worker_dirs = worker_dirs(opts, &root, &dir, &slots, &mut undo)?;
     let (window, orch_pane) = new_window(&mut undo, session, &root_path, &dir, opts.workers)?;
-    let panes = split_panes(tmux, &window, &orch_pane, &slots)?;
+    let plan = layout::plan(&slots, opts.dashboard);
+    let (windows, panes) = lay_out(tmux, session, &dir, &orch_pane, &plan)?;
     for (i, &slot) in slots.iter().enumerate() {
-        start_worker(tmux, opts, &root_path, slot, &panes[i], &worker_dirs[i].0)?;
+        start_worker(tmux, opts, &root_path, slot, &panes[i].1, &worker_dirs[i].0)?;
     }
-    start_orchestrator(tmux, opts, &root_path, &dir, &orch_pane, orchestrator)?;
-    let pids = wait_ready(
-        tmux,
-        &root,
-        session,
-        &window,
-        &slots,
-        &panes,
-        opts.ready_timeout,
-    )?;
+    let hint = hint(tmux, &opts.session, &plan);
+    start_orchestrator(tmux, opts, &root_path, &dir, &orch_pane, orchestrator, hint)?;
+    let pane_ids: Vec<String> = panes.iter().map(|(_, p)| p.clone()).collect();
+    let pids = wait_ready(tmux, &root, session, &slots, &pane_ids, opts.ready_timeout)?;
 
     let workers = slots
         .iter()
         .enumerate()
         .map(|(i, &slot)| LaunchedWorker {
             slot,
-            pane: panes[i].clone(),
+            pane: panes[i].1.clone(),
+            window: panes[i].0.clone(),
             pid: pids[i],
             dir: worker_dirs[i].0.clone(),
             branch: worker_dirs[i].1.clone(),
@@ -99,6 +93,7 @@ pub fn launch(opts: &LaunchOptions) -> Result<Launched> {
         root: root_path,
         dir,
         window,
+        windows,
         orchestrator_pane: orch_pane,
         workers,
     })
@@ -118,6 +113,12 @@ fn check(opts: &LaunchOptions) -> Result<(PathBuf, Vec<String>)> {
         AgentCommand::parse(a)?;
     }
     let orchestrator = orchestrator_argv(opts.orchestrator.as_deref())?;
+    if opts.dashboard && !conductor_bin(opts).is_file() {
+        return Err(LaunchProblem::NoWorkerBinary {
+            path: conductor_bin(opts),
+        }
+        .into());
+    }
     if !opts.worker_bin.is_file() {
         return Err(LaunchProblem::NoWorkerBinary {
             path: opts.worker_bin.clone(),
@@ -198,59 +199,50 @@ fn new_window(
         tmux.run(&["set-option", "-t", &target, option, value])?;
     }
     tmux.run(&["set-environment", "-t", &exact(session), ENV_HOME, root_str])?;
-    // A worker that stops keeps its pane, showing why (and `respawn-pane` restarts it);
-    // the orchestrator's pane closes when it exits (pane option; older tmux: stays too).
-    for (option, value) in [
-        ("remain-on-exit", "on"),
-        ("pane-border-status", "top"),
-        ("pane-border-format", " #{pane_title} "),
-    ] {
-        tmux.run(&["set-option", "-w", "-t", window, option, value])?;
-    }
+    // The orchestrator's pane closes when it exits (pane option; older tmux: stays).
+    layout::window_options(tmux, window)?;
     let _ = tmux.succeeds(&["set-option", "-p", "-t", orch_pane, "remain-on-exit", "off"]);
     tmux.run(&["select-pane", "-t", orch_pane, "-T", "orchestrator"])?;
     Ok((window.to_string(), orch_pane.to_string()))
 }
 
-/// Split the window into one (placeholder) pane per worker, titled `worker i`.
-fn split_panes(tmux: &Tmux, window: &str, orch_pane: &str, slots: &[Slot]) -> Result<Vec<String>> {
-    let n = slots.len();
-    let stacked = n <= STACKED_MAX as usize;
-    let mut panes: Vec<String> = Vec::new();
-    for (i, &slot) in slots.iter().enumerate() {
-        // Stacked: the first worker takes the right half, each next one splits the one
-        // above so that all end up equally tall. Tiled: split, then re-tile every time
-        // (so no pane is ever too small to split).
-        let (split_target, dir_flag, percent) = match (stacked, panes.last()) {
-            (true, None) => (orch_pane, "-h", 50),
-            (true, Some(above)) => (above.as_str(), "-v", 100 * (n - i) / (n - i + 1)),
-            (false, last) => (last.map_or(orch_pane, String::as_str), "-v", 50),
+/// A worker's window name and pane id.
+type WorkerPane = (String, String);
+
+/// Make every worker's (placeholder) pane, window by window as `plan` says: the first
+/// window's workers in a grid below the orchestrator, each further window a grid of its
+/// own. Returns every window id, and each worker's window name and pane id in slot order.
+fn lay_out(
+    tmux: &Tmux,
+    session: &str,
+    dir: &Path,
+    orch_pane: &str,
+    plan: &[Vec<Slot>],
+) -> Result<(Vec<String>, Vec<WorkerPane>)> {
+    let mut windows = Vec::new();
+    let mut panes = Vec::new();
+    for (i, slots) in plan.iter().enumerate() {
+        let (name, first) = if i == 0 {
+            if slots.is_empty() {
+                continue;
+            }
+            // The orchestrator keeps the top half, across the whole width.
+            (
+                WINDOW_NAME.to_string(),
+                layout::split(tmux, orch_pane, "-v", 50)?,
+            )
+        } else {
+            let name = window_name(i);
+            let (window, pane) = layout::new_window(tmux, session, &name, utf8(dir)?)?;
+            layout::window_options(tmux, &window)?;
+            windows.push(window);
+            (name, pane)
         };
-        let percent = percent.to_string();
-        let pane = tmux
-            .run(&[
-                "split-window",
-                "-d",
-                dir_flag,
-                "-p",
-                &percent,
-                "-t",
-                split_target,
-                "-P",
-                "-F",
-                "#{pane_id}",
-                "--",
-                PLACEHOLDER,
-            ])?
-            .trim()
-            .to_string();
-        tmux.run(&["select-pane", "-t", &pane, "-T", &format!("worker {slot}")])?;
-        if !stacked {
-            tmux.run(&["select-layout", "-t", window, "tiled"])?;
+        for pane in layout::grid(tmux, &first, slots)? {
+            panes.push((name.clone(), pane));
         }
-        panes.push(pane);
     }
-    Ok(panes)
+    Ok((windows, panes))
 }
 
 /// Replace `pane`'s placeholder with `conductor-worker SLOT WDIR --root ROOT`.
@@ -302,19 +294,33 @@ fn start_orchestrator(
     dir: &Path,
     pane: &str,
     orchestrator: Vec<String>,
+    hint: String,
 ) -> Result<()> {
     let home = format!("{ENV_HOME}={}", utf8(root)?);
     let mut argv: Vec<String> = vec!["env".into(), "-u".into(), ENV_WORKER.into(), home];
     if let Some(path) = path_with(opts.worker_bin.parent()) {
         argv.push(format!("PATH={path}"));
     }
-    argv.extend([
-        "sh".into(),
-        "-c".into(),
-        r#"printf '%s\n' "$1"; shift; exec "$@""#.into(),
-        "conductor-launch".into(),
-        hint(tmux, &opts.session, opts.workers),
-    ]);
+    if opts.dashboard {
+        // The dashboard first; the orchestrator's command (a shell) when it quits.
+        argv.extend([
+            "sh".into(),
+            "-c".into(),
+            r#"printf '%s\n' "$1"; "$2" dashboard --root "$3"; shift 3; exec "$@""#.into(),
+            "conductor-launch".into(),
+            hint,
+            utf8(&conductor_bin(opts))?.to_string(),
+            utf8(root)?.to_string(),
+        ]);
+    } else {
+        argv.extend([
+            "sh".into(),
+            "-c".into(),
+            r#"printf '%s\n' "$1"; shift; exec "$@""#.into(),
+            "conductor-launch".into(),
+            hint,
+        ]);
+    }
     argv.extend(orchestrator);
     let mut args: Vec<&str> = vec!["respawn-pane", "-k", "-t", pane, "-c", utf8(dir)?, "--"];
     args.extend(argv.iter().map(String::as_str));
@@ -328,7 +334,6 @@ fn wait_ready(
     tmux: &Tmux,
     root: &Root,
     session: &str,
-    window: &str,
     slots: &[Slot],
     panes: &[String],
     timeout: Duration,
@@ -337,7 +342,7 @@ fn wait_ready(
     let mut pids: Vec<Option<u32>> = vec![None; slots.len()];
     loop {
         let format = "#{pane_id} #{pane_pid} #{pane_dead} #{pane_dead_status}";
-        let listing = tmux.run(&["list-panes", "-t", window, "-F", format])?;
+        let listing = tmux.run(&["list-panes", "-s", "-t", &exact(session), "-F", format])?;
         for (i, &slot) in slots.iter().enumerate() {
             if pids[i].is_some() {
                 continue;
@@ -395,13 +400,40 @@ fn pane_tail(tmux: &Tmux, pane: &str) -> String {
 }
 
 /// The one-line hint printed in the orchestrator pane before its command starts.
-fn hint(tmux: &Tmux, session: &str, workers: u32) -> String {
-    let last = workers - 1;
+fn hint(tmux: &Tmux, session: &str, plan: &[Vec<Slot>]) -> String {
     format!(
-        "conductor: workers 0-{last} | conductor send N \"PROMPT\" --wait | conductor status | \
+        "conductor: {} | conductor send N \"PROMPT\" --wait | conductor status | \
          conductor logs N -f | stop: {}",
+        where_workers_are(plan),
         stop_command(tmux, session)
     )
+}
+
+/// `workers 0-3 below, 4-7 in window workers-2 (Ctrl-b n: next window)`: where each
+/// worker's pane is, for the hint line and the launcher's report.
+pub fn where_workers_are(plan: &[Vec<Slot>]) -> String {
+    let parts: Vec<String> = plan
+        .iter()
+        .enumerate()
+        .filter(|(_, slots)| !slots.is_empty())
+        .map(|(i, slots)| {
+            let place = match i {
+                0 => "below".to_string(),
+                _ => format!("in window {}", window_name(i)),
+            };
+            format!("{} {place}", slot_range(slots))
+        })
+        .collect();
+    let mut text = format!("workers {}", parts.join(", "));
+    if plan.len() > 1 {
+        text.push_str(" (Ctrl-b n: next window)");
+    }
+    text
+}
+
+/// The `conductor` binary beside the worker's, which runs the dashboard.
+fn conductor_bin(opts: &LaunchOptions) -> PathBuf {
+    opts.worker_bin.with_file_name("conductor")
 }
 
 /// The orchestrator's argv: `cmd` split like a shell would, else `$SHELL`, else `/bin/sh`.
@@ -462,6 +494,23 @@ impl Drop for Undo<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_hint_says_which_window_holds_which_workers() {
+        let slots: Vec<Slot> = (0..8).map(Slot).collect();
+        assert_eq!(
+            where_workers_are(&layout::plan(&slots, false)),
+            "workers 0-3 below, 4-7 in window workers-2 (Ctrl-b n: next window)"
+        );
+        assert_eq!(
+            where_workers_are(&layout::plan(&slots[..3], false)),
+            "workers 0-2 below"
+        );
+        assert_eq!(
+            where_workers_are(&layout::plan(&slots[..3], true)),
+            "workers 0-2 in window workers-2 (Ctrl-b n: next window)"
+        );
+    }
 
     #[test]
     fn the_stop_command_names_the_socket() {

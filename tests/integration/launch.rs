@@ -16,7 +16,7 @@ use crate::harness::{agent, assert_nothing_left, bin, processes_of, wait_until, 
 const BOUND: Duration = Duration::from_secs(30);
 
 /// Whether tmux runs here; tests print why they skip when it does not.
-fn tmux_available() -> bool {
+pub(crate) fn tmux_available() -> bool {
     let ok = Command::new("tmux")
         .arg("-V")
         .stdin(Stdio::null())
@@ -42,12 +42,12 @@ fn git_available() -> bool {
 }
 
 /// A private tmux server for one test; `kill-server` when dropped.
-struct Server {
-    socket: String,
+pub(crate) struct Server {
+    pub(crate) socket: String,
 }
 
 impl Server {
-    fn new() -> Server {
+    pub(crate) fn new() -> Server {
         static N: AtomicU32 = AtomicU32::new(0);
         Server {
             socket: format!(
@@ -58,7 +58,7 @@ impl Server {
         }
     }
 
-    fn tmux(&self, args: &[&str]) -> Output {
+    pub(crate) fn tmux(&self, args: &[&str]) -> Output {
         Command::new("tmux")
             .arg("-L")
             .arg(&self.socket)
@@ -111,7 +111,7 @@ impl Drop for Server {
     }
 }
 
-fn text(b: &[u8]) -> String {
+pub(crate) fn text(b: &[u8]) -> String {
     String::from_utf8_lossy(b).into_owned()
 }
 
@@ -225,10 +225,18 @@ fn launch_lays_out_titled_panes_and_its_workers_serve_tasks() {
         srv.pane_titles("lay"),
         ["orchestrator", "worker 0", "worker 1", "worker 2"]
     );
-    // Detached sessions are 80x24: every pane must still be usable.
-    for (w, h) in srv.pane_sizes("lay") {
-        assert!(w >= 30 && h >= 5, "pane of {w}x{h} at 80x24");
+    // Detached sessions are 80x24: the orchestrator spans the width (status tables fit),
+    // each worker keeps 39 columns (a log line) and 5 rows.
+    let sizes = srv.pane_sizes("lay");
+    assert!(
+        sizes[0].0 == 80 && sizes[0].1 >= 10,
+        "orchestrator {:?}",
+        sizes[0]
+    );
+    for &(w, h) in &sizes[1..] {
+        assert!(w >= 39 && h >= 5, "worker pane of {w}x{h} at 80x24");
     }
+    assert!(r.stdout.contains("workers 0-2 below"), "{r:?}");
     wait_all_idle(&t, 3);
 
     // A task through the CLI completes in a worker pane.
@@ -269,28 +277,120 @@ fn launch_lays_out_titled_panes_and_its_workers_serve_tasks() {
 }
 
 #[test]
-fn more_than_four_workers_are_tiled_and_usable_at_80x24() {
+fn eight_workers_get_a_second_window_that_the_hint_names() {
     if !tmux_available() {
         return;
     }
     let t = TestRoot::new();
     let srv = Server::new();
-    launch_ok(
+    let r = launch_ok(
         &t,
         &srv,
         "tiles",
         &["--workers", "8", "--agent", "cat", "--orchestrator", "cat"],
     );
-    let mut titles = srv.pane_titles("tiles");
-    assert_eq!(titles.len(), 9);
-    assert_eq!(titles.remove(0), "orchestrator");
-    titles.sort_by_key(|t| t.trim_start_matches("worker ").parse::<u32>().unwrap());
-    let want: Vec<String> = (0..8).map(|i| format!("worker {i}")).collect();
+    let out = srv.tmux(&[
+        "list-panes",
+        "-s",
+        "-t",
+        "=tiles",
+        "-F",
+        "#{window_name}|#{pane_title}|#{pane_width}|#{pane_height}",
+    ]);
+    let panes: Vec<Vec<String>> = text(&out.stdout)
+        .lines()
+        .map(|l| l.split('|').map(String::from).collect())
+        .collect();
+    let titles: Vec<(&str, &str)> = panes
+        .iter()
+        .map(|p| (p[0].as_str(), p[1].as_str()))
+        .collect();
+    let mut want = vec![("conductor", "orchestrator".to_string())];
+    want.extend((0..4).map(|i| ("conductor", format!("worker {i}"))));
+    want.extend((4..8).map(|i| ("workers-2", format!("worker {i}"))));
+    let want: Vec<(&str, &str)> = want.iter().map(|(w, p)| (*w, p.as_str())).collect();
     assert_eq!(titles, want);
-    for (w, h) in srv.pane_sizes("tiles") {
-        assert!(w >= 20 && h >= 4, "pane of {w}x{h} at 80x24");
+    // At 80x24 no pane is smaller than 39x5: the ones that would be moved on.
+    for p in &panes {
+        let (w, h): (u32, u32) = (p[2].parse().unwrap(), p[3].parse().unwrap());
+        assert!(w >= 39 && h >= 5, "pane {} of {w}x{h} at 80x24", p[1]);
     }
+    let said = "workers 0-3 below, 4-7 in window workers-2 (Ctrl-b n: next window)";
+    assert!(r.stdout.contains(said), "{r:?}");
+    wait_until(BOUND, "the hint in the orchestrator pane", || {
+        let shown = srv.tmux(&["capture-pane", "-p", "-J", "-t", "=tiles:0.0"]);
+        text(&shown.stdout).contains(said)
+    });
     wait_all_idle(&t, 8);
+}
+
+#[test]
+fn the_dashboard_flag_gives_the_first_window_to_the_dashboard() {
+    if !tmux_available() {
+        return;
+    }
+    let t = TestRoot::new();
+    let srv = Server::new();
+    let ticker = agent("ticker.sh").display().to_string();
+    let r = launch_ok(
+        &t,
+        &srv,
+        "dash",
+        &[
+            "--workers",
+            "3",
+            "--dashboard",
+            "--agent",
+            &ticker,
+            "--orchestrator",
+            "cat",
+        ],
+    );
+    assert!(
+        r.stdout.contains("the dashboard in the first window"),
+        "{r:?}"
+    );
+    let windows = srv.tmux(&[
+        "list-windows",
+        "-t",
+        "=dash",
+        "-F",
+        "#{window_name} #{window_panes}",
+    ]);
+    assert_eq!(text(&windows.stdout), "conductor 1\nworkers-2 3\n");
+    let first = "=dash:0.0";
+    let screen = || text(&srv.tmux(&["capture-pane", "-p", "-t", first]).stdout);
+    wait_until(BOUND, "the dashboard", || screen().contains("q quit"));
+    let id = t
+        .client
+        .write_task(
+            Slot(0),
+            &Task::new("tick along in the launcher").with_id("tl"),
+        )
+        .unwrap();
+    wait_until(
+        BOUND,
+        "the task's prompt and output on the dashboard",
+        || {
+            let s = screen();
+            s.contains("tick along in the launcher") && s.contains("tick 2")
+        },
+    );
+    // `q`: the dashboard ends, the orchestrator command (here `cat`) follows, the hint
+    // above it says where the workers are.
+    srv.tmux(&["send-keys", "-t", first, "q"]);
+    wait_until(BOUND, "the hint after the dashboard", || {
+        screen().contains("workers 0-2 in window workers-2")
+    });
+    let orch = srv.tmux(&[
+        "display-message",
+        "-p",
+        "-t",
+        first,
+        "#{alternate_on} #{pane_dead}",
+    ]);
+    assert_eq!(text(&orch.stdout).trim(), "0 0");
+    t.client.cancel_task(&id).unwrap();
 }
 
 #[test]

@@ -5,6 +5,7 @@ mod harness;
 mod cli;
 mod client;
 mod compat;
+mod dashboard;
 mod deps;
 mod faults;
 mod gate;

@@ -1,0 +1,367 @@
+//! `conductor dashboard` (alias `top`): a full-screen view of a root, redrawn when its
+//! files change: slots, the selected task's output tail, the queue and why each task
+//! waits, totals; select, read a task's whole output, cancel.
+//!
+//! `model` reads the root into a [`model::Snapshot`]; `state` is the screen state and
+//! what keys do; `view` draws; `term` takes and gives back the terminal; this file is
+//! the event loop that ties them to file events, keys and signals.
+
+pub mod model;
+pub mod state;
+pub mod term;
+pub mod view;
+
+use std::io::IsTerminal;
+use std::path::Path;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use crossbeam_channel::{bounded, select, Receiver, Sender};
+use ratatui::crossterm::event::{self, Event, KeyEvent};
+
+use crate::fsio::TASK_SIZE_LIMIT;
+use crate::tasks::{cancel_task, CancelTask};
+use crate::watch::{DirWatcher, Interest, WatchMode};
+use crate::{Error, Root, Slot, Task, TaskId};
+
+use model::{output_path, read_tail, Reader, SlotState};
+use state::{Action, Mode, Selected, Ui};
+
+use super::common::exit;
+use super::RootArg;
+
+#[derive(Debug, clap::Args)]
+#[command(after_help = "\
+Keys: ↑/↓ or j/k select a worker or a queued task; Enter shows its whole output (the live \
+log while it runs, else its last task's log; scroll with ↑/↓, PgUp/PgDn, g/G; Esc goes \
+back); c cancels the selected running or queued task after a y/n question; q or Ctrl-C \
+quits.
+
+The screen is redrawn when the root's files change (file events, or polling where events \
+do not work), and every second for the elapsed times. The output pane shows the same \
+file `conductor logs N -f` follows. TIME is how long the running task has run (else how \
+long the last one ran), COST what the last task cost (claude preset). WAITING is why a \
+queued task does not run yet, as `conductor queue` says it. Totals count every result on \
+the root; N/h is how many tasks ended in the last hour.")]
+pub struct Args {
+    #[command(flatten)]
+    pub root: RootArg,
+}
+
+/// The smallest gap between two re-reads of the root: a chatty agent writes its log many
+/// times a second, and one redraw per 100 ms is all a person can read.
+const MIN_GAP: Duration = Duration::from_millis(100);
+/// Redraw at least this often, for the elapsed times.
+const TICK: Duration = Duration::from_secs(1);
+/// How much of a log the tail pane reads, and the output view.
+const TAIL_BYTES: u64 = 64 * 1024;
+const OUTPUT_BYTES: u64 = 4 * 1024 * 1024;
+/// No slot selected, for the watcher's filter.
+const NO_SLOT: u32 = u32::MAX;
+
+pub fn run(args: Args) -> anyhow::Result<i32> {
+    let root = args.root.client()?.root().clone();
+    if !std::io::stdin().is_terminal() || !std::io::stdout().is_terminal() {
+        anyhow::bail!(Error::Usage(
+            "the dashboard needs a terminal; `conductor status`, `conductor queue` and \
+             `conductor tasks` print the same for scripts"
+                .into()
+        ));
+    }
+    // SIGTERM and SIGHUP (and SIGINT, should it arrive from outside) end us cleanly.
+    let stop = super::interrupt_channel()?;
+    let keys = spawn_key_reader();
+    let mut dash = Dashboard::new(root)?;
+    let (mut term, _guard) = term::enter()?;
+    dash.run(&mut term, &keys, &stop)?;
+    Ok(exit::OK)
+}
+
+/// A key or a resize from the terminal.
+enum Input {
+    Key(KeyEvent),
+    Resize,
+}
+
+/// Terminal events arrive on a thread of their own, so the loop can wait on them, file
+/// events and signals at once. The thread ends with the process.
+fn spawn_key_reader() -> Receiver<Input> {
+    let (tx, rx) = bounded(16);
+    std::thread::spawn(move || loop {
+        let input = match event::read() {
+            Ok(Event::Key(k)) => Input::Key(k),
+            Ok(Event::Resize(..)) => Input::Resize,
+            Ok(_) => continue,
+            Err(_) => return,
+        };
+        if tx.send(input).is_err() {
+            return;
+        }
+    });
+    rx
+}
+
+/// What the output view shows, so that a running task's log can be re-read as it grows.
+#[derive(Debug, Clone, PartialEq)]
+enum Shown {
+    /// The task running on the slot: `output.log` until it ends, then its `tasks/<id>.log`.
+    Live {
+        slot: Slot,
+        task: TaskId,
+    },
+    Fixed,
+}
+
+struct Dashboard {
+    root: Root,
+    reader: Reader,
+    ui: Ui,
+    shown: Shown,
+    watcher: Option<(Vec<Slot>, DirWatcher)>,
+    wake_tx: Sender<()>,
+    wake: Receiver<()>,
+    /// The selected slot, read by the watcher's filter: only its `output.log` wakes us.
+    selected_slot: Arc<AtomicU32>,
+}
+
+impl Dashboard {
+    fn new(root: Root) -> anyhow::Result<Dashboard> {
+        let mut reader = Reader::default();
+        let ui = Ui::new(reader.snapshot(&root));
+        let (wake_tx, wake) = bounded(1);
+        let mut dash = Dashboard {
+            root,
+            reader,
+            ui,
+            shown: Shown::Fixed,
+            watcher: None,
+            wake_tx,
+            wake,
+            selected_slot: Arc::new(AtomicU32::new(NO_SLOT)),
+        };
+        dash.after_refresh()?;
+        Ok(dash)
+    }
+
+    fn run(
+        &mut self,
+        term: &mut term::Term,
+        keys: &Receiver<Input>,
+        stop: &Receiver<()>,
+    ) -> anyhow::Result<()> {
+        let mut dirty = false;
+        let mut last = Instant::now();
+        self.draw(term)?;
+        loop {
+            let wait = if dirty {
+                MIN_GAP.saturating_sub(last.elapsed())
+            } else {
+                TICK
+            };
+            select! {
+                recv(keys) -> input => match input {
+                    Ok(Input::Key(k)) => match self.ui.on_key(k) {
+                        Action::Quit => return Ok(()),
+                        Action::Nothing => {}
+                        Action::Redraw => { self.follow_selection(); self.load_tail(); self.draw(term)?; }
+                        Action::OpenOutput => { self.open_output(); self.draw(term)?; }
+                        Action::Cancel(id) => { self.cancel(&id); dirty = true; self.draw(term)?; }
+                    },
+                    Ok(Input::Resize) => self.draw(term)?,
+                    // The terminal is gone: nobody is left to look.
+                    Err(_) => return Ok(()),
+                },
+                recv(self.wake) -> _ => dirty = true,
+                recv(stop) -> _ => return Ok(()),
+                default(wait) => dirty = true,
+            }
+            if dirty && last.elapsed() >= MIN_GAP {
+                self.refresh()?;
+                self.draw(term)?;
+                last = Instant::now();
+                dirty = false;
+            }
+        }
+    }
+
+    fn draw(&mut self, term: &mut term::Term) -> anyhow::Result<()> {
+        term.draw(|f| view::draw(f, &mut self.ui))?;
+        Ok(())
+    }
+
+    fn refresh(&mut self) -> anyhow::Result<()> {
+        let snap = self.reader.snapshot(&self.root);
+        self.ui.set_snapshot(snap);
+        self.after_refresh()
+    }
+
+    /// Keep the watcher on the current slots, the tail on the selection, and a live
+    /// output view up to date.
+    fn after_refresh(&mut self) -> anyhow::Result<()> {
+        let slots: Vec<Slot> = self.ui.snap.slots.iter().map(|r| r.slot).collect();
+        if self.watcher.as_ref().map(|(s, _)| s) != Some(&slots) {
+            let w = watch(&self.root, &slots, &self.selected_slot, &self.wake_tx)?;
+            self.watcher = Some((slots, w));
+        }
+        self.follow_selection();
+        self.load_tail();
+        if let (Mode::Output { lines, .. }, Shown::Live { slot, task }) =
+            (&mut self.ui.mode, &self.shown)
+        {
+            let paths = self.root.worker(*slot);
+            // At its end the log moves to tasks/<id>.log (and a fresh output.log, soon
+            // another task's, takes its place): from then on that is the whole of it.
+            let ended = paths.task_log(task);
+            if ended.exists() {
+                *lines = read_tail(&ended, OUTPUT_BYTES).unwrap_or_default();
+                self.shown = Shown::Fixed;
+            } else {
+                *lines = read_tail(&paths.output_log(), OUTPUT_BYTES).unwrap_or_default();
+            }
+        }
+        Ok(())
+    }
+
+    fn follow_selection(&self) {
+        let slot = match self.ui.selection() {
+            Some(Selected::Slot(r)) => r.slot.0,
+            _ => NO_SLOT,
+        };
+        self.selected_slot.store(slot, Ordering::Relaxed);
+    }
+
+    /// The tail pane: the selected slot's log, or a queued task's prompt and reason.
+    fn load_tail(&mut self) {
+        let (title, lines) = match self.ui.selection() {
+            Some(Selected::Slot(r)) => {
+                let title = match (r.state, &r.task_id) {
+                    (SlotState::Working, _) => format!("worker {} · live output", r.slot),
+                    (state, Some(id)) => {
+                        format!("worker {} · last task {id} ({})", r.slot, state.label())
+                    }
+                    (_, None) => format!("worker {} · no task yet", r.slot),
+                };
+                let lines = output_path(&self.root, r)
+                    .and_then(|p| read_tail(&p, TAIL_BYTES).ok())
+                    .unwrap_or_default();
+                (title, lines)
+            }
+            Some(Selected::Queued(q)) => {
+                let mut lines = vec![format!("waiting: {}", q.waiting), String::new()];
+                lines.extend(self.pending_prompt(&q.name));
+                let shown = q.id.as_ref().map_or(q.name.clone(), |i| i.to_string());
+                (format!("queued task {shown}"), lines)
+            }
+            None => ("nothing selected".to_string(), Vec::new()),
+        };
+        self.ui.tail_title = title;
+        self.ui.tail = lines;
+    }
+
+    fn pending_prompt(&self, name: &str) -> Vec<String> {
+        let path = self.root.queue_pending().join(name);
+        match Task::read(&path, TASK_SIZE_LIMIT) {
+            Ok(Some(t)) => t.prompt.lines().map(model::printable).collect(),
+            _ => vec!["(its file is gone or unreadable)".to_string()],
+        }
+    }
+
+    fn open_output(&mut self) {
+        let (title, shown, lines) = match self.ui.selection() {
+            Some(Selected::Slot(r)) => {
+                let Some(path) = output_path(&self.root, r) else {
+                    self.ui.message = Some(format!("worker {} has run no task yet", r.slot));
+                    return;
+                };
+                let what = r
+                    .task_id
+                    .as_ref()
+                    .map(|i| format!("task {i}"))
+                    .unwrap_or_default();
+                let title = format!(
+                    "worker {} · {what} · {}",
+                    r.slot,
+                    r.preview.as_deref().unwrap_or("")
+                );
+                let lines = read_tail(&path, OUTPUT_BYTES).unwrap_or_default();
+                let shown = match (&r.task_id, r.state) {
+                    (Some(task), SlotState::Working) => Shown::Live {
+                        slot: r.slot,
+                        task: task.clone(),
+                    },
+                    _ => Shown::Fixed,
+                };
+                (title, shown, lines)
+            }
+            Some(Selected::Queued(q)) => {
+                let name = q.name.clone();
+                (
+                    format!("queued task {name} (not started)"),
+                    Shown::Fixed,
+                    self.pending_prompt(&name),
+                )
+            }
+            None => return,
+        };
+        self.shown = shown;
+        self.ui.open_output(title, lines);
+    }
+
+    fn cancel(&mut self, id: &TaskId) {
+        self.ui.message = Some(match cancel_task(&self.root, id) {
+            Ok(CancelTask::Withdrawn { .. }) => format!("cancelled task {id} (it had not started)"),
+            Ok(CancelTask::Requested { slot }) => {
+                format!("cancel requested: worker {slot} stops task {id}")
+            }
+            Ok(CancelTask::NoLiveWorker { slot }) => {
+                format!("task {id} is on worker {slot}, but no live worker serves it")
+            }
+            Ok(CancelTask::Finished { state }) => {
+                format!("task {id} had already ended ({})", state.as_str())
+            }
+            Err(e) => format!("cannot cancel task {id}: {e}"),
+        });
+    }
+}
+
+/// Watch what the dashboard shows: the slot directories (status, running, inbox,
+/// results, and the selected slot's `output.log`), the list of slots, and the queue.
+fn watch(
+    root: &Root,
+    slots: &[Slot],
+    selected: &Arc<AtomicU32>,
+    wake: &Sender<()>,
+) -> anyhow::Result<DirWatcher> {
+    let mut dirs = vec![
+        root.workers_dir(),
+        root.queue_pending(),
+        root.queue_results(),
+    ];
+    dirs.extend(slots.iter().map(|s| root.worker(*s).dir));
+    dirs.extend(slots.iter().map(|s| root.worker(*s).results_dir()));
+    dirs.retain(|d| d.is_dir());
+    if dirs.is_empty() {
+        dirs.push(root.path().to_path_buf());
+    }
+    let selected = Arc::clone(selected);
+    let interest: Interest = Arc::new(move |p: &Path| {
+        let name = p.file_name().and_then(|n| n.to_str()).unwrap_or("");
+        if name == "output.log" {
+            let slot = p
+                .parent()
+                .and_then(|d| d.file_name())
+                .and_then(|n| n.to_str());
+            return slot.and_then(|s| s.parse::<u32>().ok())
+                == Some(selected.load(Ordering::Relaxed));
+        }
+        // Temp files are followed by the rename that matters.
+        !name.ends_with(".tmp")
+    });
+    Ok(DirWatcher::new(
+        &dirs,
+        WatchMode::Auto,
+        interest,
+        wake.clone(),
+    )?)
+}

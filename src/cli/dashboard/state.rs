@@ -1,0 +1,333 @@
+//! The dashboard's screen state and what each key does to it (no terminal, no files).
+
+use ratatui::crossterm::event::{KeyCode, KeyEvent, KeyEventKind, KeyModifiers};
+
+use super::model::{SlotRow, Snapshot};
+use crate::TaskId;
+
+/// What the screen shows besides the snapshot.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Mode {
+    /// Slots, output tail, queue.
+    List,
+    /// One task's whole output; `scroll` is the first line shown, `None` follows the end.
+    Output {
+        title: String,
+        lines: Vec<String>,
+        scroll: Option<usize>,
+    },
+    /// `c` was pressed: cancel `id` on `y`.
+    Confirm { id: TaskId, what: String },
+}
+
+/// What the event loop must do after a key.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Action {
+    Nothing,
+    /// Redraw (the selection or the mode changed).
+    Redraw,
+    Quit,
+    /// Read the selected item's whole output and show it ([`Ui::open_output`]).
+    OpenOutput,
+    Cancel(TaskId),
+}
+
+/// Which item is selected, kept by identity across snapshots.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Pick {
+    Slot(u32),
+    Pending(String),
+}
+
+/// The whole screen state.
+#[derive(Debug, Clone)]
+pub struct Ui {
+    pub snap: Snapshot,
+    /// Index into the slots followed by the queue.
+    pub selected: usize,
+    pick: Option<Pick>,
+    /// The selected slot's output tail, and what it is (live or the last task's).
+    pub tail: Vec<String>,
+    pub tail_title: String,
+    pub mode: Mode,
+    /// A one-line answer to the last action (a cancel's outcome, an error).
+    pub message: Option<String>,
+    /// Set by the view: the largest useful scroll of the output mode at this size.
+    pub output_max_scroll: usize,
+    /// Set by the view: lines of output one page shows.
+    pub output_page: usize,
+}
+
+/// The selected item.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Selected<'a> {
+    Slot(&'a SlotRow),
+    Queued(&'a super::model::QueueRow),
+}
+
+impl Ui {
+    pub fn new(snap: Snapshot) -> Ui {
+        let mut ui = Ui {
+            snap: Snapshot::default(),
+            selected: 0,
+            pick: None,
+            tail: Vec::new(),
+            tail_title: String::new(),
+            mode: Mode::List,
+            message: None,
+            output_max_scroll: 0,
+            output_page: 1,
+        };
+        ui.set_snapshot(snap);
+        ui
+    }
+
+    fn items(&self) -> usize {
+        self.snap.slots.len() + self.snap.queue.len()
+    }
+
+    pub fn selection(&self) -> Option<Selected<'_>> {
+        let n = self.snap.slots.len();
+        if self.selected < n {
+            Some(Selected::Slot(&self.snap.slots[self.selected]))
+        } else {
+            self.snap.queue.get(self.selected - n).map(Selected::Queued)
+        }
+    }
+
+    /// Take a new snapshot, keeping the same item selected when it is still there.
+    pub fn set_snapshot(&mut self, snap: Snapshot) {
+        self.snap = snap;
+        let found = self.pick.as_ref().and_then(|p| {
+            let n = self.snap.slots.len();
+            match p {
+                Pick::Slot(s) => self.snap.slots.iter().position(|r| r.slot.0 == *s),
+                Pick::Pending(name) => self
+                    .snap
+                    .queue
+                    .iter()
+                    .position(|q| &q.name == name)
+                    .map(|i| i + n),
+            }
+        });
+        self.selected = found.unwrap_or(self.selected.min(self.items().saturating_sub(1)));
+        self.remember();
+    }
+
+    fn remember(&mut self) {
+        self.pick = match self.selection() {
+            Some(Selected::Slot(r)) => Some(Pick::Slot(r.slot.0)),
+            Some(Selected::Queued(q)) => Some(Pick::Pending(q.name.clone())),
+            None => None,
+        };
+    }
+
+    /// The selected task's id and a few words of it, for the confirmation.
+    fn cancel_target(&self) -> Option<(TaskId, String)> {
+        let (id, preview) = match self.selection()? {
+            Selected::Slot(r) if r.state == super::model::SlotState::Working => {
+                (r.task_id.clone()?, r.preview.clone())
+            }
+            Selected::Slot(_) => return None,
+            Selected::Queued(q) => (q.id.clone()?, q.preview.clone()),
+        };
+        let words = crate::inspect::prompt_preview(preview.as_deref().unwrap_or(""), 40);
+        Some((id.clone(), format!("{id} ({words})")))
+    }
+
+    /// Show `lines` as the whole output of `title`, following its end.
+    pub fn open_output(&mut self, title: String, lines: Vec<String>) {
+        self.mode = Mode::Output {
+            title,
+            lines,
+            scroll: None,
+        };
+    }
+
+    /// What `key` does.
+    pub fn on_key(&mut self, key: KeyEvent) -> Action {
+        if key.kind == KeyEventKind::Release {
+            return Action::Nothing;
+        }
+        // Raw mode turns Ctrl-C into a key: it quits, from any mode.
+        if key.modifiers.contains(KeyModifiers::CONTROL) && key.code == KeyCode::Char('c') {
+            return Action::Quit;
+        }
+        match &mut self.mode {
+            Mode::List => self.list_key(key.code),
+            Mode::Confirm { id, .. } => {
+                let id = id.clone();
+                self.mode = Mode::List;
+                if matches!(key.code, KeyCode::Char('y') | KeyCode::Char('Y')) {
+                    Action::Cancel(id)
+                } else {
+                    self.message = Some(format!("task {id} not cancelled"));
+                    Action::Redraw
+                }
+            }
+            Mode::Output { scroll, .. } => {
+                let (max, page) = (self.output_max_scroll, self.output_page.max(1));
+                let at = scroll.unwrap_or(max);
+                let to = |n: usize| if n >= max { None } else { Some(n) };
+                *scroll = match key.code {
+                    KeyCode::Esc | KeyCode::Char('q') | KeyCode::Backspace => {
+                        self.mode = Mode::List;
+                        return Action::Redraw;
+                    }
+                    KeyCode::Up | KeyCode::Char('k') => to(at.saturating_sub(1)),
+                    KeyCode::Down | KeyCode::Char('j') => to(at + 1),
+                    KeyCode::PageUp | KeyCode::Char('b') => to(at.saturating_sub(page)),
+                    KeyCode::PageDown | KeyCode::Char(' ') => to(at + page),
+                    KeyCode::Home | KeyCode::Char('g') => to(0),
+                    KeyCode::End | KeyCode::Char('G') => None,
+                    _ => return Action::Nothing,
+                };
+                Action::Redraw
+            }
+        }
+    }
+
+    fn list_key(&mut self, code: KeyCode) -> Action {
+        let last = self.items().saturating_sub(1);
+        match code {
+            KeyCode::Char('q') | KeyCode::Esc => return Action::Quit,
+            KeyCode::Up | KeyCode::Char('k') => self.selected = self.selected.saturating_sub(1),
+            KeyCode::Down | KeyCode::Char('j') => self.selected = (self.selected + 1).min(last),
+            KeyCode::Home | KeyCode::Char('g') => self.selected = 0,
+            KeyCode::End | KeyCode::Char('G') => self.selected = last,
+            KeyCode::Enter => return Action::OpenOutput,
+            KeyCode::Char('c') => {
+                match self.cancel_target() {
+                    Some((id, what)) => self.mode = Mode::Confirm { id, what },
+                    None => {
+                        self.message =
+                            Some("nothing to cancel: select a running or queued task".into())
+                    }
+                }
+                return Action::Redraw;
+            }
+            _ => return Action::Nothing,
+        }
+        self.message = None;
+        self.remember();
+        Action::Redraw
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::model::{QueueRow, SlotState};
+    use super::*;
+    use crate::Slot;
+
+    fn key(code: KeyCode) -> KeyEvent {
+        KeyEvent::new(code, KeyModifiers::NONE)
+    }
+
+    fn slot(n: u32, state: SlotState, id: Option<&str>) -> SlotRow {
+        SlotRow {
+            slot: Slot(n),
+            state,
+            task_id: id.map(|i| TaskId::parse(i).unwrap()),
+            preview: Some(format!("prompt {n}")),
+            elapsed: None,
+            cost: None,
+            inbox: None,
+        }
+    }
+
+    fn queued(name: &str) -> QueueRow {
+        QueueRow {
+            id: Some(TaskId::parse(name).unwrap()),
+            name: name.into(),
+            priority: 5,
+            key: None,
+            preview: Some("later".into()),
+            waiting: "no idle worker".into(),
+        }
+    }
+
+    fn snap(slots: Vec<SlotRow>, queue: Vec<QueueRow>) -> Snapshot {
+        Snapshot {
+            slots,
+            queue,
+            ..Snapshot::default()
+        }
+    }
+
+    #[test]
+    fn selection_moves_and_follows_its_item_across_snapshots() {
+        let mut ui = Ui::new(snap(
+            vec![
+                slot(0, SlotState::Idle, None),
+                slot(1, SlotState::Idle, None),
+            ],
+            vec![queued("q1"), queued("q2")],
+        ));
+        ui.on_key(key(KeyCode::Down));
+        ui.on_key(key(KeyCode::Char('j')));
+        ui.on_key(key(KeyCode::Char('j')));
+        assert!(matches!(ui.selection(), Some(Selected::Queued(q)) if q.name == "q2"));
+        assert_eq!(ui.on_key(key(KeyCode::Down)), Action::Redraw);
+        assert_eq!(ui.selected, 3, "stays on the last item");
+        // q1 starts running: q2 moves up one place and stays selected.
+        ui.set_snapshot(snap(
+            vec![
+                slot(0, SlotState::Idle, None),
+                slot(1, SlotState::Idle, None),
+            ],
+            vec![queued("q2")],
+        ));
+        assert_eq!(ui.selected, 2);
+        // q2 goes too: the selection stays in range.
+        ui.set_snapshot(snap(vec![slot(0, SlotState::Idle, None)], vec![]));
+        assert_eq!(ui.selected, 0);
+        ui.on_key(key(KeyCode::Char('k')));
+        assert_eq!(ui.selected, 0);
+    }
+
+    #[test]
+    fn cancel_asks_first_and_only_for_running_or_queued_tasks() {
+        let mut ui = Ui::new(snap(
+            vec![
+                slot(0, SlotState::Done, Some("old")),
+                slot(1, SlotState::Working, Some("t1")),
+            ],
+            vec![],
+        ));
+        assert_eq!(ui.on_key(key(KeyCode::Char('c'))), Action::Redraw);
+        assert_eq!(ui.mode, Mode::List, "a finished task is not cancelled");
+        assert!(ui.message.as_deref().unwrap().contains("nothing to cancel"));
+        ui.on_key(key(KeyCode::Down));
+        ui.on_key(key(KeyCode::Char('c')));
+        assert!(matches!(&ui.mode, Mode::Confirm { what, .. } if what.contains("prompt 1")));
+        assert_eq!(ui.on_key(key(KeyCode::Char('n'))), Action::Redraw);
+        assert_eq!(ui.mode, Mode::List);
+        ui.on_key(key(KeyCode::Char('c')));
+        let id = TaskId::parse("t1").unwrap();
+        assert_eq!(ui.on_key(key(KeyCode::Char('y'))), Action::Cancel(id));
+    }
+
+    #[test]
+    fn ctrl_c_quits_from_every_mode_and_esc_leaves_the_output() {
+        let mut ui = Ui::new(snap(vec![slot(0, SlotState::Idle, None)], vec![]));
+        ui.open_output("out".into(), vec!["a".into(); 100]);
+        ui.output_max_scroll = 90;
+        ui.output_page = 10;
+        assert_eq!(ui.on_key(key(KeyCode::PageUp)), Action::Redraw);
+        assert!(matches!(
+            ui.mode,
+            Mode::Output {
+                scroll: Some(80),
+                ..
+            }
+        ));
+        ui.on_key(key(KeyCode::Char('G')));
+        assert!(matches!(ui.mode, Mode::Output { scroll: None, .. }));
+        let ctrl_c = KeyEvent::new(KeyCode::Char('c'), KeyModifiers::CONTROL);
+        assert_eq!(ui.on_key(ctrl_c), Action::Quit);
+        assert_eq!(ui.on_key(key(KeyCode::Esc)), Action::Redraw);
+        assert_eq!(ui.mode, Mode::List);
+        assert_eq!(ui.on_key(key(KeyCode::Char('q'))), Action::Quit);
+    }
+}

@@ -1,0 +1,341 @@
+//! `conductor dashboard` in a real terminal: a shell in an 80x24 tmux pane on a private
+//! server runs it; the tests read the screen with `capture-pane` and check that the
+//! terminal is given back as it was (no alternate screen, cursor shown, cooked mode).
+
+use std::fs;
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use conductor::queue::Queue;
+use conductor::{Outcome, Slot, Task, WorkerState};
+
+use crate::harness::{agent, assert_nothing_left, bin, TestRoot, WorkerProc};
+use crate::launch::{text, tmux_available, Server};
+
+const BOUND: Duration = Duration::from_secs(30);
+const SESSION: &str = "dash";
+
+/// A `/bin/sh` in an 80x24 pane of a private tmux server.
+struct Shell {
+    srv: Server,
+}
+
+impl Shell {
+    fn start(t: &TestRoot) -> Shell {
+        let srv = Server::new();
+        let cmd = format!(
+            "env -u TMUX RUST_BACKTRACE=0 CONDUCTOR_HOME='{}' PS1='$ ' ENV= /bin/sh",
+            t.path().display()
+        );
+        let out = srv.tmux(&[
+            "new-session",
+            "-d",
+            "-s",
+            SESSION,
+            "-x",
+            "80",
+            "-y",
+            "24",
+            &cmd,
+        ]);
+        assert!(out.status.success(), "new-session: {}", text(&out.stderr));
+        Shell { srv }
+    }
+
+    fn screen(&self) -> String {
+        text(
+            &self
+                .srv
+                .tmux(&["capture-pane", "-p", "-t", "=dash:"])
+                .stdout,
+        )
+    }
+
+    /// The screen with what scrolled off it (a panic's report may push lines up).
+    fn history(&self) -> String {
+        let out = self
+            .srv
+            .tmux(&["capture-pane", "-p", "-S", "-200", "-t", "=dash:"]);
+        text(&out.stdout)
+    }
+
+    fn format(&self, f: &str) -> String {
+        let out = self.srv.tmux(&["display-message", "-p", "-t", "=dash:", f]);
+        text(&out.stdout).trim().to_string()
+    }
+
+    fn keys(&self, keys: &[&str]) {
+        let mut args = vec!["send-keys", "-t", "=dash:"];
+        args.extend(keys);
+        assert!(self.srv.tmux(&args).status.success(), "send-keys {keys:?}");
+    }
+
+    fn type_line(&self, line: &str) {
+        self.keys(&["-l", line]);
+        self.keys(&["Enter"]);
+    }
+
+    /// Wait (bounded, polling: a screen offers no event) until the screen shows `what`.
+    fn wait_for(&self, what: &str) -> String {
+        let deadline = Instant::now() + BOUND;
+        loop {
+            let screen = self.screen();
+            if screen.contains(what) {
+                return screen;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "timed out waiting for {what:?} on the screen:\n{screen}"
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    /// Start `conductor SUBCOMMAND --root ROOT` (`dashboard` or its alias `top`) at the
+    /// shell's prompt, below a line it must leave on the screen.
+    fn dashboard(&self, t: &TestRoot, subcommand: &str) {
+        self.type_line("clear; echo BEFORE-THE-DASHBOARD");
+        self.wait_for("BEFORE-THE-DASHBOARD");
+        let line = format!(
+            "{} {subcommand} --root '{}'",
+            bin("conductor").display(),
+            t.path().display()
+        );
+        self.type_line(&line);
+        self.wait_for("q quit");
+        assert_eq!(self.format("#{alternate_on}"), "1", "full screen");
+    }
+
+    /// The dashboard has ended and left the terminal as the shell had it: the normal
+    /// screen with what was on it, the cursor shown, and a cooked tty (a raw one would
+    /// not even turn Enter into the newline the shell waits for).
+    fn assert_given_back(&self, t: &TestRoot) {
+        let deadline = Instant::now() + BOUND;
+        while self.format("#{alternate_on}") != "0" {
+            assert!(
+                Instant::now() < deadline,
+                "still full screen:\n{}",
+                self.screen()
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        assert_eq!(self.format("#{cursor_flag}"), "1", "the cursor is shown");
+        assert!(
+            self.history().contains("BEFORE-THE-DASHBOARD"),
+            "{}",
+            self.history()
+        );
+        let stty = t.dir.path().join("stty.txt");
+        let _ = fs::remove_file(&stty);
+        self.type_line(&format!(
+            "stty -a > '{}'; echo STTY-$((6 * 7))",
+            stty.display()
+        ));
+        self.wait_for("STTY-42");
+        let flags = fs::read_to_string(&stty).unwrap();
+        let words: Vec<&str> = flags
+            .split(|c: char| c.is_whitespace() || c == ';')
+            .collect();
+        for flag in ["icanon", "echo", "isig", "icrnl"] {
+            assert!(
+                words.contains(&flag),
+                "{flag} is off after the dashboard:\n{flags}"
+            );
+        }
+    }
+}
+
+/// The pid of the dashboard running on `root` (its command line names the root).
+fn dashboard_pid(root: &Path) -> u32 {
+    let needle = root.display().to_string();
+    for entry in fs::read_dir("/proc").unwrap().flatten() {
+        let Some(pid) = entry.file_name().to_str().and_then(|n| n.parse().ok()) else {
+            continue;
+        };
+        let Ok(cmd) = fs::read(entry.path().join("cmdline")) else {
+            continue;
+        };
+        let args: Vec<String> = cmd
+            .split(|b| *b == 0)
+            .map(|a| String::from_utf8_lossy(a).into_owned())
+            .collect();
+        let named = args.iter().any(|a| a == "dashboard" || a == "top");
+        if named && args.iter().any(|a| a == &needle) {
+            return pid;
+        }
+    }
+    panic!("no dashboard process on {needle}");
+}
+
+#[test]
+fn the_dashboard_shows_prompts_live_output_queue_reasons_and_cancels() {
+    if !tmux_available() {
+        return;
+    }
+    let t = TestRoot::new();
+    let ticker = agent("ticker.sh").display().to_string();
+    let _w = WorkerProc::start(&t, Slot(0), &ticker, &[], &[]);
+    let running = t
+        .client
+        .write_task(
+            Slot(0),
+            &Task::new("count the ticks slowly please").with_id("tick-task"),
+        )
+        .unwrap();
+    t.client
+        .wait_for_status(Slot(0), &[WorkerState::Working], BOUND)
+        .unwrap();
+    let queue = Queue::new(t.client.root().clone());
+    queue
+        .submit(&Task::new("first in the queue").with_id("qa"))
+        .unwrap();
+    queue
+        .submit(
+            &Task::new("after the first")
+                .with_id("qb")
+                .with_after(["qa"]),
+        )
+        .unwrap();
+
+    let sh = Shell::start(&t);
+    sh.dashboard(&t, "dashboard");
+    // The running task's prompt, its live output (a later tick replaces an earlier
+    // one on screen), and why each queued task waits.
+    let screen = sh.wait_for("count the ticks slowly please");
+    assert!(screen.contains("working"), "{screen}");
+    sh.wait_for("tick 3");
+    sh.wait_for("tick 6");
+    let screen = sh.wait_for("no idle worker");
+    assert!(screen.contains("waiting for qa"), "{screen}");
+    assert!(screen.contains("first in the queue"), "{screen}");
+    for line in screen.lines() {
+        assert!(line.chars().count() <= 80, "wider than the pane: {line:?}");
+    }
+
+    // Enter: the whole output, from tick 1; Esc: back.
+    sh.keys(&["Enter"]);
+    sh.wait_for("Esc back");
+    sh.keys(&["g"]);
+    let screen = sh.wait_for("lines 1-21 of");
+    assert!(screen.contains("│tick 1 "), "{screen}");
+    assert!(screen.contains("task tick-task"), "{screen}");
+    sh.keys(&["Escape"]);
+    sh.wait_for("q quit");
+
+    // c, then n: nothing happens; c, then y: the running task is cancelled.
+    sh.keys(&["c"]);
+    sh.wait_for("Cancel task tick-task (count the ticks slowly please)? y/n");
+    sh.keys(&["n"]);
+    sh.wait_for("task tick-task not cancelled");
+    sh.keys(&["c"]);
+    sh.wait_for("? y/n");
+    sh.keys(&["y"]);
+    let res = t.client.wait_for_result(Slot(0), &running, BOUND).unwrap();
+    assert_eq!(res.outcome, Some(Outcome::Cancelled));
+    sh.wait_for("cancel requested: worker 0 stops task tick-task");
+
+    sh.keys(&["q"]);
+    sh.assert_given_back(&t);
+    drop(sh);
+    drop(_w);
+    assert_nothing_left(t.path());
+}
+
+#[test]
+fn ctrl_c_and_sigterm_give_the_terminal_back() {
+    if !tmux_available() {
+        return;
+    }
+    let t = TestRoot::new();
+    t.client.create_worker(Slot(0)).unwrap();
+    let sh = Shell::start(&t);
+
+    sh.dashboard(&t, "dashboard");
+    let screen = sh.wait_for("no worker");
+    assert!(screen.contains("queue: 0 pending"), "{screen}");
+    sh.keys(&["C-c"]);
+    sh.assert_given_back(&t);
+
+    sh.dashboard(&t, "top");
+    let pid = dashboard_pid(t.path());
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(pid as i32),
+        nix::sys::signal::Signal::SIGTERM,
+    )
+    .unwrap();
+    sh.assert_given_back(&t);
+    drop(sh);
+    assert_nothing_left(t.path());
+}
+
+#[test]
+fn without_a_terminal_the_dashboard_says_what_to_use_instead() {
+    let t = TestRoot::new();
+    let r = crate::harness::run_conductor(&t, &["dashboard"], 2);
+    assert!(r.stderr.contains("needs a terminal"), "{}", r.stderr);
+    assert!(r.stderr.contains("conductor status"), "{}", r.stderr);
+}
+
+#[test]
+fn a_panic_gives_the_terminal_back() {
+    if crate::harness::child_role().as_deref() == Some("panic") {
+        // In the tmux pane: take the terminal as the dashboard does, draw, wait for a
+        // key, then panic.
+        let (mut term, _guard) = conductor::cli::dashboard::term::enter().unwrap();
+        term.draw(|f| {
+            let text = ratatui::widgets::Paragraph::new("DRAWN-BEFORE-THE-PANIC");
+            f.render_widget(text, f.area());
+        })
+        .unwrap();
+        let _ = ratatui::crossterm::event::read();
+        panic!("a deliberate panic in the dashboard");
+    }
+    if !tmux_available() {
+        return;
+    }
+    let t = TestRoot::new();
+    let sh = Shell::start(&t);
+    sh.type_line("clear; echo BEFORE-THE-DASHBOARD");
+    sh.wait_for("BEFORE-THE-DASHBOARD");
+    let exe = std::env::current_exe().unwrap();
+    sh.type_line(&format!(
+        "{}=panic '{}' dashboard::a_panic_gives_the_terminal_back --exact --nocapture",
+        crate::harness::CHILD_ROLE,
+        exe.display()
+    ));
+    sh.wait_for("DRAWN-BEFORE-THE-PANIC");
+    assert_eq!(sh.format("#{alternate_on}"), "1", "full screen");
+    sh.keys(&["x"]);
+    sh.assert_given_back(&t);
+    // The panic message is printed after the terminal is restored, so it stays visible.
+    sh.wait_for("a deliberate panic in the dashboard");
+}
+
+#[test]
+fn the_output_view_keeps_a_task_s_whole_log_after_it_ends() {
+    if !tmux_available() {
+        return;
+    }
+    let t = TestRoot::new();
+    let ticker = agent("ticker.sh").display().to_string();
+    let _w = WorkerProc::start(&t, Slot(0), &ticker, &[], &[("TICKS", "15")]);
+    let sh = Shell::start(&t);
+    sh.dashboard(&t, "dashboard");
+    let id = t
+        .client
+        .write_task(Slot(0), &Task::new("fifteen ticks").with_id("fifteen"))
+        .unwrap();
+    sh.wait_for("tick 2");
+    sh.keys(&["Enter"]);
+    sh.wait_for("task fifteen");
+    // The task ends while its output is shown: its log moves to tasks/<id>.log and an
+    // empty output.log takes its place; the view goes on showing the whole log.
+    let res = t.client.wait_for_result(Slot(0), &id, BOUND).unwrap();
+    assert_eq!(res.outcome, Some(Outcome::Success));
+    let screen = sh.wait_for("lines 1-16 of 16");
+    assert!(screen.contains("│ticker done"), "{screen}");
+    sh.keys(&["q"]);
+    sh.wait_for("q quit");
+    sh.keys(&["q"]);
+    sh.assert_given_back(&t);
+}
