@@ -13,6 +13,7 @@ mod locks;
 mod orchestrator;
 mod protocol;
 mod queue;
+mod scale;
 mod tasks;
 mod trust;
 mod waits;
