@@ -160,7 +160,7 @@ impl MultiWorker {
         format!(
             "conductor worker for {} slots ({}) (pid {}) serving {} in {} with agent `{}`, watching with {}",
             self.own.len(),
-            describe_slots(&self.own),
+            format_slot_list(&self.own),
             std::process::id(),
             opts.root.workers_dir().display(),
             opts.project_dir.display(),
@@ -435,8 +435,8 @@ fn watch_slots(
     DirWatcher::watch_changes(&dirs, &polled, opts.watch, on_change)
 }
 
-/// `0-3,7` for people.
-fn describe_slots(slots: &[Slot]) -> String {
+/// `0-3,7`: a slot list as `conductor-worker` takes it and people read it.
+pub fn format_slot_list(slots: &[Slot]) -> String {
     let mut parts: Vec<String> = Vec::new();
     let mut i = 0;
     while i < slots.len() {
@@ -464,7 +464,7 @@ mod tests {
         assert_eq!(parse_slot_list("0-3").unwrap(), s(&[0, 1, 2, 3]));
         assert_eq!(parse_slot_list("0,3,5-7,3").unwrap(), s(&[0, 3, 5, 6, 7]));
         assert_eq!(parse_slot_list("7").unwrap(), s(&[7]));
-        assert_eq!(describe_slots(&s(&[0, 1, 2, 5, 7, 8])), "0-2,5,7-8");
+        assert_eq!(format_slot_list(&s(&[0, 1, 2, 5, 7, 8])), "0-2,5,7-8");
         for bad in ["", "3-1", "a", "1,,2", "0-2000", "-1"] {
             let e = parse_slot_list(bad).unwrap_err().to_string();
             assert!(e.contains("slot list"), "{bad}: {e}");

@@ -333,3 +333,43 @@ fn reads_of_shared_directories_do_not_wake_a_worker() {
         );
     }
 }
+
+#[test]
+fn run_with_many_workers_starts_one_many_slot_process() {
+    let t = TestRoot::new();
+    let n = conductor::pool::MANY_SLOT_FROM;
+    let prompts: Vec<String> = (0..2 * n).map(|i| format!("prompt {i}")).collect();
+    let out = Command::new(bin("conductor"))
+        .env("CONDUCTOR_HOME", t.path())
+        .env_remove("CONDUCTOR_WORKER")
+        .args([
+            "run",
+            "--workers",
+            &n.to_string(),
+            "--agent",
+            "tr a-z A-Z",
+            "--json",
+            "--root",
+        ])
+        .arg(t.path())
+        .args(&prompts)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let results = doc["results"].as_array().unwrap();
+    assert_eq!(results.len(), 2 * n);
+    for (i, r) in results.iter().enumerate() {
+        assert_eq!(r["output"], format!("PROMPT {i}"));
+    }
+    let log = fs::read_to_string(t.path().join("workers/0/worker.log")).unwrap();
+    assert!(
+        log.contains(&format!("conductor worker for {n} slots (0-{})", n - 1)),
+        "{log}"
+    );
+    assert_nothing_left(t.path());
+}
