@@ -6,6 +6,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+use conductor::queue::Queue;
 use conductor::{Outcome, Slot, Task, TaskId, TaskResult, WorkerState};
 use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
@@ -24,6 +25,16 @@ struct Many {
 
 impl Many {
     fn spawn(t: &TestRoot, slots: &str, agent_cmd: &str, env: &[(&str, &str)]) -> Many {
+        Many::spawn_with(t, slots, agent_cmd, &[], env)
+    }
+
+    fn spawn_with(
+        t: &TestRoot,
+        slots: &str,
+        agent_cmd: &str,
+        extra: &[&str],
+        env: &[(&str, &str)],
+    ) -> Many {
         let stderr = t
             .dir
             .path()
@@ -32,6 +43,7 @@ impl Many {
         cmd.arg(slots)
             .arg(t.dir.path())
             .args(["--agent", agent_cmd])
+            .args(extra)
             .env("CONDUCTOR_HOME", t.path())
             .env_remove("CONDUCTOR_WORKER")
             .env("RUST_LOG", "conductor=debug")
@@ -51,8 +63,18 @@ impl Many {
 
     /// Start and wait until every slot in `slots` is served by it.
     fn start(t: &TestRoot, slots: &[Slot], agent_cmd: &str, env: &[(&str, &str)]) -> Many {
+        Many::start_with(t, slots, agent_cmd, &[], env)
+    }
+
+    fn start_with(
+        t: &TestRoot,
+        slots: &[Slot],
+        agent_cmd: &str,
+        extra: &[&str],
+        env: &[(&str, &str)],
+    ) -> Many {
         let list = format!("{}-{}", slots[0], slots[slots.len() - 1]);
-        let mut m = Many::spawn(t, &list, agent_cmd, env);
+        let mut m = Many::spawn_with(t, &list, agent_cmd, extra, env);
         wait_until(BOUND, "every slot served", || {
             if let Some(st) = m.child.as_mut().unwrap().try_wait().unwrap() {
                 panic!("worker exited at start ({st}): {}", m.stderr());
@@ -372,4 +394,34 @@ fn run_with_many_workers_starts_one_many_slot_process() {
         "{log}"
     );
     assert_nothing_left(t.path());
+}
+
+#[test]
+fn a_many_slot_worker_pulls_from_the_queue_with_events_and_when_polling() {
+    for extra in [&[][..], &["--poll=20ms"][..]] {
+        let t = TestRoot::new();
+        let m = Many::start_with(&t, &slots(0..8), "cat", extra, &[]);
+        let q = Queue::new(t.client.root().clone());
+        let ids: Vec<String> = (0..40).map(|i| format!("q{i}")).collect();
+        for id in &ids {
+            q.submit(&Task::new(format!("queued {id}")).with_id(id.as_str()))
+                .unwrap();
+        }
+        let mut used = std::collections::BTreeSet::new();
+        for id in &ids {
+            let r = q
+                .wait_for_result(&TaskId::from(id.as_str()), BOUND)
+                .unwrap_or_else(|e| panic!("{id} ({extra:?}): {e}\n{}", m.stderr()));
+            assert_eq!(r.output, format!("queued {id}"));
+            used.insert(r.worker);
+        }
+        assert!(used.len() > 1, "one slot ran everything ({extra:?})");
+        // A direct task while polling: the inbox is among what the poller stats.
+        t.client
+            .write_task(Slot(5), &Task::new("direct").with_id("direct"))
+            .unwrap();
+        assert_eq!(result_of(&t, Slot(5), "direct").output, "direct");
+        drop(m);
+        assert_nothing_left(t.path());
+    }
 }
