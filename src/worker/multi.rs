@@ -100,6 +100,7 @@ impl MultiWorker {
         };
         opts.slot = first;
         check_startable(&opts)?;
+        raise_open_file_limit(slots.len());
         crate::trust::verify_root(&opts.root)?;
         Client::new(opts.root.clone()).init_queue()?;
         let reaper = status::spawn_reaper(&opts.root.workers_dir())?;
@@ -387,6 +388,29 @@ impl MultiWorker {
                 tracing::warn!("config.json changed but cannot be read ({e}); keeping the old one")
             }
         }
+    }
+}
+
+/// A gate descriptor per slot and four per running agent (its pipes and log) must fit
+/// under the soft open-file limit, often 1024: raise it, up to the hard limit, if short.
+fn raise_open_file_limit(slots: usize) {
+    use nix::sys::resource::{getrlimit, setrlimit, Resource};
+    let needed = (slots as u64) * 5 + 64;
+    let Ok((soft, hard)) = getrlimit(Resource::RLIMIT_NOFILE) else {
+        return;
+    };
+    if soft >= needed {
+        return;
+    }
+    let want = needed.min(hard);
+    if let Err(e) = setrlimit(Resource::RLIMIT_NOFILE, want, hard) {
+        tracing::warn!("cannot raise the open-file limit from {soft} to {want}: {e}");
+    }
+    if want < needed {
+        tracing::warn!(
+            "the open-file limit ({hard}) may be short for {slots} slots with every agent \
+             running (about {needed} descriptors); raise it (ulimit -n) if spawns fail"
+        );
     }
 }
 
