@@ -64,6 +64,8 @@ enum State {
     Busy {
         wake: Sender<()>,
         stop: Sender<()>,
+        /// [`MultiWorker::queue_changes`] when the thread started.
+        queue_seen: u64,
     },
 }
 
@@ -89,6 +91,11 @@ pub struct MultiWorker {
     recoveries: Vec<(Slot, RecoveryReport)>,
     sweeper: Sweeper,
     seen_config: Option<(SystemTime, u64)>,
+    /// How many queue changes the watcher has reported: a slot's thread that found
+    /// nothing may have looked before the latest one.
+    queue_changes: u64,
+    /// Shutting down: no slot is handed to a new thread.
+    stopping: bool,
 }
 
 impl MultiWorker {
@@ -152,6 +159,8 @@ impl MultiWorker {
             recoveries,
             sweeper,
             seen_config,
+            queue_changes: 0,
+            stopping: false,
         })
     }
 
@@ -233,6 +242,7 @@ impl MultiWorker {
             }
         }
         if d.shared {
+            self.queue_changes += 1;
             self.look_at_queue();
         }
     }
@@ -290,12 +300,16 @@ impl MultiWorker {
 
     /// Give idle slot `i` to a new thread that looks until it finds nothing.
     fn launch(&mut self, i: usize) {
+        if self.stopping {
+            return;
+        }
         let entry = &mut self.entries[i];
         let (wake_tx, wake_rx) = bounded(1);
         let (stop_tx, stop_rx) = bounded(1);
         let busy = State::Busy {
             wake: wake_tx,
             stop: stop_tx,
+            queue_seen: self.queue_changes,
         };
         let State::Idle(server) = std::mem::replace(&mut entry.state, busy) else {
             return;
@@ -334,24 +348,39 @@ impl MultiWorker {
     }
 
     /// A slot's thread ended: the slot is idle again, to be looked at when due.
+    /// A change that came while the thread was between its last look and now was
+    /// forwarded to a thread that no longer listens: look again for it (unless the
+    /// thread said when to).
     fn hand_back(&mut self, (i, server, result): Done) {
-        let retry_at = match result {
-            Ok(Pickup::NotYet(at)) => Some(at),
-            Ok(_) => None,
+        let queue_seen = match &self.entries[i].state {
+            State::Busy { queue_seen, .. } => *queue_seen,
+            State::Idle(_) => self.queue_changes,
+        };
+        let (retry_at, found_nothing) = match result {
+            Ok(Pickup::NotYet(at)) => (Some(at), false),
+            Ok(Pickup::Empty) => (None, true),
+            Ok(_) => (None, false),
             Err(e) => {
                 tracing::warn!("worker {}: {e}; will look again", server.slot());
-                Some(Instant::now() + self.shared.opts.rescan)
+                (Some(Instant::now() + self.shared.opts.rescan), false)
             }
         };
         self.entries[i] = Entry {
             state: State::Idle(server),
             retry_at,
         };
+        if found_nothing {
+            self.look_at(i);
+            if queue_seen != self.queue_changes {
+                self.look_at_queue();
+            }
+        }
     }
 
     /// Ask every slot's thread to stop (their agents are stopped, their tasks end
     /// `interrupted`) and wait until all are back.
     fn stop_all(&mut self) {
+        self.stopping = true;
         let mut out = 0;
         for e in &self.entries {
             if let State::Busy { stop, .. } = &e.state {

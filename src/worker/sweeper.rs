@@ -43,11 +43,17 @@ impl Sweeper {
         let Some(lock) = self.take() else {
             return false; // someone is sweeping right now
         };
-        let last = lock.metadata().and_then(|m| m.modified()).ok();
+        // A file just created (empty) has a fresh mtime but was never swept.
+        let last = lock
+            .metadata()
+            .ok()
+            .filter(|m| m.len() > 0)
+            .and_then(|m| m.modified().ok());
         let due = last.is_none_or(|t| t.elapsed().map_or(true, |age| age >= self.every));
         if !due {
             return false;
         }
+        let _ = lock.set_len(1);
         let _ = lock.set_modified(SystemTime::now());
         let Ok(slots) = Client::new(root.clone()).list_workers() else {
             return false;
@@ -81,5 +87,36 @@ impl Sweeper {
             }
         };
         Flock::lock(file, FlockArg::LockExclusiveNonblock).ok()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn one_sweep_per_interval_for_the_whole_root() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = Root::new(dir.path().join("root"));
+        crate::client::Client::new(root.clone())
+            .init_queue()
+            .unwrap();
+        let opts = crate::config::Config::default().lock_options();
+        let (a, b) = (
+            Sweeper::new(&root, Duration::from_secs(60)),
+            Sweeper::new(&root, Duration::from_secs(60)),
+        );
+        assert!(a.sweep_if_due(&root, &[Slot(0)], &opts), "the first is due");
+        assert!(!b.sweep_if_due(&root, &[Slot(1)], &opts), "swept just now");
+        // While one holds the flock, nobody else sweeps, due or not.
+        let held = a.take().expect("free");
+        let old = SystemTime::now() - Duration::from_secs(3600);
+        held.set_modified(old).unwrap();
+        assert!(
+            !b.sweep_if_due(&root, &[Slot(1)], &opts),
+            "someone is sweeping"
+        );
+        drop(held);
+        assert!(b.sweep_if_due(&root, &[Slot(1)], &opts), "due again");
     }
 }
