@@ -36,38 +36,18 @@ pub fn verify_root(root: &Root) -> Result<()> {
         verify_dir(&dir)?;
     }
     for slot in slot_names(&root.workers_dir())? {
-        verify_slot_dirs(&root.worker(slot))?;
+        let w = root.worker(slot);
+        for dir in [
+            w.dir.clone(),
+            w.tasks_dir(),
+            w.results_dir(),
+            w.rejected_dir(),
+            w.trash_dir(),
+        ] {
+            verify_dir(&dir)?;
+        }
     }
     Ok(())
-}
-
-fn verify_slot_dirs(w: &WorkerPaths) -> Result<()> {
-    for dir in [
-        w.dir.clone(),
-        w.tasks_dir(),
-        w.results_dir(),
-        w.rejected_dir(),
-        w.trash_dir(),
-    ] {
-        verify_dir(&dir)?;
-    }
-    Ok(())
-}
-
-/// [`verify_root`] for a write into one slot: the root, the shared directories and that
-/// slot's, not every slot's — so delivering to (or creating) each of N slots costs O(N),
-/// not O(N²) (issue 14: 1,000 slots).
-pub fn verify_root_for_slot(root: &Root, slot: Slot) -> Result<()> {
-    let top = root.path();
-    match fs::metadata(top) {
-        Ok(meta) => check_dir(top, &meta)?,
-        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(()),
-        Err(e) => return Err(Error::io("stat", top, e)),
-    }
-    for dir in shared_dirs(root) {
-        verify_dir(&dir)?;
-    }
-    verify_slot_dirs(&root.worker(slot))
 }
 
 /// The cheap check a worker makes before it writes a task's files: the directories it
