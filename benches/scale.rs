@@ -134,9 +134,14 @@ fn one_task_each(client: &Client, n: u32, round: usize) -> (f64, Vec<f64>) {
     let mut written = Vec::with_capacity(n as usize);
     for i in 0..n {
         let id = TaskId::Text(format!("r{round}-{i}"));
-        client
-            .write_task(Slot(i), &Task::new("x").with_id(id.clone()))
-            .unwrap();
+        // As the original clients deliver: write, then rename into the inbox.
+        // (`Client::write_task` also checks every slot directory of the root, O(N) per
+        // send: that is the client's cost, not the worker's.)
+        let dir = client.root().worker(Slot(i)).dir;
+        let tmp = dir.join(format!(".task.{round}.tmp"));
+        let task = Task::new("x").with_id(id.clone());
+        std::fs::write(&tmp, serde_json::to_vec(&task).unwrap()).unwrap();
+        std::fs::rename(&tmp, dir.join("task.json")).unwrap();
         written.push((i, id, Instant::now()));
     }
     let mut latencies = Vec::with_capacity(n as usize);
