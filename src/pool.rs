@@ -82,24 +82,51 @@ pub struct WorkerCommand {
 #[derive(Debug)]
 pub struct WorkerPool {
     root: Root,
-    children: Vec<(Slot, Child)>,
+    /// Each process with the slots it serves (one, or many for a many-slot worker).
+    children: Vec<(Vec<Slot>, Child)>,
 }
+
+/// From this many slots on, `conductor run --workers N` starts one many-slot worker
+/// instead of N processes: one inotify instance instead of N (128 per user by
+/// default), a few MB of memory instead of a few per slot. Below it, a process per
+/// slot keeps a crash to one slot and gives each slot its own `worker.log`.
+pub const MANY_SLOT_FROM: usize = 16;
 
 impl WorkerPool {
     /// Start one worker per slot on `root`, each writing its output to its private
     /// `workers/N/worker.log` (mode 0600: it quotes prompts and agent output). Does not wait: see [`WorkerPool::wait_ready`].
     pub fn spawn(root: &Root, slots: &[Slot], cmd: &WorkerCommand) -> Result<WorkerPool> {
+        let groups: Vec<Vec<Slot>> = slots.iter().map(|&s| vec![s]).collect();
+        Self::spawn_groups(root, groups, cmd)
+    }
+
+    /// Start one many-slot worker serving all of `slots`; its output goes to the first
+    /// slot's `worker.log`.
+    pub fn spawn_many(root: &Root, slots: &[Slot], cmd: &WorkerCommand) -> Result<WorkerPool> {
+        Self::spawn_groups(root, vec![slots.to_vec()], cmd)
+    }
+
+    fn spawn_groups(
+        root: &Root,
+        groups: Vec<Vec<Slot>>,
+        cmd: &WorkerCommand,
+    ) -> Result<WorkerPool> {
         let client = Client::new(root.clone());
         let mut pool = WorkerPool {
             root: root.clone(),
             children: Vec::new(),
         };
-        for &slot in slots {
-            client.create_worker(slot)?;
-            let log = fsio::create_private(&log_path(root, slot))?;
+        for slots in groups {
+            let Some(&first) = slots.first() else {
+                continue;
+            };
+            for &slot in &slots {
+                client.create_worker(slot)?;
+            }
+            let log = fsio::create_private(&log_path(root, first))?;
             let child = Command::new(&cmd.program)
                 .args(&cmd.leading_args)
-                .arg(slot.to_string())
+                .arg(crate::worker::format_slot_list(&slots))
                 .arg(&cmd.dir)
                 .arg("--root")
                 .arg(root.path())
@@ -109,12 +136,12 @@ impl WorkerPool {
                 .stdin(Stdio::null())
                 .stdout(
                     log.try_clone()
-                        .map_err(|e| Error::io("duplicate", log_path(root, slot), e))?,
+                        .map_err(|e| Error::io("duplicate", log_path(root, first), e))?,
                 )
                 .stderr(log)
                 .spawn()
                 .map_err(|e| Error::io("run", &cmd.program, e))?;
-            pool.children.push((slot, child));
+            pool.children.push((slots, child));
         }
         Ok(pool)
     }
@@ -130,20 +157,20 @@ impl WorkerPool {
         let deadline = Instant::now() + timeout;
         let mut ready = vec![false; self.children.len()];
         loop {
-            for (i, (slot, child)) in self.children.iter_mut().enumerate() {
+            for (i, (slots, child)) in self.children.iter_mut().enumerate() {
                 if ready[i] {
                     continue;
                 }
-                ready[i] = serving(&self.root, *slot, child.id());
+                ready[i] = slots.iter().all(|&s| serving(&self.root, s, child.id()));
                 if let Some(st) = child
                     .try_wait()
-                    .map_err(|e| Error::io("wait for", log_path(&self.root, *slot), e))?
+                    .map_err(|e| Error::io("wait for", log_path(&self.root, slots[0]), e))?
                 {
                     let log =
-                        std::fs::read_to_string(log_path(&self.root, *slot)).unwrap_or_default();
+                        std::fs::read_to_string(log_path(&self.root, slots[0])).unwrap_or_default();
                     return Err(start_failed(
                         &self.root,
-                        *slot,
+                        slots[0],
                         format!("it exited at start ({st}):\n{}", log.trim_end()),
                     ));
                 }
@@ -157,7 +184,13 @@ impl WorkerPool {
                     .iter()
                     .zip(&ready)
                     .filter(|(_, r)| !**r)
-                    .map(|((s, _), _)| *s)
+                    .flat_map(|((slots, child), _)| {
+                        let (root, pid) = (&self.root, child.id());
+                        slots
+                            .iter()
+                            .copied()
+                            .filter(move |&s| !serving(root, s, pid))
+                    })
                     .collect();
                 return Err(late_error(&late, "", timeout));
             }
@@ -172,7 +205,8 @@ impl WorkerPool {
             let _ = kill(Pid::from_raw(c.id() as i32), Signal::SIGTERM);
         }
         let deadline = Instant::now() + grace;
-        for (slot, c) in &mut self.children {
+        for (slots, c) in &mut self.children {
+            let slot = crate::worker::format_slot_list(slots);
             loop {
                 match c.try_wait() {
                     Ok(Some(_)) | Err(_) => break,

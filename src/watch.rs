@@ -1,11 +1,21 @@
-//! Directory watching: `notify` events used only as wake-ups, with an explicit poll mode.
+//! Directory watching: change events used only as wake-ups, with an explicit poll mode.
+//!
+//! On Linux the native watcher is inotify itself ([`native`]) with a mask of changes
+//! only; elsewhere `notify`'s. The cheap poller ([`poll`]) stats, never walks.
+
+#[cfg(target_os = "linux")]
+mod native;
+mod poll;
 
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use crossbeam_channel::Sender;
-use notify::{Config, Event, PollWatcher, RecommendedWatcher, RecursiveMode, Watcher};
+#[cfg(not(target_os = "linux"))]
+use notify::RecommendedWatcher;
+use notify::{Config, Event, PollWatcher, RecursiveMode, Watcher};
 
 use crate::error::{Error, Result};
 
@@ -41,14 +51,62 @@ impl std::fmt::Display for WatcherKind {
     }
 }
 
+/// Set to a file path, every process that watches writes there how many events its
+/// watchers have received so far (a debugging and test aid: a read of a watched
+/// directory must not count).
+pub const ENV_DEBUG_WATCH_EVENTS: &str = "CONDUCTOR_DEBUG_WATCH_EVENTS";
+
+static EVENTS_SEEN: AtomicU64 = AtomicU64::new(0);
+
+/// How many raw events (native events, or changes a poller saw) this process's
+/// watchers have received: each one woke a watcher thread.
+pub fn events_seen() -> u64 {
+    EVENTS_SEEN.load(Ordering::Relaxed)
+}
+
+/// Count `n` events, the last of them at `last`; written to the debug file if asked.
+fn count_events(n: u64, last: Option<&Path>) {
+    if n == 0 {
+        return;
+    }
+    let total = EVENTS_SEEN.fetch_add(n, Ordering::Relaxed) + n;
+    let Some(path) = std::env::var_os(ENV_DEBUG_WATCH_EVENTS) else {
+        return;
+    };
+    static WRITING: Mutex<()> = Mutex::new(());
+    let _one = WRITING.lock();
+    let path = PathBuf::from(path);
+    let tmp = path.with_extension(format!("{}.tmp", std::process::id()));
+    let text = serde_json::json!({
+        "pid": std::process::id(),
+        "events": events_seen().max(total),
+        "last": last.map(|p| p.display().to_string()),
+    });
+    if std::fs::write(&tmp, format!("{text}\n")).is_ok() {
+        let _ = std::fs::rename(&tmp, &path);
+    }
+}
+
+/// Told of each changed path (or a watched directory itself), or `None` when
+/// anything may have changed (events lost, a backend error).
+pub type OnChange = Arc<dyn Fn(Option<&Path>) + Send + Sync>;
+
 /// Decides which changed paths are worth a wake-up (e.g. not every write to `output.log`).
 pub type Interest = Arc<dyn Fn(&Path) -> bool + Send + Sync>;
 
 /// Watches a few directories (not recursively) and sends `()` on the channel when
 /// something of interest may have changed. A wake-up is a hint: re-read the files.
 pub struct DirWatcher {
-    _inner: Box<dyn Watcher + Send>,
+    _inner: Inner,
     kind: WatcherKind,
+}
+
+/// Whichever backend is in use; dropping it stops its thread.
+enum Inner {
+    Notify(#[allow(dead_code)] Box<dyn Watcher + Send>),
+    #[cfg(target_os = "linux")]
+    Native(#[allow(dead_code)] native::Native),
+    Poll(#[allow(dead_code)] poll::Poller),
 }
 
 impl std::fmt::Debug for DirWatcher {
@@ -69,76 +127,158 @@ fn is_read_only(kind: &notify::EventKind) -> bool {
     }
 }
 
+/// `notify`'s events handed to `on_change`, read-only ones dropped.
+fn notify_handler(on_change: OnChange) -> impl notify::EventHandler + Clone {
+    move |res: notify::Result<Event>| {
+        let last = res.as_ref().ok().and_then(|ev| ev.paths.first());
+        count_events(1, last.map(PathBuf::as_path));
+        match &res {
+            // Reads change nothing: waking on them would make every reader of a
+            // watched directory (and our own reads of task.json) wake us.
+            Ok(ev) if is_read_only(&ev.kind) => {}
+            Ok(ev) if ev.need_rescan() || ev.paths.is_empty() => on_change(None),
+            Ok(ev) => ev.paths.iter().for_each(|p| on_change(Some(p))),
+            // An error from the backend: re-read to be safe.
+            Err(_) => on_change(None),
+        }
+    }
+}
+
+/// Why we poll without being asked: a filesystem that delivers no events.
+fn poll_reason(dirs: &[PathBuf], mode: WatchMode) -> Option<(Duration, String)> {
+    match mode {
+        WatchMode::Poll(interval) => Some((interval, "polling was asked for".to_string())),
+        WatchMode::Auto => dirs.iter().find_map(|d| {
+            eventless_filesystem(d).map(|fs| {
+                (
+                    DEFAULT_POLL_INTERVAL,
+                    format!(
+                        "{} is on {fs}, which delivers no change events",
+                        d.display()
+                    ),
+                )
+            })
+        }),
+    }
+}
+
 impl DirWatcher {
+    /// Wake `wake` when a path `interest` accepts changes in one of `dirs`. In poll mode
+    /// every entry of `dirs` is looked at each tick (a file rewritten in place is seen).
     pub fn new(
         dirs: &[PathBuf],
         mode: WatchMode,
         interest: Interest,
         wake: Sender<()>,
     ) -> Result<Self> {
-        let handler = move |res: notify::Result<Event>| {
-            let relevant = match &res {
-                // Reads change nothing: waking on them would make every reader of a
-                // watched directory (and our own reads of task.json) wake us.
-                Ok(ev) if is_read_only(&ev.kind) => false,
-                Ok(ev) => {
-                    ev.need_rescan() || ev.paths.is_empty() || ev.paths.iter().any(|p| interest(p))
-                }
-                // An error from the backend: re-read to be safe.
-                Err(_) => true,
-            };
-            if relevant {
+        let on_change: OnChange = Arc::new(move |p: Option<&Path>| {
+            if p.is_none_or(|p| interest(p)) {
                 // A full channel already holds a pending wake-up: nothing is lost.
                 let _ = wake.try_send(());
             }
-        };
-        let poll_reason = match mode {
-            WatchMode::Poll(interval) => Some((interval, "polling was asked for".to_string())),
-            WatchMode::Auto => dirs.iter().find_map(|d| {
-                eventless_filesystem(d).map(|fs| {
-                    (
-                        DEFAULT_POLL_INTERVAL,
-                        format!(
-                            "{} is on {fs}, which delivers no change events",
-                            d.display()
-                        ),
-                    )
-                })
-            }),
-        };
-        if let Some((interval, reason)) = poll_reason {
-            return Self::poll(dirs, interval, reason, handler);
+        });
+        if let Some((interval, reason)) = poll_reason(dirs, mode) {
+            return Self::walk_poll(dirs, interval, reason, on_change);
         }
-        let native =
-            RecommendedWatcher::new(handler.clone(), Config::default()).and_then(|mut w| {
+        match Self::native(dirs, on_change.clone())? {
+            Ok(w) => Ok(w),
+            Err(reason) => Self::walk_poll(dirs, DEFAULT_POLL_INTERVAL, reason, on_change),
+        }
+    }
+
+    /// Tell `on_change` of changes in `dirs` (each path that changed). When polling,
+    /// only `dirs` and `files` are stat'ed (no directory is walked), every `interval`
+    /// after a change and up to ten times slower (at most 1 s) while nothing changes:
+    /// name in `files` what may be rewritten in place.
+    pub fn watch_changes(
+        dirs: &[PathBuf],
+        files: &[PathBuf],
+        mode: WatchMode,
+        on_change: OnChange,
+    ) -> Result<Self> {
+        let stat_poll = |interval: Duration, reason: String, on_change: OnChange| {
+            let paths: Vec<PathBuf> = dirs.iter().chain(files).cloned().collect();
+            let poller =
+                poll::Poller::start(paths, interval, on_change).map_err(|e| Error::Watch {
+                    path: dirs[0].clone(),
+                    source: notify::Error::io(e),
+                })?;
+            Ok(DirWatcher {
+                _inner: Inner::Poll(poller),
+                kind: WatcherKind::Poll { interval, reason },
+            })
+        };
+        if let Some((interval, reason)) = poll_reason(dirs, mode) {
+            return stat_poll(interval, reason, on_change);
+        }
+        match Self::native(dirs, on_change.clone())? {
+            Ok(w) => Ok(w),
+            Err(reason) => stat_poll(DEFAULT_POLL_INTERVAL, reason, on_change),
+        }
+    }
+
+    /// The native watcher, or why it cannot be had (to poll instead).
+    #[cfg(target_os = "linux")]
+    fn native(dirs: &[PathBuf], on_change: OnChange) -> Result<std::result::Result<Self, String>> {
+        match native::Native::start(dirs, on_change) {
+            Ok(n) => Ok(Ok(DirWatcher {
+                _inner: Inner::Native(n),
+                kind: WatcherKind::Native,
+            })),
+            Err(native::NativeError::Missing(path, e)) => Err(Error::Watch {
+                path: path.clone(),
+                source: notify::Error::io(e).add_path(path),
+            }),
+            Err(native::NativeError::Unavailable(e)) => {
+                let limit_hit = matches!(
+                    e.raw_os_error(),
+                    Some(nix::libc::EMFILE | nix::libc::ENOSPC)
+                );
+                let reason = native_failure_advice(&e, limit_hit);
+                tracing::warn!("{reason}");
+                Ok(Err(reason))
+            }
+        }
+    }
+
+    #[cfg(not(target_os = "linux"))]
+    fn native(dirs: &[PathBuf], on_change: OnChange) -> Result<std::result::Result<Self, String>> {
+        let native = RecommendedWatcher::new(notify_handler(on_change), Config::default())
+            .and_then(|mut w| {
                 for d in dirs {
                     w.watch(d, RecursiveMode::NonRecursive)?;
                 }
                 Ok(w)
             });
         match native {
-            Ok(w) => Ok(DirWatcher {
-                _inner: Box::new(w),
+            Ok(w) => Ok(Ok(DirWatcher {
+                _inner: Inner::Notify(Box::new(w)),
                 kind: WatcherKind::Native,
-            }),
+            })),
+            Err(e) if matches!(e.kind, notify::ErrorKind::PathNotFound) => {
+                let path = e.paths.first().cloned().unwrap_or_else(|| dirs[0].clone());
+                Err(Error::Watch { path, source: e })
+            }
             Err(e) => {
-                if matches!(e.kind, notify::ErrorKind::PathNotFound) {
-                    let path = e.paths.first().cloned().unwrap_or_else(|| dirs[0].clone());
-                    return Err(Error::Watch { path, source: e });
-                }
-                let reason = native_failure_advice(&e);
+                let limit_hit = matches!(e.kind, notify::ErrorKind::MaxFilesWatch)
+                    || matches!(&e.kind, notify::ErrorKind::Io(io) if matches!(io.raw_os_error(), Some(nix::libc::EMFILE | nix::libc::ENOSPC)));
+                let reason = native_failure_advice(&e, limit_hit);
                 tracing::warn!("{reason}");
-                Self::poll(dirs, DEFAULT_POLL_INTERVAL, reason, handler)
+                Ok(Err(reason))
             }
         }
     }
 
-    fn poll<F>(dirs: &[PathBuf], interval: Duration, reason: String, handler: F) -> Result<Self>
-    where
-        F: notify::EventHandler,
-    {
-        let mut w = PollWatcher::new(handler, Config::default().with_poll_interval(interval))
-            .map_err(|e| Error::Watch {
+    /// `notify`'s poller: walks every entry of `dirs` each tick.
+    fn walk_poll(
+        dirs: &[PathBuf],
+        interval: Duration,
+        reason: String,
+        on_change: OnChange,
+    ) -> Result<Self> {
+        let config = Config::default().with_poll_interval(interval);
+        let mut w =
+            PollWatcher::new(notify_handler(on_change), config).map_err(|e| Error::Watch {
                 path: dirs[0].clone(),
                 source: e,
             })?;
@@ -150,7 +290,7 @@ impl DirWatcher {
                 })?;
         }
         Ok(DirWatcher {
-            _inner: Box::new(w),
+            _inner: Inner::Notify(Box::new(w)),
             kind: WatcherKind::Poll { interval, reason },
         })
     }
@@ -161,9 +301,7 @@ impl DirWatcher {
 }
 
 /// Why native events could not be used, phrased as what to do about it.
-fn native_failure_advice(e: &notify::Error) -> String {
-    let limit_hit = matches!(e.kind, notify::ErrorKind::MaxFilesWatch)
-        || matches!(&e.kind, notify::ErrorKind::Io(io) if io.raw_os_error() == Some(nix::libc::EMFILE) || io.raw_os_error() == Some(nix::libc::ENOSPC));
+fn native_failure_advice(e: &dyn std::fmt::Display, limit_hit: bool) -> String {
     if limit_hit {
         format!(
             "native file events unavailable ({e}): the inotify limit is reached; raise it with \

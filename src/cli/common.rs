@@ -3,11 +3,11 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use super::{parse_preset, parse_slot};
+use super::parse_preset;
 use crate::agent::AgentCommand;
 use crate::preset::Preset;
 use crate::watch::{WatchMode, DEFAULT_POLL_INTERVAL};
-use crate::worker::{Worker, WorkerOptions};
+use crate::worker::{parse_slot_list, MultiWorker, Worker, WorkerOptions};
 use crate::{Error, Root, Slot};
 use clap::Args;
 
@@ -218,9 +218,10 @@ fn parse_poll(s: &str) -> Result<Duration, String> {
 /// `conductor worker N DIR` / `conductor-worker N DIR`.
 #[derive(Debug, Args)]
 pub struct WorkerArgs {
-    /// Worker slot number (0, 1, 2 …): serves <root>/workers/<N>/.
-    #[arg(value_parser = parse_slot)]
-    pub slot: Slot,
+    /// Worker slot number (0, 1, 2 …): serves <root>/workers/<N>/. A range or a list
+    /// (`0-99`, `0,3,5-9`) serves all of them from this one process.
+    #[arg(value_name = "SLOTS", value_parser = parse_slots)]
+    pub slot: SlotList,
     /// Project directory the agent runs in (its cwd).
     #[arg(default_value = ".")]
     pub dir: PathBuf,
@@ -257,6 +258,23 @@ pub struct WorkerArgs {
     pub allow_nested: bool,
 }
 
+/// The slots one worker process serves: one, a range, or a list.
+#[derive(Debug, Clone)]
+pub struct SlotList(pub Vec<Slot>);
+
+impl std::fmt::Display for SlotList {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.0.as_slice() {
+            [one] => write!(f, "{one}"),
+            many => write!(f, "for {} slots", many.len()),
+        }
+    }
+}
+
+fn parse_slots(s: &str) -> Result<SlotList, String> {
+    parse_slot_list(s).map(SlotList).map_err(|e| e.to_string())
+}
+
 /// Start a worker and serve until Ctrl-C / SIGTERM / SIGHUP.
 pub fn run_worker(args: WorkerArgs) -> anyhow::Result<()> {
     crate::env::refuse_nested(&format!("start worker {}", args.slot), args.allow_nested)?;
@@ -264,7 +282,7 @@ pub fn run_worker(args: WorkerArgs) -> anyhow::Result<()> {
     let preset = args.preset.unwrap_or_default();
     let agent = AgentCommand::parse(args.agent.as_deref().unwrap_or(preset.default_command()))?;
     let dir = crate::env::project_dir(&args.dir)?;
-    let mut opts = WorkerOptions::new(root, args.slot, dir, agent);
+    let mut opts = WorkerOptions::new(root, args.slot.0[0], dir, agent);
     opts.preset = preset;
     opts.timeout = args.timeout;
     opts.kill_grace = args.kill_grace;
@@ -280,6 +298,16 @@ pub fn run_worker(args: WorkerArgs) -> anyhow::Result<()> {
     })
     .map_err(|e| anyhow::anyhow!("cannot install the signal handler: {e}"))?;
 
+    if args.slot.0.len() > 1 {
+        let mut worker = MultiWorker::start(opts, &args.slot.0)?;
+        println!("{}", worker.describe());
+        for (slot, rec) in worker.recoveries() {
+            println!("recovered worker {slot}: {rec}");
+        }
+        worker.run(&shutdown)?;
+        tracing::info!("worker stopped");
+        return Ok(());
+    }
     let mut worker = Worker::start(opts)?;
     // Cut to a terminal's width like the log lines after it (a narrow pane never wraps).
     let width = super::table::width();
@@ -299,7 +327,7 @@ pub fn run_worker(args: WorkerArgs) -> anyhow::Result<()> {
 /// `conductor-worker N DIR`: parse the command line, serve the slot, return the exit code.
 pub fn worker_main() -> i32 {
     #[derive(Debug, clap::Parser)]
-    #[command(name = "conductor-worker", version, about = "Serve one conductor worker slot: run each task.json through the agent", after_help = EXIT_CODES_HELP)]
+    #[command(name = "conductor-worker", version, about = "Serve conductor worker slots (one, or many from one process): run each task.json through the agent", after_help = EXIT_CODES_HELP)]
     struct Cli {
         #[command(flatten)]
         worker: WorkerArgs,

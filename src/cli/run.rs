@@ -309,7 +309,8 @@ fn print_run(
     Ok(())
 }
 
-/// Start one `conductor worker` per slot and wait until each serves.
+/// Start one `conductor worker` per slot (one for all of them from
+/// [`pool::MANY_SLOT_FROM`] slots on) and wait until each slot is served.
 fn start_workers(
     args: &Args,
     root: &Root,
@@ -335,7 +336,11 @@ fn start_workers(
         dir: dir.to_path_buf(),
         extra_args: extra,
     };
-    let mut pool = WorkerPool::spawn(root, slots, &cmd)?;
+    let mut pool = if slots.len() >= pool::MANY_SLOT_FROM {
+        WorkerPool::spawn_many(root, slots, &cmd)?
+    } else {
+        WorkerPool::spawn(root, slots, &cmd)?
+    };
     pool.wait_ready(pool::DEFAULT_READY_TIMEOUT)?;
     Ok(pool)
 }

@@ -72,18 +72,39 @@ fn read_proc_number(path: &str) -> Option<u64> {
     fs::read_to_string(path).ok()?.trim().parse().ok()
 }
 
+/// Watches one single-slot worker uses: its slot directory and the three shared ones.
+const WATCHES_PER_SINGLE_SLOT_WORKER: u64 = 4;
+/// Watches a many-slot worker uses besides one per slot.
+const SHARED_WATCHES: u64 = 3;
+
+/// How many slots these limits allow with native events: as single-slot workers (one
+/// instance and four watches each) and as many-slot workers (one watch per slot).
+pub(super) fn slots_allowed(instances: u64, watches: u64) -> String {
+    let single = instances.min(watches / WATCHES_PER_SINGLE_SLOT_WORKER);
+    let many = watches.saturating_sub(SHARED_WATCHES).min(1024);
+    format!(
+        "enough for about {single} single-slot workers, or {many} slots in many-slot workers \
+         (`conductor-worker 0-{} DIR`), shared with every other program of this user",
+        many.saturating_sub(1)
+    )
+}
+
 pub(super) fn check_inotify_limits() -> Check {
     let watches = read_proc_number("/proc/sys/fs/inotify/max_user_watches");
     let instances = read_proc_number("/proc/sys/fs/inotify/max_user_instances");
     let (Some(watches), Some(instances)) = (watches, instances) else {
         return Check::ok("inotify", "no inotify limits to check on this system");
     };
-    let detail = format!("max_user_instances={instances}, max_user_watches={watches}");
+    let detail = format!(
+        "max_user_instances={instances}, max_user_watches={watches}: {}",
+        slots_allowed(instances, watches)
+    );
     let mut low = Vec::new();
     if instances < LOW_INOTIFY_INSTANCES {
         low.push(format!(
-            "max_user_instances={instances} is low: every worker and every waiting client uses one, \
-             shared with editors and other tools (when it runs out workers fall back to polling)"
+            "max_user_instances={instances} is low: every single-slot worker and every waiting \
+             client uses one, shared with editors and other tools (when it runs out workers fall \
+             back to polling; a many-slot worker needs only one)"
         ));
     }
     if watches < LOW_INOTIFY_WATCHES {
@@ -94,9 +115,24 @@ pub(super) fn check_inotify_limits() -> Check {
     } else {
         Check::warn(
             "inotify",
-            low.join("; "),
+            format!("{}; {detail}", low.join("; ")),
             "sudo sysctl fs.inotify.max_user_instances=1024 fs.inotify.max_user_watches=524288 \
              (add them to /etc/sysctl.d/ to keep them)",
         )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_default_limits_allow_128_single_slot_workers_or_every_slot_in_one() {
+        let said = slots_allowed(128, 65_536);
+        assert!(said.contains("about 128 single-slot workers"), "{said}");
+        assert!(said.contains("1024 slots in many-slot workers"), "{said}");
+        let said = slots_allowed(1024, 400);
+        assert!(said.contains("about 100 single-slot"), "{said}");
+        assert!(said.contains("397 slots"), "{said}");
     }
 }

@@ -212,7 +212,6 @@ fn answer_rejected(slot: &SlotServer, id: TaskId, reason: &str) -> Result<()> {
 mod tests {
     use super::*;
     use crate::client::Client;
-    use crate::gate::Gate;
     use crate::layout::{Root, Slot};
 
     #[test]
@@ -222,12 +221,7 @@ mod tests {
         let client = Client::new(root.clone());
         client.init_queue().unwrap();
         let paths = client.create_worker(Slot(0)).unwrap();
-        let slot = SlotServer {
-            root: root.clone(),
-            _gate: Gate::acquire(&paths.worker_gate(), "worker 0").unwrap(),
-            board: super::super::status::StatusBoard::start(&paths).unwrap(),
-            paths: paths.clone(),
-        };
+        let slot = SlotServer::take(&root, Slot(0), None).unwrap();
         // The inbox file was judged bad, then withdrawn before it could be moved.
         let gone = paths.task();
         reject(&slot, &gone, "is not valid JSON", Some(TaskId::from("w1"))).unwrap();

@@ -5,16 +5,20 @@
 //! or the shared queue), [`supervise`] runs the agent to its result, and
 //! [`crate::ledger`] ends the task. [`Worker`] is the process around them: its watcher,
 //! its shutdown channel and its loop. A slot's own state ([`SlotServer`]) and what
-//! every slot of the process shares ([`Shared`]) are kept apart, so one process can
-//! later serve many slots.
+//! every slot of the process shares ([`Shared`]) are kept apart: [`MultiWorker`] serves
+//! many slots from one process ([`multi`]); [`sweeper`] elects who sweeps the root.
 
 mod admit;
 mod cancel;
 mod claim;
 mod inbox;
+mod multi;
 mod space;
 mod status;
 mod supervise;
+mod sweeper;
+
+pub use multi::{format_slot_list, parse_slot_list, MultiWorker};
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -32,8 +36,7 @@ use crate::gate::Gate;
 use crate::layout::{Root, Slot, WorkerPaths};
 use crate::preset::Preset;
 use crate::protocol::{Status, WorkerState};
-use crate::recovery;
-use crate::watch::{DirWatcher, Interest, WatchMode};
+use crate::watch::{DirWatcher, WatchMode};
 
 pub use crate::recovery::{recover_abandoned, recover_slot, RecoveryReport};
 
@@ -101,17 +104,61 @@ pub(crate) struct Shared {
     pub agent_path: Option<PathBuf>,
 }
 
-/// One slot's own state: its files, its gate, its status board.
+/// One slot's own state: its files, its gate, its status board, its full-disk pause.
 pub(crate) struct SlotServer {
     pub root: Root,
     pub paths: WorkerPaths,
     _gate: Gate,
     pub board: status::StatusBoard,
+    /// Why pickup is paused (a full disk), while it is.
+    paused: Option<String>,
+    backoff: Duration,
 }
 
 impl SlotServer {
     pub fn slot(&self) -> Slot {
         self.paths.slot
+    }
+
+    /// Take the slot's gate and create its files. `reaper`: a shared status reaper,
+    /// else the slot starts its own.
+    fn take(
+        root: &Root,
+        slot: Slot,
+        reaper: Option<crossbeam_channel::Sender<PathBuf>>,
+    ) -> Result<SlotServer> {
+        let paths = root.worker(slot);
+        fsio::ensure_dir(&paths.dir)?;
+        let gate = acquire_worker_gate(&paths, slot)?;
+        create_slot_files(&paths)?;
+        let board = match reaper {
+            Some(r) => status::StatusBoard::with_reaper(&paths, r),
+            None => status::StatusBoard::start(&paths)?,
+        };
+        Ok(SlotServer {
+            root: root.clone(),
+            paths,
+            _gate: gate,
+            board,
+            paused: None,
+            backoff: space::FIRST_BACKOFF,
+        })
+    }
+
+    /// Recover what a dead predecessor left, then publish `idle` (or keep a
+    /// just-recovered task's end).
+    fn recover_and_announce(&self, lock_opts: &LockOptions) -> Result<RecoveryReport> {
+        let recovery = recover_slot(&self.root, self.slot(), lock_opts)?;
+        dirlock::clear_spares(&self.paths.lock_dir())?;
+        announce_ready(self, &recovery)?;
+        Ok(recovery)
+    }
+
+    /// Whether a look could find work: an inbox, a task left in hand, a pause to end.
+    fn may_have_work(&self) -> bool {
+        self.paused.is_some()
+            || std::fs::symlink_metadata(self.paths.task()).is_ok()
+            || std::fs::symlink_metadata(self.paths.running()).is_ok()
     }
 }
 
@@ -140,9 +187,7 @@ pub struct Worker {
     watcher: DirWatcher,
     wake: Receiver<()>,
     recovery: RecoveryReport,
-    /// Why pickup is paused (a full disk), while it is.
-    paused: Option<String>,
-    backoff: Duration,
+    sweeper: sweeper::Sweeper,
 }
 
 /// The slot's gate. An idle worker recovering this slot holds it for a moment; a
@@ -166,35 +211,86 @@ fn acquire_worker_gate(paths: &WorkerPaths, slot: Slot) -> Result<Gate> {
     }
 }
 
+/// `Client::create_worker` without its check of the whole root, which the caller made
+/// once at start: per slot it would make starting N slots O(N²) (issue 14).
+fn create_slot_files(paths: &WorkerPaths) -> Result<()> {
+    Slot::checked(paths.slot.0)?;
+    for dir in [paths.results_dir(), paths.tasks_dir(), paths.rejected_dir()] {
+        fsio::ensure_dir(&dir)?;
+    }
+    let idle = fsio::to_json_bytes(&Status::new(WorkerState::Idle));
+    match fsio::write_new(&paths.status(), &idle, fsio::Durability::Atomic) {
+        Err(e) if e.io_kind() == Some(std::io::ErrorKind::AlreadyExists) => Ok(()),
+        other => other,
+    }
+}
+
+/// The agent program on PATH, warned about when missing.
+fn resolve_agent(agent: &AgentCommand) -> Option<PathBuf> {
+    let found = agent.resolve();
+    if found.is_none() {
+        tracing::warn!(
+            "agent `{}` is not on PATH; tasks will fail until it is installed",
+            agent.program
+        );
+    }
+    found
+}
+
 /// Refuse what must not start: a worker inside an agent, a missing project directory.
 fn check_startable(opts: &WorkerOptions) -> Result<()> {
     crate::env::refuse_nested(&format!("start worker {}", opts.slot), opts.allow_nested)?;
     crate::env::project_dir(&opts.project_dir).map(drop)
 }
 
-/// Watch the slot's inbox and cancel file, the shared queue, and key and run-slot
-/// locks coming free (a skipped task may have become eligible).
+/// The shared directories whose changes may make a queued task claimable: the queue,
+/// and key and run-slot locks coming free (a skipped task may have become eligible).
+fn shared_dirs(root: &Root) -> [PathBuf; 3] {
+    [root.queue_pending(), root.keys_dir(), root.slots_dir()]
+}
+
+/// Whether a change at `p` in one of `shared` (or, when polling, to the directory
+/// itself) is worth a look at the queue: not a lock's guard or spare, not a temp file.
+fn shared_change(shared: &[PathBuf], p: &Path) -> bool {
+    if shared.iter().any(|s| s == p) {
+        return true;
+    }
+    let name = p.file_name().and_then(|n| n.to_str()).unwrap_or("");
+    !name.starts_with('.')
+        && !name.ends_with(".guard")
+        && p.parent().is_some_and(|d| shared.iter().any(|s| s == d))
+}
+
+/// What to stat when polling for a slot: its inbox and cancel file (a directory's
+/// mtime would change with every status write).
+fn slot_poll_files(paths: &WorkerPaths) -> [PathBuf; 2] {
+    [paths.task(), paths.cancel()]
+}
+
+/// Watch the slot's inbox and cancel file and the shared directories.
 fn watch_slot(
     root: &Root,
     paths: &WorkerPaths,
     mode: WatchMode,
 ) -> Result<(DirWatcher, Receiver<()>)> {
     let (tx, wake) = bounded(1);
-    let shared = [root.queue_pending(), root.keys_dir(), root.slots_dir()];
+    let shared = shared_dirs(root);
     let shared_dirs = shared.clone();
-    let interest: Interest = Arc::new(move |p: &Path| {
-        let name = p.file_name().and_then(|n| n.to_str()).unwrap_or("");
-        if matches!(name, "task.json" | "cancel") {
-            return true;
+    let on_change: crate::watch::OnChange = Arc::new(move |p: Option<&Path>| {
+        let relevant = p.is_none_or(|p| {
+            let name = p.file_name().and_then(|n| n.to_str()).unwrap_or("");
+            matches!(name, "task.json" | "cancel") || shared_change(&shared_dirs, p)
+        });
+        if relevant {
+            // A full channel already holds a pending wake-up: nothing is lost.
+            let _ = tx.try_send(());
         }
-        !name.starts_with('.')
-            && !name.ends_with(".guard")
-            && p.parent()
-                .is_some_and(|d| shared_dirs.iter().any(|s| s == d))
     });
     let mut dirs = vec![paths.dir.clone()];
-    dirs.extend(shared);
-    let watcher = DirWatcher::new(&dirs, mode, interest, tx)?;
+    dirs.extend(shared.iter().cloned());
+    let mut polled = slot_poll_files(paths).to_vec();
+    polled.extend(shared);
+    let watcher = DirWatcher::watch_changes(&dirs, &polled, mode, on_change)?;
     Ok((watcher, wake))
 }
 
@@ -204,34 +300,15 @@ impl Worker {
     pub fn start(opts: WorkerOptions) -> Result<Worker> {
         check_startable(&opts)?;
         crate::trust::verify_root(&opts.root)?;
-        let client = Client::new(opts.root.clone());
-        let paths = opts.root.worker(opts.slot);
-        fsio::ensure_dir(&paths.dir)?;
-        let gate = acquire_worker_gate(&paths, opts.slot)?;
-        client.init_queue()?;
-        client.create_worker(opts.slot)?;
+        let slot = SlotServer::take(&opts.root, opts.slot, None)?;
+        Client::new(opts.root.clone()).init_queue()?;
         let config = Config::load(&opts.root.config_file())?;
         let lock_opts = config.lock_options();
-        let (watcher, wake) = watch_slot(&opts.root, &paths, opts.watch)?;
-        let board = status::StatusBoard::start(&paths)?;
-
-        let agent_path = opts.agent.resolve();
-        if agent_path.is_none() {
-            tracing::warn!(
-                "agent `{}` is not on PATH; tasks will fail until it is installed",
-                opts.agent.program
-            );
-        }
-        let recovery = recover_slot(&opts.root, opts.slot, &lock_opts)?;
-        dirlock::clear_spares(&paths.lock_dir())?;
+        let (watcher, wake) = watch_slot(&opts.root, &slot.paths, opts.watch)?;
+        let agent_path = resolve_agent(&opts.agent);
+        let recovery = slot.recover_and_announce(&lock_opts)?;
         crate::recovery::free_dead_shared_locks(&opts.root, &lock_opts)?;
-        let slot = SlotServer {
-            root: opts.root.clone(),
-            paths,
-            _gate: gate,
-            board,
-        };
-        announce_ready(&slot, &recovery)?;
+        let sweeper = sweeper::Sweeper::new(&opts.root, opts.rescan);
         let shared = Shared {
             opts,
             config,
@@ -244,8 +321,7 @@ impl Worker {
             watcher,
             wake,
             recovery,
-            paused: None,
-            backoff: space::FIRST_BACKOFF,
+            sweeper,
         })
     }
 
@@ -279,10 +355,12 @@ impl Worker {
             // Not only when idle long enough for a timeout: a stream of events (other
             // workers' locks) must not starve recovery of a dead worker's slot.
             if Instant::now() >= next_recovery {
-                self.shared.sweep_abandoned(self.slot.slot());
+                let own = [self.slot.slot()];
+                self.sweeper
+                    .sweep_if_due(&self.shared.opts.root, &own, &self.shared.lock_opts);
                 next_recovery = Instant::now() + self.shared.opts.rescan;
             }
-            let retry_at = match self.look_if_room(shutdown)? {
+            let retry_at = match self.slot.look_if_room(&self.shared, &self.wake, shutdown)? {
                 Pickup::Ran => continue,
                 Pickup::Stop => return Ok(()),
                 Pickup::Empty => None,
@@ -299,26 +377,33 @@ impl Worker {
             }
         }
     }
+}
 
+impl SlotServer {
     /// Look for work unless the disk is too full to finish any. A write that fails for
     /// want of space pauses pickup instead of stopping the worker.
-    fn look_if_room(&mut self, shutdown: &Receiver<()>) -> Result<Pickup> {
-        if let Some(problem) = space::too_full_to_accept(&self.slot.paths.dir) {
+    fn look_if_room(
+        &mut self,
+        shared: &Shared,
+        wake: &Receiver<()>,
+        shutdown: &Receiver<()>,
+    ) -> Result<Pickup> {
+        if let Some(problem) = space::too_full_to_accept(&self.paths.dir) {
             self.pause_for_space(problem);
             return Ok(Pickup::NotYet(Instant::now() + self.backoff));
         }
         if self.paused.take().is_some() {
             tracing::info!("space was freed: pickup resumes");
             self.backoff = space::FIRST_BACKOFF;
-            let _ = self.slot.board.publish(Status::new(WorkerState::Idle));
+            let _ = self.board.publish(Status::new(WorkerState::Idle));
         }
         // Between looks nothing is in hand: a `running.json` now was left by a claim or
         // a recovery that a full disk cut short. Finish it first (we hold the slot's
         // gate); a new claim would rename over it and lose it.
-        if self.slot.paths.running().exists() && !self.finish_leftover() {
+        if self.paths.running().exists() && !self.finish_leftover(shared) {
             return Ok(Pickup::NotYet(Instant::now() + self.backoff));
         }
-        let err = match self.look_once(shutdown) {
+        let err = match self.look_once(shared, wake, shutdown) {
             Err(e) if e.is_no_space() => e,
             other => return other,
         };
@@ -329,9 +414,8 @@ impl Worker {
     }
 
     /// Recover this slot's own leftover task; `false` while it is still there.
-    fn finish_leftover(&mut self) -> bool {
-        let (root, slot) = (&self.shared.opts.root, self.slot.slot());
-        match recover_slot(root, slot, &self.shared.lock_opts) {
+    fn finish_leftover(&mut self, shared: &Shared) -> bool {
+        match recover_slot(&self.root, self.slot(), &shared.lock_opts) {
             Ok(r) if !r.is_empty() => tracing::warn!("a task left in hand: {r}"),
             Ok(_) => {}
             Err(e) => {
@@ -339,7 +423,7 @@ impl Worker {
                 self.backoff = space::next_backoff(self.backoff);
             }
         }
-        !self.slot.paths.running().exists()
+        !self.paths.running().exists()
     }
 
     /// Say once that the disk is full (log and status), and back off further.
@@ -349,19 +433,24 @@ impl Worker {
             let mut st = Status::new(WorkerState::Idle);
             st.problem = Some(problem.clone());
             // May fail for the same reason: the log has said it already.
-            let _ = self.slot.board.publish(st);
+            let _ = self.board.publish(st);
             self.paused = Some(problem);
         }
         self.backoff = space::next_backoff(self.backoff);
     }
 
     /// The inbox first, then the shared queue.
-    fn look_once(&mut self, shutdown: &Receiver<()>) -> Result<Pickup> {
-        let pickup = claim::from_inbox(&self.shared, &self.slot, &self.wake, shutdown)?;
+    fn look_once(
+        &mut self,
+        shared: &Shared,
+        wake: &Receiver<()>,
+        shutdown: &Receiver<()>,
+    ) -> Result<Pickup> {
+        let pickup = claim::from_inbox(shared, self, wake, shutdown)?;
         if !matches!(pickup, Pickup::Empty) {
             return Ok(pickup);
         }
-        claim::from_queue(&self.shared, &self.slot, &self.wake, shutdown)
+        claim::from_queue(shared, self, wake, shutdown)
     }
 }
 
@@ -400,14 +489,6 @@ impl Shared {
                 tracing::warn!("config.json changed but cannot be read ({e}); keeping the old one")
             }
         }
-    }
-
-    /// Recover slots whose workers died for good (see [`recovery::sweep_abandoned`]).
-    fn sweep_abandoned(&self, own: Slot) {
-        let Ok(slots) = Client::new(self.opts.root.clone()).list_workers() else {
-            return;
-        };
-        recovery::sweep_abandoned(&self.opts.root, &slots, own, &self.lock_opts);
     }
 }
 

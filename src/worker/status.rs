@@ -26,26 +26,23 @@ pub(crate) struct StatusBoard {
 impl StatusBoard {
     /// Free what a previous worker parked and did not free, and start the reaper.
     pub fn start(paths: &WorkerPaths) -> Result<StatusBoard> {
+        Ok(Self::with_reaper(paths, spawn_reaper(&paths.trash_dir())?))
+    }
+
+    /// Free what a previous worker parked, and park replaced inodes with `reaper`
+    /// (one reaper serves every slot of a many-slot worker).
+    pub fn with_reaper(paths: &WorkerPaths, reaper: Sender<PathBuf>) -> StatusBoard {
         let trash = paths.trash_dir();
         if let Ok(entries) = fs::read_dir(&trash) {
             for e in entries.flatten() {
                 let _ = fs::remove_file(e.path());
             }
         }
-        let (reaper, parked) = crossbeam_channel::unbounded::<PathBuf>();
-        std::thread::Builder::new()
-            .name("reaper".into())
-            .spawn(move || {
-                for p in parked {
-                    let _ = fs::remove_file(p);
-                }
-            })
-            .map_err(|e| Error::io("start the reaper thread for", trash.clone(), e))?;
-        Ok(StatusBoard {
+        StatusBoard {
             status: paths.status(),
             trash,
             reaper,
-        })
+        }
     }
 
     /// Replace `status.json` with `status`, stamped with this process and host.
@@ -68,4 +65,19 @@ impl StatusBoard {
         }
         Ok(())
     }
+}
+
+/// The thread that frees parked inodes; it ends when every board using it is gone.
+/// `place` names what it serves in an error.
+pub(crate) fn spawn_reaper(place: &std::path::Path) -> Result<Sender<PathBuf>> {
+    let (reaper, parked) = crossbeam_channel::unbounded::<PathBuf>();
+    std::thread::Builder::new()
+        .name("reaper".into())
+        .spawn(move || {
+            for p in parked {
+                let _ = fs::remove_file(p);
+            }
+        })
+        .map_err(|e| Error::io("start the reaper thread for", place, e))?;
+    Ok(reaper)
 }

@@ -16,6 +16,7 @@ mod mcp;
 mod orchestrator;
 mod protocol;
 mod queue;
+mod scale;
 mod tasks;
 mod trust;
 mod views;

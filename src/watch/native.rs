@@ -1,0 +1,146 @@
+//! Linux inotify with a mask of changes only: reads of a watched directory wake nobody.
+
+use std::collections::HashMap;
+use std::io;
+use std::os::fd::{AsFd, OwnedFd};
+use std::path::{Path, PathBuf};
+use std::thread::JoinHandle;
+
+use inotify::{EventMask, Inotify, WatchMask};
+use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
+
+use super::{count_events, OnChange};
+
+/// What changes a directory's contents or a file in it. Left out on purpose:
+/// `IN_OPEN`, `IN_ACCESS` and `IN_CLOSE_NOWRITE`, which every `ls`, `conductor status`
+/// or polling neighbour causes (notify always asks for them).
+fn change_mask() -> WatchMask {
+    WatchMask::CREATE
+        | WatchMask::DELETE
+        | WatchMask::MODIFY
+        | WatchMask::CLOSE_WRITE
+        | WatchMask::MOVED_FROM
+        | WatchMask::MOVED_TO
+        | WatchMask::ATTRIB
+        | WatchMask::DELETE_SELF
+        | WatchMask::MOVE_SELF
+        | WatchMask::ONLYDIR
+}
+
+/// Why native watching could not start.
+pub(super) enum NativeError {
+    /// A directory to watch is missing: the caller's error.
+    Missing(PathBuf, io::Error),
+    /// inotify itself is unavailable (a limit reached): fall back to polling.
+    Unavailable(io::Error),
+}
+
+/// One inotify instance and the thread reading it.
+pub(super) struct Native {
+    stop: Option<OwnedFd>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl Native {
+    pub(super) fn start(dirs: &[PathBuf], on_change: OnChange) -> Result<Native, NativeError> {
+        let ino = Inotify::init().map_err(NativeError::Unavailable)?;
+        let mut dir_of = HashMap::new();
+        let mut watches = ino.watches();
+        for d in dirs {
+            match watches.add(d, change_mask()) {
+                Ok(wd) => {
+                    dir_of.insert(wd, d.clone());
+                }
+                Err(e)
+                    if matches!(
+                        e.raw_os_error(),
+                        Some(nix::libc::ENOENT | nix::libc::ENOTDIR)
+                    ) =>
+                {
+                    return Err(NativeError::Missing(d.clone(), e))
+                }
+                Err(e) => return Err(NativeError::Unavailable(e)),
+            }
+        }
+        let (stop_r, stop_w) =
+            nix::unistd::pipe().map_err(|e| NativeError::Unavailable(e.into()))?;
+        let thread = std::thread::Builder::new()
+            .name("conductor-inotify".into())
+            .spawn(move || read_loop(ino, stop_r, dir_of, on_change))
+            .map_err(NativeError::Unavailable)?;
+        Ok(Native {
+            stop: Some(stop_w),
+            thread: Some(thread),
+        })
+    }
+}
+
+impl Drop for Native {
+    fn drop(&mut self) {
+        // Closing the pipe's write end makes the reader's poll return: it exits and
+        // closes the inotify instance (a limited resource) before we return.
+        drop(self.stop.take());
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+fn read_loop(
+    mut ino: Inotify,
+    stop: OwnedFd,
+    dir_of: HashMap<inotify::WatchDescriptor, PathBuf>,
+    on_change: OnChange,
+) {
+    let mut buf = [0u8; 8192];
+    loop {
+        let mut fds = [
+            PollFd::new(ino.as_fd(), PollFlags::POLLIN),
+            PollFd::new(stop.as_fd(), PollFlags::POLLIN),
+        ];
+        match poll(&mut fds, PollTimeout::NONE) {
+            Ok(_) => {}
+            Err(nix::errno::Errno::EINTR) => continue,
+            Err(_) => {
+                on_change(None);
+                return;
+            }
+        }
+        if fds[1].revents().is_some_and(|r| !r.is_empty()) {
+            return;
+        }
+        loop {
+            match ino.read_events(&mut buf) {
+                Ok(events) => {
+                    let (mut n, mut last) = (0, None);
+                    for ev in events {
+                        n += 1;
+                        let dir = dir_of.get(&ev.wd);
+                        last = dir.map(|d| ev.name.map_or_else(|| d.clone(), |name| d.join(name)));
+                        deliver(dir, ev.mask, ev.name.map(Path::new), &on_change);
+                    }
+                    count_events(n, last.as_deref());
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(_) => {
+                    on_change(None);
+                    return;
+                }
+            }
+        }
+    }
+}
+
+fn deliver(dir: Option<&PathBuf>, mask: EventMask, name: Option<&Path>, on_change: &OnChange) {
+    if mask.contains(EventMask::Q_OVERFLOW) {
+        // Events were lost: anything may have changed.
+        return on_change(None);
+    }
+    match (dir, name) {
+        (Some(dir), Some(name)) => on_change(Some(&dir.join(name))),
+        // The directory itself changed (moved, removed): re-read everything.
+        (Some(_), None) => on_change(None),
+        (None, _) => {}
+    }
+}

@@ -1,0 +1,526 @@
+//! Many slots served by one process: one watcher, a thread only for a slot with work.
+//!
+//! Each slot keeps its own gate, lock and files exactly as a single-slot worker's
+//! ([`SlotServer`]), so both kinds interoperate on one root and refuse each other's
+//! slots. The main thread owns the idle slots; a slot with work is handed to a thread
+//! that runs [`SlotServer::look_if_room`] until it finds nothing, then hands it back.
+
+use std::collections::{BTreeSet, HashMap};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::{Instant, SystemTime};
+
+use crossbeam_channel::{bounded, select, unbounded, Receiver, Sender};
+
+use super::{
+    check_startable, config_stamp, resolve_agent, shared_change, shared_dirs, slot_poll_files,
+    status, sweeper::Sweeper, Pickup, Shared, SlotServer, WorkerOptions,
+};
+use crate::client::Client;
+use crate::config::Config;
+use crate::error::{Error, Result};
+use crate::layout::Slot;
+use crate::recovery::RecoveryReport;
+use crate::watch::{DirWatcher, OnChange};
+
+/// At most this many idle slots are sent to look at the queue per change seen there;
+/// each keeps pulling tasks until the queue has none for it, and every claim is a
+/// change, so more follow while work remains (no herd of lookers per event).
+const QUEUE_LOOKERS_PER_CHANGE: usize = 16;
+
+/// `0-999`, `0,3,5-9`: the slots a many-slot worker serves, sorted, without repeats.
+pub fn parse_slot_list(s: &str) -> Result<Vec<Slot>> {
+    let bad = |why: String| Error::Usage(format!("slot list {s:?}: {why}"));
+    let mut slots = BTreeSet::new();
+    for part in s.split(',').map(str::trim) {
+        let (lo, hi) = match part.split_once('-') {
+            Some((a, b)) => (a.trim(), b.trim()),
+            None => (part, part),
+        };
+        let parse = |t: &str| {
+            t.parse::<Slot>()
+                .map_err(|e| bad(format!("{t:?} is not a slot number ({e})")))
+        };
+        let (lo, hi) = (parse(lo)?, parse(hi)?);
+        if lo.0 > hi.0 {
+            return Err(bad(format!("range {part} runs backwards")));
+        }
+        slots.extend((lo.0..=hi.0).map(Slot));
+    }
+    Ok(slots.into_iter().collect())
+}
+
+/// What the watcher saw since the main thread last looked.
+#[derive(Default)]
+struct Dirty {
+    all: bool,
+    shared: bool,
+    slots: BTreeSet<usize>,
+}
+
+enum State {
+    Idle(Box<SlotServer>),
+    /// A thread has it: `wake` forwards its events (a cancel), `stop` a shutdown.
+    Busy {
+        wake: Sender<()>,
+        stop: Sender<()>,
+        /// [`MultiWorker::queue_changes`] when the thread started.
+        queue_seen: u64,
+    },
+}
+
+struct Entry {
+    state: State,
+    /// Look again then (something was not ready, or a look failed).
+    retry_at: Option<Instant>,
+}
+
+/// A slot handed back by its thread, with what its last look came to.
+type Done = (usize, Box<SlotServer>, Result<Pickup>);
+
+/// A started many-slot worker: holds every slot's gate and one watcher.
+pub struct MultiWorker {
+    shared: Arc<Shared>,
+    own: Vec<Slot>,
+    entries: Vec<Entry>,
+    dirty: Arc<Mutex<Dirty>>,
+    wake: Receiver<()>,
+    watcher: DirWatcher,
+    done_tx: Sender<Done>,
+    done_rx: Receiver<Done>,
+    recoveries: Vec<(Slot, RecoveryReport)>,
+    sweeper: Sweeper,
+    seen_config: Option<(SystemTime, u64)>,
+    /// How many queue changes the watcher has reported: a slot's thread that found
+    /// nothing may have looked before the latest one.
+    queue_changes: u64,
+    /// Shutting down: no slot is handed to a new thread.
+    stopping: bool,
+}
+
+impl MultiWorker {
+    /// Take every slot's gate (refusing the whole start, and releasing what it took,
+    /// if one is served already), arm one watcher, recover each slot, publish `idle`.
+    pub fn start(mut opts: WorkerOptions, slots: &[Slot]) -> Result<MultiWorker> {
+        let Some(&first) = slots.first() else {
+            return Err(Error::Usage("no slots to serve".into()));
+        };
+        opts.slot = first;
+        check_startable(&opts)?;
+        raise_open_file_limit(slots.len());
+        crate::trust::verify_root(&opts.root)?;
+        Client::new(opts.root.clone()).init_queue()?;
+        let reaper = status::spawn_reaper(&opts.root.workers_dir())?;
+        let servers = slots
+            .iter()
+            .map(|&s| SlotServer::take(&opts.root, s, Some(reaper.clone())).map(Box::new))
+            .collect::<Result<Vec<_>>>()?;
+        let config = Config::load(&opts.root.config_file())?;
+        let lock_opts = config.lock_options();
+        let dirty = Arc::new(Mutex::new(Dirty::default()));
+        let (tx, wake) = bounded(1);
+        let watcher = watch_slots(&opts, &servers, dirty.clone(), tx)?;
+        let agent_path = resolve_agent(&opts.agent);
+        let mut recoveries = Vec::new();
+        for s in &servers {
+            let r = s.recover_and_announce(&lock_opts)?;
+            if !r.is_empty() {
+                recoveries.push((s.slot(), r));
+            }
+        }
+        // Once, before any slot's thread runs: it clears this process's own spares
+        // too, which only a process with no lock being built may do.
+        crate::recovery::free_dead_shared_locks(&opts.root, &lock_opts)?;
+        let (done_tx, done_rx) = unbounded();
+        let sweeper = Sweeper::new(&opts.root, opts.rescan);
+        let seen_config = config_stamp(&opts.root);
+        let shared = Arc::new(Shared {
+            opts,
+            config,
+            lock_opts,
+            agent_path,
+        });
+        let entries = servers
+            .into_iter()
+            .map(|s| Entry {
+                state: State::Idle(s),
+                retry_at: None,
+            })
+            .collect();
+        Ok(MultiWorker {
+            shared,
+            own: slots.to_vec(),
+            entries,
+            dirty,
+            wake,
+            watcher,
+            done_tx,
+            done_rx,
+            recoveries,
+            sweeper,
+            seen_config,
+            queue_changes: 0,
+            stopping: false,
+        })
+    }
+
+    /// One line for the terminal: slots, root, project, agent and watcher.
+    pub fn describe(&self) -> String {
+        let opts = &self.shared.opts;
+        format!(
+            "conductor worker for {} slots ({}) (pid {}) serving {} in {} with agent `{}`, watching with {}",
+            self.own.len(),
+            format_slot_list(&self.own),
+            std::process::id(),
+            opts.root.workers_dir().display(),
+            opts.project_dir.display(),
+            opts.agent,
+            self.watcher.kind()
+        )
+    }
+
+    /// What recovery finished at start, per slot (only slots where it did something).
+    pub fn recoveries(&self) -> &[(Slot, RecoveryReport)] {
+        &self.recoveries
+    }
+
+    /// Serve every slot until `shutdown` fires; then stop every running agent (its task
+    /// ends `interrupted`) and return once every slot is back.
+    pub fn run(&mut self, shutdown: &Receiver<()>) -> Result<()> {
+        self.look_everywhere();
+        let mut next_tick = Instant::now() + self.shared.opts.rescan;
+        loop {
+            let wait = self
+                .next_retry()
+                .map_or(next_tick, |r| r.min(next_tick))
+                .saturating_duration_since(Instant::now());
+            select! {
+                recv(self.wake) -> _ => self.take_dirty(),
+                recv(self.done_rx) -> done => {
+                    if let Ok(done) = done {
+                        self.hand_back(done);
+                    }
+                }
+                recv(shutdown) -> _ => break,
+                default(wait) => {}
+            }
+            self.retry_due();
+            if Instant::now() >= next_tick {
+                self.follow_config();
+                let lock_opts = self.shared.lock_opts;
+                self.sweeper
+                    .sweep_if_due(&self.shared.opts.root, &self.own, &lock_opts);
+                self.look_everywhere();
+                next_tick = Instant::now() + self.shared.opts.rescan;
+            }
+        }
+        self.stop_all();
+        Ok(())
+    }
+
+    /// Every idle slot that may have work, then the queue: at start and on each rescan
+    /// (events are never trusted to arrive).
+    fn look_everywhere(&mut self) {
+        for i in 0..self.entries.len() {
+            self.look_at(i);
+        }
+        self.look_at_queue();
+    }
+
+    /// Act on what the watcher saw: slots with inbox or cancel changes, the queue.
+    fn take_dirty(&mut self) {
+        let d = std::mem::take(&mut *self.dirty.lock().unwrap_or_else(|e| e.into_inner()));
+        if d.all {
+            return self.look_everywhere();
+        }
+        for i in d.slots {
+            match &self.entries[i].state {
+                State::Busy { wake, .. } => {
+                    let _ = wake.try_send(());
+                }
+                State::Idle(_) => self.look_at(i),
+            }
+        }
+        if d.shared {
+            self.queue_changes += 1;
+            self.look_at_queue();
+        }
+    }
+
+    /// Hand slot `i` to a thread if it may have work in its own files.
+    fn look_at(&mut self, i: usize) {
+        if let State::Idle(s) = &self.entries[i].state {
+            if s.may_have_work() {
+                self.launch(i);
+            }
+        }
+    }
+
+    /// Send idle slots to the queue, as many as it has entries (bounded per change).
+    fn look_at_queue(&mut self) {
+        let pending = self.shared.opts.root.queue_pending();
+        let waiting = std::fs::read_dir(&pending)
+            .map(|d| {
+                d.flatten()
+                    .filter(|e| !e.file_name().to_string_lossy().starts_with('.'))
+                    .count()
+            })
+            .unwrap_or(0);
+        let now = Instant::now();
+        let idle: Vec<usize> = (0..self.entries.len())
+            .filter(|&i| {
+                let e = &self.entries[i];
+                matches!(e.state, State::Idle(_)) && e.retry_at.is_none_or(|t| t <= now)
+            })
+            .take(waiting.min(QUEUE_LOOKERS_PER_CHANGE))
+            .collect();
+        for i in idle {
+            self.launch(i);
+        }
+    }
+
+    /// Slots whose retry time has come.
+    fn retry_due(&mut self) {
+        let now = Instant::now();
+        for i in 0..self.entries.len() {
+            let e = &self.entries[i];
+            if matches!(e.state, State::Idle(_)) && e.retry_at.is_some_and(|t| t <= now) {
+                self.launch(i);
+            }
+        }
+    }
+
+    fn next_retry(&self) -> Option<Instant> {
+        self.entries
+            .iter()
+            .filter(|e| matches!(e.state, State::Idle(_)))
+            .filter_map(|e| e.retry_at)
+            .min()
+    }
+
+    /// Give idle slot `i` to a new thread that looks until it finds nothing.
+    fn launch(&mut self, i: usize) {
+        if self.stopping {
+            return;
+        }
+        let entry = &mut self.entries[i];
+        let (wake_tx, wake_rx) = bounded(1);
+        let (stop_tx, stop_rx) = bounded(1);
+        let busy = State::Busy {
+            wake: wake_tx,
+            stop: stop_tx,
+            queue_seen: self.queue_changes,
+        };
+        let State::Idle(server) = std::mem::replace(&mut entry.state, busy) else {
+            return;
+        };
+        entry.retry_at = None;
+        // The slot goes through a channel so that it comes back if the thread cannot
+        // be started (a closure that is never run would drop it, and its gate).
+        let (give, get) = bounded(1);
+        let _ = give.send(server);
+        let back = get.clone();
+        let (shared, done) = (self.shared.clone(), self.done_tx.clone());
+        let spawned = std::thread::Builder::new()
+            .name(format!("slot-{i}"))
+            .spawn(move || {
+                let Ok(mut server) = get.recv() else { return };
+                let result = loop {
+                    if !stop_rx.is_empty() {
+                        break Ok(Pickup::Stop);
+                    }
+                    match server.look_if_room(&shared, &wake_rx, &stop_rx) {
+                        Ok(Pickup::Ran) => continue,
+                        other => break other,
+                    }
+                };
+                let _ = done.send((i, server, result));
+            });
+        if let Err(e) = spawned {
+            tracing::warn!("cannot start a thread for a slot ({e}); will retry");
+            if let Ok(server) = back.try_recv() {
+                self.entries[i] = Entry {
+                    state: State::Idle(server),
+                    retry_at: Some(Instant::now() + self.shared.opts.rescan),
+                };
+            }
+        }
+    }
+
+    /// A slot's thread ended: the slot is idle again, to be looked at when due.
+    /// A change that came while the thread was between its last look and now was
+    /// forwarded to a thread that no longer listens: look again for it (unless the
+    /// thread said when to).
+    fn hand_back(&mut self, (i, server, result): Done) {
+        let queue_seen = match &self.entries[i].state {
+            State::Busy { queue_seen, .. } => *queue_seen,
+            State::Idle(_) => self.queue_changes,
+        };
+        let (retry_at, found_nothing) = match result {
+            Ok(Pickup::NotYet(at)) => (Some(at), false),
+            Ok(Pickup::Empty) => (None, true),
+            Ok(_) => (None, false),
+            Err(e) => {
+                tracing::warn!("worker {}: {e}; will look again", server.slot());
+                (Some(Instant::now() + self.shared.opts.rescan), false)
+            }
+        };
+        self.entries[i] = Entry {
+            state: State::Idle(server),
+            retry_at,
+        };
+        if found_nothing {
+            self.look_at(i);
+            if queue_seen != self.queue_changes {
+                self.look_at_queue();
+            }
+        }
+    }
+
+    /// Ask every slot's thread to stop (their agents are stopped, their tasks end
+    /// `interrupted`) and wait until all are back.
+    fn stop_all(&mut self) {
+        self.stopping = true;
+        let mut out = 0;
+        for e in &self.entries {
+            if let State::Busy { stop, .. } = &e.state {
+                let _ = stop.try_send(());
+                out += 1;
+            }
+        }
+        while out > 0 {
+            let Ok(done) = self.done_rx.recv() else { break };
+            self.hand_back(done);
+            out -= 1;
+        }
+    }
+
+    /// config.json may change while we run: threads started from now on see the new one.
+    fn follow_config(&mut self) {
+        let stamp = config_stamp(&self.shared.opts.root);
+        if stamp == self.seen_config {
+            return;
+        }
+        self.seen_config = stamp;
+        match Config::load(&self.shared.opts.root.config_file()) {
+            Ok(config) => {
+                tracing::info!("config.json changed; reloaded");
+                let old = &self.shared;
+                self.shared = Arc::new(Shared {
+                    opts: old.opts.clone(),
+                    lock_opts: config.lock_options(),
+                    config,
+                    agent_path: old.agent_path.clone(),
+                });
+            }
+            Err(e) => {
+                tracing::warn!("config.json changed but cannot be read ({e}); keeping the old one")
+            }
+        }
+    }
+}
+
+/// A gate descriptor per slot and four per running agent (its pipes and log) must fit
+/// under the soft open-file limit, often 1024: raise it, up to the hard limit, if short.
+fn raise_open_file_limit(slots: usize) {
+    use nix::sys::resource::{getrlimit, setrlimit, Resource};
+    let needed = (slots as u64) * 5 + 64;
+    let Ok((soft, hard)) = getrlimit(Resource::RLIMIT_NOFILE) else {
+        return;
+    };
+    if soft >= needed {
+        return;
+    }
+    let want = needed.min(hard);
+    if let Err(e) = setrlimit(Resource::RLIMIT_NOFILE, want, hard) {
+        tracing::warn!("cannot raise the open-file limit from {soft} to {want}: {e}");
+    }
+    if want < needed {
+        tracing::warn!(
+            "the open-file limit ({hard}) may be short for {slots} slots with every agent \
+             running (about {needed} descriptors); raise it (ulimit -n) if spawns fail"
+        );
+    }
+}
+
+/// One watcher for every slot: a change is noted against its slot (inbox, cancel) or
+/// the queue, and the main thread woken.
+fn watch_slots(
+    opts: &WorkerOptions,
+    servers: &[Box<SlotServer>],
+    dirty: Arc<Mutex<Dirty>>,
+    wake: Sender<()>,
+) -> Result<DirWatcher> {
+    let shared = shared_dirs(&opts.root);
+    let slot_of: HashMap<PathBuf, usize> = servers
+        .iter()
+        .enumerate()
+        .map(|(i, s)| (s.paths.dir.clone(), i))
+        .collect();
+    let shared_list = shared.clone();
+    let on_change: OnChange = Arc::new(move |p: Option<&Path>| {
+        {
+            let mut d = dirty.lock().unwrap_or_else(|e| e.into_inner());
+            match p {
+                None => d.all = true,
+                Some(p) if shared_change(&shared_list, p) => d.shared = true,
+                Some(p) => {
+                    let name = p.file_name().and_then(|n| n.to_str()).unwrap_or("");
+                    let slot = p.parent().and_then(|dir| slot_of.get(dir));
+                    match slot {
+                        Some(&i) if matches!(name, "task.json" | "cancel") => {
+                            d.slots.insert(i);
+                        }
+                        _ => return,
+                    }
+                }
+            }
+        }
+        let _ = wake.try_send(());
+    });
+    let mut dirs: Vec<PathBuf> = servers.iter().map(|s| s.paths.dir.clone()).collect();
+    dirs.extend(shared.iter().cloned());
+    let mut polled: Vec<PathBuf> = servers
+        .iter()
+        .flat_map(|s| slot_poll_files(&s.paths))
+        .collect();
+    polled.extend(shared);
+    DirWatcher::watch_changes(&dirs, &polled, opts.watch, on_change)
+}
+
+/// `0-3,7`: a slot list as `conductor-worker` takes it and people read it.
+pub fn format_slot_list(slots: &[Slot]) -> String {
+    let mut parts: Vec<String> = Vec::new();
+    let mut i = 0;
+    while i < slots.len() {
+        let mut j = i;
+        while j + 1 < slots.len() && slots[j + 1].0 == slots[j].0 + 1 {
+            j += 1;
+        }
+        parts.push(if i == j {
+            slots[i].to_string()
+        } else {
+            format!("{}-{}", slots[i], slots[j])
+        });
+        i = j + 1;
+    }
+    parts.join(",")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn slot_lists_take_ranges_and_lists() {
+        let s = |v: &[u32]| v.iter().map(|&n| Slot(n)).collect::<Vec<_>>();
+        assert_eq!(parse_slot_list("0-3").unwrap(), s(&[0, 1, 2, 3]));
+        assert_eq!(parse_slot_list("0,3,5-7,3").unwrap(), s(&[0, 3, 5, 6, 7]));
+        assert_eq!(parse_slot_list("7").unwrap(), s(&[7]));
+        assert_eq!(format_slot_list(&s(&[0, 1, 2, 5, 7, 8])), "0-2,5,7-8");
+        for bad in ["", "3-1", "a", "1,,2", "0-2000", "-1"] {
+            let e = parse_slot_list(bad).unwrap_err().to_string();
+            assert!(e.contains("slot list"), "{bad}: {e}");
+        }
+    }
+}
