@@ -268,3 +268,33 @@ fn the_same_slot_from_two_hosts_is_refused_on_the_second() {
     assert_all_running(&mut [("A0", &mut a0)]);
     assert_eq!(status(&c, 0).unwrap()["host"], "hostA");
 }
+
+#[test]
+fn doctor_names_the_shared_mount_and_says_flocks_stay_local() {
+    if skipped() {
+        return;
+    }
+    let c = Cluster::start(&["hostA"], Cache::Default, "{\"leaseSecs\": 30}\n");
+    let (code, out, err) = c.hosts[0].conductor(&["doctor", "--agent", "cat", "--json"]);
+    assert!(code.is_some(), "doctor: {err}");
+    let checks: Value = serde_json::from_str(&out).expect("doctor --json");
+    let mount = checks["checks"]
+        .as_array()
+        .and_then(|a| a.iter().find(|c| c["name"] == "mount"))
+        .unwrap_or_else(|| panic!("no mount check in {out}"))
+        .clone();
+    let detail = mount["detail"].as_str().unwrap();
+    assert_eq!(mount["status"], "warn", "{mount}");
+    for needle in [
+        "fuse.sshfs",
+        "root@127.0.0.1:",
+        "flocks stay on this client",
+        "leaseSecs=30",
+    ] {
+        assert!(detail.contains(needle), "{needle:?} not in {detail}");
+    }
+    assert!(
+        mount["fix"].as_str().unwrap().contains("dir_cache=no"),
+        "{mount}"
+    );
+}
