@@ -65,7 +65,7 @@ pub fn unavailable() -> Option<String> {
 pub fn skipped() -> bool {
     match unavailable() {
         Some(why) => {
-            eprintln!("skipped: {why}");
+            eprintln!("SKIPPED: {why}");
             true
         }
         None => false,
