@@ -80,8 +80,9 @@ fn pickup(m: &MountInfo, sshfs: Option<&str>) -> String {
             format!("{base}; directory cache off: about 0.1–0.2 s")
         }
         "fuse.sshfs" => format!(
-            "{base}, behind sshfs's directory cache (dcache_timeout, 20 s by default): \
-             about 1–2 s typically, longer at worst"
+            "{base}, behind sshfs's directory cache: a task another host queued stays \
+             hidden for up to dcache_timeout (20 s by default), one sent to an inbox about \
+             2 s (the worker's rescan)"
         ),
         _ => format!("{base}, plus however long this client caches directory listings"),
     }
