@@ -13,6 +13,9 @@ mod harness;
 #[path = "../tests/integration/multihost_env.rs"]
 #[allow(dead_code)]
 mod multihost_env;
+#[path = "../tests/integration/multihost_mounts.rs"]
+#[allow(dead_code)]
+mod multihost_mounts;
 
 use std::path::Path;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};

@@ -13,6 +13,7 @@ mod locks;
 mod multihost;
 mod multihost_env;
 mod multihost_faults;
+mod multihost_mounts;
 mod orchestrator;
 mod protocol;
 mod queue;
