@@ -8,6 +8,7 @@ mod compat;
 mod deps;
 mod faults;
 mod gate;
+mod hosts;
 mod launch;
 mod locks;
 mod multihost;
