@@ -131,6 +131,21 @@ pub(crate) fn outcome(v: &Value) -> &str {
     v["outcome"].as_str().unwrap_or("?")
 }
 
+/// Wait (bounded) for `cond`; on timeout fail showing the end of `witness`'s log (the
+/// worker expected to act).
+pub(crate) fn wait_seen_by(witness: &HostProc, what: &str, mut cond: impl FnMut() -> bool) {
+    let deadline = std::time::Instant::now() + BOUND;
+    while !cond() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "timed out after {BOUND:?} waiting for {what}; the log of {} ends:\n{}",
+            witness.log.display(),
+            witness.stderr_tail(40)
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
 /// No worker exited; say which did, with its log, if one did.
 pub(crate) fn assert_all_running(workers: &mut [(&str, &mut HostProc)]) {
     for (name, w) in workers.iter_mut() {

@@ -5,8 +5,8 @@ use nix::sys::signal::Signal;
 
 use crate::harness::wait_until;
 use crate::multihost::{
-    assert_all_running, outcome, queue_result, result_copies, runs, status, submit_all, worker,
-    BOUND,
+    assert_all_running, outcome, queue_result, result_copies, runs, status, submit_all,
+    wait_seen_by, worker, BOUND,
 };
 use crate::multihost_env::{skipped, Cache, Cluster};
 
@@ -58,14 +58,14 @@ fn a_killed_hosts_task_is_interrupted_once_by_the_other_after_the_lease() {
     ];
     c.hosts[1].kill();
     drop(b1);
-    wait_until(BOUND, "hostA to end t1 after hostB's lease", || {
+    wait_seen_by(&a0, "hostA to end t1 after hostB's lease", || {
         queue_result(&c, "t1").is_some()
     });
     let r = queue_result(&c, "t1").unwrap();
     assert_eq!(outcome(&r), "interrupted", "{r}");
     // The key is free again: a task on it runs to success on host A.
     submit_all(&c.hosts[0], &[("t2".into(), "k".into(), "k 0".into())]);
-    wait_until(BOUND, "t2's result", || queue_result(&c, "t2").is_some());
+    wait_seen_by(&a0, "t2's result", || queue_result(&c, "t2").is_some());
     assert_eq!(outcome(&queue_result(&c, "t2").unwrap()), "success");
     // Ended once: every copy of t1's result is that one interruption, and it never ran again.
     for (path, v) in result_copies(&c, "t1") {
@@ -99,13 +99,13 @@ fn a_host_paused_past_its_lease_publishes_no_second_success() {
     let agent = status(&c, 1).unwrap()["agentPid"].as_u64().unwrap() as u32;
     let mut a0 = worker(&c, &c.hosts[0], 0);
     c.hosts[1].signal_all(Signal::SIGSTOP);
-    wait_until(BOUND, "hostA to end t1 after hostB's lease", || {
+    wait_seen_by(&a0, "hostA to end t1 after hostB's lease", || {
         queue_result(&c, "t1").is_some()
     });
     let ended = queue_result(&c, "t1").unwrap();
     assert_eq!(outcome(&ended), "interrupted", "{ended}");
     submit_all(&c.hosts[0], &[("t2".into(), "k".into(), "k 0".into())]);
-    wait_until(BOUND, "t2's result", || queue_result(&c, "t2").is_some());
+    wait_seen_by(&a0, "t2's result", || queue_result(&c, "t2").is_some());
     assert_eq!(outcome(&queue_result(&c, "t2").unwrap()), "success");
     // Let t1's agent finish the moment host B runs again: its worker must not publish it.
     std::fs::write(c.backing.join("go"), "").expect("release t1's agent");
@@ -181,7 +181,7 @@ fn a_pid_only_lock_from_another_host_is_not_taken_over_while_fresh() {
     assert!(!a0.stderr().contains("taking over"), "{}", a0.stderr());
     // Once host B lets go, the task runs.
     b.sh(&format!("rm -r {}", lock_on_b.display()));
-    wait_until(BOUND, "tp's result", || queue_result(&c, "tp").is_some());
+    wait_seen_by(&a0, "tp's result", || queue_result(&c, "tp").is_some());
     assert_eq!(outcome(&queue_result(&c, "tp").unwrap()), "success");
     assert_all_running(&mut [("A0", &mut a0)]);
 }
