@@ -8,10 +8,8 @@
 //! workers per host drain 120 tasks submitted up front from both hosts.
 
 #[path = "../tests/integration/harness.rs"]
-#[allow(dead_code, unused_imports)]
 mod harness;
 #[path = "../tests/integration/multihost_env.rs"]
-#[allow(dead_code)]
 mod multihost_env;
 #[path = "../tests/integration/multihost_mounts.rs"]
 #[allow(dead_code)]

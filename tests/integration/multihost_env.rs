@@ -42,7 +42,29 @@ pub fn unavailable() -> Option<String> {
     {
         return Some(format!("/dev/fuse is unavailable: {e}"));
     }
-    None
+    namespaces_refused()
+}
+
+/// Why new UTS/PID/mount namespaces cannot be made here (a container without
+/// CAP_SYS_ADMIN), if they cannot; probed once.
+fn namespaces_refused() -> Option<String> {
+    static PROBE: std::sync::OnceLock<Option<String>> = std::sync::OnceLock::new();
+    PROBE
+        .get_or_init(|| {
+            let out = Command::new("unshare")
+                .args(["--uts", "--pid", "--fork", "--mount-proc", "true"])
+                .stdin(Stdio::null())
+                .output();
+            match out {
+                Ok(o) if o.status.success() => None,
+                Ok(o) => Some(format!(
+                    "cannot make namespaces here: {}",
+                    String::from_utf8_lossy(&o.stderr).trim()
+                )),
+                Err(e) => Some(format!("cannot run unshare: {e}")),
+            }
+        })
+        .clone()
 }
 
 /// Whether the calling test must be skipped (the reason is printed).
