@@ -158,6 +158,17 @@ struct Guard(Flock<File>);
 
 impl Guard {
     fn lock(lock_path: &Path) -> Result<Guard> {
+        Self::lock_creating(lock_path, true).map(|g| g.expect("created if missing"))
+    }
+
+    /// The guard of a lock we hold: it exists unless the directory it was in is gone or
+    /// was swapped (then `None`, and nothing is created there — the ownership check
+    /// that follows finds the lock lost).
+    fn existing(lock_path: &Path) -> Result<Option<Guard>> {
+        Self::lock_creating(lock_path, false)
+    }
+
+    fn lock_creating(lock_path: &Path, create: bool) -> Result<Option<Guard>> {
         let mut name = lock_path.as_os_str().to_owned();
         name.push(".guard");
         let gpath = PathBuf::from(name);
@@ -165,13 +176,14 @@ impl Guard {
             OpenOptions::new()
                 .read(true)
                 .write(true)
-                .create(true)
+                .create(create)
                 .truncate(false)
                 .mode(0o600)
                 .open(&gpath)
         };
         let file = match open() {
             Ok(f) => f,
+            Err(e) if !create && files::vanished(&e) => return Ok(None),
             Err(e) if e.kind() == io::ErrorKind::NotFound => {
                 if let Some(parent) = gpath.parent() {
                     fsio::ensure_dir(parent)?;
@@ -181,7 +193,7 @@ impl Guard {
             Err(e) => return Err(Error::io("open lock guard", &gpath, e)),
         };
         Flock::lock(file, FlockArg::LockExclusive)
-            .map(Guard)
+            .map(|f| Some(Guard(f)))
             .map_err(|(_, errno)| Error::io("flock", &gpath, errno.into()))
     }
 
@@ -289,7 +301,7 @@ impl DirLock {
     /// is read and written through the directory we placed, so a new lock under the
     /// same name is never written into.
     pub fn heartbeat(&mut self) -> Result<()> {
-        let _guard = Guard::lock(&self.path)?;
+        let _guard = Guard::existing(&self.path)?;
         self.ensure_still_ours()?;
         let dir = self.dir.as_ref().ok_or_else(|| self.lost())?;
         self.owner.heartbeat_at = Some(now_rfc3339());
@@ -312,7 +324,7 @@ impl DirLock {
     }
 
     fn release_now(&self) -> Result<()> {
-        let _guard = Guard::lock(&self.path)?;
+        let _guard = Guard::existing(&self.path)?;
         self.ensure_still_ours()?;
         if self.reusable {
             let spare = files::spare_path(&self.path);

@@ -182,9 +182,10 @@ impl LeaseKeeper {
         let (stop, stopped) = crossbeam_channel::bounded::<()>(1);
         let lost = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
         let flag = lost.clone();
+        let home = canonical_parent(&path);
         let thread = std::thread::Builder::new()
             .name("gate-lease".into())
-            .spawn(move || renew(lock, &path, &stopped, &flag))
+            .spawn(move || renew(lock, &path, home.as_deref(), &stopped, &flag))
             .map_err(|e| Error::io("start the lease thread of", gate, e))?;
         Ok(LeaseKeeper {
             stop,
@@ -212,6 +213,7 @@ impl LeaseKeeper {
 fn renew(
     mut lock: DirLock,
     path: &Path,
+    home: Option<&Path>,
     stopped: &crossbeam_channel::Receiver<()>,
     lost: &std::sync::atomic::AtomicBool,
 ) {
@@ -227,6 +229,16 @@ fn renew(
                 tracing::warn!("renewing gate lease: {e}");
                 continue;
             }
+        }
+        if canonical_parent(path).as_deref() != home {
+            // The slot's directory was moved or swapped for a link: nothing is written
+            // there; the worker's own checks refuse the slot.
+            tracing::warn!(
+                "gate lease {}: its directory changed; not renewed",
+                path.display()
+            );
+            std::mem::forget(lock);
+            return;
         }
         match DirLock::try_acquire(path, &LockOptions::default()) {
             Ok(Acquire::Acquired(l)) => {
@@ -305,6 +317,11 @@ fn lock_exclusive(
             path: path.to_path_buf(),
         });
     }
+}
+
+/// The directory `path` is in, with every link resolved (`None` if it is gone).
+fn canonical_parent(path: &Path) -> Option<PathBuf> {
+    path.parent()?.canonicalize().ok()
 }
 
 /// The recorded holder is a process of this host that no longer exists.
