@@ -238,8 +238,6 @@ impl Host {
 
 impl Drop for Host {
     fn drop(&mut self) {
-        // A stopped host would ignore the SIGKILL of its init until continued.
-        self.signal_all(Signal::SIGCONT);
         let _ = kill(Pid::from_raw(self.init as i32), Signal::SIGKILL);
     }
 }
