@@ -169,7 +169,7 @@ impl LeaseKeeper {
     /// Take the lease beside `gate` (we hold its flock), or refuse naming its holder.
     fn take(gate: &Path, role: &str) -> Result<LeaseKeeper> {
         let path = lease_path(gate);
-        let lock = match DirLock::try_acquire(&path, &LockOptions::default())? {
+        let lock = match DirLock::try_acquire(&path, &lease_options(gate))? {
             Acquire::Acquired(l) => l,
             Acquire::Held(h) => {
                 return Err(Error::GateHeld {
@@ -183,9 +183,11 @@ impl LeaseKeeper {
         let lost = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
         let flag = lost.clone();
         let home = canonical_parent(&path);
+        // Renewed well within the shortest lease anyone may judge it by.
+        let every = LEASE_HEARTBEAT.min(lease_options(gate).lease / 3);
         let thread = std::thread::Builder::new()
             .name("gate-lease".into())
-            .spawn(move || renew(lock, &path, home.as_deref(), &stopped, &flag))
+            .spawn(move || renew(lock, &path, home.as_deref(), every, &stopped, &flag))
             .map_err(|e| Error::io("start the lease thread of", gate, e))?;
         Ok(LeaseKeeper {
             stop,
@@ -207,19 +209,21 @@ impl LeaseKeeper {
     }
 }
 
-/// Renew the lease every [`LEASE_HEARTBEAT`] until told to stop, then release it. A
+/// Renew the lease `every` ([`LEASE_HEARTBEAT`], or a third of a shorter lease) until
+/// told to stop, then release it. A
 /// lease found taken (we were judged gone) is taken back if its taker is gone too (a
 /// recovery that has finished), else it is marked lost.
 fn renew(
     mut lock: DirLock,
     path: &Path,
     home: Option<&Path>,
+    every: Duration,
     stopped: &crossbeam_channel::Receiver<()>,
     lost: &std::sync::atomic::AtomicBool,
 ) {
     use std::sync::atomic::Ordering;
     loop {
-        if stopped.recv_timeout(LEASE_HEARTBEAT).is_ok() {
+        if stopped.recv_timeout(every).is_ok() {
             break;
         }
         match lock.heartbeat() {
@@ -240,7 +244,7 @@ fn renew(
             std::mem::forget(lock);
             return;
         }
-        match DirLock::try_acquire(path, &LockOptions::default()) {
+        match DirLock::try_acquire(path, &lease_options(path)) {
             Ok(Acquire::Acquired(l)) => {
                 tracing::warn!(
                     "gate lease {} was taken while we were away; took it back",
@@ -319,6 +323,23 @@ fn lock_exclusive(
     }
 }
 
+/// The lock options of the root a gate (or its lease) belongs to — `leaseSecs` from its
+/// `config.json` — for `workers/<N>/.worker.lock` and `.locks/<name>.lock`; the
+/// defaults where there is none or it cannot be read.
+fn lease_options(gate: &Path) -> LockOptions {
+    let dir = gate.parent();
+    let root = match dir.and_then(Path::file_name).and_then(|n| n.to_str()) {
+        Some(".locks") => dir.and_then(Path::parent),
+        _ => dir
+            .and_then(Path::parent)
+            .filter(|p| p.file_name().is_some_and(|n| n == "workers"))
+            .and_then(Path::parent),
+    };
+    root.and_then(|r| crate::config::Config::load(&r.join("config.json")).ok())
+        .map(|c| c.lock_options())
+        .unwrap_or_default()
+}
+
 /// The directory `path` is in, with every link resolved (`None` if it is gone).
 fn canonical_parent(path: &Path) -> Option<PathBuf> {
     path.parent()?.canonicalize().ok()
@@ -363,7 +384,7 @@ pub fn probe(path: &Path) -> Result<Option<GateHolder>> {
 
 /// `recorded`, the holder another host wrote into the gate file, if its lease is live.
 fn foreign_holder(gate: &Path, mut recorded: GateHolder) -> Result<Option<GateHolder>> {
-    let Some(lease) = dirlock::inspect(&lease_path(gate), &LockOptions::default())? else {
+    let Some(lease) = dirlock::inspect(&lease_path(gate), &lease_options(gate))? else {
         return Ok(None);
     };
     let live_and_theirs = !lease.liveness.is_stale()
@@ -455,6 +476,20 @@ mod tests {
         assert!(pauses >= 1, "acquire must have found the gate held first");
         assert_eq!(gate.holder().pid, std::process::id());
         assert_eq!(probe(&path).unwrap().unwrap().pid, std::process::id());
+    }
+
+    #[test]
+    fn a_gates_lease_is_judged_by_its_roots_config() {
+        let root = tempfile::tempdir().unwrap();
+        std::fs::write(root.path().join("config.json"), r#"{"leaseSecs": 6}"#).unwrap();
+        let six = Duration::from_secs(6);
+        let worker = root.path().join("workers/0/.worker.lock");
+        assert_eq!(lease_options(&worker).lease, six);
+        assert_eq!(lease_options(&lease_path(&worker)).lease, six);
+        let launch = root.path().join(".locks/launch-s.lock");
+        assert_eq!(lease_options(&launch).lease, six);
+        let elsewhere = root.path().join("other/x.lock");
+        assert_eq!(lease_options(&elsewhere), LockOptions::default());
     }
 
     #[test]
