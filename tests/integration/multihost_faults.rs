@@ -37,7 +37,6 @@ fn running_on_b(c: &Cluster, id: &str, hold: &str) -> crate::multihost_env::Host
 }
 
 #[test]
-#[ignore = "issue 15, open: a gate's lease is judged with the default 120 s, not the root's leaseSecs, so the surviving host cannot recover within the bound; run with --ignored"]
 fn a_killed_hosts_task_is_interrupted_once_by_the_other_after_the_lease() {
     if skipped() {
         return;
@@ -90,7 +89,6 @@ fn a_killed_hosts_task_is_interrupted_once_by_the_other_after_the_lease() {
 }
 
 #[test]
-#[ignore = "issue 15, open: a gate's lease is judged with the default 120 s, not the root's leaseSecs, so the surviving host cannot recover within the bound; run with --ignored"]
 fn a_host_paused_past_its_lease_publishes_no_second_success() {
     if skipped() {
         return;
