@@ -232,7 +232,7 @@ impl DirLock {
 
     /// Like [`DirLock::try_acquire`], for a process that takes the same lock over and
     /// over (a worker's `.lock`): on release the directory is parked under a name private
-    /// to this process (`<lock>.spare.<pid>`) and renamed back into place on the next
+    /// to this process (`<lock>.spare.<pid>@<host id>`) and renamed back into place on the next
     /// acquire. What others see is the same — `<lock>/` exists, with `pid` and
     /// `owner.json`, exactly while it is held — but no inode is created or freed per
     /// task, which is the expensive part of a lock on many filesystems (and NFS).
@@ -394,20 +394,18 @@ pub fn clear_spares(lock: &Path) -> Result<()> {
     };
     let prefix = format!("{}.spare.", base.to_string_lossy());
     let lease = LockOptions::default().lease;
-    files::clear_spares_where(dir, lease, |name| name.strip_prefix(&prefix)?.parse().ok())
+    files::clear_spares_where(dir, lease, |name| name.strip_prefix(&prefix))
 }
 
-/// Remove every lock spare in `dir` (`<name>.lock.spare.<pid>`) whose process is gone:
+/// Remove every lock spare in `dir` (`<name>.lock.spare.<pid>@<host id>`) whose process is gone:
 /// a process killed while it built or parked a lock leaves one behind, and nobody else
 /// would ever take it back. Old tombstones go too.
 pub fn clear_dead_spares_in(dir: &Path) -> Result<()> {
     let lease = LockOptions::default().lease;
-    files::clear_spares_where(dir, lease, |name| {
-        name.split_once(".lock.spare.")?.1.parse().ok()
-    })
+    files::clear_spares_where(dir, lease, |name| Some(name.split_once(".lock.spare.")?.1))
 }
 
-pub use files::clear_tombstones;
+pub use files::{clear_tombstones, spare_suffix};
 
 /// Who holds the lock at `path` and whether they are alive; `None` if it is free.
 pub fn inspect(path: &Path, opts: &LockOptions) -> Result<Option<Holder>> {

@@ -27,6 +27,9 @@ use crate::protocol::now_rfc3339;
 /// at least 1 s, 120 s by default).
 pub const LEASE_HEARTBEAT: Duration = Duration::from_secs(2);
 
+/// How many heartbeats a lost lease is tried back before the gate counts as lost.
+const TAKE_BACK_ROUNDS: u32 = 5;
+
 /// How long `acquire` keeps retrying while the gate is only being probed (probes hold
 /// a shared flock for microseconds; a real holder holds it exclusively).
 const PROBE_RETRY: Duration = Duration::from_secs(1);
@@ -222,12 +225,16 @@ fn renew(
     lost: &std::sync::atomic::AtomicBool,
 ) {
     use std::sync::atomic::Ordering;
+    let mut held_rounds = 0;
     loop {
         if stopped.recv_timeout(every).is_ok() {
             break;
         }
         match lock.heartbeat() {
-            Ok(()) => continue,
+            Ok(()) => {
+                held_rounds = 0;
+                continue;
+            }
             Err(Error::LockLost { .. }) => {}
             Err(e) => {
                 tracing::warn!("renewing gate lease: {e}");
@@ -246,11 +253,19 @@ fn renew(
         }
         match DirLock::try_acquire(path, &lease_options(path)) {
             Ok(Acquire::Acquired(l)) => {
+                held_rounds = 0;
                 tracing::warn!(
                     "gate lease {} was taken while we were away; took it back",
                     path.display()
                 );
                 std::mem::forget(std::mem::replace(&mut lock, l));
+            }
+            // A recovery that judged us gone holds it for a moment: only a holder that
+            // keeps it (another host's worker) means the slot is no longer ours.
+            Ok(Acquire::Held(h)) if held_rounds < TAKE_BACK_ROUNDS => {
+                held_rounds += 1;
+                tracing::warn!("gate lease {} is held: {h}; trying again", path.display());
+                continue;
             }
             Ok(Acquire::Held(h)) => {
                 tracing::error!("gate lease {} was taken over: {h}", path.display());

@@ -44,12 +44,21 @@ pub(super) fn error_vanished(e: &Error) -> bool {
 }
 
 /// This process's private name beside `lock`: where a reusable lock is parked and where
-/// any lock is built before it is renamed into place. A leftover under it (a crash) is
+/// any lock is built before it is renamed into place — `<lock>.spare.<pid>@<host id>`,
+/// as pids collide across hosts (and pid namespaces). A leftover under it (a crash) is
 /// cleared by `clear_spares` once we are gone.
 pub(super) fn spare_path(lock: &Path) -> PathBuf {
     let mut name = lock.as_os_str().to_owned();
-    name.push(format!(".spare.{}", std::process::id()));
+    name.push(format!(".spare.{}@{}", std::process::id(), host::host_id()));
     PathBuf::from(name)
+}
+
+/// The pid and host id a spare's name ends with (`<pid>` in names of older versions).
+pub fn spare_suffix(suffix: &str) -> Option<(u32, Option<&str>)> {
+    match suffix.split_once('@') {
+        Some((pid, host)) => Some((pid.parse().ok()?, Some(host))),
+        None => Some((suffix.parse().ok()?, None)),
+    }
 }
 
 /// A fresh, unique name beside `lock` to move a lock directory to before removing it:
@@ -91,9 +100,10 @@ pub(super) fn place(path: &Path, owner: &LockOwner, reusable: bool) -> Result<bo
         build_lock_dir(&spare, owner)
     };
     if let Err(e) = written {
-        // Our spare was removed under us (a sweep on another host, where our pid looks
-        // dead): build it again on the next round.
-        if error_vanished(&e) {
+        // Our spare was removed under us (a sweep that judged it abandoned), or a
+        // leftover under our name could not be moved away: look again.
+        if error_vanished(&e) || e.io_kind() == Some(io::ErrorKind::AlreadyExists) {
+            tracing::debug!("building lock {}: {e}; looking again", path.display());
             return Ok(false);
         }
         return Err(e);
@@ -250,29 +260,33 @@ pub fn clear_tombstones(dir: &Path) -> Result<()> {
     Ok(())
 }
 
-/// Remove the spares in `dir` whose name `pid_of` reads a pid from, when that spare is
-/// provably abandoned: our own, or one of this host whose pid is dead. A spare that
-/// records another host is left until it is older than `lease` (its pid means nothing
-/// here); one with no record yet is judged by its pid here — if that was wrong (it was
-/// another host's, being built), its builder finds it gone and builds it again.
+/// Remove the spares in `dir` whose name `suffix_of` reads a pid (and host id) from,
+/// when that spare is provably abandoned: our own, or one of this host whose pid is
+/// dead. A spare of another host (by its name, or the `owner.json` inside) is left
+/// until it is older than `lease` (its pid means nothing here); one with neither is
+/// judged by its pid here — if that was wrong (it was being built elsewhere), its
+/// builder finds it gone and builds it again.
 pub(super) fn clear_spares_where(
     dir: &Path,
     lease: Duration,
-    pid_of: impl Fn(&str) -> Option<u32>,
+    suffix_of: impl Fn(&str) -> Option<&str>,
 ) -> Result<()> {
     let Some(entries) = fsio::read_dir_if_exists(dir)? else {
         return Ok(());
     };
     for entry in entries.flatten() {
-        let Some(pid) = entry.file_name().to_str().and_then(&pid_of) else {
+        let name = entry.file_name();
+        let Some((pid, host_id)) = name.to_str().and_then(&suffix_of).and_then(spare_suffix) else {
             continue;
         };
         let path = entry.path();
         let owner: Option<LockOwner> =
             fsio::read_json(&owner_file(&path), SMALL_FILE_LIMIT).unwrap_or(None);
-        let ours = owner
-            .as_ref()
-            .is_none_or(|o| host::is_this_host(o.host_id.as_deref(), Some(&o.host)));
+        let ours = match (host_id, &owner) {
+            (Some(id), _) => id == host::host_id(),
+            (None, Some(o)) => o.is_this_host(),
+            (None, None) => true,
+        };
         let abandoned = if ours {
             pid == std::process::id() || !host::pid_alive(pid)
         } else {

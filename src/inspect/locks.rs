@@ -227,11 +227,11 @@ pub fn spares_in(dir: &Path) -> Result<Vec<(PathBuf, u32)>> {
         .into_iter()
         .filter(|(_, _, m)| m.is_dir())
         .filter_map(|(name, path, _)| {
-            let (base, pid) = name.rsplit_once(".spare.")?;
+            let (base, suffix) = name.rsplit_once(".spare.")?;
             (base.ends_with(".lock") || base == ".lock")
                 .then_some(())
-                .and(pid.parse::<u32>().ok())
-                .map(|pid| (path, pid))
+                .and(dirlock::spare_suffix(suffix))
+                .map(|(pid, _)| (path, pid))
         })
         .collect())
 }

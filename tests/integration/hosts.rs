@@ -468,3 +468,38 @@ fn a_slot_served_on_another_host_is_refused_and_shown_alive() {
     let g = Gate::acquire(&gate_path, "worker 0").expect("an expired lease is taken over");
     drop(g);
 }
+
+/// Pids collide across hosts (pid namespaces start at 1): another host's worker with
+/// our pid builds its locks under its own spare name, and neither our acquire nor our
+/// sweep of dead spares touches what it is building.
+#[test]
+fn another_hosts_spare_under_our_pid_is_left_alone() {
+    let t = TestRoot::new();
+    let path = t.client.root().key_lock("k");
+    let keys = path.parent().unwrap().to_path_buf();
+    let me = std::process::id();
+    // Where that host builds: its name for it under this version, and under the old
+    // naming (pid only), both with its owner record inside.
+    let theirs = [
+        keys.join(format!("k.lock.spare.{me}@{OTHER_HOST_ID}")),
+        keys.join(format!("k.lock.spare.{me}")),
+    ];
+    for spare in &theirs {
+        plant(spare, &foreign_owner(me, ago(Duration::ZERO), 1));
+    }
+    for _ in 0..3 {
+        match DirLock::try_acquire(&path, &LockOptions::default()).unwrap() {
+            Acquire::Acquired(l) => l.release().unwrap(),
+            Acquire::Held(h) => panic!("held by {h}"),
+        }
+        dirlock::clear_dead_spares_in(&keys).unwrap();
+        dirlock::clear_spares(&path).unwrap();
+    }
+    for spare in &theirs {
+        assert!(
+            spare.join("owner.json").exists(),
+            "{} was removed or emptied",
+            spare.display()
+        );
+    }
+}

@@ -651,7 +651,12 @@ fn reusable_lock_is_parked_between_uses_and_looks_the_same_while_held() {
     let t = TestRoot::new();
     let path = lock_path(&t);
     let opts = LockOptions::default();
-    let spare = PathBuf::from(format!("{}.spare.{}", path.display(), std::process::id()));
+    let spare = PathBuf::from(format!(
+        "{}.spare.{}@{}",
+        path.display(),
+        std::process::id(),
+        host::host_id()
+    ));
     let mut nonces = Vec::new();
     for round in 0..3 {
         let lock = match DirLock::try_acquire_reusable(&path, &opts).unwrap() {
