@@ -1,28 +1,28 @@
 //! Directory locks (`.lock/`, `keys/<k>.lock/`, `slots/<i>.lock/`) with provable staleness.
 //!
-//! `mkdir` is the atomic step; `pid` and `owner.json` inside say who holds it. A lock is
+//! A lock is born complete (built aside, renamed into place); `pid` and `owner.json`
+//! inside say who holds it, with its epoch (fencing token). A lock is
 //! stale only when its owner is proven gone (docs/ARCHITECTURE.md, "Directory locks"). Acquisition, takeover,
 //! heartbeat and release all happen under a small flock beside the lock
 //! (`<lock>.guard`), so two recoverers can never both win and a release never removes a
 //! lock that somebody else has taken over.
 
 use std::fmt;
-use std::fs::{self, DirBuilder, File, OpenOptions};
+use std::fs::{self, File, OpenOptions};
 use std::io;
-use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, SystemTime};
 
-use nix::errno::Errno;
 use nix::fcntl::{Flock, FlockArg};
 use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
-use crate::fsio::{self, Durability, SMALL_FILE_LIMIT};
+use crate::fsio::{self, SMALL_FILE_LIMIT};
 use crate::host;
 use crate::protocol::now_rfc3339;
 
+mod files;
 mod judge;
 pub use judge::{verdict, LockRead, OwnerRead, ProcessFacts, Vantage, STARTED_AFTER_MARGIN};
 
@@ -64,6 +64,14 @@ pub struct LockOwner {
     /// Renewed by long holders; what other hosts judge the lease by.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub heartbeat_at: Option<String>,
+    /// [`host::host_id`] of the holder: only a holder of this host is judged by its pid
+    /// (absent in locks of versions before it: then `host` decides).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub host_id: Option<String>,
+    /// The fencing token: one more than any earlier holder of this lock name that this
+    /// acquisition could see (the counter in `<lock>.guard`, the taken-over owner's).
+    #[serde(default)]
+    pub epoch: u64,
 }
 
 impl LockOwner {
@@ -77,7 +85,14 @@ impl LockOwner {
             nonce: fsio::nonce(),
             acquired_at: now_rfc3339(),
             heartbeat_at: None,
+            host_id: Some(host::host_id().to_string()),
+            epoch: 0,
         }
+    }
+
+    /// Whether this owner is a process of this host (so its pid means something here).
+    pub fn is_this_host(&self) -> bool {
+        host::is_this_host(self.host_id.as_deref(), Some(&self.host))
     }
 }
 
@@ -128,17 +143,32 @@ pub enum Acquire {
 #[derive(Debug)]
 pub struct DirLock {
     path: PathBuf,
+    /// The directory we placed, open: ownership is checked and renewed through it.
+    dir: Option<File>,
     owner: LockOwner,
     released: bool,
     /// Released by renaming to this process's spare name instead of removing.
     reusable: bool,
 }
 
-/// The flock beside a lock that serializes acquire, takeover, heartbeat and release.
-struct Guard(#[allow(dead_code)] Flock<File>);
+/// The flock beside a lock that serializes acquire, takeover, heartbeat and release on
+/// this host (a flock may not cross hosts: the steps are safe without it, only racier).
+/// The file holds the lock name's last epoch, in decimal.
+struct Guard(Flock<File>);
 
 impl Guard {
     fn lock(lock_path: &Path) -> Result<Guard> {
+        Self::lock_creating(lock_path, true).map(|g| g.expect("created if missing"))
+    }
+
+    /// The guard of a lock we hold: it exists unless the directory it was in is gone or
+    /// was swapped (then `None`, and nothing is created there — the ownership check
+    /// that follows finds the lock lost).
+    fn existing(lock_path: &Path) -> Result<Option<Guard>> {
+        Self::lock_creating(lock_path, false)
+    }
+
+    fn lock_creating(lock_path: &Path, create: bool) -> Result<Option<Guard>> {
         let mut name = lock_path.as_os_str().to_owned();
         name.push(".guard");
         let gpath = PathBuf::from(name);
@@ -146,13 +176,14 @@ impl Guard {
             OpenOptions::new()
                 .read(true)
                 .write(true)
-                .create(true)
+                .create(create)
                 .truncate(false)
                 .mode(0o600)
                 .open(&gpath)
         };
         let file = match open() {
             Ok(f) => f,
+            Err(e) if !create && files::vanished(&e) => return Ok(None),
             Err(e) if e.kind() == io::ErrorKind::NotFound => {
                 if let Some(parent) = gpath.parent() {
                     fsio::ensure_dir(parent)?;
@@ -162,18 +193,36 @@ impl Guard {
             Err(e) => return Err(Error::io("open lock guard", &gpath, e)),
         };
         Flock::lock(file, FlockArg::LockExclusive)
-            .map(Guard)
+            .map(|f| Some(Guard(f)))
             .map_err(|(_, errno)| Error::io("flock", &gpath, errno.into()))
+    }
+
+    /// The last epoch recorded for this lock name (0 if none or unreadable).
+    fn epoch(&self) -> u64 {
+        use std::io::{Read, Seek};
+        let mut f: &File = &self.0;
+        let mut text = String::new();
+        let read = f
+            .seek(io::SeekFrom::Start(0))
+            .and_then(|_| f.take(32).read_to_string(&mut text));
+        read.ok()
+            .and_then(|_| text.trim().parse().ok())
+            .unwrap_or(0)
+    }
+
+    /// Record `epoch` as the lock name's last, best effort: a lost write only lets a
+    /// later acquisition reuse a number of a holder that is already gone; a takeover
+    /// always counts past the owner it replaces.
+    fn set_epoch(&self, epoch: u64) {
+        use std::os::unix::fs::FileExt;
+        let text = format!("{epoch:<20}\n");
+        if let Err(e) = self.0.write_all_at(text.as_bytes(), 0) {
+            tracing::debug!("recording lock epoch {epoch}: {e}");
+        }
     }
 }
 
-fn owner_file(lock: &Path) -> PathBuf {
-    lock.join("owner.json")
-}
-
-fn pid_file(lock: &Path) -> PathBuf {
-    lock.join("pid")
-}
+use files::{owner_file, pid_file};
 
 impl DirLock {
     /// Take the lock if it is free or provably stale; otherwise report the holder.
@@ -183,7 +232,7 @@ impl DirLock {
 
     /// Like [`DirLock::try_acquire`], for a process that takes the same lock over and
     /// over (a worker's `.lock`): on release the directory is parked under a name private
-    /// to this process (`<lock>.spare.<pid>`) and renamed back into place on the next
+    /// to this process (`<lock>.spare.<pid>@<host id>`) and renamed back into place on the next
     /// acquire. What others see is the same — `<lock>/` exists, with `pid` and
     /// `owner.json`, exactly while it is held — but no inode is created or freed per
     /// task, which is the expensive part of a lock on many filesystems (and NFS).
@@ -192,29 +241,36 @@ impl DirLock {
     }
 
     fn acquire(path: &Path, opts: &LockOptions, reusable: bool) -> Result<Acquire> {
-        let _guard = Guard::lock(path)?;
-        let owner = LockOwner::for_this_process();
+        let guard = Guard::lock(path)?;
+        let mut owner = LockOwner::for_this_process();
+        let mut last_epoch = guard.epoch();
         for _ in 0..VANISH_RETRIES {
-            if place(path, &owner, reusable)? {
+            owner.epoch = last_epoch + 1;
+            if files::place(path, &owner, reusable)? {
+                guard.set_epoch(owner.epoch);
                 return Ok(Acquire::Acquired(DirLock {
                     path: path.to_path_buf(),
+                    dir: files::open_dir(path),
                     owner,
                     released: false,
                     reusable,
                 }));
             }
             // Gone again before we could read it (released by a holder outside the
-            // guard protocol): free now, try again.
+            // guard protocol, or on another host): free now, try again.
             let Some(holder) = judge(path, opts, false)? else {
                 continue;
             };
             if !holder.liveness.is_stale() {
                 return Ok(Acquire::Held(holder));
             }
+            if let Some(o) = &holder.owner {
+                last_epoch = last_epoch.max(o.epoch);
+            }
             tracing::info!(lock = %path.display(), "taking over stale lock: {holder}");
-            discard_lock_dir(path)?;
-            // If placing fails now, someone outside the guard protocol got in between:
-            // judge theirs on the next round.
+            files::discard(path)?;
+            // If placing fails now, someone else got in between: judge theirs on the
+            // next round.
         }
         Ok(Acquire::Held(Holder {
             path: path.to_path_buf(),
@@ -234,12 +290,31 @@ impl DirLock {
         &self.owner
     }
 
-    /// Renew `heartbeatAt` (what other hosts judge our lease by).
+    /// This holding's fencing token.
+    pub fn epoch(&self) -> u64 {
+        self.owner.epoch
+    }
+
+    /// Renew `heartbeatAt` (what other hosts judge our lease by) — only while the lock
+    /// in place is still ours; else [`Error::LockLost`]: we were judged gone (paused
+    /// past the lease, cut off) and someone took it, so we must stop at once. The record
+    /// is read and written through the directory we placed, so a new lock under the
+    /// same name is never written into.
     pub fn heartbeat(&mut self) -> Result<()> {
-        let _guard = Guard::lock(&self.path)?;
+        let _guard = Guard::existing(&self.path)?;
         self.ensure_still_ours()?;
+        let dir = self.dir.as_ref().ok_or_else(|| self.lost())?;
         self.owner.heartbeat_at = Some(now_rfc3339());
-        fsio::write_json(&owner_file(&self.path), &self.owner, Durability::Atomic)
+        match files::write_owner_at(dir, &self.path, &self.owner) {
+            // Removed under us since the check (another host took it over).
+            Err(e) if files::error_vanished(&e) => Err(self.lost()),
+            other => other,
+        }
+    }
+
+    /// Whether the lock is still ours, without renewing it.
+    pub fn check(&self) -> Result<()> {
+        self.ensure_still_ours()
     }
 
     /// Release the lock — only if it is still ours (our nonce in `owner.json`).
@@ -249,12 +324,12 @@ impl DirLock {
     }
 
     fn release_now(&self) -> Result<()> {
-        let _guard = Guard::lock(&self.path)?;
+        let _guard = Guard::existing(&self.path)?;
         self.ensure_still_ours()?;
         if self.reusable {
-            let spare = spare_path(&self.path);
+            let spare = files::spare_path(&self.path);
             // A leftover from an earlier process that had our pid would block the rename.
-            remove_lock_dir(&spare)?;
+            files::bury(&spare);
             match fs::rename(&self.path, &spare) {
                 Ok(()) => return Ok(()),
                 Err(e) => {
@@ -262,18 +337,40 @@ impl DirLock {
                 }
             }
         }
-        discard_lock_dir(&self.path)
+        files::discard(&self.path).map(|_| ())
     }
 
+    /// Ours = the directory in place is the one we placed and still holds our nonce
+    /// and epoch (its inode compared, so a lock re-made under the name is not ours).
     fn ensure_still_ours(&self) -> Result<()> {
-        let current: Option<LockOwner> =
-            fsio::read_json(&owner_file(&self.path), SMALL_FILE_LIMIT).unwrap_or(None);
+        let in_place = files::open_dir(&self.path);
+        let same_dir = match (&self.dir, &in_place) {
+            (Some(a), Some(b)) => same_inode(a, b),
+            (None, Some(_)) => true,
+            _ => false,
+        };
+        let current = in_place
+            .as_ref()
+            .filter(|_| same_dir)
+            .and_then(|d| files::read_owner_at(d, &self.path));
         match current {
-            Some(o) if o.nonce == self.owner.nonce => Ok(()),
-            _ => Err(Error::LockLost {
-                path: self.path.clone(),
-            }),
+            Some(o) if o.nonce == self.owner.nonce && o.epoch == self.owner.epoch => Ok(()),
+            _ => Err(self.lost()),
         }
+    }
+
+    fn lost(&self) -> Error {
+        Error::LockLost {
+            path: self.path.clone(),
+        }
+    }
+}
+
+fn same_inode(a: &File, b: &File) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    match (a.metadata(), b.metadata()) {
+        (Ok(a), Ok(b)) => a.dev() == b.dev() && a.ino() == b.ino(),
+        _ => false,
     }
 }
 
@@ -289,177 +386,26 @@ impl Drop for DirLock {
     }
 }
 
-/// This process's private name beside `lock`: where a reusable lock is parked, where
-/// any lock is built before it is renamed into place, and where it is moved to be removed.
-/// A leftover under it (a crash) is cleared by [`clear_spares`] once we are gone.
-fn spare_path(lock: &Path) -> PathBuf {
-    let mut name = lock.as_os_str().to_owned();
-    name.push(format!(".spare.{}", std::process::id()));
-    PathBuf::from(name)
-}
-
-/// Remove parked spares of `lock` left by processes that are gone (and our own).
+/// Remove parked spares of `lock` left by processes that are gone (and our own), and
+/// its old tombstones.
 pub fn clear_spares(lock: &Path) -> Result<()> {
     let (Some(dir), Some(base)) = (lock.parent(), lock.file_name()) else {
         return Ok(());
     };
     let prefix = format!("{}.spare.", base.to_string_lossy());
-    clear_spares_where(dir, |name| name.strip_prefix(&prefix)?.parse().ok())
+    let lease = LockOptions::default().lease;
+    files::clear_spares_where(dir, lease, |name| name.strip_prefix(&prefix))
 }
 
-/// Remove every lock spare in `dir` (`<name>.lock.spare.<pid>`) whose process is gone:
+/// Remove every lock spare in `dir` (`<name>.lock.spare.<pid>@<host id>`) whose process is gone:
 /// a process killed while it built or parked a lock leaves one behind, and nobody else
-/// would ever take it back.
+/// would ever take it back. Old tombstones go too.
 pub fn clear_dead_spares_in(dir: &Path) -> Result<()> {
-    clear_spares_where(dir, |name| name.split_once(".lock.spare.")?.1.parse().ok())
+    let lease = LockOptions::default().lease;
+    files::clear_spares_where(dir, lease, |name| Some(name.split_once(".lock.spare.")?.1))
 }
 
-/// Remove the spares in `dir` whose name `pid_of` reads a dead (or our own) pid from.
-fn clear_spares_where(dir: &Path, pid_of: impl Fn(&str) -> Option<u32>) -> Result<()> {
-    let Some(entries) = fsio::read_dir_if_exists(dir)? else {
-        return Ok(());
-    };
-    for entry in entries.flatten() {
-        let Some(pid) = entry.file_name().to_str().and_then(&pid_of) else {
-            continue;
-        };
-        if pid == std::process::id() || !host::pid_alive(pid) {
-            remove_lock_dir(&entry.path())?;
-        }
-    }
-    Ok(())
-}
-
-/// Whether renaming without replacing has worked here so far (it falls back to
-/// `mkdir` on filesystems that cannot do it, and we remember that).
-static NOREPLACE_WORKS: AtomicBool =
-    AtomicBool::new(cfg!(all(target_os = "linux", target_env = "gnu")));
-
-/// Make `path` exist as our lock. `Ok(false)`: the lock already exists.
-///
-/// The directory appears with `pid` and `owner.json` already inside: it is built (or,
-/// for a reusable lock, its parked spare rewritten) under our spare name and renamed
-/// into place without replacing, so a crash can never leave an ownerless or pid-only
-/// lock. Where that rename is not available: `mkdir`, then write the files.
-fn place(path: &Path, owner: &LockOwner, reusable: bool) -> Result<bool> {
-    if NOREPLACE_WORKS.load(Ordering::Relaxed) {
-        let spare = spare_path(path);
-        let parked = reusable && fs::symlink_metadata(&spare).is_ok_and(|m| m.is_dir());
-        if parked {
-            // In place: nobody else looks at a spare.
-            fsio::overwrite_padded(&pid_file(&spare), format!("{}\n", owner.pid).as_bytes())?;
-            fsio::overwrite_padded(&owner_file(&spare), &fsio::to_json_bytes(owner))?;
-        } else {
-            // A leftover under our name is from an earlier process with our pid.
-            remove_lock_dir(&spare)?;
-            build_lock_dir(&spare, owner)?;
-        }
-        match rename_noreplace(&spare, path)? {
-            Some(true) => return Ok(true),
-            Some(false) => {
-                if !reusable {
-                    remove_lock_dir(&spare)?;
-                }
-                return Ok(false);
-            }
-            None => NOREPLACE_WORKS.store(false, Ordering::Relaxed),
-        }
-    }
-    if !make_lock_dir(path)? {
-        return Ok(false);
-    }
-    if let Err(e) = write_owner_files(path, owner) {
-        let _ = remove_lock_dir(path);
-        return Err(e);
-    }
-    Ok(true)
-}
-
-/// Make the directory `dir` with our `pid` and `owner.json` inside (nobody else looks
-/// at it until it is renamed into place).
-fn build_lock_dir(dir: &Path, owner: &LockOwner) -> Result<()> {
-    make_lock_dir(dir)?;
-    let written = write_owner_files(dir, owner);
-    if written.is_err() {
-        let _ = remove_lock_dir(dir);
-    }
-    written
-}
-
-/// `pid` first: the original conductor's clients read only that.
-fn write_owner_files(dir: &Path, owner: &LockOwner) -> Result<()> {
-    fsio::write_replace(
-        &pid_file(dir),
-        format!("{}\n", owner.pid).as_bytes(),
-        Durability::Atomic,
-    )?;
-    fsio::write_json(&owner_file(dir), owner, Durability::Atomic)
-}
-
-/// `Some(false)`: `to` exists. `None` (with `from` removed): this filesystem cannot
-/// rename without replacing.
-#[cfg(all(target_os = "linux", target_env = "gnu"))]
-fn rename_noreplace(from: &Path, to: &Path) -> Result<Option<bool>> {
-    use nix::fcntl::{renameat2, RenameFlags, AT_FDCWD};
-    match renameat2(AT_FDCWD, from, AT_FDCWD, to, RenameFlags::RENAME_NOREPLACE) {
-        Ok(()) => Ok(Some(true)),
-        Err(Errno::EEXIST | Errno::ENOTEMPTY) => Ok(Some(false)),
-        Err(Errno::EINVAL | Errno::ENOSYS | Errno::EOPNOTSUPP) => {
-            remove_lock_dir(from)?;
-            Ok(None)
-        }
-        Err(e) => Err(Error::io("rename spare lock into", to, e.into())),
-    }
-}
-
-#[cfg(not(all(target_os = "linux", target_env = "gnu")))]
-fn rename_noreplace(from: &Path, _to: &Path) -> Result<Option<bool>> {
-    remove_lock_dir(from)?;
-    Ok(None)
-}
-
-/// `mkdir` the lock: `Ok(true)` if we created it, `Ok(false)` if it exists.
-fn make_lock_dir(path: &Path) -> Result<bool> {
-    let mk = || DirBuilder::new().mode(0o700).create(path);
-    match mk() {
-        Ok(()) => Ok(true),
-        Err(e) if e.kind() == io::ErrorKind::AlreadyExists => Ok(false),
-        Err(e) if e.kind() == io::ErrorKind::NotFound => {
-            if let Some(parent) = path.parent() {
-                fsio::ensure_dir(parent)?;
-            }
-            match mk() {
-                Ok(()) => Ok(true),
-                Err(e) if e.kind() == io::ErrorKind::AlreadyExists => Ok(false),
-                Err(e) => Err(Error::io("create lock directory", path, e)),
-            }
-        }
-        Err(e) => Err(Error::io("create lock directory", path, e)),
-    }
-}
-
-/// Take the lock at `path` away in one step (renamed to our spare name, then removed
-/// there), so that it is never seen, nor left by a crash, emptied but in place.
-fn discard_lock_dir(path: &Path) -> Result<()> {
-    let spare = spare_path(path);
-    remove_lock_dir(&spare)?;
-    match fs::rename(path, &spare) {
-        Ok(()) => remove_lock_dir(&spare),
-        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
-        Err(e) => {
-            tracing::debug!("moving {} aside failed ({e}); removing it", path.display());
-            remove_lock_dir(path)
-        }
-    }
-}
-
-fn remove_lock_dir(path: &Path) -> Result<()> {
-    match fs::remove_dir_all(path) {
-        Ok(()) => Ok(()),
-        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
-        Err(e) => Err(Error::io("remove lock directory", path, e)),
-    }
-}
+pub use files::{clear_tombstones, spare_suffix};
 
 /// Who holds the lock at `path` and whether they are alive; `None` if it is free.
 pub fn inspect(path: &Path, opts: &LockOptions) -> Result<Option<Holder>> {
@@ -485,7 +431,7 @@ fn break_judged(path: &Path, opts: &LockOptions, gated: bool) -> Result<Option<H
     match judge(path, opts, gated)? {
         Some(h) if h.liveness.is_stale() => {
             tracing::info!(lock = %path.display(), "removing stale lock: {h}");
-            discard_lock_dir(path)?;
+            files::discard(path)?;
             Ok(Some(h))
         }
         _ => Ok(None),
@@ -497,7 +443,8 @@ fn break_judged(path: &Path, opts: &LockOptions, gated: bool) -> Result<Option<H
 pub fn read_lock(path: &Path) -> Result<Option<LockRead>> {
     let stat = |path: &Path| match fs::symlink_metadata(path) {
         Ok(m) => Ok(Some(m)),
-        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
+        // Removed (or replaced, on a network filesystem) by someone else just now.
+        Err(e) if files::vanished(&e) => Ok(None),
         Err(e) => Err(Error::io("stat lock", path, e)),
     };
     let Some(meta) = stat(path)? else {
@@ -509,6 +456,7 @@ pub fn read_lock(path: &Path) -> Result<Option<LockRead>> {
     let owner = match fsio::read_json::<LockOwner>(&owner_file(path), SMALL_FILE_LIMIT) {
         Ok(Some(o)) => OwnerRead::Valid(o),
         Ok(None) => OwnerRead::Missing,
+        Err(e) if files::error_vanished(&e) => OwnerRead::Missing,
         Err(e) => OwnerRead::Corrupt(e.to_string()),
     };
     let pid_file = fsio::read_bounded(&pid_file(path), 64)
@@ -529,11 +477,17 @@ pub fn read_lock(path: &Path) -> Result<Option<LockRead>> {
     Ok(Some(read))
 }
 
-/// What this host knows about the process a lock names (nothing for another host's).
+/// What this host knows about the process a lock names: nothing unless the lock is
+/// provably of this host — an owner of this host id (or, before host ids, host name).
+/// A pid-only lock is not: locks are born with their owner, so a pid alone is an older
+/// version's lock or another host's, whose pid means nothing here.
 fn facts_about(read: &LockRead) -> Option<ProcessFacts> {
     let pid = read.pid()?;
-    if matches!(&read.owner, OwnerRead::Valid(o) if o.host != host::hostname()) {
-        return None;
+    match &read.owner {
+        OwnerRead::Valid(o) if o.is_this_host() => {}
+        OwnerRead::Valid(_) => return None,
+        // Pid-only: looked at only to keep a lock alive past its grace (see judge).
+        _ => {}
     }
     let alive = host::pid_alive(pid);
     Some(ProcessFacts {
@@ -553,6 +507,7 @@ fn judge(path: &Path, opts: &LockOptions, gated: bool) -> Result<Option<Holder>>
     }
     let at = Vantage {
         host: host::hostname().to_string(),
+        host_id: host::host_id().to_string(),
         boot_id: host::boot_id().to_string(),
         now: SystemTime::now(),
         gated,

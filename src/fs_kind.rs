@@ -1,6 +1,7 @@
-//! Which filesystem a path is on, and whether it delivers change events to watchers.
+//! Which filesystem a path is on: whether it delivers change events to watchers, how it
+//! is mounted, and whether its flocks reach other hosts.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use crate::error::Result;
 
@@ -69,6 +70,163 @@ pub fn by_magic(magic: i64) -> FsKind {
     }
 }
 
+/// A mount, from one line of `/proc/self/mountinfo`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MountInfo {
+    pub mount_point: PathBuf,
+    /// `ext4`, `nfs4`, `fuse.sshfs`, …
+    pub fs_type: String,
+    /// What is mounted: a device, `server:/export`, `user@host:/dir`.
+    pub source: String,
+    /// The per-mount options, then the filesystem's own (`vers=4.2`, `acdirmin=30`…).
+    pub options: Vec<String>,
+}
+
+impl MountInfo {
+    /// The value of option `name` (`Some("")` for a flag that is set).
+    pub fn option(&self, name: &str) -> Option<&str> {
+        self.options.iter().find_map(|o| match o.split_once('=') {
+            Some((k, v)) if k == name => Some(v),
+            None if o == name => Some(""),
+            _ => None,
+        })
+    }
+
+    /// Whether other machines may share this filesystem (network and FUSE filesystems).
+    pub fn is_shared(&self) -> bool {
+        let t = self.fs_type.as_str();
+        matches!(
+            t,
+            "nfs"
+                | "nfs4"
+                | "cifs"
+                | "smb3"
+                | "smbfs"
+                | "ceph"
+                | "9p"
+                | "glusterfs"
+                | "lustre"
+                | "gpfs"
+                | "beegfs"
+                | "afs"
+                | "ocfs2"
+                | "gfs2"
+        ) || t.starts_with("fuse.")
+            && !matches!(
+                t,
+                "fuse.lxcfs" | "fuse.portal" | "fuse.gvfsd-fuse" | "fuse.fuse-overlayfs"
+            )
+    }
+
+    /// Whether an flock taken on one host is seen by another: the Linux NFS client
+    /// turns flocks into server locks unless `local_lock` says otherwise, CephFS and
+    /// GFS2/OCFS2 share them; FUSE and 9p keep them on the client; for SMB it depends on
+    /// the server. `None`: unknown.
+    pub fn flock_crosses_hosts(&self) -> Option<bool> {
+        match self.fs_type.as_str() {
+            "nfs" | "nfs4" => Some(!matches!(self.option("local_lock"), Some("flock" | "all"))),
+            "ceph" | "gfs2" | "ocfs2" => Some(true),
+            "9p" => Some(false),
+            t if t.starts_with("fuse.") => Some(t == "fuse.ceph-fuse"),
+            _ => None,
+        }
+    }
+}
+
+/// The mount `path` is on (the deepest mount point above it; of mounts stacked on one
+/// point, the last).
+pub fn mount_of(path: &Path) -> Result<Option<MountInfo>> {
+    let abs =
+        std::fs::canonicalize(path).map_err(|e| crate::error::Error::io("resolve", path, e))?;
+    let table = match std::fs::read_to_string("/proc/self/mountinfo") {
+        Ok(t) => t,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(crate::error::Error::io("read", "/proc/self/mountinfo", e)),
+    };
+    Ok(mount_containing(&abs, &table))
+}
+
+/// Of the mounts in `mountinfo` (its text), the one `abs` is on.
+pub fn mount_containing(abs: &Path, mountinfo: &str) -> Option<MountInfo> {
+    let mut best: Option<MountInfo> = None;
+    for m in mountinfo.lines().filter_map(parse_mountinfo_line) {
+        let deeper = best.as_ref().is_none_or(|b| {
+            m.mount_point.components().count() >= b.mount_point.components().count()
+        });
+        if abs.starts_with(&m.mount_point) && deeper {
+            best = Some(m);
+        }
+    }
+    best
+}
+
+/// `36 35 98:0 /mnt1 /mnt2 rw,noatime master:1 - ext3 /dev/root rw,errors=continue`
+pub fn parse_mountinfo_line(line: &str) -> Option<MountInfo> {
+    let (head, tail) = line.split_once(" - ")?;
+    let head: Vec<&str> = head.split(' ').collect();
+    let mut tail = tail.split(' ');
+    let (fs_type, source, super_opts) = (tail.next()?, tail.next()?, tail.next().unwrap_or(""));
+    let mut options: Vec<String> = head.get(5)?.split(',').map(unescape).collect();
+    options.extend(
+        super_opts
+            .split(',')
+            .filter(|o| !o.is_empty())
+            .map(unescape),
+    );
+    Some(MountInfo {
+        mount_point: PathBuf::from(unescape(head.get(4)?)),
+        fs_type: unescape(fs_type),
+        source: unescape(source),
+        options,
+    })
+}
+
+/// mountinfo writes space, tab, newline and backslash as `\ooo` octal escapes.
+fn unescape(s: &str) -> String {
+    let b = s.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        let octal = b
+            .get(i + 1..i + 4)
+            .filter(|d| d.iter().all(|c| (b'0'..=b'7').contains(c)));
+        match (b[i], octal) {
+            (b'\\', Some(d)) => {
+                out.push((d[0] - b'0') * 64 + (d[1] - b'0') * 8 + (d[2] - b'0'));
+                i += 4;
+            }
+            (c, _) => {
+                out.push(c);
+                i += 1;
+            }
+        }
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+/// The `-o` options of the sshfs process serving `mount_point` (sshfs's own options do
+/// not show in mountinfo), if one of ours is found.
+pub fn sshfs_options(mount_point: &Path) -> Option<String> {
+    let want = mount_point.as_os_str().as_encoded_bytes();
+    for e in std::fs::read_dir("/proc").ok()?.flatten() {
+        let Ok(cmd) = std::fs::read(e.path().join("cmdline")) else {
+            continue;
+        };
+        let args: Vec<&[u8]> = cmd.split(|b| *b == 0).collect();
+        let is_sshfs = args.first().is_some_and(|a| a.ends_with(b"sshfs"));
+        if !is_sshfs || !args.contains(&want) {
+            continue;
+        }
+        let opts: Vec<String> = args
+            .windows(2)
+            .filter(|w| w[0] == b"-o")
+            .map(|w| String::from_utf8_lossy(w[1]).into_owned())
+            .collect();
+        return Some(opts.join(","));
+    }
+    None
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -80,6 +238,68 @@ mod tests {
         assert!(!by_magic(0xEF53).eventless);
         assert_eq!(by_magic(0x1234).name, "filesystem type 0x1234");
         assert!(!by_magic(0x1234).eventless);
+    }
+
+    const TABLE: &str = "\
+22 1 8:1 / / rw,relatime shared:1 - ext4 /dev/sda1 rw,errors=remount-ro
+40 22 0:39 / /mnt/shared\\040root rw,relatime shared:5 - nfs4 srv:/export rw,vers=4.2,acdirmin=30,local_lock=none
+41 40 0:40 / /mnt/shared\\040root/sub rw - fuse.sshfs me@h:/d rw,user_id=0
+";
+
+    #[test]
+    fn a_path_is_on_the_deepest_mount_above_it() {
+        let m = mount_containing(Path::new("/mnt/shared root/x/y"), TABLE).unwrap();
+        assert_eq!(m.mount_point, Path::new("/mnt/shared root"));
+        assert_eq!(
+            (m.fs_type.as_str(), m.source.as_str()),
+            ("nfs4", "srv:/export")
+        );
+        assert_eq!(m.option("acdirmin"), Some("30"));
+        assert_eq!(m.option("relatime"), Some(""));
+        assert_eq!(m.option("noac"), None);
+        assert!(m.is_shared());
+        assert_eq!(m.flock_crosses_hosts(), Some(true));
+        let sub = mount_containing(Path::new("/mnt/shared root/sub/q"), TABLE).unwrap();
+        assert_eq!(sub.fs_type, "fuse.sshfs");
+        assert_eq!(sub.flock_crosses_hosts(), Some(false));
+        let root = mount_containing(Path::new("/home/me"), TABLE).unwrap();
+        assert!(!root.is_shared());
+        // A sibling whose name merely starts like a mount point is not under it.
+        let other = mount_containing(Path::new("/mnt/shared rootless"), TABLE).unwrap();
+        assert_eq!(other.fs_type, "ext4");
+    }
+
+    #[test]
+    fn nfs_with_local_locks_keeps_flocks_on_the_client() {
+        let mut m = mount_containing(Path::new("/mnt/shared root"), TABLE).unwrap();
+        m.options.push("local_lock=flock".into());
+        let m = MountInfo {
+            options: m
+                .options
+                .into_iter()
+                .filter(|o| o != "local_lock=none")
+                .collect(),
+            ..m
+        };
+        assert_eq!(m.flock_crosses_hosts(), Some(false));
+    }
+
+    #[test]
+    fn a_malformed_mountinfo_line_is_skipped() {
+        assert_eq!(parse_mountinfo_line("garbage"), None);
+        assert_eq!(parse_mountinfo_line("1 2 3 4 - ext4"), None);
+    }
+
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn the_temp_dir_is_on_a_mount() {
+        let dir = tempfile::tempdir().unwrap();
+        let m = mount_of(dir.path()).unwrap().unwrap();
+        assert!(dir
+            .path()
+            .canonicalize()
+            .unwrap()
+            .starts_with(&m.mount_point));
     }
 
     #[cfg(target_os = "linux")]

@@ -1,7 +1,11 @@
-//! Singleton gates: a non-blocking exclusive flock held for a role's whole life.
+//! Singleton gates: a non-blocking exclusive flock held for a role's whole life, with a
+//! lease beside it for other hosts.
 //!
-//! The kernel drops the flock when the holder dies, so a gate is never stale. The file
-//! also records who holds it, so the loser can name the holder in its error.
+//! The kernel drops the flock when the holder dies, so a gate is never stale — on this
+//! host. A flock may not cross hosts (sshfs, many NFS/SMB setups), so the holder also
+//! holds a directory lock `<gate>.lease/` renewed by a heartbeat thread: another host's
+//! worker refuses a slot whose lease is live, and judges it by that lease alone. The
+//! file records who holds it, so the loser can name the holder in its error.
 
 use std::fs::{File, OpenOptions};
 use std::io::{self, Read, Seek, SeekFrom, Write};
@@ -13,10 +17,18 @@ use nix::errno::Errno;
 use nix::fcntl::{Flock, FlockArg};
 use serde::{Deserialize, Serialize};
 
+use crate::dirlock::{self, Acquire, DirLock, LockOptions};
 use crate::error::{Error, Result};
 use crate::fsio;
 use crate::host;
 use crate::protocol::now_rfc3339;
+
+/// How often a gate's holder renews its lease (well within any lease: `leaseSecs` is
+/// at least 1 s, 120 s by default).
+pub const LEASE_HEARTBEAT: Duration = Duration::from_secs(2);
+
+/// How many heartbeats a lost lease is tried back before the gate counts as lost.
+const TAKE_BACK_ROUNDS: u32 = 5;
 
 /// How long `acquire` keeps retrying while the gate is only being probed (probes hold
 /// a shared flock for microseconds; a real holder holds it exclusively).
@@ -37,6 +49,20 @@ pub struct GateHolder {
     pub role: String,
     pub host: String,
     pub since: String,
+    /// `host::host_id()` of the holder (absent in records of older versions).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub host_id: Option<String>,
+    /// For a holder on another host: how its lease was judged (e.g. "alive on host b
+    /// (pid 12), heartbeat 2s ago (lease 120s)").
+    #[serde(skip)]
+    pub lease: Option<String>,
+}
+
+impl GateHolder {
+    /// Whether the holder is a process of this host (its pid may be looked at here).
+    pub fn is_this_host(&self) -> bool {
+        host::is_this_host(self.host_id.as_deref(), Some(&self.host))
+    }
 }
 
 /// A held singleton gate; dropping it (or dying) releases it.
@@ -45,6 +71,14 @@ pub struct Gate {
     path: PathBuf,
     _lock: Flock<File>,
     holder: GateHolder,
+    lease: Option<LeaseKeeper>,
+}
+
+/// The lease directory beside a gate, `<gate>.lease`.
+pub fn lease_path(gate: &Path) -> PathBuf {
+    let mut name = gate.as_os_str().to_owned();
+    name.push(".lease");
+    PathBuf::from(name)
 }
 
 impl Gate {
@@ -77,11 +111,14 @@ impl Gate {
             .open(path)
             .map_err(|e| Error::io("open gate", path, e))?;
         let mut lock = lock_exclusive(file, path, role, pause)?;
+        let lease = LeaseKeeper::take(path, role)?;
         let holder = GateHolder {
             pid: std::process::id(),
             role: role.to_string(),
             host: host::hostname().to_string(),
             since: now_rfc3339(),
+            host_id: Some(host::host_id().to_string()),
+            lease: None,
         };
         let record = fsio::to_json_bytes(&holder);
         let written = lock
@@ -93,7 +130,14 @@ impl Gate {
             path: path.to_path_buf(),
             _lock: lock,
             holder,
+            lease: Some(lease),
         })
+    }
+
+    /// Whether this gate's lease was taken by another host's holder (we were judged
+    /// gone: paused or cut off past the lease); a worker should then stop serving.
+    pub fn lease_lost(&self) -> bool {
+        self.lease.as_ref().is_some_and(LeaseKeeper::lost)
     }
 
     pub fn path(&self) -> &Path {
@@ -109,7 +153,131 @@ impl Drop for Gate {
     /// A clean exit leaves no holder details behind for `cat` to mislead with.
     /// (After a crash the record stays, but the kernel has dropped the flock.)
     fn drop(&mut self) {
+        if let Some(lease) = self.lease.take() {
+            lease.stop();
+        }
         let _ = self._lock.set_len(0);
+    }
+}
+
+/// The gate's lease, renewed by a thread of its own until the gate is dropped.
+#[derive(Debug)]
+struct LeaseKeeper {
+    stop: crossbeam_channel::Sender<()>,
+    thread: Option<std::thread::JoinHandle<()>>,
+    lost: std::sync::Arc<std::sync::atomic::AtomicBool>,
+}
+
+impl LeaseKeeper {
+    /// Take the lease beside `gate` (we hold its flock), or refuse naming its holder.
+    fn take(gate: &Path, role: &str) -> Result<LeaseKeeper> {
+        let path = lease_path(gate);
+        let lock = match DirLock::try_acquire(&path, &lease_options(gate))? {
+            Acquire::Acquired(l) => l,
+            Acquire::Held(h) => {
+                return Err(Error::GateHeld {
+                    role: role.to_string(),
+                    holder: h.to_string(),
+                    path: gate.to_path_buf(),
+                })
+            }
+        };
+        let (stop, stopped) = crossbeam_channel::bounded::<()>(1);
+        let lost = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let flag = lost.clone();
+        let home = canonical_parent(&path);
+        // Renewed well within the shortest lease anyone may judge it by.
+        let every = LEASE_HEARTBEAT.min(lease_options(gate).lease / 3);
+        let thread = std::thread::Builder::new()
+            .name("gate-lease".into())
+            .spawn(move || renew(lock, &path, home.as_deref(), every, &stopped, &flag))
+            .map_err(|e| Error::io("start the lease thread of", gate, e))?;
+        Ok(LeaseKeeper {
+            stop,
+            thread: Some(thread),
+            lost,
+        })
+    }
+
+    fn lost(&self) -> bool {
+        self.lost.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// Stop renewing and release the lease.
+    fn stop(mut self) {
+        let _ = self.stop.send(());
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+/// Renew the lease `every` ([`LEASE_HEARTBEAT`], or a third of a shorter lease) until
+/// told to stop, then release it. A
+/// lease found taken (we were judged gone) is taken back if its taker is gone too (a
+/// recovery that has finished), else it is marked lost.
+fn renew(
+    mut lock: DirLock,
+    path: &Path,
+    home: Option<&Path>,
+    every: Duration,
+    stopped: &crossbeam_channel::Receiver<()>,
+    lost: &std::sync::atomic::AtomicBool,
+) {
+    use std::sync::atomic::Ordering;
+    let mut held_rounds = 0;
+    loop {
+        if stopped.recv_timeout(every).is_ok() {
+            break;
+        }
+        match lock.heartbeat() {
+            Ok(()) => {
+                held_rounds = 0;
+                continue;
+            }
+            Err(Error::LockLost { .. }) => {}
+            Err(e) => {
+                tracing::warn!("renewing gate lease: {e}");
+                continue;
+            }
+        }
+        if canonical_parent(path).as_deref() != home {
+            // The slot's directory was moved or swapped for a link: nothing is written
+            // there; the worker's own checks refuse the slot.
+            tracing::warn!(
+                "gate lease {}: its directory changed; not renewed",
+                path.display()
+            );
+            std::mem::forget(lock);
+            return;
+        }
+        match DirLock::try_acquire(path, &lease_options(path)) {
+            Ok(Acquire::Acquired(l)) => {
+                held_rounds = 0;
+                tracing::warn!(
+                    "gate lease {} was taken while we were away; took it back",
+                    path.display()
+                );
+                std::mem::forget(std::mem::replace(&mut lock, l));
+            }
+            // A recovery that judged us gone holds it for a moment: only a holder that
+            // keeps it (another host's worker) means the slot is no longer ours.
+            Ok(Acquire::Held(h)) if held_rounds < TAKE_BACK_ROUNDS => {
+                held_rounds += 1;
+                tracing::warn!("gate lease {} is held: {h}; trying again", path.display());
+                continue;
+            }
+            Ok(Acquire::Held(h)) => {
+                tracing::error!("gate lease {} was taken over: {h}", path.display());
+                lost.store(true, Ordering::Relaxed);
+                std::mem::forget(lock);
+                return;
+            }
+            Err(e) => tracing::warn!("taking back gate lease: {e}"),
+        }
+    }
+    if let Err(e) = lock.release() {
+        tracing::debug!("releasing gate lease: {e}");
     }
 }
 
@@ -170,12 +338,36 @@ fn lock_exclusive(
     }
 }
 
-/// The recorded holder is a process of this host that no longer exists.
-fn provably_dead(h: &GateHolder) -> bool {
-    h.host == host::hostname() && !host::pid_alive(h.pid)
+/// The lock options of the root a gate (or its lease) belongs to — `leaseSecs` from its
+/// `config.json` — for `workers/<N>/.worker.lock` and `.locks/<name>.lock`; the
+/// defaults where there is none or it cannot be read.
+fn lease_options(gate: &Path) -> LockOptions {
+    let dir = gate.parent();
+    let root = match dir.and_then(Path::file_name).and_then(|n| n.to_str()) {
+        Some(".locks") => dir.and_then(Path::parent),
+        _ => dir
+            .and_then(Path::parent)
+            .filter(|p| p.file_name().is_some_and(|n| n == "workers"))
+            .and_then(Path::parent),
+    };
+    root.and_then(|r| crate::config::Config::load(&r.join("config.json")).ok())
+        .map(|c| c.lock_options())
+        .unwrap_or_default()
 }
 
-/// Who holds the gate at `path`, if anyone (probes with a non-blocking flock).
+/// The directory `path` is in, with every link resolved (`None` if it is gone).
+fn canonical_parent(path: &Path) -> Option<PathBuf> {
+    path.parent()?.canonicalize().ok()
+}
+
+/// The recorded holder is a process of this host that no longer exists.
+fn provably_dead(h: &GateHolder) -> bool {
+    h.is_this_host() && !host::pid_alive(h.pid)
+}
+
+/// Who holds the gate at `path`, if anyone: a holder of this host (probed with a
+/// non-blocking flock), or one of another host whose lease is live (its flock may not
+/// reach us).
 pub fn probe(path: &Path) -> Result<Option<GateHolder>> {
     let file = match OpenOptions::new()
         .read(true)
@@ -187,17 +379,38 @@ pub fn probe(path: &Path) -> Result<Option<GateHolder>> {
         Err(e) => return Err(Error::io("open gate", path, e)),
     };
     match Flock::lock(file, FlockArg::LockSharedNonblock) {
-        Ok(_free) => Ok(None),
+        Ok(mut free) => Ok(match read_holder(&mut free) {
+            Some(h) if !h.is_this_host() => foreign_holder(path, h)?,
+            _ => None,
+        }),
         Err((mut file, Errno::EWOULDBLOCK)) => {
             Ok(Some(read_holder(&mut file).unwrap_or(GateHolder {
                 pid: 0,
                 role: String::new(),
                 host: String::new(),
                 since: String::new(),
+                host_id: None,
+                lease: None,
             })))
         }
         Err((_, errno)) => Err(Error::io("flock gate", path, errno.into())),
     }
+}
+
+/// `recorded`, the holder another host wrote into the gate file, if its lease is live.
+fn foreign_holder(gate: &Path, mut recorded: GateHolder) -> Result<Option<GateHolder>> {
+    let Some(lease) = dirlock::inspect(&lease_path(gate), &lease_options(gate))? else {
+        return Ok(None);
+    };
+    let live_and_theirs = !lease.liveness.is_stale()
+        && lease
+            .owner
+            .as_ref()
+            .is_some_and(|o| o.pid == recorded.pid && o.host_id == recorded.host_id);
+    Ok(live_and_theirs.then(|| {
+        recorded.lease = Some(lease.to_string());
+        recorded
+    }))
 }
 
 fn read_holder(file: &mut File) -> Option<GateHolder> {
@@ -229,6 +442,8 @@ mod tests {
             role: "worker 3".into(),
             host: host::hostname().to_string(),
             since: now_rfc3339(),
+            host_id: None,
+            lease: None,
         };
         std::fs::write(path, fsio::to_json_bytes(&record)).unwrap();
         let file = OpenOptions::new()
@@ -276,6 +491,20 @@ mod tests {
         assert!(pauses >= 1, "acquire must have found the gate held first");
         assert_eq!(gate.holder().pid, std::process::id());
         assert_eq!(probe(&path).unwrap().unwrap().pid, std::process::id());
+    }
+
+    #[test]
+    fn a_gates_lease_is_judged_by_its_roots_config() {
+        let root = tempfile::tempdir().unwrap();
+        std::fs::write(root.path().join("config.json"), r#"{"leaseSecs": 6}"#).unwrap();
+        let six = Duration::from_secs(6);
+        let worker = root.path().join("workers/0/.worker.lock");
+        assert_eq!(lease_options(&worker).lease, six);
+        assert_eq!(lease_options(&lease_path(&worker)).lease, six);
+        let launch = root.path().join(".locks/launch-s.lock");
+        assert_eq!(lease_options(&launch).lease, six);
+        let elsewhere = root.path().join("other/x.lock");
+        assert_eq!(lease_options(&elsewhere), LockOptions::default());
     }
 
     #[test]

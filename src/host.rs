@@ -1,4 +1,4 @@
-//! Who and where we are: host name, boot id, and process liveness and start times.
+//! Who and where we are: host name, boot id, host id, and process liveness and start times.
 
 use std::sync::OnceLock;
 use std::time::{Duration, SystemTime};
@@ -26,6 +26,48 @@ pub fn boot_id() -> &'static str {
             .map(|s| s.trim().to_string())
             .unwrap_or_default()
     })
+}
+
+/// The pid namespace this process sees pids in (`/proc/self/ns/pid`'s inode); empty
+/// where there is no procfs.
+fn pid_namespace() -> String {
+    std::fs::read_link("/proc/self/ns/pid")
+        .ok()
+        .and_then(|p| p.into_os_string().into_string().ok())
+        .unwrap_or_default()
+}
+
+/// Who we are on a shared root: 16 hex digits naming this host name, boot and pid
+/// namespace together — exactly the things that must all match before a pid written by
+/// another process means the same process here. Two containers (or UTS + PID
+/// namespaces) on one machine get different ids, and so does a machine after a
+/// reboot. Derived, not stored: every process of a host computes the same id, with no
+/// file in the root to keep in sync (FNV-1a, stable across builds and versions).
+pub fn host_id() -> &'static str {
+    static ID: OnceLock<String> = OnceLock::new();
+    ID.get_or_init(|| derive_host_id(hostname(), boot_id(), &pid_namespace()))
+}
+
+/// The id of a host with these facts (see [`host_id`]).
+pub fn derive_host_id(hostname: &str, boot_id: &str, pid_ns: &str) -> String {
+    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
+    for byte in [hostname, boot_id, pid_ns].join("\0").bytes() {
+        hash ^= u64::from(byte);
+        hash = hash.wrapping_mul(0x0100_0000_01b3);
+    }
+    format!("{hash:016x}")
+}
+
+/// Whether a record written by a process of host `id` (and `hostname`, for records of
+/// versions that wrote no id) names pids of this host — the only case in which
+/// `kill(pid, 0)`, `/proc` or a signal may be applied to them. A record with neither
+/// is not provably ours.
+pub fn is_this_host(id: Option<&str>, hostname_written: Option<&str>) -> bool {
+    match (id, hostname_written) {
+        (Some(id), _) => id == host_id(),
+        (None, Some(h)) => h == hostname(),
+        (None, None) => false,
+    }
 }
 
 /// Whether a process exists. EPERM means it exists but is not ours: alive.
@@ -213,6 +255,20 @@ mod tests {
         }
         assert!(!pid_alive(pid));
         child.wait().unwrap();
+    }
+
+    #[test]
+    fn the_host_id_names_host_boot_and_pid_namespace_together() {
+        let id = derive_host_id("a", "b", "pid:[1]");
+        assert_eq!(id.len(), 16);
+        assert_eq!(id, derive_host_id("a", "b", "pid:[1]"));
+        assert_ne!(id, derive_host_id("a", "b", "pid:[2]"));
+        assert_ne!(id, derive_host_id("a", "c", "pid:[1]"));
+        assert_ne!(id, derive_host_id("ab", "", "pid:[1]"));
+        assert!(is_this_host(Some(host_id()), Some("elsewhere")));
+        assert!(!is_this_host(Some("0123456789abcdef"), Some(hostname())));
+        assert!(is_this_host(None, Some(hostname())));
+        assert!(!is_this_host(None, None));
     }
 
     #[test]

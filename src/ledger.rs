@@ -21,6 +21,18 @@ pub(crate) struct Ledger<'a> {
     pub paths: &'a WorkerPaths,
     /// The task came from the shared queue: its result is linked into `queue/results/`.
     pub queued: bool,
+    /// The fencing token of the slot lock this end is written under: names the
+    /// superseded record when a newer holder's result is already there.
+    pub epoch: u64,
+}
+
+/// What became of a result.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Published {
+    Published,
+    /// Another result for this id was there first (a newer lock holder ended the
+    /// task while we were cut off); ours was kept aside at this path.
+    Superseded(std::path::PathBuf),
 }
 
 /// The status that tells of a finished task.
@@ -45,14 +57,25 @@ impl Ledger<'_> {
         &self,
         result: &TaskResult,
         tell: impl FnOnce(Status) -> Result<()>,
-    ) -> Result<()> {
+    ) -> Result<Published> {
         record_task(self.paths, &result.task_id)?;
-        publish_result(self.paths, result, true)?;
+        if let Published::Superseded(aside) = publish_result(self.paths, result, self.epoch)? {
+            // The terminal result is someone else's; the slot's files are theirs too.
+            tracing::warn!(
+                "task {}: a result was published first by a newer holder of the slot; \
+                 ours (epoch {}) is kept aside as {}",
+                result.task_id,
+                self.epoch,
+                aside.display()
+            );
+            return Ok(Published::Superseded(aside));
+        }
         self.publish_to_queue(&result.task_id)?;
         if let Err(e) = tell(finished_status(result)) {
             tracing::warn!("publishing status after task {}: {e}", result.task_id);
         }
-        retire_running(self.paths, &result.task_id)
+        retire_running(self.paths, &result.task_id)?;
+        Ok(Published::Published)
     }
 
     /// A task whose result is already durable in `results/<id>.json` but whose telling
@@ -99,7 +122,12 @@ pub(crate) fn answer_rejected(
     let keep_copy = !paths.result_for(&result.task_id).exists()
         && crate::ids::lookup(root, &result.task_id)
             .is_ok_and(|p| p.is_none_or(|p| p == crate::ids::Place::Worker(paths.slot)));
-    publish_result(paths, &result, keep_copy)?;
+    if keep_copy {
+        publish_result(paths, &result, 0)?;
+    } else {
+        let bytes = fsio::to_json_bytes(&result);
+        fsio::write_replace(&paths.result(), &bytes, Durability::Durable)?;
+    }
     let mut st = Status::new(WorkerState::Error);
     st.task_id = Some(result.task_id);
     Ok(st)
@@ -155,21 +183,64 @@ pub(crate) fn retire_running(paths: &WorkerPaths, id: &TaskId) -> Result<()> {
     fsio::remove_file_if_exists(&paths.running()).map(drop)
 }
 
-/// `results/<id>.json` (durable), then `result.json`. With `keep_copy` false (a reused
-/// id) only `result.json` is written, so the earlier task's record stays intact.
+/// `results/<id>.json` (durable), then `result.json` — unless a result for this id is
+/// already there from another run: results are linked in without replacing, so a late
+/// writer (a holder that was paused past its lease while a newer holder ended the
+/// task) can never overwrite the terminal result. Its result is kept aside as
+/// `results/superseded/<id>.<epoch>.json` for the curious. A result of this same run
+/// (an earlier try of this end, cut short by a full disk) is replaced.
 pub(crate) fn publish_result(
     paths: &WorkerPaths,
     result: &TaskResult,
-    keep_copy: bool,
-) -> Result<()> {
+    epoch: u64,
+) -> Result<Published> {
     let bytes = fsio::to_json_bytes(result);
-    if !keep_copy {
-        return fsio::write_replace(&paths.result(), &bytes, Durability::Durable);
-    }
     fsio::ensure_dir(&paths.results_dir())?;
     let kept = paths.result_for(&result.task_id);
-    fsio::write_replace(&kept, &bytes, Durability::Durable)?;
+    match fsio::write_new(&kept, &bytes, Durability::Durable) {
+        Ok(()) => {}
+        Err(e) if e.io_kind() == Some(io::ErrorKind::AlreadyExists) => {
+            if !same_run(&kept, result) {
+                return keep_superseded(paths, result, epoch).map(Published::Superseded);
+            }
+            fsio::write_replace(&kept, &bytes, Durability::Durable)?;
+        }
+        Err(e) => return Err(e),
+    }
     // result.json is the same file under the name original clients read: a hard link
     // costs no second write and no fsync (results/<id>.json is the durable record).
-    fsio::link_replace(&kept, &paths.result())
+    fsio::link_replace(&kept, &paths.result())?;
+    Ok(Published::Published)
+}
+
+/// Whether the result at `kept` is an earlier try of this same end (same worker,
+/// attempt, start and finish: the finish is stamped once, before the first try).
+/// Recovery's result for the same run has its own finish, so it is never ours.
+fn same_run(kept: &std::path::Path, result: &TaskResult) -> bool {
+    match TaskResult::read(kept) {
+        Ok(Some(r)) => {
+            r.worker == result.worker
+                && r.attempt == result.attempt
+                && r.started_at == result.started_at
+                && r.finished_at == result.finished_at
+                && r.finished_at.is_some()
+        }
+        // Unreadable: not a terminal result anyone can use; ours replaces it.
+        _ => true,
+    }
+}
+
+/// Keep `result` aside as `results/superseded/<id>.<epoch>.json`: the result of a
+/// holder whose lock was taken over (its epoch superseded). It is never the task's
+/// result; nothing else of the slot is touched.
+pub(crate) fn keep_superseded(
+    paths: &WorkerPaths,
+    result: &TaskResult,
+    epoch: u64,
+) -> Result<std::path::PathBuf> {
+    let dir = paths.results_dir().join("superseded");
+    fsio::ensure_dir(&dir)?;
+    let aside = dir.join(format!("{}.{epoch}.json", result.task_id));
+    fsio::write_replace(&aside, &fsio::to_json_bytes(result), Durability::Durable)?;
+    Ok(aside)
 }

@@ -414,6 +414,9 @@ pub struct Status {
     pub worker_pid: Option<u32>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub host: Option<String>,
+    /// `host::host_id()` of the worker: its pids mean something only on that host.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub host_id: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub attempt: Option<u32>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -437,6 +440,7 @@ impl Status {
             agent_start_time: None,
             worker_pid: None,
             host: None,
+            host_id: None,
             attempt: None,
             output_bytes: None,
             problem: None,

@@ -195,6 +195,12 @@ fn slot_row(r: &SlotReport) -> (Vec<String>, Vec<String>, Vec<String>) {
         _ => p.to_string(),
     });
     let worker = match (r.worker_live, r.worker_pid) {
+        (true, Some(p)) if r.worker_lease.is_some() => {
+            format!(
+                "{p} live on {}",
+                r.host.as_deref().unwrap_or("another host")
+            )
+        }
         (true, Some(p)) => format!("{p} live"),
         (true, None) => "live".to_string(),
         (false, Some(p)) => format!("{p} gone"),

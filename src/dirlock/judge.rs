@@ -64,6 +64,8 @@ pub struct ProcessFacts {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Vantage {
     pub host: String,
+    /// `host::host_id()`: an owner with another id is judged by its lease alone.
+    pub host_id: String,
     pub boot_id: String,
     pub now: SystemTime,
     /// The judge holds a gate that every taker of this lock holds while taking it, so
@@ -89,15 +91,29 @@ pub fn verdict(
     let facts = process.unwrap_or(&gone);
     Some(match (&read.owner, read.pid_file) {
         (OwnerRead::Valid(o), _) => judge_owner(o, read, facts, at, opts),
-        // Only a pid (an original-conductor lock, or owner.json lost or torn): same
-        // host assumed, as the original conductor is single-host.
+        // Only a pid: an older version's or the original conductor's lock, or another
+        // host's — locks are born with their owner, so never one of ours. Its pid may
+        // mean another process here, so it is never proof of death by itself: the lock
+        // is alive while younger than the grace, and after it, while a live process
+        // here that predates it has that pid (an original conductor on this host).
         (why, Some(pid)) => {
             let note = match why {
                 OwnerRead::Corrupt(e) => format!("owner.json unreadable: {e}"),
                 _ => "no owner.json".to_string(),
             };
-            if !facts.alive {
-                Liveness::Stale(format!("holder pid {pid} is dead ({note})"))
+            let age = age(read.modified, at.now);
+            if age <= opts.grace {
+                Liveness::Alive(format!(
+                    "pid {pid} recorded {}s ago, {note}: perhaps another host's or an older \
+                     version's, young (grace {}s)",
+                    age.as_secs(),
+                    opts.grace.as_secs()
+                ))
+            } else if !facts.alive {
+                Liveness::Stale(format!(
+                    "pid {pid} is not alive here and the lock is {}s old ({note})",
+                    age.as_secs()
+                ))
             } else if started_after(facts, read) {
                 Liveness::Stale(format!(
                     "pid {pid} started after the lock was made, so it is not its holder ({note})"
@@ -155,7 +171,20 @@ fn judge_owner(
     opts: &LockOptions,
 ) -> Liveness {
     let pid = o.pid;
-    if o.host != at.host {
+    // Our host name on another boot: this machine before a reboot. (Two machines
+    // sharing one host name cannot be told from that: give hosts distinct names.)
+    if o.host == at.host
+        && !o.boot_id.is_empty()
+        && !at.boot_id.is_empty()
+        && o.boot_id != at.boot_id
+    {
+        return Liveness::Stale(format!("held by pid {pid} before this machine rebooted"));
+    }
+    let other_host = match &o.host_id {
+        Some(id) => *id != at.host_id,
+        None => o.host != at.host,
+    };
+    if other_host {
         let last = o
             .heartbeat_at
             .as_deref()
@@ -164,7 +193,7 @@ fn judge_owner(
         let (host, lease) = (&o.host, opts.lease.as_secs());
         return match last {
             Some(t) if age(t, at.now) <= opts.lease => Liveness::Alive(format!(
-                "held by pid {pid} on host {host}, renewed {}s ago (lease {lease}s)",
+                "alive on host {host} (pid {pid}), heartbeat {}s ago (lease {lease}s)",
                 age(t, at.now).as_secs(),
             )),
             Some(t) => Liveness::Stale(format!(
@@ -175,9 +204,6 @@ fn judge_owner(
                 "held by pid {pid} on host {host} with no readable timestamp"
             )),
         };
-    }
-    if !o.boot_id.is_empty() && !at.boot_id.is_empty() && o.boot_id != at.boot_id {
-        return Liveness::Stale(format!("held by pid {pid} before this machine rebooted"));
     }
     if !facts.alive {
         return Liveness::Stale(format!("holder pid {pid} is dead"));
@@ -206,6 +232,7 @@ mod tests {
     fn here(gated: bool) -> Vantage {
         Vantage {
             host: "here".into(),
+            host_id: "id-here".into(),
             boot_id: "boot-1".into(),
             now: now(),
             gated,
@@ -221,6 +248,8 @@ mod tests {
             nonce: "n".into(),
             acquired_at: crate::protocol::rfc3339(now() - Duration::from_secs(5)),
             heartbeat_at: None,
+            host_id: None,
+            epoch: 1,
         }
     }
 
@@ -355,7 +384,7 @@ mod tests {
         // Our local pid 4711 being dead (or alive) says nothing about the other host.
         let r = alive(&read, Some(&DEAD), true, "within the lease");
         assert!(
-            r.contains("on host there, renewed 5s ago (lease 120s)"),
+            r.contains("alive on host there (pid 4711), heartbeat 5s ago (lease 120s)"),
             "{r}"
         );
 
@@ -381,7 +410,10 @@ mod tests {
         let r = alive(&read, Some(&live(&read, 10)), false, "pid-only, live");
         assert_eq!(r, "held by live pid 4711 (no owner.json)");
         let r = stale(&read, Some(&DEAD), true, "pid-only, dead");
-        assert_eq!(r, "holder pid 4711 is dead (no owner.json)");
+        assert_eq!(
+            r,
+            "pid 4711 is not alive here and the lock is 3600s old (no owner.json)"
+        );
         // Its pid was reused by a process that started after the lock was made.
         for gated in [false, true] {
             let r = stale(&read, Some(&live(&read, -600)), gated, "pid-only, reused");
@@ -398,6 +430,70 @@ mod tests {
             ..live(&read, 0)
         };
         alive(&read, Some(&unknown), false, "start unknown");
+    }
+
+    #[test]
+    fn a_young_pid_only_lock_is_alive_whatever_its_pid_is_here() {
+        // The issue's repro: another host made `kp.lock` with `pid` 11 a moment ago.
+        let young = lock(OwnerRead::Missing, Some(11), Duration::from_secs(1));
+        for gated in [false, true] {
+            for facts in [Some(&DEAD), None] {
+                let r = alive(&young, facts, gated, "pid-only, young, pid dead here");
+                assert!(r.contains("young (grace 10s)"), "{r}");
+            }
+        }
+        let corrupt = lock(
+            OwnerRead::Corrupt("EOF".into()),
+            Some(11),
+            Duration::from_secs(1),
+        );
+        alive(&corrupt, Some(&DEAD), false, "torn owner, young");
+    }
+
+    /// The judge matrix across hosts: the host id decides, not the host name.
+    #[test]
+    fn the_host_id_decides_who_is_judged_by_pid() {
+        let opts = LockOptions::default();
+        let fresh = crate::protocol::rfc3339(now() - Duration::from_secs(2));
+        let old = crate::protocol::rfc3339(now() - HOUR);
+        // (owner host name, owner host id, heartbeat, facts) -> stale?
+        type Case<'a> = (
+            &'a str,
+            Option<&'a str>,
+            &'a str,
+            Option<&'a ProcessFacts>,
+            bool,
+        );
+        let cases: [Case; 8] = [
+            // Same host name, other id (another container or pid namespace): the
+            // local pid says nothing, dead or alive; only the lease counts.
+            ("here", Some("id-there"), &fresh, Some(&DEAD), false),
+            ("here", Some("id-there"), &fresh, None, false),
+            ("here", Some("id-there"), &old, None, true),
+            // Other name, other id.
+            ("there", Some("id-there"), &fresh, Some(&DEAD), false),
+            ("there", Some("id-there"), &old, None, true),
+            // Our id (the name may have changed): judged by the process here.
+            ("renamed", Some("id-here"), &old, Some(&DEAD), true),
+            ("renamed", Some("id-here"), &fresh, Some(&DEAD), true),
+            // No id (an older version): the host name decides, as before.
+            ("there", None, &fresh, Some(&DEAD), false),
+        ];
+        for (i, (name, id, beat, facts, want_stale)) in cases.into_iter().enumerate() {
+            let mut o = owner(name, "boot-1", Some(100));
+            o.host_id = id.map(str::to_string);
+            o.heartbeat_at = Some(beat.to_string());
+            let read = lock(OwnerRead::Valid(o), Some(4711), HOUR);
+            for gated in [false, true] {
+                let got = verdict(Some(&read), facts, &here(gated), &opts).unwrap();
+                assert_eq!(got.is_stale(), want_stale, "case {i}: {got:?}");
+            }
+        }
+        // Our id with a live process: alive.
+        let mut o = owner("renamed", "boot-1", Some(100));
+        o.host_id = Some("id-here".into());
+        let read = lock(OwnerRead::Valid(o), Some(4711), HOUR);
+        alive(&read, Some(&live(&read, 10)), false, "ours, live");
     }
 
     #[test]

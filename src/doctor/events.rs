@@ -59,7 +59,8 @@ pub(super) fn check_filesystem(path: &Path) -> Check {
                 path.display(),
                 kind.name
             ),
-            "keep the root on a local filesystem (e.g. under /tmp or $HOME on a local disk) when you can",
+            "keep the root on a local filesystem (e.g. under /tmp or $HOME on a local disk) when \
+             one host is enough; for several hosts see the mount check",
         ),
         Ok(Some(kind)) => Check::ok(
             "filesystem",

@@ -7,10 +7,12 @@
 //! - `files`: every task, status and result file parses.
 //! - `state`: stale locks, dead workers, orphaned tasks.
 //! - `events`: whether workers get native file events: watcher, filesystem, inotify.
+//! - `mount`: the root's mount, whether flocks cross hosts, the pickup to expect.
 //! - `tools`: tmux and the agent command.
 
 mod events;
 mod files;
+mod mount;
 mod permissions;
 mod root;
 mod state;
@@ -110,6 +112,7 @@ pub fn doctor(root: &Root, opts: &DoctorOptions) -> Vec<Check> {
         checks.push(state::check_slots(root));
         checks.push(events::check_watcher(root));
         checks.push(events::check_filesystem(root.path()));
+        checks.push(mount::check_mount(root));
     }
     checks.push(events::check_inotify_limits());
     checks.push(tools::check_tmux());

@@ -166,10 +166,11 @@ impl LockEntry {
         };
         let pid = Some(g.pid).filter(|p| *p != 0);
         let since = Some(g.since).filter(|s| !s.is_empty());
-        let reason = match pid {
-            Some(p) if g.role.is_empty() => format!("flock held by live pid {p}"),
-            Some(p) => format!("flock held by live pid {p} ({})", g.role),
-            None => "flock held (holder not recorded yet)".to_string(),
+        let reason = match (pid, &g.lease) {
+            // Another host's holder: its flock does not reach us; its lease does.
+            (_, Some(lease)) if g.role.is_empty() => format!("lease: {lease}"),
+            (_, Some(lease)) => format!("lease: {lease} ({})", g.role),
+            (p, None) => flock_reason(p, &g.role),
         };
         Ok(LockEntry {
             pid,
@@ -181,6 +182,18 @@ impl LockEntry {
     }
 
     fn spare(name: String, path: &Path, pid: u32) -> LockEntry {
+        // A spare records its owner: another host's pid means nothing here.
+        let owner: Option<crate::dirlock::LockOwner> =
+            crate::fsio::read_json(&path.join("owner.json"), crate::fsio::SMALL_FILE_LIMIT)
+                .unwrap_or(None);
+        if let Some(o) = owner.filter(|o| !o.is_this_host()) {
+            let reason = format!("parked between tasks by pid {pid} on host {}", o.host);
+            return LockEntry {
+                pid: Some(pid),
+                host: Some(o.host),
+                ..LockEntry::new(LockKind::Spare, name, path, LockStatus::Alive, reason)
+            };
+        }
         let (status, reason) = if host::pid_alive(pid) {
             (
                 LockStatus::Alive,
@@ -199,17 +212,26 @@ impl LockEntry {
     }
 }
 
+/// Why a gate held by a flock on this host is alive.
+fn flock_reason(pid: Option<u32>, role: &str) -> String {
+    match pid {
+        Some(p) if role.is_empty() => format!("flock held by live pid {p}"),
+        Some(p) => format!("flock held by live pid {p} ({role})"),
+        None => "flock held (holder not recorded yet)".to_string(),
+    }
+}
+
 /// The parked spares (`<lock>.spare.<pid>`) in `dir`, with the pid each names.
 pub fn spares_in(dir: &Path) -> Result<Vec<(PathBuf, u32)>> {
     Ok(sorted_entries(dir)?
         .into_iter()
         .filter(|(_, _, m)| m.is_dir())
         .filter_map(|(name, path, _)| {
-            let (base, pid) = name.rsplit_once(".spare.")?;
+            let (base, suffix) = name.rsplit_once(".spare.")?;
             (base.ends_with(".lock") || base == ".lock")
                 .then_some(())
-                .and(pid.parse::<u32>().ok())
-                .map(|pid| (path, pid))
+                .and(dirlock::spare_suffix(suffix))
+                .map(|(pid, _)| (path, pid))
         })
         .collect())
 }

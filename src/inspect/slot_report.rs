@@ -78,6 +78,9 @@ pub struct SlotReport {
     pub worker_live: bool,
     /// Since when the live worker has served the slot.
     pub worker_since: Option<String>,
+    /// For a worker on another host: its lease as judged from here, e.g. "alive on
+    /// host b (pid 12), heartbeat 2s ago (lease 120s)" (its pid means nothing here).
+    pub worker_lease: Option<String>,
     /// The host `status.json` was written on.
     pub host: Option<String>,
     /// The slot's `.lock/`, when somebody holds it.
@@ -192,9 +195,12 @@ pub fn slot_report(root: &Root, slot: Slot, opts: &LockOptions) -> Result<SlotRe
     let mut files = SlotFiles::read(&paths, opts);
     let worker_live = files.gate_holder.is_some();
     let status_host = files.status.as_ref().and_then(|s| s.host.clone());
-    let other_host = status_host
-        .as_deref()
-        .is_some_and(|h| !h.is_empty() && h != host::hostname());
+    // Written on another host (by its host id, else its name): its pids mean nothing
+    // here, and only its lease (the gate probe) says whether its worker lives.
+    let other_host = files.status.as_ref().is_some_and(|s| {
+        (s.host_id.is_some() || s.host.as_deref().is_some_and(|h| !h.is_empty()))
+            && !host::is_this_host(s.host_id.as_deref(), s.host.as_deref())
+    });
     let flags = judge(&files, worker_live, other_host);
     let status = files.status.take();
     let status = status.as_ref();
@@ -219,7 +225,7 @@ pub fn slot_report(root: &Root, slot: Slot, opts: &LockOptions) -> Result<SlotRe
         status_age,
         heartbeat_age,
         agent_pid: working.and_then(|s| s.agent_pid),
-        agent_alive: working.and_then(|s| {
+        agent_alive: working.filter(|_| !other_host).and_then(|s| {
             s.agent_pid
                 .map(|p| host::same_process_alive(p, s.agent_start_time))
         }),
@@ -230,6 +236,7 @@ pub fn slot_report(root: &Root, slot: Slot, opts: &LockOptions) -> Result<SlotRe
             .filter(|p| *p != 0)
             .or_else(|| status.and_then(|s| s.worker_pid)),
         worker_live,
+        worker_lease: files.gate_holder.as_ref().and_then(|g| g.lease.clone()),
         worker_since: files.gate_holder.map(|g| g.since).filter(|s| !s.is_empty()),
         host: status_host,
         lock: files.lock,

@@ -22,6 +22,8 @@ pub(super) fn take_gate(tmux: &Tmux, root: &Root, session: &str) -> Result<Gate>
                 role: String::new(),
                 host: String::new(),
                 since: "just now".into(),
+                host_id: None,
+                lease: None,
             });
             return Err(LaunchRefusal::LauncherBusy {
                 session: session.to_string(),

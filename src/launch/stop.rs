@@ -197,7 +197,11 @@ fn signal_workers(
     let mut targets = Vec::new();
     let mut not_running = Vec::new();
     for slot in (0..workers).map(Slot) {
-        let holder = gate::probe(&root.worker(slot).worker_gate()).ok().flatten();
+        // Another host's worker is never signalled from here: its pid is a stranger.
+        let holder = gate::probe(&root.worker(slot).worker_gate())
+            .ok()
+            .flatten()
+            .filter(gate::GateHolder::is_this_host);
         let status = client.read_status(slot).ok().flatten();
         // The gate's record names the live holder; status.json's workerPid is the
         // fallback while the holder has not recorded itself yet.

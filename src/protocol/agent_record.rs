@@ -29,6 +29,9 @@ pub struct AgentRecord {
     pub agent_pid: u32,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub agent_start_time: Option<u64>,
+    /// `host::host_id()` of the worker that started it: the pid is this host's only.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub host_id: Option<String>,
 }
 
 impl AgentRecord {
@@ -38,6 +41,7 @@ impl AgentRecord {
             task_id,
             agent_pid,
             agent_start_time,
+            host_id: Some(crate::host::host_id().to_string()),
         }
     }
 
@@ -55,7 +59,9 @@ impl AgentRecord {
     /// pid only with our uid and the task's marker in its environment.
     pub fn template(task_id: &TaskId) -> (Vec<u8>, usize) {
         let id = serde_json::to_string(task_id).expect("a task id serializes");
-        let head = format!("{{\"schema\":{SCHEMA},\"taskId\":{id},\"agentPid\":");
+        let host = crate::host::host_id();
+        let head =
+            format!("{{\"schema\":{SCHEMA},\"taskId\":{id},\"hostId\":\"{host}\",\"agentPid\":");
         let pid_at = head.len();
         let mut bytes = head.into_bytes();
         bytes.extend_from_slice(&[b' '; PID_WIDTH]);

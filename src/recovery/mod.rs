@@ -87,11 +87,14 @@ impl std::fmt::Display for RecoveryReport {
 pub fn recover_slot(root: &Root, slot: Slot, lock_opts: &LockOptions) -> Result<RecoveryReport> {
     let paths = root.worker(slot);
     let mut report = RecoveryReport::default();
+    // The dead holder's host: its agent pid means nothing (or a stranger) elsewhere.
+    let mut ran_elsewhere = false;
     if let Some(h) = dirlock::break_if_stale_under_gate(&paths.lock_dir(), lock_opts)? {
+        ran_elsewhere = h.owner.as_ref().is_some_and(|o| !o.is_this_host());
         report.stale_lock = Some(h.to_string());
     }
     // Held until we return: released by its Drop on every path.
-    let _lock = match DirLock::try_acquire(&paths.lock_dir(), lock_opts)? {
+    let lock = match DirLock::try_acquire(&paths.lock_dir(), lock_opts)? {
         Acquire::Acquired(l) => l,
         Acquire::Held(h) => {
             return Err(Error::SlotBusy {
@@ -107,13 +110,21 @@ pub fn recover_slot(root: &Root, slot: Slot, lock_opts: &LockOptions) -> Result<
         return Ok(report);
     };
     let id = found.id.clone();
-    report.killed_agent = kill_leftover_agent(&paths, found.status.as_ref(), &id);
+    if ran_elsewhere || !found.status.as_ref().is_none_or(status_of_this_host) {
+        tracing::info!(
+            "task {id} ran on another host: its agent is that host's to stop, never signalled \
+             from here"
+        );
+    } else {
+        report.killed_agent = kill_leftover_agent(&paths, found.status.as_ref(), &id);
+    }
     free_shared_locks(root, found.task.as_ref(), lock_opts)?;
 
     let ledger = Ledger {
         root,
         paths: &paths,
         queued: found.queued,
+        epoch: lock.epoch(),
     };
     let tell = |st: Status| fsio::write_json(&paths.status(), &st, Durability::Atomic);
     match disposition(found.facts(&paths)) {
@@ -301,6 +312,13 @@ fn kill_leftover_agent(paths: &WorkerPaths, status: Option<&Status>, id: &TaskId
     Some(pid)
 }
 
+/// Whether `status.json` was written on this host (one that names no host at all is
+/// from before hosts were recorded: a single-host root).
+fn status_of_this_host(st: &Status) -> bool {
+    st.host.is_none() && st.host_id.is_none()
+        || crate::host::is_this_host(st.host_id.as_deref(), st.host.as_deref())
+}
+
 /// The agent recorded for task `id` (pid, start time): in `status.json` once the
 /// worker published it, else in `.agent.json`, written before the agent could run.
 fn recorded_agent(
@@ -317,6 +335,14 @@ fn recorded_agent(
         tracing::warn!("ignoring the agent record: {e}");
         None
     })?;
+    if record
+        .host_id
+        .as_deref()
+        .is_some_and(|h| h != crate::host::host_id())
+    {
+        tracing::info!("the agent of task {id} was started on another host: not ours to stop");
+        return None;
+    }
     // By text: the agent records the id as a string, whatever its JSON type.
     (record.task_id.to_string() == id.to_string())
         .then_some((record.agent_pid, record.agent_start_time))
@@ -397,7 +423,7 @@ fn end_leftover(
     r.worker = Some(ledger.paths.slot.0);
     r.attempt = Some(found.task.as_ref().map_or(1, Task::attempt));
     r.started_at = found.status.as_ref().and_then(|s| s.started_at.clone());
-    ledger.finish(&r, tell)
+    ledger.finish(&r, tell).map(drop)
 }
 
 /// `conductor recover`: recover a slot whose worker is gone for good. Refuses (with

@@ -46,9 +46,15 @@ pub fn sweep_abandoned(root: &Root, slots: &[Slot], own: Slot, lock_opts: &LockO
         ) {
             continue;
         }
-        let Ok(_gate) = Gate::acquire(&w.worker_gate(), &format!("recovery of worker {slot}"))
-        else {
-            continue; // a live worker serves it, or another recoverer is at it
+        let _gate = match Gate::acquire(&w.worker_gate(), &format!("recovery of worker {slot}")) {
+            Ok(g) => g,
+            // A live worker serves it (here or, by its lease, on another host), or
+            // another recoverer is at it.
+            Err(crate::error::Error::GateHeld { .. }) => continue,
+            Err(e) => {
+                tracing::warn!("cannot take worker {slot}'s gate to recover it: {e}");
+                continue;
+            }
         };
         match recover_slot(root, slot, lock_opts) {
             Ok(r) if !r.is_empty() => tracing::warn!("recovered abandoned worker {slot}: {r}"),

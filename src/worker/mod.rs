@@ -352,6 +352,14 @@ impl Worker {
                 return Ok(());
             }
             self.shared.follow_config(&mut seen_config);
+            if self.slot._gate.lease_lost() {
+                // Another host took the slot while we were away (paused past the lease).
+                return Err(Error::GateHeld {
+                    role: format!("worker {}", self.slot.slot()),
+                    holder: "another host took its lease while this worker was paused".into(),
+                    path: self.slot._gate.path().to_path_buf(),
+                });
+            }
             // Not only when idle long enough for a timeout: a stream of events (other
             // workers' locks) must not starve recovery of a dead worker's slot.
             if Instant::now() >= next_recovery {

@@ -49,6 +49,7 @@ impl StatusBoard {
     pub fn publish(&self, mut status: Status) -> Result<()> {
         status.worker_pid = Some(std::process::id());
         status.host = Some(host::hostname().to_string());
+        status.host_id = Some(host::host_id().to_string());
         let parked = self.trash.join(fsio::nonce());
         let parked = match fs::hard_link(&self.status, &parked) {
             Ok(()) => Some(parked),

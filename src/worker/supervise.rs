@@ -24,6 +24,9 @@ enum Stop {
     Timeout(Duration),
     Cancelled,
     Interrupted(String),
+    /// A lock we held was taken over (we were judged gone: paused or cut off past the
+    /// lease); the task is someone else's now.
+    Fenced(String),
 }
 
 /// A claimed task on its way to its one result.
@@ -220,7 +223,9 @@ impl Run<'_> {
                 if self.cancelled() {
                     return Some(Stop::Cancelled);
                 }
-                self.beat(&mut status, agent, lock, hold);
+                if let Some(fenced) = self.beat(&mut status, agent, lock, hold) {
+                    return Some(fenced);
+                }
                 next_beat = now + heartbeat;
             }
             let mut wait = next_beat.saturating_duration_since(now);
@@ -268,20 +273,30 @@ impl Run<'_> {
         ))
     }
 
-    /// Refresh the status and renew every lock held: other hosts judge each by its
-    /// heartbeat.
-    fn beat(&self, status: &mut Status, agent: &Agent, lock: &mut DirLock, hold: &mut Hold) {
+    /// Renew every lock held (other hosts judge each by its heartbeat), then refresh
+    /// the status. A lock found taken over fences us: `Stop::Fenced`, and the status —
+    /// no longer ours to write — is left alone.
+    fn beat(
+        &self,
+        status: &mut Status,
+        agent: &Agent,
+        lock: &mut DirLock,
+        hold: &mut Hold,
+    ) -> Option<Stop> {
+        for l in std::iter::once(lock).chain(hold.locks_mut()) {
+            match l.heartbeat() {
+                Ok(()) => {}
+                Err(e @ Error::LockLost { .. }) => return Some(fenced(&e, l.epoch())),
+                Err(e) => tracing::warn!("renewing lock: {e}"),
+            }
+        }
         status.heartbeat_at = Some(now_rfc3339());
         status.timestamp = now_rfc3339();
         status.output_bytes = Some(agent.output_bytes());
         if let Err(e) = self.slot.board.publish(status.clone()) {
             tracing::warn!("heartbeat: {e}");
         }
-        for l in std::iter::once(lock).chain(hold.locks_mut()) {
-            if let Err(e) = l.heartbeat() {
-                tracing::warn!("renewing lock: {e}");
-            }
-        }
+        None
     }
 
     fn build_result(&self, out: &AgentOutput, stop: Option<Stop>) -> TaskResult {
@@ -293,7 +308,7 @@ impl Run<'_> {
                 Some(format!("timed out after {}s", t.as_secs())),
             ),
             Some(Stop::Cancelled) => (Outcome::Cancelled, Some("cancelled".to_string())),
-            Some(Stop::Interrupted(why)) => (Outcome::Interrupted, Some(why)),
+            Some(Stop::Interrupted(why) | Stop::Fenced(why)) => (Outcome::Interrupted, Some(why)),
             None if out.status.success() => (Outcome::Success, None),
             None => (Outcome::Failure, Some(failure_reason(out, &stderr))),
         };
@@ -364,7 +379,21 @@ impl Run<'_> {
         r.duration_ms = Some(self.clock.elapsed().as_millis() as u64);
         r.attempt = Some(self.attempt);
         r.worker = Some(self.slot.slot().0);
-        if !self.write_end(&mut r, hold.queued, shutdown)? {
+        // The last look before publishing: a holder cut off since its last heartbeat
+        // publishes nothing (the overlap with the new holder ends here, at most one
+        // heartbeat after the takeover).
+        if let Some(lost) = still_held(&lock, &hold) {
+            tracing::error!("task {}: {lost}", r.task_id);
+            if r.success {
+                r.success = false;
+                r.outcome = Some(Outcome::Interrupted);
+                r.error = Some(lost);
+            }
+            let aside = crate::ledger::keep_superseded(&self.slot.paths, &r, lock.epoch())?;
+            tracing::warn!("its result is kept aside as {}", aside.display());
+            return Ok(Pickup::Ran);
+        }
+        if !self.write_end(&mut r, hold.queued, lock.epoch(), shutdown)? {
             tracing::warn!(
                 "stopping with the result of task {} unwritten (the disk is full); it stays in \
                  hand, and recovery ends it when a worker starts on this slot again",
@@ -396,17 +425,24 @@ impl Run<'_> {
     /// in memory (shrunk to make room), and is retried with a backoff until it is
     /// written; only a shutdown request gives up on it (`false`; recovery then ends
     /// the task).
-    fn write_end(&self, r: &mut TaskResult, queued: bool, shutdown: &Receiver<()>) -> Result<bool> {
+    fn write_end(
+        &self,
+        r: &mut TaskResult,
+        queued: bool,
+        epoch: u64,
+        shutdown: &Receiver<()>,
+    ) -> Result<bool> {
         let ledger = Ledger {
             root: &self.shared.opts.root,
             paths: &self.slot.paths,
             queued,
+            epoch,
         };
         let mut backoff = space::FIRST_BACKOFF;
         let mut waited = false;
         loop {
             let err = match ledger.finish(r, |st| self.slot.board.publish(st)) {
-                Ok(()) => {
+                Ok(_) => {
                     if waited {
                         tracing::info!(
                             "space was freed: the result of task {} is published",
@@ -441,6 +477,26 @@ impl Run<'_> {
             backoff = space::next_backoff(backoff);
         }
     }
+}
+
+/// Why a holder is fenced: `lost` names the lock taken over.
+fn fenced(lost: &Error, epoch: u64) -> Stop {
+    Stop::Fenced(format!(
+        "interrupted: fenced at epoch {epoch}: {lost}; the agent was stopped and nothing \
+         of this run is published as the task's result"
+    ))
+}
+
+/// `None` while every lock the task holds is still ours; else why not.
+fn still_held(lock: &DirLock, hold: &Hold) -> Option<String> {
+    let held = [Some(lock), hold.key_lock.as_ref(), hold.run_slot.as_ref()];
+    held.into_iter().flatten().find_map(|l| match l.check() {
+        Err(e @ Error::LockLost { .. }) => match fenced(&e, l.epoch()) {
+            Stop::Fenced(why) => Some(why),
+            _ => None,
+        },
+        _ => None,
+    })
 }
 
 /// `exit status 3: <last stderr line>`, or the signal that killed the agent.

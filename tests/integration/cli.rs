@@ -145,6 +145,8 @@ fn plant_lock(lock: &Path, pid: u32) {
         nonce: "planted".to_string(),
         acquired_at: now_rfc3339(),
         heartbeat_at: None,
+        host_id: Some(host::host_id().to_string()),
+        epoch: 1,
     };
     fs::write(lock.join("owner.json"), serde_json::to_vec(&owner).unwrap()).unwrap();
     fs::write(lock.join("pid"), format!("{pid}\n")).unwrap();

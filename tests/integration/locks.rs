@@ -63,6 +63,8 @@ fn local_owner(pid: u32, start_time: Option<u64>) -> LockOwner {
         nonce: "planted-nonce".to_string(),
         acquired_at: now_rfc3339(),
         heartbeat_at: None,
+        host_id: Some(host::host_id().to_string()),
+        epoch: 1,
     }
 }
 
@@ -313,6 +315,7 @@ fn other_host_is_alive_within_the_lease() {
     let mut owner = local_owner(pid, Some(12345));
     owner.host = "some-other-host.example".to_string();
     owner.boot_id = "another-boot".to_string();
+    owner.host_id = Some("0123456789abcdef".to_string());
     plant_owner(&path, &owner);
     let h = assert_stays_held(&path, &LockOptions::default(), "other host, fresh");
     assert!(h.to_string().contains("some-other-host.example"), "{h}");
@@ -335,6 +338,7 @@ fn other_host_past_the_lease_is_taken_over() {
     let path = lock_path(&t);
     let mut owner = local_owner(4711, Some(12345));
     owner.host = "some-other-host.example".to_string();
+    owner.host_id = Some("0123456789abcdef".to_string());
     owner.acquired_at = ago(HOUR);
     owner.heartbeat_at = Some(ago(HOUR));
     plant_owner(&path, &owner);
@@ -647,7 +651,12 @@ fn reusable_lock_is_parked_between_uses_and_looks_the_same_while_held() {
     let t = TestRoot::new();
     let path = lock_path(&t);
     let opts = LockOptions::default();
-    let spare = PathBuf::from(format!("{}.spare.{}", path.display(), std::process::id()));
+    let spare = PathBuf::from(format!(
+        "{}.spare.{}@{}",
+        path.display(),
+        std::process::id(),
+        host::host_id()
+    ));
     let mut nonces = Vec::new();
     for round in 0..3 {
         let lock = match DirLock::try_acquire_reusable(&path, &opts).unwrap() {

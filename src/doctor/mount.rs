@@ -1,0 +1,166 @@
+//! Doctor check of the root's mount: filesystem, source and options, whether flocks reach
+//! other hosts, the pickup to expect, and the mount options that make it quicker.
+
+use crate::fs_kind::{self, MountInfo};
+use crate::layout::Root;
+
+use super::Check;
+
+pub(super) fn check_mount(root: &Root) -> Check {
+    let m = match fs_kind::mount_of(root.path()) {
+        Err(e) => {
+            return Check::warn(
+                "mount",
+                e.to_string(),
+                "nothing to do unless workers misbehave",
+            )
+        }
+        Ok(None) => return Check::ok("mount", "no /proc/self/mountinfo: not checked here"),
+        Ok(Some(m)) => m,
+    };
+    let sshfs = (m.fs_type == "fuse.sshfs")
+        .then(|| fs_kind::sshfs_options(&m.mount_point))
+        .flatten();
+    let mut shown = m.options.join(",");
+    if let Some(o) = &sshfs {
+        shown = format!("{shown}; sshfs -o {o}");
+    }
+    let at = format!(
+        "{} is on {} {} mounted at {} ({shown})",
+        root.path().display(),
+        m.fs_type,
+        m.source,
+        m.mount_point.display()
+    );
+    if !m.is_shared() {
+        return Check::ok("mount", format!("{at}: local, flocks and file events work"));
+    }
+    let lease = crate::inspect::lock_options(root).lease.as_secs();
+    let flocks = match m.flock_crosses_hosts() {
+        Some(true) => "flocks reach the server, so a slot's gate holds across hosts".to_string(),
+        Some(false) => format!(
+            "flocks stay on this client: a slot's gate (and each lock's guard) is local, and \
+             across hosts the lease decides (heartbeat age, leaseSecs={lease})"
+        ),
+        None => format!(
+            "whether flocks reach other hosts depends on the server: across hosts conductor \
+             goes by the lease (heartbeat age, leaseSecs={lease})"
+        ),
+    };
+    let missing = missing_options(&m, sshfs.as_deref());
+    let detail = format!("{at}; {flocks}; pickup: {}", pickup(&m, sshfs.as_deref()));
+    let mut fix = String::new();
+    if !missing.is_empty() {
+        fix = format!("for quicker pickup mount with {}; ", missing.join(","));
+    }
+    fix.push_str(
+        "give every host the same config.json and keep their clocks in sync (NTP): leases \
+         compare heartbeat times written on different hosts (README, \"Several hosts\")",
+    );
+    if missing.is_empty() && m.flock_crosses_hosts() == Some(true) {
+        return Check::ok("mount", detail);
+    }
+    Check::warn("mount", detail, fix)
+}
+
+/// What a worker on this mount should see: a poll every 100 ms, plus the client's cache.
+fn pickup(m: &MountInfo, sshfs: Option<&str>) -> String {
+    let base = "workers poll every 100 ms (no file events cross hosts)";
+    match m.fs_type.as_str() {
+        "nfs" | "nfs4" if m.option("noac").is_some() => format!("{base}; noac: no attribute cache"),
+        "nfs" | "nfs4" => {
+            let lo = m.option("acdirmin").unwrap_or("30");
+            let hi = m.option("acdirmax").unwrap_or("60");
+            format!(
+                "{base}, and a directory's attributes are cached for {lo}–{hi} s: a task can \
+                 wait that long unless the client revalidates on open (close-to-open)"
+            )
+        }
+        "fuse.sshfs" if sshfs.is_some_and(|o| o.contains("dir_cache=no")) => {
+            format!("{base}; directory cache off: about 0.1–0.2 s")
+        }
+        "fuse.sshfs" => format!(
+            "{base}, behind sshfs's directory cache: a task another host queued stays \
+             hidden for up to dcache_timeout (20 s by default), one sent to an inbox about \
+             2 s (the worker's rescan)"
+        ),
+        _ => format!("{base}, plus however long this client caches directory listings"),
+    }
+}
+
+/// Recommended options this mount lacks (empty when it has them or we know none).
+fn missing_options(m: &MountInfo, sshfs: Option<&str>) -> Vec<&'static str> {
+    let has = |k: &str| m.option(k).is_some();
+    let mut want = Vec::new();
+    match m.fs_type.as_str() {
+        "nfs" | "nfs4" => {
+            if !matches!(m.option("lookupcache"), Some("positive" | "pos" | "none")) {
+                want.push("lookupcache=positive");
+            }
+            let acdirmax: u64 = m
+                .option("acdirmax")
+                .and_then(|v| v.parse().ok())
+                .unwrap_or(60);
+            if !has("noac") && acdirmax > 1 {
+                want.push("actimeo=1");
+            }
+        }
+        "cifs" | "smb3" if m.option("actimeo").is_none_or(|v| v != "0" && v != "1") => {
+            want.push("actimeo=1");
+        }
+        "9p" if m.option("cache").is_some_and(|c| c != "none") => want.push("cache=none"),
+        "fuse.sshfs" => {
+            let o = sshfs.unwrap_or("");
+            if !o.contains("dir_cache=no") {
+                want.push("dir_cache=no");
+            }
+        }
+        _ => {}
+    }
+    want
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::path::PathBuf;
+
+    fn mount(fs_type: &str, options: &str) -> MountInfo {
+        MountInfo {
+            mount_point: PathBuf::from("/mnt/x"),
+            fs_type: fs_type.into(),
+            source: "srv:/e".into(),
+            options: options.split(',').map(String::from).collect(),
+        }
+    }
+
+    #[test]
+    fn nfs_is_told_to_cache_less_unless_it_already_does() {
+        let default = mount("nfs4", "rw,vers=4.2,acdirmin=30,acdirmax=60");
+        assert_eq!(
+            missing_options(&default, None),
+            ["lookupcache=positive", "actimeo=1"]
+        );
+        assert!(pickup(&default, None).contains("30–60 s"));
+        let tuned = mount("nfs4", "rw,lookupcache=pos,acdirmin=1,acdirmax=1");
+        assert!(missing_options(&tuned, None).is_empty());
+    }
+
+    #[test]
+    fn sshfs_options_come_from_its_process() {
+        let m = mount("fuse.sshfs", "rw,user_id=0");
+        assert_eq!(missing_options(&m, Some("reconnect")), ["dir_cache=no"]);
+        assert!(missing_options(&m, Some("reconnect,dir_cache=no")).is_empty());
+        assert!(pickup(&m, Some("dir_cache=no")).contains("0.1–0.2 s"));
+        assert!(pickup(&m, None).contains("20 s by default"));
+    }
+
+    #[test]
+    fn a_local_root_is_ok() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = Root::new(dir.path());
+        let c = check_mount(&root);
+        // Whatever the temp dir is on here, the check names its mount and type.
+        assert!(c.detail.contains(" mounted at "), "{c:?}");
+    }
+}
