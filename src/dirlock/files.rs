@@ -134,6 +134,12 @@ fn rename_if_free(from: &Path, to: &Path) -> Result<bool> {
     match fs::rename(from, to) {
         Ok(()) => Ok(true),
         Err(e) if taken(&e) || vanished(&e) => Ok(false),
+        // sshfs answers a rename onto an existing directory with EPERM (SFTP's generic
+        // failure): someone placed theirs between our look and our rename.
+        Err(e) if fs::symlink_metadata(to).is_ok() => {
+            tracing::debug!("renaming onto {}: {e}; it exists: held", to.display());
+            Ok(false)
+        }
         Err(e) => Err(Error::io("rename spare lock into", to, e)),
     }
 }
