@@ -233,13 +233,12 @@ fn burst(cache: Cache, per_host: usize) {
 }
 
 #[test]
-#[ignore = "issue 15, open: on sshfs a rename of a parked spare onto a lock another host holds fails with EPERM (SFTP's generic failure; sshfs has no RENAME_NOREPLACE) and the worker exits \"cannot rename spare lock into …/slots/1.lock: Operation not permitted\" instead of looking again; run with --ignored"]
+#[ignore = "issue 15, open: with sshfs's default caches, under load a task is recorded \"interrupted: worker pid N died\" ~0.2 s after it started while its worker on the other host lives (seen 2 of 2 runs beside the other multihost tests; passes alone). Likely a cached status/lease read as stale; run with --ignored"]
 fn a_burst_over_shared_keys_from_two_hosts_default_cache() {
     burst(Cache::Default, 60);
 }
 
 #[test]
-#[ignore = "issue 15, open: on sshfs a rename of a parked spare onto a lock another host holds fails with EPERM (SFTP's generic failure; sshfs has no RENAME_NOREPLACE) and the worker exits \"cannot rename spare lock into …/slots/1.lock: Operation not permitted\" instead of looking again; run with --ignored"]
 fn a_burst_over_shared_keys_from_two_hosts_no_cache() {
     burst(Cache::Off, 60);
 }
