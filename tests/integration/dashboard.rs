@@ -339,3 +339,48 @@ fn the_output_view_keeps_a_task_s_whole_log_after_it_ends() {
     sh.keys(&["q"]);
     sh.assert_given_back(&t);
 }
+
+/// The claude preset's stream shows in the dashboard as readable lines while the agent
+/// works (what `logs -f` shows), and its cost once it is done.
+#[test]
+fn a_streaming_claude_agent_shows_readable_live_output_and_its_cost() {
+    if !tmux_available() {
+        return;
+    }
+    let t = TestRoot::new();
+    let fake = agent("fake-claude-stream").display().to_string();
+    let _w = WorkerProc::start(&t, Slot(0), &fake, &["--preset", "claude"], &[]);
+    let gate = t.dir.path().join("answer-now");
+    let id = t
+        .client
+        .write_task(
+            Slot(0),
+            &Task::new(format!("review the entry point gate={}", gate.display()))
+                .with_id("stream-task"),
+        )
+        .unwrap();
+    t.client
+        .wait_for_status(Slot(0), &[WorkerState::Working], BOUND)
+        .unwrap();
+
+    let sh = Shell::start(&t);
+    sh.dashboard(&t, "dashboard");
+    sh.wait_for("review the entry point");
+    // Mid-run (the agent waits for the gate): its text and tool use, not raw JSON.
+    sh.wait_for("I will read the entry point first.");
+    let screen = sh.wait_for("› Read src/main.rs");
+    assert!(
+        !screen.contains("\"type\":"),
+        "raw stream on screen:\n{screen}"
+    );
+    fs::write(&gate, "").unwrap();
+    let res = t.client.wait_for_result(Slot(0), &id, BOUND).unwrap();
+    assert_eq!(res.cost_usd, Some(0.0375));
+    sh.wait_for("$0.0375");
+
+    sh.keys(&["q"]);
+    sh.assert_given_back(&t);
+    drop(sh);
+    drop(_w);
+    assert_nothing_left(t.path());
+}
