@@ -306,8 +306,9 @@ impl Worker {
         let lock_opts = config.lock_options();
         let (watcher, wake) = watch_slot(&opts.root, &slot.paths, opts.watch)?;
         let agent_path = resolve_agent(&opts.agent);
-        let recovery = slot.recover_and_announce(&lock_opts)?;
+        // Before `idle` is announced: whoever saw `idle` finds dead holders' locks gone.
         crate::recovery::free_dead_shared_locks(&opts.root, &lock_opts)?;
+        let recovery = slot.recover_and_announce(&lock_opts)?;
         let sweeper = sweeper::Sweeper::new(&opts.root, opts.rescan);
         let shared = Shared {
             opts,

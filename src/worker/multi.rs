@@ -121,6 +121,10 @@ impl MultiWorker {
         let (tx, wake) = bounded(1);
         let watcher = watch_slots(&opts, &servers, dirty.clone(), tx)?;
         let agent_path = resolve_agent(&opts.agent);
+        // Once, before any slot's thread runs (it clears this process's own spares
+        // too, which only a process with no lock being built may do) and before any
+        // slot says `idle`: a client that saw `idle` finds dead holders' locks gone.
+        crate::recovery::free_dead_shared_locks(&opts.root, &lock_opts)?;
         let mut recoveries = Vec::new();
         for s in &servers {
             let r = s.recover_and_announce(&lock_opts)?;
@@ -128,9 +132,6 @@ impl MultiWorker {
                 recoveries.push((s.slot(), r));
             }
         }
-        // Once, before any slot's thread runs: it clears this process's own spares
-        // too, which only a process with no lock being built may do.
-        crate::recovery::free_dead_shared_locks(&opts.root, &lock_opts)?;
         let (done_tx, done_rx) = unbounded();
         let sweeper = Sweeper::new(&opts.root, opts.rescan);
         let seen_config = config_stamp(&opts.root);
