@@ -158,9 +158,11 @@ fn slot_number<S: serde::Serializer>(
 }
 
 /// How often a task seen nowhere is looked for again (it may be between two places:
-/// a withdrawal renames it out before its result is written).
-const RELOOKS: u32 = 25;
-const RELOOK_PAUSE: Duration = Duration::from_millis(2);
+/// a withdrawal renames it out before its result is written, a few fsyncs later; on a
+/// loaded machine that took over the 50 ms once allowed). Only a task truly gone pays
+/// the whole half second, once.
+const RELOOKS: u32 = 100;
+const RELOOK_PAUSE: Duration = Duration::from_millis(5);
 
 /// Find task `id` anywhere on the root. `None` when no file and no registry entry
 /// knows the id.

@@ -88,6 +88,13 @@ pub(crate) fn withdraw_inbox(root: &Root, slot: Slot, id: &TaskId) -> Result<boo
         .to_string()
         .replace(':', "");
     let aside = dir.join(format!("{stamp}-{id}.task.json"));
+    // An original client's task is registered only when claimed: take its id before it
+    // leaves the inbox, so a waiter never sees it nowhere (between the move and the
+    // answer) and ends "no such task". If its worker claims it first, the worker's own
+    // registration names the same place, so nothing changes.
+    if let Err(e) = crate::ids::claim(root, id, crate::ids::Place::Worker(slot)) {
+        tracing::warn!("registering withdrawn task {id}: {e}");
+    }
     match fs::rename(&inbox, &aside) {
         Ok(()) => {}
         Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(false),
@@ -99,10 +106,6 @@ pub(crate) fn withdraw_inbox(root: &Root, slot: Slot, id: &TaskId) -> Result<boo
         // Between our look and our rename the worker claimed our task and the next one
         // was delivered: that one goes back, never replacing a newer delivery.
         return put_back(&w, &aside, id, moved).map(|()| false);
-    }
-    // An original client's task is registered only when claimed: take its id now.
-    if let Err(e) = crate::ids::claim(root, id, crate::ids::Place::Worker(slot)) {
-        tracing::warn!("registering withdrawn task {id}: {e}");
     }
     answer(
         &w,

@@ -494,12 +494,16 @@ pub struct Bg {
     pub child: Child,
     out: Arc<Mutex<Vec<u8>>>,
     err: Arc<Mutex<Vec<u8>>>,
+    /// The collecting threads: done once they read end-of-file.
+    readers: Vec<std::thread::JoinHandle<()>>,
 }
 
-fn collect(mut from: impl Read + Send + 'static) -> Arc<Mutex<Vec<u8>>> {
+fn collect(
+    mut from: impl Read + Send + 'static,
+) -> (Arc<Mutex<Vec<u8>>>, std::thread::JoinHandle<()>) {
     let buf = Arc::new(Mutex::new(Vec::new()));
     let sink = Arc::clone(&buf);
-    std::thread::spawn(move || {
+    let reader = std::thread::spawn(move || {
         let mut chunk = [0u8; 4096];
         while let Ok(n) = from.read(&mut chunk) {
             if n == 0 {
@@ -508,7 +512,7 @@ fn collect(mut from: impl Read + Send + 'static) -> Arc<Mutex<Vec<u8>>> {
             sink.lock().unwrap().extend_from_slice(&chunk[..n]);
         }
     });
-    buf
+    (buf, reader)
 }
 
 impl Bg {
@@ -526,14 +530,23 @@ impl Bg {
             .spawn()
             .expect("spawn conductor");
         let stdout = child.stdout.take().unwrap();
+        let mut readers = Vec::new();
         let out = if read_stdout {
-            collect(stdout)
+            let (out, reader) = collect(stdout);
+            readers.push(reader);
+            out
         } else {
             drop(stdout);
             Arc::new(Mutex::new(Vec::new()))
         };
-        let err = collect(child.stderr.take().unwrap());
-        Bg { child, out, err }
+        let (err, reader) = collect(child.stderr.take().unwrap());
+        readers.push(reader);
+        Bg {
+            child,
+            out,
+            err,
+            readers,
+        }
     }
 
     pub fn pid(&self) -> u32 {
@@ -577,6 +590,12 @@ impl Bg {
         wait_until(BG_BOUND, "conductor to exit", || {
             status = child.try_wait().unwrap();
             status.is_some()
+        });
+        // Its exit does not mean its output has been read: a caller reading stdout next
+        // would race the collecting threads (seen: the last JSON document missing).
+        let readers = &self.readers;
+        wait_until(BG_BOUND, "its output to be read to the end", || {
+            readers.iter().all(|r| r.is_finished())
         });
         status.unwrap()
     }
