@@ -315,7 +315,10 @@ fn locks_left(root: &Path) -> Vec<PathBuf> {
     for d in dirs {
         for e in fs::read_dir(&d).into_iter().flatten().flatten() {
             let name = e.file_name().to_string_lossy().into_owned();
-            if name.contains(".lock") && e.path().is_dir() {
+            // A tombstone (`<lock>.tomb.<nonce>`) is a released lock a SIGKILL caught
+            // between renaming it aside and removing it: it holds nothing, and the next
+            // worker start sweeps it.
+            if name.contains(".lock") && !name.contains(".tomb.") && e.path().is_dir() {
                 left.push(e.path());
             }
         }
