@@ -278,35 +278,11 @@ fn clip(s: &str) -> String {
 /// out, so what a terminal shows is what the line says.
 fn push_line(out: &mut Vec<u8>, line: &str) {
     if line.chars().any(|c| c.is_control() && c != '\t') {
-        out.extend_from_slice(without_controls(line).as_bytes());
+        out.extend_from_slice(crate::inspect::without_escapes(line).as_bytes());
     } else {
         out.extend_from_slice(line.as_bytes());
     }
     out.push(b'\n');
-}
-
-/// `line` without control characters but tabs, and without whole escape sequences
-/// (`ESC [ … final`, or `ESC` and the one character after it).
-fn without_controls(line: &str) -> String {
-    let mut clean = String::with_capacity(line.len());
-    let mut chars = line.chars();
-    while let Some(c) = chars.next() {
-        match c {
-            '\u{1b}' => {
-                if chars.next() == Some('[') {
-                    for f in chars.by_ref() {
-                        if ('@'..='~').contains(&f) {
-                            break;
-                        }
-                    }
-                }
-            }
-            '\t' => clean.push(c),
-            c if c.is_control() => {}
-            c => clean.push(c),
-        }
-    }
-    clean
 }
 
 fn as_is(line: &[u8], out: &mut Vec<u8>) {

@@ -6,7 +6,7 @@
 //! - [`task_files`]: which task a slot has in hand or waiting: `conductor wait`.
 //! - [`follow`]: reading `output.log`, and following it like `tail -F`: `conductor logs`.
 //! - [`format`]: ages, sizes, run times and outcomes for people; ages for JSON.
-//! - [`preview`]: one-line prompt previews.
+//! - [`preview`]: one-line prompt previews; agent text without escape sequences.
 
 pub mod follow;
 pub mod format;
@@ -27,7 +27,7 @@ pub use follow::{open_log, LogFollower};
 pub(crate) use format::secs;
 pub use format::{age_since, format_age, format_bytes, format_took, outcome_label};
 pub use locks::{list_locks, spares_in, LockEntry, LockKind, LockState, LockStatus};
-pub use preview::{fit, prompt_preview, PREVIEW_CHARS};
+pub use preview::{fit, prompt_preview, without_escapes, PREVIEW_CHARS};
 pub use slot_report::{slot_report, slot_reports, Flag, SlotReport};
 pub use task_files::{current_task, read_task_file, running_task, TaskFile, TaskSource};
 

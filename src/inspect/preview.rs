@@ -1,4 +1,5 @@
-//! One-line prompt previews, so every view shows what a task is rather than its id.
+//! One-line prompt previews, so every view shows what a task is rather than its id, and
+//! agent text made safe to show (no escape sequences reach a log or a terminal).
 
 /// How much of a prompt the views keep (each cuts it further to its screen).
 pub const PREVIEW_CHARS: usize = 120;
@@ -25,6 +26,31 @@ pub fn fit(text: &str, max_chars: usize) -> String {
             format!("{}…", &text[..cut])
         }
     }
+}
+
+/// `line` without control characters but tabs, and without whole escape sequences
+/// (`ESC [ … final`, or `ESC` and the one character after it): an agent's colours and
+/// cursor moves must not reach a log file or the terminal a view draws on.
+pub fn without_escapes(line: &str) -> String {
+    let mut clean = String::with_capacity(line.len());
+    let mut chars = line.chars();
+    while let Some(c) = chars.next() {
+        match c {
+            '\u{1b}' => {
+                if chars.next() == Some('[') {
+                    for f in chars.by_ref() {
+                        if ('@'..='~').contains(&f) {
+                            break;
+                        }
+                    }
+                }
+            }
+            '\t' => clean.push(c),
+            c if c.is_control() => {}
+            c => clean.push(c),
+        }
+    }
+    clean
 }
 
 #[cfg(test)]

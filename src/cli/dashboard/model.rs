@@ -351,29 +351,7 @@ pub fn read_tail(path: &Path, max_bytes: u64) -> io::Result<Vec<String>> {
 /// `line` without escape sequences or control characters (an agent's colours must not
 /// reach the terminal the dashboard draws on); tabs become spaces.
 pub fn printable(line: &str) -> String {
-    let mut out = String::with_capacity(line.len());
-    let mut chars = line.chars().peekable();
-    while let Some(c) = chars.next() {
-        match c {
-            '\u{1b}' => {
-                // CSI (`ESC [ … final`) or a two-character escape.
-                if chars.peek() == Some(&'[') {
-                    chars.next();
-                    for d in chars.by_ref() {
-                        if ('@'..='~').contains(&d) {
-                            break;
-                        }
-                    }
-                } else {
-                    chars.next();
-                }
-            }
-            '\t' => out.push_str("    "),
-            c if c.is_control() => {}
-            c => out.push(c),
-        }
-    }
-    out
+    crate::inspect::without_escapes(line).replace('\t', "    ")
 }
 
 #[cfg(test)]
