@@ -13,8 +13,9 @@ pub mod view;
 
 use std::io::IsTerminal;
 use std::path::Path;
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::Arc;
+use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use crossbeam_channel::{bounded, select, Receiver, Sender};
@@ -71,10 +72,16 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
     }
     // SIGTERM and SIGHUP (and SIGINT, should it arrive from outside) end us cleanly.
     let stop = super::interrupt_channel()?;
-    let keys = spawn_key_reader();
+    let mut keys = KeyReader::spawn();
     let mut dash = Dashboard::new(root)?;
-    let (mut term, _guard) = term::enter()?;
-    dash.run(&mut term, &keys, &stop)?;
+    let (mut term, guard) = term::enter()?;
+    let ran = dash.run(&mut term, &keys.rx, &stop);
+    // The reader must be gone before the tty is cooked again: a line the user types
+    // after quitting belongs to the shell, and a reader still in `event::read` would
+    // take it.
+    keys.stop();
+    drop(guard);
+    ran?;
     Ok(exit::OK)
 }
 
@@ -85,21 +92,66 @@ enum Input {
 }
 
 /// Terminal events arrive on a thread of their own, so the loop can wait on them, file
-/// events and signals at once. The thread ends with the process.
-fn spawn_key_reader() -> Receiver<Input> {
-    let (tx, rx) = bounded(16);
-    std::thread::spawn(move || loop {
-        let input = match event::read() {
-            Ok(Event::Key(k)) => Input::Key(k),
-            Ok(Event::Resize(..)) => Input::Resize,
-            Ok(_) => continue,
-            Err(_) => return,
-        };
-        if tx.send(input).is_err() {
-            return;
+/// events and signals at once. The thread polls in short steps so that it can be told
+/// to stop before the terminal is given back.
+struct KeyReader {
+    rx: Receiver<Input>,
+    stop: Arc<AtomicBool>,
+    thread: Option<JoinHandle<()>>,
+}
+
+/// How long the reader waits for input before it looks at its stop flag again.
+const KEY_POLL: Duration = Duration::from_millis(50);
+
+impl KeyReader {
+    fn spawn() -> KeyReader {
+        let (tx, rx) = bounded(16);
+        let stop = Arc::new(AtomicBool::new(false));
+        let stopped = stop.clone();
+        let thread = std::thread::spawn(move || {
+            while !stopped.load(Ordering::Relaxed) {
+                match event::poll(KEY_POLL) {
+                    Ok(true) => {}
+                    Ok(false) => continue,
+                    Err(_) => return,
+                }
+                let input = match event::read() {
+                    Ok(Event::Key(k)) => Input::Key(k),
+                    Ok(Event::Resize(..)) => Input::Resize,
+                    Ok(_) => continue,
+                    Err(_) => return,
+                };
+                if tx.send(input).is_err() {
+                    return;
+                }
+            }
+        });
+        KeyReader {
+            rx,
+            stop,
+            thread: Some(thread),
         }
-    });
-    rx
+    }
+
+    /// Stop reading the terminal and wait until the thread has.
+    fn stop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        // A reader blocked on a full channel wakes when the receiver goes; ours stays,
+        // so drain what it may be trying to send.
+        while let Some(thread) = self.thread.as_ref() {
+            if thread.is_finished() {
+                let _ = self.thread.take().map(JoinHandle::join);
+                break;
+            }
+            let _ = self.rx.recv_timeout(KEY_POLL);
+        }
+    }
+}
+
+impl Drop for KeyReader {
+    fn drop(&mut self) {
+        self.stop();
+    }
 }
 
 /// What the output view shows, so that a running task's log can be re-read as it grows.
