@@ -3,7 +3,7 @@
 //! Everything here answers "don't know" (`None`, `false`, empty) where there is no
 //! procfs or the process is gone or not readable: callers must treat that as "not ours".
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::fs;
 
 /// The fields of `/proc/<pid>/stat` we judge by.
@@ -63,15 +63,16 @@ pub fn environ_has(pid: u32, entry: &str) -> bool {
 
 /// Every process visible now, with its stat.
 pub fn snapshot() -> HashMap<u32, Stat> {
-    snapshot_since(0)
+    snapshot_since(0, &HashSet::new())
 }
 
 /// The processes visible now that were created after the process `first` (itself
 /// included), with their stats: pids are handed out in increasing order, so only pids
 /// from `first` up need reading — unless they wrapped around since, which
 /// `ns_last_pid` tells (then every process is read). Reading every process's stat
-/// after each task would cost a millisecond or more on a busy machine.
-pub fn snapshot_since(first: u32) -> HashMap<u32, Stat> {
+/// after each task would cost a millisecond or more on a busy machine. Pids in `skip`
+/// are left out unread.
+pub fn snapshot_since(first: u32, skip: &HashSet<u32>) -> HashMap<u32, Stat> {
     let wrapped = fs::read_to_string("/proc/sys/kernel/ns_last_pid")
         .ok()
         .and_then(|s| s.trim().parse::<u32>().ok())
@@ -82,7 +83,7 @@ pub fn snapshot_since(first: u32) -> HashMap<u32, Stat> {
     };
     dir.flatten()
         .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
-        .filter(|pid| *pid >= from)
+        .filter(|pid| *pid >= from && !skip.contains(pid))
         .filter_map(|pid| Some((pid, stat(pid)?)))
         .collect()
 }

@@ -102,6 +102,9 @@ pub struct Launch<'a> {
     pub stream_raw: Option<&'a Path>,
 }
 
+/// Serializes agent forks within this process (see `start_recorded`).
+static SPAWN_LOCK: Mutex<()> = Mutex::new(());
+
 /// What a spawn error says when a helper thread could not be started.
 const THREAD_HINT: &str = " (could not start a thread to serve it)";
 
@@ -138,7 +141,18 @@ fn start_recorded(
 ) -> Result<(Child, Option<u64>, Receiver<()>)> {
     let mut cmd = agent_command(launch);
     SelfRecord::new(record, &launch.task_id)?.arm(&mut cmd);
-    let child = cmd.spawn().map_err(|source| {
+    // One fork at a time in this process. A child holds copies of every descriptor the
+    // process had at its fork until it execs (close-on-exec), so an agent forked while
+    // a sibling's pipes were being made would keep that sibling's stdout open, and the
+    // sibling's readers would wait for an end-of-file that comes only with the other
+    // child's exec — seconds, with hundreds of slots starting at once. `spawn` returns
+    // once the child has exec'd, so under this lock no child ever sees another's
+    // pipes before they are in their owner's hands.
+    let spawned = {
+        let _one_fork = SPAWN_LOCK.lock().unwrap_or_else(|p| p.into_inner());
+        cmd.spawn()
+    };
+    let child = spawned.map_err(|source| {
         let hint = if source.kind() == io::ErrorKind::NotFound {
             " (is it installed and on PATH? or give the worker another agent command)"
         } else {
@@ -147,6 +161,7 @@ fn start_recorded(
         spawn_error(launch, hint, source)
     })?;
     let pid = child.id();
+    sweep::register_leader(pid);
     let start_time = crate::procfs::stat(pid).map(|s| s.start_time);
     let (exit_tx, exited) = bounded(1);
     let waiter = spawn_named("agent-wait", move || {
@@ -155,6 +170,7 @@ fn start_recorded(
     });
     if let Err(e) = waiter {
         signal_group(pid, Signal::SIGKILL);
+        sweep::forget_leader(pid);
         let mut child = child;
         let _ = child.wait();
         return Err(spawn_error(launch, THREAD_HINT, e));
@@ -312,6 +328,7 @@ impl Agent {
             Err(e) => {
                 // Out of threads (a container's pids limit): do not leave the agent running.
                 signal_group(pid, Signal::SIGKILL);
+                sweep::forget_leader(pid);
                 let _ = child.wait();
                 return Err(spawn_error(&launch, THREAD_HINT, e));
             }
@@ -383,6 +400,7 @@ impl Agent {
         // No agent process outlives its task; background children would also hold the
         // pipes open and stall the readers. The leader is still unreaped here.
         signal_group(self.pid, Signal::SIGKILL);
+        sweep::forget_leader(self.pid);
         let status = self.child.wait().unwrap_or_else(|e| {
             tracing::error!("reaping agent {}: {e}", self.pid);
             ExitStatus::from_raw(0xff00)
@@ -429,6 +447,7 @@ impl Drop for Agent {
     fn drop(&mut self) {
         if !self.finished {
             signal_group(self.pid, Signal::SIGKILL);
+            sweep::forget_leader(self.pid);
             let _ = self.child.wait();
         }
     }

@@ -2,6 +2,7 @@
 //! `setsid` (or `setpgid`) are reparented to us, the subreaper, when their parent dies.
 
 use std::collections::{HashMap, HashSet};
+use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use nix::sys::signal::{kill, Signal};
@@ -15,6 +16,28 @@ const TERM_GRACE: Duration = Duration::from_millis(300);
 /// Give up on processes that do not die (uninterruptible sleep) after this long.
 const SWEEP_BOUND: Duration = Duration::from_secs(5);
 
+/// The leaders of this process's agents that are not reaped yet. A sweep skips them
+/// and the members of their groups without reading anything of them: with hundreds of
+/// agents running, reading each sibling's `/proc` entries (its environment above all)
+/// on every task's end cost seconds of system time per hundred tasks. An unreaped
+/// leader's pid cannot be reused, so a pid found here is that agent.
+static LIVE_LEADERS: Mutex<Vec<u32>> = Mutex::new(Vec::new());
+
+fn live_leaders() -> std::sync::MutexGuard<'static, Vec<u32>> {
+    LIVE_LEADERS.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// Note a spawned agent's leader (before anything may sweep).
+pub(super) fn register_leader(pid: u32) {
+    live_leaders().push(pid);
+}
+
+/// Forget a leader: call before reaping it, so that its pid is never skipped once it
+/// can belong to another process.
+pub(super) fn forget_leader(pid: u32) {
+    live_leaders().retain(|p| *p != pid);
+}
+
 /// After the agent's group `pgid` was killed and its leader reaped: stop and reap every
 /// process left from the task. Ours are the children of this process (orphans land
 /// here) that are in the group or carry the task's `marker` environment entry, and
@@ -27,8 +50,13 @@ pub(super) fn sweep(pgid: u32, marker: &str) -> usize {
     loop {
         // Everything of the task descends from the agent, the group's leader: no
         // process older than it can be ours. (Our own pid is older: never in the table.)
-        let table = procfs::snapshot_since(pgid);
-        let left = task_processes(&table, me, pgid, marker, &termed);
+        let siblings: HashSet<u32> = live_leaders()
+            .iter()
+            .copied()
+            .filter(|p| *p != pgid)
+            .collect();
+        let table = procfs::snapshot_since(pgid, &siblings);
+        let left = task_processes(&table, me, pgid, marker, &termed, &siblings);
         if left.is_empty() {
             return escaped;
         }
@@ -75,17 +103,22 @@ pub(super) fn sweep(pgid: u32, marker: &str) -> usize {
 
 /// The processes in `table` that belong to the task: our children in its group, with
 /// its marker, or signalled by us before (a zombie has no environment left to read);
-/// and all their descendants.
+/// and all their descendants. A process in another live agent's group is that agent's
+/// (its own end kills the group).
 fn task_processes(
     table: &HashMap<u32, Stat>,
     me: u32,
     pgid: u32,
     marker: &str,
     termed: &HashMap<u32, Instant>,
+    siblings: &HashSet<u32>,
 ) -> Vec<u32> {
     let mut found: HashSet<u32> = HashSet::new();
     for (pid, st) in table {
         if st.ppid != me || found.contains(pid) {
+            continue;
+        }
+        if siblings.contains(&st.pgrp) && !termed.contains_key(pid) {
             continue;
         }
         let ours = st.pgrp == pgid
