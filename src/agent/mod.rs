@@ -7,10 +7,12 @@ mod spawn;
 pub mod stream;
 mod sweep;
 
+use std::collections::BTreeMap;
+use std::ffi::{OsStr, OsString};
 use std::io::{self, Write};
-use std::os::unix::process::{CommandExt, ExitStatusExt};
+use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, ExitStatus, Stdio};
+use std::process::ExitStatus;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
@@ -23,7 +25,7 @@ use nix::unistd::Pid;
 use crate::error::{split_command_line, Error, Result};
 use live::{LiveLog, SharedLog, StdoutForm};
 use output::{Captured, LogSink};
-use spawn::SelfRecord;
+use spawn::{AgentProcess, SelfRecord, SpawnSpec};
 
 pub use live::STDERR_MARK;
 pub use output::ready_log;
@@ -102,9 +104,6 @@ pub struct Launch<'a> {
     pub stream_raw: Option<&'a Path>,
 }
 
-/// Serializes agent forks within this process (see `start_recorded`).
-static SPAWN_LOCK: Mutex<()> = Mutex::new(());
-
 /// What a spawn error says when a helper thread could not be started.
 const THREAD_HINT: &str = " (could not start a thread to serve it)";
 
@@ -116,21 +115,39 @@ fn spawn_error(launch: &Launch<'_>, hint: &'static str, source: io::Error) -> Er
     }
 }
 
-/// The agent's command: its argv, cwd and environment, piped stdio, its own process group.
-fn agent_command(launch: &Launch<'_>) -> Command {
-    let mut cmd = match launch.program_path {
-        Some(p) => Command::new(p),
-        None => Command::new(&launch.command.program),
+/// What to start for `launch`: the program found now if the worker could not find it
+/// at its start, argv, the worker's environment with the launch's and the task id on
+/// top, the directory, and where the child records itself.
+fn spawn_spec<'a>(
+    launch: &'a Launch<'a>,
+    program: Option<&'a Path>,
+    record: &Path,
+) -> Result<SpawnSpec<'a>> {
+    let program = match program {
+        Some(p) => p,
+        None => {
+            return Err(spawn_error(
+                launch,
+                " (is it installed and on PATH? or give the worker another agent command)",
+                io::ErrorKind::NotFound.into(),
+            ))
+        }
     };
-    cmd.args(&launch.command.args)
-        .current_dir(launch.cwd)
-        .envs(launch.env.iter().map(|(k, v)| (k, v)))
-        .env(ENV_TASK_ID, &launch.task_id)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .process_group(0);
-    cmd
+    let mut env: BTreeMap<OsString, OsString> = std::env::vars_os().collect();
+    for (k, v) in &launch.env {
+        env.insert(k.into(), v.into());
+    }
+    env.insert(ENV_TASK_ID.into(), launch.task_id.clone().into());
+    let argv = std::iter::once(program.as_os_str())
+        .chain(launch.command.args.iter().map(OsStr::new))
+        .collect();
+    Ok(SpawnSpec {
+        program,
+        argv,
+        env: env.into_iter().collect(),
+        cwd: launch.cwd,
+        record: SelfRecord::new(record, &launch.task_id)?,
+    })
 }
 
 /// Start the agent, which records itself at `record` before it execs: the child, its
@@ -138,21 +155,17 @@ fn agent_command(launch: &Launch<'_>) -> Command {
 fn start_recorded(
     launch: &Launch<'_>,
     record: &Path,
-) -> Result<(Child, Option<u64>, Receiver<()>)> {
-    let mut cmd = agent_command(launch);
-    SelfRecord::new(record, &launch.task_id)?.arm(&mut cmd);
-    // One fork at a time in this process. A child holds copies of every descriptor the
-    // process had at its fork until it execs (close-on-exec), so an agent forked while
-    // a sibling's pipes were being made would keep that sibling's stdout open, and the
-    // sibling's readers would wait for an end-of-file that comes only with the other
-    // child's exec — seconds, with hundreds of slots starting at once. `spawn` returns
-    // once the child has exec'd, so under this lock no child ever sees another's
-    // pipes before they are in their owner's hands.
-    let spawned = {
-        let _one_fork = SPAWN_LOCK.lock().unwrap_or_else(|p| p.into_inner());
-        cmd.spawn()
+) -> Result<(AgentProcess, Option<u64>, Receiver<()>)> {
+    // Not found when the worker started: look again (it may be installed since).
+    let found_now;
+    let program = match launch.program_path {
+        Some(p) => Some(p),
+        None => {
+            found_now = launch.command.resolve();
+            found_now.as_deref()
+        }
     };
-    let child = spawned.map_err(|source| {
+    let child = spawn::spawn(spawn_spec(launch, program, record)?).map_err(|source| {
         let hint = if source.kind() == io::ErrorKind::NotFound {
             " (is it installed and on PATH? or give the worker another agent command)"
         } else {
@@ -193,7 +206,7 @@ impl Streams {
     /// `inline_cap` bytes) and its stderr's lines, marked; keep the tail of its stderr.
     /// Fails when a thread cannot be started.
     fn start(
-        child: &mut Child,
+        child: &mut AgentProcess,
         prompt: String,
         (log, form): (SharedLog, StdoutForm),
         cap: usize,
@@ -271,7 +284,7 @@ pub struct Agent {
     pid: u32,
     start_time: Option<u64>,
     marker: String,
-    child: Child,
+    child: AgentProcess,
     /// Fires once the leader has exited (it is left unreaped).
     exit_rx: Receiver<()>,
     exit_seen: bool,
@@ -527,5 +540,66 @@ mod tests {
         let seen: crate::protocol::AgentRecord = serde_json::from_slice(&out.stdout).unwrap();
         assert_eq!(seen.agent_pid, pid);
         assert_eq!(seen.task_id.to_string(), "t1");
+    }
+
+    /// The agent starts clean whatever the spawning thread had: only its three stdio
+    /// descriptors open, no signal blocked, SIGPIPE not ignored (std ignores it here).
+    #[test]
+    fn the_agent_gets_only_its_stdio_and_a_clean_signal_state() {
+        use nix::sys::signal::{pthread_sigmask, SigSet, SigmaskHow};
+        let dir = tempfile::tempdir().unwrap();
+        let record = dir.path().join(".agent.json");
+        let log = dir.path().join("output.log");
+        let run = |line: &str| -> String {
+            let cmd = AgentCommand::parse(line).unwrap();
+            let mut usr1 = SigSet::empty();
+            usr1.add(Signal::SIGUSR1);
+            let mut before = SigSet::empty();
+            pthread_sigmask(SigmaskHow::SIG_BLOCK, Some(&usr1), Some(&mut before)).unwrap();
+            let spawned = Agent::spawn(launch(&cmd, dir.path(), &log), &record);
+            pthread_sigmask(SigmaskHow::SIG_SETMASK, Some(&before), None).unwrap();
+            let out = spawned.unwrap().finish();
+            let text = String::from_utf8_lossy(&out.stdout).into_owned();
+            assert!(out.status.success(), "{line}: {text}");
+            text
+        };
+
+        // Beyond 0–2: what whoever started this test left open for its children, and
+        // the one descriptor `ls` opens to read the directory.
+        let inherited: Vec<String> = std::fs::read_dir("/proc/self/fd")
+            .unwrap()
+            .flatten()
+            .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok())
+            .filter(|fd| {
+                // SAFETY: only the flags of a descriptor number are read.
+                let fd_ref = unsafe { std::os::fd::BorrowedFd::borrow_raw(*fd) };
+                let flags = nix::fcntl::fcntl(fd_ref, nix::fcntl::FcntlArg::F_GETFD);
+                *fd > 2 && flags.is_ok_and(|f| f & nix::libc::FD_CLOEXEC == 0)
+            })
+            .map(|fd| fd.to_string())
+            .collect();
+        let listed = run("ls /proc/self/fd");
+        let fds: Vec<&str> = listed.split_whitespace().collect();
+        for std_fd in ["0", "1", "2"] {
+            assert!(fds.contains(&std_fd), "{listed}");
+        }
+        let others: Vec<&&str> = fds
+            .iter()
+            .filter(|fd| !["0", "1", "2"].contains(fd) && !inherited.iter().any(|i| i == *fd))
+            .collect();
+        assert_eq!(
+            others.len(),
+            1,
+            "descriptors leaked into the agent: {listed}"
+        );
+
+        let status = run("grep -E ^Sig(Blk|Ign) /proc/self/status");
+        let mask = |name: &str| -> u64 {
+            let line = status.lines().find(|l| l.starts_with(name)).unwrap();
+            u64::from_str_radix(line.split_whitespace().nth(1).unwrap(), 16).unwrap()
+        };
+        assert_eq!(mask("SigBlk:"), 0, "{status}");
+        let sigpipe = 1u64 << (Signal::SIGPIPE as i32 - 1);
+        assert_eq!(mask("SigIgn:") & sigpipe, 0, "{status}");
     }
 }

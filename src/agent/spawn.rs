@@ -1,27 +1,54 @@
-//! Starting the agent so that it never runs unrecorded: the child itself writes its
-//! pid where recovery looks (`.agent.json`), after its parent-death signal is armed
-//! and before it execs.
+//! Starting the agent so that it never runs unrecorded, and cheaply from a large
+//! process: the child shares the worker's memory until it execs (`CLONE_VM |
+//! CLONE_VFORK`, as `posix_spawn` does), arms its parent-death signal, joins its own
+//! process group, and writes its pid where recovery looks (`.agent.json`) before exec.
 //!
-//! A record written by the worker would need the child to wait for it (`spawn`
-//! returns only once the child has exec'd): a handshake through a helper thread costs
-//! two wake-ups, ~0.3 ms of pickup on this machine. The child can write the record
-//! itself, with a buffer prepared before the fork and nothing but raw `open`,
-//! `pwrite` and `close` (async-signal-safe): if the worker dies first, the
-//! parent-death signal (or the parent check) ends the child; if the write fails, the
-//! child never execs and `spawn` returns the error.
+//! Why not `std::process::Command` with `pre_exec`: a `pre_exec` hook makes std fork,
+//! and a fork copies the page tables of the whole process. A worker serving a thousand
+//! slots runs thousands of threads; a fork then cost milliseconds of system time, and a
+//! burst of a thousand tasks spent most of its time in `copy_page_range`. A child that
+//! shares the parent's memory copies nothing.
+//!
+//! Why the child records itself: a record written by the worker would need the child to
+//! wait for it (a handshake costs two wake-ups, ~0.3 ms of pickup). The child writes it
+//! with a buffer prepared before the clone and nothing but raw, async-signal-safe calls:
+//! if the worker dies first, the parent-death signal (or the parent check) ends the
+//! child; if the write fails, the child never execs and the spawn returns the error.
+//!
+//! Rules for the child side (it runs on a small stack of its own, in the parent's
+//! memory, while the calling thread is suspended): no allocation, no locks, no panics,
+//! only the syscalls named in [`child_main`]; everything it needs is prepared by the
+//! parent in [`ChildPlan`].
 
-use std::ffi::CString;
+use std::ffi::{CString, OsStr, OsString};
+use std::fs::File;
 use std::io;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
-use std::os::unix::process::CommandExt;
+use std::os::unix::process::ExitStatusExt;
 use std::path::Path;
-use std::process::Command;
-use std::sync::Once;
+use std::process::ExitStatus;
+use std::sync::{Mutex, Once};
 
 use nix::libc;
 
 use crate::error::{Error, Result};
 use crate::protocol::{AgentRecord, TaskId};
+
+/// Exit status of a child that never exec'd because its worker died first.
+pub const EXIT_UNRECORDED: i32 = 125;
+
+/// Stack of the child until it execs (it calls a handful of libc wrappers only).
+const CHILD_STACK: usize = 64 * 1024;
+
+/// One spawn at a time in this process. A child holds copies of every descriptor the
+/// process had at its clone until it execs (close-on-exec): an agent cloned while a
+/// sibling's pipes were being made would keep that sibling's stdout open, and the
+/// sibling's readers would wait for an end-of-file that comes only with the other
+/// child's exec — seconds, with hundreds of slots starting at once. A spawn returns once
+/// its child has exec'd, so under this lock no child sees another's pipe ends before
+/// they are in their owner's hands.
+static SPAWN_LOCK: Mutex<()> = Mutex::new(());
 
 /// Where the child records itself, and the record with its pid field still blank.
 pub(super) struct SelfRecord {
@@ -46,25 +73,179 @@ impl SelfRecord {
             pid_at,
         })
     }
+}
 
-    /// Arm `cmd` (already in its own process group) to record itself before exec.
-    pub fn arm(self, cmd: &mut Command) {
-        let parent = std::process::id();
-        let mut record = self;
-        // SAFETY: `child_side` makes only async-signal-safe calls (prctl, getppid,
-        // getpid, open, pwrite, close, _exit) and neither allocates nor locks: the
-        // buffer it fills is this closure's own copy, made before the fork.
-        unsafe {
-            cmd.pre_exec(move || child_side(&mut record, parent));
+/// What to start: a resolved program, its argv and whole environment, its directory.
+pub(super) struct SpawnSpec<'a> {
+    pub program: &'a Path,
+    /// argv, `argv[0]` included.
+    pub argv: Vec<&'a OsStr>,
+    /// The complete environment of the child.
+    pub env: Vec<(OsString, OsString)>,
+    pub cwd: &'a Path,
+    pub record: SelfRecord,
+}
+
+/// A started agent: its pid (also its process group) and our ends of its stdio pipes.
+#[derive(Debug)]
+pub(super) struct AgentProcess {
+    pid: u32,
+    pub stdin: Option<File>,
+    pub stdout: Option<File>,
+    pub stderr: Option<File>,
+    status: Option<ExitStatus>,
+}
+
+impl AgentProcess {
+    pub fn id(&self) -> u32 {
+        self.pid
+    }
+
+    /// Wait for the process to exit and reap it (once; later calls repeat the status).
+    pub fn wait(&mut self) -> io::Result<ExitStatus> {
+        if let Some(status) = self.status {
+            return Ok(status);
         }
+        let mut raw: libc::c_int = 0;
+        loop {
+            // SAFETY: waitpid on our own child with a valid out-pointer.
+            let r = unsafe { libc::waitpid(self.pid as libc::pid_t, &mut raw, 0) };
+            if r >= 0 {
+                break;
+            }
+            let e = io::Error::last_os_error();
+            if e.kind() != io::ErrorKind::Interrupted {
+                return Err(e);
+            }
+        }
+        let status = ExitStatus::from_raw(raw);
+        self.status = Some(status);
+        Ok(status)
     }
 }
 
-/// Runs in the forked child before exec: only async-signal-safe calls, no allocation
-/// (errors are raw errnos).
-fn child_side(record: &mut SelfRecord, parent: u32) -> io::Result<()> {
-    // SAFETY: plain syscalls on a path and a buffer this child owns.
+/// Everything the child needs, prepared before the clone (raw pointers into buffers
+/// the parent keeps alive until the child has exec'd or exited).
+struct ChildPlan {
+    program: *const libc::c_char,
+    argv: *const *const libc::c_char,
+    envp: *const *const libc::c_char,
+    cwd: *const libc::c_char,
+    /// Child ends of the pipes, in stdin, stdout, stderr order (all ≥ 3).
+    stdio: [libc::c_int; 3],
+    record_path: *const libc::c_char,
+    record: *mut u8,
+    record_len: usize,
+    pid_at: usize,
+    parent: libc::pid_t,
+    /// Written by the child when a step fails (an errno), read by the parent after.
+    error: libc::c_int,
+}
+
+/// Start the agent as described. Returns once the child has exec'd (or failed to).
+pub(super) fn spawn(spec: SpawnSpec<'_>) -> io::Result<AgentProcess> {
+    let SpawnSpec {
+        program,
+        argv,
+        env,
+        cwd,
+        mut record,
+    } = spec;
+    let program = c_string(program.as_os_str())?;
+    let argv: Vec<CString> = argv.into_iter().map(c_string).collect::<io::Result<_>>()?;
+    let env: Vec<CString> = env
+        .iter()
+        .map(|(k, v)| {
+            let mut entry = k.clone();
+            entry.push("=");
+            entry.push(v);
+            c_string(&entry)
+        })
+        .collect::<io::Result<_>>()?;
+    let cwd = c_string(cwd.as_os_str())?;
+    let argv_ptrs = null_terminated(&argv);
+    let env_ptrs = null_terminated(&env);
+    let mut stack = vec![0u8; CHILD_STACK];
+
+    let _one_spawn = SPAWN_LOCK.lock().unwrap_or_else(|p| p.into_inner());
+    let (stdin_child, stdin_ours) = stdio_pipe()?;
+    let (stdout_ours, stdout_child) = stdio_pipe()?;
+    let (stderr_ours, stderr_child) = stdio_pipe()?;
+    let mut plan = ChildPlan {
+        program: program.as_ptr(),
+        argv: argv_ptrs.as_ptr(),
+        envp: env_ptrs.as_ptr(),
+        cwd: cwd.as_ptr(),
+        stdio: [
+            stdin_child.as_raw_fd(),
+            stdout_child.as_raw_fd(),
+            stderr_child.as_raw_fd(),
+        ],
+        record_path: record.path.as_ptr(),
+        record: record.bytes.as_mut_ptr(),
+        record_len: record.bytes.len(),
+        pid_at: record.pid_at,
+        // SAFETY: getpid has no preconditions.
+        parent: unsafe { libc::getpid() },
+        error: 0,
+    };
+    let pid = clone_vfork(&mut plan, &mut stack)?;
+    drop((stdin_child, stdout_child, stderr_child));
+    // SAFETY: the child has exec'd or exited (CLONE_VFORK): nothing writes `plan` now.
+    let error = unsafe { std::ptr::read_volatile(&plan.error) };
+    let mut child = AgentProcess {
+        pid: pid as u32,
+        stdin: Some(File::from(stdin_ours)),
+        stdout: Some(File::from(stdout_ours)),
+        stderr: Some(File::from(stderr_ours)),
+        status: None,
+    };
+    if error != 0 {
+        let _ = child.wait();
+        return Err(io::Error::from_raw_os_error(error));
+    }
+    Ok(child)
+}
+
+/// Clone the child with all signals blocked (no handler of ours may run on its stack
+/// in our memory); the child restores a clean mask itself.
+fn clone_vfork(plan: &mut ChildPlan, stack: &mut [u8]) -> io::Result<libc::pid_t> {
+    // SAFETY: the stack top is inside `stack`, 16-byte aligned; `plan` outlives the
+    // child's use of it (CLONE_VFORK suspends us until it execs or exits); the mask
+    // calls take valid sets.
     unsafe {
+        let top = stack.as_mut_ptr().add(stack.len());
+        let top = top.sub(top as usize % 16);
+        let mut all: libc::sigset_t = std::mem::zeroed();
+        let mut old: libc::sigset_t = std::mem::zeroed();
+        libc::sigfillset(&mut all);
+        libc::pthread_sigmask(libc::SIG_SETMASK, &all, &mut old);
+        let pid = libc::clone(
+            child_main,
+            top.cast(),
+            libc::CLONE_VM | libc::CLONE_VFORK | libc::SIGCHLD,
+            (plan as *mut ChildPlan).cast(),
+        );
+        let clone_error = io::Error::last_os_error();
+        libc::pthread_sigmask(libc::SIG_SETMASK, &old, std::ptr::null_mut());
+        if pid < 0 {
+            return Err(clone_error);
+        }
+        Ok(pid)
+    }
+}
+
+/// The child, until exec. Any failure is reported through `plan.error` and ends the
+/// child with 127 (the parent reaps it and returns the error).
+extern "C" fn child_main(arg: *mut libc::c_void) -> libc::c_int {
+    // SAFETY: `arg` is the parent's `ChildPlan`, valid while we run; see the module's
+    // rules for what may be called here.
+    unsafe {
+        let plan = &mut *(arg as *mut ChildPlan);
+        let fail = |plan: &mut ChildPlan| -> libc::c_int {
+            std::ptr::write_volatile(&mut plan.error, *libc::__errno_location());
+            libc::_exit(127)
+        };
         if libc::prctl(
             libc::PR_SET_PDEATHSIG,
             libc::SIGKILL as libc::c_ulong,
@@ -73,40 +254,126 @@ fn child_side(record: &mut SelfRecord, parent: u32) -> io::Result<()> {
             0,
         ) != 0
         {
-            return Err(io::Error::last_os_error());
+            return fail(plan);
         }
         // The worker may have died before prctl took effect.
-        if libc::getppid() as u32 != parent {
+        if libc::getppid() != plan.parent {
             libc::_exit(EXIT_UNRECORDED);
         }
-        AgentRecord::fill_pid(&mut record.bytes, record.pid_at, libc::getpid() as u32);
-        let fd = libc::open(
-            record.path.as_ptr(),
-            libc::O_WRONLY | libc::O_CREAT | libc::O_NOFOLLOW | libc::O_CLOEXEC,
-            0o600,
-        );
-        if fd < 0 {
-            return Err(io::Error::last_os_error());
+        if libc::setpgid(0, 0) != 0 {
+            return fail(plan);
         }
-        // The record has a fixed length: overwriting in place leaves nothing of an
-        // older one, and frees nothing (freeing file data is slow on some filesystems).
-        let n = libc::pwrite(fd, record.bytes.as_ptr().cast(), record.bytes.len(), 0);
-        let written = n == record.bytes.len() as isize;
-        let errno = io::Error::last_os_error();
-        libc::close(fd);
-        if !written {
-            return Err(if n < 0 {
-                errno
-            } else {
-                io::Error::from_raw_os_error(libc::EIO)
-            });
+        for (target, fd) in plan.stdio.into_iter().enumerate() {
+            // The pipe ends are all ≥ 3, so dup2 never lands on one of them; the copy
+            // it makes is not close-on-exec.
+            if libc::dup2(fd, target as libc::c_int) < 0 {
+                return fail(plan);
+            }
         }
-        Ok(())
+        if libc::chdir(plan.cwd) != 0 {
+            return fail(plan);
+        }
+        if write_record(plan) != 0 {
+            return fail(plan);
+        }
+        reset_signals();
+        libc::execve(plan.program, plan.argv, plan.envp);
+        fail(plan)
     }
 }
 
-/// Exit status of a child that never exec'd because its worker died first.
-pub const EXIT_UNRECORDED: i32 = 125;
+/// Write the agent record with our pid, in place. Returns 0, or -1 with errno set.
+///
+/// # Safety
+/// Child side only; `plan`'s record fields point to the parent's live buffer.
+unsafe fn write_record(plan: &mut ChildPlan) -> libc::c_int {
+    let bytes = std::slice::from_raw_parts_mut(plan.record, plan.record_len);
+    AgentRecord::fill_pid(bytes, plan.pid_at, libc::getpid() as u32);
+    let fd = libc::open(
+        plan.record_path,
+        libc::O_WRONLY | libc::O_CREAT | libc::O_NOFOLLOW | libc::O_CLOEXEC,
+        0o600,
+    );
+    if fd < 0 {
+        return -1;
+    }
+    // The record has a fixed length: overwriting in place leaves nothing of an older
+    // one, and frees nothing (freeing file data is slow on some filesystems).
+    let n = libc::pwrite(fd, bytes.as_ptr().cast(), bytes.len(), 0);
+    let errno = *libc::__errno_location();
+    libc::close(fd);
+    if n == bytes.len() as isize {
+        return 0;
+    }
+    *libc::__errno_location() = if n < 0 { errno } else { libc::EIO };
+    -1
+}
+
+/// Give the program a clean start: every signal we catch back to its default (exec
+/// would do that too, but a signal arriving between the unmask and exec would run our
+/// handler on the child's stack in our memory), SIGPIPE to its default (std ignores it
+/// in this process; `Command` also resets it for children), and nothing blocked.
+///
+/// # Safety
+/// Child side only.
+unsafe fn reset_signals() {
+    let mut default: libc::sigaction = std::mem::zeroed();
+    default.sa_sigaction = libc::SIG_DFL;
+    for sig in 1..=libc::SIGRTMAX() {
+        if sig == libc::SIGKILL || sig == libc::SIGSTOP {
+            continue;
+        }
+        let mut old: libc::sigaction = std::mem::zeroed();
+        if libc::sigaction(sig, std::ptr::null(), &mut old) != 0 {
+            continue; // Reserved by libc (its own real-time signals).
+        }
+        let caught = old.sa_sigaction != libc::SIG_DFL && old.sa_sigaction != libc::SIG_IGN;
+        if caught || sig == libc::SIGPIPE {
+            libc::sigaction(sig, &default, std::ptr::null_mut());
+        }
+    }
+    let mut none: libc::sigset_t = std::mem::zeroed();
+    libc::sigemptyset(&mut none);
+    libc::pthread_sigmask(libc::SIG_SETMASK, &none, std::ptr::null_mut());
+}
+
+fn c_string(s: &OsStr) -> io::Result<CString> {
+    CString::new(s.as_bytes()).map_err(|_| {
+        io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!("{s:?} contains a NUL byte"),
+        )
+    })
+}
+
+fn null_terminated(strings: &[CString]) -> Vec<*const libc::c_char> {
+    strings
+        .iter()
+        .map(|s| s.as_ptr())
+        .chain(std::iter::once(std::ptr::null()))
+        .collect()
+}
+
+/// A close-on-exec pipe for one of the child's stdio streams, both ends numbered 3 or
+/// above (so the child's `dup2` onto 0–2 can never clobber another end): (read end,
+/// write end).
+fn stdio_pipe() -> io::Result<(OwnedFd, OwnedFd)> {
+    let (r, w) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).map_err(io::Error::from)?;
+    Ok((above_stdio(r)?, above_stdio(w)?))
+}
+
+fn above_stdio(fd: OwnedFd) -> io::Result<OwnedFd> {
+    if fd.as_raw_fd() > 2 {
+        return Ok(fd);
+    }
+    // SAFETY: F_DUPFD_CLOEXEC on a descriptor we own returns a new one we then own.
+    let moved = unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_DUPFD_CLOEXEC, 3) };
+    if moved < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: `moved` is a fresh descriptor owned by nobody else.
+    Ok(unsafe { OwnedFd::from_raw_fd(moved) })
+}
 
 /// Make this process the reaper of its orphaned descendants, so that a process that
 /// left the agent's session is reparented to us rather than to init, and can be found
