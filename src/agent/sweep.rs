@@ -2,7 +2,7 @@
 //! `setsid` (or `setpgid`) are reparented to us, the subreaper, when their parent dies.
 
 use std::collections::{HashMap, HashSet};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use nix::sys::signal::{kill, Signal};
@@ -38,6 +38,39 @@ pub(super) fn forget_leader(pid: u32) {
     live_leaders().retain(|p| *p != pid);
 }
 
+/// A process table that sweeps share: listing `/proc` with a thousand agents running
+/// costs about a millisecond, and a burst ends hundreds of tasks at once.
+struct SharedTable {
+    /// When it began to be read: it shows every process as of some moment after this.
+    started: Instant,
+    /// The oldest pid it covers.
+    from: u32,
+    table: Arc<HashMap<u32, Stat>>,
+}
+
+static LAST_TABLE: Mutex<Option<SharedTable>> = Mutex::new(None);
+
+/// The processes from `pgid` up, as of a moment after `asked`: the last table read if
+/// it began after `asked` and covers `pgid`, else a new one. One reader at a time, so
+/// sweeps that ask while a table is being read take the next one together.
+fn table_after(asked: Instant, pgid: u32) -> Arc<HashMap<u32, Stat>> {
+    let mut last = LAST_TABLE.lock().unwrap_or_else(|p| p.into_inner());
+    if let Some(t) = last.as_ref() {
+        if t.started > asked && t.from <= pgid {
+            return Arc::clone(&t.table);
+        }
+    }
+    let started = Instant::now();
+    let skip: HashSet<u32> = live_leaders().iter().copied().collect();
+    let table = Arc::new(procfs::snapshot_since(pgid, &skip));
+    *last = Some(SharedTable {
+        started,
+        from: pgid,
+        table: Arc::clone(&table),
+    });
+    table
+}
+
 /// After the agent's group `pgid` was killed and its leader reaped: stop and reap every
 /// process left from the task. Ours are the children of this process (orphans land
 /// here) that are in the group or carry the task's `marker` environment entry, and
@@ -50,12 +83,13 @@ pub(super) fn sweep(pgid: u32, marker: &str) -> usize {
     loop {
         // Everything of the task descends from the agent, the group's leader: no
         // process older than it can be ours. (Our own pid is older: never in the table.)
+        let asked = Instant::now();
         let siblings: HashSet<u32> = live_leaders()
             .iter()
             .copied()
             .filter(|p| *p != pgid)
             .collect();
-        let table = procfs::snapshot_since(pgid, &siblings);
+        let table = table_after(asked, pgid);
         let left = task_processes(&table, me, pgid, marker, &termed, &siblings);
         if left.is_empty() {
             return escaped;
