@@ -55,7 +55,9 @@ impl AgentCommand {
     pub fn resolve(&self) -> Option<PathBuf> {
         let program = Path::new(&self.program);
         if program.components().count() > 1 {
-            return is_executable(program).then(|| program.to_path_buf());
+            // Absolute now: the agent runs in the task's directory, not the worker's.
+            let program = std::path::absolute(program).ok()?;
+            return is_executable(&program).then_some(program);
         }
         std::env::var_os("PATH")?
             .to_str()?
@@ -165,8 +167,9 @@ fn start_recorded(
             found_now.as_deref()
         }
     };
-    let child = spawn::spawn(spawn_spec(launch, program, record)?).map_err(|source| {
-        let hint = if source.kind() == io::ErrorKind::NotFound {
+    let child = spawn::spawn(spawn_spec(launch, program, record)?).map_err(|failed| {
+        let source = failed.source;
+        let hint = if failed.at_exec && source.kind() == io::ErrorKind::NotFound {
             " (is it installed and on PATH? or give the worker another agent command)"
         } else {
             ""
@@ -522,8 +525,32 @@ mod tests {
         // The record cannot be written: its directory does not exist.
         let record = dir.path().join("missing").join(".agent.json");
         let err = Agent::spawn(launch(&cmd, dir.path(), &log), &record).unwrap_err();
-        assert!(err.to_string().contains("No such file"), "{err}");
+        let text = err.to_string();
+        assert!(text.contains("No such file"), "{text}");
+        assert!(text.contains("could not record itself in"), "{text}");
+        assert!(!text.contains("is it installed"), "{text}");
         assert!(!ran.exists(), "the agent ran unrecorded");
+    }
+
+    /// A script without `#!` runs under /bin/sh, as it does from a shell or with
+    /// `execvp` (the kernel alone refuses it with ENOEXEC).
+    #[test]
+    fn a_script_without_a_shebang_runs_under_sh() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let script = dir.path().join("agent-script");
+        std::fs::write(&script, "read line; echo \"got $line from $0\"\n").unwrap();
+        std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let cmd = AgentCommand::parse(&script.display().to_string()).unwrap();
+        let log = dir.path().join("output.log");
+        let mut l = launch(&cmd, dir.path(), &log);
+        l.prompt = "hello\n".into();
+        let out = Agent::spawn(l, &dir.path().join(".agent.json"))
+            .unwrap()
+            .finish();
+        assert!(out.status.success(), "{out:?}");
+        let text = String::from_utf8_lossy(&out.stdout).into_owned();
+        assert_eq!(text, format!("got hello from {}\n", script.display()));
     }
 
     #[test]

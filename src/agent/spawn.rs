@@ -66,7 +66,15 @@ impl SelfRecord {
                 io::ErrorKind::InvalidInput.into(),
             )
         })?;
-        let (bytes, pid_at) = AgentRecord::template(&TaskId::Text(task_id.to_string()));
+        let (mut bytes, pid_at) = AgentRecord::template(&TaskId::Text(task_id.to_string()));
+        // The child fills the field without checks of its own: prove it fits here.
+        if !AgentRecord::fill_pid(&mut bytes, pid_at, 0) {
+            return Err(Error::io(
+                "record the agent in",
+                path,
+                io::ErrorKind::InvalidData.into(),
+            ));
+        }
         Ok(SelfRecord {
             path: c_path,
             bytes,
@@ -129,6 +137,9 @@ impl AgentProcess {
 struct ChildPlan {
     program: *const libc::c_char,
     argv: *const *const libc::c_char,
+    /// `/bin/sh PROGRAM ARGS…`, for a program the kernel cannot exec itself (a script
+    /// without `#!`), as `execvp` and so std's `Command` do.
+    sh_argv: *const *const libc::c_char,
     envp: *const *const libc::c_char,
     cwd: *const libc::c_char,
     /// Child ends of the pipes, in stdin, stdout, stderr order (all ≥ 3).
@@ -138,12 +149,42 @@ struct ChildPlan {
     record_len: usize,
     pid_at: usize,
     parent: libc::pid_t,
-    /// Written by the child when a step fails (an errno), read by the parent after.
+    /// Written by the child when a step fails (an errno, never 0), read by the parent
+    /// after; `step` says which.
     error: libc::c_int,
+    step: Step,
+}
+
+/// What the child was doing when it failed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Step {
+    Start,
+    Group,
+    Stdio,
+    Chdir,
+    Record,
+    Exec,
+}
+
+/// Why a spawn failed, and whether it was the program itself (not found, not
+/// executable) rather than the steps before it.
+#[derive(Debug)]
+pub(super) struct SpawnError {
+    pub at_exec: bool,
+    pub source: io::Error,
+}
+
+impl From<io::Error> for SpawnError {
+    fn from(source: io::Error) -> SpawnError {
+        SpawnError {
+            at_exec: false,
+            source,
+        }
+    }
 }
 
 /// Start the agent as described. Returns once the child has exec'd (or failed to).
-pub(super) fn spawn(spec: SpawnSpec<'_>) -> io::Result<AgentProcess> {
+pub(super) fn spawn(spec: SpawnSpec<'_>) -> Result<AgentProcess, SpawnError> {
     let SpawnSpec {
         program,
         argv,
@@ -163,7 +204,13 @@ pub(super) fn spawn(spec: SpawnSpec<'_>) -> io::Result<AgentProcess> {
         })
         .collect::<io::Result<_>>()?;
     let cwd = c_string(cwd.as_os_str())?;
+    let sh = c_string(OsStr::new("/bin/sh"))?;
+    let sh_argv: Vec<CString> = [sh, program.clone()]
+        .into_iter()
+        .chain(argv.iter().skip(1).cloned())
+        .collect();
     let argv_ptrs = null_terminated(&argv);
+    let sh_argv_ptrs = null_terminated(&sh_argv);
     let env_ptrs = null_terminated(&env);
     let mut stack = vec![0u8; CHILD_STACK];
 
@@ -174,6 +221,7 @@ pub(super) fn spawn(spec: SpawnSpec<'_>) -> io::Result<AgentProcess> {
     let mut plan = ChildPlan {
         program: program.as_ptr(),
         argv: argv_ptrs.as_ptr(),
+        sh_argv: sh_argv_ptrs.as_ptr(),
         envp: env_ptrs.as_ptr(),
         cwd: cwd.as_ptr(),
         stdio: [
@@ -188,11 +236,12 @@ pub(super) fn spawn(spec: SpawnSpec<'_>) -> io::Result<AgentProcess> {
         // SAFETY: getpid has no preconditions.
         parent: unsafe { libc::getpid() },
         error: 0,
+        step: Step::Start,
     };
     let pid = clone_vfork(&mut plan, &mut stack)?;
     drop((stdin_child, stdout_child, stderr_child));
     // SAFETY: the child has exec'd or exited (CLONE_VFORK): nothing writes `plan` now.
-    let error = unsafe { std::ptr::read_volatile(&plan.error) };
+    let (error, step) = unsafe { (std::ptr::read_volatile(&plan.error), plan.step) };
     let mut child = AgentProcess {
         pid: pid as u32,
         stdin: Some(File::from(stdin_ours)),
@@ -202,24 +251,43 @@ pub(super) fn spawn(spec: SpawnSpec<'_>) -> io::Result<AgentProcess> {
     };
     if error != 0 {
         let _ = child.wait();
-        return Err(io::Error::from_raw_os_error(error));
+        return Err(SpawnError {
+            at_exec: step == Step::Exec,
+            source: step_error(step, error, &cwd, &record.path),
+        });
     }
     Ok(child)
 }
 
-/// Clone the child with all signals blocked (no handler of ours may run on its stack
-/// in our memory); the child restores a clean mask itself.
+/// The child's failure as an error that says what it was doing.
+fn step_error(step: Step, errno: libc::c_int, cwd: &CString, record: &CString) -> io::Error {
+    let cause = io::Error::from_raw_os_error(errno);
+    let what = match step {
+        // The program itself: the caller adds its name and, for NotFound, a hint.
+        Step::Exec => return cause,
+        Step::Start => "arm its parent-death signal".to_string(),
+        Step::Group => "join its own process group".to_string(),
+        Step::Stdio => "connect its stdin/stdout/stderr".to_string(),
+        Step::Chdir => format!("enter its directory {}", cwd.to_string_lossy()),
+        Step::Record => format!("record itself in {}", record.to_string_lossy()),
+    };
+    io::Error::new(cause.kind(), format!("the agent could not {what}: {cause}"))
+}
+
+/// Clone the child with every signal blocked (no handler of ours may run on its stack
+/// in our memory); the child restores a clean mask itself. The mask is set with the
+/// raw syscall: glibc's wrappers leave its two internal signals (cancellation and
+/// set-id broadcast) unblocked, as glibc's own `posix_spawn` avoids too.
 fn clone_vfork(plan: &mut ChildPlan, stack: &mut [u8]) -> io::Result<libc::pid_t> {
     // SAFETY: the stack top is inside `stack`, 16-byte aligned; `plan` outlives the
     // child's use of it (CLONE_VFORK suspends us until it execs or exits); the mask
-    // calls take valid sets.
+    // calls take valid kernel-sized sets.
     unsafe {
         let top = stack.as_mut_ptr().add(stack.len());
         let top = top.sub(top as usize % 16);
-        let mut all: libc::sigset_t = std::mem::zeroed();
-        let mut old: libc::sigset_t = std::mem::zeroed();
-        libc::sigfillset(&mut all);
-        libc::pthread_sigmask(libc::SIG_SETMASK, &all, &mut old);
+        let all: u64 = !0;
+        let mut old: u64 = 0;
+        set_mask_raw(&all, &mut old);
         let pid = libc::clone(
             child_main,
             top.cast(),
@@ -227,12 +295,27 @@ fn clone_vfork(plan: &mut ChildPlan, stack: &mut [u8]) -> io::Result<libc::pid_t
             (plan as *mut ChildPlan).cast(),
         );
         let clone_error = io::Error::last_os_error();
-        libc::pthread_sigmask(libc::SIG_SETMASK, &old, std::ptr::null_mut());
+        set_mask_raw(&old, std::ptr::null_mut());
         if pid < 0 {
             return Err(clone_error);
         }
         Ok(pid)
     }
+}
+
+/// Set this thread's signal mask to `new` (64 signals, the kernel's set), the old one
+/// into `old` unless null.
+///
+/// # Safety
+/// `old` is null or valid for a write.
+unsafe fn set_mask_raw(new: *const u64, old: *mut u64) {
+    libc::syscall(
+        libc::SYS_rt_sigprocmask,
+        libc::SIG_SETMASK,
+        new,
+        old,
+        std::mem::size_of::<u64>(),
+    );
 }
 
 /// The child, until exec. Any failure is reported through `plan.error` and ends the
@@ -242,8 +325,11 @@ extern "C" fn child_main(arg: *mut libc::c_void) -> libc::c_int {
     // rules for what may be called here.
     unsafe {
         let plan = &mut *(arg as *mut ChildPlan);
-        let fail = |plan: &mut ChildPlan| -> libc::c_int {
-            std::ptr::write_volatile(&mut plan.error, *libc::__errno_location());
+        let fail = |plan: &mut ChildPlan, step: Step| -> libc::c_int {
+            let errno = *libc::__errno_location();
+            plan.step = step;
+            let errno = if errno == 0 { libc::EIO } else { errno };
+            std::ptr::write_volatile(&mut plan.error, errno);
             libc::_exit(127)
         };
         if libc::prctl(
@@ -254,31 +340,34 @@ extern "C" fn child_main(arg: *mut libc::c_void) -> libc::c_int {
             0,
         ) != 0
         {
-            return fail(plan);
+            return fail(plan, Step::Start);
         }
         // The worker may have died before prctl took effect.
         if libc::getppid() != plan.parent {
             libc::_exit(EXIT_UNRECORDED);
         }
         if libc::setpgid(0, 0) != 0 {
-            return fail(plan);
+            return fail(plan, Step::Group);
         }
         for (target, fd) in plan.stdio.into_iter().enumerate() {
             // The pipe ends are all ≥ 3, so dup2 never lands on one of them; the copy
             // it makes is not close-on-exec.
             if libc::dup2(fd, target as libc::c_int) < 0 {
-                return fail(plan);
+                return fail(plan, Step::Stdio);
             }
         }
         if libc::chdir(plan.cwd) != 0 {
-            return fail(plan);
+            return fail(plan, Step::Chdir);
         }
         if write_record(plan) != 0 {
-            return fail(plan);
+            return fail(plan, Step::Record);
         }
         reset_signals();
         libc::execve(plan.program, plan.argv, plan.envp);
-        fail(plan)
+        if *libc::__errno_location() == libc::ENOEXEC {
+            libc::execve(*plan.sh_argv, plan.sh_argv, plan.envp);
+        }
+        fail(plan, Step::Exec)
     }
 }
 
@@ -288,10 +377,13 @@ extern "C" fn child_main(arg: *mut libc::c_void) -> libc::c_int {
 /// Child side only; `plan`'s record fields point to the parent's live buffer.
 unsafe fn write_record(plan: &mut ChildPlan) -> libc::c_int {
     let bytes = std::slice::from_raw_parts_mut(plan.record, plan.record_len);
+    // Fits: checked in `SelfRecord::new`.
     AgentRecord::fill_pid(bytes, plan.pid_at, libc::getpid() as u32);
+    // O_NONBLOCK: a FIFO planted at the record's path must not hang the spawn (the
+    // open fails instead); a regular file is not affected.
     let fd = libc::open(
         plan.record_path,
-        libc::O_WRONLY | libc::O_CREAT | libc::O_NOFOLLOW | libc::O_CLOEXEC,
+        libc::O_WRONLY | libc::O_CREAT | libc::O_NOFOLLOW | libc::O_CLOEXEC | libc::O_NONBLOCK,
         0o600,
     );
     if fd < 0 {
@@ -325,16 +417,16 @@ unsafe fn reset_signals() {
         }
         let mut old: libc::sigaction = std::mem::zeroed();
         if libc::sigaction(sig, std::ptr::null(), &mut old) != 0 {
-            continue; // Reserved by libc (its own real-time signals).
+            // glibc's own two (cancellation, set-id broadcast): refused here, and only
+            // ever sent to threads glibc knows, which this child is not.
+            continue;
         }
         let caught = old.sa_sigaction != libc::SIG_DFL && old.sa_sigaction != libc::SIG_IGN;
         if caught || sig == libc::SIGPIPE {
             libc::sigaction(sig, &default, std::ptr::null_mut());
         }
     }
-    let mut none: libc::sigset_t = std::mem::zeroed();
-    libc::sigemptyset(&mut none);
-    libc::pthread_sigmask(libc::SIG_SETMASK, &none, std::ptr::null_mut());
+    set_mask_raw(&0, std::ptr::null_mut());
 }
 
 fn c_string(s: &OsStr) -> io::Result<CString> {

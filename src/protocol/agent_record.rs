@@ -72,18 +72,25 @@ impl AgentRecord {
     }
 
     /// Write `pid` right-aligned into the blank field at `at` (spaces are JSON
-    /// whitespace before the number). No allocation: this runs between fork and exec.
-    pub fn fill_pid(bytes: &mut [u8], at: usize, mut pid: u32) {
-        let field = &mut bytes[at..at + PID_WIDTH];
+    /// whitespace before the number). No allocation and no panic: this runs in the
+    /// agent's child before exec. A field outside `bytes` is left alone (`false`).
+    pub fn fill_pid(bytes: &mut [u8], at: usize, mut pid: u32) -> bool {
+        let Some(field) = at
+            .checked_add(PID_WIDTH)
+            .and_then(|end| bytes.get_mut(at..end))
+        else {
+            return false;
+        };
         let mut i = PID_WIDTH;
-        loop {
+        while i > 0 {
             i -= 1;
             field[i] = b'0' + (pid % 10) as u8;
             pid /= 10;
-            if pid == 0 || i == 0 {
+            if pid == 0 {
                 break;
             }
         }
+        true
     }
 
     /// Write it in place (no rename, no fsync), as the agent's child does.
