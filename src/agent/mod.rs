@@ -9,6 +9,7 @@ mod sweep;
 
 use std::collections::BTreeMap;
 use std::ffi::{OsStr, OsString};
+use std::fs::File;
 use std::io::{self, Write};
 use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
@@ -220,18 +221,15 @@ impl Streams {
         let (done_tx, readers_done) = bounded::<()>(2);
         let shared_log = Arc::clone(&log);
 
-        let mut stdin = child.stdin.take().expect("stdin piped");
+        let stdin = child.stdin.take().expect("stdin piped");
         let out = child.stdout.take().expect("stdout piped");
         let err = child.stderr.take().expect("stderr piped");
         let counter = Arc::clone(&output_bytes);
         let (out_buf, err_buf) = (Arc::clone(&stdout), Arc::clone(&stderr));
         let out_done = done_tx.clone();
         let err_log = Arc::clone(&log);
+        feed_stdin(stdin, prompt)?;
         let threads = [
-            spawn_named("agent-stdin", move || {
-                // EPIPE just means the agent does not read its stdin: not our failure.
-                let _ = stdin.write_all(prompt.as_bytes());
-            }),
             spawn_named("agent-stdout", move || {
                 if let Err(e) = live::drain_stdout(out, form, &log, cap, &counter, &out_buf) {
                     tracing::warn!("reading agent stdout: {e}");
@@ -256,6 +254,47 @@ impl Streams {
             log: shared_log,
         })
     }
+}
+
+/// Give the agent its prompt and close its stdin. A prompt that fits in the pipe's
+/// buffer (64 KiB on Linux: nearly all) is written at once, without a thread; the rest
+/// of a longer one is written by a thread of its own, as the agent reads. EPIPE just
+/// means the agent does not read its stdin: not our failure.
+fn feed_stdin(stdin: File, prompt: String) -> io::Result<()> {
+    let mut stdin = stdin;
+    set_nonblocking(&stdin, true)?;
+    let bytes = prompt.as_bytes();
+    let mut written = 0;
+    while written < bytes.len() {
+        match stdin.write(&bytes[written..]) {
+            Ok(0) => return Ok(()),
+            Ok(n) => written += n,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                set_nonblocking(&stdin, false)?;
+                let rest = bytes[written..].to_vec();
+                return spawn_named("agent-stdin", move || {
+                    let _ = stdin.write_all(&rest);
+                })
+                .map(drop);
+            }
+            Err(_) => return Ok(()),
+        }
+    }
+    Ok(())
+}
+
+fn set_nonblocking(file: &File, on: bool) -> io::Result<()> {
+    use nix::fcntl::{fcntl, FcntlArg, OFlag};
+    let flags = OFlag::from_bits_truncate(fcntl(file, FcntlArg::F_GETFL).map_err(io::Error::from)?);
+    let flags = if on {
+        flags | OFlag::O_NONBLOCK
+    } else {
+        flags - OFlag::O_NONBLOCK
+    };
+    fcntl(file, FcntlArg::F_SETFL(flags))
+        .map(drop)
+        .map_err(io::Error::from)
 }
 
 /// The task's id in every agent's environment: its presence ties a process to its task.
