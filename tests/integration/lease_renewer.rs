@@ -88,3 +88,58 @@ fn lease_renewals_of_an_idle_worker_wake_no_watcher() {
         );
     }
 }
+
+/// Whether `dir`'s filesystem swaps two names in one step (`RENAME_EXCHANGE`).
+fn can_swap_names(dir: &std::path::Path) -> bool {
+    use nix::fcntl::{renameat2, RenameFlags, AT_FDCWD};
+    let (a, b) = (dir.join("swap-a"), dir.join("swap-b"));
+    fs::write(&a, "a").unwrap();
+    fs::write(&b, "b").unwrap();
+    let swapped = renameat2(AT_FDCWD, &a, AT_FDCWD, &b, RenameFlags::RENAME_EXCHANGE).is_ok();
+    let _ = (fs::remove_file(&a), fs::remove_file(&b));
+    swapped
+}
+
+/// A renewal rewrites the owner record by swapping it with its second name: the two
+/// inodes alternate, none is created (creating a file was most of a renewal's cost).
+#[test]
+fn a_heartbeat_swaps_the_owner_record_and_creates_no_file() {
+    use conductor::dirlock::{Acquire, DirLock, LockOptions};
+    use std::os::unix::fs::MetadataExt;
+    let t = TestRoot::new();
+    if !can_swap_names(t.dir.path()) {
+        eprintln!("SKIPPED: this filesystem cannot swap names (RENAME_EXCHANGE)");
+        return;
+    }
+    let path = t.path().join("keys/beat.lock");
+    let mut lock = match DirLock::try_acquire(&path, &LockOptions::default()).unwrap() {
+        Acquire::Acquired(l) => l,
+        Acquire::Held(h) => panic!("a fresh lock is held: {h}"),
+    };
+    let (owner, next) = (path.join("owner.json"), path.join(".owner.json.next"));
+    let ino = |p: &std::path::Path| fs::metadata(p).map(|m| m.ino()).ok();
+    let beat = |p: &std::path::Path| -> Option<String> {
+        let v: serde_json::Value = serde_json::from_slice(&fs::read(p).ok()?).ok()?;
+        v["heartbeatAt"].as_str().map(str::to_string)
+    };
+    lock.heartbeat().unwrap();
+    let (a, b) = (ino(&owner), ino(&next));
+    assert!(b.is_some(), "no second name beside the owner record");
+    let first = beat(&owner).expect("a renewed record");
+    lock.heartbeat().unwrap();
+    assert_eq!(
+        (ino(&owner), ino(&next)),
+        (b, a),
+        "the two names were not swapped"
+    );
+    let second = beat(&owner).expect("a renewed record");
+    assert!(second >= first, "{second} before {first}");
+    let mut names: Vec<String> = fs::read_dir(&path)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    assert_eq!(names, [".owner.json.next", "owner.json", "pid"]);
+    lock.release().unwrap();
+    assert!(!path.exists());
+}
