@@ -193,7 +193,10 @@ fn run() {
             return;
         };
         for (id, held) in due {
-            let after = match renew_once(&held) {
+            // A panic must not end the thread that renews every other lease too.
+            let renewed =
+                std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| renew_once(&held)));
+            let after = match renewed.unwrap_or(Renewed::Soon) {
                 Renewed::OnTime => continue,
                 Renewed::Soon => Some(Instant::now() + TAKE_BACK_PAUSE),
                 Renewed::Ended => None,
