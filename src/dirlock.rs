@@ -164,14 +164,28 @@ impl Guard {
     /// The guard of a lock we hold: it exists unless the directory it was in is gone or
     /// was swapped (then `None`, and nothing is created there — the ownership check
     /// that follows finds the lock lost).
+    ///
+    /// Opened read-only: heartbeat and release never write the guard, and closing a
+    /// descriptor opened for writing is an `IN_CLOSE_WRITE` in the directory beside
+    /// the lock — a slot directory its worker watches, woken by every renewal.
     fn existing(lock_path: &Path) -> Result<Option<Guard>> {
-        Self::lock_creating(lock_path, false)
+        let gpath = guard_path(lock_path);
+        let file = match OpenOptions::new().read(true).open(&gpath) {
+            Ok(f) => f,
+            Err(e) if files::vanished(&e) => return Ok(None),
+            Err(e) => return Err(Error::io("open lock guard", &gpath, e)),
+        };
+        match Flock::lock(file, FlockArg::LockExclusive) {
+            Ok(f) => Ok(Some(Guard(f))),
+            // Where flock is emulated with fcntl locks (NFS), an exclusive lock needs a
+            // descriptor open for writing.
+            Err((_, nix::errno::Errno::EBADF)) => Self::lock_creating(lock_path, false),
+            Err((_, errno)) => Err(Error::io("flock", &gpath, errno.into())),
+        }
     }
 
     fn lock_creating(lock_path: &Path, create: bool) -> Result<Option<Guard>> {
-        let mut name = lock_path.as_os_str().to_owned();
-        name.push(".guard");
-        let gpath = PathBuf::from(name);
+        let gpath = guard_path(lock_path);
         let open = || {
             OpenOptions::new()
                 .read(true)
@@ -223,6 +237,13 @@ impl Guard {
 }
 
 use files::{owner_file, pid_file};
+
+/// `<lock>.guard`, the flock file beside a lock.
+fn guard_path(lock_path: &Path) -> PathBuf {
+    let mut name = lock_path.as_os_str().to_owned();
+    name.push(".guard");
+    PathBuf::from(name)
+}
 
 impl DirLock {
     /// Take the lock if it is free or provably stale; otherwise report the holder.

@@ -3,8 +3,9 @@
 //!
 //! The kernel drops the flock when the holder dies, so a gate is never stale — on this
 //! host. A flock may not cross hosts (sshfs, many NFS/SMB setups), so the holder also
-//! holds a directory lock `<gate>.lease/` renewed by a heartbeat thread: another host's
-//! worker refuses a slot whose lease is live, and judges it by that lease alone. The
+//! holds a directory lock `<gate>.lease/`, renewed by one thread per process for every
+//! gate it holds ([`renewer`]): another host's worker refuses a slot whose lease is
+//! live, and judges it by that lease alone. The
 //! file records who holds it, so the loser can name the holder in its error.
 
 use std::fs::{File, OpenOptions};
@@ -23,12 +24,9 @@ use crate::fsio;
 use crate::host;
 use crate::protocol::now_rfc3339;
 
-/// How often a gate's holder renews its lease (well within any lease: `leaseSecs` is
-/// at least 1 s, 120 s by default).
-pub const LEASE_HEARTBEAT: Duration = Duration::from_secs(2);
-
-/// How many heartbeats a lost lease is tried back before the gate counts as lost.
-const TAKE_BACK_ROUNDS: u32 = 5;
+mod renewer;
+use renewer::Lease;
+pub use renewer::{renew_every, MAX_RENEW_EVERY, MIN_RENEW_EVERY};
 
 /// How long `acquire` keeps retrying while the gate is only being probed (probes hold
 /// a shared flock for microseconds; a real holder holds it exclusively).
@@ -71,7 +69,7 @@ pub struct Gate {
     path: PathBuf,
     _lock: Flock<File>,
     holder: GateHolder,
-    lease: Option<LeaseKeeper>,
+    lease: Option<Lease>,
 }
 
 /// The lease directory beside a gate, `<gate>.lease`.
@@ -111,7 +109,7 @@ impl Gate {
             .open(path)
             .map_err(|e| Error::io("open gate", path, e))?;
         let mut lock = lock_exclusive(file, path, role, pause)?;
-        let lease = LeaseKeeper::take(path, role)?;
+        let lease = take_lease(path, role)?;
         let holder = GateHolder {
             pid: std::process::id(),
             role: role.to_string(),
@@ -137,7 +135,7 @@ impl Gate {
     /// Whether this gate's lease was taken by another host's holder (we were judged
     /// gone: paused or cut off past the lease); a worker should then stop serving.
     pub fn lease_lost(&self) -> bool {
-        self.lease.as_ref().is_some_and(LeaseKeeper::lost)
+        self.lease.as_ref().is_some_and(Lease::lost)
     }
 
     pub fn path(&self) -> &Path {
@@ -153,131 +151,25 @@ impl Drop for Gate {
     /// A clean exit leaves no holder details behind for `cat` to mislead with.
     /// (After a crash the record stays, but the kernel has dropped the flock.)
     fn drop(&mut self) {
-        if let Some(lease) = self.lease.take() {
-            lease.stop();
-        }
+        // Released before the flock (a field, dropped after this): while we hold the
+        // flock nobody of this host takes the lease from under us.
+        drop(self.lease.take());
         let _ = self._lock.set_len(0);
     }
 }
 
-/// The gate's lease, renewed by a thread of its own until the gate is dropped.
-#[derive(Debug)]
-struct LeaseKeeper {
-    stop: crossbeam_channel::Sender<()>,
-    thread: Option<std::thread::JoinHandle<()>>,
-    lost: std::sync::Arc<std::sync::atomic::AtomicBool>,
-}
-
-impl LeaseKeeper {
-    /// Take the lease beside `gate` (we hold its flock), or refuse naming its holder.
-    fn take(gate: &Path, role: &str) -> Result<LeaseKeeper> {
-        let path = lease_path(gate);
-        let lock = match DirLock::try_acquire(&path, &lease_options(gate))? {
-            Acquire::Acquired(l) => l,
-            Acquire::Held(h) => {
-                return Err(Error::GateHeld {
-                    role: role.to_string(),
-                    holder: h.to_string(),
-                    path: gate.to_path_buf(),
-                })
-            }
-        };
-        let (stop, stopped) = crossbeam_channel::bounded::<()>(1);
-        let lost = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
-        let flag = lost.clone();
-        let home = canonical_parent(&path);
-        // Renewed well within the shortest lease anyone may judge it by.
-        let every = LEASE_HEARTBEAT.min(lease_options(gate).lease / 3);
-        let thread = std::thread::Builder::new()
-            .name("gate-lease".into())
-            .spawn(move || renew(lock, &path, home.as_deref(), every, &stopped, &flag))
-            .map_err(|e| Error::io("start the lease thread of", gate, e))?;
-        Ok(LeaseKeeper {
-            stop,
-            thread: Some(thread),
-            lost,
-        })
-    }
-
-    fn lost(&self) -> bool {
-        self.lost.load(std::sync::atomic::Ordering::Relaxed)
-    }
-
-    /// Stop renewing and release the lease.
-    fn stop(mut self) {
-        let _ = self.stop.send(());
-        if let Some(t) = self.thread.take() {
-            let _ = t.join();
-        }
-    }
-}
-
-/// Renew the lease `every` ([`LEASE_HEARTBEAT`], or a third of a shorter lease) until
-/// told to stop, then release it. A
-/// lease found taken (we were judged gone) is taken back if its taker is gone too (a
-/// recovery that has finished), else it is marked lost.
-fn renew(
-    mut lock: DirLock,
-    path: &Path,
-    home: Option<&Path>,
-    every: Duration,
-    stopped: &crossbeam_channel::Receiver<()>,
-    lost: &std::sync::atomic::AtomicBool,
-) {
-    use std::sync::atomic::Ordering;
-    let mut held_rounds = 0;
-    loop {
-        if stopped.recv_timeout(every).is_ok() {
-            break;
-        }
-        match lock.heartbeat() {
-            Ok(()) => {
-                held_rounds = 0;
-                continue;
-            }
-            Err(Error::LockLost { .. }) => {}
-            Err(e) => {
-                tracing::warn!("renewing gate lease: {e}");
-                continue;
-            }
-        }
-        if canonical_parent(path).as_deref() != home {
-            // The slot's directory was moved or swapped for a link: nothing is written
-            // there; the worker's own checks refuse the slot.
-            tracing::warn!(
-                "gate lease {}: its directory changed; not renewed",
-                path.display()
-            );
-            std::mem::forget(lock);
-            return;
-        }
-        match DirLock::try_acquire(path, &lease_options(path)) {
-            Ok(Acquire::Acquired(l)) => {
-                held_rounds = 0;
-                tracing::warn!(
-                    "gate lease {} was taken while we were away; took it back",
-                    path.display()
-                );
-                std::mem::forget(std::mem::replace(&mut lock, l));
-            }
-            // A recovery that judged us gone holds it for a moment: only a holder that
-            // keeps it (another host's worker) means the slot is no longer ours.
-            Ok(Acquire::Held(h)) if held_rounds < TAKE_BACK_ROUNDS => {
-                held_rounds += 1;
-                tracing::warn!("gate lease {} is held: {h}; trying again", path.display());
-                continue;
-            }
-            Ok(Acquire::Held(h)) => {
-                tracing::error!("gate lease {} was taken over: {h}", path.display());
-                lost.store(true, Ordering::Relaxed);
-                std::mem::forget(lock);
-                return;
-            }
-            Err(e) => tracing::warn!("taking back gate lease: {e}"),
-        }
-    }
-    if let Err(e) = lock.release() {
-        tracing::debug!("releasing gate lease: {e}");
+/// Take the lease beside `gate` (we hold its flock) and have it renewed, or refuse
+/// naming its holder.
+fn take_lease(gate: &Path, role: &str) -> Result<Lease> {
+    let path = lease_path(gate);
+    let opts = lease_options(gate);
+    match DirLock::try_acquire(&path, &opts)? {
+        Acquire::Acquired(lock) => Lease::register(lock, &path, renew_every(opts.lease)),
+        Acquire::Held(h) => Err(Error::GateHeld {
+            role: role.to_string(),
+            holder: h.to_string(),
+            path: gate.to_path_buf(),
+        }),
     }
 }
 
@@ -353,11 +245,6 @@ fn lease_options(gate: &Path) -> LockOptions {
     root.and_then(|r| crate::config::Config::load(&r.join("config.json")).ok())
         .map(|c| c.lock_options())
         .unwrap_or_default()
-}
-
-/// The directory `path` is in, with every link resolved (`None` if it is gone).
-fn canonical_parent(path: &Path) -> Option<PathBuf> {
-    path.parent()?.canonicalize().ok()
 }
 
 /// The recorded holder is a process of this host that no longer exists.

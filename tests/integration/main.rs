@@ -11,6 +11,7 @@ mod faults;
 mod gate;
 mod hosts;
 mod launch;
+mod lease_renewer;
 mod live;
 mod locks;
 mod mcp;

@@ -12,12 +12,13 @@ use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
 
 use crate::harness::{agent, assert_nothing_left, bin, wait_until, TestRoot, WorkerProc};
+use crate::lease_renewer::IDLE_THREADS;
 
 const BOUND: Duration = Duration::from_secs(60);
 
 /// A `conductor-worker SLOTS DIR` process; dropping it stops it (SIGTERM, then SIGKILL
 /// after a bound).
-struct Many {
+pub(crate) struct Many {
     child: Option<Child>,
     pid: u32,
     stderr: PathBuf,
@@ -62,7 +63,12 @@ impl Many {
     }
 
     /// Start and wait until every slot in `slots` is served by it.
-    fn start(t: &TestRoot, slots: &[Slot], agent_cmd: &str, env: &[(&str, &str)]) -> Many {
+    pub(crate) fn start(
+        t: &TestRoot,
+        slots: &[Slot],
+        agent_cmd: &str,
+        env: &[(&str, &str)],
+    ) -> Many {
         Many::start_with(t, slots, agent_cmd, &[], env)
     }
 
@@ -106,7 +112,7 @@ impl Many {
         kill(Pid::from_raw(self.pid as i32), sig).unwrap();
     }
 
-    fn threads(&self) -> usize {
+    pub(crate) fn threads(&self) -> usize {
         fs::read_dir(format!("/proc/{}/task", self.pid))
             .map(|d| d.count())
             .unwrap_or(0)
@@ -137,7 +143,7 @@ fn nonce() -> u64 {
     N.fetch_add(1, Ordering::Relaxed)
 }
 
-fn slots(range: std::ops::Range<u32>) -> Vec<Slot> {
+pub(crate) fn slots(range: std::ops::Range<u32>) -> Vec<Slot> {
     range.map(Slot).collect()
 }
 
@@ -156,13 +162,11 @@ fn a_many_slot_worker_serves_fifty_slots() {
     let t = TestRoot::new();
     let all = slots(0..50);
     let mut m = Many::start(&t, &all, "cat", &[]);
-    // Main, watcher, status reaper, signal handler — and, since the gate holds a
-    // cross-host lease (issue 15), one lease-renewing thread per slot. That per-slot
-    // thread is a known open cost against issue 14's "no thread per idle slot" (one
-    // process-wide renewer is the fix); this bound fails if anything else grows per slot.
+    // Main, watcher, status reaper, signal handler and the one gate-lease renewer: a
+    // constant, however many slots (no thread per idle slot).
     let idle_threads = m.threads();
     assert!(
-        idle_threads <= 6 + all.len(),
+        idle_threads <= IDLE_THREADS,
         "{idle_threads} threads while idle"
     );
     for &s in &all {
@@ -305,7 +309,7 @@ fn shutdown_of_a_many_slot_worker_stops_every_running_agent() {
 
 /// How many watch events the process writing `file` has received, and the path of
 /// the last one.
-fn events_in(file: &Path) -> Option<(u64, String)> {
+pub(crate) fn events_in(file: &Path) -> Option<(u64, String)> {
     let text = fs::read_to_string(file).ok()?;
     let v: serde_json::Value = serde_json::from_str(&text).ok()?;
     Some((v["events"].as_u64()?, v["last"].as_str()?.to_string()))
@@ -314,7 +318,7 @@ fn events_in(file: &Path) -> Option<(u64, String)> {
 /// Make one change in `keys/` (a directory every worker watches) and wait until the
 /// worker has counted it as its last event: the count then includes every event
 /// queued before it (events are read in order).
-fn sentinel(t: &TestRoot, file: &Path, name: &str) -> u64 {
+pub(crate) fn sentinel(t: &TestRoot, file: &Path, name: &str) -> u64 {
     let path = t.path().join("keys").join(name);
     fs::create_dir(&path).unwrap();
     let mut n = 0;

@@ -1,0 +1,145 @@
+//! Gate leases cost nothing per idle slot: one renewing thread per process, and a
+//! renewal wakes no watcher.
+
+use std::collections::HashSet;
+use std::fs;
+use std::time::Duration;
+
+use conductor::Slot;
+
+use crate::harness::{wait_until, TestRoot, WorkerProc};
+use crate::scale::{sentinel, slots, Many};
+
+const BOUND: Duration = Duration::from_secs(60);
+
+/// Threads of an idle many-slot worker, whatever its number of slots: main, watcher,
+/// status reaper, signal handler and the one gate-lease renewer (5), and one spare.
+pub(crate) const IDLE_THREADS: usize = 6;
+
+/// Set `leaseSecs` in the root's `config.json`, keeping what else it says.
+fn set_lease_secs(t: &TestRoot, secs: u64) {
+    let path = t.path().join("config.json");
+    let mut config: serde_json::Value = fs::read_to_string(&path)
+        .ok()
+        .and_then(|s| serde_json::from_str(&s).ok())
+        .unwrap_or_else(|| serde_json::json!({}));
+    config["leaseSecs"] = secs.into();
+    fs::write(&path, config.to_string()).unwrap();
+}
+
+/// `heartbeatAt` of the lease beside slot `s`'s gate, if it has one yet.
+fn lease_heartbeat(t: &TestRoot, s: Slot) -> Option<String> {
+    let owner = t
+        .path()
+        .join(format!("workers/{}/.worker.lock.lease/owner.json", s.0));
+    let v: serde_json::Value = serde_json::from_str(&fs::read_to_string(owner).ok()?).ok()?;
+    v["heartbeatAt"].as_str().map(str::to_string)
+}
+
+#[test]
+fn an_idle_many_slot_worker_has_one_lease_thread_not_one_per_slot() {
+    let t = TestRoot::new();
+    let all = slots(0..50);
+    let m = Many::start(&t, &all, "cat", &[]);
+    let threads = m.threads();
+    assert!(
+        threads <= IDLE_THREADS,
+        "{threads} threads in an idle worker of {} slots (at most {IDLE_THREADS})",
+        all.len()
+    );
+}
+
+#[test]
+fn lease_renewals_of_an_idle_worker_wake_no_watcher() {
+    for many in [false, true] {
+        let t = TestRoot::new();
+        // A lease of 2 s is renewed every 0.5 s: several renewals within a few seconds.
+        set_lease_secs(&t, 2);
+        let file = t.dir.path().join("events.json");
+        let env = [("CONDUCTOR_DEBUG_WATCH_EVENTS", file.to_str().unwrap())];
+        let (_single, _many);
+        let served = if many {
+            let served = slots(0..3);
+            _many = Some(Many::start(&t, &served, "cat", &env));
+            served
+        } else {
+            _single = Some(WorkerProc::start(&t, Slot(0), "cat", &[], &env));
+            vec![Slot(0)]
+        };
+        let before = sentinel(&t, &file, "first");
+        // Six renewals of every slot's lease, seen in its record (the test cannot pass
+        // by renewing nothing), over 2.5 s or more: a rescan of every slot (every 2 s)
+        // and the root's abandoned-slot sweep happen meanwhile too, and wake nothing.
+        let mut seen: Vec<HashSet<String>> = vec![HashSet::new(); served.len()];
+        wait_until(BOUND, "six renewals of every slot's lease", || {
+            for (i, &s) in served.iter().enumerate() {
+                if let Some(beat) = lease_heartbeat(&t, s) {
+                    seen[i].insert(beat);
+                }
+            }
+            seen.iter().all(|beats| beats.len() >= 6)
+        });
+        let after = sentinel(&t, &file, "second");
+        assert_eq!(
+            after,
+            before + 1,
+            "lease renewals woke the watcher ({} events besides the sentinel; many-slot: {many})",
+            after.saturating_sub(before + 1)
+        );
+    }
+}
+
+/// Whether `dir`'s filesystem swaps two names in one step (`RENAME_EXCHANGE`).
+fn can_swap_names(dir: &std::path::Path) -> bool {
+    use nix::fcntl::{renameat2, RenameFlags, AT_FDCWD};
+    let (a, b) = (dir.join("swap-a"), dir.join("swap-b"));
+    fs::write(&a, "a").unwrap();
+    fs::write(&b, "b").unwrap();
+    let swapped = renameat2(AT_FDCWD, &a, AT_FDCWD, &b, RenameFlags::RENAME_EXCHANGE).is_ok();
+    let _ = (fs::remove_file(&a), fs::remove_file(&b));
+    swapped
+}
+
+/// A renewal rewrites the owner record by swapping it with its second name: the two
+/// inodes alternate, none is created (creating a file was most of a renewal's cost).
+#[test]
+fn a_heartbeat_swaps_the_owner_record_and_creates_no_file() {
+    use conductor::dirlock::{Acquire, DirLock, LockOptions};
+    use std::os::unix::fs::MetadataExt;
+    let t = TestRoot::new();
+    if !can_swap_names(t.dir.path()) {
+        eprintln!("SKIPPED: this filesystem cannot swap names (RENAME_EXCHANGE)");
+        return;
+    }
+    let path = t.path().join("keys/beat.lock");
+    let mut lock = match DirLock::try_acquire(&path, &LockOptions::default()).unwrap() {
+        Acquire::Acquired(l) => l,
+        Acquire::Held(h) => panic!("a fresh lock is held: {h}"),
+    };
+    let (owner, next) = (path.join("owner.json"), path.join(".owner.json.next"));
+    let ino = |p: &std::path::Path| fs::metadata(p).map(|m| m.ino()).ok();
+    let beat = |p: &std::path::Path| -> Option<String> {
+        let v: serde_json::Value = serde_json::from_slice(&fs::read(p).ok()?).ok()?;
+        v["heartbeatAt"].as_str().map(str::to_string)
+    };
+    lock.heartbeat().unwrap();
+    let (a, b) = (ino(&owner), ino(&next));
+    assert!(b.is_some(), "no second name beside the owner record");
+    let first = beat(&owner).expect("a renewed record");
+    lock.heartbeat().unwrap();
+    assert_eq!(
+        (ino(&owner), ino(&next)),
+        (b, a),
+        "the two names were not swapped"
+    );
+    let second = beat(&owner).expect("a renewed record");
+    assert!(second >= first, "{second} before {first}");
+    let mut names: Vec<String> = fs::read_dir(&path)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    assert_eq!(names, [".owner.json.next", "owner.json", "pid"]);
+    lock.release().unwrap();
+    assert!(!path.exists());
+}
