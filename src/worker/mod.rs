@@ -120,6 +120,12 @@ impl SlotServer {
         self.paths.slot
     }
 
+    /// Another host took this slot's gate lease while we were away (paused past the
+    /// lease): the slot is no longer ours to serve.
+    pub fn lease_lost(&self) -> bool {
+        self._gate.lease_lost()
+    }
+
     /// Take the slot's gate and create its files. `reaper`: a shared status reaper,
     /// else the slot starts its own.
     fn take(
@@ -353,7 +359,7 @@ impl Worker {
                 return Ok(());
             }
             self.shared.follow_config(&mut seen_config);
-            if self.slot._gate.lease_lost() {
+            if self.slot.lease_lost() {
                 // Another host took the slot while we were away (paused past the lease).
                 return Err(Error::GateHeld {
                     role: format!("worker {}", self.slot.slot()),

@@ -60,6 +60,9 @@ struct Dirty {
 
 enum State {
     Idle(Box<SlotServer>),
+    /// Given up: another host took its lease while we were away. Its gate is dropped
+    /// and it is never looked at again.
+    Retired,
     /// A thread has it: `wake` forwards its events (a cancel), `stop` a shutdown.
     Busy {
         wake: Sender<()>,
@@ -207,6 +210,15 @@ impl MultiWorker {
             }
             self.retry_due();
             if Instant::now() >= next_tick {
+                if self.retire_lost_slots() {
+                    return Err(Error::GateHeld {
+                        role: format!("worker {}", format_slot_list(&self.own)),
+                        holder: "other hosts took every slot's lease while this worker \
+                                 was paused"
+                            .into(),
+                        path: self.shared.opts.root.workers_dir(),
+                    });
+                }
                 self.follow_config();
                 let lock_opts = self.shared.lock_opts;
                 self.sweeper
@@ -217,6 +229,27 @@ impl MultiWorker {
         }
         self.stop_all();
         Ok(())
+    }
+
+    /// Stop serving each idle slot whose lease another host took (we were paused past
+    /// it, and that host's worker serves the slot now), as a single-slot worker exits.
+    /// Returns whether no slot is left. A busy slot is looked at once it is back.
+    fn retire_lost_slots(&mut self) -> bool {
+        for e in &mut self.entries {
+            if let State::Idle(s) = &e.state {
+                if s.lease_lost() {
+                    tracing::error!(
+                        "worker {}: another host took its lease while this worker was \
+                         paused; no longer serving it",
+                        s.slot()
+                    );
+                    e.state = State::Retired;
+                }
+            }
+        }
+        self.entries
+            .iter()
+            .all(|e| matches!(e.state, State::Retired))
     }
 
     /// Every idle slot that may have work, then the queue: at start and on each rescan
@@ -240,6 +273,7 @@ impl MultiWorker {
                     let _ = wake.try_send(());
                 }
                 State::Idle(_) => self.look_at(i),
+                State::Retired => {}
             }
         }
         if d.shared {
@@ -355,7 +389,7 @@ impl MultiWorker {
     fn hand_back(&mut self, (i, server, result): Done) {
         let queue_seen = match &self.entries[i].state {
             State::Busy { queue_seen, .. } => *queue_seen,
-            State::Idle(_) => self.queue_changes,
+            State::Idle(_) | State::Retired => self.queue_changes,
         };
         let (retry_at, found_nothing) = match result {
             Ok(Pickup::NotYet(at)) => (Some(at), false),

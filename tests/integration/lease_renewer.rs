@@ -5,7 +5,7 @@ use std::collections::HashSet;
 use std::fs;
 use std::time::Duration;
 
-use conductor::Slot;
+use conductor::{Outcome, Slot, Task};
 
 use crate::harness::{wait_until, TestRoot, WorkerProc};
 use crate::scale::{sentinel, slots, Many};
@@ -142,4 +142,54 @@ fn a_heartbeat_swaps_the_owner_record_and_creates_no_file() {
     assert_eq!(names, [".owner.json.next", "owner.json", "pid"]);
     lock.release().unwrap();
     assert!(!path.exists());
+}
+
+/// Put another host's live lease where slot `s`'s is (as that host's worker would after
+/// judging us gone while we were paused), renewed now.
+fn plant_foreign_lease(t: &TestRoot, s: Slot) {
+    let lease = t.path().join(format!("workers/{}/.worker.lock.lease", s.0));
+    let now = conductor::protocol::now_rfc3339();
+    let owner = serde_json::json!({
+        "pid": 4242, "host": "host-b", "bootId": "b-boot", "nonce": "b-nonce",
+        "acquiredAt": now, "heartbeatAt": now, "hostId": "host-b-id", "epoch": 1000,
+    });
+    fs::create_dir_all(&lease).unwrap();
+    let tmp = lease.join(".owner.json.test.tmp");
+    fs::write(&tmp, owner.to_string()).unwrap();
+    fs::rename(&tmp, lease.join("owner.json")).unwrap();
+}
+
+/// A many-slot worker gives up a slot whose lease another host took while it was away
+/// (a single-slot worker exits then) and goes on serving its other slots.
+#[test]
+fn a_many_slot_worker_gives_up_a_slot_another_host_took_and_serves_the_rest() {
+    let t = TestRoot::new();
+    set_lease_secs(&t, 2);
+    let m = Many::start(&t, &slots(0..2), "cat", &[]);
+    // Host B judged us gone and took slot 1's lease; it keeps renewing it.
+    let lease = t.path().join("workers/1/.worker.lock.lease");
+    fs::rename(&lease, t.dir.path().join("taken-by-host-b")).unwrap();
+    wait_until(BOUND, "the worker to give up slot 1", || {
+        plant_foreign_lease(&t, Slot(1));
+        m.stderr()
+            .contains("worker 1: another host took its lease while this worker was paused")
+    });
+    let on_1 = t
+        .client
+        .write_task(Slot(1), &Task::new("for host b").with_id("for-b"))
+        .unwrap();
+    let on_0 = t
+        .client
+        .write_task(Slot(0), &Task::new("still ours").with_id("still-0"))
+        .unwrap();
+    let r = t.client.wait_for_result(Slot(0), &on_0, BOUND).unwrap();
+    assert_eq!(r.outcome, Some(Outcome::Success));
+    // Slot 1's task was delivered first and the same watcher saw it first: had slot 1
+    // still been served, its task would have been taken while slot 0's ran. It waits
+    // in its inbox for host B's worker.
+    assert!(
+        t.client.root().worker(Slot(1)).task().exists(),
+        "task {on_1} was taken from a slot whose lease another host holds"
+    );
+    assert!(!t.client.root().worker(Slot(1)).running().exists());
 }

@@ -92,7 +92,7 @@ impl Many {
         m
     }
 
-    fn stderr(&self) -> String {
+    pub(crate) fn stderr(&self) -> String {
         fs::read_to_string(&self.stderr).unwrap_or_default()
     }
 
