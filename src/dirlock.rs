@@ -24,11 +24,18 @@ use crate::protocol::now_rfc3339;
 
 mod files;
 mod judge;
+mod takeover;
 pub use judge::{verdict, LockRead, OwnerRead, ProcessFacts, Vantage, STARTED_AFTER_MARGIN};
 
 /// How often a lock may vanish (released, or taken and released) between our failing
 /// to create it and our reading it, before we report it busy instead of retrying.
 const VANISH_RETRIES: usize = 5;
+
+/// How many more times a holder looks for its lock when it cannot read it in place,
+/// and how long it waits between looks: another host that moved it aside on a stale
+/// read puts it back within a few round trips (see `takeover`).
+const UNSEEN_LOOKS: u32 = 5;
+const UNSEEN_PAUSE: Duration = Duration::from_millis(100);
 
 /// How long to wait before judging locks stale in the cases that need time.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -264,11 +271,16 @@ impl DirLock {
             if !holder.liveness.is_stale() {
                 return Ok(Acquire::Held(holder));
             }
-            if let Some(o) = &holder.owner {
-                last_epoch = last_epoch.max(o.epoch);
+            match takeover::take_away(path, opts, false)? {
+                takeover::Takeover::Removed(h) => {
+                    if let Some(o) = &h.owner {
+                        last_epoch = last_epoch.max(o.epoch);
+                    }
+                    tracing::info!(lock = %path.display(), "took over stale lock: {h}");
+                }
+                takeover::Takeover::PutBack(h) => return Ok(Acquire::Held(h)),
+                takeover::Takeover::Gone => {}
             }
-            tracing::info!(lock = %path.display(), "taking over stale lock: {holder}");
-            files::discard(path)?;
             // If placing fails now, someone else got in between: judge theirs on the
             // next round.
         }
@@ -342,21 +354,27 @@ impl DirLock {
 
     /// Ours = the directory in place is the one we placed and still holds our nonce
     /// and epoch (its inode compared, so a lock re-made under the name is not ours).
+    /// A lock not seen in place at all is looked for again, a few times over half a
+    /// second: another host may have moved it aside on a stale read and be putting it
+    /// back. Another holder's lock in place is lost at once.
     fn ensure_still_ours(&self) -> Result<()> {
-        let in_place = files::open_dir(&self.path);
-        let same_dir = match (&self.dir, &in_place) {
-            (Some(a), Some(b)) => same_inode(a, b),
-            (None, Some(_)) => true,
-            _ => false,
-        };
-        let current = in_place
-            .as_ref()
-            .filter(|_| same_dir)
-            .and_then(|d| files::read_owner_at(d, &self.path));
-        match current {
-            Some(o) if o.nonce == self.owner.nonce && o.epoch == self.owner.epoch => Ok(()),
-            _ => Err(self.lost()),
+        for look in 0..=UNSEEN_LOOKS {
+            let current = match (&self.dir, files::open_dir(&self.path)) {
+                (_, None) => None,
+                // Another directory under the name: a lock re-made by someone else.
+                (Some(ours), Some(d)) if !same_inode(ours, &d) => break,
+                (_, Some(d)) => files::read_owner_at(&d, &self.path),
+            };
+            match current {
+                Some(o) if o.nonce == self.owner.nonce && o.epoch == self.owner.epoch => {
+                    return Ok(())
+                }
+                Some(_) => break,
+                None if look < UNSEEN_LOOKS => std::thread::sleep(UNSEEN_PAUSE),
+                None => {}
+            }
         }
+        Err(self.lost())
     }
 
     fn lost(&self) -> Error {
@@ -429,11 +447,13 @@ pub fn break_if_stale_under_gate(path: &Path, opts: &LockOptions) -> Result<Opti
 fn break_judged(path: &Path, opts: &LockOptions, gated: bool) -> Result<Option<Holder>> {
     let _guard = Guard::lock(path)?;
     match judge(path, opts, gated)? {
-        Some(h) if h.liveness.is_stale() => {
-            tracing::info!(lock = %path.display(), "removing stale lock: {h}");
-            files::discard(path)?;
-            Ok(Some(h))
-        }
+        Some(h) if h.liveness.is_stale() => match takeover::take_away(path, opts, gated)? {
+            takeover::Takeover::Removed(h) => {
+                tracing::info!(lock = %path.display(), "removed stale lock: {h}");
+                Ok(Some(h))
+            }
+            _ => Ok(None),
+        },
         _ => Ok(None),
     }
 }
@@ -497,6 +517,17 @@ fn facts_about(read: &LockRead) -> Option<ProcessFacts> {
     })
 }
 
+/// Whether a gate's flock taken beside `lock` may fail to exclude another host: the
+/// filesystem is shared and its flocks are not known to reach other hosts (or the mount
+/// cannot be told).
+fn gate_may_not_cross(lock: &Path) -> bool {
+    let dir = lock.parent().unwrap_or(Path::new("."));
+    match crate::fs_kind::mount_of(dir) {
+        Ok(Some(m)) => m.is_shared() && m.flock_crosses_hosts() != Some(true),
+        _ => true,
+    }
+}
+
 /// Whether the lock at `path` is held by somebody alive; `None` if there is no lock.
 fn judge(path: &Path, opts: &LockOptions, gated: bool) -> Result<Option<Holder>> {
     let Some(read) = read_lock(path)? else {
@@ -511,11 +542,16 @@ fn judge(path: &Path, opts: &LockOptions, gated: bool) -> Result<Option<Holder>>
         boot_id: host::boot_id().to_string(),
         now: SystemTime::now(),
         gated,
+        // Only asked when it matters: reading the mount table is not free.
+        shared: gated && gate_may_not_cross(path),
     };
     let facts = facts_about(&read);
     let Some(liveness) = verdict(Some(&read), facts.as_ref(), &at, opts) else {
         return Ok(None);
     };
+    if liveness.is_stale() {
+        tracing::debug!(lock = %path.display(), gated, ?read, ?facts, "judged stale: {liveness:?}");
+    }
     Ok(Some(Holder {
         path: path.to_path_buf(),
         pid: read.pid(),

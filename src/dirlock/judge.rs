@@ -71,6 +71,9 @@ pub struct Vantage {
     /// The judge holds a gate that every taker of this lock holds while taking it, so
     /// nobody can be between `mkdir` and writing the owner: no grace is due.
     pub gated: bool,
+    /// The lock is on a filesystem other hosts may mount whose flocks do not reach
+    /// them: a gate held here does not exclude their takers, so it earns no shortcut.
+    pub shared: bool,
 }
 
 /// Whether the lock described by `read` is held by somebody alive, and why.
@@ -143,7 +146,10 @@ fn judge_ownerless(read: &LockRead, at: &Vantage, opts: &LockOptions) -> Livenes
         OwnerRead::Corrupt(e) => format!("no pid, owner.json unreadable ({e})"),
         _ => "no owner recorded".to_string(),
     };
-    if at.gated {
+    // Across hosts an ownerless read is more often a client cache answering for a lock
+    // that has just gone (or been replaced) than a holder that died: only a gate that
+    // excludes every host lets us skip the grace.
+    if at.gated && !at.shared {
         return Liveness::Stale(format!(
             "{what}, and every taker holds the gate we hold: left by a holder that died"
         ));
@@ -236,6 +242,7 @@ mod tests {
             boot_id: "boot-1".into(),
             now: now(),
             gated,
+            shared: false,
         }
     }
 
@@ -549,6 +556,29 @@ mod tests {
             ..lock(OwnerRead::Missing, None, HOUR)
         };
         alive(&future, None, false, "dated in the future");
+    }
+
+    /// The multi-host burst's fault: a gate's flock does not cross an sshfs mount, so
+    /// holding it says nothing about the other host's takers; an ownerless read there
+    /// (a cached stat of a lock just released) must wait out the grace like any other.
+    #[test]
+    fn a_gate_on_a_shared_filesystem_earns_no_shortcut() {
+        let shared = Vantage {
+            shared: true,
+            ..here(true)
+        };
+        let opts = LockOptions::default();
+        for owner in [OwnerRead::Missing, OwnerRead::Corrupt("EOF".into())] {
+            let young = lock(owner.clone(), None, Duration::from_secs(3));
+            let got = verdict(Some(&young), None, &shared, &opts).unwrap();
+            match got {
+                Liveness::Alive(r) => assert!(r.starts_with("being acquired:"), "{r}"),
+                stale => panic!("gated on a shared filesystem, young: {stale:?}"),
+            }
+            let old = lock(owner, None, Duration::from_secs(11));
+            let got = verdict(Some(&old), None, &shared, &opts).unwrap();
+            assert!(got.is_stale(), "past the grace: {got:?}");
+        }
     }
 
     #[test]
