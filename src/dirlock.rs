@@ -314,7 +314,9 @@ impl DirLock {
     /// same name is never written into.
     pub fn heartbeat(&mut self) -> Result<()> {
         let _guard = Guard::existing(&self.path)?;
-        self.ensure_still_ours()?;
+        // The directory just read as ours: a client that saw it vanish (moved aside by
+        // another host and put back) may know it by a new inode now.
+        self.dir = Some(self.ensure_still_ours()?);
         let dir = self.dir.as_ref().ok_or_else(|| self.lost())?;
         self.owner.heartbeat_at = Some(now_rfc3339());
         match files::write_owner_at(dir, &self.path, &self.owner) {
@@ -326,7 +328,7 @@ impl DirLock {
 
     /// Whether the lock is still ours, without renewing it.
     pub fn check(&self) -> Result<()> {
-        self.ensure_still_ours()
+        self.ensure_still_ours().map(drop)
     }
 
     /// Release the lock — only if it is still ours (our nonce in `owner.json`).
@@ -352,22 +354,19 @@ impl DirLock {
         files::discard(&self.path).map(|_| ())
     }
 
-    /// Ours = the directory in place is the one we placed and still holds our nonce
-    /// and epoch (its inode compared, so a lock re-made under the name is not ours).
-    /// A lock not seen in place at all is looked for again, a few times over half a
-    /// second: another host may have moved it aside on a stale read and be putting it
-    /// back. Another holder's lock in place is lost at once.
-    fn ensure_still_ours(&self) -> Result<()> {
+    /// Ours = the directory in place holds our nonce and epoch (read through it, so a
+    /// lock re-made under the name is not ours: its nonce differs). Returns it, open.
+    /// Not the inode: a FUSE client that saw the name vanish gives the same directory a
+    /// new one when it comes back. A lock not seen in place at all is looked for again,
+    /// a few times over half a second: another host may have moved it aside on a stale
+    /// read and be putting it back. Another holder's lock in place is lost at once.
+    fn ensure_still_ours(&self) -> Result<File> {
         for look in 0..=UNSEEN_LOOKS {
-            let current = match (&self.dir, files::open_dir(&self.path)) {
-                (_, None) => None,
-                // Another directory under the name: a lock re-made by someone else.
-                (Some(ours), Some(d)) if !same_inode(ours, &d) => break,
-                (_, Some(d)) => files::read_owner_at(&d, &self.path),
-            };
+            let current = files::open_dir(&self.path)
+                .and_then(|d| files::read_owner_at(&d, &self.path).map(|o| (d, o)));
             match current {
-                Some(o) if o.nonce == self.owner.nonce && o.epoch == self.owner.epoch => {
-                    return Ok(())
+                Some((d, o)) if o.nonce == self.owner.nonce && o.epoch == self.owner.epoch => {
+                    return Ok(d)
                 }
                 Some(_) => break,
                 None if look < UNSEEN_LOOKS => std::thread::sleep(UNSEEN_PAUSE),
@@ -381,14 +380,6 @@ impl DirLock {
         Error::LockLost {
             path: self.path.clone(),
         }
-    }
-}
-
-fn same_inode(a: &File, b: &File) -> bool {
-    use std::os::unix::fs::MetadataExt;
-    match (a.metadata(), b.metadata()) {
-        (Ok(a), Ok(b)) => a.dev() == b.dev() && a.ino() == b.ino(),
-        _ => false,
     }
 }
 
@@ -489,6 +480,7 @@ pub fn read_lock(path: &Path) -> Result<Option<LockRead>> {
         owner,
         modified,
         created: meta.created().ok(),
+        ownerless_for: Duration::ZERO,
     };
     // Files missing may mean the whole lock went away while we read it.
     if read.pid().is_none() && stat(path)?.is_none() {
@@ -517,21 +509,65 @@ fn facts_about(read: &LockRead) -> Option<ProcessFacts> {
     })
 }
 
-/// Whether a gate's flock taken beside `lock` may fail to exclude another host: the
-/// filesystem is shared and its flocks are not known to reach other hosts (or the mount
-/// cannot be told).
-fn gate_may_not_cross(lock: &Path) -> bool {
+/// Whether the lock at `lock` is on a filesystem other hosts may mount (network or
+/// FUSE; also when the mount cannot be told). Remembered per directory.
+fn on_shared_fs(lock: &Path) -> bool {
+    use std::collections::HashMap;
+    use std::sync::Mutex;
+    static KNOWN: Mutex<Option<HashMap<PathBuf, bool>>> = Mutex::new(None);
     let dir = lock.parent().unwrap_or(Path::new("."));
-    match crate::fs_kind::mount_of(dir) {
-        Ok(Some(m)) => m.is_shared() && m.flock_crosses_hosts() != Some(true),
-        _ => true,
+    let mut known = KNOWN.lock().unwrap_or_else(|e| e.into_inner());
+    let known = known.get_or_insert_with(HashMap::new);
+    if let Some(&shared) = known.get(dir) {
+        return shared;
     }
+    let shared = match crate::fs_kind::mount_of(dir) {
+        Ok(Some(m)) => m.is_shared(),
+        Ok(None) => false,
+        Err(_) => return true,
+    };
+    known.insert(dir.to_path_buf(), shared);
+    shared
+}
+
+/// How long this process has seen the lock at `path` with no pid at all, without a
+/// break; `seen_ownerless`: it is so now (else its record is dropped).
+fn ownerless_for(path: &Path, seen_ownerless: bool) -> Duration {
+    use std::collections::HashMap;
+    use std::sync::Mutex;
+    use std::time::Instant;
+    static SINCE: Mutex<Option<HashMap<PathBuf, Instant>>> = Mutex::new(None);
+    let mut since = SINCE.lock().unwrap_or_else(|e| e.into_inner());
+    let since = since.get_or_insert_with(HashMap::new);
+    if !seen_ownerless {
+        since.remove(path);
+        return Duration::ZERO;
+    }
+    since
+        .entry(path.to_path_buf())
+        .or_insert_with(Instant::now)
+        .elapsed()
 }
 
 /// Whether the lock at `path` is held by somebody alive; `None` if there is no lock.
 fn judge(path: &Path, opts: &LockOptions, gated: bool) -> Result<Option<Holder>> {
-    let Some(read) = read_lock(path)? else {
+    judge_read(path, opts, gated, false)
+}
+
+/// [`judge`]; `fresh`: `path` is a name no client cache can answer for (a lock just
+/// moved there).
+fn judge_read(path: &Path, opts: &LockOptions, gated: bool, fresh: bool) -> Result<Option<Holder>> {
+    let Some(mut read) = read_lock(path)? else {
+        if !fresh {
+            ownerless_for(path, false);
+        }
         return Ok(None);
+    };
+    // A fresh read (a name no client has cached) is dated by its mtime alone.
+    read.ownerless_for = if fresh {
+        Duration::MAX
+    } else {
+        ownerless_for(path, read.pid().is_none())
     };
     if let OwnerRead::Corrupt(e) = &read.owner {
         tracing::warn!("ignoring unreadable lock owner: {e}");
@@ -542,8 +578,7 @@ fn judge(path: &Path, opts: &LockOptions, gated: bool) -> Result<Option<Holder>>
         boot_id: host::boot_id().to_string(),
         now: SystemTime::now(),
         gated,
-        // Only asked when it matters: reading the mount table is not free.
-        shared: gated && gate_may_not_cross(path),
+        shared: on_shared_fs(path),
     };
     let facts = facts_about(&read);
     let Some(liveness) = verdict(Some(&read), facts.as_ref(), &at, opts) else {

@@ -3,7 +3,7 @@
 
 use std::path::Path;
 
-use super::{files, judge, Holder, LockOptions};
+use super::{files, judge_read, Holder, LockOptions};
 use crate::error::Result;
 
 /// What became of a lock judged stale through its name.
@@ -30,7 +30,7 @@ pub(super) fn take_away(path: &Path, opts: &LockOptions, gated: bool) -> Result<
     let Some(tomb) = files::move_aside(path)? else {
         return Ok(Takeover::Gone);
     };
-    let Some(moved) = judge(&tomb, opts, gated)? else {
+    let Some(moved) = judge_read(&tomb, opts, gated, true)? else {
         // Emptied and removed under us: nothing of it is left in place.
         return Ok(Takeover::Gone);
     };
