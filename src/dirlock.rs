@@ -510,7 +510,7 @@ fn facts_about(read: &LockRead) -> Option<ProcessFacts> {
 }
 
 /// Whether the lock at `lock` is on a filesystem other hosts may mount (network or
-/// FUSE; also when the mount cannot be told). Remembered per directory.
+/// FUSE; a mount table we fail to read counts as shared). Remembered per directory.
 fn on_shared_fs(lock: &Path) -> bool {
     use std::collections::HashMap;
     use std::sync::Mutex;
