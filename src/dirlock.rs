@@ -24,11 +24,18 @@ use crate::protocol::now_rfc3339;
 
 mod files;
 mod judge;
+mod takeover;
 pub use judge::{verdict, LockRead, OwnerRead, ProcessFacts, Vantage, STARTED_AFTER_MARGIN};
 
 /// How often a lock may vanish (released, or taken and released) between our failing
 /// to create it and our reading it, before we report it busy instead of retrying.
 const VANISH_RETRIES: usize = 5;
+
+/// How many more times a holder looks for its lock when it cannot read it in place,
+/// and how long it waits between looks: another host that moved it aside on a stale
+/// read puts it back within a few round trips (see `takeover`).
+const UNSEEN_LOOKS: u32 = 5;
+const UNSEEN_PAUSE: Duration = Duration::from_millis(100);
 
 /// How long to wait before judging locks stale in the cases that need time.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -143,8 +150,6 @@ pub enum Acquire {
 #[derive(Debug)]
 pub struct DirLock {
     path: PathBuf,
-    /// The directory we placed, open: ownership is checked and renewed through it.
-    dir: Option<File>,
     owner: LockOwner,
     released: bool,
     /// Released by renaming to this process's spare name instead of removing.
@@ -271,7 +276,6 @@ impl DirLock {
                 guard.set_epoch(owner.epoch);
                 return Ok(Acquire::Acquired(DirLock {
                     path: path.to_path_buf(),
-                    dir: files::open_dir(path),
                     owner,
                     released: false,
                     reusable,
@@ -285,11 +289,16 @@ impl DirLock {
             if !holder.liveness.is_stale() {
                 return Ok(Acquire::Held(holder));
             }
-            if let Some(o) = &holder.owner {
-                last_epoch = last_epoch.max(o.epoch);
+            match takeover::take_away(path, opts, false)? {
+                takeover::Takeover::Removed(h) => {
+                    if let Some(o) = &h.owner {
+                        last_epoch = last_epoch.max(o.epoch);
+                    }
+                    tracing::info!(lock = %path.display(), "took over stale lock: {h}");
+                }
+                takeover::Takeover::PutBack(h) => return Ok(Acquire::Held(h)),
+                takeover::Takeover::Gone => {}
             }
-            tracing::info!(lock = %path.display(), "taking over stale lock: {holder}");
-            files::discard(path)?;
             // If placing fails now, someone else got in between: judge theirs on the
             // next round.
         }
@@ -323,10 +332,14 @@ impl DirLock {
     /// same name is never written into.
     pub fn heartbeat(&mut self) -> Result<()> {
         let _guard = Guard::existing(&self.path)?;
-        self.ensure_still_ours()?;
-        let dir = self.dir.as_ref().ok_or_else(|| self.lost())?;
+        // Written through the directory just read as ours, opened afresh: no descriptor
+        // is kept between heartbeats (a worker of a thousand slots held a thousand, and
+        // every agent it started closed them all at exec), and a client that saw the
+        // directory vanish (moved aside by another host and put back) may know it by a
+        // new inode now.
+        let dir = self.ensure_still_ours()?;
         self.owner.heartbeat_at = Some(now_rfc3339());
-        match files::write_owner_at(dir, &self.path, &self.owner) {
+        match files::write_owner_at(&dir, &self.path, &self.owner) {
             // Removed under us since the check (another host took it over).
             Err(e) if files::error_vanished(&e) => Err(self.lost()),
             other => other,
@@ -335,7 +348,7 @@ impl DirLock {
 
     /// Whether the lock is still ours, without renewing it.
     pub fn check(&self) -> Result<()> {
-        self.ensure_still_ours()
+        self.ensure_still_ours().map(drop)
     }
 
     /// Release the lock — only if it is still ours (our nonce in `owner.json`).
@@ -361,37 +374,32 @@ impl DirLock {
         files::discard(&self.path).map(|_| ())
     }
 
-    /// Ours = the directory in place is the one we placed and still holds our nonce
-    /// and epoch (its inode compared, so a lock re-made under the name is not ours).
-    fn ensure_still_ours(&self) -> Result<()> {
-        let in_place = files::open_dir(&self.path);
-        let same_dir = match (&self.dir, &in_place) {
-            (Some(a), Some(b)) => same_inode(a, b),
-            (None, Some(_)) => true,
-            _ => false,
-        };
-        let current = in_place
-            .as_ref()
-            .filter(|_| same_dir)
-            .and_then(|d| files::read_owner_at(d, &self.path));
-        match current {
-            Some(o) if o.nonce == self.owner.nonce && o.epoch == self.owner.epoch => Ok(()),
-            _ => Err(self.lost()),
+    /// Ours = the directory in place holds our nonce and epoch (read through it, so a
+    /// lock re-made under the name is not ours: its nonce differs). Returns it, open.
+    /// Not the inode: a FUSE client that saw the name vanish gives the same directory a
+    /// new one when it comes back. A lock not seen in place at all is looked for again,
+    /// a few times over half a second: another host may have moved it aside on a stale
+    /// read and be putting it back. Another holder's lock in place is lost at once.
+    fn ensure_still_ours(&self) -> Result<File> {
+        for look in 0..=UNSEEN_LOOKS {
+            let current = files::open_dir(&self.path)
+                .and_then(|d| files::read_owner_at(&d, &self.path).map(|o| (d, o)));
+            match current {
+                Some((d, o)) if o.nonce == self.owner.nonce && o.epoch == self.owner.epoch => {
+                    return Ok(d)
+                }
+                Some(_) => break,
+                None if look < UNSEEN_LOOKS => std::thread::sleep(UNSEEN_PAUSE),
+                None => {}
+            }
         }
+        Err(self.lost())
     }
 
     fn lost(&self) -> Error {
         Error::LockLost {
             path: self.path.clone(),
         }
-    }
-}
-
-fn same_inode(a: &File, b: &File) -> bool {
-    use std::os::unix::fs::MetadataExt;
-    match (a.metadata(), b.metadata()) {
-        (Ok(a), Ok(b)) => a.dev() == b.dev() && a.ino() == b.ino(),
-        _ => false,
     }
 }
 
@@ -450,11 +458,13 @@ pub fn break_if_stale_under_gate(path: &Path, opts: &LockOptions) -> Result<Opti
 fn break_judged(path: &Path, opts: &LockOptions, gated: bool) -> Result<Option<Holder>> {
     let _guard = Guard::lock(path)?;
     match judge(path, opts, gated)? {
-        Some(h) if h.liveness.is_stale() => {
-            tracing::info!(lock = %path.display(), "removing stale lock: {h}");
-            files::discard(path)?;
-            Ok(Some(h))
-        }
+        Some(h) if h.liveness.is_stale() => match takeover::take_away(path, opts, gated)? {
+            takeover::Takeover::Removed(h) => {
+                tracing::info!(lock = %path.display(), "removed stale lock: {h}");
+                Ok(Some(h))
+            }
+            _ => Ok(None),
+        },
         _ => Ok(None),
     }
 }
@@ -490,6 +500,7 @@ pub fn read_lock(path: &Path) -> Result<Option<LockRead>> {
         owner,
         modified,
         created: meta.created().ok(),
+        ownerless_for: Duration::ZERO,
     };
     // Files missing may mean the whole lock went away while we read it.
     if read.pid().is_none() && stat(path)?.is_none() {
@@ -518,10 +529,65 @@ fn facts_about(read: &LockRead) -> Option<ProcessFacts> {
     })
 }
 
+/// Whether the lock at `lock` is on a filesystem other hosts may mount (network or
+/// FUSE; a mount table we fail to read counts as shared). Remembered per directory.
+fn on_shared_fs(lock: &Path) -> bool {
+    use std::collections::HashMap;
+    use std::sync::Mutex;
+    static KNOWN: Mutex<Option<HashMap<PathBuf, bool>>> = Mutex::new(None);
+    let dir = lock.parent().unwrap_or(Path::new("."));
+    let mut known = KNOWN.lock().unwrap_or_else(|e| e.into_inner());
+    let known = known.get_or_insert_with(HashMap::new);
+    if let Some(&shared) = known.get(dir) {
+        return shared;
+    }
+    let shared = match crate::fs_kind::mount_of(dir) {
+        Ok(Some(m)) => m.is_shared(),
+        Ok(None) => false,
+        Err(_) => return true,
+    };
+    known.insert(dir.to_path_buf(), shared);
+    shared
+}
+
+/// How long this process has seen the lock at `path` with no pid at all, without a
+/// break; `seen_ownerless`: it is so now (else its record is dropped).
+fn ownerless_for(path: &Path, seen_ownerless: bool) -> Duration {
+    use std::collections::HashMap;
+    use std::sync::Mutex;
+    use std::time::Instant;
+    static SINCE: Mutex<Option<HashMap<PathBuf, Instant>>> = Mutex::new(None);
+    let mut since = SINCE.lock().unwrap_or_else(|e| e.into_inner());
+    let since = since.get_or_insert_with(HashMap::new);
+    if !seen_ownerless {
+        since.remove(path);
+        return Duration::ZERO;
+    }
+    since
+        .entry(path.to_path_buf())
+        .or_insert_with(Instant::now)
+        .elapsed()
+}
+
 /// Whether the lock at `path` is held by somebody alive; `None` if there is no lock.
 fn judge(path: &Path, opts: &LockOptions, gated: bool) -> Result<Option<Holder>> {
-    let Some(read) = read_lock(path)? else {
+    judge_read(path, opts, gated, false)
+}
+
+/// [`judge`]; `fresh`: `path` is a name no client cache can answer for (a lock just
+/// moved there).
+fn judge_read(path: &Path, opts: &LockOptions, gated: bool, fresh: bool) -> Result<Option<Holder>> {
+    let Some(mut read) = read_lock(path)? else {
+        if !fresh {
+            ownerless_for(path, false);
+        }
         return Ok(None);
+    };
+    // A fresh read (a name no client has cached) is dated by its mtime alone.
+    read.ownerless_for = if fresh {
+        Duration::MAX
+    } else {
+        ownerless_for(path, read.pid().is_none())
     };
     if let OwnerRead::Corrupt(e) = &read.owner {
         tracing::warn!("ignoring unreadable lock owner: {e}");
@@ -532,11 +598,15 @@ fn judge(path: &Path, opts: &LockOptions, gated: bool) -> Result<Option<Holder>>
         boot_id: host::boot_id().to_string(),
         now: SystemTime::now(),
         gated,
+        shared: on_shared_fs(path),
     };
     let facts = facts_about(&read);
     let Some(liveness) = verdict(Some(&read), facts.as_ref(), &at, opts) else {
         return Ok(None);
     };
+    if liveness.is_stale() {
+        tracing::debug!(lock = %path.display(), gated, ?read, ?facts, "judged stale: {liveness:?}");
+    }
     Ok(Some(Holder {
         path: path.to_path_buf(),
         pid: read.pid(),

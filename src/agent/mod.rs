@@ -540,12 +540,15 @@ fn spawn_named(name: &str, f: impl FnOnce() + Send + 'static) -> io::Result<Join
 mod tests {
     use super::*;
 
+    /// A launch with a task id of its own: the tests of this binary run at once, and a
+    /// sweep stops every child of this process that carries its task's marker.
     fn launch<'a>(cmd: &'a AgentCommand, dir: &'a Path, log: &'a Path) -> Launch<'a> {
+        static NEXT: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(1);
         Launch {
             command: cmd,
             program_path: None,
             cwd: dir,
-            task_id: "t1".into(),
+            task_id: format!("t{}", NEXT.fetch_add(1, Ordering::Relaxed)),
             env: Vec::new(),
             prompt: String::new(),
             output_log: log,
@@ -599,13 +602,15 @@ mod tests {
         // The agent prints the record it finds when it starts.
         let cmd = AgentCommand::parse(&format!("cat {}", record.display())).unwrap();
         let log = dir.path().join("output.log");
-        let agent = Agent::spawn(launch(&cmd, dir.path(), &log), &record).unwrap();
+        let l = launch(&cmd, dir.path(), &log);
+        let task_id = l.task_id.clone();
+        let agent = Agent::spawn(l, &record).unwrap();
         let pid = agent.pid();
         let out = agent.finish();
         assert!(out.status.success());
         let seen: crate::protocol::AgentRecord = serde_json::from_slice(&out.stdout).unwrap();
         assert_eq!(seen.agent_pid, pid);
-        assert_eq!(seen.task_id.to_string(), "t1");
+        assert_eq!(seen.task_id.to_string(), task_id);
     }
 
     /// The agent starts clean whatever the spawning thread had: only its three stdio

@@ -220,6 +220,29 @@ pub(super) fn discard(path: &Path) -> Result<bool> {
     }
 }
 
+/// Move the lock directory at `path` to a fresh tombstone name, to be judged there
+/// before it is removed; `None`: there was none.
+pub(super) fn move_aside(path: &Path) -> Result<Option<PathBuf>> {
+    let tomb = tombstone_path(path);
+    match fs::rename(path, &tomb) {
+        Ok(()) => Ok(Some(tomb)),
+        Err(e) if vanished(&e) => Ok(None),
+        Err(e) => Err(Error::io("move lock aside", path, e)),
+    }
+}
+
+/// Rename the lock moved aside to `tomb` back to `path`, without replacing whatever
+/// took its place meanwhile; `Ok(false)` when something did (the tomb stays).
+pub(super) fn put_back(tomb: &Path, path: &Path) -> Result<bool> {
+    if NOREPLACE_WORKS.load(Ordering::Relaxed) {
+        if let Some(back) = rename_noreplace(tomb, path)? {
+            return Ok(back);
+        }
+        NOREPLACE_WORKS.store(false, Ordering::Relaxed);
+    }
+    rename_if_free(tomb, path)
+}
+
 /// Remove a directory that nobody looks at any more (a spare or tombstone), best
 /// effort: what cannot go now (a silly-renamed open file inside) is moved to a
 /// tombstone name if it is not one already, and swept later by [`clear_tombstones`].

@@ -32,6 +32,9 @@ pub struct LockRead {
     pub modified: SystemTime,
     /// Its birth time, where the filesystem records one.
     pub created: Option<SystemTime>,
+    /// How long this process has seen it, without a break, with no pid at all (zero
+    /// the first time; a lock seen owned or gone starts again).
+    pub ownerless_for: Duration,
 }
 
 impl LockRead {
@@ -71,6 +74,11 @@ pub struct Vantage {
     /// The judge holds a gate that every taker of this lock holds while taking it, so
     /// nobody can be between `mkdir` and writing the owner: no grace is due.
     pub gated: bool,
+    /// The lock is on a filesystem other hosts may mount. Its flocks may not reach
+    /// them, so a gate held here earns no shortcut; and a client's caches may answer a
+    /// stat for a lock that is gone (with the mtime of when it was seen), so an
+    /// ownerless lock is dated by how long we ourselves have seen it so.
+    pub shared: bool,
 }
 
 /// Whether the lock described by `read` is held by somebody alive, and why.
@@ -143,12 +151,18 @@ fn judge_ownerless(read: &LockRead, at: &Vantage, opts: &LockOptions) -> Livenes
         OwnerRead::Corrupt(e) => format!("no pid, owner.json unreadable ({e})"),
         _ => "no owner recorded".to_string(),
     };
-    if at.gated {
+    // Across hosts an ownerless read is more often a client cache answering for a lock
+    // that has just gone (or been replaced) than a holder that died: only a gate that
+    // excludes every host lets us skip the grace.
+    if at.gated && !at.shared {
         return Liveness::Stale(format!(
             "{what}, and every taker holds the gate we hold: left by a holder that died"
         ));
     }
-    let age = age(read.modified, at.now);
+    let mut age = age(read.modified, at.now);
+    if at.shared {
+        age = age.min(read.ownerless_for);
+    }
     if age > opts.grace {
         Liveness::Stale(format!(
             "{what} for {}s (grace {}s)",
@@ -236,6 +250,7 @@ mod tests {
             boot_id: "boot-1".into(),
             now: now(),
             gated,
+            shared: false,
         }
     }
 
@@ -260,6 +275,7 @@ mod tests {
             owner,
             modified: now() - age,
             created: None,
+            ownerless_for: age,
         }
     }
 
@@ -549,6 +565,52 @@ mod tests {
             ..lock(OwnerRead::Missing, None, HOUR)
         };
         alive(&future, None, false, "dated in the future");
+    }
+
+    /// The multi-host burst's fault: a gate's flock does not cross an sshfs mount, so
+    /// holding it says nothing about the other host's takers; an ownerless read there
+    /// (a cached stat of a lock just released) must wait out the grace like any other.
+    #[test]
+    fn a_gate_on_a_shared_filesystem_earns_no_shortcut() {
+        let shared = Vantage {
+            shared: true,
+            ..here(true)
+        };
+        let opts = LockOptions::default();
+        for owner in [OwnerRead::Missing, OwnerRead::Corrupt("EOF".into())] {
+            let young = lock(owner.clone(), None, Duration::from_secs(3));
+            let got = verdict(Some(&young), None, &shared, &opts).unwrap();
+            match got {
+                Liveness::Alive(r) => assert!(r.starts_with("being acquired:"), "{r}"),
+                stale => panic!("gated on a shared filesystem, young: {stale:?}"),
+            }
+            let old = lock(owner, None, Duration::from_secs(11));
+            let got = verdict(Some(&old), None, &shared, &opts).unwrap();
+            assert!(got.is_stale(), "past the grace: {got:?}");
+        }
+    }
+
+    /// The multi-host burst's fault: a client's cache kept the stat of a lock released
+    /// a moment before ("exists, last changed 18 s ago") while `owner.json` was gone,
+    /// and the lock was judged ownerless past the grace at first sight.
+    #[test]
+    fn on_a_shared_filesystem_an_ownerless_lock_is_dated_by_our_own_sight_of_it() {
+        let shared = Vantage {
+            shared: true,
+            ..here(false)
+        };
+        let opts = LockOptions::default();
+        let mut read = lock(OwnerRead::Missing, None, Duration::from_secs(18));
+        read.ownerless_for = Duration::ZERO;
+        let got = verdict(Some(&read), None, &shared, &opts).unwrap();
+        assert!(!got.is_stale(), "first sight: {got:?}");
+        read.ownerless_for = Duration::from_secs(11);
+        let got = verdict(Some(&read), None, &shared, &opts).unwrap();
+        assert!(got.is_stale(), "seen ownerless past the grace: {got:?}");
+        // A local filesystem's mtime is the truth: stale at first sight.
+        read.ownerless_for = Duration::ZERO;
+        let got = verdict(Some(&read), None, &here(false), &opts).unwrap();
+        assert!(got.is_stale(), "local: {got:?}");
     }
 
     #[test]

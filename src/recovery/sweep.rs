@@ -46,6 +46,10 @@ pub fn sweep_abandoned(root: &Root, slots: &[Slot], own: Slot, lock_opts: &LockO
         ) {
             continue;
         }
+        tracing::debug!(
+            "worker {slot} looks abandoned: running.json exists, status silent for {:?}",
+            silent_for(&w.status())
+        );
         let _gate = match Gate::acquire(&w.worker_gate(), &format!("recovery of worker {slot}")) {
             Ok(g) => g,
             // A live worker serves it (here or, by its lease, on another host), or

@@ -377,6 +377,31 @@ impl Cluster {
     }
 }
 
+impl Drop for Cluster {
+    /// With `CONDUCTOR_MH_KEEP=<dir>`, keep the workers' logs and the shared root (as
+    /// the server has it) in `<dir>/<this cluster's temp name>/` for a post-mortem: the
+    /// temp dir itself goes with the cluster. Runs after the test's workers are gone.
+    fn drop(&mut self) {
+        let Some(keep) = std::env::var_os("CONDUCTOR_MH_KEEP") else {
+            return;
+        };
+        let dest = Path::new(&keep).join(self.dir.path().file_name().expect("temp name"));
+        let _ = std::fs::create_dir_all(&dest);
+        for from in [&self.scratch, &self.backing] {
+            let _ = Command::new("cp")
+                .arg("-a")
+                .arg(from)
+                .arg(&dest)
+                .stdin(Stdio::null())
+                .status();
+        }
+        eprintln!(
+            "multihost: kept the logs and the root in {}",
+            dest.display()
+        );
+    }
+}
+
 /// A host named `name` whose view of the shared root is `mnt/root`.
 fn start_host(name: &str, mnt: &Path) -> Host {
     // The init sleeps; `hostname` runs inside the new UTS namespace first.
