@@ -298,6 +298,12 @@ impl DirWatcher {
     pub fn kind(&self) -> &WatcherKind {
         &self.kind
     }
+
+    /// Whether changes are found by polling (events may then come late or be missed
+    /// between polls), not reported by the kernel.
+    pub fn is_polling(&self) -> bool {
+        matches!(self.kind, WatcherKind::Poll { .. })
+    }
 }
 
 /// Why native events could not be used, phrased as what to do about it.

@@ -58,6 +58,14 @@ struct Dirty {
     slots: BTreeSet<usize>,
 }
 
+/// With native events, every slot's inbox is re-read only every this many rescan
+/// intervals (10 s by default) instead of every one: events are reliable there (a lost
+/// batch is reported as an overflow, which re-reads everything at once), so the re-read
+/// is only a safety net, and at a thousand slots it was half the idle worker's CPU.
+/// Polling watchers re-read at every interval. Sweeps and the lease check keep the
+/// interval.
+const NATIVE_RESCAN_TICKS: u32 = 5;
+
 enum State {
     Idle(Box<SlotServer>),
     /// Given up: another host took its lease while we were away. Its gate is dropped
@@ -193,6 +201,7 @@ impl MultiWorker {
     pub fn run(&mut self, shutdown: &Receiver<()>) -> Result<()> {
         self.look_everywhere();
         let mut next_tick = Instant::now() + self.shared.opts.rescan;
+        let mut ticks: u32 = 0;
         loop {
             let wait = self
                 .next_retry()
@@ -223,7 +232,10 @@ impl MultiWorker {
                 let lock_opts = self.shared.lock_opts;
                 self.sweeper
                     .sweep_if_due(&self.shared.opts.root, &self.own, &lock_opts);
-                self.look_everywhere();
+                ticks = ticks.wrapping_add(1);
+                if self.watcher.is_polling() || ticks.is_multiple_of(NATIVE_RESCAN_TICKS) {
+                    self.look_everywhere();
+                }
                 next_tick = Instant::now() + self.shared.opts.rescan;
             }
         }
