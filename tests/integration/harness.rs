@@ -429,22 +429,28 @@ impl WorkerProc {
 
 impl Drop for WorkerProc {
     fn drop(&mut self) {
-        if let Some(mut c) = self.child.take() {
-            let _ = nix::sys::signal::kill(
-                nix::unistd::Pid::from_raw(self.pid as i32),
-                nix::sys::signal::Signal::SIGTERM,
-            );
-            let deadline = Instant::now() + Duration::from_secs(30);
-            while Instant::now() < deadline {
-                if let Ok(Some(_)) = c.try_wait() {
-                    return;
-                }
-                std::thread::sleep(Duration::from_millis(10));
-            }
-            let _ = c.kill();
-            let _ = c.wait();
+        if let Some(c) = self.child.take() {
+            stop_child(c);
         }
     }
+}
+
+/// Stop a worker the way a user would (SIGTERM: it stops its agents and exits), and
+/// SIGKILL it if it has not exited within 30 s; reaped either way.
+pub fn stop_child(mut c: std::process::Child) {
+    let _ = nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(c.id() as i32),
+        nix::sys::signal::Signal::SIGTERM,
+    );
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while Instant::now() < deadline {
+        if let Ok(Some(_)) = c.try_wait() {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let _ = c.kill();
+    let _ = c.wait();
 }
 
 /// What a `conductor` command printed, and its exit code.

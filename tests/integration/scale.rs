@@ -121,18 +121,8 @@ impl Many {
 
 impl Drop for Many {
     fn drop(&mut self) {
-        if self.child.is_some() {
-            let _ = kill(Pid::from_raw(self.pid as i32), Signal::SIGTERM);
-            let mut c = self.child.take().unwrap();
-            let deadline = Instant::now() + Duration::from_secs(30);
-            while Instant::now() < deadline {
-                if let Ok(Some(_)) = c.try_wait() {
-                    return;
-                }
-                std::thread::sleep(Duration::from_millis(10));
-            }
-            let _ = c.kill();
-            let _ = c.wait();
+        if let Some(c) = self.child.take() {
+            crate::harness::stop_child(c);
         }
     }
 }
