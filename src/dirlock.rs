@@ -34,8 +34,8 @@ const VANISH_RETRIES: usize = 5;
 /// How many more times a holder looks for its lock when it cannot read it in place,
 /// and how long it waits between looks: another host that moved it aside on a stale
 /// read puts it back within a few round trips (see `takeover`).
-const UNSEEN_LOOKS: u32 = 5;
-const UNSEEN_PAUSE: Duration = Duration::from_millis(100);
+pub const UNSEEN_LOOKS: u32 = 5;
+pub const UNSEEN_PAUSE: Duration = Duration::from_millis(100);
 
 /// How long to wait before judging locks stale in the cases that need time.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -331,18 +331,34 @@ impl DirLock {
     /// is read and written through the directory we placed, so a new lock under the
     /// same name is never written into.
     pub fn heartbeat(&mut self) -> Result<()> {
+        match self.beat(UNSEEN_LOOKS)? {
+            true => Ok(()),
+            false => Err(self.lost()),
+        }
+    }
+
+    /// [`DirLock::heartbeat`] that looks once and does not wait for a lock it cannot
+    /// see in place: `Ok(false)` then, and the caller decides when to look again (one
+    /// thread renewing many leases must not sleep on one of them).
+    pub fn heartbeat_once(&mut self) -> Result<bool> {
+        self.beat(0)
+    }
+
+    fn beat(&mut self, looks: u32) -> Result<bool> {
         let _guard = Guard::existing(&self.path)?;
         // Written through the directory just read as ours, opened afresh: no descriptor
         // is kept between heartbeats (a worker of a thousand slots held a thousand, and
         // every agent it started closed them all at exec), and a client that saw the
         // directory vanish (moved aside by another host and put back) may know it by a
         // new inode now.
-        let dir = self.ensure_still_ours()?;
+        let Some(dir) = self.ours_in_place(looks)? else {
+            return Ok(false);
+        };
         self.owner.heartbeat_at = Some(now_rfc3339());
         match files::write_owner_at(&dir, &self.path, &self.owner) {
             // Removed under us since the check (another host took it over).
             Err(e) if files::error_vanished(&e) => Err(self.lost()),
-            other => other,
+            other => other.map(|()| true),
         }
     }
 
@@ -381,19 +397,25 @@ impl DirLock {
     /// a few times over half a second: another host may have moved it aside on a stale
     /// read and be putting it back. Another holder's lock in place is lost at once.
     fn ensure_still_ours(&self) -> Result<File> {
-        for look in 0..=UNSEEN_LOOKS {
+        self.ours_in_place(UNSEEN_LOOKS)?.ok_or_else(|| self.lost())
+    }
+
+    /// [`DirLock::ensure_still_ours`] looking `looks` more times for a lock not seen in
+    /// place: `Ok(None)` if it was not seen at all, `LockLost` if another's is there.
+    fn ours_in_place(&self, looks: u32) -> Result<Option<File>> {
+        for look in 0..=looks {
             let current = files::open_dir(&self.path)
                 .and_then(|d| files::read_owner_at(&d, &self.path).map(|o| (d, o)));
             match current {
                 Some((d, o)) if o.nonce == self.owner.nonce && o.epoch == self.owner.epoch => {
-                    return Ok(d)
+                    return Ok(Some(d))
                 }
-                Some(_) => break,
-                None if look < UNSEEN_LOOKS => std::thread::sleep(UNSEEN_PAUSE),
+                Some(_) => return Err(self.lost()),
+                None if look < looks => std::thread::sleep(UNSEEN_PAUSE),
                 None => {}
             }
         }
-        Err(self.lost())
+        Ok(None)
     }
 
     fn lost(&self) -> Error {
