@@ -86,7 +86,10 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
         let result = client
             .read_result_for(slot, &old)?
             .with_context(|| format!("task {old} has no result on worker {slot} to resume from"))?;
-        task.resume = Some(session_of(&result, &w.task_log(&old))?);
+        task.resume = Some(session_of(
+            &result,
+            &[w.task_stream(&old), w.task_log(&old)],
+        )?);
     }
     let id = if queued {
         Queue::new(client.root().clone()).submit(&task)?
@@ -103,21 +106,31 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
     })
 }
 
+/// How much of a task's log is read for the session its agent announced (the init
+/// event is its first line, a few hundred bytes).
+const LOG_HEAD_BYTES: u64 = 64 * 1024;
+
 /// The agent session a finished task can be resumed in: its result's `sessionId`, else
 /// the one Claude Code announced in what it printed before it was stopped (its first
 /// stream-json line, `{"type":"system","subtype":"init","session_id":…}`), in the
-/// result's output or the task's log. When there is none, the error says why, from
+/// result's output or the first of `logs` that says it (the raw event stream
+/// `tasks/<id>.jsonl` — the `.log` beside it holds the rendered form — then, for a task
+/// of a worker that did not stream, its `.log`). Only a log's head is read: the init
+/// event is the first line. When there is none, the error says why, from
 /// how the task ended: a task stopped before its agent said anything has nothing to
 /// resume, whatever the worker's preset.
-fn session_of(result: &TaskResult, log: &std::path::Path) -> anyhow::Result<String> {
+fn session_of(result: &TaskResult, logs: &[std::path::PathBuf]) -> anyhow::Result<String> {
     if let Some(s) = &result.session_id {
         return Ok(s.clone());
     }
     let from_log = || {
-        fsio::read_bounded(log, fsio::RESULT_SIZE_LIMIT)
-            .ok()
-            .flatten()
-            .and_then(|b| announced_session(&String::from_utf8_lossy(&b)))
+        logs.iter().find_map(|log| {
+            use std::io::Read;
+            let mut head = Vec::new();
+            let (file, _) = fsio::open_regular(log).ok()??;
+            file.take(LOG_HEAD_BYTES).read_to_end(&mut head).ok()?;
+            announced_session(&String::from_utf8_lossy(&head))
+        })
     };
     if let Some(s) = announced_session(&result.output).or_else(from_log) {
         return Ok(s);
@@ -169,4 +182,31 @@ fn next_retry_id(client: &crate::Client, slot: Slot, old: &TaskId) -> TaskId {
                 && !w.task_record(id).exists()
         })
         .expect("some retry id is free")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A stopped claude run: no `sessionId` and no init line in the result's output; the
+    /// session is in the raw stream `tasks/<id>.jsonl`, while the `.log` beside it holds
+    /// the rendered form.
+    #[test]
+    fn the_session_is_found_in_the_raw_stream_not_the_rendered_log() {
+        let dir = tempfile::tempdir().unwrap();
+        let stream = dir.path().join("t.jsonl");
+        let log = dir.path().join("t.log");
+        std::fs::write(
+            &stream,
+            "{\"type\":\"system\",\"subtype\":\"init\",\"session_id\":\"sess-42\"}\n",
+        )
+        .unwrap();
+        std::fs::write(&log, "· session sess-42\n").unwrap();
+        let result: TaskResult = serde_json::from_str(
+            r#"{"taskId":"t","output":"","success":false,"error":"interrupted",
+                "timestamp":"2026-11-23T00:00:00.000Z"}"#,
+        )
+        .unwrap();
+        assert_eq!(session_of(&result, &[stream, log]).unwrap(), "sess-42");
+    }
 }
