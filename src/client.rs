@@ -82,17 +82,7 @@ impl Client {
         Slot::checked(slot.0)?;
         crate::trust::verify_root(&self.root)?;
         let w = self.root.worker(slot);
-        fsio::ensure_dir(&w.results_dir())?;
-        fsio::ensure_dir(&w.tasks_dir())?;
-        fsio::ensure_dir(&w.rejected_dir())?;
-        match fsio::write_new(
-            &w.status(),
-            &fsio::to_json_bytes(&Status::new(WorkerState::Idle)),
-            Durability::Atomic,
-        ) {
-            Err(e) if e.io_kind() == Some(io::ErrorKind::AlreadyExists) => {}
-            other => other?,
-        }
+        create_slot_files(&w)?;
         Ok(w)
     }
 
@@ -372,5 +362,20 @@ fn read_with<T>(
     match fsio::read_bounded(path, limit)? {
         None => Ok(None),
         Some(bytes) => parse(path, &bytes).map(Some),
+    }
+}
+
+/// A slot's directories (`results/`, `tasks/`, `rejected/`) and an `idle` status if it has
+/// none yet, without checking the root: for callers that checked it once for many slots
+/// (checking it per slot made starting a thousand slots quadratic). Idempotent.
+pub(crate) fn create_slot_files(paths: &WorkerPaths) -> Result<()> {
+    Slot::checked(paths.slot.0)?;
+    for dir in [paths.results_dir(), paths.tasks_dir(), paths.rejected_dir()] {
+        fsio::ensure_dir(&dir)?;
+    }
+    let idle = fsio::to_json_bytes(&Status::new(WorkerState::Idle));
+    match fsio::write_new(&paths.status(), &idle, Durability::Atomic) {
+        Err(e) if e.io_kind() == Some(io::ErrorKind::AlreadyExists) => Ok(()),
+        other => other,
     }
 }

@@ -111,7 +111,8 @@ impl WorkerPool {
         groups: Vec<Vec<Slot>>,
         cmd: &WorkerCommand,
     ) -> Result<WorkerPool> {
-        let client = Client::new(root.clone());
+        // The root once, not once per slot (a thousand slots made it quadratic).
+        crate::trust::verify_root(root)?;
         let mut pool = WorkerPool {
             root: root.clone(),
             children: Vec::new(),
@@ -121,7 +122,7 @@ impl WorkerPool {
                 continue;
             };
             for &slot in &slots {
-                client.create_worker(slot)?;
+                crate::client::create_slot_files(&root.worker(slot))?;
             }
             let log = fsio::create_private(&log_path(root, first))?;
             let child = Command::new(&cmd.program)

@@ -136,7 +136,7 @@ impl SlotServer {
         let paths = root.worker(slot);
         fsio::ensure_dir(&paths.dir)?;
         let gate = acquire_worker_gate(&paths, slot)?;
-        create_slot_files(&paths)?;
+        crate::client::create_slot_files(&paths)?;
         let board = match reaper {
             Some(r) => status::StatusBoard::with_reaper(&paths, r),
             None => status::StatusBoard::start(&paths)?,
@@ -214,20 +214,6 @@ fn acquire_worker_gate(paths: &WorkerPaths, slot: Slot) -> Result<Gate> {
             }
             other => return other,
         }
-    }
-}
-
-/// `Client::create_worker` without its check of the whole root, which the caller made
-/// once at start: per slot it would make starting N slots O(N²) (issue 14).
-fn create_slot_files(paths: &WorkerPaths) -> Result<()> {
-    Slot::checked(paths.slot.0)?;
-    for dir in [paths.results_dir(), paths.tasks_dir(), paths.rejected_dir()] {
-        fsio::ensure_dir(&dir)?;
-    }
-    let idle = fsio::to_json_bytes(&Status::new(WorkerState::Idle));
-    match fsio::write_new(&paths.status(), &idle, fsio::Durability::Atomic) {
-        Err(e) if e.io_kind() == Some(std::io::ErrorKind::AlreadyExists) => Ok(()),
-        other => other,
     }
 }
 

@@ -308,8 +308,10 @@ impl MultiWorker {
         let pending = self.shared.opts.root.queue_pending();
         let waiting = std::fs::read_dir(&pending)
             .map(|d| {
+                // Only up to what is used: every claim is itself a queue change.
                 d.flatten()
                     .filter(|e| !e.file_name().to_string_lossy().starts_with('.'))
+                    .take(QUEUE_LOOKERS_PER_CHANGE)
                     .count()
             })
             .unwrap_or(0);
