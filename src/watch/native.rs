@@ -116,9 +116,12 @@ fn read_loop(
                     for ev in events {
                         n += 1;
                         let dir = dir_of.get(&ev.wd);
-                        last = dir.map(|d| ev.name.map_or_else(|| d.clone(), |name| d.join(name)));
+                        // Only the batch's last path is kept for the debug counter:
+                        // joined once, after the loop.
+                        last = dir.map(|d| (d, ev.name));
                         deliver(dir, ev.mask, ev.name.map(Path::new), &on_change);
                     }
+                    let last = last.map(|(d, name)| name.map_or_else(|| d.clone(), |n| d.join(n)));
                     count_events(n, last.as_deref());
                 }
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
