@@ -365,14 +365,20 @@ fn read_with<T>(
     }
 }
 
-/// A slot's directories (`results/`, `tasks/`, `rejected/`) and an `idle` status if it has
-/// none yet, without checking the root: for callers that checked it once for many slots
-/// (checking it per slot made starting a thousand slots quadratic). Idempotent.
-pub(crate) fn create_slot_files(paths: &WorkerPaths) -> Result<()> {
+/// A slot's directories (`results/`, `tasks/`, `rejected/`); see [`create_slot_files`].
+pub(crate) fn create_slot_dirs(paths: &WorkerPaths) -> Result<()> {
     Slot::checked(paths.slot.0)?;
     for dir in [paths.results_dir(), paths.tasks_dir(), paths.rejected_dir()] {
         fsio::ensure_dir(&dir)?;
     }
+    Ok(())
+}
+
+/// A slot's directories (`results/`, `tasks/`, `rejected/`) and an `idle` status if it has
+/// none yet, without checking the root: for callers that checked it once for many slots
+/// (checking it per slot made starting a thousand slots quadratic). Idempotent.
+pub(crate) fn create_slot_files(paths: &WorkerPaths) -> Result<()> {
+    create_slot_dirs(paths)?;
     let idle = fsio::to_json_bytes(&Status::new(WorkerState::Idle));
     match fsio::write_new(&paths.status(), &idle, Durability::Atomic) {
         Err(e) if e.io_kind() == Some(io::ErrorKind::AlreadyExists) => Ok(()),

@@ -16,6 +16,9 @@ use serde::Serialize;
 
 use crate::error::{Error, FileProblem, Result};
 
+mod swap;
+pub use swap::{next_name, swap_in_at};
+
 /// Default size limit for a task file.
 pub const TASK_SIZE_LIMIT: u64 = 4 * 1024 * 1024;
 /// Size limit for status, owner and other small control files.
@@ -195,6 +198,18 @@ pub fn write_replace(path: &Path, bytes: &[u8], durability: Durability) -> Resul
         dir.sync()?;
     }
     Ok(())
+}
+
+/// Atomically replace `path` with `bytes` by swapping it with its second name
+/// `.NAME.next` (see [`swap_in_at`]): no inode made or freed per write. Where the
+/// filesystem cannot swap names, a temp file + rename. For small files rewritten often
+/// by one writer at a time (a slot's status). Not fsynced.
+pub fn write_swapped(path: &Path, bytes: &[u8]) -> Result<()> {
+    let (dir, name) = Dir::of(path)?;
+    match swap_in_at(&dir.fd, name, path, bytes) {
+        Some(done) => done,
+        None => write_replace(path, bytes, Durability::Atomic),
+    }
 }
 
 /// Hard-link `from_name` in `from` as `path` (never replacing), then drop the temp name.

@@ -126,21 +126,14 @@ impl SlotServer {
         self._gate.lease_lost()
     }
 
-    /// Take the slot's gate and create its files. `reaper`: a shared status reaper,
-    /// else the slot starts its own.
-    fn take(
-        root: &Root,
-        slot: Slot,
-        reaper: Option<crossbeam_channel::Sender<PathBuf>>,
-    ) -> Result<SlotServer> {
+    /// Take the slot's gate and create its directories. Its status is written once,
+    /// when the slot is announced (a status written here too would be replaced at once).
+    fn take(root: &Root, slot: Slot) -> Result<SlotServer> {
         let paths = root.worker(slot);
         fsio::ensure_dir(&paths.dir)?;
         let gate = acquire_worker_gate(&paths, slot)?;
-        crate::client::create_slot_files(&paths)?;
-        let board = match reaper {
-            Some(r) => status::StatusBoard::with_reaper(&paths, r),
-            None => status::StatusBoard::start(&paths)?,
-        };
+        crate::client::create_slot_dirs(&paths)?;
+        let board = status::StatusBoard::new(&paths);
         Ok(SlotServer {
             root: root.clone(),
             paths,
@@ -292,7 +285,7 @@ impl Worker {
     pub fn start(opts: WorkerOptions) -> Result<Worker> {
         check_startable(&opts)?;
         crate::trust::verify_root(&opts.root)?;
-        let slot = SlotServer::take(&opts.root, opts.slot, None)?;
+        let slot = SlotServer::take(&opts.root, opts.slot)?;
         Client::new(opts.root.clone()).init_queue()?;
         let config = Config::load(&opts.root.config_file())?;
         let lock_opts = config.lock_options();

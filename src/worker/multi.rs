@@ -14,7 +14,7 @@ use crossbeam_channel::{bounded, select, unbounded, Receiver, Sender};
 
 use super::{
     check_startable, config_stamp, resolve_agent, shared_change, shared_dirs, slot_poll_files,
-    status, sweeper::Sweeper, Pickup, Shared, SlotServer, WorkerOptions,
+    sweeper::Sweeper, Pickup, Shared, SlotServer, WorkerOptions,
 };
 use crate::client::Client;
 use crate::config::Config;
@@ -121,10 +121,9 @@ impl MultiWorker {
         raise_open_file_limit(slots.len());
         crate::trust::verify_root(&opts.root)?;
         Client::new(opts.root.clone()).init_queue()?;
-        let reaper = status::spawn_reaper(&opts.root.workers_dir())?;
         let servers = slots
             .iter()
-            .map(|&s| SlotServer::take(&opts.root, s, Some(reaper.clone())).map(Box::new))
+            .map(|&s| SlotServer::take(&opts.root, s).map(Box::new))
             .collect::<Result<Vec<_>>>()?;
         let config = Config::load(&opts.root.config_file())?;
         let lock_opts = config.lock_options();

@@ -13,8 +13,8 @@ use crate::scale::{sentinel, slots, Many};
 const BOUND: Duration = Duration::from_secs(60);
 
 /// Threads of an idle many-slot worker, whatever its number of slots: main, watcher,
-/// status reaper, signal handler and the one gate-lease renewer (5), and one spare.
-pub(crate) const IDLE_THREADS: usize = 6;
+/// signal handler and the one gate-lease renewer (4), and one spare.
+pub(crate) const IDLE_THREADS: usize = 5;
 
 /// Set `leaseSecs` in the root's `config.json`, keeping what else it says.
 fn set_lease_secs(t: &TestRoot, secs: u64) {

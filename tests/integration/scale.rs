@@ -152,7 +152,7 @@ fn a_many_slot_worker_serves_fifty_slots() {
     let t = TestRoot::new();
     let all = slots(0..50);
     let mut m = Many::start(&t, &all, "cat", &[]);
-    // Main, watcher, status reaper, signal handler and the one gate-lease renewer: a
+    // Main, watcher, signal handler and the one gate-lease renewer: a
     // constant, however many slots (no thread per idle slot).
     let idle_threads = m.threads();
     assert!(
