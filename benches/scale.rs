@@ -13,6 +13,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use std::collections::HashMap;
+
+use conductor::watch::WatchMode;
 use conductor::{Client, Root, Slot, Task, TaskId, WorkerState};
 
 const BOUND: Duration = Duration::from_secs(300);
@@ -129,9 +132,22 @@ fn percentile(sorted: &[f64], p: f64) -> f64 {
 
 /// One task to every slot; seconds until every result is in, and each task's
 /// write → result-file latency in ms.
+///
+/// Results are awaited as an orchestrator would: woken by the library's watcher on
+/// every slot's `results/`, with a full look every 200 ms as a safety net. (Polling a
+/// thousand files every millisecond took most of a core from the worker measured.)
 fn one_task_each(client: &Client, n: u32, round: usize) -> (f64, Vec<f64>) {
+    let dirs: Vec<PathBuf> = (0..n)
+        .map(|i| client.root().worker(Slot(i)).results_dir())
+        .collect();
+    let (tx, changed) = crossbeam_channel::unbounded::<Option<PathBuf>>();
+    let on_change: conductor::watch::OnChange =
+        Arc::new(move |p: Option<&Path>| drop(tx.send(p.map(Path::to_path_buf))));
+    let _watcher =
+        conductor::watch::DirWatcher::watch_changes(&dirs, &[], WatchMode::Auto, on_change)
+            .expect("watch results/");
     let t0 = Instant::now();
-    let mut written = Vec::with_capacity(n as usize);
+    let mut written = HashMap::with_capacity(n as usize);
     for i in 0..n {
         let id = TaskId::Text(format!("r{round}-{i}"));
         // As the original clients deliver: write, then rename into the inbox.
@@ -142,28 +158,41 @@ fn one_task_each(client: &Client, n: u32, round: usize) -> (f64, Vec<f64>) {
         let task = Task::new("x").with_id(id.clone());
         std::fs::write(&tmp, serde_json::to_vec(&task).unwrap()).unwrap();
         std::fs::rename(&tmp, dir.join("task.json")).unwrap();
-        written.push((i, id, Instant::now()));
+        let result = client.root().worker(Slot(i)).result_for(&id);
+        written.insert(result, Instant::now());
     }
     let mut latencies = Vec::with_capacity(n as usize);
     let deadline = Instant::now() + BOUND;
+    let mut look_all = Instant::now() + SAFETY_LOOK;
     while !written.is_empty() {
-        written.retain(|(i, id, at)| {
-            if client.root().worker(Slot(*i)).result_for(id).exists() {
+        let arrived: Vec<PathBuf> = match changed.recv_timeout(Duration::from_millis(50)) {
+            Ok(Some(p)) => vec![p],
+            Ok(None) => written.keys().cloned().collect(),
+            Err(_) => Vec::new(),
+        };
+        let mut check = arrived;
+        check.extend(changed.try_iter().flatten());
+        if Instant::now() >= look_all {
+            check.extend(written.keys().cloned());
+            look_all = Instant::now() + SAFETY_LOOK;
+        }
+        for p in check {
+            if written.contains_key(&p) && p.exists() {
+                let at = written.remove(&p).unwrap();
                 latencies.push(at.elapsed().as_secs_f64() * 1e3);
-                false
-            } else {
-                true
             }
-        });
+        }
         assert!(
             Instant::now() < deadline,
             "{} results missing",
             written.len()
         );
-        std::thread::sleep(Duration::from_millis(1));
     }
     (t0.elapsed().as_secs_f64(), latencies)
 }
+
+/// How often the result wait looks at every missing result, events or not.
+const SAFETY_LOOK: Duration = Duration::from_millis(200);
 
 struct Opts {
     idle_secs: f64,

@@ -10,11 +10,11 @@ use crossbeam_channel::bounded;
 
 use crate::config::Config;
 use crate::error::{Error, Result};
-use crate::fsio::{self, Durability, SMALL_FILE_LIMIT};
+use crate::fsio::{self, Durability};
 use crate::ids::{self, Place};
 use crate::layout::{Root, Slot, WorkerPaths};
 use crate::liveness::{Awaited, OnDeath, Vigil};
-use crate::protocol::{parse_status, Status, Task, TaskId, TaskResult, WorkerState, SCHEMA};
+use crate::protocol::{Status, Task, TaskId, TaskResult, WorkerState, SCHEMA};
 use crate::watch::{DirWatcher, Interest, WatchMode};
 
 /// How often a waiter re-reads even without an event: a safety net, not the mechanism.
@@ -176,11 +176,7 @@ impl Client {
 
     /// The slot's `status.json`, if written yet.
     pub fn read_status(&self, slot: Slot) -> Result<Option<Status>> {
-        read_with(
-            &self.root.worker(slot).status(),
-            SMALL_FILE_LIMIT,
-            parse_status,
-        )
+        Status::read(&self.root.worker(slot).status())
     }
 
     /// Publish a status for the slot (normally only its worker does this).
@@ -352,17 +348,6 @@ fn names_interest(names: HashSet<&str>) -> Interest {
             .and_then(|n| n.to_str())
             .is_some_and(|n| names.contains(n))
     })
-}
-
-fn read_with<T>(
-    path: &Path,
-    limit: u64,
-    parse: fn(&Path, &[u8]) -> Result<T>,
-) -> Result<Option<T>> {
-    match fsio::read_bounded(path, limit)? {
-        None => Ok(None),
-        Some(bytes) => parse(path, &bytes).map(Some),
-    }
 }
 
 /// A slot's directories (`results/`, `tasks/`, `rejected/`); see [`create_slot_files`].

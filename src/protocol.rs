@@ -568,9 +568,24 @@ pub fn parse_result(path: &Path, bytes: &[u8]) -> Result<TaskResult> {
 impl Status {
     /// Read a `status.json`; `None` when there is none. The schema is always checked:
     /// recovery acts on what this file names (it kills the agent group it records).
+    ///
+    /// A status is replaced by swapping names with its second one, which the write after
+    /// next rewrites in place: a reader that opened it just before one write and read it
+    /// during the next could see it torn. One that does not parse is read again (a few
+    /// times) before it counts as malformed.
     pub fn read(path: &Path) -> Result<Option<Status>> {
-        crate::fsio::read_bounded(path, crate::fsio::SMALL_FILE_LIMIT)?
-            .map(|b| parse_status(path, &b))
-            .transpose()
+        let mut tries = 0;
+        loop {
+            let read = crate::fsio::read_bounded(path, crate::fsio::SMALL_FILE_LIMIT)?
+                .map(|b| parse_status(path, &b))
+                .transpose();
+            match read {
+                Err(Error::BadFile { .. }) if tries < 3 => {
+                    tries += 1;
+                    std::thread::yield_now();
+                }
+                other => return other,
+            }
+        }
     }
 }

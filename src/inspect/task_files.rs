@@ -7,9 +7,9 @@ use std::path::Path;
 use serde::Serialize;
 
 use crate::error::Result;
-use crate::fsio::{self, SMALL_FILE_LIMIT, TASK_SIZE_LIMIT};
+use crate::fsio::{self, TASK_SIZE_LIMIT};
 use crate::layout::{Root, Slot, WorkerPaths};
-use crate::protocol::{parse_status, Status, Task, TaskId, WorkerState};
+use crate::protocol::{Status, Task, TaskId, WorkerState};
 
 use super::require_slot;
 
@@ -55,9 +55,7 @@ pub fn read_task_file(path: &Path) -> Option<TaskFile> {
 
 /// The slot's `status.json`; `None` when there is none.
 pub(crate) fn read_status(paths: &WorkerPaths) -> Result<Option<Status>> {
-    fsio::read_bounded(&paths.status(), SMALL_FILE_LIMIT)?
-        .map(|b| parse_status(&paths.status(), &b))
-        .transpose()
+    Status::read(&paths.status())
 }
 
 /// The task a working `status` names.

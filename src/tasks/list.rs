@@ -19,11 +19,11 @@ use serde::Serialize;
 
 use crate::client::Client;
 use crate::error::{Error, Result};
-use crate::fsio::{self, SMALL_FILE_LIMIT, TASK_SIZE_LIMIT};
+use crate::fsio::{self, TASK_SIZE_LIMIT};
 use crate::ids::{self, Place};
 use crate::inspect::read_task_file;
 use crate::layout::{Root, Slot};
-use crate::protocol::{parse_status, Task, TaskId, TaskResult};
+use crate::protocol::{Status, Task, TaskId, TaskResult};
 use crate::queue::PendingName;
 
 use super::{find, TaskLocation, TaskState};
@@ -379,10 +379,9 @@ fn summarize(root: &Root, snap: &mut Snapshot, id: &TaskId, c: &Candidate) -> Re
 /// A running task's start and run time so far, from its slot's `status.json`.
 fn running_since(root: &Root, slot: Slot, id: &TaskId, s: &mut TaskSummary) {
     let path = root.worker(slot).status();
-    let Some(status) = fsio::read_bounded(&path, SMALL_FILE_LIMIT)
+    let Some(status) = Status::read(&path)
         .ok()
         .flatten()
-        .and_then(|b| parse_status(&path, &b).ok())
         .filter(|st| st.task_id.as_ref() == Some(id))
     else {
         return;
