@@ -97,7 +97,9 @@ impl Client {
             let entry = entry.map_err(|e| Error::io("list", &dir, e))?;
             let name = entry.file_name();
             match name.to_str().map(str::parse::<Slot>) {
-                Some(Ok(slot)) if entry.path().is_dir() => slots.push(slot),
+                // The entry's type from the listing (no stat per slot: the elected
+                // sweeper lists a thousand slots every interval); a link is followed.
+                Some(Ok(slot)) if is_dir_entry(&entry) => slots.push(slot),
                 _ => tracing::debug!("ignoring {:?} in {}", name, dir.display()),
             }
         }
@@ -348,6 +350,15 @@ fn names_interest(names: HashSet<&str>) -> Interest {
             .and_then(|n| n.to_str())
             .is_some_and(|n| names.contains(n))
     })
+}
+
+/// Whether a listed entry is a directory (or a link to one).
+fn is_dir_entry(entry: &std::fs::DirEntry) -> bool {
+    match entry.file_type() {
+        Ok(t) if t.is_symlink() => entry.path().is_dir(),
+        Ok(t) => t.is_dir(),
+        Err(_) => entry.path().is_dir(),
+    }
 }
 
 /// A slot's directories (`results/`, `tasks/`, `rejected/`); see [`create_slot_files`].

@@ -336,14 +336,14 @@ pub(super) fn clear_spares_where(
 /// has been moved to since: a holder checking whether the lock is still its own must
 /// not be fooled by a new lock under the same name.
 pub(super) fn read_owner_at(dir: &File, path: &Path) -> Option<LockOwner> {
-    let fd = fcntl::openat(
-        dir,
-        "owner.json",
-        OFlag::O_RDONLY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC,
-        Mode::empty(),
-    )
-    .ok()?;
-    let mut bytes = Vec::new();
+    let flags = OFlag::O_RDONLY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC;
+    // Without an access-time update where we may (our own file): a heartbeat reads the
+    // record it is about to replace, and dirtying its inode each time costs a write-back.
+    let fd = fcntl::openat(dir, "owner.json", flags | OFlag::O_NOATIME, Mode::empty())
+        .or_else(|_| fcntl::openat(dir, "owner.json", flags, Mode::empty()))
+        .ok()?;
+    // Room for a whole record up front: read in one call, not in growing probes.
+    let mut bytes = Vec::with_capacity(4096);
     File::from(fd)
         .take(SMALL_FILE_LIMIT)
         .read_to_end(&mut bytes)

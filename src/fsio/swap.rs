@@ -45,9 +45,10 @@ pub fn next_name(name: &OsStr) -> OsString {
 pub fn swap_in_at(dir: &File, name: &OsStr, path: &Path, bytes: &[u8]) -> Option<Result<()>> {
     use nix::fcntl::{renameat2, RenameFlags};
     use std::os::unix::fs::MetadataExt;
-    let dev = dir.metadata().ok()?.dev();
     let unable = || NO_EXCHANGE.lock().unwrap_or_else(|e| e.into_inner());
-    if unable().contains(&dev) {
+    // Looked up only once some filesystem has refused (a stat per write otherwise).
+    let dev = || dir.metadata().map(|m| m.dev()).unwrap_or(0);
+    if !unable().is_empty() && unable().contains(&dev()) {
         return None;
     }
     let next = next_name(name);
@@ -80,6 +81,7 @@ pub fn swap_in_at(dir: &File, name: &OsStr, path: &Path, bytes: &[u8]) -> Option
     };
     match failed {
         Errno::EINVAL | Errno::ENOSYS | Errno::EOPNOTSUPP => {
+            let dev = dev();
             unable().push(dev);
             let _ = nix::unistd::unlinkat(
                 dir,
