@@ -17,7 +17,7 @@ use serde::Serialize;
 use crate::error::{Error, FileProblem, Result};
 
 mod swap;
-pub use swap::{next_name, swap_in_at};
+pub use swap::{next_name, swap_in_at, swap_in_at_via};
 
 /// Default size limit for a task file.
 pub const TASK_SIZE_LIMIT: u64 = 4 * 1024 * 1024;

@@ -7,6 +7,7 @@
 mod native;
 mod poll;
 
+use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -76,14 +77,31 @@ fn count_events(n: u64, last: Option<&Path>) {
     static WRITING: Mutex<()> = Mutex::new(());
     let _one = WRITING.lock();
     let path = PathBuf::from(path);
-    let tmp = path.with_extension(format!("{}.tmp", std::process::id()));
     let text = serde_json::json!({
         "pid": std::process::id(),
         "events": events_seen().max(total),
         "last": last.map(|p| p.display().to_string()),
     });
-    if std::fs::write(&tmp, format!("{text}\n")).is_ok() {
-        let _ = std::fs::rename(&tmp, &path);
+    let text = format!("{text}\n");
+    // Swapped with a second name of this process's own: a write per batch of events
+    // must not make and free a file each time (that slowed the very worker a benchmark
+    // counted events of).
+    let (Some(dir), Some(name)) = (path.parent(), path.file_name()) else {
+        return;
+    };
+    let next = format!(".{}.{}.next", name.to_string_lossy(), std::process::id());
+    let swapped = std::fs::File::open(if dir.as_os_str().is_empty() {
+        Path::new(".")
+    } else {
+        dir
+    })
+    .ok()
+    .and_then(|d| crate::fsio::swap_in_at_via(&d, name, OsStr::new(&next), &path, text.as_bytes()));
+    if swapped.is_none() {
+        let tmp = path.with_extension(format!("{}.tmp", std::process::id()));
+        if std::fs::write(&tmp, &text).is_ok() {
+            let _ = std::fs::rename(&tmp, &path);
+        }
     }
 }
 

@@ -30,7 +30,7 @@ use spawn::{AgentProcess, SelfRecord, SpawnSpec};
 
 pub use live::STDERR_MARK;
 pub use output::ready_log;
-pub use spawn::EXIT_UNRECORDED;
+pub use spawn::{reserve_low_fds, EXIT_UNRECORDED};
 
 /// The agent command line, split into argv (no shell unless the user writes `sh -c …`).
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -15,6 +15,13 @@
 //! if the worker dies first, the parent-death signal (or the parent check) ends the
 //! child; if the write fails, the child never execs and the spawn returns the error.
 //!
+//! Why descriptors 3–5 are reserved ([`reserve_low_fds`]): a worker of a thousand slots
+//! holds a thousand gate files open. A child made without `CLONE_FILES` gets a copy of
+//! the whole descriptor table and closes every entry at exec: in a burst of a thousand
+//! tasks that was about a quarter of the worker's CPU. With 3–5 reserved, the child's
+//! pipe ends are put there, the child shares the table (`CLONE_FILES`) and leaves it with
+//! `close_range(6, ~0, CLOSE_RANGE_UNSHARE)`, which copies only descriptors 0–5.
+//!
 //! Rules for the child side (it runs on a small stack of its own, in the parent's
 //! memory, while the calling thread is suspended): no allocation, no locks, no panics,
 //! only the syscalls named in [`child_main`]; everything it needs is prepared by the
@@ -28,7 +35,7 @@ use std::os::unix::ffi::OsStrExt;
 use std::os::unix::process::ExitStatusExt;
 use std::path::Path;
 use std::process::ExitStatus;
-use std::sync::{Mutex, Once};
+use std::sync::{Mutex, Once, OnceLock};
 
 use nix::libc;
 
@@ -49,6 +56,84 @@ const CHILD_STACK: usize = 64 * 1024;
 /// its child has exec'd, so under this lock no child sees another's pipe ends before
 /// they are in their owner's hands.
 static SPAWN_LOCK: Mutex<()> = Mutex::new(());
+
+/// The descriptors the child's stdin, stdout and stderr pipe ends are lent to.
+const LOW_FDS: [libc::c_int; 3] = [3, 4, 5];
+
+/// The first descriptor a child does not keep when [`LOW_FDS`] are reserved.
+const FIRST_UNKEPT: libc::c_uint = 6;
+
+/// `/dev/null`, open, when [`LOW_FDS`] hold it between spawns; `None` when they could not
+/// be reserved (a child then gets a copy of the whole table, as before).
+static RESERVED: OnceLock<Option<OwnedFd>> = OnceLock::new();
+
+/// Reserve descriptors 3–5 for the stdio of agents this process starts, so that each
+/// child copies only descriptors 0–5 (see the module's documentation). To be called
+/// before the process opens many descriptors (a worker: before it takes its gates);
+/// `false` when one of them is already in use (inherited, or opened earlier) — agents
+/// are then started the old way.
+pub fn reserve_low_fds() -> bool {
+    RESERVED.get_or_init(reserve).is_some()
+}
+
+fn reserve() -> Option<OwnedFd> {
+    let null = File::options()
+        .read(true)
+        .write(true)
+        .open("/dev/null")
+        .ok()?;
+    let mut held = vec![OwnedFd::from(null)];
+    for _ in 0..LOW_FDS.len() {
+        // SAFETY: duplicates a descriptor we own; the result, if any, is owned below.
+        let fd = unsafe { libc::fcntl(held[0].as_raw_fd(), libc::F_DUPFD_CLOEXEC, 3) };
+        if fd < 0 {
+            return None;
+        }
+        // SAFETY: `fd` was just made by fcntl and belongs to nobody else.
+        held.push(unsafe { OwnedFd::from_raw_fd(fd) });
+    }
+    let numbers: Vec<libc::c_int> = held.iter().map(AsRawFd::as_raw_fd).collect();
+    if !LOW_FDS.iter().all(|fd| numbers.contains(fd)) {
+        return None; // dropping `held` closes what we opened
+    }
+    // The placeholders stay open for the life of the process; the fourth is the spare
+    // put back after each spawn.
+    let spare = held
+        .iter()
+        .position(|fd| !LOW_FDS.contains(&fd.as_raw_fd()))?;
+    let spare = held.swap_remove(spare);
+    held.into_iter().for_each(std::mem::forget);
+    Some(spare)
+}
+
+/// The child's pipe ends lent to [`LOW_FDS`] for one spawn; dropping it puts the
+/// placeholders back (closing the copies there), on every path.
+struct LentLowFds<'a> {
+    null: &'a OwnedFd,
+}
+
+impl<'a> LentLowFds<'a> {
+    /// Lend `ends` (stdin, stdout, stderr) to [`LOW_FDS`]. Hold [`SPAWN_LOCK`].
+    fn lend(null: &'a OwnedFd, ends: [libc::c_int; 3]) -> io::Result<LentLowFds<'a>> {
+        let lent = LentLowFds { null };
+        for (fd, target) in ends.into_iter().zip(LOW_FDS) {
+            // SAFETY: replaces our own reserved placeholder, atomically.
+            if unsafe { libc::dup3(fd, target, libc::O_CLOEXEC) } < 0 {
+                return Err(io::Error::last_os_error());
+            }
+        }
+        Ok(lent)
+    }
+}
+
+impl Drop for LentLowFds<'_> {
+    fn drop(&mut self) {
+        for target in LOW_FDS {
+            // SAFETY: puts our placeholder back over our own lent copy.
+            unsafe { libc::dup3(self.null.as_raw_fd(), target, libc::O_CLOEXEC) };
+        }
+    }
+}
 
 /// Where the child records itself, and the record with its pid field still blank.
 pub(super) struct SelfRecord {
@@ -144,6 +229,9 @@ struct ChildPlan {
     cwd: *const libc::c_char,
     /// Child ends of the pipes, in stdin, stdout, stderr order (all ≥ 3).
     stdio: [libc::c_int; 3],
+    /// The child shares our descriptor table and leaves it keeping only those below
+    /// this (0 = it has a copy of its own from the clone).
+    keep_below: libc::c_uint,
     record_path: *const libc::c_char,
     record: *mut u8,
     record_len: usize,
@@ -218,17 +306,23 @@ pub(super) fn spawn(spec: SpawnSpec<'_>) -> Result<AgentProcess, SpawnError> {
     let (stdin_child, stdin_ours) = stdio_pipe()?;
     let (stdout_ours, stdout_child) = stdio_pipe()?;
     let (stderr_ours, stderr_child) = stdio_pipe()?;
+    let ends = [
+        stdin_child.as_raw_fd(),
+        stdout_child.as_raw_fd(),
+        stderr_child.as_raw_fd(),
+    ];
+    let lent = match RESERVED.get() {
+        Some(Some(null)) => Some(LentLowFds::lend(null, ends)?),
+        _ => None,
+    };
     let mut plan = ChildPlan {
         program: program.as_ptr(),
         argv: argv_ptrs.as_ptr(),
         sh_argv: sh_argv_ptrs.as_ptr(),
         envp: env_ptrs.as_ptr(),
         cwd: cwd.as_ptr(),
-        stdio: [
-            stdin_child.as_raw_fd(),
-            stdout_child.as_raw_fd(),
-            stderr_child.as_raw_fd(),
-        ],
+        stdio: if lent.is_some() { LOW_FDS } else { ends },
+        keep_below: if lent.is_some() { FIRST_UNKEPT } else { 0 },
         record_path: record.path.as_ptr(),
         record: record.bytes.as_mut_ptr(),
         record_len: record.bytes.len(),
@@ -239,6 +333,7 @@ pub(super) fn spawn(spec: SpawnSpec<'_>) -> Result<AgentProcess, SpawnError> {
         step: Step::Start,
     };
     let pid = clone_vfork(&mut plan, &mut stack)?;
+    drop(lent);
     drop((stdin_child, stdout_child, stderr_child));
     // SAFETY: the child has exec'd or exited (CLONE_VFORK): nothing writes `plan` now.
     let (error, step) = unsafe { (std::ptr::read_volatile(&plan.error), plan.step) };
@@ -288,10 +383,15 @@ fn clone_vfork(plan: &mut ChildPlan, stack: &mut [u8]) -> io::Result<libc::pid_t
         let all: u64 = !0;
         let mut old: u64 = 0;
         set_mask_raw(&all, &mut old);
+        let share_files = if plan.keep_below > 0 {
+            libc::CLONE_FILES
+        } else {
+            0
+        };
         let pid = libc::clone(
             child_main,
             top.cast(),
-            libc::CLONE_VM | libc::CLONE_VFORK | libc::SIGCHLD,
+            libc::CLONE_VM | libc::CLONE_VFORK | share_files | libc::SIGCHLD,
             (plan as *mut ChildPlan).cast(),
         );
         let clone_error = io::Error::last_os_error();
@@ -332,6 +432,20 @@ extern "C" fn child_main(arg: *mut libc::c_void) -> libc::c_int {
             std::ptr::write_volatile(&mut plan.error, errno);
             libc::_exit(127)
         };
+        // Sharing the worker's table: leave it first, taking only 0–5 along (the
+        // kernel copies just those when the range to close runs to the end). Where
+        // close_range cannot (before Linux 5.9), a whole copy, closed at exec.
+        if plan.keep_below > 0
+            && libc::syscall(
+                libc::SYS_close_range,
+                plan.keep_below,
+                libc::c_uint::MAX,
+                libc::CLOSE_RANGE_UNSHARE,
+            ) != 0
+            && libc::unshare(libc::CLONE_FILES) != 0
+        {
+            return fail(plan, Step::Stdio);
+        }
         if libc::prctl(
             libc::PR_SET_PDEATHSIG,
             libc::SIGKILL as libc::c_ulong,
@@ -351,7 +465,7 @@ extern "C" fn child_main(arg: *mut libc::c_void) -> libc::c_int {
         }
         for (target, fd) in plan.stdio.into_iter().enumerate() {
             // The pipe ends are all ≥ 3, so dup2 never lands on one of them; the copy
-            // it makes is not close-on-exec.
+            // it makes is not close-on-exec (the ends themselves are: exec closes them).
             if libc::dup2(fd, target as libc::c_int) < 0 {
                 return fail(plan, Step::Stdio);
             }

@@ -41,8 +41,20 @@ pub fn next_name(name: &OsStr) -> OsString {
 /// name is renamed to it.
 ///
 /// Only one writer at a time per file: two writers of one `.next` could interleave.
-#[cfg(all(target_os = "linux", target_env = "gnu"))]
 pub fn swap_in_at(dir: &File, name: &OsStr, path: &Path, bytes: &[u8]) -> Option<Result<()>> {
+    swap_in_at_via(dir, name, &next_name(name), path, bytes)
+}
+
+/// [`swap_in_at`] with a second name of the caller's choosing (one per writer where
+/// several processes may replace one file).
+#[cfg(all(target_os = "linux", target_env = "gnu"))]
+pub fn swap_in_at_via(
+    dir: &File,
+    name: &OsStr,
+    next: &OsStr,
+    path: &Path,
+    bytes: &[u8],
+) -> Option<Result<()>> {
     use nix::fcntl::{renameat2, RenameFlags};
     use std::os::unix::fs::MetadataExt;
     let unable = || NO_EXCHANGE.lock().unwrap_or_else(|e| e.into_inner());
@@ -51,18 +63,12 @@ pub fn swap_in_at(dir: &File, name: &OsStr, path: &Path, bytes: &[u8]) -> Option
     if !unable().is_empty() && unable().contains(&dev()) {
         return None;
     }
-    let next = next_name(name);
     // Overwritten in place, cut only if it was longer (records hardly change length):
     // truncating first would free the file's block and allocate it again.
     let write = || -> io::Result<()> {
         use std::os::unix::fs::FileExt;
         let flags = OFlag::O_WRONLY | OFlag::O_CREAT | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC;
-        let fd = fcntl::openat(
-            dir,
-            next.as_os_str(),
-            flags,
-            Mode::from_bits_truncate(0o600),
-        )?;
+        let fd = fcntl::openat(dir, next, flags, Mode::from_bits_truncate(0o600))?;
         let file = File::from(fd);
         file.write_all_at(bytes, 0)?;
         let len = bytes.len() as u64;
@@ -72,10 +78,10 @@ pub fn swap_in_at(dir: &File, name: &OsStr, path: &Path, bytes: &[u8]) -> Option
         Ok(())
     };
     if let Err(e) = write() {
-        return Some(Err(Error::io("write", path.with_file_name(&next), e)));
+        return Some(Err(Error::io("write", path.with_file_name(next), e)));
     }
     let swap = RenameFlags::RENAME_EXCHANGE;
-    let failed = match renameat2(dir, next.as_os_str(), dir, name, swap) {
+    let failed = match renameat2(dir, next, dir, name, swap) {
         Ok(()) => return Some(Ok(())),
         Err(e) => e,
     };
@@ -83,16 +89,12 @@ pub fn swap_in_at(dir: &File, name: &OsStr, path: &Path, bytes: &[u8]) -> Option
         Errno::EINVAL | Errno::ENOSYS | Errno::EOPNOTSUPP => {
             let dev = dev();
             unable().push(dev);
-            let _ = nix::unistd::unlinkat(
-                dir,
-                next.as_os_str(),
-                nix::unistd::UnlinkatFlags::NoRemoveDir,
-            );
+            let _ = nix::unistd::unlinkat(dir, next, nix::unistd::UnlinkatFlags::NoRemoveDir);
             None
         }
         // Nothing to swap with yet: the second name becomes the first.
         Errno::ENOENT => Some(
-            fcntl::renameat(dir, next.as_os_str(), dir, name)
+            fcntl::renameat(dir, next, dir, name)
                 .map_err(|e| Error::io("rename into place", path, e.into())),
         ),
         e => Some(Err(Error::io("swap into place", path, e.into()))),
@@ -100,7 +102,13 @@ pub fn swap_in_at(dir: &File, name: &OsStr, path: &Path, bytes: &[u8]) -> Option
 }
 
 #[cfg(not(all(target_os = "linux", target_env = "gnu")))]
-pub fn swap_in_at(_dir: &File, _name: &OsStr, _path: &Path, _bytes: &[u8]) -> Option<Result<()>> {
+pub fn swap_in_at_via(
+    _dir: &File,
+    _name: &OsStr,
+    _next: &OsStr,
+    _path: &Path,
+    _bytes: &[u8],
+) -> Option<Result<()>> {
     None
 }
 

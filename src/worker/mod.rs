@@ -283,6 +283,8 @@ impl Worker {
     /// Take the slot's gate, create the slot, recover what a dead predecessor left,
     /// publish `idle` and arm the watcher.
     pub fn start(opts: WorkerOptions) -> Result<Worker> {
+        // Best effort here (the binaries reserve them first thing): before the gate.
+        crate::agent::reserve_low_fds();
         check_startable(&opts)?;
         crate::trust::verify_root(&opts.root)?;
         let slot = SlotServer::take(&opts.root, opts.slot)?;

@@ -117,6 +117,8 @@ impl MultiWorker {
             return Err(Error::Usage("no slots to serve".into()));
         };
         opts.slot = first;
+        // Best effort here (the binaries reserve them first thing): before the gates.
+        crate::agent::reserve_low_fds();
         check_startable(&opts)?;
         raise_open_file_limit(slots.len());
         crate::trust::verify_root(&opts.root)?;

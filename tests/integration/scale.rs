@@ -425,3 +425,43 @@ fn a_many_slot_worker_pulls_from_the_queue_with_events_and_when_polling() {
         assert_nothing_left(t.path());
     }
 }
+
+/// A many-slot worker keeps descriptors 3–5 for its agents' pipes: each agent shares the
+/// worker's table until it leaves it with only 0–5 (not a copy of a thousand gate files
+/// to close at exec). The agents still start with just their stdio, and between spawns
+/// the three are back on /dev/null (a pipe end left there would keep an agent's output
+/// open, and its reader waiting).
+#[test]
+fn agents_get_only_their_stdio_and_the_reserved_descriptors_come_back() {
+    let t = TestRoot::new();
+    let all = slots(0..20);
+    let m = Many::start(&t, &all, "ls /proc/self/fd", &[]);
+    assert!(
+        m.stderr()
+            .contains("descriptors 3-5 reserved for agents' stdio: true"),
+        "the worker could not reserve descriptors 3-5: {}",
+        m.stderr()
+    );
+    for &s in &all {
+        let task = Task::new("x").with_id(format!("fd{s}").as_str());
+        t.client.write_task(s, &task).unwrap();
+    }
+    for &s in &all {
+        let r = result_of(&t, s, &format!("fd{s}"));
+        assert_eq!(r.outcome, Some(Outcome::Success), "slot {s}: {r:?}");
+        let fds: Vec<&str> = r.output.split_whitespace().collect();
+        // 0–2, and the one `ls` opens to read the directory.
+        assert_eq!(fds.len(), 4, "slot {s}: the agent saw {fds:?}");
+        for std_fd in ["0", "1", "2"] {
+            assert!(fds.contains(&std_fd), "slot {s}: {fds:?}");
+        }
+    }
+    for fd in 3..=5 {
+        let target = fs::read_link(format!("/proc/{}/fd/{fd}", m.pid)).unwrap();
+        assert_eq!(
+            target,
+            Path::new("/dev/null"),
+            "descriptor {fd} of the worker after its spawns"
+        );
+    }
+}
