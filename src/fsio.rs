@@ -17,7 +17,8 @@ use serde::Serialize;
 use crate::error::{Error, FileProblem, Result};
 
 mod swap;
-pub use swap::{next_name, swap_in_at, swap_in_at_via};
+use swap::swap_in_at_via;
+pub use swap::{next_name, swap_in_at};
 
 /// Default size limit for a task file.
 pub const TASK_SIZE_LIMIT: u64 = 4 * 1024 * 1024;
@@ -206,7 +207,24 @@ pub fn write_replace(path: &Path, bytes: &[u8], durability: Durability) -> Resul
 /// by one writer at a time (a slot's status). Not fsynced.
 pub fn write_swapped(path: &Path, bytes: &[u8]) -> Result<()> {
     let (dir, name) = Dir::of(path)?;
-    match swap_in_at(&dir.fd, name, path, bytes) {
+    swapped_or_replaced(&dir, name, &next_name(name), path, bytes)
+}
+
+/// [`write_swapped`] with a second name of the caller's choosing, in `path`'s directory
+/// (one per process where several processes replace one file).
+pub fn write_swapped_via(path: &Path, next: &OsStr, bytes: &[u8]) -> Result<()> {
+    let (dir, name) = Dir::of(path)?;
+    swapped_or_replaced(&dir, name, next, path, bytes)
+}
+
+fn swapped_or_replaced(
+    dir: &Dir,
+    name: &OsStr,
+    next: &OsStr,
+    path: &Path,
+    bytes: &[u8],
+) -> Result<()> {
+    match swap_in_at_via(&dir.fd, name, next, path, bytes) {
         Some(done) => done,
         None => write_replace(path, bytes, Durability::Atomic),
     }

@@ -60,7 +60,6 @@ pub fn verify_task_dirs(root: &Root, paths: &WorkerPaths) -> Result<()> {
         paths.tasks_dir(),
         paths.results_dir(),
         paths.rejected_dir(),
-        paths.trash_dir(),
         root.queue_dir(),
         root.queue_results(),
         root.ids_dir(),

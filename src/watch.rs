@@ -86,23 +86,11 @@ fn count_events(n: u64, last: Option<&Path>) {
     // Swapped with a second name of this process's own: a write per batch of events
     // must not make and free a file each time (that slowed the very worker a benchmark
     // counted events of).
-    let (Some(dir), Some(name)) = (path.parent(), path.file_name()) else {
+    let Some(name) = path.file_name() else {
         return;
     };
     let next = format!(".{}.{}.next", name.to_string_lossy(), std::process::id());
-    let swapped = std::fs::File::open(if dir.as_os_str().is_empty() {
-        Path::new(".")
-    } else {
-        dir
-    })
-    .ok()
-    .and_then(|d| crate::fsio::swap_in_at_via(&d, name, OsStr::new(&next), &path, text.as_bytes()));
-    if swapped.is_none() {
-        let tmp = path.with_extension(format!("{}.tmp", std::process::id()));
-        if std::fs::write(&tmp, &text).is_ok() {
-            let _ = std::fs::rename(&tmp, &path);
-        }
-    }
+    let _ = crate::fsio::write_swapped_via(&path, OsStr::new(&next), text.as_bytes());
 }
 
 /// Told of each changed path (or a watched directory itself), or `None` when

@@ -60,8 +60,11 @@ pub fn swap_in_at_via(
     let unable = || NO_EXCHANGE.lock().unwrap_or_else(|e| e.into_inner());
     // Looked up only once some filesystem has refused (a stat per write otherwise).
     let dev = || dir.metadata().map(|m| m.dev()).unwrap_or(0);
-    if !unable().is_empty() && unable().contains(&dev()) {
-        return None;
+    {
+        let refused = unable();
+        if !refused.is_empty() && refused.contains(&dev()) {
+            return None;
+        }
     }
     // Overwritten in place, cut only if it was longer (records hardly change length):
     // truncating first would free the file's block and allocate it again.
@@ -115,23 +118,29 @@ pub fn swap_in_at_via(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::path::PathBuf;
 
-    fn open_dir(p: &Path) -> File {
-        File::open(p).unwrap()
+    /// A directory, `name`'s path in it, and the directory open, with `first` swapped
+    /// in; `None` (printed) where this filesystem cannot swap names.
+    fn swapped_first(name: &str, first: &[u8]) -> Option<(tempfile::TempDir, PathBuf, File)> {
+        let tmp = tempfile::tempdir().unwrap();
+        let path = tmp.path().join(name);
+        let dir = File::open(tmp.path()).unwrap();
+        let Some(done) = swap_in_at(&dir, OsStr::new(name), &path, first) else {
+            eprintln!("skipped: this filesystem cannot swap names (RENAME_EXCHANGE)");
+            return None;
+        };
+        done.unwrap();
+        Some((tmp, path, dir))
     }
 
     #[test]
     fn a_swap_replaces_the_file_without_making_or_freeing_an_inode() {
         use std::os::unix::fs::MetadataExt;
-        let tmp = tempfile::tempdir().unwrap();
-        let path = tmp.path().join("status.json");
-        let dir = open_dir(tmp.path());
-        let name = OsStr::new("status.json");
-        let Some(first) = swap_in_at(&dir, name, &path, b"{\"n\":1}\n") else {
-            eprintln!("skipped: this filesystem cannot swap names (RENAME_EXCHANGE)");
+        let Some((tmp, path, dir)) = swapped_first("status.json", b"{\"n\":1}\n") else {
             return;
         };
-        first.unwrap();
+        let name = OsStr::new("status.json");
         assert_eq!(std::fs::read(&path).unwrap(), b"{\"n\":1}\n");
         swap_in_at(&dir, name, &path, b"{\"n\":22}\n")
             .unwrap()
@@ -161,15 +170,10 @@ mod tests {
 
     #[test]
     fn a_reader_holding_the_old_version_keeps_it_whole_through_one_write() {
-        let tmp = tempfile::tempdir().unwrap();
-        let path = tmp.path().join("owner.json");
-        let dir = open_dir(tmp.path());
-        let name = OsStr::new("owner.json");
-        let Some(first) = swap_in_at(&dir, name, &path, b"first\n") else {
-            eprintln!("skipped: this filesystem cannot swap names (RENAME_EXCHANGE)");
+        let Some((_tmp, path, dir)) = swapped_first("owner.json", b"first\n") else {
             return;
         };
-        first.unwrap();
+        let name = OsStr::new("owner.json");
         let held = File::open(&path).unwrap();
         swap_in_at(&dir, name, &path, b"second, longer\n")
             .unwrap()
