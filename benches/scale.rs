@@ -1,6 +1,8 @@
 //! The scale benchmark: 100 to 1,000 slots, as one many-slot worker and as one
 //! process per slot — start-up, idle cost, memory, one task to every slot, and the
-//! wake-ups caused by listing `queue/pending`.
+//! wake-ups caused by listing `queue/pending`. The timed rounds deliver as the original
+//! clients do (temp file, rename); one more round goes through `Client::write_task`, for
+//! what a send through the library costs at that size.
 //!
 //! `cargo bench --bench scale` (options after `--`: `--sizes 100,500,1000`,
 //! `--single-max 500`, `--idle-secs 10`, `--rounds 3`, `--base DIR`). The agent is
@@ -130,13 +132,27 @@ fn percentile(sorted: &[f64], p: f64) -> f64 {
     sorted[((sorted.len() as f64 - 1.0) * p).round() as usize]
 }
 
-/// One task to every slot; seconds until every result is in, and each task's
-/// write → result-file latency in ms.
+/// How a round delivers its tasks.
+#[derive(Clone, Copy, PartialEq)]
+enum Delivery {
+    /// As the original clients do: write a temp file, rename it into the inbox.
+    Raw,
+    /// Through the library (`Client::write_task`): checks, id registry, durable.
+    Client,
+}
+
+/// One task to every slot; seconds until every result is in, each task's
+/// write → result-file latency in ms, and how long each delivery took in ms.
 ///
 /// Results are awaited as an orchestrator would: woken by the library's watcher on
 /// every slot's `results/`, with a full look every 200 ms as a safety net. (Polling a
 /// thousand files every millisecond took most of a core from the worker measured.)
-fn one_task_each(client: &Client, n: u32, round: usize) -> (f64, Vec<f64>) {
+fn one_task_each(
+    client: &Client,
+    n: u32,
+    round: usize,
+    how: Delivery,
+) -> (f64, Vec<f64>, Vec<f64>) {
     let dirs: Vec<PathBuf> = (0..n)
         .map(|i| client.root().worker(Slot(i)).results_dir())
         .collect();
@@ -148,16 +164,23 @@ fn one_task_each(client: &Client, n: u32, round: usize) -> (f64, Vec<f64>) {
             .expect("watch results/");
     let t0 = Instant::now();
     let mut written = HashMap::with_capacity(n as usize);
+    let mut sends = Vec::with_capacity(n as usize);
     for i in 0..n {
         let id = TaskId::Text(format!("r{round}-{i}"));
-        // As the original clients deliver: write, then rename into the inbox.
-        // (`Client::write_task` also checks every slot directory of the root, O(N) per
-        // send: that is the client's cost, not the worker's.)
-        let dir = client.root().worker(Slot(i)).dir;
-        let tmp = dir.join(format!(".task.{round}.tmp"));
         let task = Task::new("x").with_id(id.clone());
-        std::fs::write(&tmp, serde_json::to_vec(&task).unwrap()).unwrap();
-        std::fs::rename(&tmp, dir.join("task.json")).unwrap();
+        let sent = Instant::now();
+        match how {
+            Delivery::Raw => {
+                let dir = client.root().worker(Slot(i)).dir;
+                let tmp = dir.join(format!(".task.{round}.tmp"));
+                std::fs::write(&tmp, serde_json::to_vec(&task).unwrap()).unwrap();
+                std::fs::rename(&tmp, dir.join("task.json")).unwrap();
+            }
+            Delivery::Client => {
+                client.write_task(Slot(i), &task).expect("send");
+            }
+        }
+        sends.push(sent.elapsed().as_secs_f64() * 1e3);
         let result = client.root().worker(Slot(i)).result_for(&id);
         written.insert(result, Instant::now());
     }
@@ -188,7 +211,7 @@ fn one_task_each(client: &Client, n: u32, round: usize) -> (f64, Vec<f64>) {
             written.len()
         );
     }
-    (t0.elapsed().as_secs_f64(), latencies)
+    (t0.elapsed().as_secs_f64(), latencies, sends)
 }
 
 /// How often the result wait looks at every missing result, events or not.
@@ -243,21 +266,27 @@ fn run(n: u32, many: bool, o: &Opts) {
     let mut totals = Vec::new();
     let mut lat = Vec::new();
     for round in 0..o.rounds {
-        let (t, l) = one_task_each(&client, n, round);
+        let (t, l, _) = one_task_each(&client, n, round, Delivery::Raw);
         totals.push(t);
         lat.extend(l);
     }
+    // Once more through the library, for what a send costs a program at this size.
+    let (via_client, _, mut sends) = one_task_each(&client, n, o.rounds, Delivery::Client);
+    sends.sort_by(|a, b| a.partial_cmp(b).unwrap());
     totals.sort_by(|a, b| a.partial_cmp(b).unwrap());
     lat.sort_by(|a, b| a.partial_cmp(b).unwrap());
     println!(
         "{n:>5} slots, {kind:<18} all idle {up:>6.2} s | idle CPU {idle:>7.2} % | RSS {:>7.1} MiB | \
          listing pending 100/s: {woke} events, CPU {listed_cpu:.2} % | one task each: all results \
-         p50 {:.2} s (rounds {:?}), per task p50 {:.0} ms p99 {:.0} ms",
+         p50 {:.2} s (rounds {:?}), per task p50 {:.0} ms p99 {:.0} ms | through \
+         Client::write_task: all results {via_client:.2} s, a send p50 {:.2} ms p99 {:.2} ms",
         rss as f64 / 1024.0,
         percentile(&totals, 0.5),
         totals.iter().map(|t| format!("{t:.2}")).collect::<Vec<_>>(),
         percentile(&lat, 0.5),
         percentile(&lat, 0.99),
+        percentile(&sends, 0.5),
+        percentile(&sends, 0.99),
     );
     drop(procs);
 }

@@ -80,7 +80,7 @@ impl Client {
     /// refused.
     pub fn create_worker(&self, slot: Slot) -> Result<WorkerPaths> {
         Slot::checked(slot.0)?;
-        crate::trust::verify_root(&self.root)?;
+        crate::trust::verify_for_slot(&self.root, slot)?;
         let w = self.root.worker(slot);
         create_slot_files(&w)?;
         Ok(w)
@@ -118,7 +118,7 @@ impl Client {
     /// The slot must exist ([`Client::create_worker`], `conductor create-worker N`, or a
     /// worker that served it): a task is never left in a slot made by mistake.
     pub fn write_task(&self, slot: Slot, task: &Task) -> Result<TaskId> {
-        crate::trust::verify_root(&self.root)?;
+        crate::trust::verify_for_slot(&self.root, slot)?;
         let w = self.existing_worker(slot)?;
         let mut task = task.clone();
         task.schema = SCHEMA;
@@ -183,7 +183,7 @@ impl Client {
 
     /// Publish a status for the slot (normally only its worker does this).
     pub fn write_status(&self, slot: Slot, status: &Status) -> Result<()> {
-        crate::trust::verify_root(&self.root)?;
+        crate::trust::verify_for_slot(&self.root, slot)?;
         let mut status = status.clone();
         status.schema = SCHEMA;
         fsio::write_json(
@@ -208,7 +208,7 @@ impl Client {
     /// Remove `result.json` (the per-task copies in `results/` stay until gc).
     /// Returns whether there was one.
     pub fn clear_result(&self, slot: Slot) -> Result<bool> {
-        crate::trust::verify_root(&self.root)?;
+        crate::trust::verify_for_slot(&self.root, slot)?;
         fsio::remove_file_if_exists(&self.root.worker(slot).result())
     }
 

@@ -47,8 +47,11 @@ fn conductor(root: &Path, args: &[&str]) -> (Option<i32>, String) {
     )
 }
 
-/// Every writing entry point refuses the root, naming `dir` and saying `fix`; nothing
-/// reaches the inbox or the queue.
+/// Every writing entry point that writes into `dir` refuses, naming it and saying
+/// `fix`; nothing reaches the inbox or the queue. A worker start checks the whole root
+/// (its sweeper acts on every slot's files). A client checks only what it writes into,
+/// so a bad directory of one slot stops sends to that slot, while the queue and the
+/// other slots still take tasks (checking every slot made each send O(slots)).
 fn assert_all_refuse(t: &TestRoot, dir: &Path, fix: &str) {
     let named = dir.display().to_string();
     let check = |what: &str, msg: &str| {
@@ -58,24 +61,46 @@ fn assert_all_refuse(t: &TestRoot, dir: &Path, fix: &str) {
         );
     };
     check("worker start", &start_refused(t));
-    let (code, err) = conductor(t.path(), &["send", "0", "hello"]);
+    let root = t.client.root();
+    let bad_slot = slot_of(root, dir);
+    let target = bad_slot.unwrap_or(Slot(0));
+    let (code, err) = conductor(t.path(), &["send", &target.to_string(), "hello"]);
     assert_ne!(code, Some(0), "send accepted an untrusted root");
     check("conductor send", &err);
-    let (code, err) = conductor(t.path(), &["submit", "hello"]);
-    assert_ne!(code, Some(0), "submit accepted an untrusted root");
-    check("conductor submit", &err);
-    let submitted = Queue::new(t.client.root().clone()).submit(&Task::new("hi"));
-    check(
-        "Queue::submit",
-        &submitted.expect_err("submit refused").to_string(),
-    );
-    let root = t.client.root();
-    assert!(
-        !root.worker(Slot(0)).task().exists(),
-        "a task was delivered"
-    );
-    let pending = fs::read_dir(root.queue_pending()).map_or(0, |d| d.count());
-    assert_eq!(pending, 0, "a task was queued");
+    assert!(!root.worker(target).task().exists(), "a task was delivered");
+    let Some(bad) = bad_slot else {
+        let (code, err) = conductor(t.path(), &["submit", "hello"]);
+        assert_ne!(code, Some(0), "submit accepted an untrusted root");
+        check("conductor submit", &err);
+        let submitted = Queue::new(root.clone()).submit(&Task::new("hi"));
+        check(
+            "Queue::submit",
+            &submitted.expect_err("submit refused").to_string(),
+        );
+        let pending = fs::read_dir(root.queue_pending()).map_or(0, |d| d.count());
+        assert_eq!(pending, 0, "a task was queued");
+        return;
+    };
+    // Only the bad slot is refused: another slot and the queue still take tasks.
+    let other = Slot(bad.0 + 1);
+    t.client
+        .create_worker(other)
+        .expect("another slot is created");
+    let (code, err) = conductor(t.path(), &["send", &other.to_string(), "hello"]);
+    assert_eq!(code, Some(0), "a send to slot {other} was refused: {err}");
+    fs::remove_file(root.worker(other).task()).unwrap();
+    if let Err(e) = Queue::new(root.clone()).submit(&Task::new("hi")) {
+        panic!("the queue refused a task because of {named}: {e}");
+    }
+    for e in fs::read_dir(root.queue_pending()).unwrap() {
+        fs::remove_file(e.unwrap().path()).unwrap();
+    }
+}
+
+/// The slot whose directory `dir` is or is inside, if any.
+fn slot_of(root: &Root, dir: &Path) -> Option<Slot> {
+    let rest = dir.strip_prefix(root.workers_dir()).ok()?;
+    rest.components().next()?.as_os_str().to_str()?.parse().ok()
 }
 
 fn chmod(path: &Path, mode: u32) {
