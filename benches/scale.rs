@@ -128,6 +128,29 @@ fn events(files: &[PathBuf]) -> u64 {
         .sum()
 }
 
+/// Make a directory in `keys/` (one event for every worker) and wait until every
+/// counter names it as its last event: the counters, written at most every 50 ms,
+/// are then up to date. Returns their sum.
+fn settled_events(client: &Client, files: &[PathBuf], name: &str) -> u64 {
+    let sentinel = client.root().keys_dir().join(name);
+    std::fs::create_dir(&sentinel).unwrap();
+    let named = sentinel.display().to_string();
+    let deadline = Instant::now() + BOUND;
+    loop {
+        let all = files.iter().all(|f| {
+            std::fs::read_to_string(f)
+                .ok()
+                .and_then(|t| serde_json::from_str::<serde_json::Value>(&t).ok())
+                .is_some_and(|v| v["last"] == named.as_str())
+        });
+        if all {
+            return events(files);
+        }
+        assert!(Instant::now() < deadline, "no counter saw {named}");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
 fn percentile(sorted: &[f64], p: f64) -> f64 {
     sorted[((sorted.len() as f64 - 1.0) * p).round() as usize]
 }
@@ -247,7 +270,7 @@ fn run(n: u32, many: bool, o: &Opts) {
     let rss: u64 = pids.iter().map(|&p| rss_kib(p)).sum();
 
     // Wake-ups while something lists queue/pending 100 times a second.
-    let before = events(&files);
+    let before = settled_events(&client, &files, "first");
     let stop = Arc::new(AtomicBool::new(false));
     let lister = {
         let (stop, pending) = (stop.clone(), client.root().queue_pending());
@@ -261,7 +284,8 @@ fn run(n: u32, many: bool, o: &Opts) {
     let listed_cpu = cpu_over(&pids, 5.0);
     stop.store(true, Ordering::Relaxed);
     lister.join().unwrap();
-    let woke = events(&files) - before;
+    // Less the second sentinel's own event in each worker.
+    let woke = settled_events(&client, &files, "second") - before - files.len() as u64;
 
     let mut totals = Vec::new();
     let mut lat = Vec::new();
