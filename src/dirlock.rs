@@ -223,6 +223,12 @@ impl DirLock {
         &self.path
     }
 
+    /// Make what a renewal writes into now, so that renewing a lock held for long (a
+    /// gate) never creates a file ([`files::ready_owner_swap`]).
+    pub fn ready_for_renewals(&self) {
+        files::ready_owner_swap(&self.path);
+    }
+
     pub fn owner(&self) -> &LockOwner {
         &self.owner
     }

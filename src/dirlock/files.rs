@@ -381,6 +381,30 @@ pub(super) fn write_owner_at(dir: &File, path: &Path, owner: &LockOwner) -> Resu
     Ok(())
 }
 
+/// Make the owner record's second name (`.owner.json.next`) now, empty, so that no
+/// renewal of a long-held lock creates a file: a gate's first renewal came in the
+/// worker's first idle minute, a thousand file creations where the idle cost is
+/// measured. Best effort: a renewal makes it if this could not.
+#[cfg(all(target_os = "linux", target_env = "gnu"))]
+pub(super) fn ready_owner_swap(path: &Path) {
+    let Some(dir) = open_dir(path) else {
+        return;
+    };
+    let next = fsio::next_name(std::ffi::OsStr::new("owner.json"));
+    let flags = OFlag::O_WRONLY | OFlag::O_CREAT | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC;
+    if let Err(e) = fcntl::openat(
+        &dir,
+        next.as_os_str(),
+        flags,
+        Mode::from_bits_truncate(0o600),
+    ) {
+        tracing::debug!("readying {}: {e}", path.join(&next).display());
+    }
+}
+
+#[cfg(not(all(target_os = "linux", target_env = "gnu")))]
+pub(super) fn ready_owner_swap(_path: &Path) {}
+
 /// Open the lock directory at `path` (no link followed); `None` when it is gone.
 pub(super) fn open_dir(path: &Path) -> Option<File> {
     use std::os::unix::fs::OpenOptionsExt;

@@ -132,6 +132,7 @@ fn table() -> MutexGuard<'static, Table> {
 impl Lease {
     /// Renew `lock` (the lease at `path`) every `every` from now on, until released.
     pub(super) fn register(lock: DirLock, path: &Path, every: Duration) -> Result<Lease> {
+        lock.ready_for_renewals();
         let held = Arc::new(Held {
             state: Mutex::new(HeldState {
                 lock: Some(lock),

@@ -144,6 +144,32 @@ fn a_heartbeat_swaps_the_owner_record_and_creates_no_file() {
     assert!(!path.exists());
 }
 
+/// A gate's lease is ready for its renewals when taken: the owner record's second name
+/// exists before the first renewal, so no renewal of an idle worker creates a file (a
+/// thousand creations in the first idle minute, on a disk where each was dear).
+#[test]
+fn a_gate_lease_is_ready_for_renewals_before_the_first_one() {
+    let t = TestRoot::new();
+    if !can_swap_names(t.dir.path()) {
+        eprintln!("SKIPPED: this filesystem cannot swap names (RENAME_EXCHANGE)");
+        return;
+    }
+    // The default lease (120 s) is first renewed well after the look below.
+    let _w = WorkerProc::start(&t, Slot(0), "cat", &[], &[]);
+    let lease = t.path().join("workers/0/.worker.lock.lease");
+    let owner: serde_json::Value =
+        serde_json::from_slice(&fs::read(lease.join("owner.json")).unwrap()).unwrap();
+    let beat = &owner["heartbeatAt"];
+    assert!(
+        beat.is_null() || *beat == owner["acquiredAt"],
+        "renewed already ({beat}): the look below proves nothing"
+    );
+    assert!(
+        lease.join(".owner.json.next").exists(),
+        "no second name for the first renewal to write into: it would create one"
+    );
+}
+
 /// Put another host's live lease where slot `s`'s is (as that host's worker would after
 /// judging us gone while we were paused), renewed now.
 fn plant_foreign_lease(t: &TestRoot, s: Slot) {
