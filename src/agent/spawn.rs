@@ -15,12 +15,15 @@
 //! if the worker dies first, the parent-death signal (or the parent check) ends the
 //! child; if the write fails, the child never execs and the spawn returns the error.
 //!
-//! Why descriptors 3–5 are reserved ([`reserve_low_fds`]): a worker of a thousand slots
-//! holds a thousand gate files open. A child made without `CLONE_FILES` gets a copy of
-//! the whole descriptor table and closes every entry at exec: in a burst of a thousand
-//! tasks that was about a quarter of the worker's CPU. With 3–5 reserved, the child's
-//! pipe ends are put there, the child shares the table (`CLONE_FILES`) and leaves it with
-//! `close_range(6, ~0, CLOSE_RANGE_UNSHARE)`, which copies only descriptors 0–5.
+//! Why three low descriptors are reserved ([`reserve_low_fds`]; 3–5 unless the process
+//! inherited some there): a worker of a thousand slots holds a thousand gate files open.
+//! A child made without `CLONE_FILES` gets a copy of the whole descriptor table and
+//! closes every entry at exec: in a burst of a thousand tasks that was about a quarter
+//! of the worker's CPU. With three reserved, the child's pipe ends are put there, the
+//! child shares the table (`CLONE_FILES`) and leaves it with `close_range(N, ~0,
+//! CLOSE_RANGE_UNSHARE)`, N the one after the highest reserved, which copies only the
+//! descriptors below N. (A worker started with descriptors 3–5 taken — under `perf`, by
+//! a service manager — once failed to reserve any and copied the whole table again.)
 //!
 //! Rules for the child side (it runs on a small stack of its own, in the parent's
 //! memory, while the calling thread is suspended): no allocation, no locks, no panics,
@@ -57,33 +60,46 @@ const CHILD_STACK: usize = 64 * 1024;
 /// they are in their owner's hands.
 static SPAWN_LOCK: Mutex<()> = Mutex::new(());
 
-/// The descriptors the child's stdin, stdout and stderr pipe ends are lent to.
-const LOW_FDS: [libc::c_int; 3] = [3, 4, 5];
+/// Reserved descriptors must lie below this: the kernel copies the table in words of
+/// 64 entries, so a child keeps at most the first 64 (placeholders and strays alike).
+const RESERVE_BELOW: libc::c_int = 64;
 
-/// The first descriptor a child does not keep when [`LOW_FDS`] are reserved.
-const FIRST_UNKEPT: libc::c_uint = 6;
-
-/// `/dev/null`, open, when [`LOW_FDS`] hold it between spawns; `None` when they could not
-/// be reserved (a child then gets a copy of the whole table, as before).
-static RESERVED: OnceLock<Option<OwnedFd>> = OnceLock::new();
-
-/// Reserve descriptors 3–5 for the stdio of agents this process starts, so that each
-/// child copies only descriptors 0–5 (see the module's documentation). To be called
-/// before the process opens many descriptors (a worker: before it takes its gates);
-/// `false` when one of them is already in use (inherited, or opened earlier) — agents
-/// are then started the old way.
-pub fn reserve_low_fds() -> bool {
-    RESERVED.get_or_init(reserve).is_some()
+/// The three descriptors the child's stdin, stdout and stderr pipe ends are lent to,
+/// and `/dev/null` open, which they hold between spawns.
+struct Reserved {
+    fds: [libc::c_int; 3],
+    null: OwnedFd,
 }
 
-fn reserve() -> Option<OwnedFd> {
+impl Reserved {
+    /// The first descriptor a child does not keep.
+    fn keep_below(&self) -> libc::c_uint {
+        self.fds[2] as libc::c_uint + 1
+    }
+}
+
+/// `None` when no three descriptors could be reserved low enough (a child then gets a
+/// copy of the whole table, as before).
+static RESERVED: OnceLock<Option<Reserved>> = OnceLock::new();
+
+/// Reserve the three lowest free descriptors from 3 on (3–5, unless the process
+/// inherited some there) for the stdio of agents this process starts, so that each
+/// child copies only the descriptors below them (see the module's documentation). To
+/// be called before the process opens many descriptors (a worker: before it takes its
+/// gates). Returns the three, or `None` when none low enough were free (agents are
+/// then started the old way).
+pub fn reserve_low_fds() -> Option<[libc::c_int; 3]> {
+    RESERVED.get_or_init(reserve).as_ref().map(|r| r.fds)
+}
+
+fn reserve() -> Option<Reserved> {
     let null = File::options()
         .read(true)
         .write(true)
         .open("/dev/null")
         .ok()?;
     let mut held = vec![OwnedFd::from(null)];
-    for _ in 0..LOW_FDS.len() {
+    for _ in 0..3 {
         // SAFETY: duplicates a descriptor we own; the result, if any, is owned below.
         let fd = unsafe { libc::fcntl(held[0].as_raw_fd(), libc::F_DUPFD_CLOEXEC, 3) };
         if fd < 0 {
@@ -92,31 +108,30 @@ fn reserve() -> Option<OwnedFd> {
         // SAFETY: `fd` was just made by fcntl and belongs to nobody else.
         held.push(unsafe { OwnedFd::from_raw_fd(fd) });
     }
-    let numbers: Vec<libc::c_int> = held.iter().map(AsRawFd::as_raw_fd).collect();
-    if !LOW_FDS.iter().all(|fd| numbers.contains(fd)) {
-        return None; // dropping `held` closes what we opened
+    // The three lowest are lent at each spawn; the highest is the spare put back
+    // after it. Dropping `held` on a refusal closes what we opened.
+    held.sort_by_key(AsRawFd::as_raw_fd);
+    let fds = [0, 1, 2].map(|i| held[i].as_raw_fd());
+    if fds[0] < 3 || fds[2] >= RESERVE_BELOW {
+        return None;
     }
-    // The placeholders stay open for the life of the process; the fourth is the spare
-    // put back after each spawn.
-    let spare = held
-        .iter()
-        .position(|fd| !LOW_FDS.contains(&fd.as_raw_fd()))?;
-    let spare = held.swap_remove(spare);
+    let null = held.pop()?;
     held.into_iter().for_each(std::mem::forget);
-    Some(spare)
+    Some(Reserved { fds, null })
 }
 
-/// The child's pipe ends lent to [`LOW_FDS`] for one spawn; dropping it puts the
-/// placeholders back (closing the copies there), on every path.
+/// The child's pipe ends lent to the reserved descriptors for one spawn; dropping it
+/// puts the placeholders back (closing the copies there), on every path.
 struct LentLowFds<'a> {
-    null: &'a OwnedFd,
+    reserved: &'a Reserved,
 }
 
 impl<'a> LentLowFds<'a> {
-    /// Lend `ends` (stdin, stdout, stderr) to [`LOW_FDS`]. Hold [`SPAWN_LOCK`].
-    fn lend(null: &'a OwnedFd, ends: [libc::c_int; 3]) -> io::Result<LentLowFds<'a>> {
-        let lent = LentLowFds { null };
-        for (fd, target) in ends.into_iter().zip(LOW_FDS) {
+    /// Lend `ends` (stdin, stdout, stderr) to the reserved descriptors. Hold
+    /// [`SPAWN_LOCK`].
+    fn lend(reserved: &'a Reserved, ends: [libc::c_int; 3]) -> io::Result<LentLowFds<'a>> {
+        let lent = LentLowFds { reserved };
+        for (fd, target) in ends.into_iter().zip(reserved.fds) {
             // SAFETY: replaces our own reserved placeholder, atomically.
             if unsafe { libc::dup3(fd, target, libc::O_CLOEXEC) } < 0 {
                 return Err(io::Error::last_os_error());
@@ -128,9 +143,9 @@ impl<'a> LentLowFds<'a> {
 
 impl Drop for LentLowFds<'_> {
     fn drop(&mut self) {
-        for target in LOW_FDS {
+        for target in self.reserved.fds {
             // SAFETY: puts our placeholder back over our own lent copy.
-            unsafe { libc::dup3(self.null.as_raw_fd(), target, libc::O_CLOEXEC) };
+            unsafe { libc::dup3(self.reserved.null.as_raw_fd(), target, libc::O_CLOEXEC) };
         }
     }
 }
@@ -311,9 +326,10 @@ pub(super) fn spawn(spec: SpawnSpec<'_>) -> Result<AgentProcess, SpawnError> {
         stdout_child.as_raw_fd(),
         stderr_child.as_raw_fd(),
     ];
-    let lent = match RESERVED.get() {
-        Some(Some(null)) => Some(LentLowFds::lend(null, ends)?),
-        _ => None,
+    let reserved = RESERVED.get().and_then(Option::as_ref);
+    let lent = match reserved {
+        Some(r) => Some(LentLowFds::lend(r, ends)?),
+        None => None,
     };
     let mut plan = ChildPlan {
         program: program.as_ptr(),
@@ -321,8 +337,8 @@ pub(super) fn spawn(spec: SpawnSpec<'_>) -> Result<AgentProcess, SpawnError> {
         sh_argv: sh_argv_ptrs.as_ptr(),
         envp: env_ptrs.as_ptr(),
         cwd: cwd.as_ptr(),
-        stdio: if lent.is_some() { LOW_FDS } else { ends },
-        keep_below: if lent.is_some() { FIRST_UNKEPT } else { 0 },
+        stdio: reserved.map_or(ends, |r| r.fds),
+        keep_below: reserved.map_or(0, Reserved::keep_below),
         record_path: record.path.as_ptr(),
         record: record.bytes.as_mut_ptr(),
         record_len: record.bytes.len(),

@@ -278,8 +278,13 @@ fn parse_slots(s: &str) -> Result<SlotList, String> {
 /// Start a worker and serve until Ctrl-C / SIGTERM / SIGHUP.
 pub fn run_worker(args: WorkerArgs) -> anyhow::Result<()> {
     // Before anything opens a descriptor (the signal handler's pipe, the gates).
-    let reserved = crate::agent::reserve_low_fds();
-    tracing::debug!("descriptors 3-5 reserved for agents' stdio: {reserved}");
+    match crate::agent::reserve_low_fds() {
+        Some(fds) => tracing::debug!("descriptors {fds:?} reserved for agents' stdio"),
+        None => tracing::debug!(
+            "no descriptors below 64 could be reserved for agents' stdio: each agent copies \
+             the whole descriptor table"
+        ),
+    }
     crate::env::refuse_nested(&format!("start worker {}", args.slot), args.allow_nested)?;
     let root = Root::resolve(args.root.as_deref())?;
     let preset = args.preset.unwrap_or_default();

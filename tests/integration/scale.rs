@@ -26,15 +26,17 @@ pub(crate) struct Many {
 
 impl Many {
     fn spawn(t: &TestRoot, slots: &str, agent_cmd: &str, env: &[(&str, &str)]) -> Many {
-        Many::spawn_with(t, slots, agent_cmd, &[], env)
+        Many::spawn_with(t, slots, agent_cmd, &[], env, &[])
     }
 
+    /// `strays`: descriptors the worker inherits (without close-on-exec) on `/dev/null`.
     fn spawn_with(
         t: &TestRoot,
         slots: &str,
         agent_cmd: &str,
         extra: &[&str],
         env: &[(&str, &str)],
+        strays: &[i32],
     ) -> Many {
         let stderr = t
             .dir
@@ -54,7 +56,31 @@ impl Many {
         for (k, v) in env {
             cmd.env(k, v);
         }
+        let null = fs::File::open("/dev/null").unwrap();
+        if !strays.is_empty() {
+            use std::os::fd::AsRawFd;
+            use std::os::unix::process::CommandExt;
+            let (from, strays) = (null.as_raw_fd(), strays.to_vec());
+            // SAFETY: only dup2 and fcntl, async-signal-safe, between fork and exec.
+            unsafe {
+                cmd.pre_exec(move || {
+                    for &fd in &strays {
+                        // dup2 onto itself would keep close-on-exec: clear it instead.
+                        let done = if fd == from {
+                            nix::libc::fcntl(fd, nix::libc::F_SETFD, 0)
+                        } else {
+                            nix::libc::dup2(from, fd)
+                        };
+                        if done < 0 {
+                            return Err(std::io::Error::last_os_error());
+                        }
+                    }
+                    Ok(())
+                });
+            }
+        }
         let child = cmd.spawn().expect("spawn conductor-worker");
+        drop(null);
         Many {
             pid: child.id(),
             child: Some(child),
@@ -69,7 +95,7 @@ impl Many {
         agent_cmd: &str,
         env: &[(&str, &str)],
     ) -> Many {
-        Many::start_with(t, slots, agent_cmd, &[], env)
+        Many::start_with(t, slots, agent_cmd, &[], env, &[])
     }
 
     fn start_with(
@@ -78,9 +104,10 @@ impl Many {
         agent_cmd: &str,
         extra: &[&str],
         env: &[(&str, &str)],
+        strays: &[i32],
     ) -> Many {
         let list = format!("{}-{}", slots[0], slots[slots.len() - 1]);
-        let mut m = Many::spawn_with(t, &list, agent_cmd, extra, env);
+        let mut m = Many::spawn_with(t, &list, agent_cmd, extra, env, strays);
         wait_until(BOUND, "every slot served", || {
             if let Some(st) = m.child.as_mut().unwrap().try_wait().unwrap() {
                 panic!("worker exited at start ({st}): {}", m.stderr());
@@ -400,7 +427,7 @@ fn run_with_many_workers_starts_one_many_slot_process() {
 fn a_many_slot_worker_pulls_from_the_queue_with_events_and_when_polling() {
     for extra in [&[][..], &["--poll=20ms"][..]] {
         let t = TestRoot::new();
-        let m = Many::start_with(&t, &slots(0..8), "cat", extra, &[]);
+        let m = Many::start_with(&t, &slots(0..8), "cat", extra, &[], &[]);
         let q = Queue::new(t.client.root().clone());
         let ids: Vec<String> = (0..40).map(|i| format!("q{i}")).collect();
         for id in &ids {
@@ -426,42 +453,56 @@ fn a_many_slot_worker_pulls_from_the_queue_with_events_and_when_polling() {
     }
 }
 
-/// A many-slot worker keeps descriptors 3–5 for its agents' pipes: each agent shares the
-/// worker's table until it leaves it with only 0–5 (not a copy of a thousand gate files
-/// to close at exec). The agents still start with just their stdio, and between spawns
-/// the three are back on /dev/null (a pipe end left there would keep an agent's output
-/// open, and its reader waiting).
+/// A many-slot worker keeps three low descriptors for its agents' pipes (3–5, or the
+/// lowest free ones after what it inherited there): each agent shares the worker's
+/// table until it leaves it with only those below them (not a copy of a thousand gate
+/// files to close at exec). The agents start with just their stdio (and what the worker
+/// itself inherited below the three), and between spawns the three are back on
+/// /dev/null (a pipe end left there would keep an agent's output open, and its reader
+/// waiting).
 #[test]
 fn agents_get_only_their_stdio_and_the_reserved_descriptors_come_back() {
-    let t = TestRoot::new();
-    let all = slots(0..20);
-    let m = Many::start(&t, &all, "ls /proc/self/fd", &[]);
-    assert!(
-        m.stderr()
-            .contains("descriptors 3-5 reserved for agents' stdio: true"),
-        "the worker could not reserve descriptors 3-5: {}",
-        m.stderr()
-    );
-    for &s in &all {
-        let task = Task::new("x").with_id(format!("fd{s}").as_str());
-        t.client.write_task(s, &task).unwrap();
-    }
-    for &s in &all {
-        let r = result_of(&t, s, &format!("fd{s}"));
-        assert_eq!(r.outcome, Some(Outcome::Success), "slot {s}: {r:?}");
-        let fds: Vec<&str> = r.output.split_whitespace().collect();
-        // 0–2, and the one `ls` opens to read the directory.
-        assert_eq!(fds.len(), 4, "slot {s}: the agent saw {fds:?}");
-        for std_fd in ["0", "1", "2"] {
-            assert!(fds.contains(&std_fd), "slot {s}: {fds:?}");
-        }
-    }
-    for fd in 3..=5 {
-        let target = fs::read_link(format!("/proc/{}/fd/{fd}", m.pid)).unwrap();
-        assert_eq!(
-            target,
-            Path::new("/dev/null"),
-            "descriptor {fd} of the worker after its spawns"
+    // As started by a shell, and as under `perf` or a service manager (3 and 4 taken).
+    for (strays, reserved) in [(&[][..], [3, 4, 5]), (&[3, 4][..], [5, 6, 7])] {
+        let t = TestRoot::new();
+        let all = slots(0..20);
+        let m = Many::start_with(&t, &all, "ls /proc/self/fd", &[], &[], strays);
+        assert!(
+            m.stderr().contains(&format!(
+                "descriptors {reserved:?} reserved for agents' stdio"
+            )),
+            "the worker inheriting {strays:?} did not reserve {reserved:?}: {}",
+            m.stderr()
         );
+        for &s in &all {
+            let task = Task::new("x").with_id(format!("fd{s}").as_str());
+            t.client.write_task(s, &task).unwrap();
+        }
+        for &s in &all {
+            let r = result_of(&t, s, &format!("fd{s}"));
+            assert_eq!(r.outcome, Some(Outcome::Success), "slot {s}: {r:?}");
+            let fds: Vec<i32> = r
+                .output
+                .split_whitespace()
+                .map(|f| f.parse().unwrap())
+                .collect();
+            // 0–2, the strays, and the one `ls` opens to read the directory.
+            assert_eq!(
+                fds.len(),
+                4 + strays.len(),
+                "slot {s}: the agent saw {fds:?}"
+            );
+            for fd in [0, 1, 2].iter().chain(strays) {
+                assert!(fds.contains(fd), "slot {s}: {fds:?}");
+            }
+        }
+        for fd in reserved {
+            let target = fs::read_link(format!("/proc/{}/fd/{fd}", m.pid)).unwrap();
+            assert_eq!(
+                target,
+                Path::new("/dev/null"),
+                "descriptor {fd} of the worker after its spawns"
+            );
+        }
     }
 }
