@@ -128,25 +128,42 @@ fn events(files: &[PathBuf]) -> u64 {
         .sum()
 }
 
+/// One counter file's count and last path, if written yet.
+fn counter(file: &Path) -> Option<(u64, String)> {
+    let v: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(file).ok()?).ok()?;
+    Some((
+        v["events"].as_u64()?,
+        v["last"].as_str().unwrap_or("").to_string(),
+    ))
+}
+
 /// Make a directory in `keys/` (one event for every worker) and wait until every
-/// counter names it as its last event: the counters, written at most every 50 ms,
-/// are then up to date. Returns their sum.
+/// counter has counted it: its count grew and its last event names the new directory
+/// (a native watcher) or `keys/` itself (a poller, which sees only that it changed).
+/// The counters, written at most every 50 ms, are then up to date. Returns their sum.
 fn settled_events(client: &Client, files: &[PathBuf], name: &str) -> u64 {
-    let sentinel = client.root().keys_dir().join(name);
+    let keys = client.root().keys_dir();
+    let sentinel = keys.join(name);
+    let before: Vec<u64> = files
+        .iter()
+        .map(|f| counter(f).map_or(0, |(n, _)| n))
+        .collect();
     std::fs::create_dir(&sentinel).unwrap();
-    let named = sentinel.display().to_string();
+    let named = [sentinel.display().to_string(), keys.display().to_string()];
     let deadline = Instant::now() + BOUND;
     loop {
-        let all = files.iter().all(|f| {
-            std::fs::read_to_string(f)
-                .ok()
-                .and_then(|t| serde_json::from_str::<serde_json::Value>(&t).ok())
-                .is_some_and(|v| v["last"] == named.as_str())
-        });
+        let all = files
+            .iter()
+            .zip(&before)
+            .all(|(f, &was)| counter(f).is_some_and(|(n, last)| n > was && named.contains(&last)));
         if all {
             return events(files);
         }
-        assert!(Instant::now() < deadline, "no counter saw {named}");
+        assert!(
+            Instant::now() < deadline,
+            "not every counter saw {}",
+            sentinel.display()
+        );
         std::thread::sleep(Duration::from_millis(10));
     }
 }
@@ -270,7 +287,10 @@ fn run(n: u32, many: bool, o: &Opts) {
     let rss: u64 = pids.iter().map(|&p| rss_kib(p)).sum();
 
     // Wake-ups while something lists queue/pending 100 times a second.
-    let before = settled_events(&client, &files, "first");
+    // What a sentinel itself costs (a poller sees one mkdir as two changes of keys/).
+    let first = settled_events(&client, &files, "first");
+    let before = settled_events(&client, &files, "second");
+    let per_sentinel = before - first;
     let stop = Arc::new(AtomicBool::new(false));
     let lister = {
         let (stop, pending) = (stop.clone(), client.root().queue_pending());
@@ -284,8 +304,7 @@ fn run(n: u32, many: bool, o: &Opts) {
     let listed_cpu = cpu_over(&pids, 5.0);
     stop.store(true, Ordering::Relaxed);
     lister.join().unwrap();
-    // Less the second sentinel's own event in each worker.
-    let woke = settled_events(&client, &files, "second") - before - files.len() as u64;
+    let woke = (settled_events(&client, &files, "third") - before).saturating_sub(per_sentinel);
 
     let mut totals = Vec::new();
     let mut lat = Vec::new();
