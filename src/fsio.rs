@@ -18,7 +18,7 @@ use crate::error::{Error, FileProblem, Result};
 
 mod swap;
 use swap::swap_in_at_via;
-pub use swap::{next_name, swap_in_at};
+pub use swap::{next_name, refused_in as swap_refused_in, swap_in_at};
 
 /// Default size limit for a task file.
 pub const TASK_SIZE_LIMIT: u64 = 4 * 1024 * 1024;

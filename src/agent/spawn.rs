@@ -93,26 +93,38 @@ pub fn reserve_low_fds() -> Option<[libc::c_int; 3]> {
 }
 
 fn reserve() -> Option<Reserved> {
-    let null = File::options()
-        .read(true)
-        .write(true)
-        .open("/dev/null")
-        .ok()?;
-    let mut held = vec![OwnedFd::from(null)];
-    for _ in 0..3 {
+    let null = OwnedFd::from(
+        File::options()
+            .read(true)
+            .write(true)
+            .open("/dev/null")
+            .ok()?,
+    );
+    // Four descriptors from 3 on: the opened one lands below 3 when the process was
+    // started with one of 0–2 closed, and is then only the source of the copies.
+    let source = null.as_raw_fd();
+    let mut held = Vec::with_capacity(4);
+    let below_3 = if source >= 3 {
+        held.push(null);
+        None
+    } else {
+        Some(null)
+    };
+    while held.len() < 4 {
         // SAFETY: duplicates a descriptor we own; the result, if any, is owned below.
-        let fd = unsafe { libc::fcntl(held[0].as_raw_fd(), libc::F_DUPFD_CLOEXEC, 3) };
+        let fd = unsafe { libc::fcntl(source, libc::F_DUPFD_CLOEXEC, 3) };
         if fd < 0 {
             return None;
         }
         // SAFETY: `fd` was just made by fcntl and belongs to nobody else.
         held.push(unsafe { OwnedFd::from_raw_fd(fd) });
     }
+    drop(below_3);
     // The three lowest are lent at each spawn; the highest is the spare put back
     // after it. Dropping `held` on a refusal closes what we opened.
     held.sort_by_key(AsRawFd::as_raw_fd);
     let fds = [0, 1, 2].map(|i| held[i].as_raw_fd());
-    if fds[0] < 3 || fds[2] >= RESERVE_BELOW {
+    if fds[2] >= RESERVE_BELOW {
         return None;
     }
     let null = held.pop()?;
@@ -448,8 +460,9 @@ extern "C" fn child_main(arg: *mut libc::c_void) -> libc::c_int {
             std::ptr::write_volatile(&mut plan.error, errno);
             libc::_exit(127)
         };
-        // Sharing the worker's table: leave it first, taking only 0–5 along (the
-        // kernel copies just those when the range to close runs to the end). Where
+        // Sharing the worker's table: leave it first, taking along only the
+        // descriptors below `keep_below` (the kernel copies just those, in words of
+        // 64, when the range to close runs to the end). Where
         // close_range cannot (before Linux 5.9), a whole copy, closed at exec.
         if plan.keep_below > 0
             && libc::syscall(

@@ -390,6 +390,9 @@ pub(super) fn ready_owner_swap(path: &Path) {
     let Some(dir) = open_dir(path) else {
         return;
     };
+    if fsio::swap_refused_in(&dir) {
+        return; // renewals replace the record with a temp file there
+    }
     let next = fsio::next_name(std::ffi::OsStr::new("owner.json"));
     let flags = OFlag::O_WRONLY | OFlag::O_CREAT | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC;
     if let Err(e) = fcntl::openat(

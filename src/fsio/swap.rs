@@ -34,6 +34,14 @@ pub fn next_name(name: &OsStr) -> OsString {
     next
 }
 
+/// Whether a swap in `dir`'s filesystem was refused before (then nothing should be
+/// prepared for one).
+pub fn refused_in(dir: &File) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    let refused = NO_EXCHANGE.lock().unwrap_or_else(|e| e.into_inner());
+    !refused.is_empty() && dir.metadata().is_ok_and(|m| refused.contains(&m.dev()))
+}
+
 /// Replace `name` in the directory open as `dir` with `bytes` by swapping it with its
 /// second name; `path` (the file's full path) names it in errors. `None` where the
 /// filesystem cannot swap names (NFS, FUSE, older kernels, other systems): the caller
