@@ -2,6 +2,7 @@
 //! drained concurrently, every process it left stopped when it ends.
 
 mod live;
+mod low_fds;
 mod output;
 mod spawn;
 pub mod stream;
@@ -29,8 +30,9 @@ use output::{Captured, LogSink};
 use spawn::{AgentProcess, SelfRecord, SpawnSpec};
 
 pub use live::STDERR_MARK;
+pub use low_fds::reserve_low_fds;
 pub use output::ready_log;
-pub use spawn::{reserve_low_fds, EXIT_UNRECORDED};
+pub use spawn::EXIT_UNRECORDED;
 
 /// The agent command line, split into argv (no shell unless the user writes `sh -c …`).
 #[derive(Debug, Clone, PartialEq, Eq)]

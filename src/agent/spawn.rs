@@ -15,15 +15,8 @@
 //! if the worker dies first, the parent-death signal (or the parent check) ends the
 //! child; if the write fails, the child never execs and the spawn returns the error.
 //!
-//! Why three low descriptors are reserved ([`reserve_low_fds`]; 3–5 unless the process
-//! inherited some there): a worker of a thousand slots holds a thousand gate files open.
-//! A child made without `CLONE_FILES` gets a copy of the whole descriptor table and
-//! closes every entry at exec: in a burst of a thousand tasks that was about a quarter
-//! of the worker's CPU. With three reserved, the child's pipe ends are put there, the
-//! child shares the table (`CLONE_FILES`) and leaves it with `close_range(N, ~0,
-//! CLOSE_RANGE_UNSHARE)`, N the one after the highest reserved, which copies only the
-//! descriptors below N. (A worker started with descriptors 3–5 taken — under `perf`, by
-//! a service manager — once failed to reserve any and copied the whole table again.)
+//! Why the child shares our descriptor table until it leaves it keeping only the
+//! descriptors below the three reserved for its pipes: see [`super::low_fds`].
 //!
 //! Rules for the child side (it runs on a small stack of its own, in the parent's
 //! memory, while the calling thread is suspended): no allocation, no locks, no panics,
@@ -38,10 +31,11 @@ use std::os::unix::ffi::OsStrExt;
 use std::os::unix::process::ExitStatusExt;
 use std::path::Path;
 use std::process::ExitStatus;
-use std::sync::{Mutex, Once, OnceLock};
+use std::sync::{Mutex, Once};
 
 use nix::libc;
 
+use super::low_fds::{self, LentLowFds, Reserved};
 use crate::error::{Error, Result};
 use crate::protocol::{AgentRecord, TaskId};
 
@@ -59,108 +53,6 @@ const CHILD_STACK: usize = 64 * 1024;
 /// its child has exec'd, so under this lock no child sees another's pipe ends before
 /// they are in their owner's hands.
 static SPAWN_LOCK: Mutex<()> = Mutex::new(());
-
-/// Reserved descriptors must lie below this: the kernel copies the table in words of
-/// 64 entries, so a child keeps at most the first 64 (placeholders and strays alike).
-const RESERVE_BELOW: libc::c_int = 64;
-
-/// The three descriptors the child's stdin, stdout and stderr pipe ends are lent to,
-/// and `/dev/null` open, which they hold between spawns.
-struct Reserved {
-    fds: [libc::c_int; 3],
-    null: OwnedFd,
-}
-
-impl Reserved {
-    /// The first descriptor a child does not keep.
-    fn keep_below(&self) -> libc::c_uint {
-        self.fds[2] as libc::c_uint + 1
-    }
-}
-
-/// `None` when no three descriptors could be reserved low enough (a child then gets a
-/// copy of the whole table, as before).
-static RESERVED: OnceLock<Option<Reserved>> = OnceLock::new();
-
-/// Reserve the three lowest free descriptors from 3 on (3–5, unless the process
-/// inherited some there) for the stdio of agents this process starts, so that each
-/// child copies only the descriptors below them (see the module's documentation). To
-/// be called before the process opens many descriptors (a worker: before it takes its
-/// gates). Returns the three, or `None` when none low enough were free (agents are
-/// then started the old way).
-pub fn reserve_low_fds() -> Option<[libc::c_int; 3]> {
-    RESERVED.get_or_init(reserve).as_ref().map(|r| r.fds)
-}
-
-fn reserve() -> Option<Reserved> {
-    let null = OwnedFd::from(
-        File::options()
-            .read(true)
-            .write(true)
-            .open("/dev/null")
-            .ok()?,
-    );
-    // Four descriptors from 3 on: the opened one lands below 3 when the process was
-    // started with one of 0–2 closed, and is then only the source of the copies.
-    let source = null.as_raw_fd();
-    let mut held = Vec::with_capacity(4);
-    let below_3 = if source >= 3 {
-        held.push(null);
-        None
-    } else {
-        Some(null)
-    };
-    while held.len() < 4 {
-        // SAFETY: duplicates a descriptor we own; the result, if any, is owned below.
-        let fd = unsafe { libc::fcntl(source, libc::F_DUPFD_CLOEXEC, 3) };
-        if fd < 0 {
-            return None;
-        }
-        // SAFETY: `fd` was just made by fcntl and belongs to nobody else.
-        held.push(unsafe { OwnedFd::from_raw_fd(fd) });
-    }
-    drop(below_3);
-    // The three lowest are lent at each spawn; the highest is the spare put back
-    // after it. Dropping `held` on a refusal closes what we opened.
-    held.sort_by_key(AsRawFd::as_raw_fd);
-    let fds = [0, 1, 2].map(|i| held[i].as_raw_fd());
-    if fds[2] >= RESERVE_BELOW {
-        return None;
-    }
-    let null = held.pop()?;
-    held.into_iter().for_each(std::mem::forget);
-    Some(Reserved { fds, null })
-}
-
-/// The child's pipe ends lent to the reserved descriptors for one spawn; dropping it
-/// puts the placeholders back (closing the copies there), on every path.
-struct LentLowFds<'a> {
-    reserved: &'a Reserved,
-}
-
-impl<'a> LentLowFds<'a> {
-    /// Lend `ends` (stdin, stdout, stderr) to the reserved descriptors. Hold
-    /// [`SPAWN_LOCK`].
-    fn lend(reserved: &'a Reserved, ends: [libc::c_int; 3]) -> io::Result<LentLowFds<'a>> {
-        let lent = LentLowFds { reserved };
-        for (fd, target) in ends.into_iter().zip(reserved.fds) {
-            // SAFETY: replaces our own reserved placeholder, atomically.
-            if unsafe { libc::dup3(fd, target, libc::O_CLOEXEC) } < 0 {
-                return Err(io::Error::last_os_error());
-            }
-        }
-        Ok(lent)
-    }
-}
-
-impl Drop for LentLowFds<'_> {
-    fn drop(&mut self) {
-        for target in self.reserved.fds {
-            // SAFETY: puts our placeholder back over our own lent copy.
-            unsafe { libc::dup3(self.reserved.null.as_raw_fd(), target, libc::O_CLOEXEC) };
-        }
-    }
-}
 
 /// Where the child records itself, and the record with its pid field still blank.
 pub(super) struct SelfRecord {
@@ -338,7 +230,7 @@ pub(super) fn spawn(spec: SpawnSpec<'_>) -> Result<AgentProcess, SpawnError> {
         stdout_child.as_raw_fd(),
         stderr_child.as_raw_fd(),
     ];
-    let reserved = RESERVED.get().and_then(Option::as_ref);
+    let reserved = low_fds::reserved();
     let lent = match reserved {
         Some(r) => Some(LentLowFds::lend(r, ends)?),
         None => None,

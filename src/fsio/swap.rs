@@ -35,7 +35,7 @@ pub fn next_name(name: &OsStr) -> OsString {
 }
 
 /// Whether a swap in `dir`'s filesystem was refused before (then nothing should be
-/// prepared for one).
+/// prepared for one). The directory is stat'ed only once some filesystem has refused.
 pub fn refused_in(dir: &File) -> bool {
     use std::os::unix::fs::MetadataExt;
     let refused = NO_EXCHANGE.lock().unwrap_or_else(|e| e.into_inner());
@@ -65,14 +65,8 @@ pub fn swap_in_at_via(
 ) -> Option<Result<()>> {
     use nix::fcntl::{renameat2, RenameFlags};
     use std::os::unix::fs::MetadataExt;
-    let unable = || NO_EXCHANGE.lock().unwrap_or_else(|e| e.into_inner());
-    // Looked up only once some filesystem has refused (a stat per write otherwise).
-    let dev = || dir.metadata().map(|m| m.dev()).unwrap_or(0);
-    {
-        let refused = unable();
-        if !refused.is_empty() && refused.contains(&dev()) {
-            return None;
-        }
+    if refused_in(dir) {
+        return None;
     }
     // Overwritten in place, cut only if it was longer (records hardly change length):
     // truncating first would free the file's block and allocate it again.
@@ -98,8 +92,11 @@ pub fn swap_in_at_via(
     };
     match failed {
         Errno::EINVAL | Errno::ENOSYS | Errno::EOPNOTSUPP => {
-            let dev = dev();
-            unable().push(dev);
+            let dev = dir.metadata().map(|m| m.dev()).unwrap_or(0);
+            NO_EXCHANGE
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .push(dev);
             let _ = nix::unistd::unlinkat(dir, next, nix::unistd::UnlinkatFlags::NoRemoveDir);
             None
         }
