@@ -31,34 +31,38 @@ pub const ENV_MAX_DEPTH: &str = "CONDUCTOR_MAX_DEPTH";
 pub const DEFAULT_MAX_DEPTH: u32 = 3;
 
 /// Mark `task` with the depth of the process creating it ([`ENV_DEPTH`], 0 when unset),
-/// so the worker hands its agent depth + 1; [`Error::Refused`] past the limit
+/// so the worker hands its agent depth + 1; [`Error::TooDeep`] past the limit
 /// ([`ENV_MAX_DEPTH`]), so a chain of agents creating sub-tasks cannot fork-bomb the
-/// machine. A variable that is not a number is [`Error::Usage`], naming it.
+/// machine. A variable that is not a number is [`Error::BadEnvVar`], naming it.
 pub fn stamp_depth(task: &mut crate::protocol::Task) -> Result<()> {
     let depth = depth_var(ENV_DEPTH)?.unwrap_or(0);
     let max = depth_var(ENV_MAX_DEPTH)?.unwrap_or(DEFAULT_MAX_DEPTH);
     if depth > max {
-        return Err(Error::Refused(format!(
-            "refusing to create a task at depth {depth}: this process runs inside a chain of \
-             conductor agents {depth} deep ({ENV_DEPTH}={depth}), past the limit of {max} \
-             ({ENV_MAX_DEPTH}, default {DEFAULT_MAX_DEPTH}); do this task's work here instead \
-             of handing it on"
-        )));
+        return Err(Error::TooDeep {
+            depth,
+            max,
+            default_max: DEFAULT_MAX_DEPTH,
+            depth_var: ENV_DEPTH,
+            max_var: ENV_MAX_DEPTH,
+        });
     }
     task.depth = (depth > 0).then_some(depth);
     Ok(())
 }
 
-fn depth_var(name: &str) -> Result<Option<u32>> {
+fn depth_var(name: &'static str) -> Result<Option<u32>> {
     let Some(value) = std::env::var_os(name) else {
         return Ok(None);
     };
     let text = value.to_string_lossy();
-    text.trim().parse::<u32>().map(Some).map_err(|_| {
-        Error::Usage(format!(
-            "environment variable {name}={text:?} is not a whole number of levels such as 0 or 3"
-        ))
-    })
+    text.trim()
+        .parse::<u32>()
+        .map(Some)
+        .map_err(|_| Error::BadEnvVar {
+            name,
+            value: text.into_owned(),
+            expected: "a whole number of levels such as 0 or 3",
+        })
 }
 
 /// Refuse to `action` (e.g. "start worker 3") from inside a conductor agent, where it
@@ -69,6 +73,7 @@ pub fn refuse_nested(action: &str, allowed: bool) -> Result<()> {
     }
     Err(Error::Nested {
         action: action.to_string(),
+        variable: ENV_WORKER,
     })
 }
 

@@ -7,6 +7,43 @@ use std::time::Duration;
 /// Result alias used throughout the library.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
+/// What kind of failure an error is, and so the binaries' exit code. Every exit code
+/// conductor's binaries use is defined here, once; `--help` and the README list them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ExitClass {
+    /// Everything went well.
+    Ok,
+    /// An error, a failed task, or an expired `--timeout`.
+    Failure,
+    /// Bad usage: arguments, slot names, input files, no conductor root.
+    Usage,
+    /// Refused: something alive is in the way (busy inbox, slot already served, nested
+    /// start, a session in use).
+    Refused,
+    /// Nobody serves it: a wait no live worker would answer, or whose worker died with
+    /// the task in hand and nobody recovers it.
+    Nobody,
+    /// Stopped by Ctrl-C (SIGINT), as shells report it: 128 + 2.
+    Interrupted,
+}
+
+/// The exit codes, as `--help` lists them (each binary's `after_help`).
+pub const EXIT_CODES_HELP: &str = "Exit codes: 0 ok, 1 error, failed task or --timeout expired, 2 usage (bad arguments, missing files, no conductor root), 3 refused (busy inbox, slot already served, nested start), 4 nobody serves it (a wait no live worker would answer, or whose worker died and nobody recovers its task), 130 interrupted (Ctrl-C)";
+
+impl ExitClass {
+    /// The process exit code of this class.
+    pub const fn code(self) -> i32 {
+        match self {
+            ExitClass::Ok => 0,
+            ExitClass::Failure => 1,
+            ExitClass::Usage => 2,
+            ExitClass::Refused => 3,
+            ExitClass::Nobody => 4,
+            ExitClass::Interrupted => 130,
+        }
+    }
+}
+
 /// What is wrong with a file we refused to accept.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
@@ -136,15 +173,16 @@ pub enum Error {
     },
 
     /// Refused to act from inside a conductor agent, where it would nest workers under
-    /// a worker (exit code 3 in the binaries).
+    /// a worker.
     #[error(
-        "refusing to {action}: this process runs inside a conductor agent ({} is set), \
-         and nesting was not allowed",
-        crate::env::ENV_WORKER
+        "refusing to {action}: this process runs inside a conductor agent ({variable} is set), \
+         and nesting was not allowed"
     )]
     Nested {
         /// e.g. "start worker 3"
         action: String,
+        /// The variable that marks an agent's environment (`CONDUCTOR_WORKER`).
+        variable: &'static str,
     },
 
     /// A slot's lock is held by a live process, so its state is not ours to touch
@@ -173,11 +211,11 @@ pub enum Error {
     UnknownPreset { name: String },
 
     /// No root was given and none can be derived from the environment.
-    #[error(
-        "cannot find the conductor root: {} is not set, and neither is HOME",
-        crate::env::ENV_HOME
-    )]
-    NoHome,
+    #[error("cannot find the conductor root: {variable} is not set, and neither is HOME")]
+    NoHome {
+        /// The variable naming the root (`CONDUCTOR_HOME`).
+        variable: &'static str,
+    },
 
     #[error("no worker has a record of task {id}; only tasks that ran can be retried")]
     NoTaskRecord { id: String },
@@ -193,21 +231,52 @@ pub enum Error {
         why: String,
     },
 
-    /// The launcher refused: the session is in use right now (exit code 3).
-    #[error(transparent)]
-    LaunchRefused(Box<crate::launch::LaunchRefusal>),
+    /// A chain of agents creating sub-tasks went past the fan-out limit.
+    #[error(
+        "refusing to create a task at depth {depth}: this process runs inside a chain of \
+         conductor agents {depth} deep ({depth_var}={depth}), past the limit of {max} \
+         ({max_var}, default {default_max}); do this task's work here instead of handing it on"
+    )]
+    TooDeep {
+        depth: u32,
+        max: u32,
+        default_max: u32,
+        /// The variables that carry the depth and the limit.
+        depth_var: &'static str,
+        max_var: &'static str,
+    },
 
-    /// A launch (or kill) request that cannot be carried out as given (exit code 2).
-    #[error(transparent)]
-    BadLaunch(#[from] crate::launch::LaunchProblem),
+    /// An environment variable conductor reads holds something it cannot use.
+    #[error("environment variable {name}={value:?} is not {expected}")]
+    BadEnvVar {
+        name: &'static str,
+        value: String,
+        /// e.g. "a whole number of levels such as 0 or 3"
+        expected: &'static str,
+    },
 
-    /// A one-off usage error (exit code 2 in the binaries).
-    #[error("{0}")]
-    Usage(String),
+    /// Asked to run or serve, but given no slots.
+    #[error("no worker slots {purpose}")]
+    NoSlots {
+        /// e.g. "to run tasks on", "to serve"
+        purpose: &'static str,
+    },
 
-    /// Not now: something alive is in the way (exit code 3 in the binaries).
-    #[error("{0}")]
-    Refused(String),
+    /// A slot list (`0-3,7`) that does not parse.
+    #[error("slot list {list:?}: {why}")]
+    BadSlotList { list: String, why: String },
+
+    /// A path that should name a file names none (it ends in `..` or is a root).
+    #[error("{} does not name a file", path.display())]
+    NotAFileName { path: PathBuf },
+
+    /// A cancel met the task's files half-written by its worker.
+    #[error("worker {slot} has task {task} in hand but its files are being written; try again in a moment")]
+    CancelMidWrite { slot: u32, task: String },
+
+    /// A cancel chased a task from place to place and never caught it still.
+    #[error("task {task} kept moving while it was being cancelled; try again")]
+    CancelKeptMoving { task: String },
 
     /// A wait that nobody would ever answer: no live worker serves the slot (`Some`) or,
     /// for a queued task, the root (`None`) — and none has for a short grace.
@@ -323,13 +392,50 @@ fn stderr_suffix(stderr: &str) -> String {
     }
 }
 
-impl From<crate::launch::LaunchRefusal> for Error {
-    fn from(refusal: crate::launch::LaunchRefusal) -> Self {
-        Error::LaunchRefused(Box::new(refusal))
-    }
-}
-
 impl Error {
+    /// Which kind of failure this is (and so the binaries' exit code).
+    pub fn exit_class(&self) -> ExitClass {
+        use Error::*;
+        match self {
+            GateHeld { .. }
+            | InboxBusy { .. }
+            | Nested { .. }
+            | SlotBusy { .. }
+            | NotPublished { .. }
+            | TooDeep { .. }
+            | CancelMidWrite { .. }
+            | CancelKeptMoving { .. } => ExitClass::Refused,
+            InvalidSlot { .. }
+            | NoSuchSlot { .. }
+            | SlotTooLarge { .. }
+            | InvalidTask { .. }
+            | IdTaken { .. }
+            | BadCommandLine { .. }
+            | NotADirectory { .. }
+            | UnknownPreset { .. }
+            | NoHome { .. }
+            | NoRoot { .. }
+            | NoTaskRecord { .. }
+            | NoSuchTask { .. }
+            | UnknownDependency { .. }
+            | AfterNeedsQueue { .. }
+            | BadTaskDir { .. }
+            | BadEnvVar { .. }
+            | NoSlots { .. }
+            | BadSlotList { .. }
+            | NotAFileName { .. } => ExitClass::Usage,
+            NobodyServes { .. } | WorkerDied { .. } => ExitClass::Nobody,
+            Io { .. }
+            | BadFile { .. }
+            | LockLost { .. }
+            | Timeout { .. }
+            | Watch { .. }
+            | WorkerGone { .. }
+            | Spawn { .. }
+            | Command { .. } => ExitClass::Failure,
+        }
+    }
+
     /// `program args…` ran and exited unsuccessfully, as `out` shows.
     pub(crate) fn command(program: &str, args: &[&str], out: &std::process::Output) -> Self {
         Error::Command {
@@ -407,8 +513,11 @@ mod tests {
         let errors = [
             Error::Nested {
                 action: "start worker 3".into(),
+                variable: "CONDUCTOR_WORKER",
             },
-            Error::NoHome,
+            Error::NoHome {
+                variable: "CONDUCTOR_HOME",
+            },
             Error::NotADirectory {
                 what: "project directory",
                 path: "/nowhere".into(),

@@ -101,7 +101,9 @@ impl Root {
                     .join(".claude-code")
                     .join("orchestrator"),
             )),
-            None => Err(Error::NoHome),
+            None => Err(Error::NoHome {
+                variable: crate::env::ENV_HOME,
+            }),
         }
     }
 

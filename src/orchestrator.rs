@@ -81,7 +81,9 @@ impl Orchestrator {
         mut on_progress: impl FnMut(Progress<'_>),
     ) -> Result<Vec<TaskResult>> {
         if self.slots.is_empty() {
-            return Err(Error::Usage("no worker slots to run tasks on".into()));
+            return Err(Error::NoSlots {
+                purpose: "to run tasks on",
+            });
         }
         let (_watcher, wake) = self.watch_results()?;
         let mut run = Run::new(tasks);

@@ -4,29 +4,30 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use super::parse_preset;
+use super::usage::CliError;
 use crate::agent::AgentCommand;
+use crate::error::ExitClass;
+use crate::launch::LaunchError;
 use crate::preset::Preset;
 use crate::watch::{WatchMode, DEFAULT_POLL_INTERVAL};
 use crate::worker::{parse_slot_list, MultiWorker, Worker, WorkerOptions};
 use crate::{Error, Root, Slot};
 use clap::Args;
 
-/// Exit codes, documented in `--help` and the README.
+/// Exit codes as the binaries return them: each is [`ExitClass::code`] of its class,
+/// where the codes are defined and documented.
 pub mod exit {
-    /// Everything went well.
-    pub const OK: i32 = 0;
-    /// An error (or a task failed).
-    pub const FAILURE: i32 = 1;
-    /// Bad usage: arguments, slot names, input files.
-    pub const USAGE: i32 = 2;
-    /// Refused: busy inbox, slot served by another worker, nested start.
-    pub const REFUSED: i32 = 3;
-    /// Nobody serves it: a wait no live worker would answer (none serves the slot or the
-    /// queue), or whose worker died with the task in hand and nobody recovers it.
-    pub const NOBODY: i32 = 4;
+    use crate::error::ExitClass;
+
+    pub const OK: i32 = ExitClass::Ok.code();
+    pub const FAILURE: i32 = ExitClass::Failure.code();
+    pub const USAGE: i32 = ExitClass::Usage.code();
+    pub const REFUSED: i32 = ExitClass::Refused.code();
+    pub const NOBODY: i32 = ExitClass::Nobody.code();
+    pub const INTERRUPTED: i32 = ExitClass::Interrupted.code();
 }
 
-pub const EXIT_CODES_HELP: &str = "Exit codes: 0 ok, 1 error, failed task or --timeout expired, 2 usage (bad arguments, missing files, no conductor root), 3 refused (busy inbox, slot already served, nested start), 4 nobody serves it (a wait no live worker would answer, or whose worker died and nobody recovers its task)";
+pub use crate::error::EXIT_CODES_HELP;
 
 /// `-v` / `-q`, shared by every binary.
 #[derive(Debug, Clone, Copy, clap::Args)]
@@ -136,40 +137,23 @@ fn local_time_of_day() -> String {
     }
 }
 
+/// The class of an error from any layer: the library's, the launcher's, the front
+/// end's own; anything else (an I/O error met in the front end) is a failure.
+pub fn exit_class_of(err: &anyhow::Error) -> ExitClass {
+    if let Some(e) = err.downcast_ref::<Error>() {
+        e.exit_class()
+    } else if let Some(e) = err.downcast_ref::<LaunchError>() {
+        e.exit_class()
+    } else if let Some(e) = err.downcast_ref::<CliError>() {
+        e.exit_class()
+    } else {
+        ExitClass::Failure
+    }
+}
+
 /// Map an error to its documented exit code.
 pub fn exit_code_for(err: &anyhow::Error) -> i32 {
-    match err.downcast_ref::<Error>() {
-        Some(
-            Error::GateHeld { .. }
-            | Error::InboxBusy { .. }
-            | Error::Nested { .. }
-            | Error::SlotBusy { .. }
-            | Error::NotPublished { .. }
-            | Error::LaunchRefused(_)
-            | Error::Refused(_),
-        ) => exit::REFUSED,
-        Some(
-            Error::Usage(_)
-            | Error::InvalidSlot { .. }
-            | Error::NoSuchSlot { .. }
-            | Error::SlotTooLarge { .. }
-            | Error::InvalidTask { .. }
-            | Error::IdTaken { .. }
-            | Error::BadCommandLine { .. }
-            | Error::NotADirectory { .. }
-            | Error::UnknownPreset { .. }
-            | Error::NoHome
-            | Error::NoRoot { .. }
-            | Error::NoTaskRecord { .. }
-            | Error::BadLaunch(_)
-            | Error::NoSuchTask { .. }
-            | Error::UnknownDependency { .. }
-            | Error::AfterNeedsQueue { .. }
-            | Error::BadTaskDir { .. },
-        ) => exit::USAGE,
-        Some(Error::NobodyServes { .. } | Error::WorkerDied { .. }) => exit::NOBODY,
-        _ => exit::FAILURE,
-    }
+    exit_class_of(err).code()
 }
 
 /// Print an error with its causes and return its exit code.
@@ -195,7 +179,7 @@ fn hint(err: &Error) -> Option<String> {
     match err {
         // Every command that refuses to nest takes this flag.
         Error::Nested { .. } => Some("pass --allow-nested if you really mean it".into()),
-        Error::NoHome => Some(format!("pass --root DIR or set {}", crate::env::ENV_HOME)),
+        Error::NoHome { variable } => Some(format!("pass --root DIR or set {variable}")),
         _ => None,
     }
 }
@@ -362,6 +346,7 @@ mod tests {
         let refused = [
             Error::Nested {
                 action: "run".into(),
+                variable: "CONDUCTOR_WORKER",
             },
             Error::SlotBusy {
                 slot: 1,
@@ -372,25 +357,31 @@ mod tests {
                 dest: "b".into(),
                 why: "c".into(),
             },
-            LaunchRefusal::Running {
-                session: "s".into(),
-                record: None,
-                attach: "tmux attach -t s".into(),
-            }
-            .into(),
         ];
         for e in refused {
             assert_eq!(exit_code_for(&e.into()), exit::REFUSED);
         }
+        let launch_refused: LaunchError = LaunchRefusal::Running {
+            session: "s".into(),
+            record: None,
+            attach: "tmux attach -t s".into(),
+        }
+        .into();
+        assert_eq!(exit_code_for(&launch_refused.into()), exit::REFUSED);
+        let launch_problem: LaunchError = LaunchProblem::WorkerCount { workers: 0 }.into();
+        assert_eq!(exit_code_for(&launch_problem.into()), exit::USAGE);
+        let cli_usage = CliError::Usage("x".into());
+        assert_eq!(exit_code_for(&cli_usage.into()), exit::USAGE);
         let usage = [
-            Error::NoHome,
+            Error::NoHome {
+                variable: "CONDUCTOR_HOME",
+            },
             Error::UnknownPreset { name: "x".into() },
             Error::NoTaskRecord { id: "t".into() },
             Error::NotADirectory {
                 what: "project directory",
                 path: "/nowhere".into(),
             },
-            LaunchProblem::WorkerCount { workers: 0 }.into(),
         ];
         for e in usage {
             assert_eq!(exit_code_for(&e.into()), exit::USAGE);
@@ -401,8 +392,12 @@ mod tests {
     fn the_cli_names_the_flag_the_library_does_not() {
         let nested = Error::Nested {
             action: "run".into(),
+            variable: "CONDUCTOR_WORKER",
         };
         assert!(hint(&nested).unwrap().contains("--allow-nested"));
-        assert!(hint(&Error::NoHome).unwrap().contains("--root"));
+        let no_home = Error::NoHome {
+            variable: "CONDUCTOR_HOME",
+        };
+        assert!(hint(&no_home).unwrap().contains("--root"));
     }
 }

@@ -2,6 +2,7 @@
 
 use std::path::PathBuf;
 
+use crate::cli::usage::CliError;
 use crate::{Client, Slot};
 
 use super::{parse_slot, RootArg};
@@ -58,7 +59,7 @@ fn create_slot(client: &Client, slot: Slot) -> anyhow::Result<()> {
 
 pub fn run(args: Args) -> anyhow::Result<i32> {
     if let Some(dir) = &args.dir {
-        return Err(crate::Error::Usage(format!(
+        return Err(CliError::Usage(format!(
             "`init` sets up a root: name it with --root {} (--dir is a project directory, \
              for run, launch and the workers)",
             dir.display()

@@ -4,9 +4,10 @@ use std::io::IsTerminal;
 use std::os::unix::process::CommandExt;
 use std::path::PathBuf;
 
+use crate::cli::usage::CliError;
 use crate::launch::{self, LaunchOptions, Tmux};
 use crate::preset::Preset;
-use crate::{Error, Root};
+use crate::Root;
 use anyhow::Context as _;
 
 use crate::cli::common::{self, exit};
@@ -92,7 +93,7 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
         return kill(&tmux, &args.session, args.json);
     }
     if args.json {
-        anyhow::bail!(Error::Usage("--json goes with --list or --kill".into()));
+        anyhow::bail!(CliError::Usage("--json goes with --list or --kill".into()));
     }
     crate::env::refuse_nested("launch a tmux session", args.allow_nested)?;
     let root = Root::resolve(args.root.as_deref())?;
@@ -115,8 +116,10 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
     let stop = launch::stop_command(&tmux, &opts.session);
     let launched = launch::launch(&opts).map_err(|e| match e {
         // The session runs (or is being made): say how to stop it, too.
-        Error::LaunchRefused(why) => Error::Refused(format!("{why}; stop it with `{stop}`")),
-        e => e,
+        launch::LaunchError::Refused(why) => {
+            anyhow::Error::from(CliError::Refused(format!("{why}; stop it with `{stop}`")))
+        }
+        e => anyhow::Error::from(e),
     })?;
     super::emit(&describe(&launched, &tmux, args.dashboard))?;
     if args.no_attach {

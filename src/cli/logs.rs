@@ -3,11 +3,12 @@
 use std::io::Write;
 use std::time::Duration;
 
+use crate::cli::usage::CliError;
 use crate::fsio::{self, RESULT_SIZE_LIMIT};
 use crate::inspect::{self, LogFollower};
 use crate::protocol::parse_result;
 use crate::watch::WatchMode;
-use crate::{Error, TaskId, WorkerPaths};
+use crate::{TaskId, WorkerPaths};
 use crossbeam_channel::select;
 
 use super::target::{at_most_one, single, Target, Targets, TARGET_HELP};
@@ -62,7 +63,7 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
         }
         let path = paths.task_log(&id);
         let Some(mut f) = inspect::open_log(&path)? else {
-            anyhow::bail!(Error::Usage(format!(
+            anyhow::bail!(CliError::Usage(format!(
                 "worker {} has no log for task {id} ({} is missing: the task never ran there, is still running, or was collected by gc)",
                 slot,
                 path.display()

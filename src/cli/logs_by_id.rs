@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use crossbeam_channel::{bounded, select, Receiver};
 
+use crate::cli::usage::CliError;
 use crate::inspect::{self, read_task_file};
 use crate::tasks::{self, TaskLocation, TaskState};
 use crate::watch::{DirWatcher, Interest, WatchMode};
@@ -46,14 +47,14 @@ fn tasks_error(root: &Root, id: &TaskId) -> anyhow::Error {
 fn print_once(root: &Root, loc: &TaskLocation) -> anyhow::Result<i32> {
     let id = &loc.id;
     let Some(slot) = loc.slot else {
-        anyhow::bail!(Error::Usage(format!(
+        anyhow::bail!(CliError::Usage(format!(
             "task {id} has not run (it is {}), so it has no output yet",
             loc.state
         )));
     };
     let w = root.worker(slot);
     let path = match loc.state {
-        TaskState::Waiting => anyhow::bail!(Error::Usage(format!(
+        TaskState::Waiting => anyhow::bail!(CliError::Usage(format!(
             "task {id} waits in worker {slot}'s inbox and has no output yet (-f waits for it)"
         ))),
         TaskState::Running => w.output_log(),
@@ -70,7 +71,7 @@ fn print_once(root: &Root, loc: &TaskLocation) -> anyhow::Result<i32> {
     match opened {
         Some(mut f) => copy_out(&mut f),
         None if loc.state == TaskState::Running => Ok(exit::OK),
-        None => anyhow::bail!(Error::Usage(format!(
+        None => anyhow::bail!(CliError::Usage(format!(
             "task {id} ({}) has no log: {} is missing (it never started, or gc collected it)",
             loc.state,
             path.display()

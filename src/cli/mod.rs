@@ -29,6 +29,7 @@ pub mod submit;
 pub mod table;
 pub mod target;
 pub mod tasks;
+pub mod usage;
 pub mod wait;
 pub mod waiting;
 

@@ -1,5 +1,6 @@
 //! `conductor retry TASK_ID | N TASK_ID`: run a finished task again under a new id.
 
+use crate::cli::usage::CliError;
 use crate::fsio;
 use crate::{Error, Outcome, Slot, Task, TaskId, TaskResult};
 use anyhow::Context as _;
@@ -44,13 +45,13 @@ fn ran_where(client: &crate::Client, args: &Args) -> anyhow::Result<(Slot, TaskI
                 root: client.root().path().to_path_buf(),
             })?;
             if !loc.state.is_finished() {
-                anyhow::bail!(Error::Usage(format!(
+                anyhow::bail!(CliError::Usage(format!(
                     "task {id} is {}; retry runs a finished task again (`conductor wait {id}` first)",
                     loc.state
                 )));
             }
             let slot = loc.slot.ok_or_else(|| {
-                Error::Usage(format!(
+                CliError::Usage(format!(
                     "task {id} never ran (it is {}): no worker has a record of it to run again",
                     loc.state
                 ))
@@ -154,7 +155,7 @@ fn session_of(result: &TaskResult, logs: &[std::path::PathBuf]) -> anyhow::Resul
              preset (--resume needs a worker started with --preset claude)"
         ),
     };
-    Err(Error::Usage(why).into())
+    Err(CliError::Usage(why).into())
 }
 
 /// The first `session_id` in lines of JSON objects (Claude Code's stream-json or json

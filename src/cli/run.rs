@@ -7,19 +7,17 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
 
+use crate::cli::usage::CliError;
 use crate::orchestrator::{Orchestrator, Progress};
 use crate::pool::{self, WorkerCommand, WorkerPool};
 use crate::preset::Preset;
-use crate::{Client, Error, Root, Slot, Task, TaskResult};
+use crate::{Client, Root, Slot, Task, TaskResult};
 use anyhow::Context as _;
 use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
 
 use super::run_view::{self, Display};
 use crate::cli::common::exit;
-
-/// Exit code when the run was interrupted (Ctrl-C / SIGTERM), as shells expect.
-pub const EXIT_INTERRUPTED: i32 = 130;
 
 #[derive(Debug, clap::Args)]
 #[command(after_help = "\
@@ -103,7 +101,7 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
     let dir = args
         .dir
         .canonicalize()
-        .map_err(|e| Error::Usage(format!("--dir {}: {e}", args.dir.display())))?;
+        .map_err(|e| CliError::Usage(format!("--dir {}: {e}", args.dir.display())))?;
     let mut _private_root = None;
     let root = match &args.root {
         Some(r) => Root::new(r),
@@ -155,7 +153,7 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
     let kept = (args.root.is_some() || args.keep).then_some(&root);
     print_run(&args, kept, &prompts, &results, took)?;
     Ok(if interrupted.load(Ordering::SeqCst) {
-        EXIT_INTERRUPTED
+        exit::INTERRUPTED
     } else if failed > 0 {
         exit::FAILURE
     } else {
@@ -221,7 +219,7 @@ fn read_prompts(args: &Args) -> anyhow::Result<Vec<String>> {
         }
     };
     if prompts.is_empty() {
-        anyhow::bail!(Error::Usage("no prompts to run".into()));
+        anyhow::bail!(CliError::Usage("no prompts to run".into()));
     }
     Ok(prompts)
 }

@@ -4,7 +4,8 @@ use std::io::Read;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use crate::{Error, Slot, Task};
+use crate::cli::usage::CliError;
+use crate::{Slot, Task};
 
 use super::{parse_slot, RootArg};
 use crate::cli::common::exit;
@@ -40,7 +41,7 @@ impl TaskArgs {
         if let Some(c) = &self.context {
             task.context = Some(
                 serde_json::from_str(c)
-                    .map_err(|e| Error::Usage(format!("--context is not valid JSON: {e}")))?,
+                    .map_err(|e| CliError::Usage(format!("--context is not valid JSON: {e}")))?,
             );
         }
         task.timeout_secs = self.timeout.map(super::whole_secs);
@@ -78,14 +79,14 @@ pub fn read_prompt(prompt: Option<String>, file: Option<&PathBuf>) -> anyhow::Re
             let mut s = String::new();
             std::io::stdin()
                 .read_to_string(&mut s)
-                .map_err(|e| Error::Usage(format!("cannot read the prompt from stdin: {e}")))?;
+                .map_err(|e| CliError::Usage(format!("cannot read the prompt from stdin: {e}")))?;
             Ok(s)
         }
         // Bad input (exit 2), naming the file and what is wrong with it.
         (None, Some(f)) => std::fs::read_to_string(f).map_err(|e| {
-            Error::Usage(format!("cannot read the prompt from {}: {e}", f.display())).into()
+            CliError::Usage(format!("cannot read the prompt from {}: {e}", f.display())).into()
         }),
-        (None, None) => anyhow::bail!(Error::Usage("give a prompt or -f FILE".into())),
+        (None, None) => anyhow::bail!(CliError::Usage("give a prompt or -f FILE".into())),
     }
 }
 

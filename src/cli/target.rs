@@ -1,5 +1,6 @@
 //! What `wait`, `result`, `logs`, `cancel` and `retry` are about: tasks by id, or a worker slot (the older, lower-level form).
 
+use crate::cli::usage::CliError;
 use crate::{Root, Slot, TaskId};
 
 use super::{parse_slot, task_id_arg};
@@ -57,7 +58,7 @@ impl Targets {
             .collect::<Result<Vec<_>, _>>()?;
         match slot {
             Some(slot) => Ok(Target::Slot { slot, ids }),
-            None if ids.is_empty() => Err(crate::Error::Usage(
+            None if ids.is_empty() => Err(CliError::Usage(
                 "name a task id (or a worker slot: --slot N)".to_string(),
             )
             .into()),
@@ -71,14 +72,14 @@ pub fn single(ids: Vec<TaskId>, command: &str) -> anyhow::Result<TaskId> {
     let mut ids = ids.into_iter();
     match (ids.next(), ids.next()) {
         (Some(id), None) => Ok(id),
-        _ => Err(crate::Error::Usage(format!("`conductor {command}` takes one task id")).into()),
+        _ => Err(CliError::Usage(format!("`conductor {command}` takes one task id")).into()),
     }
 }
 
 /// At most one task id on a slot.
 pub fn at_most_one(ids: Vec<TaskId>, command: &str) -> anyhow::Result<Option<TaskId>> {
     if ids.len() > 1 {
-        return Err(crate::Error::Usage(format!(
+        return Err(CliError::Usage(format!(
             "`conductor {command} N` takes at most one task id on the slot"
         ))
         .into());

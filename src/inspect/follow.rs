@@ -53,10 +53,12 @@ impl LogFollower {
             Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
             _ => PathBuf::from("."),
         };
-        let name = path
-            .file_name()
-            .map(|n| n.to_os_string())
-            .ok_or_else(|| Error::Usage(format!("{} does not name a file", path.display())))?;
+        let name =
+            path.file_name()
+                .map(|n| n.to_os_string())
+                .ok_or_else(|| Error::NotAFileName {
+                    path: path.to_path_buf(),
+                })?;
         let (tx, wake) = bounded(1);
         let interest: Interest = Arc::new(move |p: &Path| p.file_name() == Some(name.as_os_str()));
         let watcher = DirWatcher::new(&[dir], mode, interest, tx)?;

@@ -1,6 +1,7 @@
 //! One launch per session: the launch gate, and refusing a session (or slot) already in use.
 
-use crate::error::{Error, Result};
+use super::{LaunchError, Result};
+use crate::error::Error;
 use crate::gate::{self, Gate, GateHolder};
 use crate::layout::{Root, Slot};
 
@@ -32,7 +33,7 @@ pub(super) fn take_gate(tmux: &Tmux, root: &Root, session: &str) -> Result<Gate>
             }
             .into());
         }
-        Err(e) => return Err(e),
+        Err(e) => return Err(e.into()),
     };
     if tmux.has_session(session)? {
         let record = tmux.session_record(session).ok().map(|(r, w, _)| (r, w));
@@ -57,14 +58,14 @@ pub(super) fn check_slots_free(root: &Root, slots: &[Slot]) -> Result<()> {
             } else {
                 format!("pid {}, since {}", h.pid, h.since)
             };
-            return Err(Error::GateHeld {
+            return Err(LaunchError::Core(Error::GateHeld {
                 role: format!("worker {slot}"),
                 holder: format!(
                     "{who}; is another session using root {}?",
                     root.path().display()
                 ),
                 path,
-            });
+            }));
         }
     }
     Ok(())

@@ -8,7 +8,7 @@
 //! `--dashboard` the dashboard needs the whole screen: it has the first window to
 //! itself and every worker is in the windows after it.
 
-use crate::error::Result;
+use super::Result;
 use crate::layout::Slot;
 
 use super::tmux::{exact, Tmux};
@@ -124,7 +124,8 @@ pub(super) fn new_window(
             "read the ids of",
             format!("tmux window {name}"),
             std::io::Error::other(format!("new-window printed {out:?}")),
-        )),
+        )
+        .into()),
     }
 }
 

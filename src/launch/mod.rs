@@ -41,7 +41,6 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use crate::error::Result;
 use crate::layout::{Root, Slot};
 use crate::preset::Preset;
 
@@ -53,7 +52,10 @@ mod stop;
 mod tmux;
 mod worktree;
 
-pub use problem::{LaunchProblem, LaunchRefusal};
+pub use problem::{LaunchError, LaunchProblem, LaunchRefusal};
+
+/// What the launcher's functions return.
+pub type Result<T, E = LaunchError> = std::result::Result<T, E>;
 pub use session::{launch, stop_command, where_workers_are};
 pub use stop::{kill, list, KillReport, SessionInfo, StoppedWorker};
 pub use tmux::Tmux;

@@ -2,6 +2,7 @@
 
 use std::path::PathBuf;
 
+use crate::error::ExitClass;
 use crate::gate::GateHolder;
 
 use super::{MAX_WORKERS, OPT_ROOT};
@@ -98,4 +99,36 @@ pub enum LaunchProblem {
         repo.display()
     )]
     ForeignWorktree { path: PathBuf, repo: PathBuf },
+}
+
+/// Everything that can stop a launch, a listing or a kill: the launcher's own refusals
+/// and problems, or a failure of the core underneath (tmux, git, the root's files).
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum LaunchError {
+    /// The session is in use right now.
+    #[error(transparent)]
+    Refused(Box<LaunchRefusal>),
+    /// The request cannot be carried out as given; nothing was made.
+    #[error(transparent)]
+    Problem(#[from] LaunchProblem),
+    #[error(transparent)]
+    Core(#[from] crate::error::Error),
+}
+
+impl From<LaunchRefusal> for LaunchError {
+    fn from(refusal: LaunchRefusal) -> Self {
+        LaunchError::Refused(Box::new(refusal))
+    }
+}
+
+impl LaunchError {
+    /// Which kind of failure this is (and so the binaries' exit code).
+    pub fn exit_class(&self) -> ExitClass {
+        match self {
+            LaunchError::Refused(_) => ExitClass::Refused,
+            LaunchError::Problem(_) => ExitClass::Usage,
+            LaunchError::Core(e) => e.exit_class(),
+        }
+    }
 }

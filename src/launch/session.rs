@@ -4,10 +4,11 @@ use std::io;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
+use super::Result;
 use crate::agent::AgentCommand;
 use crate::client::Client;
 use crate::env::{project_dir, refuse_nested, ENV_HOME, ENV_WORKER};
-use crate::error::{split_command_line, Error, Result};
+use crate::error::{split_command_line, Error};
 use crate::layout::{Root, Slot};
 use crate::pool;
 
@@ -187,7 +188,8 @@ fn new_window(
             "read the ids of",
             format!("tmux session {session}"),
             io::Error::other(format!("new-session printed {out:?}")),
-        ));
+        )
+        .into());
     };
     let target = pane_target(session);
     let workers = workers.to_string();
@@ -282,7 +284,7 @@ fn start_worker(
     if let Some(p) = &preset {
         args.extend(["--preset", p]);
     }
-    tmux.run(&args).map(drop)
+    Ok(tmux.run(&args).map(drop)?)
 }
 
 /// Replace the orchestrator pane's placeholder with its command, after the hint line,
@@ -325,7 +327,7 @@ fn start_orchestrator(
     let mut args: Vec<&str> = vec!["respawn-pane", "-k", "-t", pane, "-c", utf8(dir)?, "--"];
     args.extend(argv.iter().map(String::as_str));
     tmux.run(&args)?;
-    tmux.run(&["select-pane", "-t", pane]).map(drop)
+    Ok(tmux.run(&["select-pane", "-t", pane]).map(drop)?)
 }
 
 /// Wait until every worker pane's process [serves](pool::serving) its slot, or fail as
@@ -359,7 +361,7 @@ fn wait_ready(
                 let status = fields.get(3).copied().unwrap_or("?");
                 let said = pane_tail(tmux, &panes[i]);
                 let detail = format!("it exited at start (status {status}): {said}");
-                return Err(pool::start_failed(root, slot, detail));
+                return Err(pool::start_failed(root, slot, detail).into());
             }
             let pane_pid: u32 = fields.get(1).and_then(|p| p.parse().ok()).unwrap_or(0);
             pids[i] = pool::serving(root, slot, pane_pid).then_some(pane_pid);
@@ -375,7 +377,7 @@ fn wait_ready(
                 .map(|(s, _)| *s)
                 .collect();
             let place = format!(" in tmux session {session}");
-            return Err(pool::late_error(&late, &place, timeout));
+            return Err(pool::late_error(&late, &place, timeout).into());
         }
         std::thread::sleep(POLL);
     }
@@ -445,7 +447,7 @@ fn orchestrator_argv(cmd: Option<&str>) -> Result<Vec<String>> {
             .filter(|s| !s.is_empty())
             .unwrap_or_else(|| "/bin/sh".into()),
     };
-    split_command_line("orchestrator", &line)
+    Ok(split_command_line("orchestrator", &line)?)
 }
 
 /// `$PATH` with `dir` appended, when `dir` is not on it yet (so the orchestrator pane

@@ -7,8 +7,8 @@ use std::time::{Duration, Instant};
 use nix::sys::signal::{kill as send_signal, Signal};
 use nix::unistd::Pid;
 
+use super::Result;
 use crate::client::Client;
-use crate::error::Result;
 use crate::gate::{self, Gate};
 use crate::host;
 use crate::layout::{Root, Slot};
@@ -52,7 +52,7 @@ pub fn list(tmux: &Tmux) -> Result<Vec<SessionInfo>> {
         if err.contains("no server running") || err.contains("error connecting") {
             return Ok(Vec::new());
         }
-        return Err(tmux.failed(&args, &out));
+        return Err(tmux.failed(&args, &out).into());
     }
     Ok(String::from_utf8_lossy(&out.stdout)
         .lines()
@@ -156,7 +156,7 @@ pub fn kill(tmux: &Tmux, session: &str, timeout: Duration) -> Result<Option<Kill
     if let Err(e) = tmux.kill_session(session) {
         // Gone already (its last pane closed) is what we wanted.
         if tmux.has_session(session)? {
-            return Err(e);
+            return Err(e.into());
         }
     }
     Ok(Some(KillReport {

@@ -4,11 +4,12 @@ use std::io;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 
-use crate::error::{Error, Result};
+use super::Result;
+use crate::error::{Error, Result as CoreResult};
 use crate::fsio;
 use crate::layout::{Root, Slot};
 
-use super::LaunchProblem;
+use super::{LaunchError, LaunchProblem};
 
 /// Where worker `slot`'s worktree lives for `session` (with worktrees).
 pub fn worktree_path(root: &Root, session: &str, slot: Slot) -> PathBuf {
@@ -24,7 +25,7 @@ pub fn worktree_branch(slot: Slot) -> String {
 }
 
 /// Run git in `dir`; its stdout, or [`Error::Command`] with its stderr.
-fn git(dir: &Path, args: &[&str]) -> Result<String> {
+fn git(dir: &Path, args: &[&str]) -> CoreResult<String> {
     let out = git_output(dir, args)?;
     if out.status.success() {
         Ok(String::from_utf8_lossy(&out.stdout).into_owned())
@@ -36,7 +37,7 @@ fn git(dir: &Path, args: &[&str]) -> Result<String> {
     }
 }
 
-fn git_output(dir: &Path, args: &[&str]) -> Result<Output> {
+fn git_output(dir: &Path, args: &[&str]) -> CoreResult<Output> {
     Command::new("git")
         .arg("-C")
         .arg(dir)
@@ -108,7 +109,7 @@ impl Repo {
                 stderr,
             }
             .into(),
-            e => e,
+            e => LaunchError::Core(e),
         })?;
         let head = ["rev-parse", "--verify", "--quiet", "HEAD^{commit}"];
         if !git_output(&repo.top, &head)?.status.success() {
@@ -118,7 +119,7 @@ impl Repo {
     }
 
     /// The repository `dir` is in ([`Error::Command`] when it is in none).
-    fn of(dir: &Path) -> Result<Repo> {
+    fn of(dir: &Path) -> CoreResult<Repo> {
         let args = [
             "rev-parse",
             "--show-toplevel",

@@ -59,10 +59,10 @@ pub fn cancel_task(root: &Root, id: &TaskId) -> Result<CancelTask> {
                         return Ok(CancelTask::NoLiveWorker { slot })
                     }
                     CancelOutcome::IdNotReadable => {
-                        return Err(Error::Refused(format!(
-                            "worker {slot} has task {id} in hand but its files are being \
-                             written; try again in a moment"
-                        )))
+                        return Err(Error::CancelMidWrite {
+                            slot: slot.0,
+                            task: id.to_string(),
+                        })
                     }
                     // It ended (or moved) since we looked: look again.
                     _ => {}
@@ -72,9 +72,9 @@ pub fn cancel_task(root: &Root, id: &TaskId) -> Result<CancelTask> {
             _ => {}
         }
     }
-    Err(Error::Refused(format!(
-        "task {id} kept moving while it was being cancelled; try again"
-    )))
+    Err(Error::CancelKeptMoving {
+        task: id.to_string(),
+    })
 }
 
 /// Take task `id` out of `slot`'s inbox and answer it `cancelled`. `Ok(false)` when the

@@ -30,7 +30,10 @@ const QUEUE_LOOKERS_PER_CHANGE: usize = 16;
 
 /// `0-999`, `0,3,5-9`: the slots a many-slot worker serves, sorted, without repeats.
 pub fn parse_slot_list(s: &str) -> Result<Vec<Slot>> {
-    let bad = |why: String| Error::Usage(format!("slot list {s:?}: {why}"));
+    let bad = |why: String| Error::BadSlotList {
+        list: s.to_string(),
+        why,
+    };
     let mut slots = BTreeSet::new();
     for part in s.split(',').map(str::trim) {
         let (lo, hi) = match part.split_once('-') {
@@ -114,7 +117,9 @@ impl MultiWorker {
     /// if one is served already), arm one watcher, recover each slot, publish `idle`.
     pub fn start(mut opts: WorkerOptions, slots: &[Slot]) -> Result<MultiWorker> {
         let Some(&first) = slots.first() else {
-            return Err(Error::Usage("no slots to serve".into()));
+            return Err(Error::NoSlots {
+                purpose: "to serve",
+            });
         };
         opts.slot = first;
         // Best effort here (the binaries reserve them first thing): before the gates.

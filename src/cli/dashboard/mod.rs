@@ -21,10 +21,11 @@ use std::time::{Duration, Instant};
 use crossbeam_channel::{bounded, select, Receiver, Sender};
 use ratatui::crossterm::event::{self, Event, KeyEvent};
 
+use crate::cli::usage::CliError;
 use crate::fsio::TASK_SIZE_LIMIT;
 use crate::tasks::{cancel_task, CancelTask};
 use crate::watch::{DirWatcher, Interest, WatchMode};
-use crate::{Error, Root, Slot, Task, TaskId};
+use crate::{Root, Slot, Task, TaskId};
 
 use model::{output_path, read_tail, Reader, SlotState};
 use state::{Action, Mode, Selected, Ui};
@@ -64,7 +65,7 @@ const NO_SLOT: u32 = u32::MAX;
 pub fn run(args: Args) -> anyhow::Result<i32> {
     let root = args.root.client()?.root().clone();
     if !std::io::stdin().is_terminal() || !std::io::stdout().is_terminal() {
-        anyhow::bail!(Error::Usage(
+        anyhow::bail!(CliError::Usage(
             "the dashboard needs a terminal; `conductor status`, `conductor queue` and \
              `conductor tasks` print the same for scripts"
                 .into()
