@@ -112,7 +112,7 @@ impl Dir {
                 path: path.to_path_buf(),
             }),
             Err(_) if fs::symlink_metadata(path).is_ok_and(|m| m.file_type().is_symlink()) => {
-                Err(crate::trust::link_refusal(path))
+                Err(link_refusal(path))
             }
             Err(e) => Err(Error::io("open directory", path, e)),
         }
@@ -421,3 +421,20 @@ pub fn remove_file_if_exists(path: &Path) -> Result<bool> {
         Err(e) => Err(Error::io("remove", path, e)),
     }
 }
+
+/// The refusal for a protocol directory found to be a symbolic link.
+pub fn link_refusal(dir: &Path) -> Error {
+    let target = fs::read_link(dir)
+        .map(|t| format!(" (pointing to {})", t.display()))
+        .unwrap_or_default();
+    Error::bad(
+        dir,
+        FileProblem::Invalid(format!(
+            "is a symbolic link{target}; conductor never writes through links inside its \
+             root. Fix: remove the link (`rm {}`); the directory is recreated (0700) by the \
+             next worker start or `conductor init`",
+            dir.display()
+        )),
+    )
+}
+

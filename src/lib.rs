@@ -64,7 +64,6 @@ pub mod procfs;
 pub mod protocol;
 pub mod queue;
 pub mod recovery;
-pub(crate) mod salvage;
 pub mod tasks;
 pub mod trust;
 pub mod watch;

@@ -10,6 +10,7 @@ use serde_json::Value;
 use crate::error::{Error, FileProblem, Result};
 
 mod agent_record;
+pub(crate) mod salvage;
 mod scheduling;
 mod time;
 pub use agent_record::AgentRecord;
@@ -364,7 +365,7 @@ impl Task {
     /// Best-effort id from a task file that failed to parse, so a rejection can
     /// still be answered with a result under the id the client waits for.
     pub fn salvage_id(bytes: &[u8]) -> Option<TaskId> {
-        crate::salvage::task_id(bytes)
+        salvage::task_id(bytes)
     }
 }
 

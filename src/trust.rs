@@ -88,22 +88,6 @@ pub fn verify_task_dirs(root: &Root, paths: &WorkerPaths) -> Result<()> {
     Ok(())
 }
 
-/// The refusal for a protocol directory found to be a symbolic link.
-pub fn link_refusal(dir: &Path) -> Error {
-    let target = fs::read_link(dir)
-        .map(|t| format!(" (pointing to {})", t.display()))
-        .unwrap_or_default();
-    refuse(
-        dir,
-        format!(
-            "is a symbolic link{target}; conductor never writes through links inside its \
-             root. Fix: remove the link (`rm {}`); the directory is recreated (0700) by the \
-             next worker start or `conductor init`",
-            dir.display()
-        ),
-    )
-}
-
 fn shared_dirs(root: &Root) -> [PathBuf; 12] {
     [
         root.ids_dir(),
@@ -140,7 +124,7 @@ fn slot_names(workers: &Path) -> Result<Vec<Slot>> {
 /// directory must pass [`check_dir`].
 fn verify_dir(dir: &Path) -> Result<()> {
     match fs::symlink_metadata(dir) {
-        Ok(meta) if meta.file_type().is_symlink() => Err(link_refusal(dir)),
+        Ok(meta) if meta.file_type().is_symlink() => Err(crate::fsio::link_refusal(dir)),
         Ok(meta) => check_dir(dir, &meta),
         Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
         Err(e) => Err(Error::io("stat", dir, e)),

@@ -128,7 +128,7 @@ fn read_head(path: &Path) -> Option<Vec<u8>> {
         return None;
     }
     let mut head = Vec::new();
-    f.take(crate::salvage::PREFIX_SCANNED as u64)
+    f.take(crate::protocol::salvage::PREFIX_SCANNED as u64)
         .read_to_end(&mut head)
         .ok()?;
     Some(head)
