@@ -2,23 +2,17 @@
 
 use std::collections::HashSet;
 use std::io;
-use std::path::{Path, PathBuf};
-use std::sync::Arc;
-use std::time::{Duration, Instant};
-
-use crossbeam_channel::bounded;
+use std::path::Path;
+use std::time::Duration;
 
 use crate::config::Config;
 use crate::error::{Error, Result};
 use crate::fsio::{self, Durability};
 use crate::ids::{self, Place};
 use crate::layout::{Root, Slot, WorkerPaths};
-use crate::liveness::{Awaited, OnDeath, Vigil};
+use crate::wait::{self, names_interest, Awaited, OnDeath, Vigil};
 use crate::protocol::{Status, Task, TaskId, TaskResult, WorkerState, SCHEMA};
-use crate::watch::{DirWatcher, Interest, WatchMode};
-
-/// How often a waiter re-reads even without an event: a safety net, not the mechanism.
-const RECHECK_INTERVAL: Duration = Duration::from_secs(1);
+use crate::watch::WatchMode;
 
 /// A handle on one conductor root, for orchestrators.
 #[derive(Debug, Clone)]
@@ -54,25 +48,10 @@ impl Client {
         self.root.worker(slot)
     }
 
-    /// Create the root and its shared directories (0700). Idempotent.
+    /// Create the root and its shared directories (0700) ([`crate::queue::init_root`]).
+    /// Idempotent.
     pub fn init_queue(&self) -> Result<()> {
-        crate::trust::verify_root(&self.root)?;
-        for dir in [
-            self.root.path().to_path_buf(),
-            self.root.workers_dir(),
-            self.root.queue_tmp(),
-            self.root.queue_pending(),
-            self.root.queue_results(),
-            self.root.queue_rejected(),
-            self.root.queue_served(),
-            self.root.keys_dir(),
-            self.root.slots_dir(),
-            self.root.gates_dir(),
-            self.root.ids_dir(),
-        ] {
-            fsio::ensure_dir(&dir)?;
-        }
-        crate::trust::verify_root(&self.root)
+        crate::queue::init_root(&self.root)
     }
 
     /// Create `workers/<slot>/` with `results/`, `tasks/` and `rejected/`, and an `idle` status
@@ -82,29 +61,13 @@ impl Client {
         Slot::checked(slot.0)?;
         crate::trust::verify_for_slot(&self.root, slot)?;
         let w = self.root.worker(slot);
-        create_slot_files(&w)?;
+        w.create_files()?;
         Ok(w)
     }
 
-    /// The slots under `workers/`, in order. Entries that are not slot numbers are skipped.
+    /// The slots under `workers/`, in order ([`Root::slots`]).
     pub fn list_workers(&self) -> Result<Vec<Slot>> {
-        let dir = self.root.workers_dir();
-        let Some(entries) = fsio::read_dir_if_exists(&dir)? else {
-            return Ok(Vec::new());
-        };
-        let mut slots = Vec::new();
-        for entry in entries {
-            let entry = entry.map_err(|e| Error::io("list", &dir, e))?;
-            let name = entry.file_name();
-            match name.to_str().map(str::parse::<Slot>) {
-                // The entry's type from the listing (no stat per slot: the elected
-                // sweeper lists a thousand slots every interval); a link is followed.
-                Some(Ok(slot)) if is_dir_entry(&entry) => slots.push(slot),
-                _ => tracing::debug!("ignoring {:?} in {}", name, dir.display()),
-            }
-        }
-        slots.sort();
-        Ok(slots)
+        self.root.slots()
     }
 
     /// Deliver `task` to the slot's inbox. Never overwrites a waiting task: if the inbox
@@ -214,7 +177,7 @@ impl Client {
 
     /// Wait until the slot's status is one of `states`; returns that status. Ends with
     /// [`Error::NobodyServes`] when no live worker serves the slot (for
-    /// [`crate::liveness::NOBODY_GRACE`]), since then the status would never change.
+    /// [`crate::wait::NOBODY_GRACE`]), since then the status would never change.
     pub fn wait_for_status(
         &self,
         slot: Slot,
@@ -232,8 +195,9 @@ impl Client {
         );
         let wanted: HashSet<&str> = ["status.json"].into();
         let mut vigil = Vigil::new(self.root.clone(), Awaited::Slot(slot), None, OnDeath::Fail);
-        self.wait_until(
+        wait::until(
             std::slice::from_ref(&w.dir),
+            self.watch_mode,
             names_interest(wanted),
             timeout,
             what,
@@ -248,7 +212,7 @@ impl Client {
 
     /// Wait until task `id` on the slot has a result; returns it. Never blocks for
     /// nothing: ends with [`Error::NobodyServes`] when no live worker serves the slot
-    /// (for [`crate::liveness::NOBODY_GRACE`]). If its worker dies with the task in hand,
+    /// (for [`crate::wait::NOBODY_GRACE`]). If its worker dies with the task in hand,
     /// waits on for recovery's result while someone can recover it (the worker started
     /// again, or another live worker of the root), else ends with [`Error::WorkerDied`].
     /// To hear of the death at once, use [`Client::wait_for_result_with`] and
@@ -282,8 +246,9 @@ impl Client {
             Some(id.clone()),
             on_death,
         );
-        self.wait_until(
+        wait::until(
             &[w.results_dir()],
+            self.watch_mode,
             names_interest(wanted),
             timeout,
             what,
@@ -305,79 +270,4 @@ impl Client {
         })
     }
 
-    /// Re-run `check` on every wake-up until it yields a value, `timeout` passes, or
-    /// `vigil` finds nobody will ever answer. The watcher is armed before the first
-    /// check, so no change can slip between them.
-    pub(crate) fn wait_until<T>(
-        &self,
-        dirs: &[PathBuf],
-        interest: Interest,
-        timeout: Duration,
-        what: String,
-        vigil: &mut Vigil,
-        mut check: impl FnMut() -> Result<Option<T>>,
-    ) -> Result<T> {
-        let (tx, rx) = bounded(1);
-        let _watcher = DirWatcher::new(dirs, self.watch_mode, interest, tx)?;
-        // A timeout too large to add (e.g. Duration::MAX) means "wait forever".
-        let deadline = Instant::now().checked_add(timeout);
-        loop {
-            if let Some(v) = check()? {
-                return Ok(v);
-            }
-            let now = Instant::now();
-            let left = deadline.map_or(RECHECK_INTERVAL, |d| d.saturating_duration_since(now));
-            if left.is_zero() {
-                return Err(Error::Timeout {
-                    what,
-                    after: timeout,
-                });
-            }
-            if let Err(nobody) = vigil.check() {
-                // The answer may have come just as its worker went.
-                return check()?.ok_or(nobody);
-            }
-            let _ = rx.recv_timeout(left.min(RECHECK_INTERVAL));
-        }
-    }
-}
-
-/// Wake only for changes to files with these names.
-fn names_interest(names: HashSet<&str>) -> Interest {
-    let names: HashSet<String> = names.into_iter().map(String::from).collect();
-    Arc::new(move |p: &Path| {
-        p.file_name()
-            .and_then(|n| n.to_str())
-            .is_some_and(|n| names.contains(n))
-    })
-}
-
-/// Whether a listed entry is a directory (or a link to one).
-fn is_dir_entry(entry: &std::fs::DirEntry) -> bool {
-    match entry.file_type() {
-        Ok(t) if t.is_symlink() => entry.path().is_dir(),
-        Ok(t) => t.is_dir(),
-        Err(_) => entry.path().is_dir(),
-    }
-}
-
-/// A slot's directories (`results/`, `tasks/`, `rejected/`); see [`create_slot_files`].
-pub(crate) fn create_slot_dirs(paths: &WorkerPaths) -> Result<()> {
-    Slot::checked(paths.slot.0)?;
-    for dir in [paths.results_dir(), paths.tasks_dir(), paths.rejected_dir()] {
-        fsio::ensure_dir(&dir)?;
-    }
-    Ok(())
-}
-
-/// A slot's directories (`results/`, `tasks/`, `rejected/`) and an `idle` status if it has
-/// none yet, without checking the root: for callers that checked it once for many slots
-/// (checking it per slot made starting a thousand slots quadratic). Idempotent.
-pub(crate) fn create_slot_files(paths: &WorkerPaths) -> Result<()> {
-    create_slot_dirs(paths)?;
-    let idle = fsio::to_json_bytes(&Status::new(WorkerState::Idle));
-    match fsio::write_new(&paths.status(), &idle, Durability::Atomic) {
-        Err(e) if e.io_kind() == Some(io::ErrorKind::AlreadyExists) => Ok(()),
-        other => other,
-    }
 }

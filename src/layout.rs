@@ -202,6 +202,37 @@ impl Root {
     pub fn gates_dir(&self) -> PathBuf {
         self.path.join(".locks")
     }
+
+    /// The slots under `workers/`, in order. Entries that are not slot numbers are
+    /// skipped; no root yet means no slots.
+    pub fn slots(&self) -> Result<Vec<Slot>> {
+        let dir = self.workers_dir();
+        let Some(entries) = crate::fsio::read_dir_if_exists(&dir)? else {
+            return Ok(Vec::new());
+        };
+        let mut slots = Vec::new();
+        for entry in entries {
+            let entry = entry.map_err(|e| Error::io("list", &dir, e))?;
+            let name = entry.file_name();
+            match name.to_str().map(str::parse::<Slot>) {
+                // The entry's type from the listing (no stat per slot: the elected
+                // sweeper lists a thousand slots every interval); a link is followed.
+                Some(Ok(slot)) if is_dir_entry(&entry) => slots.push(slot),
+                _ => tracing::debug!("ignoring {:?} in {}", name, dir.display()),
+            }
+        }
+        slots.sort();
+        Ok(slots)
+    }
+}
+
+/// Whether a listed entry is a directory (or a link to one).
+fn is_dir_entry(entry: &std::fs::DirEntry) -> bool {
+    match entry.file_type() {
+        Ok(t) if t.is_symlink() => entry.path().is_dir(),
+        Ok(t) => t.is_dir(),
+        Err(_) => entry.path().is_dir(),
+    }
 }
 
 /// Paths inside one worker slot directory.
@@ -279,5 +310,30 @@ impl WorkerPaths {
     }
     pub fn rejected_dir(&self) -> PathBuf {
         self.dir.join("rejected")
+    }
+
+    /// Create the slot's directories (`results/`, `tasks/`, `rejected/`), 0700.
+    /// Idempotent; a slot at or over [`MAX_SLOTS`] is refused. The root is not checked
+    /// here: callers check it once for many slots (per slot, starting a thousand slots
+    /// was quadratic).
+    pub fn create_dirs(&self) -> Result<()> {
+        Slot::checked(self.slot.0)?;
+        for dir in [self.results_dir(), self.tasks_dir(), self.rejected_dir()] {
+            crate::fsio::ensure_dir(&dir)?;
+        }
+        Ok(())
+    }
+
+    /// [`WorkerPaths::create_dirs`], and an `idle` status if the slot has none yet.
+    /// Idempotent.
+    pub fn create_files(&self) -> Result<()> {
+        use crate::fsio::{self, Durability};
+        use crate::protocol::{Status, WorkerState};
+        self.create_dirs()?;
+        let idle = fsio::to_json_bytes(&Status::new(WorkerState::Idle));
+        match fsio::write_new(&self.status(), &idle, Durability::Atomic) {
+            Err(e) if e.io_kind() == Some(std::io::ErrorKind::AlreadyExists) => Ok(()),
+            other => other,
+        }
     }
 }

@@ -12,7 +12,6 @@ use std::time::{Duration, Instant};
 use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
 
-use crate::client::Client;
 use crate::env::{ENV_HOME, ENV_WORKER};
 use crate::error::{Error, Result};
 use crate::fsio;
@@ -37,7 +36,7 @@ pub fn serving(root: &Root, slot: Slot, pid: u32) -> bool {
     }
     // status.json first: the gate is only probed once the worker is past taking it.
     let published = matches!(
-        Client::new(root.clone()).read_status(slot),
+        crate::protocol::Status::read(&root.worker(slot).status()),
         Ok(Some(s)) if s.worker_pid == Some(pid)
     );
     published
@@ -122,7 +121,7 @@ impl WorkerPool {
                 continue;
             };
             for &slot in &slots {
-                crate::client::create_slot_files(&root.worker(slot))?;
+                root.worker(slot).create_files()?;
             }
             let log = fsio::create_private(&log_path(root, first))?;
             let child = Command::new(&cmd.program)

@@ -2,7 +2,7 @@
 
 use std::time::{Duration, Instant};
 
-use crate::liveness::OnDeath;
+use crate::wait::OnDeath;
 use crate::{Error, TaskResult};
 
 use super::common::exit;
@@ -59,7 +59,7 @@ pub fn finish(
 /// Warn on stderr, without failing, that no live worker serves `slot` (a task sent
 /// there waits in its inbox until one starts).
 pub fn warn_if_unserved_slot(root: &crate::Root, slot: crate::Slot) {
-    if matches!(crate::liveness::slot_served(root, slot), Ok(false)) {
+    if matches!(crate::wait::slot_served(root, slot), Ok(false)) {
         let nobody = Error::NobodyServes {
             slot: Some(slot.0),
             task: None,
@@ -71,7 +71,7 @@ pub fn warn_if_unserved_slot(root: &crate::Root, slot: crate::Slot) {
 
 /// Warn on stderr, without failing, that no live worker serves the root's queue.
 pub fn warn_if_unserved_queue(root: &crate::Root) {
-    if matches!(crate::liveness::root_served(root), Ok(false)) {
+    if matches!(crate::wait::root_served(root), Ok(false)) {
         let nobody = Error::NobodyServes {
             slot: None,
             task: None,

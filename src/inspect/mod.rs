@@ -45,7 +45,7 @@ pub fn lock_options(root: &Root) -> LockOptions {
 
 /// The slot numbers under `workers/`, in order (other names are skipped).
 pub fn list_slots(root: &Root) -> Result<Vec<Slot>> {
-    crate::client::Client::new(root.clone()).list_workers()
+    root.slots()
 }
 
 /// The slot's paths, or [`Error::NoSuchSlot`] if the slot does not exist.

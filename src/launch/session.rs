@@ -6,7 +6,6 @@ use std::time::{Duration, Instant};
 
 use super::Result;
 use crate::agent::AgentCommand;
-use crate::client::Client;
 use crate::env::{project_dir, refuse_nested, ENV_HOME, ENV_WORKER};
 use crate::error::{split_command_line, Error};
 use crate::layout::{Root, Slot};
@@ -46,7 +45,7 @@ pub fn launch(opts: &LaunchOptions) -> Result<Launched> {
     let (dir, orchestrator) = check(opts)?;
     let tmux = &opts.tmux;
     tmux.version()?;
-    Client::new(opts.root.clone()).init_queue()?;
+    crate::queue::init_root(&opts.root)?;
     let root_path = opts
         .root
         .path()

@@ -189,7 +189,7 @@ mod tests {
     fn a_missing_or_torn_registry_entry_makes_a_dependent_wait() {
         let dir = tempfile::tempdir().unwrap();
         let root = Root::new(dir.path().join("root"));
-        crate::Client::new(root.clone()).init_queue().unwrap();
+        super::super::init_root(&root).unwrap();
         let id = TaskId::from("dep");
         assert_eq!(dep_state(&root, &id), DepState::Unfinished, "no entry");
         std::fs::write(root.id_entry(&id), b"").unwrap();

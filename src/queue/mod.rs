@@ -25,9 +25,9 @@ use crate::error::{Error, Result};
 use crate::fsio::{self, Durability};
 use crate::ids::{self, Place};
 use crate::layout::Root;
-use crate::liveness::{Awaited, OnDeath, Vigil};
+use crate::wait::{Awaited, OnDeath, Vigil};
 use crate::protocol::{id_list, Outcome, Task, TaskId, TaskResult, SCHEMA};
-use crate::watch::Interest;
+use crate::watch::{Interest, WatchMode};
 
 use claim::is_held;
 pub use claim::{
@@ -302,8 +302,9 @@ impl Queue {
             Some(id.clone()),
             on_death,
         );
-        crate::client::Client::new(self.root.clone()).wait_until(
+        crate::wait::until(
             std::slice::from_ref(&dir),
+            WatchMode::Auto,
             interest,
             timeout,
             format!("the result of queued task {id}"),
@@ -319,7 +320,7 @@ impl Queue {
         if self.withdraw_pending(id)? {
             return Ok(true);
         }
-        for slot in crate::client::Client::new(self.root.clone()).list_workers()? {
+        for slot in self.root.slots()? {
             let w = self.root.worker(slot);
             let running = fsio::read_bounded(&w.running(), fsio::TASK_SIZE_LIMIT)
                 .ok()
@@ -411,11 +412,11 @@ impl Queue {
 
     /// Submit a finished task again under a new id (`<id>-r1`, `-r2` …).
     pub fn retry(&self, id: &TaskId) -> Result<TaskId> {
-        let client = crate::client::Client::new(self.root.clone());
         // A record that vanishes between the two looks is no record either.
         let no_record = || Error::NoTaskRecord { id: id.to_string() };
-        let record = client
-            .list_workers()?
+        let record = self
+            .root
+            .slots()?
             .into_iter()
             .map(|s| self.root.worker(s).task_record(id))
             .find(|p| p.exists())
@@ -476,9 +477,9 @@ impl Queue {
         }
         if config.max_running.is_none() {
             // No run slots are taken without a cap: count the tasks in hand instead.
-            let client = crate::client::Client::new(self.root.clone());
-            used = client
-                .list_workers()?
+            used = self
+                .root
+                .slots()?
                 .into_iter()
                 .filter(|s| self.root.worker(*s).running().exists())
                 .count() as u32;
@@ -496,11 +497,32 @@ impl Queue {
     }
 }
 
+/// Create the root and its shared directories (0700): what workers, the queue, the id
+/// registry and the locks need. Idempotent.
+pub fn init_root(root: &Root) -> Result<()> {
+    crate::trust::verify_root(root)?;
+    for dir in [
+        root.path().to_path_buf(),
+        root.workers_dir(),
+        root.queue_tmp(),
+        root.queue_pending(),
+        root.queue_results(),
+        root.queue_rejected(),
+        root.queue_served(),
+        root.keys_dir(),
+        root.slots_dir(),
+        root.gates_dir(),
+        root.ids_dir(),
+    ] {
+        fsio::ensure_dir(&dir)?;
+    }
+    crate::trust::verify_root(root)
+}
+
 /// Workers with a live gate and nothing in hand.
 fn idle_workers(root: &Root) -> Result<u32> {
-    let client = crate::client::Client::new(root.clone());
     let mut n = 0;
-    for slot in client.list_workers()? {
+    for slot in root.slots()? {
         let w = root.worker(slot);
         if crate::gate::probe(&w.worker_gate())?.is_some() && !w.running().exists() {
             n += 1;

@@ -17,7 +17,6 @@ use std::time::SystemTime;
 
 use serde::Serialize;
 
-use crate::client::Client;
 use crate::error::{Error, Result};
 use crate::fsio::{self, TASK_SIZE_LIMIT};
 use crate::ids::{self, Place};
@@ -99,7 +98,7 @@ impl Snapshot {
     fn take(root: &Root) -> Result<Snapshot> {
         let mut inbox = HashMap::new();
         let mut running = HashMap::new();
-        for slot in Client::new(root.clone()).list_workers()? {
+        for slot in root.slots()? {
             let w = root.worker(slot);
             if let Some(id) = read_task_file(&w.task()).and_then(|f| f.task_id) {
                 inbox.insert(id.to_string(), slot);

@@ -34,7 +34,7 @@ use crate::error::{Error, Result};
 use crate::ids::{self, Place};
 use crate::inspect::read_task_file;
 use crate::layout::{Root, Slot};
-use crate::liveness::OnDeath;
+use crate::wait::OnDeath;
 use crate::protocol::{Outcome, TaskId, TaskResult};
 use crate::queue::Queue;
 
@@ -272,8 +272,7 @@ pub(crate) fn pending_entry(root: &Root, id: &TaskId) -> Result<Option<PathBuf>>
 
 /// The slot whose `running.json` holds task `id`.
 pub(crate) fn running_slot(root: &Root, id: &TaskId) -> Result<Option<Slot>> {
-    Ok(Client::new(root.clone())
-        .list_workers()?
+    Ok(root.slots()?
         .into_iter()
         .find(|s| holds(&root.worker(*s).running(), id)))
 }
@@ -308,7 +307,7 @@ fn in_queue(root: &Root, id: &TaskId) -> Result<Option<TaskLocation>> {
 /// An id without a registry entry: an original client's task not yet claimed, or a
 /// root from before the registry. One look in each slot, and the queue's results.
 fn unregistered(root: &Root, id: &TaskId) -> Result<Option<TaskLocation>> {
-    let slots = Client::new(root.clone()).list_workers()?;
+    let slots = root.slots()?;
     for &slot in &slots {
         if let Some(found) = in_slot(root, id, slot)? {
             return Ok(Some(found));

@@ -16,7 +16,6 @@ use std::time::SystemTime;
 
 use serde::Serialize;
 
-use crate::client::Client;
 use crate::error::{Error, Result};
 use crate::fsio::{self, TASK_SIZE_LIMIT};
 use crate::ids::{self, Place};
@@ -88,7 +87,7 @@ fn scan(root: &Root) -> Result<BTreeMap<String, (TaskId, Found)>> {
             }
         }
     }
-    for slot in Client::new(root.clone()).list_workers()? {
+    for slot in root.slots()? {
         let w = root.worker(slot);
         for (id, record) in json_ids(&w.tasks_dir()) {
             let place = if came_from_queue(&record) {

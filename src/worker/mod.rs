@@ -27,7 +27,6 @@ use std::time::{Duration, Instant, SystemTime};
 use crossbeam_channel::{bounded, select, Receiver};
 
 use crate::agent::AgentCommand;
-use crate::client::Client;
 use crate::config::Config;
 use crate::dirlock::{self, LockOptions};
 use crate::error::{Error, Result};
@@ -132,7 +131,7 @@ impl SlotServer {
         let paths = root.worker(slot);
         fsio::ensure_dir(&paths.dir)?;
         let gate = acquire_worker_gate(&paths, slot)?;
-        crate::client::create_slot_dirs(&paths)?;
+        paths.create_dirs()?;
         let board = status::StatusBoard::new(&paths);
         Ok(SlotServer {
             root: root.clone(),
@@ -288,7 +287,7 @@ impl Worker {
         check_startable(&opts)?;
         crate::trust::verify_root(&opts.root)?;
         let slot = SlotServer::take(&opts.root, opts.slot)?;
-        Client::new(opts.root.clone()).init_queue()?;
+        crate::queue::init_root(&opts.root)?;
         let config = Config::load(&opts.root.config_file())?;
         let lock_opts = config.lock_options();
         let (watcher, wake) = watch_slot(&opts.root, &slot.paths, opts.watch)?;

@@ -16,7 +16,6 @@ use super::{
     check_startable, config_stamp, resolve_agent, shared_change, shared_dirs, slot_poll_files,
     sweeper::Sweeper, Pickup, Shared, SlotServer, WorkerOptions,
 };
-use crate::client::Client;
 use crate::config::Config;
 use crate::error::{Error, Result};
 use crate::layout::Slot;
@@ -127,7 +126,7 @@ impl MultiWorker {
         check_startable(&opts)?;
         raise_open_file_limit(slots.len());
         crate::trust::verify_root(&opts.root)?;
-        Client::new(opts.root.clone()).init_queue()?;
+        crate::queue::init_root(&opts.root)?;
         let servers = slots
             .iter()
             .map(|&s| SlotServer::take(&opts.root, s).map(Box::new))

@@ -8,7 +8,6 @@ use std::time::{Duration, SystemTime};
 
 use nix::fcntl::{Flock, FlockArg};
 
-use crate::client::Client;
 use crate::dirlock::LockOptions;
 use crate::layout::{Root, Slot};
 use crate::recovery;
@@ -55,7 +54,7 @@ impl Sweeper {
         }
         let _ = lock.set_len(1);
         let _ = lock.set_modified(SystemTime::now());
-        let Ok(slots) = Client::new(root.clone()).list_workers() else {
+        let Ok(slots) = root.slots() else {
             return false;
         };
         let others: Vec<Slot> = slots.into_iter().filter(|s| !own.contains(s)).collect();
@@ -98,9 +97,7 @@ mod tests {
     fn one_sweep_per_interval_for_the_whole_root() {
         let dir = tempfile::tempdir().unwrap();
         let root = Root::new(dir.path().join("root"));
-        crate::client::Client::new(root.clone())
-            .init_queue()
-            .unwrap();
+        crate::queue::init_root(&root).unwrap();
         let opts = crate::config::Config::default().lock_options();
         let (a, b) = (
             Sweeper::new(&root, Duration::from_secs(60)),

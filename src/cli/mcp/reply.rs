@@ -238,7 +238,7 @@ pub fn status(client: &Client) -> crate::Result<Value> {
         }
         Err(e) => doc["capacityError"] = e.to_string().into(),
     }
-    doc["servedByLiveWorker"] = json!(crate::liveness::root_served(root).ok());
+    doc["servedByLiveWorker"] = json!(crate::wait::root_served(root).ok());
     Ok(doc)
 }
 

@@ -216,7 +216,7 @@ impl Conductor {
             if let Some(d) = task.depth {
                 v["depth"] = json!(d);
             }
-            if matches!(crate::liveness::root_served(client.root()), Ok(false)) {
+            if matches!(crate::wait::root_served(client.root()), Ok(false)) {
                 v["warning"] = json!("no live worker serves this root yet: the task stays queued until one starts (`conductor run` or `conductor-worker N DIR`)");
             }
             Ok(Ok(v))
@@ -245,7 +245,7 @@ impl Conductor {
         self.blocking(move |client| {
             let id = client.write_task(slot, &task)?;
             let mut v = json!({ "id": id, "slot": slot.0, "state": "waiting" });
-            if matches!(crate::liveness::slot_served(client.root(), slot), Ok(false)) {
+            if matches!(crate::wait::slot_served(client.root(), slot), Ok(false)) {
                 v["warning"] = json!(format!("no live worker serves slot {slot}: the task waits in its inbox until one starts"));
             }
             Ok(Ok(v))

@@ -1,4 +1,7 @@
-//! Whether a wait will ever be answered: who serves the slot or queue it waits on, by worker gates.
+//! Waiting for a file to say something: one loop for every library wait, and whether the wait will ever be answered.
+//!
+//! [`until`] re-reads on every file event (and on a slow timer, as a safety net) until
+//! its check yields; a [`Vigil`] ends it early when nobody will ever answer.
 //!
 //! A live worker holds its slot's gate (`workers/<N>/.worker.lock`) for its whole life
 //! and the kernel drops it when the worker dies, so a free gate means nobody serves the
@@ -9,14 +12,69 @@
 //! someone recovers the slot (the worker started again, `conductor recover`, or any
 //! other live worker, which sweeps abandoned slots).
 
+use std::collections::HashSet;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use crate::client::Client;
+use crossbeam_channel::bounded;
+
 use crate::error::{Error, Result};
 use crate::fsio;
 use crate::gate;
 use crate::layout::{Root, Slot};
-use crate::protocol::{Task, TaskId};
+use crate::protocol::{Status, Task, TaskId};
+use crate::watch::{DirWatcher, Interest, WatchMode};
+
+/// How often a waiter re-reads even without an event: a safety net, not the mechanism.
+const RECHECK_INTERVAL: Duration = Duration::from_secs(1);
+
+/// Re-run `check` on every wake-up until it yields a value, `timeout` passes, or
+/// `vigil` finds nobody will ever answer. The watcher on `dirs` is armed before the
+/// first check, so no change can slip between them. `what` names the awaited thing in
+/// [`Error::Timeout`].
+pub fn until<T>(
+    dirs: &[PathBuf],
+    mode: WatchMode,
+    interest: Interest,
+    timeout: Duration,
+    what: String,
+    vigil: &mut Vigil,
+    mut check: impl FnMut() -> Result<Option<T>>,
+) -> Result<T> {
+    let (tx, rx) = bounded(1);
+    let _watcher = DirWatcher::new(dirs, mode, interest, tx)?;
+    // A timeout too large to add (e.g. Duration::MAX) means "wait forever".
+    let deadline = Instant::now().checked_add(timeout);
+    loop {
+        if let Some(v) = check()? {
+            return Ok(v);
+        }
+        let now = Instant::now();
+        let left = deadline.map_or(RECHECK_INTERVAL, |d| d.saturating_duration_since(now));
+        if left.is_zero() {
+            return Err(Error::Timeout {
+                what,
+                after: timeout,
+            });
+        }
+        if let Err(nobody) = vigil.check() {
+            // The answer may have come just as its worker went.
+            return check()?.ok_or(nobody);
+        }
+        let _ = rx.recv_timeout(left.min(RECHECK_INTERVAL));
+    }
+}
+
+/// Wake only for changes to files with these names.
+pub fn names_interest(names: HashSet<&str>) -> Interest {
+    let names: HashSet<String> = names.into_iter().map(String::from).collect();
+    Arc::new(move |p: &Path| {
+        p.file_name()
+            .and_then(|n| n.to_str())
+            .is_some_and(|n| names.contains(n))
+    })
+}
 
 /// How long the gates a wait depends on must stay free before the wait ends with
 /// [`Error::NobodyServes`]: a restarting worker frees its gate only for a moment.
@@ -49,7 +107,7 @@ pub fn slot_served(root: &Root, slot: Slot) -> Result<bool> {
 
 /// Whether any slot of `root` is served by a live worker.
 pub fn root_served(root: &Root) -> Result<bool> {
-    for slot in Client::new(root.clone()).list_workers()? {
+    for slot in root.slots()? {
         if slot_served(root, slot)? {
             return Ok(true);
         }
@@ -123,8 +181,7 @@ impl Vigil {
         if let Some((slot, id)) = self.in_hand()? {
             let died = Error::WorkerDied {
                 slot: slot.0,
-                pid: Client::new(self.root.clone())
-                    .read_status(slot)
+                pid: Status::read(&self.root.worker(slot).status())
                     .ok()
                     .flatten()
                     .and_then(|s| s.worker_pid),
@@ -164,7 +221,7 @@ impl Vigil {
         };
         let candidates = match self.awaited {
             Awaited::Slot(slot) => vec![slot],
-            Awaited::Queue => Client::new(self.root.clone()).list_workers()?,
+            Awaited::Queue => self.root.slots()?,
         };
         for slot in candidates {
             if running_holds(&self.root, slot, id)
@@ -186,7 +243,7 @@ mod tests {
     fn root_with_slot(slot: Slot) -> (tempfile::TempDir, Root) {
         let dir = tempfile::tempdir().unwrap();
         let root = Root::new(dir.path().join("root"));
-        Client::new(root.clone()).create_worker(slot).unwrap();
+        root.worker(slot).create_files().unwrap();
         (dir, root)
     }
 
@@ -253,7 +310,7 @@ mod tests {
         );
         assert!(matches!(q.check(), Err(Error::WorkerDied { slot: 2, .. })));
         // Awaiting recovery: someone live elsewhere on the root will sweep the slot.
-        Client::new(root.clone()).create_worker(Slot(3)).unwrap();
+        root.worker(Slot(3)).create_files().unwrap();
         let _other = Gate::acquire(&root.worker(Slot(3)).worker_gate(), "worker 3").unwrap();
         let mut r = Vigil::new(
             root,
