@@ -10,8 +10,8 @@ use crate::error::{Error, Result};
 use crate::fsio::{self, Durability};
 use crate::ids::{self, Place};
 use crate::layout::{Root, Slot, WorkerPaths};
-use crate::wait::{self, names_interest, Awaited, OnDeath, Vigil};
 use crate::protocol::{Status, Task, TaskId, TaskResult, WorkerState, SCHEMA};
+use crate::wait::{self, names_interest, Awaited, OnDeath, Vigil};
 use crate::watch::WatchMode;
 
 /// A handle on one conductor root, for orchestrators.
@@ -82,7 +82,7 @@ impl Client {
     /// worker that served it): a task is never left in a slot made by mistake.
     pub fn write_task(&self, slot: Slot, task: &Task) -> Result<TaskId> {
         crate::trust::verify_for_slot(&self.root, slot)?;
-        let w = self.existing_worker(slot)?;
+        let w = self.root.existing_slot(slot)?;
         let mut task = task.clone();
         task.schema = SCHEMA;
         // Only a worker that claims a task from queue/pending makes it a queue task.
@@ -184,7 +184,7 @@ impl Client {
         states: &[WorkerState],
         timeout: Duration,
     ) -> Result<Status> {
-        let w = self.existing_worker(slot)?;
+        let w = self.root.existing_slot(slot)?;
         let what = format!(
             "worker {slot} to become {}",
             states
@@ -234,7 +234,7 @@ impl Client {
         timeout: Duration,
         on_death: OnDeath,
     ) -> Result<TaskResult> {
-        let w = self.existing_worker(slot)?;
+        let w = self.root.existing_slot(slot)?;
         // The worker makes results/ too; making it here lets us watch it before then.
         fsio::ensure_dir(&w.results_dir())?;
         let file_name = format!("{id}.json");
@@ -256,18 +256,4 @@ impl Client {
             || self.read_result_for(slot, id),
         )
     }
-
-    /// The slot's paths, or a clear error if there is no root or no such slot.
-    fn existing_worker(&self, slot: Slot) -> Result<WorkerPaths> {
-        let w = self.root.worker(slot);
-        if w.dir.is_dir() {
-            return Ok(w);
-        }
-        self.root.require_existing()?;
-        Err(Error::NoSuchSlot {
-            slot: slot.0,
-            root: self.root.path().to_path_buf(),
-        })
-    }
-
 }

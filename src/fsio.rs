@@ -438,3 +438,36 @@ pub fn link_refusal(dir: &Path) -> Error {
     )
 }
 
+/// Entries of `dir` (sorted by name; symlinks not followed); a missing directory has none.
+pub fn sorted_entries(dir: &Path) -> Result<Vec<(String, PathBuf, fs::Metadata)>> {
+    let Some(rd) = read_dir_if_exists(dir)? else {
+        return Ok(Vec::new());
+    };
+    let mut out = Vec::new();
+    for entry in rd {
+        let entry = entry.map_err(|e| Error::io("list", dir, e))?;
+        let Ok(meta) = fs::symlink_metadata(entry.path()) else {
+            continue; // gone meanwhile
+        };
+        out.push((
+            entry.file_name().to_string_lossy().into_owned(),
+            entry.path(),
+            meta,
+        ));
+    }
+    out.sort_by(|a, b| a.0.cmp(&b.0));
+    Ok(out)
+}
+
+/// Regular files in `dir`, sorted by name; a missing directory has none.
+pub fn regular_files(dir: &Path) -> Result<Vec<(String, PathBuf, fs::Metadata)>> {
+    let mut all = sorted_entries(dir)?;
+    all.retain(|(_, _, meta)| meta.file_type().is_file());
+    Ok(all)
+}
+
+/// `.NAME.<nonce>.tmp`: a file being written atomically, or what an interrupted write
+/// left behind.
+pub fn is_temp_name(name: &str) -> bool {
+    name.starts_with('.') && name.ends_with(".tmp") && name.len() > ".tmp".len() + 1
+}

@@ -203,6 +203,20 @@ impl Root {
         self.path.join(".locks")
     }
 
+    /// The slot's paths, if it exists; else [`Error::NoRoot`] when there is no root at
+    /// all, or [`Error::NoSuchSlot`]: a task is never left in a slot made by mistake.
+    pub fn existing_slot(&self, slot: Slot) -> Result<WorkerPaths> {
+        let w = self.worker(slot);
+        if w.dir.is_dir() {
+            return Ok(w);
+        }
+        self.require_existing()?;
+        Err(Error::NoSuchSlot {
+            slot: slot.0,
+            root: self.path().to_path_buf(),
+        })
+    }
+
     /// The slots under `workers/`, in order. Entries that are not slot numbers are
     /// skipped; no root yet means no slots.
     pub fn slots(&self) -> Result<Vec<Slot>> {

@@ -513,6 +513,22 @@ pub struct TaskResult {
 }
 
 impl TaskResult {
+    /// How a task ended, as every view names it: `ok`, `FAILED`, `TIMED OUT`, `CANCELLED`,
+    /// `INTERRUPTED`, `REJECTED` (only success is lower case, so the rest stand out).
+    /// A result from an original client, without `outcome`, is `ok` or `FAILED`.
+    pub fn outcome_label(&self) -> &'static str {
+        match self.outcome {
+            Some(Outcome::Success) => "ok",
+            Some(Outcome::Failure) => "FAILED",
+            Some(Outcome::Timeout) => "TIMED OUT",
+            Some(Outcome::Cancelled) => "CANCELLED",
+            Some(Outcome::Interrupted) => "INTERRUPTED",
+            Some(Outcome::Rejected) => "REJECTED",
+            None if self.success => "ok",
+            None => "FAILED",
+        }
+    }
+
     /// Read a result file (`result.json`, `results/<id>.json`, `queue/results/<id>.json`),
     /// refusing newer schemas; `None` if it does not exist.
     pub fn read(path: &Path) -> Result<Option<TaskResult>> {
@@ -588,5 +604,23 @@ impl Status {
                 other => return other,
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn outcomes_are_named_as_they_are() {
+        let label = |o| {
+            TaskResult::failed(TaskId::from("t"), o, "x")
+                .outcome_label()
+                .to_string()
+        };
+        assert_eq!(label(Outcome::Timeout), "TIMED OUT");
+        assert_eq!(label(Outcome::Cancelled), "CANCELLED");
+        assert_eq!(label(Outcome::Interrupted), "INTERRUPTED");
+        assert_eq!(label(Outcome::Failure), "FAILED");
     }
 }

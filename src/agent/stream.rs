@@ -278,7 +278,7 @@ fn clip(s: &str) -> String {
 /// out, so what a terminal shows is what the line says.
 fn push_line(out: &mut Vec<u8>, line: &str) {
     if line.chars().any(|c| c.is_control() && c != '\t') {
-        out.extend_from_slice(crate::inspect::without_escapes(line).as_bytes());
+        out.extend_from_slice(crate::text::without_escapes(line).as_bytes());
     } else {
         out.extend_from_slice(line.as_bytes());
     }

@@ -105,7 +105,7 @@ where
         )?;
         line.push_str(&message);
         let line = match super::table::stderr_width() {
-            Some(width) => crate::inspect::fit(&line.replace('\n', " "), width),
+            Some(width) => crate::text::fit(&line.replace('\n', " "), width),
             None => line,
         };
         match label.filter(|_| w.has_ansi_escapes()) {

@@ -2,8 +2,8 @@
 
 use std::time::Duration;
 
-use crate::inspect::{format_age, format_bytes};
 use crate::maintenance::{apply_gc, plan_gc, GcOptions, GcPlan, TEMP_FILE_AGE};
+use crate::text::{format_age, format_bytes};
 use crate::Root;
 
 use super::{emit, emit_json, show_path, RootArg};

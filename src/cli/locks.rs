@@ -1,8 +1,9 @@
 //! `conductor locks [--json]` and `conductor locks clean [--apply]`.
 
 use crate::dirlock::LockOptions;
-use crate::inspect::{self, format_age, LockEntry, LockStatus};
+use crate::inspect::{self, LockEntry, LockStatus};
 use crate::maintenance::{clean_locks, CleanAction, CleanedLock};
+use crate::text::format_age;
 use crate::Root;
 
 use super::table::{self, Col, Table};

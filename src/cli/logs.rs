@@ -56,7 +56,7 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
         }
         Target::Slot { slot, ids } => (slot, at_most_one(ids, "logs")?),
     };
-    let paths = inspect::require_slot(&root, slot)?;
+    let paths = root.existing_slot(slot)?;
     if let Some(id) = task {
         if args.follow {
             return super::logs_by_id::run(&root, &id, true);

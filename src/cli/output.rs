@@ -59,7 +59,7 @@ pub fn print_result(result: &crate::TaskResult, json: bool) -> anyhow::Result<i3
         Ok(super::common::exit::OK)
     } else {
         // Named as it ended (`TIMED OUT`, `CANCELLED` …), then why, unless that repeats it.
-        let label = crate::inspect::outcome_label(result);
+        let label = result.outcome_label();
         match result.error.as_deref().unwrap_or("no reason recorded") {
             why if why.eq_ignore_ascii_case(label) => eprintln!("task {} {label}", result.task_id),
             why => eprintln!("task {} {label}: {why}", result.task_id),

@@ -1,8 +1,8 @@
 //! `conductor queue`: the shared queue's pending tasks in run order, and why each waits;
 //! `queue cancel ID` and `queue retry ID`.
 
-use crate::inspect::{age_since, format_age};
 use crate::queue::{PendingTask, Queue};
+use crate::text::{age_since, format_age};
 use crate::Root;
 use serde_json::{json, Value};
 

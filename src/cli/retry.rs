@@ -141,7 +141,7 @@ fn session_of(result: &TaskResult, logs: &[std::path::PathBuf]) -> anyhow::Resul
         Some(Outcome::Interrupted | Outcome::Timeout | Outcome::Cancelled) => format!(
             "task {id} was stopped ({}) before its agent reported a session id: there is no \
              session to resume; retry it without --resume to start afresh",
-            crate::inspect::outcome_label(result).to_lowercase()
+            result.outcome_label().to_lowercase()
         ),
         Some(Outcome::Rejected) => {
             format!("task {id} was rejected and never ran: there is no session to resume")

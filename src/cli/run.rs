@@ -295,7 +295,7 @@ fn print_run(
     let summary = format!(
         "{} · {} · {workers} worker(s)",
         run_view::totals(results),
-        crate::inspect::format_took(took_ms),
+        crate::text::format_took(took_ms),
     );
     eprintln!(
         "{}",

@@ -10,8 +10,8 @@ use std::time::{Duration, Instant};
 use indicatif::{MultiProgress, ProgressBar, ProgressDrawTarget, ProgressStyle, TermLike};
 
 use super::table::{self, fit_line};
-use crate::inspect::{format_took, outcome_label, prompt_preview, PREVIEW_CHARS};
 use crate::orchestrator::Progress;
+use crate::text::{format_took, prompt_preview, PREVIEW_CHARS};
 use crate::{Slot, TaskResult};
 
 /// Each result under its prompt: a rule with the prompt's start, a line saying who ran
@@ -35,7 +35,7 @@ pub fn render_results(prompts: &[String], results: &[TaskResult], width: Option<
             facts.push(format!("worker {w}"));
         }
         facts.push(format!("task {}", r.task_id));
-        let mut how = outcome_label(r).to_string();
+        let mut how = r.outcome_label().to_string();
         if let Some(ms) = r.duration_ms {
             how.push_str(&format!(" in {}", format_took(ms)));
         }
@@ -74,7 +74,7 @@ pub fn totals(results: &[TaskResult]) -> String {
     );
     let mut kinds: Vec<(&str, usize)> = Vec::new();
     for r in &failed {
-        let label = outcome_label(r);
+        let label = r.outcome_label();
         match kinds.iter_mut().find(|(l, _)| *l == label) {
             Some((_, n)) => *n += 1,
             None => kinds.push((label, 1)),
@@ -330,7 +330,7 @@ impl Display {
                     None => eprintln!(
                         "[worker {slot}] #{} {} in {took}: {}{}",
                         index + 1,
-                        outcome_label(result),
+                        result.outcome_label(),
                         self.preview(index),
                         result
                             .error

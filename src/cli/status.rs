@@ -4,8 +4,9 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::inspect::{self, format_age, Flag, SlotReport, TaskFile};
+use crate::inspect::{self, Flag, SlotReport, TaskFile};
 use crate::queue::{Capacity, Queue};
+use crate::text::format_age;
 use crate::watch::{DirWatcher, Interest, WatchMode};
 use crate::{Root, Slot};
 use crossbeam_channel::select;
@@ -344,7 +345,7 @@ fn watch(root: &Root, only: Option<Slot>) -> anyhow::Result<i32> {
     loop {
         let slots = match only {
             Some(s) => vec![s],
-            None => inspect::list_slots(root).unwrap_or_default(),
+            None => root.slots().unwrap_or_default(),
         };
         let mut dirs = vec![root.workers_dir()];
         dirs.extend(slots.iter().map(|s| root.worker(*s).dir));

@@ -77,7 +77,7 @@ fn color_allowed(no_color: Option<&std::ffi::OsStr>, term: Option<&std::ffi::OsS
 /// `line` cut to `width` characters (`…` marks the cut); unbounded: as it is.
 pub fn fit_line(line: &str, width: Option<usize>) -> String {
     match width {
-        Some(w) => crate::inspect::fit(line, w),
+        Some(w) => crate::text::fit(line, w),
         None => line.to_string(),
     }
 }

@@ -4,9 +4,9 @@ use std::time::{Duration, SystemTime};
 
 use serde_json::json;
 
-use crate::inspect::{age_since, format_age};
 use crate::tasks::list::DEFAULT_LIMIT;
 use crate::tasks::{reindex, ListOptions, TaskState, TaskSummary};
+use crate::text::{age_since, format_age};
 use crate::Slot;
 
 use super::table::{self, Col, Table};

@@ -4,7 +4,7 @@ use std::path::{Path, PathBuf};
 
 use crate::error::Result;
 use crate::fsio::{self, RESULT_SIZE_LIMIT, SMALL_FILE_LIMIT, TASK_SIZE_LIMIT};
-use crate::inspect::{is_temp_name, list_slots, regular_files};
+use crate::fsio::{is_temp_name, regular_files};
 use crate::layout::{Root, WorkerPaths};
 use crate::protocol::{parse_result, parse_status, Task};
 
@@ -89,7 +89,7 @@ fn summary(problems: &[String]) -> String {
 /// Every JSON file under `workers/` parses as what it claims to be. An inbox task
 /// that does not is only a warning: the worker rejects it with a reason.
 pub(super) fn check_json_files(root: &Root) -> Check {
-    let slots = match list_slots(root) {
+    let slots = match root.slots() {
         Ok(s) => s,
         Err(e) => return Check::fail("json", e.to_string(), "check the root's permissions"),
     };

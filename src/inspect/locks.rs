@@ -15,8 +15,8 @@ use crate::host;
 use crate::layout::Root;
 use crate::protocol::parse_rfc3339;
 
-use super::format::{age_since, secs};
-use super::{list_slots, sorted_entries};
+use crate::fsio::sorted_entries;
+use crate::text::{age_since, secs};
 
 /// Who holds a directory lock, as reported.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -273,7 +273,7 @@ fn dir_locks_in(
 /// `keys/*.lock`, `slots/*.lock` and the gates in `.locks/`.
 pub fn list_locks(root: &Root, opts: &LockOptions) -> Result<Vec<LockEntry>> {
     let mut out = Vec::new();
-    for slot in list_slots(root)? {
+    for slot in root.slots()? {
         let w = root.worker(slot);
         if let Some(h) = dirlock::inspect(&w.lock_dir(), opts)? {
             out.push(LockEntry::from_holder(

@@ -15,10 +15,10 @@ use crate::host;
 use crate::layout::{Root, Slot, WorkerPaths};
 use crate::protocol::{parse_rfc3339, Status, TaskId, WorkerState};
 
-use super::format::{age_since, secs};
+use super::lock_options;
 use super::locks::LockState;
 use super::task_files::{read_status, read_task_file, TaskFile};
-use super::{list_slots, lock_options, require_slot};
+use crate::text::{age_since, secs};
 
 /// Something about a slot that needs a person's attention (or explains a delay).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
@@ -285,10 +285,10 @@ pub fn slot_reports(root: &Root, only: Option<Slot>) -> Result<Vec<SlotReport>> 
     let opts = lock_options(root);
     let slots = match only {
         Some(s) => {
-            require_slot(root, s)?;
+            root.existing_slot(s)?;
             vec![s]
         }
-        None => list_slots(root)?,
+        None => root.slots()?,
     };
     slots
         .into_iter()

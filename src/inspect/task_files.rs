@@ -11,14 +11,12 @@ use crate::fsio::{self, TASK_SIZE_LIMIT};
 use crate::layout::{Root, Slot, WorkerPaths};
 use crate::protocol::{Status, Task, TaskId, WorkerState};
 
-use super::require_slot;
-
 /// A task file in a slot (`running.json` or `task.json`): its id if readable.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct TaskFile {
     pub task_id: Option<TaskId>,
-    /// The prompt's start on one line (up to [`super::preview::PREVIEW_CHARS`]).
+    /// The prompt's start on one line (up to [`crate::text::PREVIEW_CHARS`]).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub prompt_preview: Option<String>,
     /// Why the file could not be read as a task, if it could not.
@@ -33,9 +31,9 @@ pub fn read_task_file(path: &Path) -> Option<TaskFile> {
         Ok(Some(bytes)) => Some(match Task::from_bytes(path, &bytes) {
             Ok(t) => TaskFile {
                 task_id: t.id,
-                prompt_preview: Some(super::prompt_preview(
+                prompt_preview: Some(crate::text::prompt_preview(
                     &t.prompt,
-                    super::preview::PREVIEW_CHARS,
+                    crate::text::PREVIEW_CHARS,
                 )),
                 problem: None,
             },
@@ -101,7 +99,7 @@ pub fn running_task(root: &Root, slot: Slot) -> Option<TaskId> {
 /// The slot's current task: the running one (`running.json`), else the one
 /// `status.json` says it works on, else the one waiting in the inbox.
 pub fn current_task(root: &Root, slot: Slot) -> Result<Option<(TaskId, TaskSource)>> {
-    let paths = require_slot(root, slot)?;
+    let paths = root.existing_slot(slot)?;
     if let Some(id) = running_task(root, slot) {
         return Ok(Some((id, TaskSource::Running)));
     }

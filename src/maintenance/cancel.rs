@@ -3,7 +3,7 @@
 use crate::error::Result;
 use crate::fsio::{self, Durability};
 use crate::gate;
-use crate::inspect::{read_task_file, require_slot, task_files::status_task};
+use crate::inspect::{read_task_file, task_files::status_task};
 use crate::layout::{Root, Slot};
 use crate::protocol::TaskId;
 
@@ -29,7 +29,7 @@ pub enum CancelOutcome {
 /// running. The id is always written (never an empty file), so a request that arrives
 /// after the task ended cannot cancel the next one.
 pub fn request_cancel(root: &Root, slot: Slot, only: Option<&TaskId>) -> Result<CancelOutcome> {
-    let paths = require_slot(root, slot)?;
+    let paths = root.existing_slot(slot)?;
     let running = read_task_file(&paths.running());
     let worker_live = gate::probe(&paths.worker_gate())?.is_some();
     let Some(running) = running else {

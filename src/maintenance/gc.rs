@@ -13,10 +13,12 @@ use std::time::Duration;
 use serde::Serialize;
 
 use crate::error::{Error, Result};
+use crate::fsio::{is_temp_name, regular_files};
 use crate::gate;
+use crate::inspect::read_task_file;
 use crate::inspect::task_files::status_task;
-use crate::inspect::{age_since, is_temp_name, list_slots, read_task_file, regular_files, secs};
 use crate::layout::{Root, WorkerPaths};
+use crate::text::{age_since, secs};
 
 /// Temp files (`.NAME.<nonce>.tmp`) younger than this may still be being written.
 pub const TEMP_FILE_AGE: Duration = Duration::from_secs(10 * 60);
@@ -258,7 +260,7 @@ fn plan_slot(
 pub fn plan_gc(root: &Root, opts: &GcOptions) -> Result<GcPlan> {
     let mut items = Vec::new();
     let mut protected = BTreeSet::new();
-    for slot in list_slots(root)? {
+    for slot in root.slots()? {
         let paths = root.worker(slot);
         let busy = busy_ids(&paths);
         plan_slot(&paths, &busy, opts, &mut items)?;

@@ -25,8 +25,8 @@ use crate::error::{Error, Result};
 use crate::fsio::{self, Durability};
 use crate::ids::{self, Place};
 use crate::layout::Root;
-use crate::wait::{Awaited, OnDeath, Vigil};
 use crate::protocol::{id_list, Outcome, Task, TaskId, TaskResult, SCHEMA};
+use crate::wait::{Awaited, OnDeath, Vigil};
 use crate::watch::{Interest, WatchMode};
 
 use claim::is_held;

@@ -441,7 +441,7 @@ fn end_leftover(
 /// `conductor recover`: recover a slot whose worker is gone for good. Refuses (with
 /// the holder named) if a worker still serves the slot.
 pub fn recover_abandoned(root: &Root, slot: Slot) -> Result<RecoveryReport> {
-    let paths = crate::inspect::require_slot(root, slot)?;
+    let paths = root.existing_slot(slot)?;
     let _gate = Gate::acquire(&paths.worker_gate(), &format!("recovery of worker {slot}"))?;
     let config = Config::load(&root.config_file())?;
     recover_slot(root, slot, &config.lock_options())

@@ -347,7 +347,7 @@ fn summarize(root: &Root, snap: &mut Snapshot, id: &TaskId, c: &Candidate) -> Re
             .or_else(|| pending.map(|p| p.priority)),
         prompt_preview: task
             .as_ref()
-            .map(|t| crate::inspect::prompt_preview(&t.prompt, PREVIEW_CHARS)),
+            .map(|t| crate::text::prompt_preview(&t.prompt, PREVIEW_CHARS)),
         submitted_at: crate::protocol::rfc3339(c.submitted),
         submitted: c.submitted,
         started_at: None,

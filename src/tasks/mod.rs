@@ -34,9 +34,9 @@ use crate::error::{Error, Result};
 use crate::ids::{self, Place};
 use crate::inspect::read_task_file;
 use crate::layout::{Root, Slot};
-use crate::wait::OnDeath;
 use crate::protocol::{Outcome, TaskId, TaskResult};
 use crate::queue::Queue;
+use crate::wait::OnDeath;
 
 pub use list::{list, ListOptions, TaskSummary};
 pub use withdraw::{cancel_task, CancelTask};
@@ -272,7 +272,8 @@ pub(crate) fn pending_entry(root: &Root, id: &TaskId) -> Result<Option<PathBuf>>
 
 /// The slot whose `running.json` holds task `id`.
 pub(crate) fn running_slot(root: &Root, id: &TaskId) -> Result<Option<Slot>> {
-    Ok(root.slots()?
+    Ok(root
+        .slots()?
         .into_iter()
         .find(|s| holds(&root.worker(*s).running(), id)))
 }

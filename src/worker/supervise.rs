@@ -58,7 +58,7 @@ pub(crate) fn run(
         started_at: rfc3339(SystemTime::now()),
         clock: Instant::now(),
         attempt: task.attempt(),
-        preview: crate::inspect::prompt_preview(&task.prompt, 60),
+        preview: crate::text::prompt_preview(&task.prompt, 60),
     };
     if let Some(who) = cancel::requested(&slot.paths, &run.id, false) {
         tracing::info!("task {} was cancelled before it started ({who})", run.id);
@@ -403,9 +403,9 @@ impl Run<'_> {
         }
         tracing::info!(
             "{} \"{}\" in {}{} · task {}",
-            crate::inspect::outcome_label(&r),
+            &r.outcome_label(),
             self.preview,
-            crate::inspect::format_took(r.duration_ms.unwrap_or(0)),
+            crate::text::format_took(r.duration_ms.unwrap_or(0)),
             r.error
                 .as_deref()
                 .map(|e| format!(": {e}"))

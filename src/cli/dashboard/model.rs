@@ -225,7 +225,7 @@ impl Reader {
             }
         }
         let task = Task::read(path, TASK_SIZE_LIMIT).ok()??;
-        let folded = inspect::prompt_preview(&task.prompt, usize::MAX);
+        let folded = crate::text::prompt_preview(&task.prompt, usize::MAX);
         if !changes {
             self.prompts.insert(path.to_path_buf(), folded.clone());
         }
@@ -246,7 +246,8 @@ impl Reader {
     /// Totals over every slot's `results/` (a queue task's result is linked there too,
     /// so each ran task counts once) plus queue tasks cancelled before they ran.
     fn totals(&mut self, root: &Root, now: SystemTime) -> Totals {
-        let mut dirs: Vec<PathBuf> = inspect::list_slots(root)
+        let mut dirs: Vec<PathBuf> = root
+            .slots()
             .unwrap_or_default()
             .into_iter()
             .map(|s| root.worker(s).results_dir())
@@ -351,7 +352,7 @@ pub fn read_tail(path: &Path, max_bytes: u64) -> io::Result<Vec<String>> {
 /// `line` without escape sequences or control characters (an agent's colours must not
 /// reach the terminal the dashboard draws on); tabs become spaces.
 pub fn printable(line: &str) -> String {
-    crate::inspect::without_escapes(line).replace('\t', "    ")
+    crate::text::without_escapes(line).replace('\t', "    ")
 }
 
 #[cfg(test)]

@@ -131,7 +131,7 @@ impl Ui {
             Selected::Slot(_) => return None,
             Selected::Queued(q) => (q.id.clone()?, q.preview.clone()),
         };
-        let words = crate::inspect::prompt_preview(preview.as_deref().unwrap_or(""), 40);
+        let words = crate::text::prompt_preview(preview.as_deref().unwrap_or(""), 40);
         Some((id.clone(), format!("{id} ({words})")))
     }
 

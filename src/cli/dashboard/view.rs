@@ -10,7 +10,7 @@ use ratatui::Frame;
 
 use super::model::{QueueRow, SlotRow, SlotState, Snapshot, Totals};
 use super::state::{Mode, Ui};
-use crate::inspect::{fit, format_age};
+use crate::text::{fit, format_age};
 
 /// Queue rows shown before the list scrolls.
 const QUEUE_ROWS: usize = 4;
