@@ -1,6 +1,5 @@
 //! The orchestrator's API: create slots, deliver tasks, read and wait for state.
 
-use std::collections::HashSet;
 use std::io;
 use std::path::Path;
 use std::time::Duration;
@@ -11,7 +10,7 @@ use crate::fsio::{self, Durability};
 use crate::ids::{self, Place};
 use crate::layout::{Root, Slot, WorkerPaths};
 use crate::protocol::{Status, Task, TaskId, TaskResult, WorkerState, SCHEMA};
-use crate::wait::{self, names_interest, Awaited, OnDeath, Vigil};
+use crate::wait::{self, OnDeath};
 use crate::watch::WatchMode;
 
 /// A handle on one conductor root, for orchestrators.
@@ -184,30 +183,7 @@ impl Client {
         states: &[WorkerState],
         timeout: Duration,
     ) -> Result<Status> {
-        let w = self.root.existing_slot(slot)?;
-        let what = format!(
-            "worker {slot} to become {}",
-            states
-                .iter()
-                .map(|s| s.to_string())
-                .collect::<Vec<_>>()
-                .join(" or ")
-        );
-        let wanted: HashSet<&str> = ["status.json"].into();
-        let mut vigil = Vigil::new(self.root.clone(), Awaited::Slot(slot), None, OnDeath::Fail);
-        wait::until(
-            std::slice::from_ref(&w.dir),
-            self.watch_mode,
-            names_interest(wanted),
-            timeout,
-            what,
-            &mut vigil,
-            || {
-                Ok(self
-                    .read_status(slot)?
-                    .filter(|s| states.contains(&s.status)))
-            },
-        )
+        wait::for_status(&self.root, self.watch_mode, slot, states, timeout)
     }
 
     /// Wait until task `id` on the slot has a result; returns it. Never blocks for
@@ -234,26 +210,6 @@ impl Client {
         timeout: Duration,
         on_death: OnDeath,
     ) -> Result<TaskResult> {
-        let w = self.root.existing_slot(slot)?;
-        // The worker makes results/ too; making it here lets us watch it before then.
-        fsio::ensure_dir(&w.results_dir())?;
-        let file_name = format!("{id}.json");
-        let wanted: HashSet<&str> = [file_name.as_str()].into();
-        let what = format!("the result of task {id} on worker {slot}");
-        let mut vigil = Vigil::new(
-            self.root.clone(),
-            Awaited::Slot(slot),
-            Some(id.clone()),
-            on_death,
-        );
-        wait::until(
-            &[w.results_dir()],
-            self.watch_mode,
-            names_interest(wanted),
-            timeout,
-            what,
-            &mut vigil,
-            || self.read_result_for(slot, id),
-        )
+        wait::for_result(&self.root, self.watch_mode, slot, id, timeout, on_death)
     }
 }

@@ -23,7 +23,7 @@ use crate::error::{Error, Result};
 use crate::fsio;
 use crate::gate;
 use crate::layout::{Root, Slot};
-use crate::protocol::{Status, Task, TaskId};
+use crate::protocol::{Status, Task, TaskId, TaskResult, WorkerState};
 use crate::watch::{DirWatcher, Interest, WatchMode};
 
 /// How often a waiter re-reads even without an event: a safety net, not the mechanism.
@@ -64,6 +64,75 @@ pub fn until<T>(
         }
         let _ = rx.recv_timeout(left.min(RECHECK_INTERVAL));
     }
+}
+
+/// Wait until `slot`'s status is one of `states`; returns that status. Ends with
+/// [`Error::NobodyServes`] when no live worker serves the slot (for [`NOBODY_GRACE`]),
+/// since then the status would never change.
+pub fn for_status(
+    root: &Root,
+    mode: WatchMode,
+    slot: Slot,
+    states: &[WorkerState],
+    timeout: Duration,
+) -> Result<Status> {
+    let w = root.existing_slot(slot)?;
+    let what = format!(
+        "worker {slot} to become {}",
+        states
+            .iter()
+            .map(|s| s.to_string())
+            .collect::<Vec<_>>()
+            .join(" or ")
+    );
+    let wanted: HashSet<&str> = ["status.json"].into();
+    let mut vigil = Vigil::new(root.clone(), Awaited::Slot(slot), None, OnDeath::Fail);
+    until(
+        std::slice::from_ref(&w.dir),
+        mode,
+        names_interest(wanted),
+        timeout,
+        what,
+        &mut vigil,
+        || Ok(Status::read(&w.status())?.filter(|s| states.contains(&s.status))),
+    )
+}
+
+/// Wait until task `id` sent to `slot` has a result; returns it. Ends with
+/// [`Error::NobodyServes`] when no live worker serves the slot (for [`NOBODY_GRACE`]);
+/// if its worker dies with the task in hand, does `on_death`.
+pub fn for_result(
+    root: &Root,
+    mode: WatchMode,
+    slot: Slot,
+    id: &TaskId,
+    timeout: Duration,
+    on_death: OnDeath,
+) -> Result<TaskResult> {
+    id.validate()
+        .map_err(|reason| Error::InvalidTask { reason })?;
+    let w = root.existing_slot(slot)?;
+    // The worker makes results/ too; making it here lets us watch it before then.
+    fsio::ensure_dir(&w.results_dir())?;
+    let file_name = format!("{id}.json");
+    let wanted: HashSet<&str> = [file_name.as_str()].into();
+    let what = format!("the result of task {id} on worker {slot}");
+    let mut vigil = Vigil::new(
+        root.clone(),
+        Awaited::Slot(slot),
+        Some(id.clone()),
+        on_death,
+    );
+    let result = w.result_for(id);
+    until(
+        &[w.results_dir()],
+        mode,
+        names_interest(wanted),
+        timeout,
+        what,
+        &mut vigil,
+        || TaskResult::read(&result),
+    )
 }
 
 /// Wake only for changes to files with these names.

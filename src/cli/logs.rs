@@ -1,6 +1,5 @@
 //! `conductor logs TASK_ID [-f] | N [-f]`: a task's output by id (live or finished), or a slot's live output.
 
-use std::io::Write;
 use std::time::Duration;
 
 use crate::cli::usage::CliError;
@@ -11,6 +10,7 @@ use crate::watch::WatchMode;
 use crate::{TaskId, WorkerPaths};
 use crossbeam_channel::select;
 
+use super::output::{copy_out, write_out};
 use super::target::{at_most_one, single, Target, Targets, TARGET_HELP};
 use super::RootArg;
 use crate::cli::common::exit;
@@ -36,16 +36,6 @@ pub struct Args {
     pub follow: bool,
     #[command(flatten)]
     pub root: RootArg,
-}
-
-/// Write to stdout; `Ok(false)` when the reader has gone away.
-pub(super) fn write_out(bytes: &[u8]) -> anyhow::Result<bool> {
-    let mut out = std::io::stdout().lock();
-    match out.write_all(bytes).and_then(|()| out.flush()) {
-        Ok(()) => Ok(true),
-        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(false),
-        Err(e) => Err(anyhow::Error::new(e).context("writing to stdout")),
-    }
 }
 
 pub fn run(args: Args) -> anyhow::Result<i32> {
@@ -128,13 +118,4 @@ fn last_result_id(paths: &WorkerPaths) -> Option<TaskId> {
     parse_result(&paths.result(), &bytes)
         .ok()
         .map(|r| r.task_id)
-}
-
-pub(super) fn copy_out(f: &mut std::fs::File) -> anyhow::Result<i32> {
-    let mut out = std::io::stdout().lock();
-    match std::io::copy(f, &mut out).and_then(|_| out.flush()) {
-        Ok(()) => Ok(exit::OK),
-        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(exit::OK),
-        Err(e) => Err(anyhow::Error::new(e).context("copying the log to stdout")),
-    }
 }

@@ -13,7 +13,7 @@ use crate::tasks::{self, TaskLocation, TaskState};
 use crate::watch::{DirWatcher, Interest, WatchMode};
 use crate::{Error, Root, TaskId, WorkerPaths};
 
-use super::logs::{copy_out, write_out};
+use super::output::{copy_out, write_out};
 use crate::cli::common::exit;
 
 /// How often a follower looks again without an event (events are only wake-ups).

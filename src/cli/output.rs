@@ -1,9 +1,10 @@
 //! What the subcommands print: stdout that tolerates a closed pipe, JSON, results.
 
+use std::io::Write as _;
+
 /// Write `text` to stdout. A reader that went away (`conductor status | head -1`) is
 /// not an error: the command simply ends, successfully.
 pub fn emit(text: &str) -> anyhow::Result<()> {
-    use std::io::Write;
     let mut out = std::io::stdout().lock();
     match out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
         Ok(()) => Ok(()),
@@ -65,5 +66,25 @@ pub fn print_result(result: &crate::TaskResult, json: bool) -> anyhow::Result<i3
             why => eprintln!("task {} {label}: {why}", result.task_id),
         }
         Ok(crate::cli::common::exit::FAILURE)
+    }
+}
+
+/// Write to stdout; `Ok(false)` when the reader has gone away.
+pub(crate) fn write_out(bytes: &[u8]) -> anyhow::Result<bool> {
+    let mut out = std::io::stdout().lock();
+    match out.write_all(bytes).and_then(|()| out.flush()) {
+        Ok(()) => Ok(true),
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(false),
+        Err(e) => Err(anyhow::Error::new(e).context("writing to stdout")),
+    }
+}
+
+/// Copy a log to stdout; a reader that went away is no error.
+pub(crate) fn copy_out(f: &mut std::fs::File) -> anyhow::Result<i32> {
+    let mut out = std::io::stdout().lock();
+    match std::io::copy(f, &mut out).and_then(|_| out.flush()) {
+        Ok(()) => Ok(crate::cli::common::exit::OK),
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(crate::cli::common::exit::OK),
+        Err(e) => Err(anyhow::Error::new(e).context("copying the log to stdout")),
     }
 }

@@ -8,7 +8,6 @@ use nix::sys::signal::{kill as send_signal, Signal};
 use nix::unistd::Pid;
 
 use super::Result;
-use crate::client::Client;
 use crate::gate::{self, Gate};
 use crate::host;
 use crate::layout::{Root, Slot};
@@ -181,7 +180,6 @@ fn signal_workers(
     session: &str,
     workers: u32,
 ) -> Result<(Vec<Target>, Vec<u32>)> {
-    let client = Client::new(root.clone());
     let pane_pids: HashSet<u32> = tmux
         .run(&[
             "list-panes",
@@ -202,7 +200,9 @@ fn signal_workers(
             .ok()
             .flatten()
             .filter(gate::GateHolder::is_this_host);
-        let status = client.read_status(slot).ok().flatten();
+        let status = crate::protocol::Status::read(&root.worker(slot).status())
+            .ok()
+            .flatten();
         // The gate's record names the live holder; status.json's workerPid is the
         // fallback while the holder has not recorded itself yet.
         let pid = holder

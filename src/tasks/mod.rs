@@ -37,6 +37,7 @@ use crate::layout::{Root, Slot};
 use crate::protocol::{Outcome, TaskId, TaskResult};
 use crate::queue::Queue;
 use crate::wait::OnDeath;
+use crate::watch::WatchMode;
 
 pub use list::{list, ListOptions, TaskSummary};
 pub use withdraw::{cancel_task, CancelTask};
@@ -353,7 +354,7 @@ pub fn wait_for_task(
     };
     match (loc.queued, loc.slot) {
         (false, Some(slot)) => {
-            Client::new(root.clone()).wait_for_result_with(slot, id, timeout, on_death)
+            crate::wait::for_result(root, WatchMode::Auto, slot, id, timeout, on_death)
         }
         _ => Queue::new(root.clone()).wait_for_result_with(id, timeout, on_death),
     }
