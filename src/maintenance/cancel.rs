@@ -80,6 +80,8 @@ mod tests {
     fn a_missing_slot_is_a_typed_error() {
         let dir = tempfile::tempdir().unwrap();
         let root = Root::new(dir.path().join("root"));
+        // The root exists; only the slot is missing (no root at all is Error::NoRoot).
+        crate::queue::init_root(&root).unwrap();
         let err = request_cancel(&root, Slot(7), None).unwrap_err();
         assert!(
             matches!(err, crate::Error::NoSuchSlot { slot: 7, .. }),

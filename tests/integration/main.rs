@@ -2,6 +2,7 @@
 
 mod harness;
 
+mod architecture;
 mod cli;
 mod client;
 mod compat;
