@@ -4,7 +4,7 @@
 //! The order is the protocol's promise (docs/ARCHITECTURE.md, "Finish"): the result is durable before
 //! anyone is told, and `running.json` goes only once the result is there, so a crash at
 //! any step leaves either a task in hand (recovery finishes it) or a finished task whose
-//! telling recovery completes with [`announce_kept`].
+//! telling recovery completes with [`Ledger::announce_kept`].
 
 use std::fs;
 use std::io;

@@ -1,7 +1,7 @@
 //! The command-line front end of all three binaries: clap parsing, exit codes, output.
 //!
 //! Built only with the `cli` feature (on by default). The binaries under `bin/` are thin
-//! `main`s that call [`conductor_main`], [`worker_main`] or [`launch_main`]; each
+//! `main`s that call [`conductor_main`], [`worker_main`](common::worker_main) or [`launch_main`](launch::launch_main); each
 //! subcommand is a module here with an `Args` (clap) and a `run`.
 
 pub mod cancel;

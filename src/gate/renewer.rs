@@ -66,8 +66,8 @@ fn next_due(due: Instant, every: Duration, now: Instant) -> Instant {
     due + every * u32::try_from(periods).unwrap_or(u32::MAX)
 }
 
-/// A registered lease, as its gate holds it; [`Lease::release`] (or dropping it)
-/// deregisters it and releases the lock.
+/// A registered lease, as its gate holds it; dropping it deregisters it and releases
+/// the lock.
 #[derive(Debug)]
 pub(super) struct Lease {
     id: u64,

@@ -38,7 +38,7 @@ pub fn stop_command(tmux: &Tmux, session: &str) -> String {
 /// On failure nothing is left behind (session killed, fresh worktrees removed).
 ///
 /// A session of that name already running (or being launched or stopped right now) is
-/// refused with [`Error::LaunchRefused`], saying how to attach to it; a launch from
+/// refused with [`LaunchError::Refused`](super::LaunchError::Refused), saying how to attach to it; a launch from
 /// inside an agent is refused with [`Error::Nested`] unless [`LaunchOptions::allow_nested`].
 pub fn launch(opts: &LaunchOptions) -> Result<Launched> {
     refuse_nested("launch a tmux session", opts.allow_nested)?;

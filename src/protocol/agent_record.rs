@@ -1,7 +1,8 @@
 //! `.agent.json`: which process runs a slot's task, written before that process may
 //! run at all, so recovery can always find (and stop) it.
 //!
-//! The agent waits in `pre_exec` until this record is written (see `crate::agent`).
+//! The agent's child process writes it itself, after the clone and before exec, so the
+//! agent never runs unrecorded (see `crate::agent::spawn`).
 //! It is the cheapest record that can be: one in-place write to a file kept for it,
 //! not fsynced — a power loss leaves no process behind to find. `status.json` names
 //! the agent too, but is published after the agent starts, off the pickup path.
@@ -54,8 +55,8 @@ impl AgentRecord {
     }
 
     /// A record for `task_id` with its pid field blank, and where that field starts:
-    /// the agent's child process fills in its own pid between fork and exec, where it
-    /// may not allocate (see `crate::agent`). No start time: recovery then trusts the
+    /// the agent's child process fills in its own pid between the clone and exec, where
+    /// it may not allocate (see `crate::agent::spawn`). No start time: recovery then trusts the
     /// pid only with our uid and the task's marker in its environment.
     pub fn template(task_id: &TaskId) -> (Vec<u8>, usize) {
         let id = serde_json::to_string(task_id).expect("a task id serializes");
