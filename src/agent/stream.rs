@@ -67,9 +67,43 @@ impl StreamRenderer {
 
     fn system(&mut self, event: &Map<String, Value>, out: &mut Vec<u8>) {
         let subtype = str_field(event, "subtype").unwrap_or("event");
-        if subtype != "init" {
-            push_line(out, &format!("· {subtype}"));
-            return;
+        match subtype {
+            "init" => {}
+            // The model's API failed and Claude Code will try again.
+            "api_retry" => {
+                let mut line = String::from("· API error");
+                if let Some(code) = event.get("error_status").and_then(Value::as_u64) {
+                    line.push_str(&format!(" {code}"));
+                }
+                if let Some(e) = str_field(event, "error") {
+                    line.push_str(&format!(" {e}"));
+                }
+                let attempt = event.get("attempt").and_then(Value::as_u64).unwrap_or(0);
+                line.push_str(&format!(": retry {attempt}"));
+                if let Some(max) = event.get("max_retries").and_then(Value::as_u64) {
+                    line.push_str(&format!("/{max}"));
+                }
+                if let Some(ms) = event.get("retry_delay_ms").and_then(Value::as_u64) {
+                    line.push_str(&format!(" in {:.1}s", ms as f64 / 1000.0));
+                }
+                push_line(out, &line);
+                return;
+            }
+            // A tool call nobody approved (the tool result that follows says so too).
+            "permission_denied" => {
+                let tool = str_field(event, "tool_name").unwrap_or("?");
+                let why = str_field(event, "message").map(first_line).unwrap_or("");
+                push_line(out, &clip(&format!("✗ permission denied: {tool}: {why}")));
+                return;
+            }
+            other => {
+                let line = match str_field(event, "message").map(first_line) {
+                    Some(m) if !m.is_empty() => format!("· {other}: {m}"),
+                    _ => format!("· {other}"),
+                };
+                push_line(out, &clip(&line));
+                return;
+            }
         }
         self.cwd = str_field(event, "cwd").map(String::from);
         let mut parts = vec![format!(
@@ -170,7 +204,12 @@ impl StreamRenderer {
 fn result(event: &Map<String, Value>, out: &mut Vec<u8>) {
     let failed = event.get("is_error").and_then(Value::as_bool) == Some(true);
     let head = if failed {
-        let subtype = str_field(event, "subtype").unwrap_or("error");
+        // Claude Code 2.1 says `"subtype":"success"` after an API error it gave up on;
+        // `terminal_reason` names it then.
+        let subtype = str_field(event, "subtype")
+            .filter(|s| *s != "success")
+            .or_else(|| str_field(event, "terminal_reason"))
+            .unwrap_or("error");
         match str_field(event, "result").map(first_line) {
             Some(why) if !why.is_empty() => format!("✗ {subtype}: {why}"),
             _ => format!("✗ {subtype}"),
@@ -341,6 +380,25 @@ mod tests {
         assert_eq!(text, lines.join("\n") + "\n");
         assert!(kinds.iter().all(|k| *k == LineKind::Other));
         assert_eq!(render_all(&["", "  "]).0, "");
+    }
+
+    #[test]
+    fn retries_denials_and_api_errors_say_what_happened() {
+        let (text, _) = render_all(&[
+            r#"{"type":"system","subtype":"api_retry","attempt":1,"max_retries":10,"retry_delay_ms":508,"error_status":529,"error":"overloaded"}"#,
+            r#"{"type":"system","subtype":"permission_denied","tool_name":"Write","message":"Claude requested permissions to write to /p/a.txt"}"#,
+            r#"{"type":"system","subtype":"hook_response","message":"hook said\nmore"}"#,
+            r#"{"type":"system","subtype":"compact_boundary"}"#,
+            r#"{"type":"result","subtype":"success","is_error":true,"terminal_reason":"api_error","result":"API Error: 529 Overloaded","num_turns":1}"#,
+        ]);
+        assert_eq!(
+            text,
+            "· API error 529 overloaded: retry 1/10 in 0.5s\n\
+             ✗ permission denied: Write: Claude requested permissions to write to /p/a.txt\n\
+             · hook_response: hook said\n\
+             · compact_boundary\n\
+             ✗ api_error: API Error: 529 Overloaded · 1 turn\n"
+        );
     }
 
     #[test]
