@@ -26,7 +26,9 @@ pub enum Preset {
     /// turns are lifted into the result from the final event; tasks with `resume`
     /// continue a session.
     Claude,
-    /// OpenAI Codex, non-interactive, prompt on stdin.
+    /// OpenAI Codex, non-interactive (`codex exec --json`), prompt on stdin: its event
+    /// stream shown readable in the live log; the last agent message is the answer, the
+    /// thread id, and tokens are lifted into the result.
     Codex,
     /// Any command; its stdout is the output as is.
     #[default]
@@ -49,7 +51,9 @@ impl Preset {
                 "claude -p --output-format stream-json --verbose \
                  --permission-mode acceptEdits --allowedTools Bash,Edit,Write,Read,NotebookEdit"
             }
-            Preset::Codex => "codex exec -",
+            // `codex exec` is read-only by default: workspace-write lets it edit the task's
+            // directory and run commands there (its own sandbox); --json streams events.
+            Preset::Codex => "codex exec --json --sandbox workspace-write --skip-git-repo-check -",
             Preset::Command => "claude -p",
         }
     }
@@ -101,14 +105,17 @@ impl Preset {
     /// Whether stdout is read as Claude Code's event stream: one JSON object a line,
     /// rendered readable in the live log, the raw lines kept in `tasks/<id>.jsonl`.
     /// (`--output-format json` prints the final event alone, so it reads the same.)
+    /// Codex's `--json` events are read the same way (their types differ from Claude's).
     pub fn streams(self) -> bool {
-        self == Preset::Claude
+        matches!(self, Preset::Claude | Preset::Codex)
     }
 
     /// Lift what the agent printed into the result's fields.
     pub fn interpret(self, result: &mut TaskResult) {
-        if self == Preset::Claude {
-            interpret_claude(result);
+        match self {
+            Preset::Claude => interpret_claude(result),
+            Preset::Codex => interpret_codex(result),
+            Preset::Command => {}
         }
     }
 }
@@ -206,6 +213,91 @@ fn interpret_claude(r: &mut TaskResult) {
     if let Some(t) = text {
         r.output = t;
     }
+}
+
+/// `codex exec --json` prints events one a line: `{"type":"thread.started","thread_id"}`,
+/// `{"type":"item.completed","item":{"type":"agent_message","text"}}` (and other items),
+/// `{"type":"turn.completed","usage":{"input_tokens","cached_input_tokens",
+/// "output_tokens"}}`, `{"type":"turn.failed","error":{"message"}}`, `{"type":"error",
+/// "message"}`. With no final event of its own, the worker hands over stdout as printed:
+/// the last agent message becomes the output, the thread the session; a failed turn is
+/// the failure reason (a 401 says how to log in). Output without a `thread.started`
+/// event is left as it is.
+fn interpret_codex(r: &mut TaskResult) {
+    let events: Vec<serde_json::Map<String, Value>> = r
+        .output
+        .lines()
+        .filter_map(|l| match serde_json::from_str::<Value>(l) {
+            Ok(Value::Object(o)) => Some(o),
+            _ => None,
+        })
+        .collect();
+    let kind = |e: &serde_json::Map<String, Value>| {
+        e.get("type")
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .to_string()
+    };
+    let Some(thread) = events
+        .iter()
+        .find(|e| kind(e) == "thread.started")
+        .and_then(|e| e.get("thread_id").and_then(Value::as_str))
+    else {
+        return;
+    };
+    r.session_id = Some(thread.to_string());
+    let mut answer = None;
+    let mut failed = None;
+    let (mut input, mut output, mut turns) = (0, 0, 0);
+    for e in &events {
+        match kind(e).as_str() {
+            "item.completed" => {
+                let item = e.get("item");
+                if item.and_then(|i| i.get("type")).and_then(Value::as_str) == Some("agent_message")
+                {
+                    answer = item
+                        .and_then(|i| i.get("text"))
+                        .and_then(Value::as_str)
+                        .map(String::from);
+                }
+            }
+            "turn.completed" => {
+                turns += 1;
+                let usage = e.get("usage");
+                let n = |k: &str| usage.and_then(|u| u.get(k)).and_then(Value::as_u64);
+                input += n("input_tokens").unwrap_or(0);
+                output += n("output_tokens").unwrap_or(0);
+            }
+            "turn.failed" => {
+                failed = e
+                    .get("error")
+                    .and_then(|x| x.get("message"))
+                    .and_then(Value::as_str)
+                    .map(String::from);
+            }
+            _ => {}
+        }
+    }
+    if turns > 0 {
+        r.input_tokens = Some(input);
+        r.output_tokens = Some(output);
+    }
+    r.is_error = Some(failed.is_some());
+    let agent_failed = r.success || r.outcome == Some(crate::protocol::Outcome::Failure);
+    if let (Some(why), true) = (&failed, agent_failed) {
+        let why = first_line(why);
+        r.success = false;
+        r.outcome = Some(crate::protocol::Outcome::Failure);
+        r.error = Some(if why.contains("401 Unauthorized") {
+            format!(
+                "not logged in / invalid API key — run `codex login` or set OPENAI_API_KEY \
+                 (codex: {why})"
+            )
+        } else {
+            format!("codex reported an error: {why}")
+        });
+    }
+    r.output = answer.or(failed).unwrap_or_default();
 }
 
 fn first_line(s: &str) -> &str {
@@ -321,8 +413,41 @@ mod tests {
         assert!(Preset::Codex.command_line(Some("Read"), None).is_err());
         assert_eq!(
             Preset::Codex.command_line(None, None).unwrap(),
-            "codex exec -"
+            Preset::Codex.default_command()
         );
+    }
+
+    #[test]
+    fn codex_events_are_lifted_into_the_result() {
+        let mut r = ok(concat!(
+            r#"{"type":"thread.started","thread_id":"th-1"}"#,
+            "\n",
+            r#"{"type":"item.completed","item":{"type":"agent_message","text":"Running."}}"#,
+            "\n",
+            r#"{"type":"item.completed","item":{"type":"agent_message","text":"Done."}}"#,
+            "\n",
+            r#"{"type":"turn.completed","usage":{"input_tokens":50,"output_tokens":20}}"#,
+        ));
+        Preset::Codex.interpret(&mut r);
+        assert!(r.success);
+        assert_eq!(r.output, "Done.");
+        assert_eq!(r.session_id.as_deref(), Some("th-1"));
+        assert_eq!((r.input_tokens, r.output_tokens), (Some(50), Some(20)));
+
+        let failed = concat!(
+            r#"{"type":"thread.started","thread_id":"th-2"}"#,
+            "\n",
+            r#"{"type":"turn.failed","error":{"message":"unexpected status 401 Unauthorized: bad key"}}"#,
+        );
+        let mut r = TaskResult::failed(TaskId::from("t"), Outcome::Failure, "exit 1");
+        r.output = failed.into();
+        Preset::Codex.interpret(&mut r);
+        assert!(r.error.as_deref().unwrap().starts_with(
+            "not logged in / invalid API key — run `codex login` or set OPENAI_API_KEY"
+        ));
+        let mut r = ok("plain words");
+        Preset::Codex.interpret(&mut r);
+        assert_eq!((r.output.as_str(), r.session_id), ("plain words", None));
     }
 
     #[test]

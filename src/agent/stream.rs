@@ -60,6 +60,50 @@ impl StreamRenderer {
                 result(&event, out);
                 return LineKind::Result;
             }
+            // Codex (`codex exec --json`).
+            "thread.started" => push_line(
+                out,
+                &format!(
+                    "· session {}",
+                    str_field(&event, "thread_id").unwrap_or("?")
+                ),
+            ),
+            "turn.started" => {}
+            "item.started" | "item.updated" | "item.completed" => {
+                if let Some(item) = event.get("item").and_then(Value::as_object) {
+                    codex_item(kind, item, out);
+                }
+            }
+            "turn.completed" => {
+                let usage = event.get("usage");
+                let n = |k: &str| {
+                    usage
+                        .and_then(|u| u.get(k))
+                        .and_then(Value::as_u64)
+                        .unwrap_or(0)
+                };
+                push_line(
+                    out,
+                    &format!(
+                        "✓ turn done · {} tokens in · {} out",
+                        n("input_tokens"),
+                        n("output_tokens")
+                    ),
+                );
+            }
+            "turn.failed" => {
+                let why = event
+                    .get("error")
+                    .and_then(|e| e.get("message"))
+                    .and_then(Value::as_str)
+                    .map(first_line)
+                    .unwrap_or("");
+                push_line(out, &clip(&format!("✗ turn failed: {why}")));
+            }
+            "error" => {
+                let why = str_field(&event, "message").map(first_line).unwrap_or("");
+                push_line(out, &clip(&format!("! {why}")));
+            }
             _ => as_is(line, out),
         }
         LineKind::Other
@@ -197,6 +241,69 @@ impl StreamRenderer {
                 .to_string(),
             None => v.to_string(),
         }
+    }
+}
+
+/// One Codex item: a command when it starts and its output when it ends; messages,
+/// reasoning, file changes, tool calls and errors when they complete. An item type not
+/// known here is named (`[type]`), never dropped.
+fn codex_item(event: &str, item: &Map<String, Value>, out: &mut Vec<u8>) {
+    let kind = str_field(item, "type").unwrap_or("?");
+    let completed = event == "item.completed";
+    match (kind, event) {
+        ("command_execution", "item.started") => {
+            let cmd = str_field(item, "command").map(first_line).unwrap_or("");
+            push_line(out, &clip(&format!("› exec {cmd}")));
+        }
+        ("command_execution", "item.completed") => {
+            let text = str_field(item, "aggregated_output").unwrap_or("");
+            let code = item.get("exit_code").and_then(Value::as_i64);
+            let failed = code.is_some_and(|c| c != 0);
+            let mut line = tool_result_summary(text, failed);
+            if failed {
+                line = line.replacen(
+                    "error: ",
+                    &format!("error: exit {} ", code.unwrap_or(-1)),
+                    1,
+                );
+            }
+            push_line(out, &clip(line.trim_end()));
+        }
+        (_, "item.started" | "item.updated") => {}
+        ("agent_message", _) => text_lines(str_field(item, "text").unwrap_or(""), "", out),
+        ("reasoning", _) => {
+            let first = first_line(str_field(item, "text").unwrap_or(""));
+            if !first.is_empty() {
+                push_line(out, &clip(&format!("… {first}")));
+            }
+        }
+        ("file_change", _) => {
+            let changes = item.get("changes").and_then(Value::as_array);
+            for c in changes.into_iter().flatten() {
+                let path = c.get("path").and_then(Value::as_str).unwrap_or("?");
+                let how = c.get("kind").and_then(Value::as_str).unwrap_or("change");
+                push_line(out, &clip(&format!("› {how} {path}")));
+            }
+        }
+        ("mcp_tool_call", _) => {
+            let server = str_field(item, "server").unwrap_or("?");
+            let tool = str_field(item, "tool").unwrap_or("?");
+            let args = item
+                .get("arguments")
+                .map(Value::to_string)
+                .unwrap_or_default();
+            push_line(out, &clip(&format!("› {server}.{tool} {args}")));
+        }
+        ("web_search", _) => {
+            let q = str_field(item, "query").unwrap_or("");
+            push_line(out, &clip(&format!("› web_search {q}")));
+        }
+        ("error", _) => {
+            let why = str_field(item, "message").map(first_line).unwrap_or("");
+            push_line(out, &clip(&format!("! {why}")));
+        }
+        (other, _) if completed => push_line(out, &format!("[{other}]")),
+        _ => {}
     }
 }
 
@@ -399,6 +506,37 @@ mod tests {
              · compact_boundary\n\
              ✗ api_error: API Error: 529 Overloaded · 1 turn\n"
         );
+    }
+
+    #[test]
+    fn codex_events_read_as_messages_commands_and_turns() {
+        let (text, kinds) = render_all(&[
+            r#"{"type":"thread.started","thread_id":"th-1"}"#,
+            r#"{"type":"turn.started"}"#,
+            r#"{"type":"item.completed","item":{"id":"i0","type":"agent_message","text":"Running."}}"#,
+            r#"{"type":"item.started","item":{"id":"i1","type":"command_execution","command":"bash -lc 'ls'","aggregated_output":"","exit_code":null,"status":"in_progress"}}"#,
+            r#"{"type":"item.completed","item":{"id":"i1","type":"command_execution","command":"bash -lc 'ls'","aggregated_output":"a\nb\n","exit_code":0,"status":"completed"}}"#,
+            r#"{"type":"item.completed","item":{"id":"i2","type":"command_execution","command":"false","aggregated_output":"","exit_code":1}}"#,
+            r#"{"type":"item.completed","item":{"id":"i3","type":"file_change","changes":[{"path":"src/a.rs","kind":"update"}]}}"#,
+            r#"{"type":"item.completed","item":{"id":"i4","type":"todo_list","items":[]}}"#,
+            r#"{"type":"error","message":"Reconnecting... 1/5"}"#,
+            r#"{"type":"turn.completed","usage":{"input_tokens":50,"output_tokens":20}}"#,
+            r#"{"type":"turn.failed","error":{"message":"unexpected status 529"}}"#,
+        ]);
+        assert_eq!(
+            text,
+            "· session th-1\n\
+             Running.\n\
+             › exec bash -lc 'ls'\n\
+             \x20 ‹ a (+1 lines)\n\
+             \x20 ‹ error: exit 1\n\
+             › update src/a.rs\n\
+             [todo_list]\n\
+             ! Reconnecting... 1/5\n\
+             ✓ turn done · 50 tokens in · 20 out\n\
+             ✗ turn failed: unexpected status 529\n"
+        );
+        assert!(kinds.iter().all(|k| *k == LineKind::Other));
     }
 
     #[test]

@@ -235,7 +235,9 @@ pub struct WorkerArgs {
     /// Agent kind: `claude` (runs `claude -p --output-format stream-json --verbose
     /// --permission-mode acceptEdits --allowedTools Bash,Edit,Write,Read,NotebookEdit`,
     /// shows its events readable in the live log and lifts its answer, session id, cost,
-    /// turns and tokens into the result), `codex` (`codex exec -`) or `command`.
+    /// turns and tokens into the result), `codex` (`codex exec --json --sandbox
+    /// workspace-write --skip-git-repo-check -`: its events shown readable, the last message
+    /// the answer, thread id and tokens lifted) or `command`.
     #[arg(long, value_name = "PRESET", value_parser = parse_preset)]
     pub preset: Option<Preset>,
     /// Claude preset: the tools the agent may use without asking, comma-separated

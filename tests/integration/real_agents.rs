@@ -638,3 +638,164 @@ fn claude_overhead_sample() {
         );
     }
 }
+
+/// The environment Codex gets: its own HOME with a `~/.codex/config.toml` naming the
+/// server as its model provider (Responses API), an API key, bounded retries.
+fn codex_env(
+    t: &TestRoot,
+    agents: &Path,
+    server: &ModelServer,
+    retries: u32,
+) -> Vec<(String, String)> {
+    let home = t.dir.path().join("home");
+    fs::create_dir_all(home.join(".codex")).unwrap();
+    fs::write(
+        home.join(".codex/config.toml"),
+        format!(
+            "model = \"scripted-model\"\n\
+             model_provider = \"scripted\"\n\
+             [model_providers.scripted]\n\
+             name = \"scripted\"\n\
+             base_url = \"{}/v1\"\n\
+             wire_api = \"responses\"\n\
+             env_key = \"OPENAI_API_KEY\"\n\
+             request_max_retries = {retries}\n\
+             stream_max_retries = {retries}\n",
+            server.url()
+        ),
+    )
+    .unwrap();
+    let path = format!(
+        "{}:{}",
+        agents.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    [
+        ("HOME", home.display().to_string()),
+        ("PATH", path),
+        ("OPENAI_API_KEY", "test-key".into()),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_string(), v))
+    .collect()
+}
+
+#[test]
+fn codex_runs_commands_in_the_task_dir_and_answers() {
+    let Some(agents) = need_agent("codex") else {
+        return;
+    };
+    let t = TestRoot::new();
+    let dir = task_dir(&t);
+    let server = ModelServer::start(
+        t.dir.path(),
+        json!({"turns": [
+            {"text": "Running a command.",
+             "tools": [{"name": "exec_command",
+                        "input": {"cmd": "echo from-codex > codex.txt && ls"}}]},
+            {"text": "Codex is done: FINAL.", "usage": {"input_tokens": 300, "output_tokens": 40}},
+        ]}),
+    );
+    let env = codex_env(&t, &agents, &server, 1);
+    let w = RealWorker::start(&t, &["--preset", "codex"], &env);
+    let id = submit(&t, "cx1", "write a file with codex", &dir);
+    let r = result_of(&t, &id, &w);
+    assert!(r.success, "{:?}\n{:?}", r.error, r.stderr);
+    assert_eq!(r.output, "Codex is done: FINAL.");
+    assert!(r.session_id.is_some());
+    assert!(r.input_tokens.unwrap() >= 300, "{:?}", r.input_tokens);
+    assert!(r.output_tokens.unwrap() >= 40, "{:?}", r.output_tokens);
+    assert_eq!(
+        fs::read_to_string(dir.join("codex.txt")).unwrap(),
+        "from-codex\n"
+    );
+    let sent = server.scripted();
+    assert_eq!(sent.len(), 2, "{sent:?}");
+    assert!(sent[0]["body"]["input"]
+        .to_string()
+        .contains("write a file with codex"));
+    assert!(
+        sent[1]["body"]["input"].to_string().contains("codex.txt"),
+        "the command's output went back to the model"
+    );
+    let log = task_log(&t, &id);
+    assert_lines(
+        &log,
+        &[
+            "Running a command.",
+            "Codex is done: FINAL.",
+            "  ‹ codex.txt",
+        ],
+    );
+    assert!(
+        log.lines()
+            .any(|l| l.starts_with("› exec ") && l.contains("echo from-codex > codex.txt")),
+        "{log}"
+    );
+    assert!(
+        log.lines()
+            .any(|l| l.starts_with("✓ turn done · ") && l.contains("tokens in")),
+        "{log}"
+    );
+    assert!(!log.contains("{\"type\""), "raw events in the log:\n{log}");
+    drop(w);
+    assert_nothing_left(t.path());
+}
+
+#[test]
+fn codex_giving_up_on_the_api_fails_the_task_with_the_providers_message() {
+    let Some(agents) = need_agent("codex") else {
+        return;
+    };
+    let t = TestRoot::new();
+    let dir = task_dir(&t);
+    let server = ModelServer::start(
+        t.dir.path(),
+        json!({"turns": [{"error": {"status": 503, "body": "the scripted provider is down",
+                                    "headers": {"retry-after": "0"}}, "times": 20}]}),
+    );
+    let env = codex_env(&t, &agents, &server, 1);
+    let w = RealWorker::start(&t, &["--preset", "codex"], &env);
+    let id = submit(&t, "cx2", "this will not work", &dir);
+    let r = result_of(&t, &id, &w);
+    assert!(!r.success);
+    let error = r.error.unwrap();
+    assert!(error.starts_with("codex reported an error: "), "{error}");
+    assert!(error.contains("503"), "{error}");
+    assert!(error.contains("the scripted provider is down"), "{error}");
+    assert!(server.scripted().len() >= 2, "codex retried");
+    let log = task_log(&t, &id);
+    assert!(
+        log.lines().any(|l| l.starts_with("✗ turn failed: ")),
+        "{log}"
+    );
+}
+
+#[test]
+fn codex_with_a_rejected_api_key_fails_saying_how_to_log_in() {
+    let Some(agents) = need_agent("codex") else {
+        return;
+    };
+    let t = TestRoot::new();
+    let dir = task_dir(&t);
+    let server = ModelServer::start(
+        t.dir.path(),
+        json!({"turns": [{"error": {"status": 401, "body": "invalid key"}, "times": 20}]}),
+    );
+    let env = codex_env(&t, &agents, &server, 0);
+    let w = RealWorker::start(&t, &["--preset", "codex"], &env);
+    let id = submit(&t, "cx3", "hello", &dir);
+    let r = result_of(&t, &id, &w);
+    assert!(!r.success);
+    let error = r.error.unwrap();
+    assert!(
+        error.starts_with(
+            "not logged in / invalid API key — run `codex login` or set OPENAI_API_KEY"
+        ),
+        "{error}"
+    );
+    assert_eq!(
+        server.scripted()[0]["headers"]["authorization"],
+        "Bearer test-key"
+    );
+}

@@ -203,7 +203,11 @@ class Handler(BaseHTTPRequestHandler):
             return self.conversation(bool(self.body_get("tools")), self.anthropic)
         if self.command == "POST" and path.endswith("/responses"):
             self.entry["api"] = "openai"
-            return self.conversation(bool(self.body_get("tools")), self.openai)
+            # Codex offers its tools in `tools`, or (for models it knows) as an
+            # `additional_tools` input item.
+            extra = any(isinstance(i, dict) and i.get("type") == "additional_tools"
+                        for i in self.body_get("input") or [])
+            return self.conversation(bool(self.body_get("tools")) or extra, self.openai)
         m = re.search(r"/models/([^/:]+):(streamGenerateContent|generateContent|countTokens)$", path)
         if self.command == "POST" and m:
             self.entry["api"] = "gemini"
