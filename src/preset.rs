@@ -8,6 +8,15 @@ use serde_json::Value;
 use crate::error::Error;
 use crate::protocol::TaskResult;
 
+/// The tools the claude preset lets Claude Code use without asking: edit files and run
+/// commands (Bash runs any command, in the task's directory or anywhere the worker's
+/// user may go; narrow it with the worker's `--allowed-tools`, e.g. `Read,Edit`).
+pub const CLAUDE_ALLOWED_TOOLS: &str = "Bash,Edit,Write,Read,NotebookEdit";
+
+/// The claude preset's permission mode: file edits are accepted without asking (Claude
+/// Code 2.1 also knows `auto`, `manual`, `dontAsk`, `plan` and `bypassPermissions`).
+pub const CLAUDE_PERMISSION_MODE: &str = "acceptEdits";
+
 /// Which kind of agent a worker runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 #[non_exhaustive]
@@ -17,7 +26,9 @@ pub enum Preset {
     /// turns are lifted into the result from the final event; tasks with `resume`
     /// continue a session.
     Claude,
-    /// OpenAI Codex, non-interactive, prompt on stdin.
+    /// OpenAI Codex, non-interactive (`codex exec --json`), prompt on stdin: its event
+    /// stream shown readable in the live log; the last agent message is the answer, the
+    /// thread id, and tokens are lifted into the result.
     Codex,
     /// Any command; its stdout is the output as is.
     #[default]
@@ -26,13 +37,61 @@ pub enum Preset {
 
 impl Preset {
     /// The command line used when `--agent` is not given.
+    ///
+    /// Claude Code asks before a tool edits a file or runs a command, and in print mode
+    /// nobody is there to answer: every Bash/Write call would be refused. As root it also
+    /// refuses `--dangerously-skip-permissions`. So the preset accepts edits
+    /// (`--permission-mode acceptEdits`) and pre-approves the tools a coding task needs
+    /// ([`CLAUDE_ALLOWED_TOOLS`]); the worker's `--allowed-tools` / `--permission-mode`
+    /// narrow that ([`Preset::command_line`]).
     pub fn default_command(self) -> &'static str {
         match self {
             // Claude Code refuses stream-json in print mode without --verbose.
-            Preset::Claude => "claude -p --output-format stream-json --verbose",
-            Preset::Codex => "codex exec -",
+            Preset::Claude => {
+                "claude -p --output-format stream-json --verbose \
+                 --permission-mode acceptEdits --allowedTools Bash,Edit,Write,Read,NotebookEdit"
+            }
+            // `codex exec` is read-only by default: workspace-write lets it edit the task's
+            // directory and run commands there (its own sandbox); --json streams events.
+            Preset::Codex => "codex exec --json --sandbox workspace-write --skip-git-repo-check -",
             Preset::Command => "claude -p",
         }
+    }
+
+    /// The preset's command line with the tools it may use unattended and its
+    /// permission mode replaced (claude preset: `--allowedTools`, `--permission-mode`;
+    /// an empty tool list pre-approves none). Err: the preset has no such settings.
+    pub fn command_line(
+        self,
+        allowed_tools: Option<&str>,
+        permission_mode: Option<&str>,
+    ) -> std::result::Result<String, String> {
+        if allowed_tools.is_none() && permission_mode.is_none() {
+            return Ok(self.default_command().to_string());
+        }
+        if self != Preset::Claude {
+            return Err(format!(
+                "--allowed-tools and --permission-mode are settings of the claude preset, \
+                 not of {self}"
+            ));
+        }
+        let tools: Vec<&str> = allowed_tools
+            .unwrap_or(CLAUDE_ALLOWED_TOOLS)
+            .split([',', ' '])
+            .map(str::trim)
+            .filter(|t| !t.is_empty())
+            .collect();
+        let mode = permission_mode.unwrap_or(CLAUDE_PERMISSION_MODE);
+        if mode.is_empty() || mode.contains(char::is_whitespace) {
+            return Err(format!("{mode:?} is not a permission mode"));
+        }
+        let mut line =
+            format!("claude -p --output-format stream-json --verbose --permission-mode {mode}");
+        if !tools.is_empty() {
+            line.push_str(" --allowedTools ");
+            line.push_str(&tools.join(","));
+        }
+        Ok(line)
     }
 
     /// Extra arguments for a task that continues session `id` (`conductor retry --resume`).
@@ -46,14 +105,17 @@ impl Preset {
     /// Whether stdout is read as Claude Code's event stream: one JSON object a line,
     /// rendered readable in the live log, the raw lines kept in `tasks/<id>.jsonl`.
     /// (`--output-format json` prints the final event alone, so it reads the same.)
+    /// Codex's `--json` events are read the same way (their types differ from Claude's).
     pub fn streams(self) -> bool {
-        self == Preset::Claude
+        matches!(self, Preset::Claude | Preset::Codex)
     }
 
     /// Lift what the agent printed into the result's fields.
     pub fn interpret(self, result: &mut TaskResult) {
-        if self == Preset::Claude {
-            interpret_claude(result);
+        match self {
+            Preset::Claude => interpret_claude(result),
+            Preset::Codex => interpret_codex(result),
+            Preset::Command => {}
         }
     }
 }
@@ -87,8 +149,14 @@ impl fmt::Display for Preset {
 /// [`crate::agent::stream`]) or, when there was none, stdout as printed;
 /// `claude -p --output-format json` prints that one event alone:
 /// `{"type":"result","subtype":"success","is_error":false,"result":"…","session_id":"…",
-///   "num_turns":3,"total_cost_usd":0.01,…}` (older versions: `cost_usd`). Anything else
-/// is left untouched: the raw stdout stays the output.
+///   "num_turns":3,"total_cost_usd":0.01,"usage":{"input_tokens":…,"output_tokens":…},
+///   "api_error_status":null,…}` (older versions: `cost_usd`). Anything else is left
+/// untouched: the raw stdout stays the output.
+///
+/// An error result is the task's failure reason, whatever the exit code: Claude Code
+/// exits 1 after giving up on the API, and its `result` then holds the provider's message
+/// ("API Error: 529 Overloaded …"), which says more than its first stderr line. A 401
+/// says how to log in. A task stopped by conductor (timeout, cancel) keeps that reason.
 fn interpret_claude(r: &mut TaskResult) {
     let Ok(Value::Object(obj)) = serde_json::from_str::<Value>(r.output.trim()) else {
         return;
@@ -105,25 +173,131 @@ fn interpret_claude(r: &mut TaskResult) {
         .or_else(|| obj.get("cost_usd"))
         .and_then(Value::as_f64);
     r.num_turns = obj.get("num_turns").and_then(Value::as_u64);
+    if let Some(usage) = obj.get("usage") {
+        let tokens = |k: &str| usage.get(k).and_then(Value::as_u64);
+        r.input_tokens = tokens("input_tokens").map(|n| {
+            n + tokens("cache_creation_input_tokens").unwrap_or(0)
+                + tokens("cache_read_input_tokens").unwrap_or(0)
+        });
+        r.output_tokens = tokens("output_tokens");
+    }
     let is_error = obj
         .get("is_error")
         .and_then(Value::as_bool)
         .unwrap_or(false);
     r.is_error = Some(is_error);
     let text = obj.get("result").and_then(Value::as_str).map(String::from);
-    if is_error && r.success {
+    let agent_failed = r.success || r.outcome == Some(crate::protocol::Outcome::Failure);
+    if is_error && agent_failed {
+        // Claude Code 2.1 says `"subtype":"success"` with `is_error` after an API error;
+        // `terminal_reason` then names it.
         let subtype = obj
             .get("subtype")
             .and_then(Value::as_str)
+            .filter(|s| *s != "success")
+            .or_else(|| obj.get("terminal_reason").and_then(Value::as_str))
             .unwrap_or("error");
         let detail = text.as_deref().map(first_line).unwrap_or(subtype);
+        let status = obj.get("api_error_status").and_then(Value::as_u64);
         r.success = false;
         r.outcome = Some(crate::protocol::Outcome::Failure);
-        r.error = Some(format!("claude reported an error ({subtype}): {detail}"));
+        r.error = Some(match status {
+            Some(401) => format!(
+                "not logged in / invalid API key — run `claude login` or set \
+                 ANTHROPIC_API_KEY (claude: {detail})"
+            ),
+            Some(code) => format!("claude reported an error ({subtype}, HTTP {code}): {detail}"),
+            None => format!("claude reported an error ({subtype}): {detail}"),
+        });
     }
     if let Some(t) = text {
         r.output = t;
     }
+}
+
+/// `codex exec --json` prints events one a line: `{"type":"thread.started","thread_id"}`,
+/// `{"type":"item.completed","item":{"type":"agent_message","text"}}` (and other items),
+/// `{"type":"turn.completed","usage":{"input_tokens","cached_input_tokens",
+/// "output_tokens"}}`, `{"type":"turn.failed","error":{"message"}}`, `{"type":"error",
+/// "message"}`. With no final event of its own, the worker hands over stdout as printed:
+/// the last agent message becomes the output, the thread the session; a failed turn is
+/// the failure reason (a 401 says how to log in). Output without a `thread.started`
+/// event is left as it is.
+fn interpret_codex(r: &mut TaskResult) {
+    let events: Vec<serde_json::Map<String, Value>> = r
+        .output
+        .lines()
+        .filter_map(|l| match serde_json::from_str::<Value>(l) {
+            Ok(Value::Object(o)) => Some(o),
+            _ => None,
+        })
+        .collect();
+    let kind = |e: &serde_json::Map<String, Value>| {
+        e.get("type")
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .to_string()
+    };
+    let Some(thread) = events
+        .iter()
+        .find(|e| kind(e) == "thread.started")
+        .and_then(|e| e.get("thread_id").and_then(Value::as_str))
+    else {
+        return;
+    };
+    r.session_id = Some(thread.to_string());
+    let mut answer = None;
+    let mut failed = None;
+    let (mut input, mut output, mut turns) = (0, 0, 0);
+    for e in &events {
+        match kind(e).as_str() {
+            "item.completed" => {
+                let item = e.get("item");
+                if item.and_then(|i| i.get("type")).and_then(Value::as_str) == Some("agent_message")
+                {
+                    answer = item
+                        .and_then(|i| i.get("text"))
+                        .and_then(Value::as_str)
+                        .map(String::from);
+                }
+            }
+            "turn.completed" => {
+                turns += 1;
+                let usage = e.get("usage");
+                let n = |k: &str| usage.and_then(|u| u.get(k)).and_then(Value::as_u64);
+                input += n("input_tokens").unwrap_or(0);
+                output += n("output_tokens").unwrap_or(0);
+            }
+            "turn.failed" => {
+                failed = e
+                    .get("error")
+                    .and_then(|x| x.get("message"))
+                    .and_then(Value::as_str)
+                    .map(String::from);
+            }
+            _ => {}
+        }
+    }
+    if turns > 0 {
+        r.input_tokens = Some(input);
+        r.output_tokens = Some(output);
+    }
+    r.is_error = Some(failed.is_some());
+    let agent_failed = r.success || r.outcome == Some(crate::protocol::Outcome::Failure);
+    if let (Some(why), true) = (&failed, agent_failed) {
+        let why = first_line(why);
+        r.success = false;
+        r.outcome = Some(crate::protocol::Outcome::Failure);
+        r.error = Some(if why.contains("401 Unauthorized") {
+            format!(
+                "not logged in / invalid API key — run `codex login` or set OPENAI_API_KEY \
+                 (codex: {why})"
+            )
+        } else {
+            format!("codex reported an error: {why}")
+        });
+    }
+    r.output = answer.or(failed).unwrap_or_default();
 }
 
 fn first_line(s: &str) -> &str {
@@ -173,6 +347,107 @@ mod tests {
             r.error.as_deref(),
             Some("claude reported an error (error_max_turns): error_max_turns")
         );
+    }
+
+    #[test]
+    fn an_api_error_is_the_reason_even_when_claude_exits_non_zero() {
+        let line = r#"{"type":"result","subtype":"success","is_error":true,"terminal_reason":"api_error","api_error_status":529,"result":"API Error: 529 Overloaded: try again","session_id":"s","num_turns":1,"usage":{"input_tokens":0,"output_tokens":0}}"#;
+        let mut r = TaskResult::failed(TaskId::from("t"), Outcome::Failure, "stderr: noise");
+        r.output = line.into();
+        Preset::Claude.interpret(&mut r);
+        assert!(!r.success);
+        assert_eq!(
+            r.error.as_deref(),
+            Some("claude reported an error (api_error, HTTP 529): API Error: 529 Overloaded: try again")
+        );
+        assert_eq!(r.output, "API Error: 529 Overloaded: try again");
+
+        let mut r = TaskResult::failed(TaskId::from("t"), Outcome::Failure, "exit 1");
+        r.output = line.replace("529", "401");
+        Preset::Claude.interpret(&mut r);
+        assert!(r.error.as_deref().unwrap().starts_with(
+            "not logged in / invalid API key — run `claude login` or set ANTHROPIC_API_KEY"
+        ));
+
+        // A task conductor stopped keeps its own reason.
+        let mut r = TaskResult::failed(TaskId::from("t"), Outcome::Timeout, "timed out after 5s");
+        r.output = line.into();
+        Preset::Claude.interpret(&mut r);
+        assert_eq!(r.error.as_deref(), Some("timed out after 5s"));
+    }
+
+    #[test]
+    fn tokens_count_cache_reads_and_writes_as_input() {
+        let mut r = ok(
+            r#"{"type":"result","is_error":false,"result":"x","usage":{"input_tokens":10,"cache_creation_input_tokens":5,"cache_read_input_tokens":100,"output_tokens":7}}"#,
+        );
+        Preset::Claude.interpret(&mut r);
+        assert_eq!((r.input_tokens, r.output_tokens), (Some(115), Some(7)));
+    }
+
+    #[test]
+    fn the_claude_command_line_can_be_narrowed() {
+        assert_eq!(
+            Preset::Claude.command_line(None, None).unwrap(),
+            Preset::Claude.default_command()
+        );
+        assert_eq!(
+            Preset::Claude.default_command(),
+            format!(
+                "claude -p --output-format stream-json --verbose --permission-mode \
+                 {CLAUDE_PERMISSION_MODE} --allowedTools {CLAUDE_ALLOWED_TOOLS}"
+            )
+        );
+        assert_eq!(
+            Preset::Claude
+                .command_line(Some("Read, Edit"), None)
+                .unwrap(),
+            "claude -p --output-format stream-json --verbose --permission-mode acceptEdits \
+             --allowedTools Read,Edit"
+        );
+        assert_eq!(
+            Preset::Claude.command_line(Some(""), Some("plan")).unwrap(),
+            "claude -p --output-format stream-json --verbose --permission-mode plan"
+        );
+        assert!(Preset::Claude.command_line(None, Some("a b")).is_err());
+        assert!(Preset::Codex.command_line(Some("Read"), None).is_err());
+        assert_eq!(
+            Preset::Codex.command_line(None, None).unwrap(),
+            Preset::Codex.default_command()
+        );
+    }
+
+    #[test]
+    fn codex_events_are_lifted_into_the_result() {
+        let mut r = ok(concat!(
+            r#"{"type":"thread.started","thread_id":"th-1"}"#,
+            "\n",
+            r#"{"type":"item.completed","item":{"type":"agent_message","text":"Running."}}"#,
+            "\n",
+            r#"{"type":"item.completed","item":{"type":"agent_message","text":"Done."}}"#,
+            "\n",
+            r#"{"type":"turn.completed","usage":{"input_tokens":50,"output_tokens":20}}"#,
+        ));
+        Preset::Codex.interpret(&mut r);
+        assert!(r.success);
+        assert_eq!(r.output, "Done.");
+        assert_eq!(r.session_id.as_deref(), Some("th-1"));
+        assert_eq!((r.input_tokens, r.output_tokens), (Some(50), Some(20)));
+
+        let failed = concat!(
+            r#"{"type":"thread.started","thread_id":"th-2"}"#,
+            "\n",
+            r#"{"type":"turn.failed","error":{"message":"unexpected status 401 Unauthorized: bad key"}}"#,
+        );
+        let mut r = TaskResult::failed(TaskId::from("t"), Outcome::Failure, "exit 1");
+        r.output = failed.into();
+        Preset::Codex.interpret(&mut r);
+        assert!(r.error.as_deref().unwrap().starts_with(
+            "not logged in / invalid API key — run `codex login` or set OPENAI_API_KEY"
+        ));
+        let mut r = ok("plain words");
+        Preset::Codex.interpret(&mut r);
+        assert_eq!((r.output.as_str(), r.session_id), ("plain words", None));
     }
 
     #[test]

@@ -510,6 +510,13 @@ pub struct TaskResult {
     pub num_turns: Option<u64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub is_error: Option<bool>,
+    /// Tokens the agent reported it sent to the model, cache reads and writes included
+    /// (claude preset).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub input_tokens: Option<u64>,
+    /// Tokens the agent reported the model produced (claude preset).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub output_tokens: Option<u64>,
 }
 
 impl TaskResult {
@@ -564,6 +571,8 @@ impl TaskResult {
             cost_usd: None,
             num_turns: None,
             is_error: None,
+            input_tokens: None,
+            output_tokens: None,
         }
     }
 }

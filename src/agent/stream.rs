@@ -60,6 +60,50 @@ impl StreamRenderer {
                 result(&event, out);
                 return LineKind::Result;
             }
+            // Codex (`codex exec --json`).
+            "thread.started" => push_line(
+                out,
+                &format!(
+                    "· session {}",
+                    str_field(&event, "thread_id").unwrap_or("?")
+                ),
+            ),
+            "turn.started" => {}
+            "item.started" | "item.updated" | "item.completed" => {
+                if let Some(item) = event.get("item").and_then(Value::as_object) {
+                    codex_item(kind, item, out);
+                }
+            }
+            "turn.completed" => {
+                let usage = event.get("usage");
+                let n = |k: &str| {
+                    usage
+                        .and_then(|u| u.get(k))
+                        .and_then(Value::as_u64)
+                        .unwrap_or(0)
+                };
+                push_line(
+                    out,
+                    &format!(
+                        "✓ turn done · {} tokens in · {} out",
+                        n("input_tokens"),
+                        n("output_tokens")
+                    ),
+                );
+            }
+            "turn.failed" => {
+                let why = event
+                    .get("error")
+                    .and_then(|e| e.get("message"))
+                    .and_then(Value::as_str)
+                    .map(first_line)
+                    .unwrap_or("");
+                push_line(out, &clip(&format!("✗ turn failed: {why}")));
+            }
+            "error" => {
+                let why = str_field(&event, "message").map(first_line).unwrap_or("");
+                push_line(out, &clip(&format!("! {why}")));
+            }
             _ => as_is(line, out),
         }
         LineKind::Other
@@ -67,9 +111,43 @@ impl StreamRenderer {
 
     fn system(&mut self, event: &Map<String, Value>, out: &mut Vec<u8>) {
         let subtype = str_field(event, "subtype").unwrap_or("event");
-        if subtype != "init" {
-            push_line(out, &format!("· {subtype}"));
-            return;
+        match subtype {
+            "init" => {}
+            // The model's API failed and Claude Code will try again.
+            "api_retry" => {
+                let mut line = String::from("· API error");
+                if let Some(code) = event.get("error_status").and_then(Value::as_u64) {
+                    line.push_str(&format!(" {code}"));
+                }
+                if let Some(e) = str_field(event, "error") {
+                    line.push_str(&format!(" {e}"));
+                }
+                let attempt = event.get("attempt").and_then(Value::as_u64).unwrap_or(0);
+                line.push_str(&format!(": retry {attempt}"));
+                if let Some(max) = event.get("max_retries").and_then(Value::as_u64) {
+                    line.push_str(&format!("/{max}"));
+                }
+                if let Some(ms) = event.get("retry_delay_ms").and_then(Value::as_u64) {
+                    line.push_str(&format!(" in {:.1}s", ms as f64 / 1000.0));
+                }
+                push_line(out, &line);
+                return;
+            }
+            // A tool call nobody approved (the tool result that follows says so too).
+            "permission_denied" => {
+                let tool = str_field(event, "tool_name").unwrap_or("?");
+                let why = str_field(event, "message").map(first_line).unwrap_or("");
+                push_line(out, &clip(&format!("✗ permission denied: {tool}: {why}")));
+                return;
+            }
+            other => {
+                let line = match str_field(event, "message").map(first_line) {
+                    Some(m) if !m.is_empty() => format!("· {other}: {m}"),
+                    _ => format!("· {other}"),
+                };
+                push_line(out, &clip(&line));
+                return;
+            }
         }
         self.cwd = str_field(event, "cwd").map(String::from);
         let mut parts = vec![format!(
@@ -166,11 +244,79 @@ impl StreamRenderer {
     }
 }
 
+/// One Codex item: a command when it starts and its output when it ends; messages,
+/// reasoning, file changes, tool calls and errors when they complete. An item type not
+/// known here is named (`[type]`), never dropped.
+fn codex_item(event: &str, item: &Map<String, Value>, out: &mut Vec<u8>) {
+    let kind = str_field(item, "type").unwrap_or("?");
+    let completed = event == "item.completed";
+    match (kind, event) {
+        ("command_execution", "item.started") => {
+            let cmd = str_field(item, "command").map(first_line).unwrap_or("");
+            push_line(out, &clip(&format!("› exec {cmd}")));
+        }
+        ("command_execution", "item.completed") => {
+            let text = str_field(item, "aggregated_output").unwrap_or("");
+            let code = item.get("exit_code").and_then(Value::as_i64);
+            let failed = code.is_some_and(|c| c != 0);
+            let mut line = tool_result_summary(text, failed);
+            if failed {
+                line = line.replacen(
+                    "error: ",
+                    &format!("error: exit {} ", code.unwrap_or(-1)),
+                    1,
+                );
+            }
+            push_line(out, &clip(line.trim_end()));
+        }
+        (_, "item.started" | "item.updated") => {}
+        ("agent_message", _) => text_lines(str_field(item, "text").unwrap_or(""), "", out),
+        ("reasoning", _) => {
+            let first = first_line(str_field(item, "text").unwrap_or(""));
+            if !first.is_empty() {
+                push_line(out, &clip(&format!("… {first}")));
+            }
+        }
+        ("file_change", _) => {
+            let changes = item.get("changes").and_then(Value::as_array);
+            for c in changes.into_iter().flatten() {
+                let path = c.get("path").and_then(Value::as_str).unwrap_or("?");
+                let how = c.get("kind").and_then(Value::as_str).unwrap_or("change");
+                push_line(out, &clip(&format!("› {how} {path}")));
+            }
+        }
+        ("mcp_tool_call", _) => {
+            let server = str_field(item, "server").unwrap_or("?");
+            let tool = str_field(item, "tool").unwrap_or("?");
+            let args = item
+                .get("arguments")
+                .map(Value::to_string)
+                .unwrap_or_default();
+            push_line(out, &clip(&format!("› {server}.{tool} {args}")));
+        }
+        ("web_search", _) => {
+            let q = str_field(item, "query").unwrap_or("");
+            push_line(out, &clip(&format!("› web_search {q}")));
+        }
+        ("error", _) => {
+            let why = str_field(item, "message").map(first_line).unwrap_or("");
+            push_line(out, &clip(&format!("! {why}")));
+        }
+        (other, _) if completed => push_line(out, &format!("[{other}]")),
+        _ => {}
+    }
+}
+
 /// `✓ done · 3 turns · $0.0123 · 12.3s · session abc` or `✗ error_max_turns: … · …`.
 fn result(event: &Map<String, Value>, out: &mut Vec<u8>) {
     let failed = event.get("is_error").and_then(Value::as_bool) == Some(true);
     let head = if failed {
-        let subtype = str_field(event, "subtype").unwrap_or("error");
+        // Claude Code 2.1 says `"subtype":"success"` after an API error it gave up on;
+        // `terminal_reason` names it then.
+        let subtype = str_field(event, "subtype")
+            .filter(|s| *s != "success")
+            .or_else(|| str_field(event, "terminal_reason"))
+            .unwrap_or("error");
         match str_field(event, "result").map(first_line) {
             Some(why) if !why.is_empty() => format!("✗ {subtype}: {why}"),
             _ => format!("✗ {subtype}"),
@@ -341,6 +487,56 @@ mod tests {
         assert_eq!(text, lines.join("\n") + "\n");
         assert!(kinds.iter().all(|k| *k == LineKind::Other));
         assert_eq!(render_all(&["", "  "]).0, "");
+    }
+
+    #[test]
+    fn retries_denials_and_api_errors_say_what_happened() {
+        let (text, _) = render_all(&[
+            r#"{"type":"system","subtype":"api_retry","attempt":1,"max_retries":10,"retry_delay_ms":508,"error_status":529,"error":"overloaded"}"#,
+            r#"{"type":"system","subtype":"permission_denied","tool_name":"Write","message":"Claude requested permissions to write to /p/a.txt"}"#,
+            r#"{"type":"system","subtype":"hook_response","message":"hook said\nmore"}"#,
+            r#"{"type":"system","subtype":"compact_boundary"}"#,
+            r#"{"type":"result","subtype":"success","is_error":true,"terminal_reason":"api_error","result":"API Error: 529 Overloaded","num_turns":1}"#,
+        ]);
+        assert_eq!(
+            text,
+            "· API error 529 overloaded: retry 1/10 in 0.5s\n\
+             ✗ permission denied: Write: Claude requested permissions to write to /p/a.txt\n\
+             · hook_response: hook said\n\
+             · compact_boundary\n\
+             ✗ api_error: API Error: 529 Overloaded · 1 turn\n"
+        );
+    }
+
+    #[test]
+    fn codex_events_read_as_messages_commands_and_turns() {
+        let (text, kinds) = render_all(&[
+            r#"{"type":"thread.started","thread_id":"th-1"}"#,
+            r#"{"type":"turn.started"}"#,
+            r#"{"type":"item.completed","item":{"id":"i0","type":"agent_message","text":"Running."}}"#,
+            r#"{"type":"item.started","item":{"id":"i1","type":"command_execution","command":"bash -lc 'ls'","aggregated_output":"","exit_code":null,"status":"in_progress"}}"#,
+            r#"{"type":"item.completed","item":{"id":"i1","type":"command_execution","command":"bash -lc 'ls'","aggregated_output":"a\nb\n","exit_code":0,"status":"completed"}}"#,
+            r#"{"type":"item.completed","item":{"id":"i2","type":"command_execution","command":"false","aggregated_output":"","exit_code":1}}"#,
+            r#"{"type":"item.completed","item":{"id":"i3","type":"file_change","changes":[{"path":"src/a.rs","kind":"update"}]}}"#,
+            r#"{"type":"item.completed","item":{"id":"i4","type":"todo_list","items":[]}}"#,
+            r#"{"type":"error","message":"Reconnecting... 1/5"}"#,
+            r#"{"type":"turn.completed","usage":{"input_tokens":50,"output_tokens":20}}"#,
+            r#"{"type":"turn.failed","error":{"message":"unexpected status 529"}}"#,
+        ]);
+        assert_eq!(
+            text,
+            "· session th-1\n\
+             Running.\n\
+             › exec bash -lc 'ls'\n\
+             \x20 ‹ a (+1 lines)\n\
+             \x20 ‹ error: exit 1\n\
+             › update src/a.rs\n\
+             [todo_list]\n\
+             ! Reconnecting... 1/5\n\
+             ✓ turn done · 50 tokens in · 20 out\n\
+             ✗ turn failed: unexpected status 529\n"
+        );
+        assert!(kinds.iter().all(|k| *k == LineKind::Other));
     }
 
     #[test]

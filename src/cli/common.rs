@@ -216,11 +216,23 @@ pub struct WorkerArgs {
     /// you write one (`sh -c '…'`). [default: the preset's, else `claude -p`]
     #[arg(long, value_name = "CMD")]
     pub agent: Option<String>,
-    /// Agent kind: `claude` (runs `claude -p --output-format stream-json --verbose`, shows
-    /// its events readable in the live log and lifts its answer, session id, cost and
-    /// turns into the result), `codex` (`codex exec -`) or `command`.
+    /// Agent kind: `claude` (runs `claude -p --output-format stream-json --verbose
+    /// --permission-mode acceptEdits --allowedTools Bash,Edit,Write,Read,NotebookEdit`,
+    /// shows its events readable in the live log and lifts its answer, session id, cost,
+    /// turns and tokens into the result), `codex` (`codex exec --json --sandbox
+    /// workspace-write --skip-git-repo-check -`: its events shown readable, the last message
+    /// the answer, thread id and tokens lifted) or `command`.
     #[arg(long, value_name = "PRESET", value_parser = parse_preset)]
     pub preset: Option<Preset>,
+    /// Claude preset: the tools the agent may use without asking, comma-separated
+    /// (default `Bash,Edit,Write,Read,NotebookEdit`; `Read` alone makes it read-only,
+    /// `""` pre-approves none). Not with --agent (your command line says it).
+    #[arg(long, value_name = "TOOLS", conflicts_with = "agent")]
+    pub allowed_tools: Option<String>,
+    /// Claude preset: Claude Code's permission mode (default `acceptEdits`; `plan`
+    /// changes nothing). Not with --agent.
+    #[arg(long, value_name = "MODE", conflicts_with = "agent")]
+    pub permission_mode: Option<String>,
     /// Default task time limit (a task's own timeoutSecs wins): seconds (`300`) or a
     /// duration (`90s`, `5m`, `1h`).
     #[arg(long, value_name = "DURATION", value_parser = super::parse_duration_arg)]
@@ -272,7 +284,16 @@ pub fn run_worker(args: WorkerArgs) -> anyhow::Result<()> {
     crate::env::refuse_nested(&format!("start worker {}", args.slot), args.allow_nested)?;
     let root = Root::resolve(args.root.as_deref())?;
     let preset = args.preset.unwrap_or_default();
-    let agent = AgentCommand::parse(args.agent.as_deref().unwrap_or(preset.default_command()))?;
+    let line = match &args.agent {
+        Some(line) => line.clone(),
+        None => preset
+            .command_line(
+                args.allowed_tools.as_deref(),
+                args.permission_mode.as_deref(),
+            )
+            .map_err(anyhow::Error::msg)?,
+    };
+    let agent = AgentCommand::parse(&line)?;
     let dir = crate::env::project_dir(&args.dir)?;
     let mut opts = WorkerOptions::new(root, args.slot.0[0], dir, agent);
     opts.preset = preset;

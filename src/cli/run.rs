@@ -49,6 +49,12 @@ pub struct Args {
     /// Agent kind: claude, codex or command.
     #[arg(long, value_name = "PRESET", value_parser = super::parse_preset)]
     pub preset: Option<Preset>,
+    /// Claude preset: the tools the agents may use without asking (see `worker --help`).
+    #[arg(long, value_name = "TOOLS", conflicts_with = "agent")]
+    pub allowed_tools: Option<String>,
+    /// Claude preset: Claude Code's permission mode (see `worker --help`).
+    #[arg(long, value_name = "MODE", conflicts_with = "agent")]
+    pub permission_mode: Option<String>,
     /// Project directory the agents run in.
     #[arg(long, value_name = "DIR", default_value = ".")]
     pub dir: PathBuf,
@@ -321,6 +327,12 @@ fn start_workers(
     }
     if let Some(p) = args.preset {
         extra.extend(["--preset".into(), p.to_string().into()]);
+    }
+    if let Some(tools) = &args.allowed_tools {
+        extra.extend(["--allowed-tools".into(), tools.into()]);
+    }
+    if let Some(mode) = &args.permission_mode {
+        extra.extend(["--permission-mode".into(), mode.into()]);
     }
     if let Some(t) = args.timeout {
         extra.extend(["--timeout".into(), super::whole_secs(t).to_string().into()]);

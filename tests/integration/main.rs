@@ -23,6 +23,7 @@ mod multihost_mounts;
 mod orchestrator;
 mod protocol;
 mod queue;
+mod real_agents;
 mod scale;
 mod tasks;
 mod trust;

@@ -1,0 +1,801 @@
+//! The real agent CLIs (Claude Code today) driven by a real worker against the scripted
+//! model server (`tests/model_server/server.py`): the CLI runs its own loop — streaming,
+//! tool calls executed in the task's directory, retries, session files — and the server
+//! plays each test's script and records what the CLI sent.
+//!
+//! The CLIs come from `.ci/install-agents` (run by `.ci/run`): found through
+//! `CONDUCTOR_AGENTS_BIN`, else in `${CONDUCTOR_AGENTS_CACHE:-~/.cache/conductor-agents}`.
+//! Missing, a test says `skipped <test>: <reason>` and passes; under `CI=true` it fails.
+
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, SystemTime};
+
+use conductor::{Slot, Task, TaskId, TaskResult};
+use serde_json::{json, Value};
+
+use crate::harness::{assert_nothing_left, bin, run_conductor, stop_child, wait_until, TestRoot};
+
+const S0: Slot = Slot(0);
+/// A real CLI starting, talking to the server and running tools: seconds, not minutes.
+const BOUND: Duration = Duration::from_secs(90);
+
+/// Outside CI a missing prerequisite skips the test (saying so); under `CI=true` it fails.
+fn skip_or_fail(reason: &str) {
+    let test = std::thread::current()
+        .name()
+        .unwrap_or("real_agents")
+        .to_string();
+    if std::env::var("CI").is_ok_and(|v| v == "true") {
+        panic!("{test}: {reason} (CI=true: the real agents must be installed; run .ci/run)");
+    }
+    eprintln!("skipped {test}: {reason}");
+}
+
+/// The folder holding the installed CLIs' launchers (`claude`, `codex`, `gemini`, `node`).
+fn agents_bin() -> PathBuf {
+    if let Some(dir) = std::env::var_os("CONDUCTOR_AGENTS_BIN") {
+        return PathBuf::from(dir);
+    }
+    let cache = std::env::var_os("CONDUCTOR_AGENTS_CACHE")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| {
+            PathBuf::from(std::env::var_os("HOME").unwrap_or_default())
+                .join(".cache/conductor-agents")
+        });
+    cache.join("node_modules/.bin")
+}
+
+/// What a test needs to run agent `name`: its launcher and python3 for the server.
+/// `None` (after [`skip_or_fail`]) when something is missing.
+fn need_agent(name: &str) -> Option<PathBuf> {
+    let bin = agents_bin();
+    let exe = bin.join(name);
+    if !is_executable(&exe) {
+        skip_or_fail(&format!(
+            "{} is not installed (run .ci/install-agents, or set CONDUCTOR_AGENTS_BIN)",
+            exe.display()
+        ));
+        return None;
+    }
+    let python = Command::new("python3")
+        .arg("--version")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status();
+    if !python.is_ok_and(|s| s.success()) {
+        skip_or_fail("python3 (for the scripted model server) is not installed");
+        return None;
+    }
+    Some(bin)
+}
+
+fn is_executable(p: &Path) -> bool {
+    use std::os::unix::fs::PermissionsExt;
+    fs::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+}
+
+/// The scripted model server on 127.0.0.1, killed when dropped.
+struct ModelServer {
+    child: std::process::Child,
+    port: u16,
+    record: PathBuf,
+}
+
+impl ModelServer {
+    fn start(dir: &Path, script: Value) -> ModelServer {
+        let script_path = dir.join("script.json");
+        fs::write(&script_path, serde_json::to_vec_pretty(&script).unwrap()).unwrap();
+        let record = dir.join("requests.jsonl");
+        let port_file = dir.join("server.port");
+        let server = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/model_server/server.py");
+        let mut child = Command::new("python3")
+            .arg(&server)
+            .arg("--script")
+            .arg(&script_path)
+            .arg("--record")
+            .arg(&record)
+            .arg("--port-file")
+            .arg(&port_file)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(fs::File::create(dir.join("server.stderr")).unwrap())
+            .spawn()
+            .expect("start the scripted model server");
+        let mut port = None;
+        wait_until(Duration::from_secs(30), "the model server's port", || {
+            if let Ok(Some(st)) = child.try_wait() {
+                panic!(
+                    "the model server exited ({st}): {}",
+                    fs::read_to_string(dir.join("server.stderr")).unwrap_or_default()
+                );
+            }
+            port = fs::read_to_string(&port_file)
+                .ok()
+                .and_then(|s| s.trim().parse().ok());
+            port.is_some()
+        });
+        ModelServer {
+            child,
+            port: port.unwrap(),
+            record,
+        }
+    }
+
+    fn url(&self) -> String {
+        format!("http://127.0.0.1:{}", self.port)
+    }
+
+    /// Every request answered so far, in order.
+    fn requests(&self) -> Vec<Value> {
+        fs::read_to_string(&self.record)
+            .unwrap_or_default()
+            .lines()
+            .map(|l| serde_json::from_str(l).expect("a recorded request"))
+            .collect()
+    }
+
+    /// The requests that took a turn of the script.
+    fn scripted(&self) -> Vec<Value> {
+        self.requests()
+            .into_iter()
+            .filter(|r| r["kind"] == "scripted")
+            .collect()
+    }
+}
+
+impl Drop for ModelServer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// A worker started the way a user starts one: `conductor-worker 0 DIR --preset P`
+/// and no `--agent`, so the preset's own command line runs, found on PATH.
+struct RealWorker {
+    child: Option<std::process::Child>,
+    stderr: PathBuf,
+}
+
+impl RealWorker {
+    fn start(t: &TestRoot, extra: &[&str], env: &[(String, String)]) -> RealWorker {
+        let stderr = t.dir.path().join("worker.stderr");
+        let mut cmd = Command::new(bin("conductor-worker"));
+        cmd.arg(S0.to_string())
+            .arg(t.dir.path())
+            .args(extra)
+            .env("CONDUCTOR_HOME", t.path())
+            .env_remove("CONDUCTOR_WORKER")
+            .env("RUST_LOG", "conductor=debug")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(fs::File::create(&stderr).unwrap());
+        for (k, v) in env {
+            cmd.env(k, v);
+        }
+        let mut child = cmd.spawn().expect("spawn conductor-worker");
+        let pid = child.id();
+        wait_until(
+            Duration::from_secs(60),
+            "the worker to serve slot 0",
+            || {
+                if let Ok(Some(st)) = child.try_wait() {
+                    panic!(
+                        "worker exited at start ({st}): {}",
+                        fs::read_to_string(&stderr).unwrap_or_default()
+                    );
+                }
+                conductor::pool::serving(t.client.root(), S0, pid)
+            },
+        );
+        RealWorker {
+            child: Some(child),
+            stderr,
+        }
+    }
+
+    fn stderr(&self) -> String {
+        fs::read_to_string(&self.stderr).unwrap_or_default()
+    }
+}
+
+impl Drop for RealWorker {
+    fn drop(&mut self) {
+        if let Some(c) = self.child.take() {
+            stop_child(c);
+        }
+    }
+}
+
+/// The environment Claude Code gets: its own HOME (settings, sessions and credentials go
+/// to the test's temp dir), an API key the server accepts, the server as its API, no
+/// traffic anywhere else, and short retries.
+fn claude_env(
+    t: &TestRoot,
+    agents: &Path,
+    server: &ModelServer,
+    retries: u32,
+) -> Vec<(String, String)> {
+    let home = t.dir.path().join("home");
+    fs::create_dir_all(&home).unwrap();
+    let path = format!(
+        "{}:{}",
+        agents.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    [
+        ("HOME", home.display().to_string()),
+        ("PATH", path),
+        ("ANTHROPIC_API_KEY", "test-key".into()),
+        ("ANTHROPIC_BASE_URL", server.url()),
+        ("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1".into()),
+        ("DISABLE_TELEMETRY", "1".into()),
+        ("DISABLE_AUTOUPDATER", "1".into()),
+        ("DISABLE_ERROR_REPORTING", "1".into()),
+        ("CLAUDE_CODE_MAX_RETRIES", retries.to_string()),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_string(), v))
+    .collect()
+}
+
+/// A fresh directory for a task to work in.
+fn task_dir(t: &TestRoot) -> PathBuf {
+    let dir = t.dir.path().join("work");
+    fs::create_dir_all(&dir).unwrap();
+    dir.canonicalize().unwrap()
+}
+
+fn submit(t: &TestRoot, id: &str, prompt: &str, dir: &Path) -> TaskId {
+    let mut task = Task::new(prompt).with_id(id);
+    task.dir = Some(dir.to_path_buf());
+    t.client.write_task(S0, &task).expect("write_task")
+}
+
+fn result_of(t: &TestRoot, id: &TaskId, w: &RealWorker) -> TaskResult {
+    t.client
+        .wait_for_result(S0, id, BOUND)
+        .unwrap_or_else(|e| panic!("no result for {id}: {e}\nworker:\n{}", w.stderr()))
+}
+
+/// The task's live log as conductor rendered it (`tasks/<id>.log`).
+fn task_log(t: &TestRoot, id: &TaskId) -> String {
+    fs::read_to_string(t.client.worker(S0).task_log(id)).unwrap_or_default()
+}
+
+#[track_caller]
+fn assert_lines(log: &str, wanted: &[&str]) {
+    for w in wanted {
+        assert!(
+            log.lines().any(|l| l == *w),
+            "no line {w:?} in the log:\n{log}"
+        );
+    }
+}
+
+/// All the text a request carried in its messages (prompts, answers, tool results).
+fn conversation_text(request: &Value) -> String {
+    request["body"]["messages"].to_string()
+}
+
+#[test]
+fn claude_edits_files_and_runs_commands_in_the_task_dir_unattended() {
+    let Some(agents) = need_agent("claude") else {
+        return;
+    };
+    let t = TestRoot::new();
+    let dir = task_dir(&t);
+    fs::write(dir.join("notes.txt"), "status: draft\n").unwrap();
+    let written = dir.join("written.txt");
+    let server = ModelServer::start(
+        t.dir.path(),
+        json!({"turns": [
+            {"text": "Running a command first.",
+             "tools": [{"name": "Bash", "input": {"command": "echo from-bash > bash.txt && ls",
+                                                  "description": "write a file"}}]},
+            {"tools": [{"name": "Write", "input": {"file_path": written,
+                                                    "content": "written by claude\n"}}]},
+            {"tools": [{"name": "Read", "input": {"file_path": dir.join("notes.txt")}}]},
+            {"tools": [{"name": "Edit", "input": {"file_path": dir.join("notes.txt"),
+                                                   "old_string": "draft", "new_string": "final"}}]},
+            {"text": "All done: the FINAL ANSWER.", "usage": {"input_tokens": 400, "output_tokens": 50}},
+        ]}),
+    );
+    let env = claude_env(&t, &agents, &server, 2);
+    let w = RealWorker::start(&t, &["--preset", "claude"], &env);
+    let id = submit(&t, "edit1", "make the files", &dir);
+    let r = result_of(&t, &id, &w);
+
+    assert!(r.success, "{:?}\n{}", r.error, w.stderr());
+    assert_eq!(r.output, "All done: the FINAL ANSWER.");
+    let session = r.session_id.clone().expect("a session id");
+    assert_eq!(session.len(), 36, "a UUID: {session}");
+    assert_eq!(r.num_turns, Some(5));
+    assert!(r.input_tokens.unwrap() >= 400, "{:?}", r.input_tokens);
+    assert!(r.output_tokens.unwrap() >= 50, "{:?}", r.output_tokens);
+    assert!(r.cost_usd.unwrap() > 0.0, "{:?}", r.cost_usd);
+    // On disk under the protocol's names.
+    let raw: Value =
+        serde_json::from_slice(&fs::read(t.client.worker(S0).result_for(&id)).unwrap()).unwrap();
+    assert_eq!(raw["sessionId"], session.as_str());
+    assert!(raw["inputTokens"].as_u64().unwrap() >= 400, "{raw}");
+
+    // Its tools really ran, in the task's directory.
+    assert_eq!(
+        fs::read_to_string(dir.join("bash.txt")).unwrap(),
+        "from-bash\n"
+    );
+    assert_eq!(fs::read_to_string(&written).unwrap(), "written by claude\n");
+    assert_eq!(
+        fs::read_to_string(dir.join("notes.txt")).unwrap(),
+        "status: final\n"
+    );
+
+    // What the model saw: the prompt, then each tool's result.
+    let sent = server.scripted();
+    assert_eq!(sent.len(), 5, "{sent:?}");
+    assert!(conversation_text(&sent[0]).contains("make the files"));
+    assert!(
+        conversation_text(&sent[1]).contains("bash.txt"),
+        "ls's output went back"
+    );
+    assert!(
+        conversation_text(&sent[3]).contains("status: draft"),
+        "Read's output went back"
+    );
+    assert!(!sent[0]["body"]["tools"].as_array().unwrap().is_empty());
+
+    // The live log: text, tool calls with their arguments, their results, the end.
+    let log = task_log(&t, &id);
+    assert_lines(
+        &log,
+        &[
+            "Running a command first.",
+            "› Bash echo from-bash > bash.txt && ls",
+            "  ‹ bash.txt (+1 lines)",
+            "› Write written.txt",
+            "› Read notes.txt",
+            "› Edit notes.txt",
+            "All done: the FINAL ANSWER.",
+        ],
+    );
+    assert!(
+        log.lines()
+            .any(|l| l.starts_with(&format!("· session {session}"))),
+        "{log}"
+    );
+    assert!(
+        log.lines().any(|l| l.starts_with("✓ done · 5 turns · $")),
+        "{log}"
+    );
+    assert!(!log.contains("permission denied"), "{log}");
+    assert!(!log.contains("{\"type\""), "raw events in the log:\n{log}");
+    drop(w);
+    assert_nothing_left(t.path());
+}
+
+#[test]
+fn claude_narrowed_to_reading_cannot_write() {
+    let Some(agents) = need_agent("claude") else {
+        return;
+    };
+    let t = TestRoot::new();
+    let dir = task_dir(&t);
+    let target = dir.join("nope.txt");
+    let server = ModelServer::start(
+        t.dir.path(),
+        json!({"turns": [
+            {"tools": [{"name": "Write", "input": {"file_path": target, "content": "x"}}]},
+            {"tools": [{"name": "Bash", "input": {"command": "touch bash-nope.txt"}}]},
+            {"text": "I was not allowed to."},
+        ]}),
+    );
+    let env = claude_env(&t, &agents, &server, 2);
+    let w = RealWorker::start(
+        &t,
+        &[
+            "--preset",
+            "claude",
+            "--allowed-tools",
+            "Read",
+            "--permission-mode",
+            "dontAsk",
+        ],
+        &env,
+    );
+    let id = submit(&t, "ro1", "try to write", &dir);
+    let r = result_of(&t, &id, &w);
+    assert!(r.success, "{:?}", r.error);
+    assert_eq!(r.output, "I was not allowed to.");
+    assert!(!target.exists());
+    assert!(!dir.join("bash-nope.txt").exists());
+    let log = task_log(&t, &id);
+    assert!(
+        log.lines().filter(|l| l.starts_with("  ‹ error: ")).count() >= 2,
+        "both refusals shown as the tools' errors:\n{log}"
+    );
+}
+
+#[test]
+fn claude_retry_resume_continues_the_session() {
+    let Some(agents) = need_agent("claude") else {
+        return;
+    };
+    let t = TestRoot::new();
+    let dir = task_dir(&t);
+    let server = ModelServer::start(
+        t.dir.path(),
+        json!({"turns": [
+            {"text": "The secret word is PERIWINKLE."},
+            {"text": "You asked me before; it was PERIWINKLE."},
+        ]}),
+    );
+    let env = claude_env(&t, &agents, &server, 2);
+    let w = RealWorker::start(&t, &["--preset", "claude"], &env);
+    let id = submit(&t, "res1", "pick a secret word", &dir);
+    let first = result_of(&t, &id, &w);
+    assert!(first.success, "{:?}", first.error);
+    let session = first.session_id.clone().expect("session id");
+
+    let out = run_conductor(&t, &["retry", "0", "res1", "--resume", "--wait"], 0);
+    assert_eq!(out.stdout, "You asked me before; it was PERIWINKLE.\n");
+    let again = t
+        .client
+        .read_result_for(S0, &TaskId::from("res1-r1"))
+        .unwrap()
+        .expect("the retry's result");
+    assert_eq!(again.session_id.as_deref(), Some(session.as_str()));
+
+    // The model saw the earlier turns in the resumed conversation.
+    let sent = server.scripted();
+    assert_eq!(sent.len(), 2, "{sent:?}");
+    let resumed = conversation_text(&sent[1]);
+    assert!(resumed.contains("pick a secret word"), "{resumed}");
+    assert!(
+        resumed.contains("The secret word is PERIWINKLE."),
+        "{resumed}"
+    );
+    assert!(!conversation_text(&sent[0]).contains("PERIWINKLE"));
+}
+
+#[test]
+fn claude_retries_an_overloaded_or_failing_api_and_then_answers() {
+    let Some(agents) = need_agent("claude") else {
+        return;
+    };
+    let t = TestRoot::new();
+    let dir = task_dir(&t);
+    let server = ModelServer::start(
+        t.dir.path(),
+        json!({"turns": [
+            {"error": {"status": 500, "body": "internal trouble", "headers": {"retry-after": "0"}}},
+            {"error": {"status": 529, "body": "Overloaded", "headers": {"retry-after": "0"}}},
+            {"text": "made it"},
+        ]}),
+    );
+    let env = claude_env(&t, &agents, &server, 3);
+    let w = RealWorker::start(&t, &["--preset", "claude"], &env);
+    let id = submit(&t, "ovl1", "answer despite errors", &dir);
+    let r = result_of(&t, &id, &w);
+    assert!(r.success, "{:?}", r.error);
+    assert_eq!(r.output, "made it");
+    let sent = server.scripted();
+    assert_eq!(
+        sent.iter()
+            .map(|r| r["status"].as_u64().unwrap())
+            .collect::<Vec<_>>(),
+        [500, 529, 200]
+    );
+    let log = task_log(&t, &id);
+    assert!(
+        log.lines().any(|l| l.starts_with("· API error 500")),
+        "{log}"
+    );
+    assert!(
+        log.lines()
+            .any(|l| l.starts_with("· API error 529 overloaded: retry 2/3")),
+        "{log}"
+    );
+}
+
+#[test]
+fn claude_giving_up_on_the_api_fails_the_task_with_the_providers_message() {
+    let Some(agents) = need_agent("claude") else {
+        return;
+    };
+    let t = TestRoot::new();
+    let dir = task_dir(&t);
+    let server = ModelServer::start(
+        t.dir.path(),
+        json!({"turns": [
+            {"error": {"status": 529, "body": "Overloaded: the scripted provider is busy",
+                       "headers": {"retry-after": "0"}}, "times": 10},
+        ]}),
+    );
+    let env = claude_env(&t, &agents, &server, 1);
+    let w = RealWorker::start(&t, &["--preset", "claude"], &env);
+    let id = submit(&t, "gu1", "this will not work", &dir);
+    let r = result_of(&t, &id, &w);
+    assert!(!r.success);
+    assert_eq!(r.outcome, Some(conductor::protocol::Outcome::Failure));
+    let error = r.error.clone().unwrap();
+    assert!(
+        error.starts_with("claude reported an error (api_error, HTTP 529): API Error: 529"),
+        "{error}"
+    );
+    assert!(error.contains("the scripted provider is busy"), "{error}");
+    assert_eq!(server.scripted().len(), 2, "one try and one retry");
+    let log = task_log(&t, &id);
+    assert!(
+        log.lines()
+            .any(|l| l.starts_with("✗ api_error: API Error: 529")),
+        "{log}"
+    );
+}
+
+#[test]
+fn claude_with_a_rejected_api_key_fails_saying_how_to_log_in() {
+    let Some(agents) = need_agent("claude") else {
+        return;
+    };
+    let t = TestRoot::new();
+    let dir = task_dir(&t);
+    let server = ModelServer::start(
+        t.dir.path(),
+        json!({"turns": [{"error": {"status": 401, "body": "invalid x-api-key"}, "times": 10}]}),
+    );
+    let env = claude_env(&t, &agents, &server, 0);
+    let w = RealWorker::start(&t, &["--preset", "claude"], &env);
+    let id = submit(&t, "key1", "hello", &dir);
+    let r = result_of(&t, &id, &w);
+    assert!(!r.success);
+    let error = r.error.unwrap();
+    assert!(
+        error.starts_with(
+            "not logged in / invalid API key — run `claude login` or set ANTHROPIC_API_KEY"
+        ),
+        "{error}"
+    );
+    assert_eq!(server.scripted()[0]["headers"]["x-api-key"], "test-key");
+}
+
+/// Conductor's overhead on a real Claude Code task, from the server's clock: pickup →
+/// the first model request and the last model answer → the result published, beside the
+/// same CLI started directly (its own start-up → first request). Prints one line a run;
+/// `cargo test --test integration real_agents::claude_overhead -- --ignored --nocapture`.
+#[test]
+#[ignore = "a measurement for BENCHMARKS.md, not a check"]
+fn claude_overhead_sample() {
+    let Some(agents) = need_agent("claude") else {
+        return;
+    };
+    let runs: usize = std::env::var("RUNS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(5);
+    let t = TestRoot::new();
+    let dir = task_dir(&t);
+    let turns: Vec<Value> = (0..runs * 2)
+        .map(|i| json!({"text": format!("answer {i}")}))
+        .collect();
+    let server = ModelServer::start(t.dir.path(), json!({ "turns": turns }));
+    let env = claude_env(&t, &agents, &server, 0);
+    let secs = |t: SystemTime| {
+        t.duration_since(SystemTime::UNIX_EPOCH)
+            .unwrap()
+            .as_secs_f64()
+    };
+    // Directly: spawn → first request, and last answer → exit.
+    for i in 0..runs {
+        let seen = server.scripted().len();
+        let start = SystemTime::now();
+        let mut child = Command::new(agents.join("claude"))
+            .args(
+                conductor::preset::Preset::Claude
+                    .default_command()
+                    .split(' ')
+                    .skip(1),
+            )
+            .current_dir(&dir)
+            .envs(env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        {
+            use std::io::Write;
+            let mut stdin = child.stdin.take().unwrap();
+            stdin.write_all(b"say something").unwrap();
+        }
+        let out = child.wait_with_output().unwrap();
+        let ended = SystemTime::now();
+        assert!(out.status.success());
+        let req = &server.scripted()[seen];
+        println!(
+            "direct {i}: spawn→first request {:.1} ms, last answer→exit {:.1} ms",
+            (req["t_start"].as_f64().unwrap() - secs(start)) * 1000.0,
+            (secs(ended) - req["t_end"].as_f64().unwrap()) * 1000.0,
+        );
+    }
+    let w = RealWorker::start(&t, &["--preset", "claude"], &env);
+    for i in 0..runs {
+        let seen = server.scripted().len();
+        let id = submit(&t, &format!("b{i}"), "say something", &dir);
+        let r = result_of(&t, &id, &w);
+        assert!(r.success, "{:?}", r.error);
+        let published = fs::metadata(t.client.worker(S0).result_for(&id))
+            .and_then(|m| m.modified())
+            .unwrap();
+        let started = conductor::protocol::parse_rfc3339(r.started_at.as_deref().unwrap()).unwrap();
+        let req = &server.scripted()[seen];
+        println!(
+            "conductor {i}: pickup→first request {:.1} ms, last answer→result published {:.1} ms",
+            (req["t_start"].as_f64().unwrap() - secs(started)) * 1000.0,
+            (secs(published) - req["t_end"].as_f64().unwrap()) * 1000.0,
+        );
+    }
+}
+
+/// The environment Codex gets: its own HOME with a `~/.codex/config.toml` naming the
+/// server as its model provider (Responses API), an API key, bounded retries.
+fn codex_env(
+    t: &TestRoot,
+    agents: &Path,
+    server: &ModelServer,
+    retries: u32,
+) -> Vec<(String, String)> {
+    let home = t.dir.path().join("home");
+    fs::create_dir_all(home.join(".codex")).unwrap();
+    fs::write(
+        home.join(".codex/config.toml"),
+        format!(
+            "model = \"scripted-model\"\n\
+             model_provider = \"scripted\"\n\
+             [model_providers.scripted]\n\
+             name = \"scripted\"\n\
+             base_url = \"{}/v1\"\n\
+             wire_api = \"responses\"\n\
+             env_key = \"OPENAI_API_KEY\"\n\
+             request_max_retries = {retries}\n\
+             stream_max_retries = {retries}\n",
+            server.url()
+        ),
+    )
+    .unwrap();
+    let path = format!(
+        "{}:{}",
+        agents.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    [
+        ("HOME", home.display().to_string()),
+        ("PATH", path),
+        ("OPENAI_API_KEY", "test-key".into()),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_string(), v))
+    .collect()
+}
+
+#[test]
+fn codex_runs_commands_in_the_task_dir_and_answers() {
+    let Some(agents) = need_agent("codex") else {
+        return;
+    };
+    let t = TestRoot::new();
+    let dir = task_dir(&t);
+    let server = ModelServer::start(
+        t.dir.path(),
+        json!({"turns": [
+            {"text": "Running a command.",
+             "tools": [{"name": "exec_command",
+                        "input": {"cmd": "echo from-codex > codex.txt && ls"}}]},
+            {"text": "Codex is done: FINAL.", "usage": {"input_tokens": 300, "output_tokens": 40}},
+        ]}),
+    );
+    let env = codex_env(&t, &agents, &server, 1);
+    let w = RealWorker::start(&t, &["--preset", "codex"], &env);
+    let id = submit(&t, "cx1", "write a file with codex", &dir);
+    let r = result_of(&t, &id, &w);
+    assert!(r.success, "{:?}\n{:?}", r.error, r.stderr);
+    assert_eq!(r.output, "Codex is done: FINAL.");
+    assert!(r.session_id.is_some());
+    assert!(r.input_tokens.unwrap() >= 300, "{:?}", r.input_tokens);
+    assert!(r.output_tokens.unwrap() >= 40, "{:?}", r.output_tokens);
+    assert_eq!(
+        fs::read_to_string(dir.join("codex.txt")).unwrap(),
+        "from-codex\n"
+    );
+    let sent = server.scripted();
+    assert_eq!(sent.len(), 2, "{sent:?}");
+    assert!(sent[0]["body"]["input"]
+        .to_string()
+        .contains("write a file with codex"));
+    assert!(
+        sent[1]["body"]["input"].to_string().contains("codex.txt"),
+        "the command's output went back to the model"
+    );
+    let log = task_log(&t, &id);
+    assert_lines(
+        &log,
+        &[
+            "Running a command.",
+            "Codex is done: FINAL.",
+            "  ‹ codex.txt",
+        ],
+    );
+    assert!(
+        log.lines()
+            .any(|l| l.starts_with("› exec ") && l.contains("echo from-codex > codex.txt")),
+        "{log}"
+    );
+    assert!(
+        log.lines()
+            .any(|l| l.starts_with("✓ turn done · ") && l.contains("tokens in")),
+        "{log}"
+    );
+    assert!(!log.contains("{\"type\""), "raw events in the log:\n{log}");
+    drop(w);
+    assert_nothing_left(t.path());
+}
+
+#[test]
+fn codex_giving_up_on_the_api_fails_the_task_with_the_providers_message() {
+    let Some(agents) = need_agent("codex") else {
+        return;
+    };
+    let t = TestRoot::new();
+    let dir = task_dir(&t);
+    let server = ModelServer::start(
+        t.dir.path(),
+        json!({"turns": [{"error": {"status": 503, "body": "the scripted provider is down",
+                                    "headers": {"retry-after": "0"}}, "times": 20}]}),
+    );
+    let env = codex_env(&t, &agents, &server, 1);
+    let w = RealWorker::start(&t, &["--preset", "codex"], &env);
+    let id = submit(&t, "cx2", "this will not work", &dir);
+    let r = result_of(&t, &id, &w);
+    assert!(!r.success);
+    let error = r.error.unwrap();
+    assert!(error.starts_with("codex reported an error: "), "{error}");
+    assert!(error.contains("503"), "{error}");
+    assert!(error.contains("the scripted provider is down"), "{error}");
+    assert!(server.scripted().len() >= 2, "codex retried");
+    let log = task_log(&t, &id);
+    assert!(
+        log.lines().any(|l| l.starts_with("✗ turn failed: ")),
+        "{log}"
+    );
+}
+
+#[test]
+fn codex_with_a_rejected_api_key_fails_saying_how_to_log_in() {
+    let Some(agents) = need_agent("codex") else {
+        return;
+    };
+    let t = TestRoot::new();
+    let dir = task_dir(&t);
+    let server = ModelServer::start(
+        t.dir.path(),
+        json!({"turns": [{"error": {"status": 401, "body": "invalid key"}, "times": 20}]}),
+    );
+    let env = codex_env(&t, &agents, &server, 0);
+    let w = RealWorker::start(&t, &["--preset", "codex"], &env);
+    let id = submit(&t, "cx3", "hello", &dir);
+    let r = result_of(&t, &id, &w);
+    assert!(!r.success);
+    let error = r.error.unwrap();
+    assert!(
+        error.starts_with(
+            "not logged in / invalid API key — run `codex login` or set OPENAI_API_KEY"
+        ),
+        "{error}"
+    );
+    assert_eq!(
+        server.scripted()[0]["headers"]["authorization"],
+        "Bearer test-key"
+    );
+}
