@@ -246,12 +246,6 @@ fn shared_change(shared: &[PathBuf], p: &Path) -> bool {
         && p.parent().is_some_and(|d| shared.iter().any(|s| s == d))
 }
 
-/// What to stat when polling for a slot: its inbox and cancel file (a directory's
-/// mtime would change with every status write).
-fn slot_poll_files(paths: &WorkerPaths) -> [PathBuf; 2] {
-    [paths.task(), paths.cancel()]
-}
-
 /// Watch the slot's inbox and cancel file and the shared directories.
 fn watch_slot(
     root: &Root,
@@ -264,7 +258,7 @@ fn watch_slot(
     let on_change: crate::watch::OnChange = Arc::new(move |p: Option<&Path>| {
         let relevant = p.is_none_or(|p| {
             let name = p.file_name().and_then(|n| n.to_str()).unwrap_or("");
-            matches!(name, "task.json" | "cancel") || shared_change(&shared_dirs, p)
+            WorkerPaths::WAKE_NAMES.contains(&name) || shared_change(&shared_dirs, p)
         });
         if relevant {
             // A full channel already holds a pending wake-up: nothing is lost.
@@ -273,7 +267,7 @@ fn watch_slot(
     });
     let mut dirs = vec![paths.dir.clone()];
     dirs.extend(shared.iter().cloned());
-    let mut polled = slot_poll_files(paths).to_vec();
+    let mut polled = paths.wake_files().to_vec();
     polled.extend(shared);
     let watcher = DirWatcher::watch_changes(&dirs, &polled, mode, on_change)?;
     Ok((watcher, wake))

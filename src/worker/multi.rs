@@ -13,13 +13,13 @@ use std::time::{Instant, SystemTime};
 use crossbeam_channel::{bounded, select, unbounded, Receiver, Sender};
 
 use super::{
-    check_startable, config_stamp, resolve_agent, shared_change, shared_dirs, slot_poll_files,
-    sweeper::Sweeper, Pickup, Shared, SlotServer, WorkerOptions,
+    check_startable, config_stamp, resolve_agent, shared_change, shared_dirs, sweeper::Sweeper,
+    Pickup, Shared, SlotServer, WorkerOptions,
 };
 use crate::client::Client;
 use crate::config::Config;
 use crate::error::{Error, Result};
-use crate::layout::Slot;
+use crate::layout::{Slot, WorkerPaths};
 use crate::recovery::RecoveryReport;
 use crate::watch::{DirWatcher, OnChange};
 
@@ -518,7 +518,7 @@ fn watch_slots(
                     let name = p.file_name().and_then(|n| n.to_str()).unwrap_or("");
                     let slot = p.parent().and_then(|dir| slot_of.get(dir));
                     match slot {
-                        Some(&i) if matches!(name, "task.json" | "cancel") => {
+                        Some(&i) if WorkerPaths::WAKE_NAMES.contains(&name) => {
                             d.slots.insert(i);
                         }
                         _ => return,
@@ -530,10 +530,7 @@ fn watch_slots(
     });
     let mut dirs: Vec<PathBuf> = servers.iter().map(|s| s.paths.dir.clone()).collect();
     dirs.extend(shared.iter().cloned());
-    let mut polled: Vec<PathBuf> = servers
-        .iter()
-        .flat_map(|s| slot_poll_files(&s.paths))
-        .collect();
+    let mut polled: Vec<PathBuf> = servers.iter().flat_map(|s| s.paths.wake_files()).collect();
     polled.extend(shared);
     DirWatcher::watch_changes(&dirs, &polled, opts.watch, on_change)
 }
