@@ -7,6 +7,9 @@ use std::str::FromStr;
 use crate::error::{Error, Result};
 use crate::protocol::TaskId;
 
+mod slot_list;
+pub use slot_list::SlotList;
+
 /// Environment variable naming the root directory.
 pub use crate::env::ENV_HOME;
 

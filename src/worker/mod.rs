@@ -18,7 +18,7 @@ mod status;
 mod supervise;
 mod sweeper;
 
-pub use multi::{format_slot_list, parse_slot_list, MultiWorker};
+pub use multi::MultiWorker;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;

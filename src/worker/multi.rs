@@ -19,7 +19,7 @@ use super::{
 use crate::client::Client;
 use crate::config::Config;
 use crate::error::{Error, Result};
-use crate::layout::{Slot, WorkerPaths};
+use crate::layout::{Slot, SlotList, WorkerPaths};
 use crate::recovery::RecoveryReport;
 use crate::watch::{DirWatcher, OnChange};
 
@@ -27,28 +27,6 @@ use crate::watch::{DirWatcher, OnChange};
 /// each keeps pulling tasks until the queue has none for it, and every claim is a
 /// change, so more follow while work remains (no herd of lookers per event).
 const QUEUE_LOOKERS_PER_CHANGE: usize = 16;
-
-/// `0-999`, `0,3,5-9`: the slots a many-slot worker serves, sorted, without repeats.
-pub fn parse_slot_list(s: &str) -> Result<Vec<Slot>> {
-    let bad = |why: String| Error::Usage(format!("slot list {s:?}: {why}"));
-    let mut slots = BTreeSet::new();
-    for part in s.split(',').map(str::trim) {
-        let (lo, hi) = match part.split_once('-') {
-            Some((a, b)) => (a.trim(), b.trim()),
-            None => (part, part),
-        };
-        let parse = |t: &str| {
-            t.parse::<Slot>()
-                .map_err(|e| bad(format!("{t:?} is not a slot number ({e})")))
-        };
-        let (lo, hi) = (parse(lo)?, parse(hi)?);
-        if lo.0 > hi.0 {
-            return Err(bad(format!("range {part} runs backwards")));
-        }
-        slots.extend((lo.0..=hi.0).map(Slot));
-    }
-    Ok(slots.into_iter().collect())
-}
 
 /// What the watcher saw since the main thread last looked.
 #[derive(Default)]
@@ -183,7 +161,7 @@ impl MultiWorker {
         format!(
             "conductor worker for {} slots ({}) (pid {}) serving {} in {} with agent `{}`, watching with {}",
             self.own.len(),
-            format_slot_list(&self.own),
+            SlotList(self.own.clone()),
             std::process::id(),
             opts.root.workers_dir().display(),
             opts.project_dir.display(),
@@ -222,7 +200,7 @@ impl MultiWorker {
             if Instant::now() >= next_tick {
                 if self.retire_lost_slots() {
                     return Err(Error::GateHeld {
-                        role: format!("worker {}", format_slot_list(&self.own)),
+                        role: format!("worker {}", SlotList(self.own.clone())),
                         holder: "other hosts took every slot's lease while this worker \
                                  was paused"
                             .into(),
@@ -533,41 +511,4 @@ fn watch_slots(
     let mut polled: Vec<PathBuf> = servers.iter().flat_map(|s| s.paths.wake_files()).collect();
     polled.extend(shared);
     DirWatcher::watch_changes(&dirs, &polled, opts.watch, on_change)
-}
-
-/// `0-3,7`: a slot list as `conductor-worker` takes it and people read it.
-pub fn format_slot_list(slots: &[Slot]) -> String {
-    let mut parts: Vec<String> = Vec::new();
-    let mut i = 0;
-    while i < slots.len() {
-        let mut j = i;
-        while j + 1 < slots.len() && slots[j + 1].0 == slots[j].0 + 1 {
-            j += 1;
-        }
-        parts.push(if i == j {
-            slots[i].to_string()
-        } else {
-            format!("{}-{}", slots[i], slots[j])
-        });
-        i = j + 1;
-    }
-    parts.join(",")
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn slot_lists_take_ranges_and_lists() {
-        let s = |v: &[u32]| v.iter().map(|&n| Slot(n)).collect::<Vec<_>>();
-        assert_eq!(parse_slot_list("0-3").unwrap(), s(&[0, 1, 2, 3]));
-        assert_eq!(parse_slot_list("0,3,5-7,3").unwrap(), s(&[0, 3, 5, 6, 7]));
-        assert_eq!(parse_slot_list("7").unwrap(), s(&[7]));
-        assert_eq!(format_slot_list(&s(&[0, 1, 2, 5, 7, 8])), "0-2,5,7-8");
-        for bad in ["", "3-1", "a", "1,,2", "0-2000", "-1"] {
-            let e = parse_slot_list(bad).unwrap_err().to_string();
-            assert!(e.contains("slot list"), "{bad}: {e}");
-        }
-    }
 }
