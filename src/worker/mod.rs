@@ -104,14 +104,15 @@ pub(crate) struct Shared {
     pub agent_path: Option<PathBuf>,
 }
 
-/// One slot's own state: its files, its gate, its status board, its full-disk pause.
+/// One slot's own state: its files, its gate, its status board, whether its disk is full.
 pub(crate) struct SlotServer {
     pub root: Root,
     pub paths: WorkerPaths,
-    _gate: Gate,
+    /// The slot's worker gate (`.worker.lock`), held for as long as we serve it.
+    worker_gate: Gate,
     pub board: status::StatusBoard,
-    /// Why pickup is paused (a full disk), while it is.
-    paused: Option<String>,
+    /// Why the disk is too full to take a task (pickup waits), while it is.
+    disk_full: Option<String>,
     backoff: Duration,
 }
 
@@ -123,7 +124,7 @@ impl SlotServer {
     /// Another host took this slot's gate lease while we were away (paused past the
     /// lease): the slot is no longer ours to serve.
     pub fn lease_lost(&self) -> bool {
-        self._gate.lease_lost()
+        self.worker_gate.lease_lost()
     }
 
     /// Take the slot's gate and create its directories. Its status is written once,
@@ -137,9 +138,9 @@ impl SlotServer {
         Ok(SlotServer {
             root: root.clone(),
             paths,
-            _gate: gate,
+            worker_gate: gate,
             board,
-            paused: None,
+            disk_full: None,
             backoff: space::FIRST_BACKOFF,
         })
     }
@@ -153,9 +154,10 @@ impl SlotServer {
         Ok(recovery)
     }
 
-    /// Whether a look could find work: an inbox, a task left in hand, a pause to end.
+    /// Whether a look could find work: an inbox, a task left in hand, a full disk to
+    /// look at again.
     fn may_have_work(&self) -> bool {
-        self.paused.is_some()
+        self.disk_full.is_some()
             || std::fs::symlink_metadata(self.paths.task()).is_ok()
             || std::fs::symlink_metadata(self.paths.running()).is_ok()
     }
@@ -339,7 +341,7 @@ impl Worker {
                 return Err(Error::GateHeld {
                     role: format!("worker {}", self.slot.slot()),
                     holder: "another host took its lease while this worker was paused".into(),
-                    path: self.slot._gate.path().to_path_buf(),
+                    path: self.slot.worker_gate.path().to_path_buf(),
                 });
             }
             // Not only when idle long enough for a timeout: a stream of events (other
@@ -379,10 +381,10 @@ impl SlotServer {
         shutdown: &Receiver<()>,
     ) -> Result<Pickup> {
         if let Some(problem) = space::too_full_to_accept(&self.paths.dir) {
-            self.pause_for_space(problem);
+            self.note_disk_full(problem);
             return Ok(Pickup::NotYet(Instant::now() + self.backoff));
         }
-        if self.paused.take().is_some() {
+        if self.disk_full.take().is_some() {
             tracing::info!("space was freed: pickup resumes");
             self.backoff = space::FIRST_BACKOFF;
             let _ = self.board.publish(Status::new(WorkerState::Idle));
@@ -397,7 +399,7 @@ impl SlotServer {
             Err(e) if e.is_no_space() => e,
             other => return other,
         };
-        self.pause_for_space(format!(
+        self.note_disk_full(format!(
             "disk full: {err}; pickup paused until space is freed"
         ));
         Ok(Pickup::NotYet(Instant::now() + self.backoff))
@@ -417,14 +419,14 @@ impl SlotServer {
     }
 
     /// Say once that the disk is full (log and status), and back off further.
-    fn pause_for_space(&mut self, problem: String) {
-        if self.paused.is_none() {
+    fn note_disk_full(&mut self, problem: String) {
+        if self.disk_full.is_none() {
             tracing::error!("{problem}");
             let mut st = Status::new(WorkerState::Idle);
             st.problem = Some(problem.clone());
             // May fail for the same reason: the log has said it already.
             let _ = self.board.publish(st);
-            self.paused = Some(problem);
+            self.disk_full = Some(problem);
         }
         self.backoff = space::next_backoff(self.backoff);
     }
