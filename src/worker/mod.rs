@@ -6,7 +6,7 @@
 //! [`crate::ledger`] ends the task. [`Worker`] is the process around them: its watcher,
 //! its shutdown channel and its loop. A slot's own state ([`SlotServer`]) and what
 //! every slot of the process shares ([`Shared`]) are kept apart: [`MultiWorker`] serves
-//! many slots from one process ([`multi`]); [`sweeper`] elects who sweeps the root.
+//! many slots from one process ([`multi`]); [`sweep_election`] elects who sweeps the root.
 
 mod admit;
 mod cancel;
@@ -16,7 +16,7 @@ mod multi;
 mod space;
 mod status;
 mod supervise;
-mod sweeper;
+mod sweep_election;
 
 pub use multi::MultiWorker;
 
@@ -188,7 +188,7 @@ pub struct Worker {
     watcher: DirWatcher,
     wake: Receiver<()>,
     recovery: RecoveryReport,
-    sweeper: sweeper::Sweeper,
+    sweep_election: sweep_election::SweepElection,
 }
 
 /// The slot's gate. An idle worker recovering this slot holds it for a moment; a
@@ -292,7 +292,7 @@ impl Worker {
         // Before `idle` is announced: whoever saw `idle` finds dead holders' locks gone.
         crate::recovery::free_dead_shared_locks(&opts.root, &lock_opts)?;
         let recovery = slot.recover_and_announce(&lock_opts)?;
-        let sweeper = sweeper::Sweeper::new(&opts.root, opts.rescan);
+        let sweep_election = sweep_election::SweepElection::new(&opts.root, opts.rescan);
         let shared = Shared {
             opts,
             config,
@@ -305,7 +305,7 @@ impl Worker {
             watcher,
             wake,
             recovery,
-            sweeper,
+            sweep_election,
         })
     }
 
@@ -348,8 +348,11 @@ impl Worker {
             // workers' locks) must not starve recovery of a dead worker's slot.
             if Instant::now() >= next_recovery {
                 let own = [self.slot.slot()];
-                self.sweeper
-                    .sweep_if_due(&self.shared.opts.root, &own, &self.shared.lock_opts);
+                self.sweep_election.sweep_if_due(
+                    &self.shared.opts.root,
+                    &own,
+                    &self.shared.lock_opts,
+                );
                 next_recovery = Instant::now() + self.shared.opts.rescan;
             }
             let retry_at = match self.slot.look_if_room(&self.shared, &self.wake, shutdown)? {

@@ -13,8 +13,8 @@ use std::time::{Instant, SystemTime};
 use crossbeam_channel::{bounded, select, unbounded, Receiver, Sender};
 
 use super::{
-    check_startable, config_stamp, resolve_agent, shared_change, shared_dirs, sweeper::Sweeper,
-    Pickup, Shared, SlotServer, WorkerOptions,
+    check_startable, config_stamp, resolve_agent, shared_change, shared_dirs,
+    sweep_election::SweepElection, Pickup, Shared, SlotServer, WorkerOptions,
 };
 use crate::client::Client;
 use crate::config::Config;
@@ -78,7 +78,7 @@ pub struct MultiWorker {
     done_tx: Sender<Done>,
     done_rx: Receiver<Done>,
     recoveries: Vec<(Slot, RecoveryReport)>,
-    sweeper: Sweeper,
+    sweep_election: SweepElection,
     seen_config: Option<(SystemTime, u64)>,
     /// How many queue changes the watcher has reported: a slot's thread that found
     /// nothing may have looked before the latest one.
@@ -123,7 +123,7 @@ impl MultiWorker {
             }
         }
         let (done_tx, done_rx) = unbounded();
-        let sweeper = Sweeper::new(&opts.root, opts.rescan);
+        let sweep_election = SweepElection::new(&opts.root, opts.rescan);
         let seen_config = config_stamp(&opts.root);
         let shared = Arc::new(Shared {
             opts,
@@ -148,7 +148,7 @@ impl MultiWorker {
             done_tx,
             done_rx,
             recoveries,
-            sweeper,
+            sweep_election,
             seen_config,
             queue_changes: 0,
             stopping: false,
@@ -209,7 +209,7 @@ impl MultiWorker {
                 }
                 self.follow_config();
                 let lock_opts = self.shared.lock_opts;
-                self.sweeper
+                self.sweep_election
                     .sweep_if_due(&self.shared.opts.root, &self.own, &lock_opts);
                 ticks = ticks.wrapping_add(1);
                 if self.watcher.is_polling() || ticks.is_multiple_of(NATIVE_RESCAN_TICKS) {
