@@ -7,6 +7,8 @@ use nix::errno::Errno;
 use nix::sys::signal::kill;
 use nix::unistd::Pid;
 
+use crate::procfs;
+
 /// This machine's host name (cached; empty if it cannot be read).
 pub fn hostname() -> &'static str {
     static HOST: OnceLock<String> = OnceLock::new();
@@ -88,54 +90,13 @@ pub fn pid_alive(pid: u32) -> bool {
 
 /// Whether `/proc/<pid>/stat` shows state `Z` (false where there is no procfs).
 fn is_zombie(pid: u32) -> bool {
-    proc_stat(pid).is_some_and(|s| s.state == 'Z')
-}
-
-/// The fields of `/proc/<pid>/stat` that conductor uses.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct ProcStat {
-    /// Field 3: `R`, `S`, `Z`, ...
-    pub state: char,
-    /// Field 4.
-    pub ppid: u32,
-    /// Field 5: the process group.
-    pub pgid: u32,
-    /// Field 6: the session.
-    pub sid: u32,
-    /// Field 22: clock ticks since boot at which the process started.
-    pub start_time: u64,
-}
-
-/// `/proc/<pid>/stat` of `pid`; `None` when the process is gone, the platform has no
-/// procfs, or the line does not parse.
-pub fn proc_stat(pid: u32) -> Option<ProcStat> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    parse_proc_stat(&stat)
-}
-
-/// Fields are counted after the command name, which may itself hold spaces and ')'.
-pub fn parse_proc_stat(stat: &str) -> Option<ProcStat> {
-    let after_comm = &stat[stat.rfind(')')? + 1..];
-    // After ")" come field 3 (state) onwards.
-    let fields: Vec<&str> = after_comm.split_whitespace().take(22 - 2).collect();
-    let field = |n: usize| fields.get(n - 3).copied();
-    let mut state = field(3)?.chars();
-    let (Some(state), None) = (state.next(), state.next()) else {
-        return None;
-    };
-    Some(ProcStat {
-        state,
-        ppid: field(4)?.parse().ok()?,
-        pgid: field(5)?.parse().ok()?,
-        sid: field(6)?.parse().ok()?,
-        start_time: field(22)?.parse().ok()?,
-    })
+    procfs::stat(pid).is_some_and(|s| s.is_zombie())
 }
 
 /// A process's start time in clock ticks since boot (field 22 of `/proc/<pid>/stat`).
 /// `None` when the process is gone or the platform has no procfs.
 pub fn process_start_time(pid: u32) -> Option<u64> {
-    proc_stat(pid).map(|s| s.start_time)
+    procfs::stat(pid).map(|s| s.start_time)
 }
 
 /// When `pid` started, as wall-clock time. Accurate to a few clock ticks, and off by
@@ -187,44 +148,6 @@ pub fn same_process_alive(pid: u32, start_time: Option<u64>) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn stat_fields_survive_odd_command_names() {
-        let stat =
-            "4711 (a) b (c)) S 1 4712 4713 0 -1 4194560 100 0 0 0 1 2 0 0 20 0 1 0 123456 1000 10";
-        assert_eq!(
-            parse_proc_stat(stat),
-            Some(ProcStat {
-                state: 'S',
-                ppid: 1,
-                pgid: 4712,
-                sid: 4713,
-                start_time: 123456,
-            })
-        );
-    }
-
-    #[test]
-    fn truncated_or_garbled_stat_lines_do_not_parse() {
-        assert_eq!(parse_proc_stat(""), None);
-        assert_eq!(parse_proc_stat("4711 (x) S 1 2 3"), None);
-        assert_eq!(
-            parse_proc_stat("4711 (x) SS 1 4712 4713 0 -1 0 0 0 0 0 1 2 0 0 20 0 1 0 9"),
-            None
-        );
-        assert_eq!(
-            parse_proc_stat("4711 (x) S one 4712 4713 0 -1 0 0 0 0 0 1 2 0 0 20 0 1 0 9"),
-            None
-        );
-    }
-
-    #[test]
-    fn own_stat_matches_what_the_process_knows() {
-        let me = proc_stat(std::process::id()).expect("procfs");
-        assert_eq!(me.ppid, nix::unistd::getppid().as_raw() as u32);
-        assert_eq!(me.pgid, nix::unistd::getpgrp().as_raw() as u32);
-        assert_ne!(me.state, 'Z');
-    }
 
     #[test]
     fn a_new_process_started_between_two_clock_readings() {

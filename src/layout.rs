@@ -7,6 +7,9 @@ use std::str::FromStr;
 use crate::error::{Error, Result};
 use crate::protocol::TaskId;
 
+mod slot_list;
+pub use slot_list::SlotList;
+
 /// Environment variable naming the root directory.
 pub use crate::env::ENV_HOME;
 
@@ -257,8 +260,21 @@ pub struct WorkerPaths {
 }
 
 impl WorkerPaths {
+    /// The inbox's name.
+    pub const TASK: &'static str = "task.json";
+    /// The cancel file's name.
+    pub const CANCEL: &'static str = "cancel";
+    /// The names whose change wakes the slot's worker: the inbox and the cancel file.
+    /// Both worker kinds watch (or poll) these, and gc never removes them.
+    pub const WAKE_NAMES: [&'static str; 2] = [Self::TASK, Self::CANCEL];
+
+    /// The files named by [`Self::WAKE_NAMES`]: what a poller stats for the slot (a
+    /// directory's mtime would change with every status write).
+    pub fn wake_files(&self) -> [PathBuf; 2] {
+        Self::WAKE_NAMES.map(|name| self.dir.join(name))
+    }
     pub fn task(&self) -> PathBuf {
-        self.dir.join("task.json")
+        self.dir.join(Self::TASK)
     }
     pub fn running(&self) -> PathBuf {
         self.dir.join("running.json")
@@ -300,7 +316,7 @@ impl WorkerPaths {
         self.dir.join("output.jsonl")
     }
     pub fn cancel(&self) -> PathBuf {
-        self.dir.join("cancel")
+        self.dir.join(Self::CANCEL)
     }
     pub fn lock_dir(&self) -> PathBuf {
         self.dir.join(".lock")

@@ -126,7 +126,7 @@ impl WorkerPool {
             let log = fsio::create_private(&log_path(root, first))?;
             let child = Command::new(&cmd.program)
                 .args(&cmd.leading_args)
-                .arg(crate::worker::format_slot_list(&slots))
+                .arg(crate::layout::SlotList(slots.clone()).to_string())
                 .arg(&cmd.dir)
                 .arg("--root")
                 .arg(root.path())
@@ -206,7 +206,7 @@ impl WorkerPool {
         }
         let deadline = Instant::now() + grace;
         for (slots, c) in &mut self.children {
-            let slot = crate::worker::format_slot_list(slots);
+            let slot = crate::layout::SlotList(slots.clone());
             loop {
                 match c.try_wait() {
                     Ok(Some(_)) | Err(_) => break,

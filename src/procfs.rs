@@ -11,9 +11,13 @@ use std::fs;
 pub struct Stat {
     /// `R`, `S`, `Z`…
     pub state: char,
+    /// Field 4.
     pub ppid: u32,
+    /// Field 5: the process group.
     pub pgrp: u32,
-    /// Clock ticks since boot.
+    /// Field 6: the session.
+    pub sid: u32,
+    /// Field 22: clock ticks since boot at which the process started.
     pub start_time: u64,
 }
 
@@ -23,23 +27,28 @@ impl Stat {
     }
 }
 
+/// `/proc/<pid>/stat` of `pid`; `None` when the process is gone, the platform has no
+/// procfs, or the line does not parse. The one reader of that file.
 pub fn stat(pid: u32) -> Option<Stat> {
     parse_stat(&fs::read_to_string(format!("/proc/{pid}/stat")).ok()?)
 }
 
-/// Fields counted after the command name, which may itself hold spaces and ')'.
-fn parse_stat(s: &str) -> Option<Stat> {
-    let mut f = s[s.rfind(')')? + 1..].split_whitespace();
-    // After ")" comes field 3 (state); ppid is 4, pgrp 5, starttime 22.
-    let state = f.next()?.chars().next()?;
-    let ppid = f.next()?.parse().ok()?;
-    let pgrp = f.next()?.parse().ok()?;
-    let start_time = f.nth(22 - 6)?.parse().ok()?;
+/// Fields are counted after the command name, which may itself hold spaces and ')'.
+fn parse_stat(stat: &str) -> Option<Stat> {
+    let after_comm = &stat[stat.rfind(')')? + 1..];
+    // After ")" come field 3 (state) onwards.
+    let fields: Vec<&str> = after_comm.split_whitespace().take(22 - 2).collect();
+    let field = |n: usize| fields.get(n - 3).copied();
+    let mut state = field(3)?.chars();
+    let (Some(state), None) = (state.next(), state.next()) else {
+        return None;
+    };
     Some(Stat {
         state,
-        ppid,
-        pgrp,
-        start_time,
+        ppid: field(4)?.parse().ok()?,
+        pgrp: field(5)?.parse().ok()?,
+        sid: field(6)?.parse().ok()?,
+        start_time: field(22)?.parse().ok()?,
     })
 }
 
@@ -122,10 +131,45 @@ mod tests {
                 state: 'S',
                 ppid: 42,
                 pgrp: 4700,
+                sid: 4700,
                 start_time: 123456
             })
         );
         assert_eq!(parse_stat("12 (x) Z 1"), None);
+        let s =
+            "4711 (a) b (c)) S 1 4712 4713 0 -1 4194560 100 0 0 0 1 2 0 0 20 0 1 0 123456 1000 10";
+        assert_eq!(
+            parse_stat(s),
+            Some(Stat {
+                state: 'S',
+                ppid: 1,
+                pgrp: 4712,
+                sid: 4713,
+                start_time: 123456,
+            })
+        );
+    }
+
+    #[test]
+    fn truncated_or_garbled_stat_lines_do_not_parse() {
+        assert_eq!(parse_stat(""), None);
+        assert_eq!(parse_stat("4711 (x) S 1 2 3"), None);
+        assert_eq!(
+            parse_stat("4711 (x) SS 1 4712 4713 0 -1 0 0 0 0 0 1 2 0 0 20 0 1 0 9"),
+            None
+        );
+        assert_eq!(
+            parse_stat("4711 (x) S one 4712 4713 0 -1 0 0 0 0 0 1 2 0 0 20 0 1 0 9"),
+            None
+        );
+    }
+
+    #[test]
+    fn own_stat_matches_what_the_process_knows() {
+        let me = stat(std::process::id()).expect("procfs");
+        assert_eq!(me.ppid, nix::unistd::getppid().as_raw() as u32);
+        assert_eq!(me.pgrp, nix::unistd::getpgrp().as_raw() as u32);
+        assert_ne!(me.state, 'Z');
     }
 
     #[test]

@@ -4,9 +4,9 @@
 mod live;
 mod low_fds;
 mod output;
+mod reap;
 mod spawn;
 pub mod stream;
-mod sweep;
 
 use std::collections::BTreeMap;
 use std::ffi::{OsStr, OsString};
@@ -180,7 +180,7 @@ fn start_recorded(
         spawn_error(launch, hint, source)
     })?;
     let pid = child.id();
-    sweep::register_leader(pid);
+    reap::register_leader(pid);
     let start_time = crate::procfs::stat(pid).map(|s| s.start_time);
     let (exit_tx, exited) = bounded(1);
     let waiter = spawn_named("agent-wait", move || {
@@ -189,7 +189,7 @@ fn start_recorded(
     });
     if let Err(e) = waiter {
         signal_group(pid, Signal::SIGKILL);
-        sweep::forget_leader(pid);
+        reap::forget_leader(pid);
         let mut child = child;
         let _ = child.wait();
         return Err(spawn_error(launch, THREAD_HINT, e));
@@ -385,7 +385,7 @@ impl Agent {
             Err(e) => {
                 // Out of threads (a container's pids limit): do not leave the agent running.
                 signal_group(pid, Signal::SIGKILL);
-                sweep::forget_leader(pid);
+                reap::forget_leader(pid);
                 let _ = child.wait();
                 return Err(spawn_error(&launch, THREAD_HINT, e));
             }
@@ -457,13 +457,13 @@ impl Agent {
         // No agent process outlives its task; background children would also hold the
         // pipes open and stall the readers. The leader is still unreaped here.
         signal_group(self.pid, Signal::SIGKILL);
-        sweep::forget_leader(self.pid);
+        reap::forget_leader(self.pid);
         let status = self.child.wait().unwrap_or_else(|e| {
             tracing::error!("reaping agent {}: {e}", self.pid);
             ExitStatus::from_raw(0xff00)
         });
         self.finished = true;
-        sweep::sweep(self.pid, &self.marker);
+        reap::reap_leftovers(self.pid, &self.marker);
         let deadline = std::time::Instant::now() + READER_GRACE;
         for _ in 0..2 {
             let left = deadline.saturating_duration_since(std::time::Instant::now());
@@ -504,7 +504,7 @@ impl Drop for Agent {
     fn drop(&mut self) {
         if !self.finished {
             signal_group(self.pid, Signal::SIGKILL);
-            sweep::forget_leader(self.pid);
+            reap::forget_leader(self.pid);
             let _ = self.child.wait();
         }
     }
@@ -543,7 +543,7 @@ mod tests {
     use super::*;
 
     /// A launch with a task id of its own: the tests of this binary run at once, and a
-    /// sweep stops every child of this process that carries its task's marker.
+    /// reaping leftovers stops every child of this process that carries its task's marker.
     fn launch<'a>(cmd: &'a AgentCommand, dir: &'a Path, log: &'a Path) -> Launch<'a> {
         static NEXT: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(1);
         Launch {

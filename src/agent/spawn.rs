@@ -504,7 +504,7 @@ fn above_stdio(fd: OwnedFd) -> io::Result<OwnedFd> {
 
 /// Make this process the reaper of its orphaned descendants, so that a process that
 /// left the agent's session is reparented to us rather than to init, and can be found
-/// and stopped when its task ends (see `sweep`). Once per process.
+/// and stopped when its task ends (see `reap`). Once per process.
 pub(super) fn become_subreaper() {
     static ONCE: Once = Once::new();
     ONCE.call_once(|| {

@@ -8,10 +8,11 @@ use super::usage::CliError;
 use crate::agent::AgentCommand;
 use crate::error::ExitClass;
 use crate::launch::LaunchError;
+use crate::layout::SlotList;
 use crate::preset::Preset;
 use crate::watch::{WatchMode, DEFAULT_POLL_INTERVAL};
-use crate::worker::{parse_slot_list, MultiWorker, Worker, WorkerOptions};
-use crate::{Error, Root, Slot};
+use crate::worker::{MultiWorker, Worker, WorkerOptions};
+use crate::{Error, Root};
 use clap::Args;
 
 /// Exit codes as the binaries return them: each is [`ExitClass::code`] of its class,
@@ -204,7 +205,7 @@ fn parse_poll(s: &str) -> Result<Duration, String> {
 pub struct WorkerArgs {
     /// Worker slot number (0, 1, 2 …): serves <root>/workers/<N>/. A range or a list
     /// (`0-99`, `0,3,5-9`) serves all of them from this one process.
-    #[arg(value_name = "SLOTS", value_parser = parse_slots)]
+    #[arg(value_name = "SLOTS")]
     pub slot: SlotList,
     /// Project directory the agent runs in (its cwd).
     #[arg(default_value = ".")]
@@ -254,23 +255,6 @@ pub struct WorkerArgs {
     pub allow_nested: bool,
 }
 
-/// The slots one worker process serves: one, a range, or a list.
-#[derive(Debug, Clone)]
-pub struct SlotList(pub Vec<Slot>);
-
-impl std::fmt::Display for SlotList {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self.0.as_slice() {
-            [one] => write!(f, "{one}"),
-            many => write!(f, "for {} slots", many.len()),
-        }
-    }
-}
-
-fn parse_slots(s: &str) -> Result<SlotList, String> {
-    parse_slot_list(s).map(SlotList).map_err(|e| e.to_string())
-}
-
 /// Start a worker and serve until Ctrl-C / SIGTERM / SIGHUP.
 pub fn run_worker(args: WorkerArgs) -> anyhow::Result<()> {
     // Before anything opens a descriptor (the signal handler's pipe, the gates).
@@ -281,7 +265,11 @@ pub fn run_worker(args: WorkerArgs) -> anyhow::Result<()> {
              the whole descriptor table"
         ),
     }
-    crate::env::refuse_nested(&format!("start worker {}", args.slot), args.allow_nested)?;
+    let serving = match args.slot.0.as_slice() {
+        [one] => one.to_string(),
+        many => format!("for {} slots", many.len()),
+    };
+    crate::env::refuse_nested(&format!("start worker {serving}"), args.allow_nested)?;
     let root = Root::resolve(args.root.as_deref())?;
     let preset = args.preset.unwrap_or_default();
     let line = match &args.agent {

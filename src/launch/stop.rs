@@ -265,7 +265,7 @@ fn in_session(pid: u32, pane_pids: &HashSet<u32>) -> bool {
 }
 
 fn parent_pid(pid: u32) -> Option<u32> {
-    crate::host::proc_stat(pid).map(|s| s.ppid)
+    crate::procfs::stat(pid).map(|s| s.ppid)
 }
 
 #[cfg(test)]

@@ -106,14 +106,17 @@ pub struct GcReport {
 }
 
 /// Files gc never removes, whatever directory they are found in.
-const NEVER_REMOVED: [&str; 6] = [
-    "result.json",
-    "status.json",
-    "running.json",
-    "task.json",
-    "output.log",
-    "cancel",
-];
+const NEVER_REMOVED: [&str; 6] = {
+    let [task, cancel] = WorkerPaths::WAKE_NAMES;
+    [
+        "result.json",
+        "status.json",
+        "running.json",
+        task,
+        "output.log",
+        cancel,
+    ]
+};
 
 impl GcItem {
     fn new(path: PathBuf, kind: GcKind, meta: &fs::Metadata) -> GcItem {

@@ -6,7 +6,7 @@
 //! [`crate::ledger`] ends the task. [`Worker`] is the process around them: its watcher,
 //! its shutdown channel and its loop. A slot's own state ([`SlotServer`]) and what
 //! every slot of the process shares ([`Shared`]) are kept apart: [`MultiWorker`] serves
-//! many slots from one process ([`multi`]); [`sweeper`] elects who sweeps the root.
+//! many slots from one process ([`multi`]); [`sweep_election`] elects who sweeps the root.
 
 mod admit;
 mod cancel;
@@ -16,9 +16,9 @@ mod multi;
 mod space;
 mod status;
 mod supervise;
-mod sweeper;
+mod sweep_election;
 
-pub use multi::{format_slot_list, parse_slot_list, MultiWorker};
+pub use multi::MultiWorker;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -103,14 +103,15 @@ pub(crate) struct Shared {
     pub agent_path: Option<PathBuf>,
 }
 
-/// One slot's own state: its files, its gate, its status board, its full-disk pause.
+/// One slot's own state: its files, its gate, its status board, whether its disk is full.
 pub(crate) struct SlotServer {
     pub root: Root,
     pub paths: WorkerPaths,
-    _gate: Gate,
+    /// The slot's worker gate (`.worker.lock`), held for as long as we serve it.
+    worker_gate: Gate,
     pub board: status::StatusBoard,
-    /// Why pickup is paused (a full disk), while it is.
-    paused: Option<String>,
+    /// Why the disk is too full to take a task (pickup waits), while it is.
+    disk_full: Option<String>,
     backoff: Duration,
 }
 
@@ -122,7 +123,7 @@ impl SlotServer {
     /// Another host took this slot's gate lease while we were away (paused past the
     /// lease): the slot is no longer ours to serve.
     pub fn lease_lost(&self) -> bool {
-        self._gate.lease_lost()
+        self.worker_gate.lease_lost()
     }
 
     /// Take the slot's gate and create its directories. Its status is written once,
@@ -136,9 +137,9 @@ impl SlotServer {
         Ok(SlotServer {
             root: root.clone(),
             paths,
-            _gate: gate,
+            worker_gate: gate,
             board,
-            paused: None,
+            disk_full: None,
             backoff: space::FIRST_BACKOFF,
         })
     }
@@ -152,9 +153,10 @@ impl SlotServer {
         Ok(recovery)
     }
 
-    /// Whether a look could find work: an inbox, a task left in hand, a pause to end.
+    /// Whether a look could find work: an inbox, a task left in hand, a full disk to
+    /// look at again.
     fn may_have_work(&self) -> bool {
-        self.paused.is_some()
+        self.disk_full.is_some()
             || std::fs::symlink_metadata(self.paths.task()).is_ok()
             || std::fs::symlink_metadata(self.paths.running()).is_ok()
     }
@@ -185,7 +187,7 @@ pub struct Worker {
     watcher: DirWatcher,
     wake: Receiver<()>,
     recovery: RecoveryReport,
-    sweeper: sweeper::Sweeper,
+    sweep_election: sweep_election::SweepElection,
 }
 
 /// The slot's gate. An idle worker recovering this slot holds it for a moment; a
@@ -245,12 +247,6 @@ fn shared_change(shared: &[PathBuf], p: &Path) -> bool {
         && p.parent().is_some_and(|d| shared.iter().any(|s| s == d))
 }
 
-/// What to stat when polling for a slot: its inbox and cancel file (a directory's
-/// mtime would change with every status write).
-fn slot_poll_files(paths: &WorkerPaths) -> [PathBuf; 2] {
-    [paths.task(), paths.cancel()]
-}
-
 /// Watch the slot's inbox and cancel file and the shared directories.
 fn watch_slot(
     root: &Root,
@@ -263,7 +259,7 @@ fn watch_slot(
     let on_change: crate::watch::OnChange = Arc::new(move |p: Option<&Path>| {
         let relevant = p.is_none_or(|p| {
             let name = p.file_name().and_then(|n| n.to_str()).unwrap_or("");
-            matches!(name, "task.json" | "cancel") || shared_change(&shared_dirs, p)
+            WorkerPaths::WAKE_NAMES.contains(&name) || shared_change(&shared_dirs, p)
         });
         if relevant {
             // A full channel already holds a pending wake-up: nothing is lost.
@@ -272,7 +268,7 @@ fn watch_slot(
     });
     let mut dirs = vec![paths.dir.clone()];
     dirs.extend(shared.iter().cloned());
-    let mut polled = slot_poll_files(paths).to_vec();
+    let mut polled = paths.wake_files().to_vec();
     polled.extend(shared);
     let watcher = DirWatcher::watch_changes(&dirs, &polled, mode, on_change)?;
     Ok((watcher, wake))
@@ -295,7 +291,7 @@ impl Worker {
         // Before `idle` is announced: whoever saw `idle` finds dead holders' locks gone.
         crate::recovery::free_dead_shared_locks(&opts.root, &lock_opts)?;
         let recovery = slot.recover_and_announce(&lock_opts)?;
-        let sweeper = sweeper::Sweeper::new(&opts.root, opts.rescan);
+        let sweep_election = sweep_election::SweepElection::new(&opts.root, opts.rescan);
         let shared = Shared {
             opts,
             config,
@@ -308,7 +304,7 @@ impl Worker {
             watcher,
             wake,
             recovery,
-            sweeper,
+            sweep_election,
         })
     }
 
@@ -344,15 +340,18 @@ impl Worker {
                 return Err(Error::GateHeld {
                     role: format!("worker {}", self.slot.slot()),
                     holder: "another host took its lease while this worker was paused".into(),
-                    path: self.slot._gate.path().to_path_buf(),
+                    path: self.slot.worker_gate.path().to_path_buf(),
                 });
             }
             // Not only when idle long enough for a timeout: a stream of events (other
             // workers' locks) must not starve recovery of a dead worker's slot.
             if Instant::now() >= next_recovery {
                 let own = [self.slot.slot()];
-                self.sweeper
-                    .sweep_if_due(&self.shared.opts.root, &own, &self.shared.lock_opts);
+                self.sweep_election.sweep_if_due(
+                    &self.shared.opts.root,
+                    &own,
+                    &self.shared.lock_opts,
+                );
                 next_recovery = Instant::now() + self.shared.opts.rescan;
             }
             let retry_at = match self.slot.look_if_room(&self.shared, &self.wake, shutdown)? {
@@ -384,10 +383,10 @@ impl SlotServer {
         shutdown: &Receiver<()>,
     ) -> Result<Pickup> {
         if let Some(problem) = space::too_full_to_accept(&self.paths.dir) {
-            self.pause_for_space(problem);
+            self.note_disk_full(problem);
             return Ok(Pickup::NotYet(Instant::now() + self.backoff));
         }
-        if self.paused.take().is_some() {
+        if self.disk_full.take().is_some() {
             tracing::info!("space was freed: pickup resumes");
             self.backoff = space::FIRST_BACKOFF;
             let _ = self.board.publish(Status::new(WorkerState::Idle));
@@ -402,7 +401,7 @@ impl SlotServer {
             Err(e) if e.is_no_space() => e,
             other => return other,
         };
-        self.pause_for_space(format!(
+        self.note_disk_full(format!(
             "disk full: {err}; pickup paused until space is freed"
         ));
         Ok(Pickup::NotYet(Instant::now() + self.backoff))
@@ -422,14 +421,14 @@ impl SlotServer {
     }
 
     /// Say once that the disk is full (log and status), and back off further.
-    fn pause_for_space(&mut self, problem: String) {
-        if self.paused.is_none() {
+    fn note_disk_full(&mut self, problem: String) {
+        if self.disk_full.is_none() {
             tracing::error!("{problem}");
             let mut st = Status::new(WorkerState::Idle);
             st.problem = Some(problem.clone());
             // May fail for the same reason: the log has said it already.
             let _ = self.board.publish(st);
-            self.paused = Some(problem);
+            self.disk_full = Some(problem);
         }
         self.backoff = space::next_backoff(self.backoff);
     }

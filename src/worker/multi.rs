@@ -13,12 +13,12 @@ use std::time::{Instant, SystemTime};
 use crossbeam_channel::{bounded, select, unbounded, Receiver, Sender};
 
 use super::{
-    check_startable, config_stamp, resolve_agent, shared_change, shared_dirs, slot_poll_files,
-    sweeper::Sweeper, Pickup, Shared, SlotServer, WorkerOptions,
+    check_startable, config_stamp, resolve_agent, shared_change, shared_dirs,
+    sweep_election::SweepElection, Pickup, Shared, SlotServer, WorkerOptions,
 };
 use crate::config::Config;
 use crate::error::{Error, Result};
-use crate::layout::Slot;
+use crate::layout::{Slot, SlotList, WorkerPaths};
 use crate::recovery::RecoveryReport;
 use crate::watch::{DirWatcher, OnChange};
 
@@ -26,31 +26,6 @@ use crate::watch::{DirWatcher, OnChange};
 /// each keeps pulling tasks until the queue has none for it, and every claim is a
 /// change, so more follow while work remains (no herd of lookers per event).
 const QUEUE_LOOKERS_PER_CHANGE: usize = 16;
-
-/// `0-999`, `0,3,5-9`: the slots a many-slot worker serves, sorted, without repeats.
-pub fn parse_slot_list(s: &str) -> Result<Vec<Slot>> {
-    let bad = |why: String| Error::BadSlotList {
-        list: s.to_string(),
-        why,
-    };
-    let mut slots = BTreeSet::new();
-    for part in s.split(',').map(str::trim) {
-        let (lo, hi) = match part.split_once('-') {
-            Some((a, b)) => (a.trim(), b.trim()),
-            None => (part, part),
-        };
-        let parse = |t: &str| {
-            t.parse::<Slot>()
-                .map_err(|e| bad(format!("{t:?} is not a slot number ({e})")))
-        };
-        let (lo, hi) = (parse(lo)?, parse(hi)?);
-        if lo.0 > hi.0 {
-            return Err(bad(format!("range {part} runs backwards")));
-        }
-        slots.extend((lo.0..=hi.0).map(Slot));
-    }
-    Ok(slots.into_iter().collect())
-}
 
 /// What the watcher saw since the main thread last looked.
 #[derive(Default)]
@@ -102,7 +77,7 @@ pub struct MultiWorker {
     done_tx: Sender<Done>,
     done_rx: Receiver<Done>,
     recoveries: Vec<(Slot, RecoveryReport)>,
-    sweeper: Sweeper,
+    sweep_election: SweepElection,
     seen_config: Option<(SystemTime, u64)>,
     /// How many queue changes the watcher has reported: a slot's thread that found
     /// nothing may have looked before the latest one.
@@ -149,7 +124,7 @@ impl MultiWorker {
             }
         }
         let (done_tx, done_rx) = unbounded();
-        let sweeper = Sweeper::new(&opts.root, opts.rescan);
+        let sweep_election = SweepElection::new(&opts.root, opts.rescan);
         let seen_config = config_stamp(&opts.root);
         let shared = Arc::new(Shared {
             opts,
@@ -174,7 +149,7 @@ impl MultiWorker {
             done_tx,
             done_rx,
             recoveries,
-            sweeper,
+            sweep_election,
             seen_config,
             queue_changes: 0,
             stopping: false,
@@ -187,7 +162,7 @@ impl MultiWorker {
         format!(
             "conductor worker for {} slots ({}) (pid {}) serving {} in {} with agent `{}`, watching with {}",
             self.own.len(),
-            format_slot_list(&self.own),
+            SlotList(self.own.clone()),
             std::process::id(),
             opts.root.workers_dir().display(),
             opts.project_dir.display(),
@@ -226,7 +201,7 @@ impl MultiWorker {
             if Instant::now() >= next_tick {
                 if self.retire_lost_slots() {
                     return Err(Error::GateHeld {
-                        role: format!("worker {}", format_slot_list(&self.own)),
+                        role: format!("worker {}", SlotList(self.own.clone())),
                         holder: "other hosts took every slot's lease while this worker \
                                  was paused"
                             .into(),
@@ -235,7 +210,7 @@ impl MultiWorker {
                 }
                 self.follow_config();
                 let lock_opts = self.shared.lock_opts;
-                self.sweeper
+                self.sweep_election
                     .sweep_if_due(&self.shared.opts.root, &self.own, &lock_opts);
                 ticks = ticks.wrapping_add(1);
                 if self.watcher.is_polling() || ticks.is_multiple_of(NATIVE_RESCAN_TICKS) {
@@ -522,7 +497,7 @@ fn watch_slots(
                     let name = p.file_name().and_then(|n| n.to_str()).unwrap_or("");
                     let slot = p.parent().and_then(|dir| slot_of.get(dir));
                     match slot {
-                        Some(&i) if matches!(name, "task.json" | "cancel") => {
+                        Some(&i) if WorkerPaths::WAKE_NAMES.contains(&name) => {
                             d.slots.insert(i);
                         }
                         _ => return,
@@ -534,47 +509,7 @@ fn watch_slots(
     });
     let mut dirs: Vec<PathBuf> = servers.iter().map(|s| s.paths.dir.clone()).collect();
     dirs.extend(shared.iter().cloned());
-    let mut polled: Vec<PathBuf> = servers
-        .iter()
-        .flat_map(|s| slot_poll_files(&s.paths))
-        .collect();
+    let mut polled: Vec<PathBuf> = servers.iter().flat_map(|s| s.paths.wake_files()).collect();
     polled.extend(shared);
     DirWatcher::watch_changes(&dirs, &polled, opts.watch, on_change)
-}
-
-/// `0-3,7`: a slot list as `conductor-worker` takes it and people read it.
-pub fn format_slot_list(slots: &[Slot]) -> String {
-    let mut parts: Vec<String> = Vec::new();
-    let mut i = 0;
-    while i < slots.len() {
-        let mut j = i;
-        while j + 1 < slots.len() && slots[j + 1].0 == slots[j].0 + 1 {
-            j += 1;
-        }
-        parts.push(if i == j {
-            slots[i].to_string()
-        } else {
-            format!("{}-{}", slots[i], slots[j])
-        });
-        i = j + 1;
-    }
-    parts.join(",")
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn slot_lists_take_ranges_and_lists() {
-        let s = |v: &[u32]| v.iter().map(|&n| Slot(n)).collect::<Vec<_>>();
-        assert_eq!(parse_slot_list("0-3").unwrap(), s(&[0, 1, 2, 3]));
-        assert_eq!(parse_slot_list("0,3,5-7,3").unwrap(), s(&[0, 3, 5, 6, 7]));
-        assert_eq!(parse_slot_list("7").unwrap(), s(&[7]));
-        assert_eq!(format_slot_list(&s(&[0, 1, 2, 5, 7, 8])), "0-2,5,7-8");
-        for bad in ["", "3-1", "a", "1,,2", "0-2000", "-1"] {
-            let e = parse_slot_list(bad).unwrap_err().to_string();
-            assert!(e.contains("slot list"), "{bad}: {e}");
-        }
-    }
 }

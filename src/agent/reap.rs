@@ -1,5 +1,6 @@
-//! Stopping what a task left behind outside its process group: descendants that ran
-//! `setsid` (or `setpgid`) are reparented to us, the subreaper, when their parent dies.
+//! Reaping a finished task's leftovers: stopping what it left behind outside its process
+//! group. Descendants that ran `setsid` (or `setpgid`) are reparented to us, the
+//! subreaper, when their parent dies.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
@@ -14,9 +15,9 @@ use crate::procfs::{self, Stat};
 /// How long an escaped descendant gets between SIGTERM and SIGKILL.
 const TERM_GRACE: Duration = Duration::from_millis(300);
 /// Give up on processes that do not die (uninterruptible sleep) after this long.
-const SWEEP_BOUND: Duration = Duration::from_secs(5);
+const REAP_BOUND: Duration = Duration::from_secs(5);
 
-/// The leaders of this process's agents that are not reaped yet. A sweep skips them
+/// The leaders of this process's agents that are not reaped yet. A reap skips them
 /// and the members of their groups without reading anything of them: with hundreds of
 /// agents running, reading each sibling's `/proc` entries (its environment above all)
 /// on every task's end cost seconds of system time per hundred tasks. An unreaped
@@ -27,7 +28,7 @@ fn live_leaders() -> std::sync::MutexGuard<'static, Vec<u32>> {
     LIVE_LEADERS.lock().unwrap_or_else(|p| p.into_inner())
 }
 
-/// Note a spawned agent's leader (before anything may sweep).
+/// Note a spawned agent's leader (before anything may reap leftovers).
 pub(super) fn register_leader(pid: u32) {
     live_leaders().push(pid);
 }
@@ -38,7 +39,7 @@ pub(super) fn forget_leader(pid: u32) {
     live_leaders().retain(|p| *p != pid);
 }
 
-/// A process table that sweeps share: listing `/proc` with a thousand agents running
+/// A process table that reaps share: listing `/proc` with a thousand agents running
 /// costs about a millisecond, and a burst ends hundreds of tasks at once.
 struct SharedTable {
     /// When it began to be read: it shows every process as of some moment after this.
@@ -52,7 +53,7 @@ static LAST_TABLE: Mutex<Option<SharedTable>> = Mutex::new(None);
 
 /// The processes from `pgid` up, as of a moment after `asked`: the last table read if
 /// it began after `asked` and covers `pgid`, else a new one. One reader at a time, so
-/// sweeps that ask while a table is being read take the next one together.
+/// reaps that ask while a table is being read take the next one together.
 fn table_after(asked: Instant, pgid: u32) -> Arc<HashMap<u32, Stat>> {
     let mut last = LAST_TABLE.lock().unwrap_or_else(|p| p.into_inner());
     if let Some(t) = last.as_ref() {
@@ -78,7 +79,7 @@ fn table_after(asked: Instant, pgid: u32) -> Arc<HashMap<u32, Stat>> {
 ///
 /// When no thread orphans come to has a child but live agents' leaders, nothing of the
 /// task is left and `/proc` is not read: see [`nothing_orphaned_here`].
-pub(super) fn sweep(pgid: u32, marker: &str) -> usize {
+pub(super) fn reap_leftovers(pgid: u32, marker: &str) -> usize {
     if nothing_orphaned_here() {
         return 0;
     }
@@ -131,8 +132,8 @@ pub(super) fn sweep(pgid: u32, marker: &str) -> usize {
         if !waiting {
             continue;
         }
-        if began.elapsed() >= SWEEP_BOUND {
-            tracing::warn!("agent group {pgid}: processes still left after {SWEEP_BOUND:?}");
+        if began.elapsed() >= REAP_BOUND {
+            tracing::warn!("agent group {pgid}: processes still left after {REAP_BOUND:?}");
             return escaped;
         }
         // Processes die asynchronously and orphans are reparented to us as their

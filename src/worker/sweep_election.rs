@@ -12,23 +12,23 @@ use crate::dirlock::LockOptions;
 use crate::layout::{Root, Slot};
 use crate::recovery;
 
-/// The file whose flock admits one sweeper at a time and whose mtime says when the
-/// root was last swept: `<root>/.locks/sweeper.lock`.
-pub(crate) fn sweeper_file(root: &Root) -> PathBuf {
+/// The file whose flock admits one sweeping worker at a time and whose mtime says when
+/// the root was last swept: `<root>/.locks/sweeper.lock`.
+pub(crate) fn election_file(root: &Root) -> PathBuf {
     root.gates_dir().join("sweeper.lock")
 }
 
 /// Decides, each time a worker's rescan timer fires, whether this worker sweeps.
-pub(crate) struct Sweeper {
+pub(crate) struct SweepElection {
     path: PathBuf,
     /// A sweep is due when the last one (by anyone) is at least this old.
     every: Duration,
 }
 
-impl Sweeper {
-    pub fn new(root: &Root, rescan: Duration) -> Sweeper {
-        Sweeper {
-            path: sweeper_file(root),
+impl SweepElection {
+    pub fn new(root: &Root, rescan: Duration) -> SweepElection {
+        SweepElection {
+            path: election_file(root),
             // A little under the rescan interval: with workers ticking at random
             // phases the root is swept about once per interval, never much less often.
             every: rescan.mul_f64(0.75),
@@ -64,7 +64,7 @@ impl Sweeper {
         true
     }
 
-    /// The sweeper's flock, without waiting; `None` while another worker holds it.
+    /// The election's flock, without waiting; `None` while another worker holds it.
     fn take(&self) -> Option<Flock<File>> {
         let open = || {
             OpenOptions::new()
@@ -81,7 +81,7 @@ impl Sweeper {
                 open().ok()?
             }
             Err(e) => {
-                tracing::debug!("sweeper lock {}: {e}", self.path.display());
+                tracing::debug!("sweep election lock {}: {e}", self.path.display());
                 return None;
             }
         };
@@ -100,8 +100,8 @@ mod tests {
         crate::queue::init_root(&root).unwrap();
         let opts = crate::config::Config::default().lock_options();
         let (a, b) = (
-            Sweeper::new(&root, Duration::from_secs(60)),
-            Sweeper::new(&root, Duration::from_secs(60)),
+            SweepElection::new(&root, Duration::from_secs(60)),
+            SweepElection::new(&root, Duration::from_secs(60)),
         );
         assert!(a.sweep_if_due(&root, &[Slot(0)], &opts), "the first is due");
         assert!(!b.sweep_if_due(&root, &[Slot(1)], &opts), "swept just now");
