@@ -17,6 +17,7 @@ use serde::{Deserialize, Serialize};
 use crate::error::{Error, Result};
 use crate::fsio::{self, SMALL_FILE_LIMIT};
 use crate::host;
+use crate::procfs;
 use crate::protocol::now_rfc3339;
 use guard::Guard;
 
@@ -78,6 +79,11 @@ pub struct LockOwner {
     /// acquisition could see (the counter in `<lock>.guard`, the taken-over owner's).
     #[serde(default)]
     pub epoch: u64,
+    /// The task this lock is held for (key and run-slot locks, recorded before its agent
+    /// starts): while processes carrying that task's marker live on this host, the lock
+    /// is not free, even if its holder died (its agent's children outlive it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub task: Option<String>,
 }
 
 impl LockOwner {
@@ -93,6 +99,7 @@ impl LockOwner {
             heartbeat_at: None,
             host_id: Some(host::host_id().to_string()),
             epoch: 0,
+            task: None,
         }
     }
 
@@ -275,6 +282,14 @@ impl DirLock {
         }
     }
 
+    /// Record in the lock that it is held for task `task` (before the task's agent
+    /// starts), renewing it as [`DirLock::heartbeat`] does: a holder that dies then
+    /// leaves the lock held while the task's processes outlive it.
+    pub fn record_task(&mut self, task: &str) -> Result<()> {
+        self.owner.task = Some(task.to_string());
+        self.heartbeat()
+    }
+
     /// Whether the lock is still ours, without renewing it.
     pub fn check(&self) -> Result<()> {
         self.ensure_still_ours().map(drop)
@@ -450,17 +465,29 @@ pub fn read_lock(path: &Path) -> Result<Option<LockRead>> {
 /// version's lock or another host's, whose pid means nothing here.
 fn facts_about(read: &LockRead) -> Option<ProcessFacts> {
     let pid = read.pid()?;
-    match &read.owner {
-        OwnerRead::Valid(o) if o.is_this_host() => {}
+    let task = match &read.owner {
+        OwnerRead::Valid(o) if o.is_this_host() => o.task.as_deref(),
         OwnerRead::Valid(_) => return None,
         // Pid-only: looked at only to keep a lock alive past its grace (see judge).
-        _ => {}
-    }
+        _ => None,
+    };
     let alive = host::pid_alive(pid);
+    let start_time = alive.then(|| host::process_start_time(pid)).flatten();
+    let holder_gone = !alive
+        || matches!(&read.owner, OwnerRead::Valid(o) if o.start_time.is_some() && o.start_time != start_time);
+    // Only when the holder is gone: its task's processes may have outlived it.
+    let task_processes = match task {
+        Some(task) if holder_gone => procfs::with_environ_entry(
+            &format!("{}={task}", crate::env::ENV_TASK_ID),
+            nix::unistd::getuid().as_raw(),
+        ),
+        _ => Vec::new(),
+    };
     Some(ProcessFacts {
         alive,
-        start_time: alive.then(|| host::process_start_time(pid)).flatten(),
+        start_time,
         started_at: alive.then(|| host::process_started_at(pid)).flatten(),
+        task_processes,
     })
 }
 

@@ -70,6 +70,35 @@ pub fn environ_has(pid: u32, entry: &str) -> bool {
         .is_ok_and(|env| env.split(|b| *b == 0).any(|e| e == entry.as_bytes()))
 }
 
+/// The value of `pid`'s environment variable `name`, if it has it (readable only for
+/// our own processes).
+pub fn environ_value(pid: u32, name: &str) -> Option<Vec<u8>> {
+    let env = fs::read(format!("/proc/{pid}/environ")).ok()?;
+    let prefix = format!("{name}=");
+    env.split(|b| *b == 0)
+        .find_map(|e| e.strip_prefix(prefix.as_bytes()))
+        .map(<[u8]>::to_vec)
+}
+
+/// The live processes of user `uid` that have `entry` (`NAME=value`) among their
+/// environment strings: what is left of a task whose agents carry its marker. Reads
+/// every process's status and (for those of `uid`) environment: for the rare question
+/// whether a dead holder left anything behind, not for a hot path.
+pub fn with_environ_entry(entry: &str, uid_wanted: u32) -> Vec<u32> {
+    let Ok(dir) = fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    let mut found: Vec<u32> = dir
+        .flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|pid| uid(*pid) == Some(uid_wanted))
+        .filter(|pid| stat(*pid).is_some_and(|s| !s.is_zombie()))
+        .filter(|pid| environ_has(*pid, entry))
+        .collect();
+    found.sort_unstable();
+    found
+}
+
 /// Every process visible now, with its stat.
 pub fn snapshot() -> HashMap<u32, Stat> {
     snapshot_since(0, &HashSet::new())

@@ -54,13 +54,16 @@ impl LockRead {
 }
 
 /// What is known about the process [`LockRead::pid`] names, on this host.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ProcessFacts {
     pub alive: bool,
     /// Clock ticks since boot (`/proc/<pid>/stat` field 22).
     pub start_time: Option<u64>,
     /// The same as wall-clock time.
     pub started_at: Option<SystemTime>,
+    /// Live processes of this host carrying the marker of the task the lock is held
+    /// for (looked for only when its holder is gone).
+    pub task_processes: Vec<u32>,
 }
 
 /// Who is judging, and when.
@@ -95,6 +98,7 @@ pub fn verdict(
         alive: false,
         start_time: None,
         started_at: None,
+        task_processes: Vec::new(),
     };
     let facts = process.unwrap_or(&gone);
     Some(match (&read.owner, read.pid_file) {
@@ -219,17 +223,31 @@ fn judge_owner(
             )),
         };
     }
-    if !facts.alive {
-        return Liveness::Stale(format!("holder pid {pid} is dead"));
-    }
-    match (o.start_time, facts.start_time) {
-        (Some(expected), Some(actual)) if expected != actual => Liveness::Stale(format!(
-            "pid {pid} now belongs to another process (start time {actual}, lock says {expected})"
+    let gone = if !facts.alive {
+        format!("holder pid {pid} is dead")
+    } else {
+        match (o.start_time, facts.start_time) {
+            (Some(expected), Some(actual)) if expected != actual => format!(
+                "pid {pid} now belongs to another process (start time {actual}, lock says {expected})"
+            ),
+            (None, _) if started_after(facts, read) => {
+                format!("pid {pid} started after the lock was made, so it is not its holder")
+            }
+            _ => return Liveness::Alive(format!("held by live pid {pid}")),
+        }
+    };
+    match (&o.task, facts.task_processes.as_slice()) {
+        // The agent's children outlived the holder: the task still runs, so its key or
+        // run slot is still taken, until recovery of its slot stops them.
+        (Some(task), [first, ..]) => Liveness::Alive(format!(
+            "{gone}, but task {task} still runs here (pid {first}{}): freed once recovery of \
+             its worker slot stops it",
+            match facts.task_processes.len() - 1 {
+                0 => String::new(),
+                more => format!(" and {more} more"),
+            }
         )),
-        (None, _) if started_after(facts, read) => Liveness::Stale(format!(
-            "pid {pid} started after the lock was made, so it is not its holder"
-        )),
-        _ => Liveness::Alive(format!("held by live pid {pid}")),
+        _ => Liveness::Stale(gone),
     }
 }
 
@@ -265,6 +283,7 @@ mod tests {
             heartbeat_at: None,
             host_id: None,
             epoch: 1,
+            task: None,
         }
     }
 
@@ -291,6 +310,7 @@ mod tests {
             } else {
                 read.modified + d
             }),
+            task_processes: Vec::new(),
         }
     }
 
@@ -298,7 +318,41 @@ mod tests {
         alive: false,
         start_time: None,
         started_at: None,
+        task_processes: Vec::new(),
     };
+
+    #[test]
+    fn a_dead_holders_lock_stays_taken_while_its_task_still_runs_here() {
+        let mut o = owner("here", "boot-1", Some(100));
+        o.task = Some("t7".into());
+        let read = lock(
+            OwnerRead::Valid(o.clone()),
+            Some(4711),
+            Duration::from_secs(5),
+        );
+        let leftovers = ProcessFacts {
+            task_processes: vec![5001, 5002],
+            ..DEAD
+        };
+        match judged(&read, Some(&leftovers), false) {
+            Liveness::Alive(why) => {
+                assert!(
+                    why.contains("task t7 still runs here (pid 5001 and 1 more)"),
+                    "{why}"
+                )
+            }
+            stale => panic!("a lock whose task still runs was judged {stale:?}"),
+        }
+        // Once they are gone, the dead holder's lock is free.
+        stale(&read, Some(&DEAD), false, "nothing of the task is left");
+        // A reused pid is no holder either, but the task's processes still count.
+        let reused = ProcessFacts {
+            start_time: Some(999),
+            task_processes: vec![5001],
+            ..live(&read, 3600)
+        };
+        assert!(!judged(&read, Some(&reused), false).is_stale());
+    }
 
     #[track_caller]
     fn judged(read: &LockRead, facts: Option<&ProcessFacts>, gated: bool) -> Liveness {

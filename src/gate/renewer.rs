@@ -380,6 +380,7 @@ mod tests {
             heartbeat_at: Some(now_rfc3339()),
             host_id: Some("host-b-id".into()),
             epoch: 1000,
+            task: None,
         };
         std::fs::create_dir_all(&lease).unwrap();
         let tmp = lease.join(".owner.json.test.tmp");

@@ -120,6 +120,12 @@ pub fn recover_slot(root: &Root, slot: Slot, lock_opts: &LockOptions) -> Result<
         );
     } else {
         report.killed_agent = kill_leftover_agent(&paths, found.status.as_ref(), &id);
+        let escaped = kill_escaped(root, slot, &id);
+        if escaped > 0 {
+            tracing::warn!(
+                "killed {escaped} process(es) of task {id} that had left its agent's group"
+            );
+        }
     }
     free_shared_locks(root, found.task.as_ref(), lock_opts)?;
 
@@ -322,6 +328,47 @@ fn kill_leftover_agent(paths: &WorkerPaths, status: Option<&Status>, id: &TaskId
         std::thread::sleep(Duration::from_millis(10));
     }
     Some(pid)
+}
+
+/// Kill what is left of task `id` outside its agent's group (a child that made a
+/// session of its own, as tool runners do): the processes of our uid that carry the
+/// task's marker and this slot's (`CONDUCTOR_TASK_ID`, `CONDUCTOR_WORKER`) and, where
+/// they name an absolute root, this root. Waits (bounded) until they are gone, since a
+/// dead holder's key and run slot stay taken while any lives. Returns how many.
+fn kill_escaped(root: &Root, slot: Slot, id: &TaskId) -> usize {
+    let marker = agent::task_marker(&id.to_string());
+    let uid = nix::unistd::getuid().as_raw();
+    let our_root = std::fs::canonicalize(root.path()).ok();
+    let ours = |pid: u32| {
+        let worker = procfs::environ_value(pid, crate::env::ENV_WORKER);
+        let home = procfs::environ_value(pid, crate::env::ENV_HOME)
+            .map(|h| std::path::PathBuf::from(String::from_utf8_lossy(&h).into_owned()));
+        worker.as_deref() == Some(slot.to_string().as_bytes())
+            && match (home, &our_root) {
+                (Some(h), Some(ours)) if h.is_absolute() => {
+                    std::fs::canonicalize(&h).is_ok_and(|h| &h == ours)
+                }
+                _ => true,
+            }
+    };
+    let left: Vec<u32> = procfs::with_environ_entry(&marker, uid)
+        .into_iter()
+        .filter(|p| ours(*p))
+        .collect();
+    for pid in &left {
+        tracing::warn!("killing pid {pid}: a leftover of task {id} outside its agent's group");
+        let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(*pid as i32), Signal::SIGKILL);
+    }
+    // Not our children: watch them go, with a bound.
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while left
+        .iter()
+        .any(|p| procfs::stat(*p).is_some_and(|s| !s.is_zombie()))
+        && Instant::now() < deadline
+    {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    left.len()
 }
 
 /// Whether `status.json` was written on this host (one that names no host at all is

@@ -65,6 +65,17 @@ pub(crate) fn run(
         let r = TaskResult::failed(run.id.clone(), Outcome::Cancelled, "cancelled");
         return run.end(r, lock, hold, shutdown);
     }
+    // Before the agent exists: should this worker die, the key and run slot stay taken
+    // while the task's processes outlive it.
+    for held in hold.locks_mut() {
+        if let Err(e) = held.record_task(&run.id.to_string()) {
+            tracing::warn!(
+                "cannot record task {} in {}: {e}",
+                run.id,
+                held.path().display()
+            );
+        }
+    }
     let mut agent = match run.command(&task).and_then(|c| run.spawn(&task, &c)) {
         Ok(a) => a,
         Err(r) => return run.end(*r, lock, hold, shutdown),

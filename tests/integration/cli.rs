@@ -147,6 +147,7 @@ fn plant_lock(lock: &Path, pid: u32) {
         heartbeat_at: None,
         host_id: Some(host::host_id().to_string()),
         epoch: 1,
+        task: None,
     };
     fs::write(lock.join("owner.json"), serde_json::to_vec(&owner).unwrap()).unwrap();
     fs::write(lock.join("pid"), format!("{pid}\n")).unwrap();

@@ -331,10 +331,14 @@ fn chaos_of_sigkills_loses_nothing_and_runs_nothing_twice() {
     const TASKS: usize = 100;
     const WORKERS: u32 = 3;
     let t = TestRoot::new();
+    // Two agents at most: a killed worker's leftovers count until they are gone.
+    fs::write(t.path().join("config.json"), r#"{"maxRunning": 2}"#).unwrap();
     let mut rng = Rng::seeded();
     let log = t.dir.path().join("runs.log");
-    let agent = crate::harness::agent("keyed.sh").display().to_string();
-    let env = [("AGENT_LOG", log.to_str().unwrap())];
+    // Logs `overlap` when a key's task starts beside another's work, `overcap` past
+    // maxRunning, from the agents' own view of what runs (tests/agents/leftover.sh).
+    let agent = crate::harness::agent("leftover.sh").display().to_string();
+    let env = [("AGENT_LOG", log.to_str().unwrap()), ("MAX_RUNNING", "2")];
     let mut workers: Vec<WorkerProc> = (0..WORKERS)
         .map(|i| WorkerProc::start(&t, Slot(i), &agent, &[], &env))
         .collect();
@@ -392,6 +396,16 @@ fn chaos_of_sigkills_loses_nothing_and_runs_nothing_twice() {
         }
     }
     eprintln!("{interrupted} of {TASKS} tasks ended interrupted");
+    let overlaps: Vec<&str> = runs.lines().filter(|l| l.starts_with("overlap ")).collect();
+    assert!(
+        overlaps.is_empty(),
+        "one key ran twice at once: {overlaps:?}"
+    );
+    let over_cap: Vec<&str> = runs.lines().filter(|l| l.starts_with("overcap ")).collect();
+    assert!(
+        over_cap.is_empty(),
+        "more than maxRunning agents ran: {over_cap:?}"
+    );
     assert!(
         locks_left(t.path()).is_empty(),
         "locks left: {:?}",
@@ -604,4 +618,75 @@ fn a_rejection_cut_short_by_a_crash_is_finished_not_run() {
     assert_eq!(r1.outcome, Some(conductor::Outcome::Rejected));
     let filed = fs::read_dir(paths.rejected_dir()).unwrap().count();
     assert_eq!(filed, 4, "both files and their reasons are in rejected/");
+}
+
+/// Processes whose command line holds `needle` (the test's own agents' work).
+fn processes_named(needle: &str) -> Vec<u32> {
+    fs::read_dir("/proc")
+        .unwrap()
+        .flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|pid| {
+            fs::read(format!("/proc/{pid}/cmdline")).is_ok_and(|c| {
+                String::from_utf8_lossy(&c)
+                    .replace('\0', " ")
+                    .contains(needle)
+            })
+        })
+        .collect()
+}
+
+/// Issue 22, item 1: a worker SIGKILLed mid-task (and not restarted) leaves its agent's
+/// child running; the key lock it held must stay taken until that child is gone, or a
+/// neighbour runs the key's next task beside it. Likewise its run slot under
+/// `maxRunning`.
+#[test]
+fn a_killed_workers_leftover_keeps_its_key_and_run_slot_until_it_is_gone() {
+    let t = TestRoot::new();
+    fs::write(t.path().join("config.json"), r#"{"maxRunning": 1}"#).unwrap();
+    let log = t.dir.path().join("runs.log");
+    let agent = crate::harness::agent("leftover.sh").display().to_string();
+    let env = [("AGENT_LOG", log.to_str().unwrap())];
+    let queue = conductor::queue::Queue::new(t.client.root().clone());
+    let submit = |id: &str, prompt: &str, key: &str| {
+        let mut task = Task::new(prompt).with_id(id);
+        task.key = Some(key.into());
+        queue.submit(&task).unwrap()
+    };
+    let mut first = WorkerProc::start(&t, S0, &agent, &[], &env);
+    submit("a1", "k1 60", "k1");
+    let runs = || fs::read_to_string(&log).unwrap_or_default();
+    let work = format!("leftover-work {} k1 ", log.display());
+    wait_until(BOUND, "a1 to start", || runs().contains("start a1 k1"));
+    wait_until(BOUND, "a1's work to run", || {
+        !processes_named(&work).is_empty()
+    });
+    first.crash();
+    // The fault's premise: the agent's child outlives its worker.
+    assert!(
+        !processes_named(&work).is_empty(),
+        "a1's work died with its worker"
+    );
+
+    // Same key (and the one run slot): must not start while a1's work runs.
+    let second = WorkerProc::start(&t, Slot(1), &agent, &[], &env);
+    let b1 = submit("b1", "k1 0", "k1");
+    let result = queue
+        .wait_for_result(&b1, Duration::from_secs(60))
+        .expect("b1 ends once a1's leftovers are gone");
+    assert!(result.success, "{result:?}");
+    let runs = runs();
+    assert!(
+        !runs.contains("overlap"),
+        "a task of key k1 started while a1's work still ran:\n{runs}"
+    );
+    let a1 = queue.read_result(&TaskId::from("a1")).unwrap();
+    assert_eq!(
+        a1.map(|r| r.outcome),
+        Some(Some(conductor::Outcome::Interrupted)),
+        "a1 is answered interrupted by recovery"
+    );
+    assert!(processes_named(&work).is_empty());
+    drop(second);
+    crate::harness::assert_nothing_left(t.path());
 }

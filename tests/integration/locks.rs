@@ -65,6 +65,7 @@ fn local_owner(pid: u32, start_time: Option<u64>) -> LockOwner {
         heartbeat_at: None,
         host_id: Some(host::host_id().to_string()),
         epoch: 1,
+        task: None,
     }
 }
 
