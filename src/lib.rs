@@ -95,6 +95,11 @@ pub(crate) mod test_support {
                  test instead of skipping it)"
             );
         }
-        eprintln!("skipped {test}: {reason}");
+        // Straight to stderr: libtest captures eprintln! of a passing test, and a skip
+        // must be seen.
+        let _ = std::io::Write::write_all(
+            &mut std::io::stderr(),
+            format!("skipped {test}: {reason}\n").as_bytes(),
+        );
     }
 }

@@ -31,7 +31,12 @@ pub fn skip_or_fail(reason: &str) {
              instead of skipping it; .ci/run installs them)"
         );
     }
-    eprintln!("skipped {test}: {reason}");
+    // Straight to stderr: libtest captures eprintln! of a passing test, and a skip
+    // must be seen.
+    let _ = std::io::Write::write_all(
+        &mut std::io::stderr(),
+        format!("skipped {test}: {reason}\n").as_bytes(),
+    );
 }
 
 /// Whether the part of a test named `part` can run: `check` (see [`require!`]) passed;
