@@ -573,6 +573,8 @@ fn worktrees_give_each_worker_its_own_branch_and_directory() {
 #[test]
 fn failures_leave_no_session_behind() {
     require!(prereq::tmux());
+    // git throughout: the --worktrees refusals below run it before the worktrees part.
+    require!(prereq::git());
     let t = TestRoot::new();
     let srv = Server::new();
 
@@ -626,49 +628,47 @@ fn failures_leave_no_session_behind() {
     assert_nothing_left(t.path());
 
     // With --worktrees, the worktrees and branches this launch made go again too.
-    if prereq::runs_part("its --worktrees part", prereq::git()) {
-        let repo = git_repo(&t);
-        let repo_str = repo.display().to_string();
-        let r = run(launcher(
-            &t,
-            &srv,
-            &[
-                "--session",
-                "halftrees",
-                "--no-attach",
-                "--workers",
-                "2",
-                "--worktrees",
-                "--dir",
-                &repo_str,
-                "--agent",
-                "cat",
-                "--orchestrator",
-                "cat",
-            ],
-        ));
-        assert_eq!(r.code, 1, "{r:?}");
-        assert!(r.stderr.contains("exited at start"), "{r:?}");
-        assert!(!srv.has_session("halftrees"));
-        assert_eq!(git(&repo, &["branch", "--list", "conductor/*"]), "");
-        let listed = git(&repo, &["worktree", "list", "--porcelain"]);
-        assert_eq!(
-            listed
-                .lines()
-                .filter(|l| l.starts_with("worktree "))
-                .count(),
-            1,
-            "{listed}"
-        );
-        for i in 0..2 {
-            assert!(!t
-                .path()
-                .join("worktrees/halftrees")
-                .join(format!("worker-{i}"))
-                .exists());
-        }
-        assert_nothing_left(t.path());
+    let repo = git_repo(&t);
+    let repo_str = repo.display().to_string();
+    let r = run(launcher(
+        &t,
+        &srv,
+        &[
+            "--session",
+            "halftrees",
+            "--no-attach",
+            "--workers",
+            "2",
+            "--worktrees",
+            "--dir",
+            &repo_str,
+            "--agent",
+            "cat",
+            "--orchestrator",
+            "cat",
+        ],
+    ));
+    assert_eq!(r.code, 1, "{r:?}");
+    assert!(r.stderr.contains("exited at start"), "{r:?}");
+    assert!(!srv.has_session("halftrees"));
+    assert_eq!(git(&repo, &["branch", "--list", "conductor/*"]), "");
+    let listed = git(&repo, &["worktree", "list", "--porcelain"]);
+    assert_eq!(
+        listed
+            .lines()
+            .filter(|l| l.starts_with("worktree "))
+            .count(),
+        1,
+        "{listed}"
+    );
+    for i in 0..2 {
+        assert!(!t
+            .path()
+            .join("worktrees/halftrees")
+            .join(format!("worker-{i}"))
+            .exists());
     }
+    assert_nothing_left(t.path());
     fs::remove_file(w1.join(".worker.lock")).unwrap();
 
     // Inside an agent: refused unless --allow-nested.
