@@ -140,7 +140,7 @@ fn throughput(cache: Cache) -> String {
 }
 
 fn main() {
-    if let Some(why) = multihost_env::unavailable() {
+    if let Err(why) = multihost_env::available() {
         println!("multihost bench skipped: {why}");
         return;
     }

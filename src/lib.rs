@@ -76,3 +76,30 @@ pub use config::Config;
 pub use error::{Error, FileProblem, Result};
 pub use layout::{Root, Slot, WorkerPaths};
 pub use protocol::{Outcome, Status, Task, TaskId, TaskResult, WorkerState};
+
+/// For unit tests whose prerequisite (a filesystem feature, a tool) may be missing.
+#[cfg(test)]
+pub(crate) mod test_support {
+    /// The running test cannot run for `reason`: outside CI, print `skipped <test>:
+    /// <reason>` (the caller then returns); under CI (`CI` is `true` or `1`), fail, so a
+    /// green CI run means every test ran.
+    #[track_caller]
+    pub(crate) fn skip_or_fail(reason: &str) {
+        let test = std::thread::current()
+            .name()
+            .unwrap_or("this test")
+            .to_string();
+        if std::env::var("CI").is_ok_and(|v| v == "1" || v.eq_ignore_ascii_case("true")) {
+            panic!(
+                "{test} cannot run: {reason} (under CI a missing prerequisite fails the \
+                 test instead of skipping it)"
+            );
+        }
+        // Straight to stderr: libtest captures eprintln! of a passing test, and a skip
+        // must be seen.
+        let _ = std::io::Write::write_all(
+            &mut std::io::stderr(),
+            format!("skipped {test}: {reason}\n").as_bytes(),
+        );
+    }
+}

@@ -55,7 +55,7 @@ pub enum RunSlot {
     /// The root sets no `maxRunning`: nothing to take.
     Uncapped,
     /// One of the root's run slots, held until dropped.
-    Held(DirLock),
+    Held(Box<DirLock>),
     /// Every run slot is taken; says which cap.
     AllBusy(String),
 }
@@ -68,7 +68,7 @@ pub fn take_run_slot(root: &Root, config: &Config) -> Result<RunSlot> {
     let opts = config.lock_options();
     for i in 0..max {
         if let Acquire::Acquired(l) = DirLock::try_acquire(&root.slot_lock(i), &opts)? {
-            return Ok(RunSlot::Held(l));
+            return Ok(RunSlot::Held(Box::new(l)));
         }
     }
     Ok(RunSlot::AllBusy(format!(
@@ -157,7 +157,7 @@ pub fn claim_next(
     };
     let run_slot = match take_run_slot(root, config)? {
         RunSlot::Uncapped => None,
-        RunSlot::Held(l) => Some(l),
+        RunSlot::Held(l) => Some(*l),
         RunSlot::AllBusy(why) => return Ok(Claim::AllSlotsBusy(why)),
     };
     // One lock attempt per key per scan, however many of its tasks wait.

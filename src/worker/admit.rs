@@ -29,7 +29,7 @@ impl Hold {
 pub(crate) fn admit_inbox_task(shared: &Shared, key: Option<&str>) -> Result<Option<Hold>> {
     let run_slot = match queue::take_run_slot(&shared.opts.root, &shared.config)? {
         queue::RunSlot::Uncapped => None,
-        queue::RunSlot::Held(l) => Some(l),
+        queue::RunSlot::Held(l) => Some(*l),
         queue::RunSlot::AllBusy(why) => {
             tracing::debug!("task waits in the inbox: {why}");
             return Ok(None);

@@ -10,7 +10,8 @@ use conductor::queue::Queue;
 use conductor::{Outcome, Slot, Task, WorkerState};
 
 use crate::harness::{agent, assert_nothing_left, bin, TestRoot, WorkerProc};
-use crate::launch::{text, tmux_available, Server};
+use crate::launch::{text, Server};
+use crate::prereq::{self, require};
 
 const BOUND: Duration = Duration::from_secs(30);
 const SESSION: &str = "dash";
@@ -169,9 +170,7 @@ fn dashboard_pid(root: &Path) -> u32 {
 
 #[test]
 fn the_dashboard_shows_prompts_live_output_queue_reasons_and_cancels() {
-    if !tmux_available() {
-        return;
-    }
+    require!(prereq::tmux());
     let t = TestRoot::new();
     let ticker = agent("ticker.sh").display().to_string();
     let _w = WorkerProc::start(&t, Slot(0), &ticker, &[], &[]);
@@ -243,9 +242,7 @@ fn the_dashboard_shows_prompts_live_output_queue_reasons_and_cancels() {
 
 #[test]
 fn ctrl_c_and_sigterm_give_the_terminal_back() {
-    if !tmux_available() {
-        return;
-    }
+    require!(prereq::tmux());
     let t = TestRoot::new();
     t.client.create_worker(Slot(0)).unwrap();
     let sh = Shell::start(&t);
@@ -290,9 +287,7 @@ fn a_panic_gives_the_terminal_back() {
         let _ = ratatui::crossterm::event::read();
         panic!("a deliberate panic in the dashboard");
     }
-    if !tmux_available() {
-        return;
-    }
+    require!(prereq::tmux());
     let t = TestRoot::new();
     let sh = Shell::start(&t);
     sh.type_line("clear; echo BEFORE-THE-DASHBOARD");
@@ -313,9 +308,7 @@ fn a_panic_gives_the_terminal_back() {
 
 #[test]
 fn the_output_view_keeps_a_task_s_whole_log_after_it_ends() {
-    if !tmux_available() {
-        return;
-    }
+    require!(prereq::tmux());
     let t = TestRoot::new();
     let ticker = agent("ticker.sh").display().to_string();
     let _w = WorkerProc::start(&t, Slot(0), &ticker, &[], &[("TICKS", "15")]);
@@ -344,9 +337,7 @@ fn the_output_view_keeps_a_task_s_whole_log_after_it_ends() {
 /// works (what `logs -f` shows), and its cost once it is done.
 #[test]
 fn a_streaming_claude_agent_shows_readable_live_output_and_its_cost() {
-    if !tmux_available() {
-        return;
-    }
+    require!(prereq::tmux());
     let t = TestRoot::new();
     let fake = agent("fake-claude-stream").display().to_string();
     let _w = WorkerProc::start(&t, Slot(0), &fake, &["--preset", "claude"], &[]);

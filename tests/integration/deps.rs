@@ -7,7 +7,7 @@
 
 use std::fs;
 use std::os::unix::fs::MetadataExt;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
 
@@ -17,6 +17,7 @@ use serde_json::Value;
 
 use crate::harness::keyed_worker;
 use crate::harness::{agent, assert_nothing_left, bin, wait_until, Ran, TestRoot, WorkerProc};
+use crate::prereq;
 
 /// Generous: two cores, busy, other tests running beside us.
 const BOUND: Duration = Duration::from_secs(120);
@@ -221,6 +222,26 @@ fn a_task_with_a_dir_runs_its_agent_there() {
     assert_eq!(cwd(&here), Some(fs::canonicalize(t.dir.path()).unwrap()));
 }
 
+/// A directory another user owns: `/`, or, where we own `/` (root, as in CI), one of the
+/// test's own given to the next uid. `None` where neither can be had (the not-ours case
+/// is then skipped, or fails under CI).
+fn not_ours_dir(t: &TestRoot) -> Option<PathBuf> {
+    let me = nix::unistd::geteuid().as_raw();
+    if fs::metadata("/").unwrap().uid() != me {
+        return Some(PathBuf::from("/"));
+    }
+    let theirs = t.dir.path().join("theirs");
+    fs::create_dir(&theirs).unwrap();
+    let given = nix::unistd::chown(&theirs, Some(nix::unistd::Uid::from_raw(me + 1)), None)
+        .map_err(|e| {
+            format!(
+                "we own / and cannot chown a directory to uid {}: {e}",
+                me + 1
+            )
+        });
+    prereq::runs_part("the not-ours case", given).then_some(theirs)
+}
+
 #[test]
 fn a_dir_that_is_missing_or_not_ours_is_refused() {
     let t = TestRoot::new();
@@ -232,10 +253,8 @@ fn a_dir_that_is_missing_or_not_ours_is_refused() {
     fs::write(&file, "").unwrap();
     let r = cli(&t, &["submit", "--dir", file.to_str().unwrap(), "p"], 2);
     assert!(r.stderr.contains("is not a directory"), "{}", r.stderr);
-    if fs::metadata("/").unwrap().uid() == nix::unistd::geteuid().as_raw() {
-        println!("skipping the not-ours case: running as the owner of / (root)");
-    } else {
-        let r = cli(&t, &["submit", "--dir", "/", "p"], 2);
+    if let Some(theirs) = not_ours_dir(&t) {
+        let r = cli(&t, &["submit", "--dir", theirs.to_str().unwrap(), "p"], 2);
         assert!(r.stderr.contains("is owned by uid"), "{}", r.stderr);
     }
     assert!(q.pending().unwrap().is_empty());

@@ -7,22 +7,20 @@ use std::time::Duration;
 use conductor::{Client, Root, Slot, Task, TaskId};
 
 use crate::harness::{wait_until, TestRoot, WorkerProc};
+use crate::prereq::require;
 
 const BOUND: Duration = Duration::from_secs(30);
 const S0: Slot = Slot(0);
 
-/// A root on a small tmpfs mounted for the test (needs root; `None`, with the reason
-/// printed, where it can't be mounted). Unmounted on drop.
+/// A root on a small tmpfs mounted for the test (needs root; the reason where it can't
+/// be mounted, see `require!`). Unmounted on drop.
 struct SmallDisk {
     mnt: PathBuf,
 }
 
 impl SmallDisk {
-    fn mount(t_dir: &Path, size: &str) -> Option<SmallDisk> {
-        if !nix::unistd::geteuid().is_root() {
-            eprintln!("SKIPPED: mounting a small tmpfs needs root");
-            return None;
-        }
+    fn mount(t_dir: &Path, size: &str) -> Result<SmallDisk, String> {
+        crate::prereq::root("mounting a small tmpfs")?;
         let mnt = t_dir.join("mnt");
         fs::create_dir_all(&mnt).unwrap();
         let out = std::process::Command::new("mount")
@@ -36,18 +34,12 @@ impl SmallDisk {
             .arg(&mnt)
             .output();
         match out {
-            Ok(o) if o.status.success() => Some(SmallDisk { mnt }),
-            Ok(o) => {
-                eprintln!(
-                    "SKIPPED: cannot mount a tmpfs here: {}",
-                    String::from_utf8_lossy(&o.stderr).trim()
-                );
-                None
-            }
-            Err(e) => {
-                eprintln!("SKIPPED: cannot run mount: {e}");
-                None
-            }
+            Ok(o) if o.status.success() => Ok(SmallDisk { mnt }),
+            Ok(o) => Err(format!(
+                "cannot mount a tmpfs here: {}",
+                String::from_utf8_lossy(&o.stderr).trim()
+            )),
+            Err(e) => Err(format!("cannot run mount: {e}")),
         }
     }
 
@@ -94,9 +86,7 @@ fn temp_dir() -> tempfile::TempDir {
 #[test]
 fn a_full_disk_keeps_the_finished_result_until_space_returns() {
     let dir = temp_dir();
-    let Some(disk) = SmallDisk::mount(dir.path(), "2m") else {
-        return;
-    };
+    let disk = require!(SmallDisk::mount(dir.path(), "2m"));
     let t = root_on(&disk, dir);
     let w = WorkerProc::start(&t, S0, SIZED_AGENT, &[], &[]);
     // Leave room to take the task, not to keep its output.
@@ -140,9 +130,7 @@ fn a_full_disk_keeps_the_finished_result_until_space_returns() {
 #[test]
 fn pickup_pauses_while_the_disk_is_full() {
     let dir = temp_dir();
-    let Some(disk) = SmallDisk::mount(dir.path(), "2m") else {
-        return;
-    };
+    let disk = require!(SmallDisk::mount(dir.path(), "2m"));
     let t = root_on(&disk, dir);
     let w = WorkerProc::start(&t, S0, SIZED_AGENT, &[], &[]);
     let filler = disk.fill_leaving(96 * 1024);
@@ -529,9 +517,7 @@ fn a_worker_on_a_relative_root_runs_its_tasks() {
 #[test]
 fn a_stop_request_while_a_result_waits_for_space_stops_the_worker() {
     let dir = temp_dir();
-    let Some(disk) = SmallDisk::mount(dir.path(), "2m") else {
-        return;
-    };
+    let disk = require!(SmallDisk::mount(dir.path(), "2m"));
     let t = root_on(&disk, dir);
     let mut w = WorkerProc::start(&t, S0, SIZED_AGENT, &[], &[]);
     let filler = disk.fill_leaving(1024 * 1024);

@@ -20,6 +20,7 @@ use conductor::{host, Error, Slot};
 use serde_json::{json, Value};
 
 use crate::harness::{run_conductor, wait_until, Reaped, TestRoot, WorkerProc};
+use crate::prereq::require;
 
 const BOUND: Duration = Duration::from_secs(30);
 const S0: Slot = Slot(0);
@@ -256,17 +257,24 @@ fn lock_races_with_another_host_are_never_fatal() {
 }
 
 /// Whether `mount` works here (a tmpfs on a scratch directory): it needs privileges.
-fn can_mount(scratch: &Path) -> bool {
+/// If not, why not (see `require!`).
+fn can_mount(scratch: &Path) -> Result<(), String> {
     fs::create_dir_all(scratch).unwrap();
-    let ok = Command::new("mount")
+    match Command::new("mount")
         .args(["-t", "tmpfs", "none"])
         .arg(scratch)
         .output()
-        .is_ok_and(|o| o.status.success());
-    if ok {
-        let _ = Command::new("umount").arg(scratch).status();
+    {
+        Ok(o) if o.status.success() => {
+            let _ = Command::new("umount").arg(scratch).status();
+            Ok(())
+        }
+        Ok(o) => Err(format!(
+            "mounting a tmpfs needs privileges this test does not have: {}",
+            String::from_utf8_lossy(&o.stderr).trim()
+        )),
+        Err(e) => Err(format!("cannot run mount: {e}")),
     }
-    ok
 }
 
 /// Unmounts every mount under its directory on drop, whatever the test's assertions
@@ -292,10 +300,7 @@ impl Drop for Mounted {
 #[test]
 fn an_unremovable_leftover_does_not_stall_the_lock() {
     let t = TestRoot::new();
-    if !can_mount(&t.dir.path().join("probe")) {
-        eprintln!("skipped: mounting a tmpfs needs privileges this test does not have");
-        return;
-    }
+    require!(can_mount(&t.dir.path().join("probe")));
     let path = t.client.root().key_lock("k");
     let opts = LockOptions::default();
     let Acquire::Acquired(l) = DirLock::try_acquire(&path, &opts).unwrap() else {

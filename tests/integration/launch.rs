@@ -12,34 +12,9 @@ use conductor::gate::Gate;
 use conductor::{Outcome, Slot, Task, TaskId, WorkerState};
 
 use crate::harness::{agent, assert_nothing_left, bin, processes_of, wait_until, TestRoot};
+use crate::prereq::{self, require};
 
 const BOUND: Duration = Duration::from_secs(30);
-
-/// Whether tmux runs here; tests print why they skip when it does not.
-pub(crate) fn tmux_available() -> bool {
-    let ok = Command::new("tmux")
-        .arg("-V")
-        .stdin(Stdio::null())
-        .output()
-        .is_ok_and(|o| o.status.success());
-    if !ok {
-        eprintln!(
-            "SKIPPED: `tmux -V` failed; install tmux (apt install tmux) to run the launcher tests"
-        );
-    }
-    ok
-}
-
-fn git_available() -> bool {
-    let ok = Command::new("git")
-        .arg("--version")
-        .output()
-        .is_ok_and(|o| o.status.success());
-    if !ok {
-        eprintln!("SKIPPED: `git --version` failed; install git to run the worktree test");
-    }
-    ok
-}
 
 /// A private tmux server for one test; `kill-server` when dropped.
 pub(crate) struct Server {
@@ -202,9 +177,7 @@ fn git_repo(t: &TestRoot) -> PathBuf {
 
 #[test]
 fn launch_lays_out_titled_panes_and_its_workers_serve_tasks() {
-    if !tmux_available() {
-        return;
-    }
+    require!(prereq::tmux());
     let t = TestRoot::new();
     let srv = Server::new();
     let r = launch_ok(
@@ -278,9 +251,7 @@ fn launch_lays_out_titled_panes_and_its_workers_serve_tasks() {
 
 #[test]
 fn eight_workers_get_a_second_window_that_the_hint_names() {
-    if !tmux_available() {
-        return;
-    }
+    require!(prereq::tmux());
     let t = TestRoot::new();
     let srv = Server::new();
     let r = launch_ok(
@@ -326,9 +297,7 @@ fn eight_workers_get_a_second_window_that_the_hint_names() {
 
 #[test]
 fn the_dashboard_flag_gives_the_first_window_to_the_dashboard() {
-    if !tmux_available() {
-        return;
-    }
+    require!(prereq::tmux());
     let t = TestRoot::new();
     let srv = Server::new();
     let ticker = agent("ticker.sh").display().to_string();
@@ -395,9 +364,7 @@ fn the_dashboard_flag_gives_the_first_window_to_the_dashboard() {
 
 #[test]
 fn a_second_launch_is_refused_while_the_first_runs() {
-    if !tmux_available() {
-        return;
-    }
+    require!(prereq::tmux());
     let t = TestRoot::new();
     let srv = Server::new();
     launch_ok(
@@ -480,9 +447,7 @@ fn a_second_launch_is_refused_while_the_first_runs() {
 
 #[test]
 fn kill_interrupts_running_tasks_and_leaves_no_process() {
-    if !tmux_available() {
-        return;
-    }
+    require!(prereq::tmux());
     let t = TestRoot::new();
     let srv = Server::new();
     let slow = agent("slow.sh").display().to_string();
@@ -527,9 +492,8 @@ fn kill_interrupts_running_tasks_and_leaves_no_process() {
 
 #[test]
 fn worktrees_give_each_worker_its_own_branch_and_directory() {
-    if !tmux_available() || !git_available() {
-        return;
-    }
+    require!(prereq::tmux());
+    require!(prereq::git());
     let t = TestRoot::new();
     let srv = Server::new();
     let repo = git_repo(&t);
@@ -608,9 +572,9 @@ fn worktrees_give_each_worker_its_own_branch_and_directory() {
 
 #[test]
 fn failures_leave_no_session_behind() {
-    if !tmux_available() {
-        return;
-    }
+    require!(prereq::tmux());
+    // git throughout: the --worktrees refusals below run it before the worktrees part.
+    require!(prereq::git());
     let t = TestRoot::new();
     let srv = Server::new();
 
@@ -664,49 +628,47 @@ fn failures_leave_no_session_behind() {
     assert_nothing_left(t.path());
 
     // With --worktrees, the worktrees and branches this launch made go again too.
-    if git_available() {
-        let repo = git_repo(&t);
-        let repo_str = repo.display().to_string();
-        let r = run(launcher(
-            &t,
-            &srv,
-            &[
-                "--session",
-                "halftrees",
-                "--no-attach",
-                "--workers",
-                "2",
-                "--worktrees",
-                "--dir",
-                &repo_str,
-                "--agent",
-                "cat",
-                "--orchestrator",
-                "cat",
-            ],
-        ));
-        assert_eq!(r.code, 1, "{r:?}");
-        assert!(r.stderr.contains("exited at start"), "{r:?}");
-        assert!(!srv.has_session("halftrees"));
-        assert_eq!(git(&repo, &["branch", "--list", "conductor/*"]), "");
-        let listed = git(&repo, &["worktree", "list", "--porcelain"]);
-        assert_eq!(
-            listed
-                .lines()
-                .filter(|l| l.starts_with("worktree "))
-                .count(),
-            1,
-            "{listed}"
-        );
-        for i in 0..2 {
-            assert!(!t
-                .path()
-                .join("worktrees/halftrees")
-                .join(format!("worker-{i}"))
-                .exists());
-        }
-        assert_nothing_left(t.path());
+    let repo = git_repo(&t);
+    let repo_str = repo.display().to_string();
+    let r = run(launcher(
+        &t,
+        &srv,
+        &[
+            "--session",
+            "halftrees",
+            "--no-attach",
+            "--workers",
+            "2",
+            "--worktrees",
+            "--dir",
+            &repo_str,
+            "--agent",
+            "cat",
+            "--orchestrator",
+            "cat",
+        ],
+    ));
+    assert_eq!(r.code, 1, "{r:?}");
+    assert!(r.stderr.contains("exited at start"), "{r:?}");
+    assert!(!srv.has_session("halftrees"));
+    assert_eq!(git(&repo, &["branch", "--list", "conductor/*"]), "");
+    let listed = git(&repo, &["worktree", "list", "--porcelain"]);
+    assert_eq!(
+        listed
+            .lines()
+            .filter(|l| l.starts_with("worktree "))
+            .count(),
+        1,
+        "{listed}"
+    );
+    for i in 0..2 {
+        assert!(!t
+            .path()
+            .join("worktrees/halftrees")
+            .join(format!("worker-{i}"))
+            .exists());
     }
+    assert_nothing_left(t.path());
     fs::remove_file(w1.join(".worker.lock")).unwrap();
 
     // Inside an agent: refused unless --allow-nested.
@@ -737,9 +699,7 @@ fn failures_leave_no_session_behind() {
 
 #[test]
 fn allow_nested_launches_from_inside_an_agent() {
-    if !tmux_available() {
-        return;
-    }
+    require!(prereq::tmux());
     let t = TestRoot::new();
     let srv = Server::new();
     let mut cmd = launcher(
@@ -766,9 +726,7 @@ fn allow_nested_launches_from_inside_an_agent() {
 
 #[test]
 fn list_shows_sessions_with_their_roots_and_worker_counts() {
-    if !tmux_available() {
-        return;
-    }
+    require!(prereq::tmux());
     let t1 = TestRoot::new();
     let t2 = TestRoot::new();
     let srv = Server::new();
@@ -840,9 +798,7 @@ fn list_shows_sessions_with_their_roots_and_worker_counts() {
 
 #[test]
 fn output_to_a_closed_pipe_ends_quietly() {
-    if !tmux_available() {
-        return;
-    }
+    require!(prereq::tmux());
     let t = TestRoot::new();
     let srv = Server::new();
     // stdout is a pipe whose read end is closed before the launcher starts: every

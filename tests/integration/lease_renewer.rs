@@ -8,6 +8,7 @@ use std::time::Duration;
 use conductor::{Outcome, Slot, Task};
 
 use crate::harness::{wait_until, TestRoot, WorkerProc};
+use crate::prereq::require;
 use crate::scale::{sentinel, slots, Many};
 
 const BOUND: Duration = Duration::from_secs(60);
@@ -89,19 +90,20 @@ fn lease_renewals_of_an_idle_worker_wake_no_watcher() {
     }
 }
 
-/// Whether `dir`'s filesystem swaps two names in one step (`RENAME_EXCHANGE`); says the
-/// test is skipped when not.
-fn can_swap_names(dir: &std::path::Path) -> bool {
+/// Whether `dir`'s filesystem swaps two names in one step (`RENAME_EXCHANGE`); if not,
+/// why not (see `require!`).
+fn can_swap_names(dir: &std::path::Path) -> Result<(), String> {
     use nix::fcntl::{renameat2, RenameFlags, AT_FDCWD};
     let (a, b) = (dir.join("swap-a"), dir.join("swap-b"));
     fs::write(&a, "a").unwrap();
     fs::write(&b, "b").unwrap();
     let swapped = renameat2(AT_FDCWD, &a, AT_FDCWD, &b, RenameFlags::RENAME_EXCHANGE).is_ok();
     let _ = (fs::remove_file(&a), fs::remove_file(&b));
-    if !swapped {
-        eprintln!("SKIPPED: this filesystem cannot swap names (RENAME_EXCHANGE)");
+    if swapped {
+        Ok(())
+    } else {
+        Err("this filesystem cannot swap names (RENAME_EXCHANGE)".into())
     }
-    swapped
 }
 
 /// A renewal rewrites the owner record by swapping it with its second name: the two
@@ -111,9 +113,7 @@ fn a_heartbeat_swaps_the_owner_record_and_creates_no_file() {
     use conductor::dirlock::{Acquire, DirLock, LockOptions};
     use std::os::unix::fs::MetadataExt;
     let t = TestRoot::new();
-    if !can_swap_names(t.dir.path()) {
-        return;
-    }
+    require!(can_swap_names(t.dir.path()));
     let path = t.path().join("keys/beat.lock");
     let mut lock = match DirLock::try_acquire(&path, &LockOptions::default()).unwrap() {
         Acquire::Acquired(l) => l,
@@ -153,9 +153,7 @@ fn a_heartbeat_swaps_the_owner_record_and_creates_no_file() {
 #[test]
 fn a_gate_lease_is_ready_for_renewals_before_the_first_one() {
     let t = TestRoot::new();
-    if !can_swap_names(t.dir.path()) {
-        return;
-    }
+    require!(can_swap_names(t.dir.path()));
     // The default lease (120 s) is first renewed well after the look below.
     let _w = WorkerProc::start(&t, Slot(0), "cat", &[], &[]);
     let lease = t.path().join("workers/0/.worker.lock.lease");

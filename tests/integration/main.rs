@@ -1,6 +1,7 @@
 //! One integration test binary (faster to link, one place for the harness).
 
 mod harness;
+mod prereq;
 
 mod architecture;
 mod cli;

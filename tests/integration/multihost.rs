@@ -9,7 +9,8 @@ use std::time::Duration;
 use serde_json::Value;
 
 use crate::harness::{agent, bin, wait_until};
-use crate::multihost_env::{skipped, Cache, Cluster, Host, HostProc};
+use crate::multihost_env::{self, Cache, Cluster, Host, HostProc};
+use crate::prereq::require;
 
 /// Generous: a whole burst over sshfs on a busy 2-core machine.
 const BURST_BOUND: Duration = Duration::from_secs(240);
@@ -160,9 +161,7 @@ pub(crate) fn assert_all_running(workers: &mut [(&str, &mut HostProc)]) {
 
 /// Two hosts, two workers each, tasks over three shared keys submitted from both.
 fn burst(cache: Cache, per_host: usize) {
-    if skipped() {
-        return;
-    }
+    require!(multihost_env::available());
     // A cap below the worker count: run slots (slots/<i>.lock) change hands across hosts too.
     let c = Cluster::start(&["hostA", "hostB"], cache, "{\"maxRunning\": 3}\n");
     std::fs::create_dir(c.backing.join("runs")).expect("runs dir");
@@ -253,9 +252,7 @@ fn a_burst_over_shared_keys_from_two_hosts_no_cache() {
 
 #[test]
 fn the_same_slot_from_two_hosts_is_refused_on_the_second() {
-    if skipped() {
-        return;
-    }
+    require!(multihost_env::available());
     let c = Cluster::start(&["hostA", "hostB"], Cache::Off, "{}\n");
     std::fs::create_dir(c.backing.join("runs")).expect("runs dir");
     let (a, b) = (&c.hosts[0], &c.hosts[1]);
@@ -295,9 +292,7 @@ fn the_same_slot_from_two_hosts_is_refused_on_the_second() {
 
 #[test]
 fn doctor_names_the_shared_mount_and_says_flocks_stay_local() {
-    if skipped() {
-        return;
-    }
+    require!(multihost_env::available());
     let c = Cluster::start(&["hostA"], Cache::Default, "{\"leaseSecs\": 30}\n");
     let (code, out, err) = c.hosts[0].conductor(&["doctor", "--agent", "cat", "--json"]);
     assert!(code.is_some(), "doctor: {err}");

@@ -14,35 +14,35 @@ use crate::harness::{bin, wait_until};
 pub use crate::multihost_mounts::Cache;
 use crate::multihost_mounts::{mount, sshd_path, start_sshd, which, Mount, Owned};
 
-/// Why the multi-host scenarios cannot run here, if they cannot.
-pub fn unavailable() -> Option<String> {
+/// Whether the multi-host scenarios can run here; if not, why not (see `require!`).
+pub fn available() -> Result<(), String> {
     if !nix::unistd::geteuid().is_root() {
-        return Some("not root (namespaces, FUSE mounts and sshd need root)".into());
+        return Err("not root (namespaces, FUSE mounts and sshd need root)".into());
     }
     for tool in ["sshfs", "ssh-keygen", "unshare", "nsenter"] {
         if which(tool).is_none() {
-            return Some(format!(
+            return Err(format!(
                 "{tool} is not installed (apt-get install sshfs openssh-server)"
             ));
         }
     }
     if sshd_path().is_none() {
-        return Some("sshd is not installed (apt-get install openssh-server)".into());
+        return Err("sshd is not installed (apt-get install openssh-server)".into());
     }
     if which("fusermount3")
         .or_else(|| which("fusermount"))
         .is_none()
     {
-        return Some("fusermount is not installed (apt-get install fuse3)".into());
+        return Err("fusermount is not installed (apt-get install fuse3)".into());
     }
     if let Err(e) = std::fs::OpenOptions::new()
         .read(true)
         .write(true)
         .open("/dev/fuse")
     {
-        return Some(format!("/dev/fuse is unavailable: {e}"));
+        return Err(format!("/dev/fuse is unavailable: {e}"));
     }
-    namespaces_refused()
+    namespaces_refused().map_or(Ok(()), Err)
 }
 
 /// Why new UTS/PID/mount namespaces cannot be made here (a container without
@@ -65,17 +65,6 @@ fn namespaces_refused() -> Option<String> {
             }
         })
         .clone()
-}
-
-/// Whether the calling test must be skipped (the reason is printed).
-pub fn skipped() -> bool {
-    match unavailable() {
-        Some(why) => {
-            eprintln!("SKIPPED: {why}");
-            true
-        }
-        None => false,
-    }
 }
 
 /// A host: a UTS + PID (+ mount, for its own /proc) namespace kept alive by an idle

@@ -8,7 +8,8 @@ use crate::multihost::{
     assert_all_running, outcome, queue_result, result_copies, runs, status, submit_all,
     wait_seen_by, worker, BOUND,
 };
-use crate::multihost_env::{skipped, Cache, Cluster};
+use crate::multihost_env::{self, Cache, Cluster};
+use crate::prereq::require;
 
 /// Short enough to keep the scenarios quick, three heartbeats (2 s) long.
 const LEASE_CONFIG: &str = "{\"leaseSecs\": 6}\n";
@@ -38,9 +39,7 @@ fn running_on_b(c: &Cluster, id: &str, hold: &str) -> crate::multihost_env::Host
 
 #[test]
 fn a_killed_hosts_task_is_interrupted_once_by_the_other_after_the_lease() {
-    if skipped() {
-        return;
-    }
+    require!(multihost_env::available());
     let mut c = Cluster::start(&["hostA", "hostB"], Cache::Off, LEASE_CONFIG);
     std::fs::create_dir(c.backing.join("runs")).expect("runs dir");
     let b1 = running_on_b(&c, "t1", "never");
@@ -90,9 +89,7 @@ fn a_killed_hosts_task_is_interrupted_once_by_the_other_after_the_lease() {
 
 #[test]
 fn a_host_paused_past_its_lease_publishes_no_second_success() {
-    if skipped() {
-        return;
-    }
+    require!(multihost_env::available());
     let c = Cluster::start(&["hostA", "hostB"], Cache::Off, LEASE_CONFIG);
     std::fs::create_dir(c.backing.join("runs")).expect("runs dir");
     let mut b1 = running_on_b(&c, "t1", "go");
@@ -141,9 +138,7 @@ fn a_host_paused_past_its_lease_publishes_no_second_success() {
 
 #[test]
 fn a_pid_only_lock_from_another_host_is_not_taken_over_while_fresh() {
-    if skipped() {
-        return;
-    }
+    require!(multihost_env::available());
     let c = Cluster::start(
         &["hostA", "hostB"],
         Cache::Off,

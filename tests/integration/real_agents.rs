@@ -21,18 +21,6 @@ const S0: Slot = Slot(0);
 /// A real CLI starting, talking to the server and running tools: seconds, not minutes.
 const BOUND: Duration = Duration::from_secs(90);
 
-/// Outside CI a missing prerequisite skips the test (saying so); under `CI=true` it fails.
-fn skip_or_fail(reason: &str) {
-    let test = std::thread::current()
-        .name()
-        .unwrap_or("real_agents")
-        .to_string();
-    if std::env::var("CI").is_ok_and(|v| v == "true") {
-        panic!("{test}: {reason} (CI=true: the real agents must be installed; run .ci/run)");
-    }
-    eprintln!("skipped {test}: {reason}");
-}
-
 /// The folder holding the installed CLIs' launchers (`claude`, `codex`, `gemini`, `node`).
 fn agents_bin() -> PathBuf {
     if let Some(dir) = std::env::var_os("CONDUCTOR_AGENTS_BIN") {
@@ -48,12 +36,12 @@ fn agents_bin() -> PathBuf {
 }
 
 /// What a test needs to run agent `name`: its launcher and python3 for the server.
-/// `None` (after [`skip_or_fail`]) when something is missing.
+/// `None` (after [`crate::prereq::skip_or_fail`]) when something is missing.
 fn need_agent(name: &str) -> Option<PathBuf> {
     let bin = agents_bin();
     let exe = bin.join(name);
     if !is_executable(&exe) {
-        skip_or_fail(&format!(
+        crate::prereq::skip_or_fail(&format!(
             "{} is not installed (run .ci/install-agents, or set CONDUCTOR_AGENTS_BIN)",
             exe.display()
         ));
@@ -65,7 +53,7 @@ fn need_agent(name: &str) -> Option<PathBuf> {
         .stderr(Stdio::null())
         .status();
     if !python.is_ok_and(|s| s.success()) {
-        skip_or_fail("python3 (for the scripted model server) is not installed");
+        crate::prereq::skip_or_fail("python3 (for the scripted model server) is not installed");
         return None;
     }
     Some(bin)

@@ -13,6 +13,7 @@ use conductor::worker::{Worker, WorkerOptions};
 use conductor::{Root, Slot, Task};
 
 use crate::harness::{bin, wait_until, TestRoot};
+use crate::prereq::{self, require};
 
 fn options(t: &TestRoot) -> WorkerOptions {
     let mut opts = WorkerOptions::new(
@@ -154,14 +155,11 @@ fn a_missing_root_is_created_private() {
 
 #[test]
 fn root_owned_by_another_user_is_refused() {
-    if !nix::unistd::geteuid().is_root() {
-        eprintln!("skipped: chowning a root to another user needs root");
-        return;
-    }
-    let Some(nobody) = nix::unistd::User::from_name("nobody").ok().flatten() else {
-        eprintln!("skipped: this machine has no user `nobody`");
-        return;
-    };
+    require!(prereq::root("chowning a root to another user"));
+    let nobody = require!(nix::unistd::User::from_name("nobody")
+        .ok()
+        .flatten()
+        .ok_or("this machine has no user `nobody`"));
     let own = |p: &Path| nix::unistd::chown(p, Some(nobody.uid), None).unwrap();
     let t = TestRoot::new();
     t.client.create_worker(Slot(0)).unwrap();

@@ -6,7 +6,8 @@ use std::time::Duration;
 use conductor::{Client, Root, Slot, WorkerState};
 
 use crate::harness::{agent, assert_nothing_left, bin, wait_until, TestRoot};
-use crate::launch::{text, tmux_available, Server};
+use crate::launch::{text, Server};
+use crate::prereq::{self, require};
 
 const BOUND: Duration = Duration::from_secs(60);
 
@@ -22,9 +23,7 @@ fn screen_of(srv: &Server, name: &str) -> String {
 
 #[test]
 fn a_worker_in_a_forty_column_pane_never_wraps_its_log_lines() {
-    if !tmux_available() {
-        return;
-    }
+    require!(prereq::tmux());
     let t = TestRoot::new();
     t.client.create_worker(Slot(0)).unwrap();
     let srv = Server::new();
@@ -94,9 +93,7 @@ fn a_worker_in_a_forty_column_pane_never_wraps_its_log_lines() {
 
 #[test]
 fn after_ctrl_c_run_leaves_no_spinner_and_names_how_tasks_ended() {
-    if !tmux_available() {
-        return;
-    }
+    require!(prereq::tmux());
     let t = TestRoot::new();
     let srv = Server::new();
     let conductor = bin("conductor").display().to_string();
