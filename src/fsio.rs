@@ -471,3 +471,25 @@ pub fn regular_files(dir: &Path) -> Result<Vec<(String, PathBuf, fs::Metadata)>>
 pub fn is_temp_name(name: &str) -> bool {
     name.starts_with('.') && name.ends_with(".tmp") && name.len() > ".tmp".len() + 1
 }
+
+/// The prefix of a damaged file's name once set aside ([`set_aside_damaged`]).
+pub const DAMAGED_PREFIX: &str = ".damaged-";
+
+/// Move a damaged file out of the way, beside itself as `.damaged-<name>.<nonce>`
+/// (never read as a record again, listed by `doctor`); returns where it went. A file
+/// gone meanwhile is no error (`None`).
+pub fn set_aside_damaged(path: &Path) -> Result<Option<PathBuf>> {
+    let (Some(dir), Some(name)) = (path.parent(), path.file_name()) else {
+        return Ok(None);
+    };
+    let aside = dir.join(format!(
+        "{DAMAGED_PREFIX}{}.{}",
+        name.to_string_lossy(),
+        nonce()
+    ));
+    match fs::rename(path, &aside) {
+        Ok(()) => Ok(Some(aside)),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(Error::io("set aside damaged file", path, e)),
+    }
+}

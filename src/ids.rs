@@ -77,23 +77,120 @@ fn legacy_entry(root: &Root, id: &TaskId) -> PathBuf {
 /// Where `id`'s task went, if the id is taken. O(1): one or two file reads.
 pub fn lookup(root: &Root, id: &TaskId) -> Result<Option<Place>> {
     let path = root.id_entry(id);
-    match fsio::read_bounded(&path, SMALL_FILE_LIMIT)? {
-        Some(bytes) => {
-            let entry: Entry = fsio::parse_json(&path, &bytes)?;
-            check_schema(&path, entry.schema)?;
-            Place::from_stored(&entry.place).map(Some).ok_or_else(|| {
-                Error::bad(
-                    &path,
-                    FileProblem::Invalid(format!(
-                        "place {:?} is neither \"queue\" nor \"workers/N\"",
-                        entry.place
-                    )),
-                )
-            })
-        }
-        None if legacy_entry(root, id).exists() => Ok(Some(Place::Queue)),
-        None => Ok(None),
+    match read_entry(&path) {
+        Ok(Some(place)) => Ok(Some(place)),
+        Ok(None) if legacy_entry(root, id).exists() => Ok(Some(Place::Queue)),
+        Ok(None) => Ok(None),
+        Err(Error::BadFile { problem, .. }) => rebuild(root, id, &path, &problem),
+        Err(e) => Err(e),
     }
+}
+
+/// Whether the registry entry at `path` is whole (for `doctor`).
+pub fn check_entry(path: &std::path::Path) -> Result<()> {
+    read_entry(path).map(drop)
+}
+
+fn read_entry(path: &std::path::Path) -> Result<Option<Place>> {
+    let Some(bytes) = fsio::read_bounded(path, SMALL_FILE_LIMIT)? else {
+        return Ok(None);
+    };
+    let entry: Entry = fsio::parse_json(path, &bytes)?;
+    check_schema(path, entry.schema)?;
+    Place::from_stored(&entry.place).map(Some).ok_or_else(|| {
+        Error::bad(
+            path,
+            FileProblem::Invalid(format!(
+                "place {:?} is neither \"queue\" nor \"workers/N\"",
+                entry.place
+            )),
+        )
+    })
+}
+
+/// A damaged entry (empty after a power loss, say: entries are not fsynced) is an
+/// index, not a record: set it aside and write it anew from where the task really is.
+/// `None` when nothing on the root knows the id any more.
+fn rebuild(
+    root: &Root,
+    id: &TaskId,
+    path: &std::path::Path,
+    problem: &FileProblem,
+) -> Result<Option<Place>> {
+    let aside = fsio::set_aside_damaged(path)?;
+    let place = where_it_is(root, id)?;
+    if let Some(place) = place {
+        let entry = Entry {
+            schema: SCHEMA,
+            place: place.as_stored(),
+        };
+        match fsio::write_new(path, &fsio::to_json_bytes(&entry), fsio::Durability::Atomic) {
+            // Someone rebuilt it first (or registered the id anew): theirs stands.
+            Err(e) if e.io_kind() == Some(io::ErrorKind::AlreadyExists) => {}
+            other => other?,
+        }
+    }
+    tracing::warn!(
+        "task id entry {} {problem}: set aside{}; {}",
+        path.display(),
+        aside
+            .map(|a| format!(" as {}", a.display()))
+            .unwrap_or_default(),
+        match place {
+            Some(p) => format!("rebuilt from where the task is: {p}"),
+            None => "no file on the root has the task, so the id is free".to_string(),
+        }
+    );
+    Ok(place)
+}
+
+/// Where task `id` is, from its files: a pending entry or a result of the queue, or a
+/// slot's inbox, task in hand, result or task record.
+fn where_it_is(root: &Root, id: &TaskId) -> Result<Option<Place>> {
+    let suffix = format!("~{id}.json");
+    let pending = fsio::read_dir_if_exists(&root.queue_pending())?
+        .into_iter()
+        .flatten()
+        .flatten()
+        .any(|e| e.file_name().to_str().is_some_and(|n| n.ends_with(&suffix)));
+    if pending || root.queue_results().join(format!("{id}.json")).exists() {
+        return Ok(Some(Place::Queue));
+    }
+    let holds = |p: &std::path::Path| {
+        fsio::read_bounded(p, fsio::TASK_SIZE_LIMIT)
+            .ok()
+            .flatten()
+            .and_then(|b| crate::protocol::Task::salvage_id(&b))
+            .is_some_and(|found| found.to_string() == id.to_string())
+    };
+    // A queue task run by a slot says so in its `origin`.
+    let place_of = |task_file: &std::path::Path, slot: Slot| {
+        let queued = crate::protocol::Task::read(task_file, fsio::TASK_SIZE_LIMIT)
+            .ok()
+            .flatten()
+            .is_some_and(|t| t.origin.as_deref() == Some("queue"));
+        if queued {
+            Place::Queue
+        } else {
+            Place::Worker(slot)
+        }
+    };
+    for slot in root.slots()? {
+        let w = root.worker(slot);
+        if holds(&w.task()) {
+            return Ok(Some(Place::Worker(slot)));
+        }
+        if holds(&w.running()) {
+            return Ok(Some(place_of(&w.running(), slot)));
+        }
+        if w.task_record(id).exists() {
+            return Ok(Some(place_of(&w.task_record(id), slot)));
+        }
+        if w.result_for(id).exists() {
+            return Ok(Some(Place::Worker(slot)));
+        }
+    }
+    Ok(None)
 }
 
 fn taken(id: &TaskId, place: Place, path: PathBuf) -> Error {

@@ -1,4 +1,5 @@
-//! Doctor check that every task, status and result file under `workers/` parses.
+//! Doctor checks that every task, status and result file under `workers/` parses, and
+//! that the id registry and the queue's results are whole.
 
 use std::path::{Path, PathBuf};
 
@@ -125,6 +126,62 @@ pub(super) fn check_json_files(root: &Root) -> Check {
         Check::ok(
             "json",
             format!("all {count} task, status and result files parse"),
+        )
+    }
+}
+
+/// Every entry of the id registry (`ids/`) and every queue result parses; damaged files
+/// set aside earlier (`.damaged-*`) are listed. A damaged entry is only an index: the
+/// next lookup of its id rebuilds it from where the task is.
+pub(super) fn check_index(root: &Root) -> Check {
+    let mut bad = Vec::new();
+    let mut aside = Vec::new();
+    let mut count = 0usize;
+    let mut dirs = vec![root.ids_dir(), root.queue_results()];
+    if let Ok(slots) = root.slots() {
+        dirs.extend(slots.into_iter().map(|s| root.worker(s).results_dir()));
+    }
+    for (i, dir) in dirs.iter().enumerate() {
+        for (name, path, _) in regular_files(dir).unwrap_or_default() {
+            if name.starts_with(fsio::DAMAGED_PREFIX) {
+                aside.push(path.display().to_string());
+            } else if i == 0 && !name.starts_with('.') {
+                count += 1;
+                let id = crate::protocol::TaskId::from(name.as_str());
+                if let Err(e) = crate::ids::check_entry(&path) {
+                    bad.push(format!("{e} (task {id})"));
+                }
+            } else if i == 1 && name.ends_with(".json") && !is_temp_name(&name) {
+                bad.extend(problem_with(&path, JsonKind::Result, &mut count));
+            }
+        }
+    }
+    if !bad.is_empty() {
+        Check::fail(
+            "index",
+            format!(
+                "{} of {count} registry entries and queue results are damaged: {}",
+                bad.len(),
+                summary(&bad)
+            ),
+            "a damaged registry entry is rebuilt from the task's files at its next lookup \
+             (`conductor tasks` looks up every id); a damaged queue result means the task's \
+             answer was lost: `conductor retry ID` runs it again",
+        )
+    } else if !aside.is_empty() {
+        Check::warn(
+            "index",
+            format!(
+                "{} damaged file(s) were set aside: {}",
+                aside.len(),
+                summary(&aside)
+            ),
+            "they are no longer read; look at them if you want, then remove them",
+        )
+    } else {
+        Check::ok(
+            "index",
+            format!("all {count} registry entries and queue results parse"),
         )
     }
 }

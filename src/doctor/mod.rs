@@ -108,6 +108,7 @@ pub fn doctor(root: &Root, opts: &DoctorOptions) -> Vec<Check> {
         checks.push(permissions::check_permissions(root));
         checks.push(root::check_config(root));
         checks.push(files::check_json_files(root));
+        checks.push(files::check_index(root));
         checks.push(state::check_locks(root));
         checks.push(state::check_slots(root));
         checks.push(events::check_watcher(root));

@@ -217,7 +217,7 @@ impl Found {
             .flatten()
             .is_some_and(|b| String::from_utf8_lossy(&b).trim() == self.id.to_string());
         Leftover {
-            has_result: paths.result_for(&self.id).exists(),
+            has_result: kept_result(paths, &self.id),
             cancel_requested,
             attempts: self.task.as_ref().map(|t| (t.attempt(), t.max_attempts())),
             queued: self.queued,
@@ -229,6 +229,26 @@ impl Found {
             Some(p) => format!("interrupted: worker pid {p} died"),
             None => "interrupted: the worker died".to_string(),
         }
+    }
+}
+
+/// Whether the dead worker kept a result for `id` (it died after publishing it). A
+/// damaged one (cut short by a crash on a filesystem without ordering, or by hand) is
+/// no result: it is set aside, and the task ends as if none had been written.
+fn kept_result(paths: &WorkerPaths, id: &TaskId) -> bool {
+    let kept = paths.result_for(id);
+    match TaskResult::read(&kept) {
+        Ok(found) => found.is_some(),
+        Err(Error::BadFile { problem, .. }) => {
+            let aside = fsio::set_aside_damaged(&kept);
+            tracing::warn!(
+                "kept result {} {problem}: not the task's result; set aside ({aside:?})",
+                kept.display()
+            );
+            false
+        }
+        // Unreadable for another reason: announcing it will say why.
+        Err(_) => true,
     }
 }
 

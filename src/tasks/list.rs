@@ -268,11 +268,17 @@ fn locate(
         Some(Place::Worker(slot)) => {
             let w = root.worker(slot);
             let kept = w.result_for(id);
-            if let Ok(Some(r)) = TaskResult::read(&kept) {
-                return Ok((
-                    at(TaskState::of_result(&r), false, Some(slot), kept),
-                    Some(r),
-                ));
+            match TaskResult::read(&kept) {
+                Ok(Some(r)) => {
+                    return Ok((
+                        at(TaskState::of_result(&r), false, Some(slot), kept),
+                        Some(r),
+                    ))
+                }
+                Err(Error::BadFile { .. }) => {
+                    return Ok((at(TaskState::Damaged, false, Some(slot), kept), None))
+                }
+                _ => {}
             }
             if snap.running.get(&key) == Some(&slot) {
                 return Ok((at(TaskState::Running, false, Some(slot), w.running()), None));
@@ -283,9 +289,15 @@ fn locate(
         }
         Some(Place::Queue) => {
             let path = root.queue_results().join(format!("{key}.json"));
-            if let Ok(Some(r)) = TaskResult::read(&path) {
-                let slot = r.worker.and_then(|n| Slot::checked(n).ok());
-                return Ok((at(TaskState::of_result(&r), true, slot, path), Some(r)));
+            match TaskResult::read(&path) {
+                Ok(Some(r)) => {
+                    let slot = r.worker.and_then(|n| Slot::checked(n).ok());
+                    return Ok((at(TaskState::of_result(&r), true, slot, path), Some(r)));
+                }
+                Err(Error::BadFile { .. }) => {
+                    return Ok((at(TaskState::Damaged, true, None, path), None))
+                }
+                _ => {}
             }
             if let Some(&slot) = snap.running.get(&key) {
                 let file = root.worker(slot).running();
@@ -297,13 +309,22 @@ fn locate(
         }
         None => {}
     }
-    let loc = find(root, id)?.unwrap_or(TaskLocation {
+    let gone = |state, file| TaskLocation {
         id: id.clone(),
-        state: TaskState::Gone,
+        state,
         queued: false,
         slot: None,
-        file: None,
-    });
+        file,
+    };
+    // A damaged file is shown as such; it never fails the whole listing.
+    let loc = match find(root, id) {
+        Ok(found) => found.unwrap_or(gone(TaskState::Gone, None)),
+        Err(Error::BadFile { path, problem }) => {
+            tracing::warn!("task {id}: {} {problem}", path.display());
+            gone(TaskState::Damaged, Some(path))
+        }
+        Err(e) => return Err(e),
+    };
     let result = match (&loc.file, loc.state.is_finished()) {
         (Some(f), true) => TaskResult::read(f).ok().flatten(),
         _ => None,

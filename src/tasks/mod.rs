@@ -60,10 +60,13 @@ pub enum TaskState {
     Rejected,
     /// Registered, but no file shows it any more (collected by gc, or removed by hand).
     Gone,
+    /// Ended, but its result file is damaged (cut short, not JSON): the answer is lost;
+    /// `doctor` names the file.
+    Damaged,
 }
 
 impl TaskState {
-    pub const ALL: [TaskState; 10] = [
+    pub const ALL: [TaskState; 11] = [
         TaskState::Waiting,
         TaskState::Queued,
         TaskState::Running,
@@ -74,6 +77,7 @@ impl TaskState {
         TaskState::Interrupted,
         TaskState::Rejected,
         TaskState::Gone,
+        TaskState::Damaged,
     ];
 
     /// The state a result tells of.
@@ -111,6 +115,7 @@ impl TaskState {
             TaskState::Interrupted => "interrupted",
             TaskState::Rejected => "rejected",
             TaskState::Gone => "gone",
+            TaskState::Damaged => "damaged",
         }
     }
 }

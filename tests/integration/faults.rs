@@ -676,3 +676,82 @@ fn a_killed_workers_leftover_keeps_its_key_and_run_slot_until_it_is_gone() {
     drop(second);
     crate::harness::assert_nothing_left(t.path());
 }
+
+/// The names in `dir` set aside as damaged.
+fn set_aside_in(dir: &Path) -> Vec<String> {
+    fs::read_dir(dir)
+        .unwrap()
+        .flatten()
+        .filter_map(|e| e.file_name().into_string().ok())
+        .filter(|n| n.starts_with(".damaged-"))
+        .collect()
+}
+
+/// Issue 22, item 2: a 0-byte registry entry (entries are not fsynced), a 0-byte queue
+/// result or kept result is logged, set aside and rebuilt where it can be; never fatal to
+/// a worker or a listing, never announced as a result; `doctor` names it.
+#[test]
+fn damaged_index_entries_and_results_are_set_aside_never_fatal() {
+    use crate::harness::run_conductor;
+    let t = TestRoot::new();
+    let queue = conductor::queue::Queue::new(t.client.root().clone());
+    let mut w = WorkerProc::start(&t, S0, "cat", &[], &[]);
+    let t1 = t
+        .client
+        .write_task(S0, &Task::new("hello").with_id("t1"))
+        .unwrap();
+    t.client.wait_for_result(S0, &t1, BOUND).unwrap();
+    let q1 = queue.submit(&Task::new("queued").with_id("q1")).unwrap();
+    queue.wait_for_result(&q1, BOUND).unwrap();
+    w.crash();
+
+    // What a power loss can leave of an entry linked in without fsync.
+    let entry = t.path().join("ids/t1");
+    fs::write(&entry, b"").unwrap();
+    let _w = WorkerProc::start(&t, S0, "cat", &[], &[]);
+    let listed = run_conductor(&t, &["tasks"], 0);
+    assert!(listed.stdout.contains("t1"), "{}", listed.stdout);
+    let result = run_conductor(&t, &["result", "t1"], 0);
+    assert!(result.stdout.contains("hello"), "{}", result.stdout);
+    let rebuilt: serde_json::Value = serde_json::from_slice(&fs::read(&entry).unwrap()).unwrap();
+    assert_eq!(rebuilt["place"], "workers/0", "rebuilt from where t1 is");
+    assert_eq!(set_aside_in(&t.path().join("ids")).len(), 1);
+
+    // A damaged queue result: the task shows as damaged, the listing goes on.
+    fs::write(t.path().join("queue/results/q1.json"), b"").unwrap();
+    let listed = run_conductor(&t, &["tasks"], 0);
+    let q1_line = listed
+        .stdout
+        .lines()
+        .find(|l| l.contains("q1"))
+        .unwrap_or_else(|| panic!("q1 is listed:\n{}", listed.stdout));
+    assert!(q1_line.contains("damaged"), "{q1_line}");
+    assert!(listed.stdout.contains("t1"), "{}", listed.stdout);
+    let doctor = run_conductor(&t, &["doctor"], 1);
+    assert!(
+        doctor.stdout.contains("queue/results/q1.json: is empty"),
+        "{}",
+        doctor.stdout
+    );
+}
+
+/// Issue 22, item 2: a dead worker's kept result that is empty is not its task's result:
+/// recovery sets it aside and answers the task interrupted.
+#[test]
+fn recovery_does_not_announce_an_empty_kept_result() {
+    let t = TestRoot::new();
+    let paths = t.client.create_worker(S0).unwrap();
+    fs::write(paths.running(), br#"{"id": "left", "prompt": "x"}"#).unwrap();
+    fs::write(paths.result_for(&TaskId::from("left")), b"").unwrap();
+    let _w = WorkerProc::start(&t, S0, "cat", &[], &[]);
+    let left = t
+        .client
+        .wait_for_result(S0, &TaskId::from("left"), BOUND)
+        .unwrap();
+    assert_eq!(
+        left.outcome,
+        Some(conductor::Outcome::Interrupted),
+        "{left:?}"
+    );
+    assert_eq!(set_aside_in(&paths.results_dir()).len(), 1);
+}
