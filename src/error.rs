@@ -288,6 +288,16 @@ pub enum Error {
         root: PathBuf,
     },
 
+    /// A queued task waits for a dependency that nobody will ever run: it waits in the
+    /// inbox of a slot no live worker serves.
+    #[error("task {task} waits for task {dependency}, which waits in worker {slot}'s inbox, and no live worker serves slot {slot}: start one with `conductor-worker {slot} DIR --root {}`, or cancel {dependency}", root.display())]
+    DependencyUnserved {
+        task: String,
+        dependency: String,
+        slot: u32,
+        root: PathBuf,
+    },
+
     /// The worker running `task` died (its gate came free with the task still in
     /// `running.json`): only recovery gives the task its result now.
     #[error("worker {slot}{} died with task {task} in hand; its result now comes only from recovery: start the worker again (`conductor-worker {slot} DIR --root {}` recovers it at start) or run `conductor recover {slot} --root {}`", pid.map(|p| format!(" (pid {p})")).unwrap_or_default(), root.display(), root.display())]
@@ -424,7 +434,9 @@ impl Error {
             | NoSlots { .. }
             | BadSlotList { .. }
             | NotAFileName { .. } => ExitClass::Usage,
-            NobodyServes { .. } | WorkerDied { .. } => ExitClass::Nobody,
+            NobodyServes { .. } | WorkerDied { .. } | DependencyUnserved { .. } => {
+                ExitClass::Nobody
+            }
             Io { .. }
             | BadFile { .. }
             | LockLost { .. }

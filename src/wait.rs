@@ -194,6 +194,62 @@ fn running_holds(root: &Root, slot: Slot, id: &TaskId) -> bool {
         .is_some_and(|r| r.to_string() == id.to_string())
 }
 
+/// How deep a chain of queued dependencies is followed to find what blocks it.
+const DEPENDENCY_DEPTH: usize = 8;
+
+/// Why queued task `id` can never run, if it waits (through its `after`, followed down
+/// queued dependencies) for a task in the inbox of a slot nobody serves. `None` while
+/// every dependency it waits for can still run.
+fn unserved_dependency(root: &Root, id: &TaskId) -> Result<Option<Error>> {
+    let mut seen: HashSet<String> = HashSet::new();
+    let mut next = vec![(id.clone(), 0)];
+    while let Some((task, depth)) = next.pop() {
+        if depth >= DEPENDENCY_DEPTH || !seen.insert(task.to_string()) {
+            continue;
+        }
+        let Some(entry) = pending_entry(root, &task)? else {
+            continue; // not waiting in the queue (claimed, finished, or not queued)
+        };
+        let Ok(Some(pending)) = Task::read(&entry, fsio::TASK_SIZE_LIMIT) else {
+            continue;
+        };
+        for dep in &pending.after {
+            match crate::ids::lookup(root, dep) {
+                Ok(Some(crate::ids::Place::Worker(slot))) => {
+                    let w = root.worker(slot);
+                    let waits_in_inbox = fsio::read_bounded(&w.task(), fsio::TASK_SIZE_LIMIT)
+                        .ok()
+                        .flatten()
+                        .and_then(|b| Task::salvage_id(&b))
+                        .is_some_and(|found| found.to_string() == dep.to_string());
+                    if waits_in_inbox && !slot_served(root, slot)? {
+                        return Ok(Some(Error::DependencyUnserved {
+                            task: id.to_string(),
+                            dependency: dep.to_string(),
+                            slot: slot.0,
+                            root: root.path().to_path_buf(),
+                        }));
+                    }
+                }
+                Ok(Some(crate::ids::Place::Queue)) => next.push((dep.clone(), depth + 1)),
+                _ => {}
+            }
+        }
+    }
+    Ok(None)
+}
+
+/// The `queue/pending/` entry of task `id`, if it waits there.
+fn pending_entry(root: &Root, id: &TaskId) -> Result<Option<PathBuf>> {
+    let suffix = format!("~{id}.json");
+    Ok(fsio::read_dir_if_exists(&root.queue_pending())?
+        .into_iter()
+        .flatten()
+        .flatten()
+        .find(|e| e.file_name().to_str().is_some_and(|n| n.ends_with(&suffix)))
+        .map(|e| e.path()))
+}
+
 /// Watches over one wait: [`Vigil::check`] on every wake says whether anyone may
 /// still answer it.
 #[derive(Debug)]
@@ -267,6 +323,13 @@ impl Vigil {
             Awaited::Slot(slot) => slot_served(&self.root, slot)?,
             Awaited::Queue => root_served(&self.root)?,
         };
+        if served && self.awaited == Awaited::Queue {
+            if let Some(id) = &self.task {
+                if let Some(blocked) = unserved_dependency(&self.root, id)? {
+                    return Ok(Some((blocked, false)));
+                }
+            }
+        }
         Ok((!served).then(|| {
             let nobody = Error::NobodyServes {
                 slot: match self.awaited {

@@ -178,6 +178,21 @@ fn busy_ids(paths: &WorkerPaths) -> HashSet<String> {
         .collect()
 }
 
+/// Ids that a task waiting in `queue/pending/` depends on (`after`): their results decide
+/// whether it runs, so they are never collected while it waits.
+fn depended_on(root: &Root) -> Result<HashSet<String>> {
+    let mut ids = HashSet::new();
+    for (name, path, _) in regular_files(&root.queue_pending())? {
+        if is_temp_name(&name) {
+            continue;
+        }
+        if let Ok(Some(task)) = crate::protocol::Task::read(&path, crate::fsio::TASK_SIZE_LIMIT) {
+            ids.extend(task.after.iter().map(|d| d.to_string()));
+        }
+    }
+    Ok(ids)
+}
+
 /// Old `results/<id>.json` of tasks not busy; returns the ids collected.
 fn old_results(
     paths: &WorkerPaths,
@@ -263,9 +278,11 @@ fn plan_slot(
 pub fn plan_gc(root: &Root, opts: &GcOptions) -> Result<GcPlan> {
     let mut items = Vec::new();
     let mut protected = BTreeSet::new();
+    let depended_on = depended_on(root)?;
     for slot in root.slots()? {
         let paths = root.worker(slot);
-        let busy = busy_ids(&paths);
+        let mut busy = busy_ids(&paths);
+        busy.extend(depended_on.iter().cloned());
         plan_slot(&paths, &busy, opts, &mut items)?;
         protected.extend(busy);
     }

@@ -7,7 +7,7 @@
 //! one id-registry read and one result read; the verdict is the pure
 //! [`dependency_state`].
 
-use std::path::PathBuf;
+use std::time::Duration;
 
 use crate::error::{Error, Result};
 use crate::ids::{self, Place};
@@ -29,6 +29,9 @@ pub enum DepState {
     Failed,
     /// It has a result that cannot be read (the reason).
     Unreadable(String),
+    /// Sent to a slot, but neither waiting there, nor in hand, nor finished: its result
+    /// was removed (by hand, or by a gc older than this rule), so it will never succeed.
+    Gone,
 }
 
 /// Whether a task with dependencies may run.
@@ -57,6 +60,10 @@ pub fn dependency_state(deps: &[(TaskId, DepState)]) -> Readiness {
             DepState::Failed => format!("dependency {id} failed"),
             DepState::Unknown => format!("dependency {id} is unknown to this root"),
             DepState::Unreadable(why) => format!("dependency {id} failed: {why}"),
+            DepState::Gone => format!(
+                "dependency {id} has no result any more (removed) and is neither waiting nor \
+                 running, so it will never succeed"
+            ),
         };
         return Readiness::Failed {
             dependency: id.clone(),
@@ -70,14 +77,6 @@ pub fn dependency_state(deps: &[(TaskId, DepState)]) -> Readiness {
     }
 }
 
-/// Where `id`'s result is (or will be), from the registry: `None` if unregistered.
-fn result_path(root: &Root, id: &TaskId) -> Result<Option<PathBuf>> {
-    Ok(ids::lookup(root, id)?.map(|place| match place {
-        Place::Queue => root.queue_results().join(format!("{id}.json")),
-        Place::Worker(slot) => root.worker(slot).result_for(id),
-    }))
-}
-
 /// What is known of dependency `id` now: one registry read, one result read.
 ///
 /// Submit refused unknown dependencies, so a registry entry missing now was lost (its
@@ -85,7 +84,7 @@ fn result_path(root: &Root, id: &TaskId) -> Result<Option<PathBuf>> {
 /// file descriptors left): the dependency's own files still decide when a worker
 /// claims it and registers it again, so the dependent waits rather than ending for good.
 pub fn dep_state(root: &Root, id: &TaskId) -> DepState {
-    let path = match result_path(root, id) {
+    let place = match ids::lookup(root, id) {
         Ok(Some(p)) => p,
         Ok(None) => return DepState::Unfinished,
         Err(e) => {
@@ -93,12 +92,51 @@ pub fn dep_state(root: &Root, id: &TaskId) -> DepState {
             return DepState::Unfinished;
         }
     };
+    let path = match place {
+        Place::Queue => root.queue_results().join(format!("{id}.json")),
+        Place::Worker(slot) => root.worker(slot).result_for(id),
+    };
     match TaskResult::read(&path) {
-        Ok(None) => DepState::Unfinished,
+        Ok(None) => match place {
+            Place::Worker(slot)
+                if registered_for(root, id) > GONE_AFTER && !in_slot(root, slot, id) =>
+            {
+                DepState::Gone
+            }
+            _ => DepState::Unfinished,
+        },
         Ok(Some(r)) if r.success => DepState::Succeeded,
         Ok(Some(_)) => DepState::Failed,
         Err(e) => DepState::Unreadable(e.to_string()),
     }
+}
+
+/// How long an id must have been registered before its missing files mean it is gone:
+/// a send registers the id a moment before its task file lands in the inbox.
+const GONE_AFTER: Duration = Duration::from_secs(10);
+
+/// How long ago `id`'s registry entry was written (zero if that cannot be told).
+fn registered_for(root: &Root, id: &TaskId) -> Duration {
+    std::fs::metadata(root.id_entry(id))
+        .and_then(|m| m.modified())
+        .ok()
+        .and_then(|t| t.elapsed().ok())
+        .unwrap_or_default()
+}
+
+/// Whether `slot` still has task `id` waiting or in hand, or has finished it: read in
+/// the order a task moves (inbox, `running.json`, result), so one moving meanwhile is
+/// seen in its next place.
+fn in_slot(root: &Root, slot: crate::layout::Slot, id: &TaskId) -> bool {
+    let w = root.worker(slot);
+    let holds = |p: &std::path::Path| {
+        crate::fsio::read_bounded(p, crate::fsio::TASK_SIZE_LIMIT)
+            .ok()
+            .flatten()
+            .and_then(|b| Task::salvage_id(&b))
+            .is_some_and(|found| found.to_string() == id.to_string())
+    };
+    holds(&w.task()) || holds(&w.running()) || w.result_for(id).exists()
 }
 
 /// The verdict for `task`'s dependencies as they stand now.

@@ -334,3 +334,74 @@ fn run_chain_hands_each_step_the_previous_output_and_stops_at_a_failure() {
     assert!(why.starts_with("not run: step 2"), "{why}");
     assert_nothing_left(t.path());
 }
+
+/// Issue 22, item 3: `gc` never takes the result a waiting dependent still needs, and a
+/// dependency whose result is gone anyway cancels its dependent, naming it.
+#[test]
+fn gc_keeps_what_a_dependent_needs_and_a_gone_dependency_cancels_it() {
+    let t = TestRoot::new();
+    let log = t.dir.path().join("runs.log");
+    let q = Queue::new(t.client.root().clone());
+    let w = keyed_worker(&t, Slot(0), &log);
+    for d in ["d1", "d2"] {
+        let id = t
+            .client
+            .write_task(Slot(0), &Task::new("k 0").with_id(d))
+            .unwrap();
+        t.client.wait_for_result(Slot(0), &id, BOUND).unwrap();
+    }
+    drop(w);
+    // Nobody serves the queue: both dependents wait in it.
+    let mut s1 = Task::new("k 0").with_id("s1");
+    s1.after = vec![TaskId::from("d1")];
+    let mut s2 = Task::new("k 0").with_id("s2");
+    s2.after = vec![TaskId::from("d2")];
+    q.submit(&s1).unwrap();
+    q.submit(&s2).unwrap();
+
+    cli(&t, &["gc", "--older-than", "0s", "--apply"], 0);
+    let kept = t.client.worker(Slot(0)).result_for(&TaskId::from("d1"));
+    assert!(kept.exists(), "gc took d1's result, which s1 waits for");
+
+    // d2's result removed by hand (or by an older gc), long after it was registered.
+    let paths = t.client.worker(Slot(0));
+    fs::remove_file(paths.result_for(&TaskId::from("d2"))).unwrap();
+    let entry = fs::File::options()
+        .write(true)
+        .open(t.path().join("ids/d2"))
+        .unwrap();
+    entry
+        .set_modified(std::time::SystemTime::now() - Duration::from_secs(60))
+        .unwrap();
+
+    let w = keyed_worker(&t, Slot(0), &log);
+    let r1 = result_of(&q, "s1", &[&w]);
+    assert!(r1.success, "{r1:?}");
+    let r2 = result_of(&q, "s2", &[&w]);
+    assert_eq!(r2.outcome, Some(Outcome::Cancelled), "{r2:?}");
+    let why = r2.error.unwrap_or_default();
+    assert!(why.contains("d2") && why.contains("no result"), "{why}");
+}
+
+/// Issue 22, item 3: a dependent whose dependency waits in the inbox of a slot nobody
+/// serves is not waited for in silence: `wait` exits 4 naming the dependency and slot.
+#[test]
+fn waiting_on_a_dependent_of_an_unserved_inbox_task_ends_naming_it() {
+    let t = TestRoot::new();
+    let log = t.dir.path().join("runs.log");
+    let q = Queue::new(t.client.root().clone());
+    let _w = keyed_worker(&t, Slot(0), &log);
+    t.client.create_worker(Slot(3)).unwrap();
+    t.client
+        .write_task(Slot(3), &Task::new("k 0").with_id("b3"))
+        .unwrap();
+    let mut s3 = Task::new("k 0").with_id("s3");
+    s3.after = vec![TaskId::from("b3")];
+    q.submit(&s3).unwrap();
+    let ran = cli(&t, &["wait", "s3", "--timeout", "60s"], 4);
+    assert!(
+        ran.stderr.contains("b3") && ran.stderr.contains("worker 3"),
+        "{}",
+        ran.stderr
+    );
+}
