@@ -112,6 +112,27 @@ pub struct Launch<'a> {
 /// What a spawn error says when a helper thread could not be started.
 const THREAD_HINT: &str = " (could not start a thread to serve it)";
 
+/// Debug variable (like `CONDUCTOR_DEBUG_WATCH_EVENTS`): the first N agent spawns of
+/// this process fail with EAGAIN, as they do past a process limit (`ulimit -u`), which
+/// root, and so a test run as root, is not held to.
+pub const ENV_DEBUG_SPAWN_EAGAIN: &str = "CONDUCTOR_DEBUG_SPAWN_EAGAIN";
+
+fn injected_spawn_failure() -> bool {
+    use std::sync::atomic::{AtomicU32, Ordering};
+    use std::sync::OnceLock;
+    static LEFT: OnceLock<AtomicU32> = OnceLock::new();
+    let left = LEFT.get_or_init(|| {
+        AtomicU32::new(
+            std::env::var(ENV_DEBUG_SPAWN_EAGAIN)
+                .ok()
+                .and_then(|v| v.parse().ok())
+                .unwrap_or(0),
+        )
+    });
+    left.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| n.checked_sub(1))
+        .is_ok()
+}
+
 fn spawn_error(launch: &Launch<'_>, hint: &'static str, source: io::Error) -> Error {
     Error::Spawn {
         program: launch.command.program.clone(),
@@ -360,6 +381,13 @@ impl Agent {
     /// first. Must be called from a long-lived thread: the parent-death signal fires
     /// when the spawning *thread* exits.
     pub fn spawn(mut launch: Launch<'_>, record: &Path) -> Result<Agent> {
+        if injected_spawn_failure() {
+            return Err(spawn_error(
+                &launch,
+                "",
+                io::Error::from_raw_os_error(nix::libc::EAGAIN),
+            ));
+        }
         spawn::become_subreaper();
         let log = output::open_log(launch.output_log)?;
         let log = LiveLog::shared(LogSink::new(log, launch.output_log, launch.log_cap), 2);

@@ -42,6 +42,31 @@ struct Run<'a> {
 }
 
 /// Run a claimed task to its one result. `Pickup::Stop` if asked to shut down.
+/// How long a task waits out a passing shortage before its agent can start.
+const TRANSIENT_SPAWN_BOUND: Duration = Duration::from_secs(120);
+
+/// Why the agent of a task was not started.
+enum NotStarted {
+    /// For good: the task ends with this result.
+    Failed(Box<TaskResult>),
+    /// The worker was asked to stop while the task waited to start.
+    Stopping(Box<TaskResult>),
+}
+
+/// A shortage that passes: processes (EAGAIN), memory, descriptors.
+fn is_transient(e: &crate::error::Error) -> bool {
+    use nix::libc::{EAGAIN, EMFILE, ENFILE, ENOMEM};
+    match e {
+        crate::error::Error::Spawn { source, .. } => {
+            matches!(
+                source.raw_os_error(),
+                Some(EAGAIN | ENOMEM | ENFILE | EMFILE)
+            )
+        }
+        _ => false,
+    }
+}
+
 pub(crate) fn run(
     shared: &Shared,
     slot: &SlotServer,
@@ -76,9 +101,17 @@ pub(crate) fn run(
             );
         }
     }
-    let mut agent = match run.command(&task).and_then(|c| run.spawn(&task, &c)) {
-        Ok(a) => a,
+    let command = match run.command(&task) {
+        Ok(c) => c,
         Err(r) => return run.end(*r, lock, hold, shutdown),
+    };
+    let mut agent = match run.spawn_patiently(&task, &command, shutdown) {
+        Ok(a) => a,
+        Err(NotStarted::Failed(r)) => return run.end(*r, lock, hold, shutdown),
+        Err(NotStarted::Stopping(r)) => {
+            run.end(*r, lock, hold, shutdown)?;
+            return Ok(Pickup::Stop);
+        }
     };
     tracing::info!(
         "started \"{}\" · task {} · pid {} · {}us after claim",
@@ -144,11 +177,44 @@ impl Run<'_> {
     }
 
     /// Start the agent. Err: the task's failed result (the agent could not start).
-    fn spawn(
+    /// Start the agent; a shortage that passes (EAGAIN past a process limit, no memory
+    /// or descriptors for a moment) is waited out with backoff, holding the task, for up
+    /// to [`TRANSIENT_SPAWN_BOUND`]: only a lasting error fails a task that never started.
+    fn spawn_patiently(
         &self,
         task: &Task,
         command: &AgentCommand,
-    ) -> std::result::Result<Agent, Box<TaskResult>> {
+        shutdown: &Receiver<()>,
+    ) -> std::result::Result<Agent, NotStarted> {
+        let cwd = self.cwd(task).map_err(NotStarted::Failed)?;
+        let deadline = Instant::now() + TRANSIENT_SPAWN_BOUND;
+        let mut pause = Duration::from_millis(20);
+        loop {
+            let e = match self.spawn(task, command, cwd) {
+                Ok(agent) => return Ok(agent),
+                Err(e) => e,
+            };
+            let failed =
+                |outcome, why: String| Box::new(TaskResult::failed(self.id.clone(), outcome, why));
+            if !is_transient(&e) || Instant::now() + pause > deadline {
+                return Err(NotStarted::Failed(failed(Outcome::Failure, e.to_string())));
+            }
+            tracing::warn!(
+                "task {} waits to start: {e}; trying again in {}ms",
+                self.id,
+                pause.as_millis()
+            );
+            if shutdown.recv_timeout(pause).is_ok() {
+                return Err(NotStarted::Stopping(failed(
+                    Outcome::Interrupted,
+                    format!("interrupted: the worker stopped before the agent could start ({e})"),
+                )));
+            }
+            pause = (pause * 2).min(Duration::from_secs(2));
+        }
+    }
+
+    fn spawn(&self, task: &Task, command: &AgentCommand, cwd: &Path) -> Result<Agent> {
         let context = task
             .context
             .as_ref()
@@ -159,7 +225,7 @@ impl Run<'_> {
         let launch = Launch {
             command,
             program_path: self.shared.agent_path.as_deref(),
-            cwd: self.cwd(task)?,
+            cwd,
             task_id: self.id.to_string(),
             env: vec![
                 (ENV_HOME, opts.root.path().display().to_string()),
@@ -178,13 +244,7 @@ impl Run<'_> {
             stream_raw: stream_raw.as_deref(),
         };
         // The agent runs only once its record names it, so recovery can always find it.
-        Agent::spawn(launch, &paths.agent_record()).map_err(|e| {
-            Box::new(TaskResult::failed(
-                self.id.clone(),
-                Outcome::Failure,
-                e.to_string(),
-            ))
-        })
+        Agent::spawn(launch, &paths.agent_record())
     }
 
     /// `working` on this task; the agent's pid and start time are added by the caller.

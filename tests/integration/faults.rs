@@ -755,3 +755,26 @@ fn recovery_does_not_announce_an_empty_kept_result() {
     );
     assert_eq!(set_aside_in(&paths.results_dir()).len(), 1);
 }
+
+/// Issue 22, item 5: under a process limit the agent's clone fails with EAGAIN; that
+/// passes, so the task waits and starts once it can instead of failing in 0 ms. (Root is
+/// not held to `ulimit -u`, so the worker is told to meet EAGAIN on its first spawns.)
+#[test]
+fn a_task_whose_agent_cannot_start_for_a_moment_waits_and_runs() {
+    let t = TestRoot::new();
+    let w = WorkerProc::start(&t, S0, "cat", &[], &[("CONDUCTOR_DEBUG_SPAWN_EAGAIN", "4")]);
+    let queue = conductor::queue::Queue::new(t.client.root().clone());
+    let ids: Vec<TaskId> = (0..3)
+        .map(|i| queue.submit(&Task::new(format!("task {i}"))).unwrap())
+        .collect();
+    for (i, id) in ids.iter().enumerate() {
+        let r = queue.wait_for_result(id, BOUND).unwrap();
+        assert!(r.success, "{r:?}\n{}", w.stderr());
+        assert_eq!(r.output, format!("task {i}"));
+    }
+    assert!(
+        w.stderr().contains("waits to start"),
+        "the waits are logged:\n{}",
+        w.stderr()
+    );
+}
