@@ -352,9 +352,14 @@ fn claim_latency(root: &Root, pending: usize, claims: usize) {
             conductor::dirlock::Acquire::Acquired(l) => Ok(Some(l)),
             conductor::dirlock::Acquire::Held(_) => Ok(None),
         };
-        let conductor::queue::Claim::Taken(claim) =
-            conductor::queue::claim_next(root, &w, &config, take_lock).unwrap()
-        else {
+        let conductor::queue::Claim::Taken(claim) = conductor::queue::claim_next(
+            root,
+            &w,
+            &config,
+            &|_| conductor::queue::Serve::Now,
+            take_lock,
+        )
+        .unwrap() else {
             panic!("a task to claim");
         };
 

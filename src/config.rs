@@ -46,6 +46,10 @@ pub struct Config {
     /// One running task per `key` (shared queue); default on.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub per_key_serialization: Option<bool>,
+    /// A task whose agent reports a usage or rate limit with a reset time waits for
+    /// the reset instead of failing; default on.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub defer_rate_limited: Option<bool>,
 }
 
 impl Default for Config {
@@ -58,6 +62,7 @@ impl Default for Config {
             lock_grace_secs: None,
             max_task_bytes: None,
             per_key_serialization: None,
+            defer_rate_limited: None,
         }
     }
 }
@@ -140,6 +145,10 @@ impl Config {
     /// One running task per key (default on).
     pub fn per_key_serialization(&self) -> bool {
         self.per_key_serialization.unwrap_or(true)
+    }
+
+    pub fn defer_rate_limited(&self) -> bool {
+        self.defer_rate_limited.unwrap_or(true)
     }
 
     pub fn max_task_bytes(&self) -> u64 {

@@ -413,6 +413,24 @@ pub fn read_dir_if_exists(dir: &Path) -> Result<Option<fs::ReadDir>> {
     }
 }
 
+/// Move a file to a name that must be free, in one step (`RENAME_NOREPLACE`); where the
+/// filesystem cannot, a hard link then the unlink of the old name (both names are the
+/// same file for that moment). An existing `to` is `AlreadyExists`, and nothing moved.
+pub fn rename_noreplace(from: &Path, to: &Path) -> Result<()> {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    {
+        use nix::errno::Errno;
+        use nix::fcntl::{renameat2, RenameFlags, AT_FDCWD};
+        match renameat2(AT_FDCWD, from, AT_FDCWD, to, RenameFlags::RENAME_NOREPLACE) {
+            Ok(()) => return Ok(()),
+            Err(Errno::EINVAL | Errno::ENOSYS | Errno::EOPNOTSUPP) => {}
+            Err(e) => return Err(Error::io("move (without replacing) to", to, e.into())),
+        }
+    }
+    fs::hard_link(from, to).map_err(|e| Error::io("link (without replacing) to", to, e))?;
+    fs::remove_file(from).map_err(|e| Error::io("remove", from, e))
+}
+
 /// Remove a file; a missing file is fine. Returns whether something was removed.
 pub fn remove_file_if_exists(path: &Path) -> Result<bool> {
     match fs::remove_file(path) {

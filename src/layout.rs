@@ -193,6 +193,16 @@ impl Root {
         self.keys_dir().join(format!("{key}.lock"))
     }
 
+    /// `agents/`: a file per agent preset whose account is usage-limited, root-wide.
+    pub fn agents_dir(&self) -> PathBuf {
+        self.path.join("agents")
+    }
+
+    /// `agents/<preset>.limited`: until when workers take no task of that preset.
+    pub fn agent_limit(&self, preset: &str) -> PathBuf {
+        self.agents_dir().join(format!("{preset}.limited"))
+    }
+
     pub fn slots_dir(&self) -> PathBuf {
         self.path.join("slots")
     }

@@ -228,6 +228,14 @@ pub struct Task {
     /// agent); its agent gets `CONDUCTOR_DEPTH` = this + 1 (see [`crate::env::stamp_depth`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub depth: Option<u32>,
+    /// The agent preset that must run it (`claude`, `codex`, `command`…): only a worker
+    /// started with that preset takes it; absent, the worker's first (default) preset.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub agent: Option<String>,
+    /// Not to start before this time (RFC 3339): set when its agent's usage or rate
+    /// limit deferred it, to the limit's reset. A queue claim skips it until then.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub not_before: Option<String>,
 }
 
 impl Task {
@@ -249,6 +257,8 @@ impl Task {
             after: Vec::new(),
             dir: None,
             depth: None,
+            agent: None,
+            not_before: None,
         }
     }
 
@@ -312,11 +322,33 @@ impl Task {
                 .map_err(|e| e.replacen("task id", "key", 1))?;
         }
         self.validate_after_and_dir()?;
+        if let Some(a) = &self.agent {
+            if a.is_empty()
+                || a.len() > 64
+                || !a
+                    .bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+            {
+                return Err(format!(
+                    "agent {a:?} is not a preset name (letters, digits, - and _)"
+                ));
+            }
+        }
+        if let Some(t) = &self.not_before {
+            if parse_rfc3339(t).is_none() {
+                return Err(format!("notBefore {t:?} is not an RFC 3339 time"));
+            }
+        }
         Ok(())
     }
 
     pub fn attempt(&self) -> u32 {
         self.attempt.unwrap_or(1)
+    }
+
+    /// When it may start, if it was deferred (`notBefore`).
+    pub fn not_before(&self) -> Option<SystemTime> {
+        self.not_before.as_deref().and_then(parse_rfc3339)
     }
 
     pub fn max_attempts(&self) -> u32 {
@@ -425,6 +457,10 @@ pub struct Status {
     /// What keeps the worker from its work right now (e.g. a full disk), for people.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub problem: Option<String>,
+    /// The agent presets the serving worker runs (its first is the default for tasks
+    /// naming none); stamped by the worker, so waits can tell a task nobody can serve.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub presets: Vec<String>,
 }
 
 impl Status {
@@ -445,6 +481,7 @@ impl Status {
             attempt: None,
             output_bytes: None,
             problem: None,
+            presets: Vec::new(),
         }
     }
 }
@@ -517,6 +554,9 @@ pub struct TaskResult {
     /// Tokens the agent reported the model produced (claude preset).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub output_tokens: Option<u64>,
+    /// The agent preset that ran it (`claude`, `codex`, `command`…).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub agent: Option<String>,
 }
 
 impl TaskResult {
@@ -573,6 +613,7 @@ impl TaskResult {
             is_error: None,
             input_tokens: None,
             output_tokens: None,
+            agent: None,
         }
     }
 }

@@ -88,7 +88,7 @@ pub fn verify_task_dirs(root: &Root, paths: &WorkerPaths) -> Result<()> {
     Ok(())
 }
 
-fn shared_dirs(root: &Root) -> [PathBuf; 12] {
+fn shared_dirs(root: &Root) -> [PathBuf; 13] {
     [
         root.ids_dir(),
         root.workers_dir(),
@@ -101,6 +101,7 @@ fn shared_dirs(root: &Root) -> [PathBuf; 12] {
         root.queue_served(),
         root.keys_dir(),
         root.slots_dir(),
+        root.agents_dir(),
         root.gates_dir(),
     ]
 }

@@ -203,6 +203,7 @@ pub(super) fn drain_stdout(
         }
     };
     let mut final_event = None;
+    let mut limit_event = None;
     let mut buf = vec![0u8; 64 * 1024];
     let outcome = loop {
         let n = match out.read(&mut buf) {
@@ -218,7 +219,14 @@ pub(super) fn drain_stdout(
                 if let Some(raw) = raw {
                     raw.write(chunk);
                 }
-                render_lines(chunk, lines, renderer, log, &mut final_event);
+                render_lines(
+                    chunk,
+                    lines,
+                    renderer,
+                    log,
+                    &mut final_event,
+                    &mut limit_event,
+                );
             }
         }
         let mut c = shared.lock().unwrap_or_else(|p| p.into_inner());
@@ -233,15 +241,28 @@ pub(super) fn drain_stdout(
             if renderer.render(l, &mut last) == LineKind::Result {
                 final_event = Some(l.to_vec());
             }
+            keep_limit_event(l, &mut limit_event);
         });
         lock_log(log).write_out(&last);
         if let Some(raw) = raw {
             raw.finish();
         }
     }
-    shared.lock().unwrap_or_else(|p| p.into_inner()).final_event = final_event;
+    {
+        let mut c = shared.lock().unwrap_or_else(|p| p.into_inner());
+        c.final_event = final_event;
+        c.limit_event = limit_event;
+    }
     lock_log(log).reader_done();
     outcome
+}
+
+/// Keep a Claude Code `rate_limit_event` line (the last one wins): a run refused by a
+/// usage limit says its exact reset there ([`crate::preset::Preset::rate_limit`]).
+fn keep_limit_event(line: &[u8], kept: &mut Option<Vec<u8>>) {
+    if line.starts_with(br#"{"type":"rate_limit_event""#) {
+        *kept = Some(line.to_vec());
+    }
 }
 
 /// Render the lines `chunk` completes into the log, in one write.
@@ -251,12 +272,14 @@ fn render_lines(
     renderer: &mut StreamRenderer,
     log: &SharedLog,
     final_event: &mut Option<Vec<u8>>,
+    limit_event: &mut Option<Vec<u8>>,
 ) {
     let mut text = Vec::new();
     lines.feed(chunk, &mut |l| {
         if renderer.render(l, &mut text) == LineKind::Result {
             *final_event = Some(l.to_vec());
         }
+        keep_limit_event(l, limit_event);
     });
     if !text.is_empty() {
         lock_log(log).write_out(&text);

@@ -373,6 +373,8 @@ pub struct AgentOutput {
     /// Bytes of stdout cut out of the middle of the log file to keep it under its cap.
     pub log_cut: u64,
     pub stderr: Vec<u8>,
+    /// A `stream-json` run's last `rate_limit_event` line.
+    pub limit_event: Option<Vec<u8>>,
 }
 
 impl Agent {
@@ -522,6 +524,7 @@ impl Agent {
             log_cut,
             stdout,
             stderr: err.kept,
+            limit_event: out.limit_event,
         }
     }
 }

@@ -18,6 +18,8 @@ pub(super) struct Captured {
     pub total: u64,
     /// The final `result` event line of a `stream-json` run, whole.
     pub final_event: Option<Vec<u8>>,
+    /// The last `rate_limit_event` line of a `stream-json` run (its limit and reset).
+    pub limit_event: Option<Vec<u8>>,
 }
 
 /// Room left for the cut marker line within the cap.

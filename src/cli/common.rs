@@ -222,9 +222,16 @@ pub struct WorkerArgs {
     /// shows its events readable in the live log and lifts its answer, session id, cost,
     /// turns and tokens into the result), `codex` (`codex exec --json --sandbox
     /// workspace-write --skip-git-repo-check -`: its events shown readable, the last message
-    /// the answer, thread id and tokens lifted) or `command`.
+    /// the answer, thread id and tokens lifted) or `command`. Repeat it to serve several
+    /// (`--preset claude --preset codex`): a task's `agent` picks one, the first is the
+    /// default for tasks naming none, and tasks naming another are not taken (refused
+    /// from the inbox). --agent replaces the first one's command line.
     #[arg(long, value_name = "PRESET", value_parser = parse_preset)]
-    pub preset: Option<Preset>,
+    pub preset: Vec<Preset>,
+    /// Fail a task whose agent hits a usage or rate limit, instead of deferring it to
+    /// the limit's reset (config.json `deferRateLimited: false` does the same root-wide).
+    #[arg(long)]
+    pub no_defer_rate_limited: bool,
     /// Claude preset: the tools the agent may use without asking, comma-separated
     /// (default `Bash,Edit,Write,Read,NotebookEdit`; `Read` alone makes it read-only,
     /// `""` pre-approves none). Not with --agent (your command line says it).
@@ -271,20 +278,39 @@ pub fn run_worker(args: WorkerArgs) -> anyhow::Result<()> {
     };
     crate::env::refuse_nested(&format!("start worker {serving}"), args.allow_nested)?;
     let root = Root::resolve(args.root.as_deref())?;
-    let preset = args.preset.unwrap_or_default();
+    let mut presets = args.preset.clone();
+    presets.dedup();
+    let preset = presets.first().copied().unwrap_or_default();
+    let narrowed = |p: Preset| -> anyhow::Result<String> {
+        let claude = p == Preset::Claude;
+        let (tools, mode) = (
+            args.allowed_tools.as_deref(),
+            args.permission_mode.as_deref(),
+        );
+        if presets.len() > 1 && !claude {
+            return Ok(p.default_command().to_string());
+        }
+        p.command_line(
+            tools.filter(|_| claude || presets.len() == 1),
+            mode.filter(|_| claude || presets.len() == 1),
+        )
+        .map_err(anyhow::Error::msg)
+    };
     let line = match &args.agent {
         Some(line) => line.clone(),
-        None => preset
-            .command_line(
-                args.allowed_tools.as_deref(),
-                args.permission_mode.as_deref(),
-            )
-            .map_err(anyhow::Error::msg)?,
+        None => narrowed(preset)?,
     };
     let agent = AgentCommand::parse(&line)?;
     let dir = crate::env::project_dir(&args.dir)?;
     let mut opts = WorkerOptions::new(root, args.slot.0[0], dir, agent);
     opts.preset = preset;
+    for p in presets.iter().skip(1) {
+        if *p != preset && !opts.more_agents.iter().any(|(q, _)| q == p) {
+            opts.more_agents
+                .push((*p, AgentCommand::parse(&narrowed(*p)?)?));
+        }
+    }
+    opts.defer_rate_limited = !args.no_defer_rate_limited;
     opts.timeout = args.timeout;
     opts.kill_grace = args.kill_grace;
     opts.log_cap = args.log_cap;

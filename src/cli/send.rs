@@ -29,6 +29,11 @@ pub struct TaskArgs {
     /// duration (`90s`, `5m`, `1h`).
     #[arg(long, value_name = "DURATION", value_parser = super::parse_duration_arg)]
     pub timeout: Option<Duration>,
+    /// The agent preset that must run it (`claude`, `codex`, `command`): only a worker
+    /// started with that preset takes it (the task's `agent` field). Default: the
+    /// worker's first preset.
+    #[arg(long, value_name = "PRESET", value_parser = super::parse_preset)]
+    pub agent_preset: Option<crate::preset::Preset>,
 }
 
 impl TaskArgs {
@@ -45,6 +50,7 @@ impl TaskArgs {
             );
         }
         task.timeout_secs = self.timeout.map(super::whole_secs);
+        task.agent = self.agent_preset.map(|p| p.to_string());
         Ok(task)
     }
 }

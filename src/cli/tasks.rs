@@ -19,7 +19,8 @@ Columns: STATE (waiting in an inbox, queued, running, done, failed, timeout, \
 cancelled, interrupted, rejected); AGE (since it was submitted); PROMPT (its start); ID; \
 TOOK (run time, so far while it runs); COST and TURNS (when the agent reported them); WHERE (`slot N` for a task sent to a slot, `queue` \
 while it waits in the shared queue, `queue>N` once slot N took it); KEY; PRI; TRY \
-(attempt/maxAttempts). A line under the table totals the cost and turns of the tasks \
+(attempt/maxAttempts); AGENT (the preset that ran it, or that it names). A task held \
+back by its agent's usage limit says so in STATE: `queued (rate-limited until 22:43)`. A line under the table totals the cost and turns of the tasks \
 shown. The table fits the terminal's width (COLUMNS when set; whole lines when stdout \
 is not a terminal): the prompt is cut first, then the rightmost columns are left out. \
 Tasks whose files gc collected are left out (--state gone shows them).
@@ -143,10 +144,14 @@ pub fn render(tasks: &[TaskSummary], opts: &ListOptions, width: Option<usize>) -
         ("KEY", Col::Drop),
         ("PRI", Col::Drop),
         ("TRY", Col::Drop),
+        ("AGENT", Col::Drop),
     ]);
     for task in tasks {
         t.row(vec![
-            task.state.to_string(),
+            match &task.waiting {
+                Some(why) => format!("{} ({why})", task.state),
+                None => task.state.to_string(),
+            },
             format_age(age_since(task.submitted)),
             task.prompt_preview.clone().unwrap_or_else(dash),
             task.id.to_string(),
@@ -161,6 +166,7 @@ pub fn render(tasks: &[TaskSummary], opts: &ListOptions, width: Option<usize>) -
                 (None, None) => dash(),
                 (a, m) => format!("{}/{}", a.unwrap_or(1), m.unwrap_or(1)),
             },
+            task.agent.clone().unwrap_or_else(dash),
         ]);
     }
     let mut out = t.render(width);

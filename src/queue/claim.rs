@@ -31,6 +31,18 @@ pub struct QueueClaim {
 /// rejected: a non-atomic writer (truncate, then write) may still be at it.
 pub const PENDING_QUIET: Duration = Duration::from_millis(500);
 
+/// Whether a worker serves a task now (its agent preset, that preset's usage limit):
+/// asked of every candidate [`claim_next`] looks at.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Serve {
+    Now,
+    /// Not before then (the task's agent is usage-limited until then).
+    Later(SystemTime),
+    /// Never by this worker (it does not run the task's agent preset).
+    Never,
+}
+
 /// What [`claim_next`] found.
 #[derive(Debug)]
 #[non_exhaustive]
@@ -82,6 +94,7 @@ pub(crate) fn is_held(lock: &Path, opts: &LockOptions) -> bool {
 
 /// One look at `queue/pending/`, as a claim sees it.
 struct Scan<'a> {
+    serve: &'a dyn Fn(&Task) -> Serve,
     root: &'a Root,
     config: &'a Config,
     queue: Queue,
@@ -115,7 +128,7 @@ impl Scan<'_> {
                 held.insert(k);
                 continue;
             }
-            match look_at(&self.queue, &self.pending[i], self.config)? {
+            match look_at(&self.queue, &self.pending[i], self.config, self.serve)? {
                 Candidate::Ready => return Ok(Ok(self.pending[i].path.clone())),
                 Candidate::NotYet(wait) => {
                     retry = Some(retry.map_or(wait, |r| r.min(wait)));
@@ -137,12 +150,14 @@ pub fn claim_next(
     root: &Root,
     worker: &WorkerPaths,
     config: &Config,
+    serve: &dyn Fn(&Task) -> Serve,
     take_slot_lock: impl FnOnce() -> Result<Option<DirLock>>,
 ) -> Result<Claim> {
     let queue = Queue::new(root.clone());
     let pending = queue.scan()?;
     let served = queue.served_times(&pending);
     let mut scan = Scan {
+        serve,
         root,
         config,
         queue,
@@ -167,7 +182,9 @@ pub fn claim_next(
     while let Some(i) = next_to_run(&scan.pending, &scan.served, &busy, scan.now) {
         let c = scan.pending.swap_remove(i);
         // Only the first candidate was looked at before the run slot was taken.
-        if c.path != verified && !matches!(look_at(&scan.queue, &c, config)?, Candidate::Ready) {
+        if c.path != verified
+            && !matches!(look_at(&scan.queue, &c, config, serve)?, Candidate::Ready)
+        {
             continue;
         }
         let key_lock = match scan.key_of(&c) {
@@ -226,7 +243,12 @@ enum Candidate {
 /// quiet for a while. A task with dependencies runs only once all have succeeded; if one
 /// never will, the task is withdrawn here and answered `cancelled` (the cascade: its
 /// own dependents see that answer on a later scan).
-fn look_at(queue: &Queue, c: &PendingTask, config: &Config) -> Result<Candidate> {
+fn look_at(
+    queue: &Queue,
+    c: &PendingTask,
+    config: &Config,
+    serve: &dyn Fn(&Task) -> Serve,
+) -> Result<Candidate> {
     let bytes = match fsio::read_bounded(&c.path, config.max_task_bytes()) {
         Ok(Some(b)) => b,
         Ok(None) => return Ok(Candidate::Skip),
@@ -239,6 +261,16 @@ fn look_at(queue: &Queue, c: &PendingTask, config: &Config) -> Result<Candidate>
         }
         Err(_) => return Ok(Candidate::Ready),
     };
+    // Deferred (its agent was usage-limited): not before its notBefore; look again then.
+    let now = SystemTime::now();
+    if let Some(due) = task.not_before().filter(|t| *t > now) {
+        return Ok(Candidate::NotYet(until(due, now)));
+    }
+    match serve(&task) {
+        Serve::Now => {}
+        Serve::Later(due) => return Ok(Candidate::NotYet(until(due, now))),
+        Serve::Never => return Ok(Candidate::Skip),
+    }
     if task.after.is_empty() {
         return Ok(Candidate::Ready);
     }
@@ -261,6 +293,12 @@ fn look_at(queue: &Queue, c: &PendingTask, config: &Config) -> Result<Candidate>
             Ok(Candidate::Skip)
         }
     }
+}
+
+/// How long from `now` until `due`, and a moment more (a wake-up a hair early would
+/// find it not yet due).
+fn until(due: SystemTime, now: SystemTime) -> Duration {
+    due.duration_since(now).unwrap_or_default() + Duration::from_millis(5)
 }
 
 /// `Some(wait)` while `path` changed within [`PENDING_QUIET`].

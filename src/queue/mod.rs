@@ -9,6 +9,7 @@
 
 mod claim;
 mod deps;
+pub mod limits;
 mod order;
 
 use serde::Serialize;
@@ -32,7 +33,7 @@ use crate::watch::{Interest, WatchMode};
 use claim::is_held;
 pub use claim::{
     claim_next, publish_queue_result, reject_in_hand, requeue, take_run_slot, Claim, QueueClaim,
-    RunSlot,
+    RunSlot, Serve,
 };
 pub use deps::{dep_state, dependency_state, readiness, DepState, Readiness};
 use order::DEFAULT_PRIORITY;
@@ -256,6 +257,10 @@ impl Queue {
     fn dependency_wait(&self, t: &mut PendingTask, limit: u64) -> Option<String> {
         let task = Task::read(&t.path, limit).ok()??;
         t.after = task.after.clone();
+        let limited = limits::waiting_reason(&self.root, task.not_before(), task.agent.as_deref());
+        if limited.is_some() {
+            return limited;
+        }
         match readiness(&self.root, &task) {
             Readiness::Ready => None,
             Readiness::Wait(ids) => Some(format!("waiting for {}", id_list(&ids))),
@@ -511,6 +516,7 @@ pub fn init_root(root: &Root) -> Result<()> {
         root.queue_served(),
         root.keys_dir(),
         root.slots_dir(),
+        root.agents_dir(),
         root.gates_dir(),
         root.ids_dir(),
     ] {

@@ -11,6 +11,9 @@ pub enum Disposition {
     AnnounceKept,
     /// Another attempt is allowed: back to the queue, or into the slot's inbox.
     Redeliver { to_queue: bool },
+    /// It was being deferred (its agent's usage limit): finish putting it back, the
+    /// same attempt, to wait for its `notBefore`.
+    Defer { to_queue: bool },
     /// A cancel asked for while the worker was dying is honoured.
     Cancelled,
     /// It ends as interrupted.
@@ -29,6 +32,9 @@ pub struct Leftover {
     pub attempts: Option<(u32, u32)>,
     /// It came from the shared queue.
     pub queued: bool,
+    /// Its `notBefore` is still ahead: it was being deferred when the worker died (a
+    /// task is never claimed before its `notBefore`, so it did not run since).
+    pub deferring: bool,
 }
 
 /// Decide a leftover task's fate: a kept result wins, then a cancel, then another
@@ -38,6 +44,8 @@ pub fn disposition(l: Leftover) -> Disposition {
         Disposition::AnnounceKept
     } else if l.cancel_requested {
         Disposition::Cancelled
+    } else if l.deferring {
+        Disposition::Defer { to_queue: l.queued }
     } else if l.attempts.is_some_and(|(attempt, max)| attempt < max) {
         Disposition::Redeliver { to_queue: l.queued }
     } else {
@@ -107,6 +115,7 @@ mod tests {
             cancel_requested: false,
             attempts: Some((1, 1)),
             queued: false,
+            deferring: false,
         }
     }
 
@@ -160,6 +169,21 @@ mod tests {
             ..leftover()
         };
         assert_eq!(disposition(unreadable), Disposition::Interrupted);
+    }
+
+    #[test]
+    fn a_task_caught_mid_deferral_goes_back_for_the_same_attempt() {
+        let l = Leftover {
+            deferring: true,
+            queued: true,
+            ..leftover()
+        };
+        assert_eq!(disposition(l), Disposition::Defer { to_queue: true });
+        let cancelled = Leftover {
+            cancel_requested: true,
+            ..l
+        };
+        assert_eq!(disposition(cancelled), Disposition::Cancelled);
     }
 
     const ME: u32 = 1000;

@@ -143,7 +143,24 @@ pub fn recover_slot(root: &Root, slot: Slot, lock_opts: &LockOptions) -> Result<
         }
         Disposition::Redeliver { to_queue } => {
             let task = found.task.clone().expect("a re-delivered task was read");
-            if redeliver(root, &paths, task, &id, to_queue, &found.why())? {
+            if redeliver(root, &paths, task, &id, to_queue, &found.why(), true)? {
+                report.redelivered = Some(id);
+            } else {
+                end_leftover(&ledger, &found, Outcome::Interrupted, tell)?;
+                report.interrupted = Some(id);
+            }
+        }
+        Disposition::Defer { to_queue } => {
+            let task = found.task.clone().expect("a deferred task was read");
+            if redeliver(
+                root,
+                &paths,
+                task,
+                &id,
+                to_queue,
+                "finishing its deferral",
+                false,
+            )? {
                 report.redelivered = Some(id);
             } else {
                 end_leftover(&ledger, &found, Outcome::Interrupted, tell)?;
@@ -221,6 +238,11 @@ impl Found {
             cancel_requested,
             attempts: self.task.as_ref().map(|t| (t.attempt(), t.max_attempts())),
             queued: self.queued,
+            deferring: self
+                .task
+                .as_ref()
+                .and_then(Task::not_before)
+                .is_some_and(|t| t > std::time::SystemTime::now()),
         }
     }
 
@@ -445,8 +467,11 @@ fn redeliver(
     id: &TaskId,
     to_queue: bool,
     why: &str,
+    next_attempt: bool,
 ) -> Result<bool> {
-    task.attempt = Some(task.attempt() + 1);
+    if next_attempt {
+        task.attempt = Some(task.attempt() + 1);
+    }
     task.id = Some(id.clone());
     let running = paths.running();
     if to_queue {

@@ -83,6 +83,12 @@ pub struct TaskSummary {
     /// The tasks it runs after (`after`), if any.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub after: Vec<TaskId>,
+    /// The agent preset that ran it (the result's `agent`), else the one it names.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub agent: Option<String>,
+    /// A waiting task held back by its agent's usage limit: "rate-limited until 22:43".
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub waiting: Option<String>,
 }
 
 /// What the slots and the queue hold right now, read once per listing.
@@ -381,7 +387,12 @@ fn summarize(root: &Root, snap: &mut Snapshot, id: &TaskId, c: &Candidate) -> Re
         error: None,
         file: loc.file.clone(),
         after: task.as_ref().map(|t| t.after.clone()).unwrap_or_default(),
+        agent: task.as_ref().and_then(|t| t.agent.clone()),
+        waiting: None,
     };
+    if let (TaskState::Waiting | TaskState::Queued, Some(t)) = (loc.state, &task) {
+        s.waiting = crate::queue::limits::waiting_reason(root, t.not_before(), t.agent.as_deref());
+    }
     if let Some(r) = result {
         s.started_at = r.started_at;
         s.finished_at = r.finished_at;
@@ -390,6 +401,7 @@ fn summarize(root: &Root, snap: &mut Snapshot, id: &TaskId, c: &Candidate) -> Re
         s.cost_usd = r.cost_usd;
         s.num_turns = r.num_turns;
         s.error = r.error;
+        s.agent = r.agent.or(s.agent);
     } else if let (TaskState::Running, Some(slot)) = (loc.state, loc.slot) {
         running_since(root, slot, id, &mut s);
     }

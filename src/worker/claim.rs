@@ -2,7 +2,7 @@
 
 use std::fs;
 use std::io;
-use std::time::Instant;
+use std::time::{Instant, SystemTime};
 
 use crossbeam_channel::Receiver;
 
@@ -60,6 +60,16 @@ pub(crate) fn from_inbox(
         }
         Inbox::Ready { task, bytes } => (*task, bytes),
     };
+    match serve(shared, &task) {
+        queue::Serve::Now => {}
+        // Deferred, or its agent usage-limited: it waits in the inbox until then.
+        queue::Serve::Later(due) => return Ok(Pickup::Deferred(instant_at(due))),
+        _ => {
+            let reason = not_served(shared, &task);
+            inbox::reject(slot, &inbox_path, &reason, task.id.clone())?;
+            return Ok(Pickup::Ran);
+        }
+    }
     let Some(hold) = admit::admit_inbox_task(shared, task.key.as_deref())? else {
         return Ok(later);
     };
@@ -131,8 +141,14 @@ pub(crate) fn from_queue(
         Acquire::Acquired(l) => Ok(Some(l)),
         Acquire::Held(_) => Ok(None),
     };
-    let claim = match queue::claim_next(&shared.opts.root, &slot.paths, &shared.config, take_lock)?
-    {
+    let serve = |t: &Task| serve(shared, t);
+    let claim = match queue::claim_next(
+        &shared.opts.root,
+        &slot.paths,
+        &shared.config,
+        &serve,
+        take_lock,
+    )? {
         queue::Claim::Taken(claim) => claim,
         queue::Claim::NotYet(wait) => return Ok(Pickup::NotYet(Instant::now() + wait)),
         _ => return Ok(Pickup::Empty),
@@ -165,6 +181,38 @@ pub(crate) fn from_queue(
     }
     tracing::debug!("claimed queued task {id}");
     supervise::run(shared, slot, task, claim.slot_lock, hold, wake, shutdown)
+}
+
+/// Whether this worker runs `task` now: it must serve the task's agent preset, that
+/// preset must not be usage-limited (`agents/<preset>.limited`), and a deferred task's
+/// `notBefore` must have come.
+pub(crate) fn serve(shared: &Shared, task: &Task) -> queue::Serve {
+    let Some((preset, _)) = shared.opts.agent_for(task.agent.as_deref()) else {
+        return queue::Serve::Never;
+    };
+    let now = SystemTime::now();
+    let limited = queue::limits::active(&shared.opts.root, &preset.to_string(), now);
+    let deferred = task.not_before().filter(|t| *t > now);
+    match limited.into_iter().chain(deferred).max() {
+        Some(t) => queue::Serve::Later(t),
+        None => queue::Serve::Now,
+    }
+}
+
+/// Why an inbox task naming a preset this worker does not run is refused.
+fn not_served(shared: &Shared, task: &Task) -> String {
+    let wanted = task.agent.as_deref().unwrap_or("?");
+    format!(
+        "the task names agent preset {wanted}, but this worker runs only {} \
+         (start a worker with --preset {wanted}, or submit it to the queue)",
+        shared.opts.preset_names().join(", ")
+    )
+}
+
+/// The monotonic instant of wall-clock time `t` (now, if it has passed).
+fn instant_at(t: SystemTime) -> Instant {
+    let ahead = t.duration_since(SystemTime::now()).unwrap_or_default();
+    Instant::now() + ahead + std::time::Duration::from_millis(5)
 }
 
 /// A task without an id gets one now, written into `running.json` so recovery knows it.

@@ -221,7 +221,7 @@ mod tests {
         let client = Client::new(root.clone());
         client.init_queue().unwrap();
         let paths = client.create_worker(Slot(0)).unwrap();
-        let slot = SlotServer::take(&root, Slot(0)).unwrap();
+        let slot = SlotServer::take(&root, Slot(0), Vec::new()).unwrap();
         // The inbox file was judged bad, then withdrawn before it could be moved.
         let gone = paths.task();
         reject(&slot, &gone, "is not valid JSON", Some(TaskId::from("w1"))).unwrap();

@@ -70,6 +70,13 @@ pub struct WorkerOptions {
     pub log_cap: u64,
     /// Start even inside an agent (`CONDUCTOR_WORKER` set).
     pub allow_nested: bool,
+    /// More presets this worker serves besides `preset` (which stays the default for
+    /// tasks naming none): a task's `agent` picks one, each with its command line.
+    pub more_agents: Vec<(Preset, AgentCommand)>,
+    /// A task its agent reports usage- or rate-limited with a reset time goes back to
+    /// wait for the reset instead of failing (`--no-defer-rate-limited`, or config
+    /// `deferRateLimited: false`, turns it off).
+    pub defer_rate_limited: bool,
 }
 
 impl WorkerOptions {
@@ -89,6 +96,30 @@ impl WorkerOptions {
             inline_output: 4 * 1024 * 1024,
             log_cap: 64 * 1024 * 1024,
             allow_nested: false,
+            more_agents: Vec::new(),
+            defer_rate_limited: true,
+        }
+    }
+
+    /// The names of the presets served, the default first.
+    pub fn preset_names(&self) -> Vec<String> {
+        std::iter::once(self.preset)
+            .chain(self.more_agents.iter().map(|(p, _)| *p))
+            .map(|p| p.to_string())
+            .collect()
+    }
+
+    /// The preset and command that run a task naming `agent` (none: the default).
+    /// `None`: this worker does not serve that preset.
+    pub fn agent_for(&self, agent: Option<&str>) -> Option<(Preset, &AgentCommand)> {
+        match agent {
+            None => Some((self.preset, &self.agent)),
+            Some(name) if name == self.preset.to_string() => Some((self.preset, &self.agent)),
+            Some(name) => self
+                .more_agents
+                .iter()
+                .find(|(p, _)| p.to_string() == name)
+                .map(|(p, c)| (*p, c)),
         }
     }
 }
@@ -128,12 +159,12 @@ impl SlotServer {
 
     /// Take the slot's gate and create its directories. Its status is written once,
     /// when the slot is announced (a status written here too would be replaced at once).
-    fn take(root: &Root, slot: Slot) -> Result<SlotServer> {
+    fn take(root: &Root, slot: Slot, presets: Vec<String>) -> Result<SlotServer> {
         let paths = root.worker(slot);
         fsio::ensure_dir(&paths.dir)?;
         let gate = acquire_worker_gate(&paths, slot)?;
         paths.create_dirs()?;
-        let board = status::StatusBoard::new(&paths);
+        let board = status::StatusBoard::new(&paths, presets);
         Ok(SlotServer {
             root: root.clone(),
             paths,
@@ -178,6 +209,9 @@ pub(crate) enum Pickup {
     Empty,
     /// Something is there but not ready (mid-write, locked): look again then.
     NotYet(Instant),
+    /// The inbox holds a deferred task (its agent usage-limited) until then: the
+    /// queue may still have work for this slot meanwhile.
+    Deferred(Instant),
 }
 
 /// A started worker: holds its slot's gate and watcher. Run it with [`Worker::run`].
@@ -282,7 +316,7 @@ impl Worker {
         crate::agent::reserve_low_fds();
         check_startable(&opts)?;
         crate::trust::verify_root(&opts.root)?;
-        let slot = SlotServer::take(&opts.root, opts.slot)?;
+        let slot = SlotServer::take(&opts.root, opts.slot, opts.preset_names())?;
         crate::queue::init_root(&opts.root)?;
         let config = Config::load(&opts.root.config_file())?;
         let lock_opts = config.lock_options();
@@ -358,7 +392,7 @@ impl Worker {
                 Pickup::Ran => continue,
                 Pickup::Stop => return Ok(()),
                 Pickup::Empty => None,
-                Pickup::NotYet(when) => Some(when),
+                Pickup::NotYet(when) | Pickup::Deferred(when) => Some(when),
             };
             let mut wait = self.shared.opts.rescan;
             if let Some(at) = retry_at {
@@ -440,11 +474,17 @@ impl SlotServer {
         wake: &Receiver<()>,
         shutdown: &Receiver<()>,
     ) -> Result<Pickup> {
-        let pickup = claim::from_inbox(shared, self, wake, shutdown)?;
-        if !matches!(pickup, Pickup::Empty) {
-            return Ok(pickup);
-        }
-        claim::from_queue(shared, self, wake, shutdown)
+        let held_until = match claim::from_inbox(shared, self, wake, shutdown)? {
+            Pickup::Empty => None,
+            Pickup::Deferred(at) => Some(at),
+            other => return Ok(other),
+        };
+        let queued = claim::from_queue(shared, self, wake, shutdown)?;
+        Ok(match (held_until, queued) {
+            (Some(at), Pickup::Empty) => Pickup::NotYet(at),
+            (Some(at), Pickup::NotYet(b) | Pickup::Deferred(b)) => Pickup::NotYet(at.min(b)),
+            (_, other) => other,
+        })
     }
 }
 

@@ -104,7 +104,7 @@ impl MultiWorker {
         crate::queue::init_root(&opts.root)?;
         let servers = slots
             .iter()
-            .map(|&s| SlotServer::take(&opts.root, s).map(Box::new))
+            .map(|&s| SlotServer::take(&opts.root, s, opts.preset_names()).map(Box::new))
             .collect::<Result<Vec<_>>>()?;
         let config = Config::load(&opts.root.config_file())?;
         let lock_opts = config.lock_options();
@@ -386,7 +386,7 @@ impl MultiWorker {
             State::Idle(_) | State::Retired => self.queue_changes,
         };
         let (retry_at, found_nothing) = match result {
-            Ok(Pickup::NotYet(at)) => (Some(at), false),
+            Ok(Pickup::NotYet(at) | Pickup::Deferred(at)) => (Some(at), false),
             Ok(Pickup::Empty) => (None, true),
             Ok(_) => (None, false),
             Err(e) => {

@@ -18,13 +18,15 @@ use crate::protocol::Status;
 #[derive(Clone)]
 pub(crate) struct StatusBoard {
     status: PathBuf,
+    /// The presets the worker serves, stamped on every status.
+    presets: Arc<Vec<String>>,
     writing: Arc<Mutex<()>>,
 }
 
 impl StatusBoard {
     /// The board of the slot at `paths`. What an older version parked in `.trash/` to
     /// free later is freed now.
-    pub fn new(paths: &WorkerPaths) -> StatusBoard {
+    pub fn new(paths: &WorkerPaths, presets: Vec<String>) -> StatusBoard {
         let trash = paths.trash_dir();
         if let Ok(entries) = fs::read_dir(&trash) {
             for e in entries.flatten() {
@@ -34,6 +36,7 @@ impl StatusBoard {
         }
         StatusBoard {
             status: paths.status(),
+            presets: Arc::new(presets),
             writing: Arc::new(Mutex::new(())),
         }
     }
@@ -43,6 +46,7 @@ impl StatusBoard {
         status.worker_pid = Some(std::process::id());
         status.host = Some(host::hostname().to_string());
         status.host_id = Some(host::host_id().to_string());
+        status.presets = self.presets.to_vec();
         let _one_writer = self.writing.lock().unwrap_or_else(|e| e.into_inner());
         fsio::write_swapped(&self.status, &fsio::to_json_bytes(&status))
     }

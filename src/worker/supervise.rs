@@ -15,6 +15,7 @@ use crate::env::{ENV_CONTEXT, ENV_DEPTH, ENV_HOME};
 use crate::error::{Error, Result};
 use crate::fsio;
 use crate::ledger::Ledger;
+use crate::preset::{Preset, RateLimit};
 use crate::protocol::{
     now_rfc3339, rfc3339, Outcome, Status, Task, TaskId, TaskResult, WorkerState,
 };
@@ -39,6 +40,9 @@ struct Run<'a> {
     attempt: u32,
     /// The prompt's start, so the worker's log lines say what the task is.
     preview: String,
+    /// The preset that runs it (the task's `agent`, else the worker's default) and its
+    /// command line; `None` when this worker does not serve the preset the task names.
+    agent: Option<(Preset, AgentCommand)>,
 }
 
 /// Run a claimed task to its one result. `Pickup::Stop` if asked to shut down.
@@ -84,7 +88,12 @@ pub(crate) fn run(
         clock: Instant::now(),
         attempt: task.attempt(),
         preview: crate::text::prompt_preview(&task.prompt, 60),
+        agent: shared
+            .opts
+            .agent_for(task.agent.as_deref())
+            .map(|(p, c)| (p, c.clone())),
     };
+    let preset = run.agent.as_ref().map_or(shared.opts.preset, |(p, _)| *p);
     if let Some(who) = cancel::requested(&slot.paths, &run.id, false) {
         tracing::info!("task {} was cancelled before it started ({who})", run.id);
         let r = TaskResult::failed(run.id.clone(), Outcome::Cancelled, "cancelled");
@@ -126,8 +135,24 @@ pub(crate) fn run(
     }
     let shutting_down = matches!(stop, Some(Stop::Interrupted(_)));
     let out = agent.finish();
+    let stopped = stop.is_some();
     let mut result = run.build_result(&out, stop);
-    shared.opts.preset.interpret(&mut result);
+    let limit = (!stopped && !result.success)
+        .then(|| preset.rate_limit(&result.output, out.limit_event.as_deref()))
+        .flatten();
+    preset.interpret(&mut result);
+    result.agent = Some(preset.to_string());
+    if let Some(limit) = limit {
+        if let Some(deferred) = run.defer(&task, preset, &limit, &lock, &hold)? {
+            drop(lock);
+            drop(hold);
+            if let Err(e) = agent::ready_log(&slot.paths.output_log()) {
+                tracing::warn!("{e}");
+            }
+            tracing::info!("{deferred}");
+            return Ok(Pickup::Ran);
+        }
+    }
     let ended = run.end(result, lock, hold, shutdown)?;
     Ok(if shutting_down { Pickup::Stop } else { ended })
 }
@@ -136,20 +161,30 @@ impl Run<'_> {
     /// The agent command for this task: the worker's, plus the preset's resume
     /// arguments when the task continues a session. Err: the task's rejected result.
     fn command(&self, task: &Task) -> std::result::Result<AgentCommand, Box<TaskResult>> {
-        let opts = &self.shared.opts;
-        let Some(session) = task.resume.as_deref() else {
-            return Ok(opts.agent.clone());
+        let Some((preset, command)) = &self.agent else {
+            let why = format!(
+                "rejected: the task names agent preset {}, but this worker runs only {}",
+                task.agent.as_deref().unwrap_or("?"),
+                self.shared.opts.preset_names().join(", ")
+            );
+            return Err(Box::new(TaskResult::failed(
+                self.id.clone(),
+                Outcome::Rejected,
+                why,
+            )));
         };
-        match opts.preset.resume_args(session) {
+        let Some(session) = task.resume.as_deref() else {
+            return Ok(command.clone());
+        };
+        match preset.resume_args(session) {
             Some(extra) => {
-                let mut c = opts.agent.clone();
+                let mut c = command.clone();
                 c.args.extend(extra);
                 Ok(c)
             }
             None => {
                 let why = format!(
-                    "task asks to resume session {session}, but the {} preset cannot resume",
-                    opts.preset
+                    "task asks to resume session {session}, but the {preset} preset cannot resume"
                 );
                 Err(Box::new(TaskResult::failed(
                     self.id.clone(),
@@ -221,10 +256,16 @@ impl Run<'_> {
             .map(|c| c.to_string())
             .unwrap_or_else(|| "null".into());
         let (opts, paths) = (&self.shared.opts, &self.slot.paths);
-        let stream_raw = opts.preset.streams().then(|| paths.output_stream());
+        let stream_raw = self.streams().then(|| paths.output_stream());
+        // The program found on PATH at start is the default preset's; another preset's
+        // is looked up as it starts.
+        let default = self
+            .agent
+            .as_ref()
+            .is_some_and(|(_, c)| c.program == opts.agent.program);
         let launch = Launch {
             command,
-            program_path: self.shared.agent_path.as_deref(),
+            program_path: self.shared.agent_path.as_deref().filter(|_| default),
             cwd,
             task_id: self.id.to_string(),
             env: vec![
@@ -245,6 +286,92 @@ impl Run<'_> {
         };
         // The agent runs only once its record names it, so recovery can always find it.
         Agent::spawn(launch, &paths.agent_record())
+    }
+
+    /// Whether the task's agent prints an event stream.
+    fn streams(&self) -> bool {
+        self.agent.as_ref().is_some_and(|(p, _)| p.streams())
+    }
+
+    /// The agent hit a usage limit with a reset time: put the task back to wait for it
+    /// (same attempt; nothing is published), and record the limit root-wide so no
+    /// worker starts a task of this preset before then. `None` when it is not deferred
+    /// (turned off, or the inbox already holds another task): it fails as it is.
+    ///
+    /// Crash safety: `running.json` is first rewritten (durably) with `notBefore`, then
+    /// moved in one rename — into `queue/pending/` (a queue task) or back to the inbox
+    /// without replacing (`RENAME_NOREPLACE`; an inbox task) — so the task is in exactly
+    /// one place at every instant. A worker dying between the two steps leaves a
+    /// `running.json` whose `notBefore` is ahead, which recovery recognises (a task is
+    /// never claimed before its `notBefore`) and finishes deferring.
+    fn defer(
+        &self,
+        task: &Task,
+        preset: Preset,
+        limit: &RateLimit,
+        lock: &DirLock,
+        hold: &Hold,
+    ) -> Result<Option<String>> {
+        let shared = self.shared;
+        if !shared.opts.defer_rate_limited || !shared.config.defer_rate_limited() {
+            return Ok(None);
+        }
+        if limit.until <= SystemTime::now() || still_held(lock, hold).is_some() {
+            return Ok(None);
+        }
+        let root = &shared.opts.root;
+        if let Err(e) = crate::queue::limits::record(
+            root,
+            &preset.to_string(),
+            limit.until,
+            &limit.message,
+            Some(&self.id),
+        ) {
+            tracing::warn!("recording the {preset} usage limit: {e}");
+        }
+        let mut t = task.clone();
+        t.id = Some(self.id.clone());
+        t.not_before = Some(rfc3339(limit.until));
+        let running = self.slot.paths.running();
+        let until = crate::protocol::rfc3339(limit.until);
+        if hold.queued {
+            crate::queue::requeue(root, &running, &t)?;
+        } else {
+            fsio::write_json(&running, &t, fsio::Durability::Durable)?;
+            match fsio::rename_noreplace(&running, &self.slot.paths.task()) {
+                Ok(()) => fsio::fsync_dir(&self.slot.paths.dir)?,
+                Err(e) if e.io_kind() == Some(std::io::ErrorKind::AlreadyExists) => {
+                    tracing::warn!(
+                        "task {}: cannot wait in the inbox for the reset ({until}): another \
+                         task was delivered meanwhile; it fails instead",
+                        self.id
+                    );
+                    return Ok(None);
+                }
+                Err(e) => return Err(e),
+            }
+        }
+        let mut idle = Status::new(WorkerState::Idle);
+        idle.problem = Some(format!(
+            "{preset} is rate-limited until {}: {}",
+            crate::queue::limits::hh_mm(limit.until),
+            limit.message
+        ));
+        if let Err(e) = self.slot.board.publish(idle) {
+            tracing::warn!("{e}");
+        }
+        Ok(Some(format!(
+            "deferred \"{}\" · task {}: {preset} is rate-limited until {until} ({}); it waits {} \
+             and runs then",
+            self.preview,
+            self.id,
+            limit.message,
+            if hold.queued {
+                "in the queue"
+            } else {
+                "in the inbox"
+            }
+        )))
     }
 
     /// `working` on this task; the agent's pid and start time are added by the caller.
@@ -405,7 +532,7 @@ impl Run<'_> {
         }) {
             tracing::warn!("{e}");
         }
-        if self.shared.opts.preset.streams() {
+        if self.streams() {
             let raw = paths.task_stream(&self.id);
             if let Err(e) = fs::rename(paths.output_stream(), &raw) {
                 tracing::warn!("keeping the raw stream as {}: {e}", raw.display());

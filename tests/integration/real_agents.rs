@@ -787,3 +787,259 @@ fn codex_with_a_rejected_api_key_fails_saying_how_to_log_in() {
         "Bearer test-key"
     );
 }
+
+/// A script whose first agent request is refused by the subscription's usage limit the
+/// way Anthropic's API refuses it: a 429 with the `anthropic-ratelimit-unified-*`
+/// headers (status `rejected`, the reset as Unix seconds) — then `after` answers.
+fn usage_limited_script(reset: u64, after: &[&str]) -> Value {
+    let mut turns = vec![json!({"error": {
+    "status": 429,
+    "body": {"type": "error", "error": {"type": "rate_limit_error",
+             "message": "This request would exceed your account's rate limit."}},
+    "headers": {
+        "anthropic-ratelimit-unified-status": "rejected",
+        "anthropic-ratelimit-unified-reset": reset.to_string(),
+        "anthropic-ratelimit-unified-5h-status": "rejected",
+        "anthropic-ratelimit-unified-5h-reset": reset.to_string(),
+        "anthropic-ratelimit-unified-5h-utilization": "1.0",
+        "anthropic-ratelimit-unified-representative-claim": "five_hour"
+    }}})];
+    turns.extend(after.iter().map(|t| json!({ "text": t })));
+    json!({ "turns": turns })
+}
+
+/// Claude Code logged in with a subscription (an OAuth token, as `claude login` leaves):
+/// only then does it read the unified rate-limit headers as a usage limit.
+fn subscriber_env(t: &TestRoot, agents: &Path, server: &ModelServer) -> Vec<(String, String)> {
+    let mut env: Vec<(String, String)> = claude_env(t, agents, server, 2)
+        .into_iter()
+        .filter(|(k, _)| k != "ANTHROPIC_API_KEY")
+        .collect();
+    env.push((
+        "CLAUDE_CODE_OAUTH_TOKEN".into(),
+        "sk-ant-oat01-scripted".into(),
+    ));
+    env
+}
+
+fn unix_now() -> u64 {
+    SystemTime::now()
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .unwrap()
+        .as_secs()
+}
+
+fn submit_queued(t: &TestRoot, id: &str, prompt: &str, dir: &Path) {
+    run_conductor(
+        t,
+        &["submit", prompt, "--id", id, "--dir", dir.to_str().unwrap()],
+        0,
+    );
+}
+
+/// The pending entry of task `id`, if it is in `queue/pending/`.
+fn pending_entry(t: &TestRoot, id: &str) -> Option<Task> {
+    let dir = t.client.root().queue_pending();
+    fs::read_dir(dir).ok()?.flatten().find_map(|e| {
+        let name = e.file_name().to_string_lossy().into_owned();
+        if !name.ends_with(&format!("~{id}.json")) {
+            return None;
+        }
+        serde_json::from_slice(&fs::read(e.path()).ok()?).ok()
+    })
+}
+
+fn queue_result(t: &TestRoot, id: &str) -> Option<TaskResult> {
+    let path = t.client.root().queue_results().join(format!("{id}.json"));
+    TaskResult::read(&path).ok().flatten()
+}
+
+#[test]
+fn claude_usage_limit_defers_the_task_until_the_reset_then_runs_it() {
+    let Some(agents) = need_agent("claude") else {
+        return;
+    };
+    let t = TestRoot::new();
+    let dir = task_dir(&t);
+    let reset = unix_now() + 10;
+    let server = ModelServer::start(
+        t.dir.path(),
+        usage_limited_script(reset, &["done after the reset", "done after the reset"]),
+    );
+    let env = subscriber_env(&t, &agents, &server);
+    let w = RealWorker::start(&t, &["--preset", "claude"], &env);
+    submit_queued(&t, "lim1", "first task", &dir);
+
+    // Refused once, the task is back in the queue with the reset as its notBefore, and
+    // the limit is recorded root-wide; no result, so nothing failed.
+    let mut deferred = None;
+    wait_until(BOUND, "the task deferred back to the queue", || {
+        deferred = pending_entry(&t, "lim1").filter(|t| t.not_before.is_some());
+        deferred.is_some()
+    });
+    let deferred = deferred.unwrap();
+    let not_before = deferred.not_before().unwrap();
+    assert_eq!(
+        not_before,
+        SystemTime::UNIX_EPOCH + Duration::from_secs(reset),
+        "{deferred:?}"
+    );
+    assert_eq!(deferred.attempt(), 1, "a deferral is no attempt");
+    assert!(queue_result(&t, "lim1").is_none());
+    let limit = fs::read_to_string(t.client.root().agent_limit("claude")).unwrap();
+    assert!(limit.contains("You've hit your"), "{limit}");
+    let queue = run_conductor(&t, &["queue"], 0).stdout;
+    assert!(queue.contains("rate-limited until"), "{queue}");
+
+    // A second task submitted meanwhile waits for the reset too.
+    submit_queued(&t, "lim2", "second task", &dir);
+
+    for id in ["lim1", "lim2"] {
+        let r = t
+            .client
+            .wait_for_task(&TaskId::from(id), BOUND)
+            .unwrap_or_else(|e| panic!("no result for {id}: {e}\nworker:\n{}", w.stderr()));
+        assert!(r.success, "{id}: {:?}\n{}", r.error, w.stderr());
+        assert_eq!(r.output, "done after the reset");
+        assert_eq!(r.agent.as_deref(), Some("claude"));
+        assert_eq!(r.attempt, Some(1));
+        let started = conductor::protocol::parse_rfc3339(r.started_at.as_deref().unwrap()).unwrap();
+        assert!(
+            started >= not_before,
+            "{id} started at {:?}, before the reset {not_before:?}",
+            r.started_at
+        );
+    }
+    let sent = server.scripted();
+    assert_eq!(
+        sent.iter()
+            .map(|r| r["status"].as_u64().unwrap())
+            .collect::<Vec<_>>(),
+        [429, 200, 200]
+    );
+    assert!(sent[1]["t_start"].as_f64().unwrap() >= reset as f64);
+}
+
+#[test]
+fn claude_usage_limit_fails_the_task_when_deferral_is_off() {
+    let Some(agents) = need_agent("claude") else {
+        return;
+    };
+    let t = TestRoot::new();
+    let dir = task_dir(&t);
+    let server = ModelServer::start(
+        t.dir.path(),
+        usage_limited_script(unix_now() + 3600, &["never"]),
+    );
+    let env = subscriber_env(&t, &agents, &server);
+    let w = RealWorker::start(&t, &["--preset", "claude", "--no-defer-rate-limited"], &env);
+    let id = submit(&t, "limoff", "hello", &dir);
+    let r = result_of(&t, &id, &w);
+    assert!(!r.success);
+    let error = r.error.unwrap();
+    assert!(
+        error.starts_with("claude reported an error (api_error, HTTP 429): You've hit your"),
+        "{error}"
+    );
+    assert_eq!(server.scripted().len(), 1);
+    assert!(!t.client.root().agent_limit("claude").exists());
+}
+
+/// A worker serving two presets (`--preset command --agent … --preset claude`, a
+/// stand-in `claude` on PATH): each task runs under the preset it names, the first is
+/// the default, a preset the worker does not serve is refused from the inbox and left
+/// in the queue for another worker, and the result says which agent ran it.
+#[test]
+fn each_task_runs_under_the_preset_it_names() {
+    let t = TestRoot::new();
+    let fake = t.dir.path().join("fakebin");
+    fs::create_dir_all(&fake).unwrap();
+    let claude = fake.join("claude");
+    fs::write(
+        &claude,
+        "#!/bin/sh\ncat >/dev/null\necho '{\"type\":\"result\",\"subtype\":\"success\",\
+         \"is_error\":false,\"result\":\"from claude\",\"session_id\":\"s-1\",\"num_turns\":1}'\n",
+    )
+    .unwrap();
+    {
+        use std::os::unix::fs::PermissionsExt;
+        fs::set_permissions(&claude, fs::Permissions::from_mode(0o755)).unwrap();
+    }
+    let path = format!(
+        "{}:{}",
+        fake.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let w = RealWorker::start(
+        &t,
+        &[
+            "--preset",
+            "command",
+            "--agent",
+            "tr a-z A-Z",
+            "--preset",
+            "claude",
+        ],
+        &[("PATH".to_string(), path)],
+    );
+    let status = t.client.read_status(S0).unwrap().unwrap();
+    assert_eq!(status.presets, ["command", "claude"]);
+
+    let plain = t
+        .client
+        .write_task(S0, &Task::new("hello").with_id("p1"))
+        .unwrap();
+    let r = result_of(&t, &plain, &w);
+    assert_eq!(
+        (r.output.as_str(), r.agent.as_deref()),
+        ("HELLO", Some("command"))
+    );
+
+    let mut task = Task::new("hello").with_id("p2");
+    task.agent = Some("claude".into());
+    let id = t.client.write_task(S0, &task).unwrap();
+    let r = result_of(&t, &id, &w);
+    assert!(r.success, "{:?}", r.error);
+    assert_eq!(
+        (r.output.as_str(), r.agent.as_deref()),
+        ("from claude", Some("claude"))
+    );
+    assert_eq!(r.session_id.as_deref(), Some("s-1"));
+
+    let mut task = Task::new("hello").with_id("p3");
+    task.agent = Some("codex".into());
+    let id = t.client.write_task(S0, &task).unwrap();
+    let r = result_of(&t, &id, &w);
+    assert_eq!(r.outcome, Some(conductor::protocol::Outcome::Rejected));
+    let error = r.error.unwrap();
+    assert!(
+        error.contains("agent preset codex") && error.contains("command, claude"),
+        "{error}"
+    );
+
+    // The queue: a codex task is left for a worker that serves codex; the claude one
+    // submitted after it runs here.
+    run_conductor(
+        &t,
+        &["submit", "later", "--id", "q1", "--agent-preset", "codex"],
+        0,
+    );
+    run_conductor(
+        &t,
+        &["submit", "now", "--id", "q2", "--agent-preset", "claude"],
+        0,
+    );
+    let r = t
+        .client
+        .wait_for_task(&TaskId::from("q2"), BOUND)
+        .expect("q2's result");
+    assert_eq!(r.agent.as_deref(), Some("claude"));
+    assert!(
+        pending_entry(&t, "q1").is_some(),
+        "the codex task still waits"
+    );
+    assert!(queue_result(&t, "q1").is_none());
+    let tasks = run_conductor(&t, &["tasks", "--json"], 0).stdout;
+    assert!(tasks.contains("codex"), "{tasks}");
+    drop(w);
+}

@@ -61,6 +61,9 @@ pub struct SubmitArgs {
     pub context: Option<Value>,
     /// Run again after a worker crash, up to this many attempts in all (default 1).
     pub max_attempts: Option<u32>,
+    /// The agent preset that must run it (`claude`, `codex`, `command`): only a worker
+    /// serving that preset takes it. Default: any worker's first preset.
+    pub agent: Option<String>,
 }
 
 #[derive(Debug, Deserialize, schemars::JsonSchema)]
@@ -78,6 +81,9 @@ pub struct SendArgs {
     pub dir: Option<PathBuf>,
     /// Any JSON, handed to the agent as CONDUCTOR_CONTEXT.
     pub context: Option<Value>,
+    /// The agent preset that must run it; the slot's worker refuses a preset it does
+    /// not serve.
+    pub agent: Option<String>,
 }
 
 #[derive(Debug, Deserialize, schemars::JsonSchema)]
@@ -404,6 +410,7 @@ fn submit_task(a: SubmitArgs) -> std::result::Result<Task, String> {
     task.timeout_secs = a.timeout_secs;
     task.context = a.context;
     task.dir = a.dir.map(absolute).transpose()?;
+    task.agent = a.agent.map(preset_name).transpose()?;
     finish_task(task)
 }
 
@@ -415,7 +422,15 @@ fn send_task(a: SendArgs) -> std::result::Result<(Slot, Task), String> {
     task.timeout_secs = a.timeout_secs;
     task.context = a.context;
     task.dir = a.dir.map(absolute).transpose()?;
+    task.agent = a.agent.map(preset_name).transpose()?;
     Ok((slot, finish_task(task)?))
+}
+
+/// A preset name, checked (`claude`, `codex`, `command`).
+fn preset_name(name: String) -> std::result::Result<String, String> {
+    name.parse::<crate::preset::Preset>()
+        .map(|p| p.to_string())
+        .map_err(|e| e.to_string())
 }
 
 fn finish_task(mut task: Task) -> std::result::Result<Task, String> {
