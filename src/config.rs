@@ -46,6 +46,15 @@ pub struct Config {
     /// One running task per `key` (shared queue); default on.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub per_key_serialization: Option<bool>,
+    /// Tasks run in a git worktree of their own unless they say otherwise (default off).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub worktree: Option<bool>,
+    /// Where task worktrees are made (absolute) instead of `<git dir>/conductor-worktrees/`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub worktree_dir: Option<std::path::PathBuf>,
+    /// How long `gc` keeps a finished task's worktree (its branch stays); default 7 days.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub worktree_retention_secs: Option<u64>,
 }
 
 impl Default for Config {
@@ -58,6 +67,9 @@ impl Default for Config {
             lock_grace_secs: None,
             max_task_bytes: None,
             per_key_serialization: None,
+            worktree: None,
+            worktree_dir: None,
+            worktree_retention_secs: None,
         }
     }
 }
@@ -117,6 +129,19 @@ impl Config {
             MAX_LOCK_GRACE_SECS,
             "leave it out for the default 10",
         )?;
+        if let Some(d) = self.worktree_dir.as_ref().filter(|d| !d.is_absolute()) {
+            return Err(format!(
+                "worktreeDir {} is not an absolute path",
+                d.display()
+            ));
+        }
+        within(
+            "worktreeRetentionSecs",
+            self.worktree_retention_secs,
+            0,
+            MAX_TIMEOUT_SECS * 10,
+            "leave it out for the default of 7 days",
+        )?;
         within(
             "maxTaskBytes",
             self.max_task_bytes,
@@ -140,6 +165,11 @@ impl Config {
     /// One running task per key (default on).
     pub fn per_key_serialization(&self) -> bool {
         self.per_key_serialization.unwrap_or(true)
+    }
+
+    /// How long `gc` keeps a finished task's worktree (default 7 days).
+    pub fn worktree_retention(&self) -> Duration {
+        Duration::from_secs(self.worktree_retention_secs.unwrap_or(7 * 24 * 3600))
     }
 
     pub fn max_task_bytes(&self) -> u64 {

@@ -13,8 +13,10 @@ mod agent_record;
 pub(crate) mod salvage;
 mod scheduling;
 mod time;
+mod worktree;
 pub use agent_record::AgentRecord;
 pub use scheduling::{id_list, MAX_AFTER};
+pub use worktree::{WorktreeChange, WorktreeRecord};
 
 /// Largest `context` (as JSON text): Linux caps one environment string at 128 KiB.
 pub const MAX_CONTEXT_BYTES: usize = 120 * 1024;
@@ -228,6 +230,16 @@ pub struct Task {
     /// agent); its agent gets `CONDUCTOR_DEPTH` = this + 1 (see [`crate::env::stamp_depth`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub depth: Option<u32>,
+    /// Run in a fresh git worktree of the task's repository, on branch
+    /// `conductor/<id>` (absent: the root's `worktree` default in config.json).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub worktree: Option<bool>,
+    /// With a worktree: the commit or ref its branch is made from (default `HEAD`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub base: Option<String>,
+    /// With a worktree: copy the repository's staged and unstaged changes into it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub include_uncommitted: Option<bool>,
 }
 
 impl Task {
@@ -249,6 +261,9 @@ impl Task {
             after: Vec::new(),
             dir: None,
             depth: None,
+            worktree: None,
+            base: None,
+            include_uncommitted: None,
         }
     }
 
@@ -312,6 +327,15 @@ impl Task {
                 .map_err(|e| e.replacen("task id", "key", 1))?;
         }
         self.validate_after_and_dir()?;
+        if let Some(b) = &self.base {
+            if b.is_empty()
+                || b.starts_with('-')
+                || b.len() > 256
+                || b.chars().any(|c| c.is_whitespace() || c.is_control())
+            {
+                return Err(format!("base {b:?} is not a git commit or ref name"));
+            }
+        }
         Ok(())
     }
 
@@ -517,6 +541,9 @@ pub struct TaskResult {
     /// Tokens the agent reported the model produced (claude preset).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub output_tokens: Option<u64>,
+    /// The task ran in its own git worktree: its branch, commits and diffstat.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub worktree: Option<WorktreeChange>,
 }
 
 impl TaskResult {
@@ -573,6 +600,7 @@ impl TaskResult {
             is_error: None,
             input_tokens: None,
             output_tokens: None,
+            worktree: None,
         }
     }
 }

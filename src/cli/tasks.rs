@@ -131,7 +131,9 @@ pub fn render(tasks: &[TaskSummary], opts: &ListOptions, width: Option<usize>) -
         return "no tasks match\n".to_string();
     }
     let dash = || "-".to_string();
-    let mut t = Table::new(&[
+    // A BRANCH column only when a task ran in a worktree of its own.
+    let branches = tasks.iter().any(|t| t.worktree.is_some());
+    let mut cols = vec![
         ("STATE", Col::Keep),
         ("AGE", Col::Keep),
         ("PROMPT", Col::Shrink),
@@ -143,9 +145,13 @@ pub fn render(tasks: &[TaskSummary], opts: &ListOptions, width: Option<usize>) -
         ("KEY", Col::Drop),
         ("PRI", Col::Drop),
         ("TRY", Col::Drop),
-    ]);
+    ];
+    if branches {
+        cols.insert(4, ("BRANCH", Col::Drop));
+    }
+    let mut t = Table::new(&cols);
     for task in tasks {
-        t.row(vec![
+        let mut row = vec![
             task.state.to_string(),
             format_age(age_since(task.submitted)),
             task.prompt_preview.clone().unwrap_or_else(dash),
@@ -161,7 +167,11 @@ pub fn render(tasks: &[TaskSummary], opts: &ListOptions, width: Option<usize>) -
                 (None, None) => dash(),
                 (a, m) => format!("{}/{}", a.unwrap_or(1), m.unwrap_or(1)),
             },
-        ]);
+        ];
+        if branches {
+            row.insert(4, task.worktree.as_ref().map_or_else(dash, branch_cell));
+        }
+        t.row(row);
     }
     let mut out = t.render(width);
     out.push_str(&table::fit_line(&totals(tasks), width));
@@ -174,6 +184,15 @@ pub fn render(tasks: &[TaskSummary], opts: &ListOptions, width: Option<usize>) -
         out.push('\n');
     }
     out
+}
+
+/// `conductor/t1 +12 -3 in 2 files`; `(removed)` after the branch when it was not kept.
+pub fn branch_cell(w: &crate::protocol::WorktreeChange) -> String {
+    if w.kept {
+        format!("{} {}", w.branch, w.diffstat())
+    } else {
+        format!("{} (no change, removed)", w.branch)
+    }
 }
 
 /// `12 tasks: 9 done, 2 failed, 1 running · cost $0.1234 · 31 turns`.

@@ -83,6 +83,9 @@ pub struct TaskSummary {
     /// The tasks it runs after (`after`), if any.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub after: Vec<TaskId>,
+    /// Its branch and diffstat, when it ran in a worktree of its own.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub worktree: Option<crate::protocol::WorktreeChange>,
 }
 
 /// What the slots and the queue hold right now, read once per listing.
@@ -360,6 +363,7 @@ fn summarize(root: &Root, snap: &mut Snapshot, id: &TaskId, c: &Candidate) -> Re
         error: None,
         file: loc.file.clone(),
         after: task.as_ref().map(|t| t.after.clone()).unwrap_or_default(),
+        worktree: None,
     };
     if let Some(r) = result {
         s.started_at = r.started_at;
@@ -369,6 +373,7 @@ fn summarize(root: &Root, snap: &mut Snapshot, id: &TaskId, c: &Candidate) -> Re
         s.cost_usd = r.cost_usd;
         s.num_turns = r.num_turns;
         s.error = r.error;
+        s.worktree = r.worktree;
     } else if let (TaskState::Running, Some(slot)) = (loc.state, loc.slot) {
         running_since(root, slot, id, &mut s);
     }

@@ -65,9 +65,19 @@ pub(crate) fn run(
         let r = TaskResult::failed(run.id.clone(), Outcome::Cancelled, "cancelled");
         return run.end(r, lock, hold, shutdown);
     }
-    let mut agent = match run.command(&task).and_then(|c| run.spawn(&task, &c)) {
-        Ok(a) => a,
+    let tree = match super::worktree::prepare(shared, &slot.paths, &task, &run.id) {
+        Ok(t) => t,
         Err(r) => return run.end(*r, lock, hold, shutdown),
+    };
+    let cwd = tree.as_ref().map(|t| t.cwd.as_path());
+    let mut agent = match run.command(&task).and_then(|c| run.spawn(&task, &c, cwd)) {
+        Ok(a) => a,
+        Err(mut r) => {
+            if let Some(t) = &tree {
+                r.worktree = Some(super::worktree::conclude(t, &task, r.outcome));
+            }
+            return run.end(*r, lock, hold, shutdown);
+        }
     };
     tracing::info!(
         "started \"{}\" · task {} · pid {} · {}us after claim",
@@ -84,6 +94,12 @@ pub(crate) fn run(
     let out = agent.finish();
     let mut result = run.build_result(&out, stop);
     shared.opts.preset.interpret(&mut result);
+    if let Some(t) = &tree {
+        let stopped = result
+            .outcome
+            .filter(|o| *o != Outcome::Success && *o != Outcome::Failure);
+        result.worktree = Some(super::worktree::conclude(t, &task, stopped));
+    }
     let ended = run.end(result, lock, hold, shutdown)?;
     Ok(if shutting_down { Pickup::Stop } else { ended })
 }
@@ -137,6 +153,7 @@ impl Run<'_> {
         &self,
         task: &Task,
         command: &AgentCommand,
+        worktree_cwd: Option<&Path>,
     ) -> std::result::Result<Agent, Box<TaskResult>> {
         let context = task
             .context
@@ -148,7 +165,10 @@ impl Run<'_> {
         let launch = Launch {
             command,
             program_path: self.shared.agent_path.as_deref(),
-            cwd: self.cwd(task)?,
+            cwd: match worktree_cwd {
+                Some(dir) => dir,
+                None => self.cwd(task)?,
+            },
             task_id: self.id.to_string(),
             env: vec![
                 (ENV_HOME, opts.root.path().display().to_string()),
@@ -401,6 +421,8 @@ impl Run<'_> {
             );
             return Ok(Pickup::Stop);
         }
+        // The result tells of the worktree now; the slot's record of it is done.
+        super::worktree::forget_record(&self.slot.paths.dir);
         tracing::info!(
             "{} \"{}\" in {}{} · task {}",
             &r.outcome_label(),

@@ -31,3 +31,4 @@ mod views;
 mod views_tmux;
 mod waits;
 mod worker;
+mod worktrees;

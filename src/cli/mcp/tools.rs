@@ -61,6 +61,14 @@ pub struct SubmitArgs {
     pub context: Option<Value>,
     /// Run again after a worker crash, up to this many attempts in all (default 1).
     pub max_attempts: Option<u32>,
+    /// Run in a fresh git worktree of the repository (`dir`, else the worker's project
+    /// directory) on a new branch conductor/<id>; the result gives the branch and its
+    /// diffstat. Default: the root's setting (off).
+    pub worktree: Option<bool>,
+    /// With worktree: the commit or ref to branch from (default HEAD).
+    pub base: Option<String>,
+    /// With worktree: copy the repository's uncommitted changes into the worktree.
+    pub include_uncommitted: Option<bool>,
 }
 
 #[derive(Debug, Deserialize, schemars::JsonSchema)]
@@ -404,6 +412,9 @@ fn submit_task(a: SubmitArgs) -> std::result::Result<Task, String> {
     task.timeout_secs = a.timeout_secs;
     task.context = a.context;
     task.dir = a.dir.map(absolute).transpose()?;
+    task.worktree = a.worktree;
+    task.base = a.base;
+    task.include_uncommitted = a.include_uncommitted;
     finish_task(task)
 }
 
