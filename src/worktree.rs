@@ -349,7 +349,7 @@ pub fn plan(req: &Request<'_>) -> Result<WorktreeRecord> {
 /// every registered worktree's files, and one half-made by a parallel `add` makes it
 /// fail ("failed to read .git/worktrees/<name>/commondir"), as 20 tasks started at once
 /// on one repository showed. The kernel drops the lock if its holder dies.
-fn folder_lock(folder: &Path) -> Result<std::fs::File> {
+fn folder_lock(folder: &Path) -> Result<nix::fcntl::Flock<std::fs::File>> {
     use std::os::unix::fs::OpenOptionsExt;
     fsio::ensure_dir(folder)?;
     let path = folder.join(".conductor.lock");
@@ -361,8 +361,8 @@ fn folder_lock(folder: &Path) -> Result<std::fs::File> {
         .custom_flags(nix::libc::O_NOFOLLOW | nix::libc::O_CLOEXEC)
         .open(&path)
         .map_err(|e| Error::io("open", &path, e))?;
-    file.lock().map_err(|e| Error::io("lock", &path, e))?;
-    Ok(file)
+    nix::fcntl::Flock::lock(file, nix::fcntl::FlockArg::LockExclusive)
+        .map_err(|(_, errno)| Error::io("lock", &path, io::Error::from(errno)))
 }
 
 /// Make the worktree `rec` plans (`git worktree add -b`), unless it is there from an

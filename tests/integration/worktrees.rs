@@ -531,3 +531,161 @@ fn bad_input_is_refused_or_documented() {
         nw.stderr
     );
 }
+
+#[test]
+fn gc_removes_worktrees_past_their_retention_and_doctor_lists_orphans() {
+    let t = TestRoot::new();
+    let repo = repo(&t);
+    let _w = WorkerProc::start(&t, Slot(0), &edit_agent(), &[], &[]);
+    submit(&t, &repo, "g1", "WRITE g.txt g", &[]);
+    let r = result(&t, "g1");
+    let path = PathBuf::from(r["worktree"]["path"].as_str().unwrap());
+    assert!(path.is_dir());
+    let doctor = |t: &TestRoot| -> Value {
+        let out = conductor(t, &["doctor", "--agent", "cat", "--json"]);
+        let v: Value = serde_json::from_str(&out.stdout).unwrap();
+        v["checks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|c| c["name"] == "worktrees")
+            .cloned()
+            .unwrap_or_else(|| panic!("no worktrees check: {v:#}"))
+    };
+    assert_eq!(
+        doctor(&t)["status"],
+        "ok",
+        "a kept worktree is accounted for"
+    );
+    // A worktree no task of this root made, and one whose directory was deleted.
+    let stray = repo.join(".git/conductor-worktrees/stray");
+    git(
+        &repo,
+        &[
+            "worktree",
+            "add",
+            "--quiet",
+            "-b",
+            "conductor/stray",
+            stray.to_str().unwrap(),
+        ],
+    );
+    let check = doctor(&t);
+    assert_eq!(check["status"], "warn", "{check:#}");
+    assert!(
+        check["detail"].as_str().unwrap().contains("stray"),
+        "{check:#}"
+    );
+    git(
+        &repo,
+        &["worktree", "remove", "--force", stray.to_str().unwrap()],
+    );
+    git(&repo, &["branch", "-D", "conductor/stray"]);
+    assert_eq!(doctor(&t)["status"], "ok");
+
+    // Within its retention gc keeps it; past it (0 s here) the worktree goes, the
+    // branch stays, and the task still merges.
+    let plan = conductor_ok(&t, &["gc", "--older-than", "1h"], 0).stdout;
+    assert!(!plan.contains("task worktree"), "{plan}");
+    std::fs::write(
+        t.path().join("config.json"),
+        r#"{"worktreeRetentionSecs": 0}"#,
+    )
+    .unwrap();
+    let gc = conductor_ok(&t, &["gc", "--older-than", "1h", "--apply"], 0).stdout;
+    assert!(
+        gc.contains("task worktree") || gc.contains("removed 1"),
+        "{gc}"
+    );
+    assert!(!path.exists());
+    assert_eq!(worktree_count(&repo), 1);
+    assert_eq!(branches(&repo), ["conductor/g1"]);
+    conductor_ok(&t, &["merge", "g1"], 0);
+    assert_eq!(std::fs::read_to_string(repo.join("g.txt")).unwrap(), "g\n");
+}
+
+/// Median and p99 of `xs` (sorted in place).
+fn median_p99(xs: &mut [f64]) -> (f64, f64) {
+    xs.sort_by(|a, b| a.partial_cmp(b).unwrap());
+    let p = |q: f64| xs[((xs.len() as f64 - 1.0) * q).round() as usize];
+    (p(0.5), p(0.99))
+}
+
+/// What a worktree adds to a task's start (claim → agent started, as the worker logs
+/// it) and to its whole run (`durationMs`: the worktree made, the agent run, the
+/// leftovers committed and the unchanged branch removed), on a repository of 10,000
+/// files. `cargo test --release --test integration worktree_start_cost -- --ignored --nocapture`
+#[test]
+#[ignore]
+fn worktree_start_cost_on_a_ten_thousand_file_repository() {
+    let t = TestRoot::new();
+    let repo = repo(&t);
+    for d in 0..100 {
+        let dir = repo.join(format!("src/d{d}"));
+        std::fs::create_dir_all(&dir).unwrap();
+        for f in 0..100 {
+            std::fs::write(
+                dir.join(format!("f{f}.rs")),
+                format!("// {d} {f}\nfn f() {{}}\n"),
+            )
+            .unwrap();
+        }
+    }
+    git(&repo, &["add", "."]);
+    git(&repo, &["commit", "--quiet", "-m", "10k files"]);
+    let files = git(&repo, &["ls-files"]).lines().count();
+    let w = WorkerProc::start(&t, Slot(0), &edit_agent(), &[], &[]);
+    let runs = 40;
+    let mut report = Vec::new();
+    for (label, worktree, prompt) in [
+        ("plain", false, "nothing"),
+        ("worktree, no change", true, "nothing"),
+        ("worktree, one file changed", true, "WRITE x.txt x"),
+    ] {
+        let before = w.stderr().matches("us after claim").count();
+        let mut durations = Vec::new();
+        for i in 0..runs {
+            let id = format!("{}-{i}", label.replace([' ', ','], ""));
+            let mut task = conductor::Task::new(prompt).with_id(id.as_str());
+            task.dir = Some(repo.clone());
+            if worktree {
+                task.worktree = Some(true);
+            }
+            t.client.write_task(Slot(0), &task).unwrap();
+            let r = t
+                .client
+                .wait_for_result(Slot(0), &TaskId::from(id.as_str()), BOUND)
+                .unwrap();
+            assert!(r.success, "{r:?}");
+            durations.push(r.duration_ms.unwrap() as f64);
+            if let Some(w) = r.worktree.filter(|w| w.kept) {
+                // Keep the disk small: each worktree holds 10,000 files.
+                Command::new("git")
+                    .arg("-C")
+                    .arg(&repo)
+                    .args(["worktree", "remove", "--force"])
+                    .arg(&w.path)
+                    .status()
+                    .unwrap();
+            }
+        }
+        let log = w.stderr();
+        let mut starts: Vec<f64> = log
+            .split("us after claim")
+            .skip(before)
+            .take(runs)
+            .filter_map(|chunk| chunk.rsplit(' ').next()?.parse::<f64>().ok())
+            .map(|us| us / 1000.0)
+            .collect();
+        assert_eq!(starts.len(), runs, "start times in the worker's log");
+        let (sm, sp) = median_p99(&mut starts);
+        let (dm, dp) = median_p99(&mut durations);
+        report.push(format!(
+            "{label:>28}: start median {sm:.1} ms, p99 {sp:.1} ms · whole task median {dm:.0} ms, p99 {dp:.0} ms"
+        ));
+    }
+    println!("\n{files} files, {runs} tasks each, one worker, tasks one after another:");
+    for line in report {
+        println!("{line}");
+    }
+}
