@@ -50,6 +50,15 @@ pub struct Config {
     /// the reset instead of failing; default on.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub defer_rate_limited: Option<bool>,
+    /// Tasks run in a git worktree of their own unless they say otherwise (default off).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub worktree: Option<bool>,
+    /// Where task worktrees are made (absolute) instead of `<git dir>/conductor-worktrees/`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub worktree_dir: Option<std::path::PathBuf>,
+    /// How long `gc` keeps a finished task's worktree (its branch stays); default 7 days.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub worktree_retention_secs: Option<u64>,
 }
 
 impl Default for Config {
@@ -63,6 +72,9 @@ impl Default for Config {
             max_task_bytes: None,
             per_key_serialization: None,
             defer_rate_limited: None,
+            worktree: None,
+            worktree_dir: None,
+            worktree_retention_secs: None,
         }
     }
 }
@@ -122,6 +134,19 @@ impl Config {
             MAX_LOCK_GRACE_SECS,
             "leave it out for the default 10",
         )?;
+        if let Some(d) = self.worktree_dir.as_ref().filter(|d| !d.is_absolute()) {
+            return Err(format!(
+                "worktreeDir {} is not an absolute path",
+                d.display()
+            ));
+        }
+        within(
+            "worktreeRetentionSecs",
+            self.worktree_retention_secs,
+            0,
+            MAX_TIMEOUT_SECS * 10,
+            "leave it out for the default of 7 days",
+        )?;
         within(
             "maxTaskBytes",
             self.max_task_bytes,
@@ -149,6 +174,11 @@ impl Config {
 
     pub fn defer_rate_limited(&self) -> bool {
         self.defer_rate_limited.unwrap_or(true)
+    }
+
+    /// How long `gc` keeps a finished task's worktree (default 7 days).
+    pub fn worktree_retention(&self) -> Duration {
+        Duration::from_secs(self.worktree_retention_secs.unwrap_or(7 * 24 * 3600))
     }
 
     pub fn max_task_bytes(&self) -> u64 {

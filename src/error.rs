@@ -331,6 +331,65 @@ pub enum Error {
     /// A task's working directory (`dir`) cannot be used.
     #[error("task directory {}: {reason}", path.display())]
     BadTaskDir { path: PathBuf, reason: String },
+
+    /// A worktree was asked for in a directory that is in no git repository.
+    #[error("{} is not in a git repository, so it cannot have a worktree ({stderr})", dir.display())]
+    NotARepository { dir: PathBuf, stderr: String },
+
+    /// A worktree was asked for in a bare repository (it has no checked-out branch to
+    /// branch from or merge into).
+    #[error("{} is a bare git repository; a task's worktree needs a repository with a working tree (clone it, and point --dir at the clone)", dir.display())]
+    BareRepository { dir: PathBuf },
+
+    /// The commit a task's branch should start from cannot be used.
+    #[error("repository {}: cannot branch from {base:?}: {why}", repo.display())]
+    BadBase {
+        repo: PathBuf,
+        base: String,
+        why: String,
+    },
+
+    /// The branch a task would work on exists already (and is not its own worktree's).
+    #[error("repository {}: branch {branch} already exists; a task's branch is made fresh, so delete that branch (`git branch -D {branch}`) or give the task another id", repo.display())]
+    BranchExists { repo: PathBuf, branch: String },
+
+    /// The repository's uncommitted changes could not be copied into the worktree.
+    #[error("repository {}: cannot copy its uncommitted changes into the worktree {}: {why}", repo.display(), worktree.display())]
+    UncommittedNotCopied {
+        repo: PathBuf,
+        worktree: PathBuf,
+        why: String,
+    },
+
+    /// The task ran without a worktree, so it has no branch to diff, merge or discard.
+    #[error("task {id} did not run in a worktree (its result has no branch)")]
+    NoWorktree { id: String },
+
+    /// The task's branch is gone: merged or discarded already.
+    #[error("task {id}: branch {branch} is gone from {} (merged or discarded already)", repo.display())]
+    BranchGone {
+        id: String,
+        branch: String,
+        repo: PathBuf,
+    },
+
+    /// A merge needs a clean checkout: it would mix with, or on a conflict lose, changes.
+    #[error("repository {} has uncommitted changes ({files}); commit or stash them before merging a task", repo.display())]
+    RepoDirty { repo: PathBuf, files: String },
+
+    /// A merge needs a branch checked out to merge into.
+    #[error("repository {} has a detached HEAD; check out the branch to merge into first", repo.display())]
+    DetachedHead { repo: PathBuf },
+
+    /// A task's branch conflicts with the checked-out branch; the merge was undone.
+    #[error("task {id}: merging {branch} into {into} of {} conflicts in {}; the merge was aborted and the repository is as it was", repo.display(), files.join(", "))]
+    MergeConflict {
+        id: String,
+        branch: String,
+        into: String,
+        repo: PathBuf,
+        files: Vec<String>,
+    },
 }
 
 /// The message of [`Error::NobodyServes`].
@@ -414,7 +473,10 @@ impl Error {
             | NotPublished { .. }
             | TooDeep { .. }
             | CancelMidWrite { .. }
-            | CancelKeptMoving { .. } => ExitClass::Refused,
+            | CancelKeptMoving { .. }
+            | BranchExists { .. }
+            | RepoDirty { .. }
+            | DetachedHead { .. } => ExitClass::Refused,
             InvalidSlot { .. }
             | NoSuchSlot { .. }
             | SlotTooLarge { .. }
@@ -433,7 +495,12 @@ impl Error {
             | BadEnvVar { .. }
             | NoSlots { .. }
             | BadSlotList { .. }
-            | NotAFileName { .. } => ExitClass::Usage,
+            | NotAFileName { .. }
+            | NotARepository { .. }
+            | BareRepository { .. }
+            | BadBase { .. }
+            | NoWorktree { .. }
+            | BranchGone { .. } => ExitClass::Usage,
             NobodyServes { .. } | WorkerDied { .. } | DependencyUnserved { .. } => {
                 ExitClass::Nobody
             }
@@ -444,7 +511,9 @@ impl Error {
             | Watch { .. }
             | WorkerGone { .. }
             | Spawn { .. }
-            | Command { .. } => ExitClass::Failure,
+            | Command { .. }
+            | UncommittedNotCopied { .. }
+            | MergeConflict { .. } => ExitClass::Failure,
         }
     }
 

@@ -70,6 +70,7 @@ pub mod wait;
 pub mod watch;
 pub mod workdir;
 pub mod worker;
+pub mod worktree;
 
 pub use client::Client;
 pub use config::Config;

@@ -13,8 +13,10 @@ mod agent_record;
 pub(crate) mod salvage;
 mod scheduling;
 mod time;
+mod worktree;
 pub use agent_record::AgentRecord;
 pub use scheduling::{id_list, MAX_AFTER};
+pub use worktree::{WorktreeChange, WorktreeRecord};
 
 /// Largest `context` (as JSON text): Linux caps one environment string at 128 KiB.
 pub const MAX_CONTEXT_BYTES: usize = 120 * 1024;
@@ -236,6 +238,16 @@ pub struct Task {
     /// limit deferred it, to the limit's reset. A queue claim skips it until then.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub not_before: Option<String>,
+    /// Run in a fresh git worktree of the task's repository, on branch
+    /// `conductor/<id>` (absent: the root's `worktree` default in config.json).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub worktree: Option<bool>,
+    /// With a worktree: the commit or ref its branch is made from (default `HEAD`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub base: Option<String>,
+    /// With a worktree: copy the repository's staged and unstaged changes into it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub include_uncommitted: Option<bool>,
 }
 
 impl Task {
@@ -259,6 +271,9 @@ impl Task {
             depth: None,
             agent: None,
             not_before: None,
+            worktree: None,
+            base: None,
+            include_uncommitted: None,
         }
     }
 
@@ -337,6 +352,15 @@ impl Task {
         if let Some(t) = &self.not_before {
             if parse_rfc3339(t).is_none() {
                 return Err(format!("notBefore {t:?} is not an RFC 3339 time"));
+            }
+        }
+        if let Some(b) = &self.base {
+            if b.is_empty()
+                || b.starts_with('-')
+                || b.len() > 256
+                || b.chars().any(|c| c.is_whitespace() || c.is_control())
+            {
+                return Err(format!("base {b:?} is not a git commit or ref name"));
             }
         }
         Ok(())
@@ -557,6 +581,9 @@ pub struct TaskResult {
     /// The agent preset that ran it (`claude`, `codex`, `command`…).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub agent: Option<String>,
+    /// The task ran in its own git worktree: its branch, commits and diffstat.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub worktree: Option<WorktreeChange>,
 }
 
 impl TaskResult {
@@ -614,6 +641,7 @@ impl TaskResult {
             input_tokens: None,
             output_tokens: None,
             agent: None,
+            worktree: None,
         }
     }
 }

@@ -37,7 +37,10 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
     if args.apply {
         crate::trust::verify_root(&root)?;
     }
-    let plan = plan_gc(&root, &GcOptions::new(args.older_than))?;
+    let mut opts = GcOptions::new(args.older_than);
+    opts.worktrees_older_than =
+        Some(crate::Config::load(&root.config_file())?.worktree_retention());
+    let plan = plan_gc(&root, &opts)?;
     let report = args.apply.then(|| apply_gc(&plan));
     if args.json {
         let (items, bytes, errors) = match &report {

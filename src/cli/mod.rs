@@ -32,6 +32,7 @@ pub mod tasks;
 pub mod usage;
 pub mod wait;
 pub mod waiting;
+pub mod worktrees;
 
 use std::path::PathBuf;
 
@@ -171,6 +172,12 @@ enum Command {
     Mcp(mcp::Args),
     /// Lay out an orchestrator pane and N worker panes in tmux (same as conductor-launch)
     Launch(launch::Args),
+    /// Show the change a --worktree task made (git diff BASE...BRANCH).
+    Diff(worktrees::DiffArgs),
+    /// Merge a --worktree task's branch into the checked-out branch (or --all of them).
+    Merge(worktrees::MergeArgs),
+    /// Remove a --worktree task's worktree and branch.
+    Discard(worktrees::DiscardArgs),
 }
 
 /// `conductor …`: parse the command line, run the subcommand, return the exit code.
@@ -207,5 +214,8 @@ fn dispatch(command: Command) -> anyhow::Result<i32> {
         Command::Completions(a) => completions::run(a),
         Command::Launch(a) => launch::run(a),
         Command::Mcp(a) => mcp::run(a),
+        Command::Diff(a) => worktrees::run_diff(a),
+        Command::Merge(a) => worktrees::run_merge(a),
+        Command::Discard(a) => worktrees::run_discard(a),
     }
 }

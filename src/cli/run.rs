@@ -74,6 +74,8 @@ pub struct Args {
     /// Run even inside a conductor agent (CONDUCTOR_WORKER is set).
     #[arg(long)]
     pub allow_nested: bool,
+    #[command(flatten)]
+    pub worktree: super::send::WorktreeArgs,
 }
 
 /// Split a prompts file: non-empty lines, or blank-line separated blocks.
@@ -108,6 +110,9 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
         .dir
         .canonicalize()
         .map_err(|e| CliError::Usage(format!("--dir {}: {e}", args.dir.display())))?;
+    if args.worktree.worktree {
+        crate::worktree::Repo::of(&dir)?;
+    }
     let mut _private_root = None;
     let root = match &args.root {
         Some(r) => Root::new(r),
@@ -138,6 +143,7 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
         .map(|p| {
             let mut t = Task::new(p.clone());
             t.timeout_secs = args.timeout.map(super::whole_secs);
+            args.worktree.apply(&mut t);
             t
         })
         .collect();

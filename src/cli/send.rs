@@ -34,6 +34,48 @@ pub struct TaskArgs {
     /// worker's first preset.
     #[arg(long, value_name = "PRESET", value_parser = super::parse_preset)]
     pub agent_preset: Option<crate::preset::Preset>,
+    #[command(flatten)]
+    pub worktree: WorktreeArgs,
+}
+
+/// `--worktree`, `--base`, `--include-uncommitted`: shared by `run`, `send` and `submit`.
+#[derive(Debug, Clone, Default, clap::Args)]
+pub struct WorktreeArgs {
+    /// Run in a fresh git worktree of the repository, on a new branch conductor/<ID>;
+    /// then `conductor diff|merge|discard ID` (see `conductor merge --help`).
+    #[arg(long)]
+    pub worktree: bool,
+    /// With --worktree: make the branch from this commit or ref instead of HEAD.
+    #[arg(long, value_name = "REF", requires = "worktree")]
+    pub base: Option<String>,
+    /// With --worktree: copy the repository's staged and unstaged changes into the
+    /// worktree (without it the worktree starts from HEAD, and the result says so).
+    #[arg(long, requires = "worktree")]
+    pub include_uncommitted: bool,
+}
+
+/// Refuse at once a `--worktree` task whose repository can be known here (its `dir`,
+/// or `run`'s `--dir`) and is no repository with a working tree: the worker would only
+/// reject it later.
+pub fn check_worktree_dir(task: &Task, dir: Option<&std::path::Path>) -> crate::Result<()> {
+    if task.worktree == Some(true) {
+        if let Some(d) = task.dir.as_deref().or(dir) {
+            crate::worktree::Repo::of(d)?;
+        }
+    }
+    Ok(())
+}
+
+impl WorktreeArgs {
+    /// Set the task's worktree fields (left alone without --worktree, so the root's
+    /// default in config.json applies).
+    pub fn apply(&self, task: &mut Task) {
+        if self.worktree {
+            task.worktree = Some(true);
+            task.base = self.base.clone();
+            task.include_uncommitted = self.include_uncommitted.then_some(true);
+        }
+    }
 }
 
 impl TaskArgs {
@@ -51,6 +93,7 @@ impl TaskArgs {
         }
         task.timeout_secs = self.timeout.map(super::whole_secs);
         task.agent = self.agent_preset.map(|p| p.to_string());
+        self.worktree.apply(&mut task);
         Ok(task)
     }
 }
@@ -100,6 +143,7 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
     let client = args.root.client()?;
     let mut task = args.task.task()?;
     crate::env::stamp_depth(&mut task)?;
+    check_worktree_dir(&task, None)?;
     let slot = args.slot;
     let id = client.write_task(slot, &task)?;
     if !args.wait {

@@ -78,6 +78,7 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
     let client = args.root.client()?;
     let mut task = task_from(&args)?;
     crate::env::stamp_depth(&mut task)?;
+    super::send::check_worktree_dir(&task, None)?;
     let queue = Queue::new(client.root().clone());
     let id = queue.submit(&task)?;
     if !args.wait {

@@ -132,7 +132,9 @@ pub fn render(tasks: &[TaskSummary], opts: &ListOptions, width: Option<usize>) -
         return "no tasks match\n".to_string();
     }
     let dash = || "-".to_string();
-    let mut t = Table::new(&[
+    // A BRANCH column only when a task ran in a worktree of its own.
+    let branches = tasks.iter().any(|t| t.worktree.is_some());
+    let mut cols = vec![
         ("STATE", Col::Keep),
         ("AGE", Col::Keep),
         ("PROMPT", Col::Shrink),
@@ -145,9 +147,13 @@ pub fn render(tasks: &[TaskSummary], opts: &ListOptions, width: Option<usize>) -
         ("PRI", Col::Drop),
         ("TRY", Col::Drop),
         ("AGENT", Col::Drop),
-    ]);
+    ];
+    if branches {
+        cols.insert(4, ("BRANCH", Col::Drop));
+    }
+    let mut t = Table::new(&cols);
     for task in tasks {
-        t.row(vec![
+        let mut row = vec![
             match &task.waiting {
                 Some(why) => format!("{} ({why})", task.state),
                 None => task.state.to_string(),
@@ -167,7 +173,11 @@ pub fn render(tasks: &[TaskSummary], opts: &ListOptions, width: Option<usize>) -
                 (a, m) => format!("{}/{}", a.unwrap_or(1), m.unwrap_or(1)),
             },
             task.agent.clone().unwrap_or_else(dash),
-        ]);
+        ];
+        if branches {
+            row.insert(4, task.worktree.as_ref().map_or_else(dash, branch_cell));
+        }
+        t.row(row);
     }
     let mut out = t.render(width);
     out.push_str(&table::fit_line(&totals(tasks), width));
@@ -180,6 +190,15 @@ pub fn render(tasks: &[TaskSummary], opts: &ListOptions, width: Option<usize>) -
         out.push('\n');
     }
     out
+}
+
+/// `conductor/t1 +12 -3 in 2 files`; `(removed)` after the branch when it was not kept.
+pub fn branch_cell(w: &crate::protocol::WorktreeChange) -> String {
+    if w.kept {
+        format!("{} {}", w.branch, w.diffstat())
+    } else {
+        format!("{} (no change, removed)", w.branch)
+    }
 }
 
 /// `12 tasks: 9 done, 2 failed, 1 running · cost $0.1234 · 31 turns`.

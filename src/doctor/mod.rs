@@ -9,6 +9,7 @@
 //! - `events`: whether workers get native file events: watcher, filesystem, inotify.
 //! - `mount`: the root's mount, whether flocks cross hosts, the pickup to expect.
 //! - `tools`: tmux and the agent command.
+//! - `worktrees`: task worktrees nothing accounts for any more.
 
 mod events;
 mod files;
@@ -17,6 +18,7 @@ mod permissions;
 mod root;
 mod state;
 mod tools;
+mod worktrees;
 
 use std::fmt;
 
@@ -114,6 +116,7 @@ pub fn doctor(root: &Root, opts: &DoctorOptions) -> Vec<Check> {
         checks.push(events::check_watcher(root));
         checks.push(events::check_filesystem(root.path()));
         checks.push(mount::check_mount(root));
+        checks.push(worktrees::check_worktrees(root));
     }
     checks.push(events::check_inotify_limits());
     checks.push(tools::check_tmux());

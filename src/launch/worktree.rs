@@ -1,13 +1,14 @@
 //! Git worktrees for the workers: one per worker, on its own branch, made or reused.
+//! The git plumbing (finding the repository, running git) is [`crate::worktree`]'s,
+//! shared with task worktrees.
 
-use std::io;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
 
 use super::Result;
-use crate::error::{Error, Result as CoreResult};
+use crate::error::Error;
 use crate::fsio;
 use crate::layout::{Root, Slot};
+use crate::worktree::{self as core, git, git_output};
 
 use super::{LaunchError, LaunchProblem};
 
@@ -22,39 +23,6 @@ pub fn worktree_path(root: &Root, session: &str, slot: Slot) -> PathBuf {
 /// The branch worker `slot` works on (with worktrees).
 pub fn worktree_branch(slot: Slot) -> String {
     format!("conductor/worker-{slot}")
-}
-
-/// Run git in `dir`; its stdout, or [`Error::Command`] with its stderr.
-fn git(dir: &Path, args: &[&str]) -> CoreResult<String> {
-    let out = git_output(dir, args)?;
-    if out.status.success() {
-        Ok(String::from_utf8_lossy(&out.stdout).into_owned())
-    } else {
-        let dir = dir.to_string_lossy();
-        let mut all = vec!["-C", &dir];
-        all.extend(args);
-        Err(Error::command("git", &all, &out))
-    }
-}
-
-fn git_output(dir: &Path, args: &[&str]) -> CoreResult<Output> {
-    Command::new("git")
-        .arg("-C")
-        .arg(dir)
-        .args(args)
-        .stdin(Stdio::null())
-        .output()
-        .map_err(|e| {
-            let source = if e.kind() == io::ErrorKind::NotFound {
-                io::Error::new(
-                    io::ErrorKind::NotFound,
-                    "git is not installed or not on PATH; worktrees need it",
-                )
-            } else {
-                e
-            };
-            Error::io("run", "git", source)
-        })
 }
 
 /// A worker's place in its worktree.
@@ -78,33 +46,18 @@ pub(super) struct Made {
 impl Made {
     /// Remove the worktree (and the branch, if it was made with it); failures are logged.
     pub fn remove(self) {
-        let path = self.path.to_string_lossy();
-        if let Err(e) = git(&self.top, &["worktree", "remove", "--force", &path]) {
-            tracing::warn!("cannot remove the worktree {path}: {e}");
-        }
-        if let Some(b) = self.new_branch {
-            if let Err(e) = git(&self.top, &["branch", "-D", &b]) {
-                tracing::warn!("cannot delete the branch {b}: {e}");
-            }
-        }
+        core::remove(&self.top, &self.path, self.new_branch.as_deref());
     }
 }
 
-/// The git repository holding DIR.
-pub(super) struct Repo {
-    /// The main worktree's top directory.
-    top: PathBuf,
-    /// The repository's shared `.git` directory (the same from every worktree).
-    common_dir: PathBuf,
-    /// DIR relative to `top` (workers run in the same place inside their worktree).
-    prefix: PathBuf,
-}
+/// The git repository holding DIR, as the workers' worktrees see it.
+pub(super) struct Repo(core::Repo);
 
 impl Repo {
     /// The repository `dir` is in, with at least one commit to branch from.
     pub fn for_workers(dir: &Path) -> Result<Repo> {
-        let repo = Repo::of(dir).map_err(|e| match e {
-            Error::Command { stderr, .. } => LaunchProblem::NoRepository {
+        let repo = core::Repo::of(dir).map_err(|e| match e {
+            Error::NotARepository { stderr, .. } => LaunchProblem::NoRepository {
                 dir: dir.to_path_buf(),
                 stderr,
             }
@@ -115,38 +68,7 @@ impl Repo {
         if !git_output(&repo.top, &head)?.status.success() {
             return Err(LaunchProblem::NoCommit { repo: repo.top }.into());
         }
-        Ok(repo)
-    }
-
-    /// The repository `dir` is in ([`Error::Command`] when it is in none).
-    fn of(dir: &Path) -> CoreResult<Repo> {
-        let args = [
-            "rev-parse",
-            "--show-toplevel",
-            "--git-common-dir",
-            "--show-prefix",
-        ];
-        let text = git(dir, &args)?;
-        let mut lines = text.lines();
-        let top = PathBuf::from(lines.next().unwrap_or_default());
-        let common = PathBuf::from(lines.next().unwrap_or_default());
-        let prefix = PathBuf::from(lines.next().unwrap_or_default());
-        let common = if common.is_absolute() {
-            common
-        } else {
-            dir.join(common)
-        };
-        let common_dir = common
-            .canonicalize()
-            .map_err(|e| Error::io("resolve the git directory", &common, e))?;
-        let top = top
-            .canonicalize()
-            .map_err(|e| Error::io("resolve the repository", &top, e))?;
-        Ok(Repo {
-            top,
-            common_dir,
-            prefix,
-        })
+        Ok(Repo(repo))
     }
 
     /// Worker `slot`'s worktree: reused if it exists (and is ours), else made on
@@ -163,15 +85,15 @@ impl Repo {
         let top = path
             .canonicalize()
             .map_err(|e| Error::io("resolve the worktree", &path, e))?;
-        let inside = top.join(&self.prefix);
-        let dir = if self.prefix.as_os_str().is_empty() {
+        let inside = top.join(&self.0.prefix);
+        let dir = if self.0.prefix.as_os_str().is_empty() {
             top
         } else if inside.is_dir() {
             inside
         } else {
             tracing::warn!(
                 "{} is not in worker {slot}'s worktree (not committed?); it runs at the top",
-                self.prefix.display()
+                self.0.prefix.display()
             );
             top
         };
@@ -180,16 +102,16 @@ impl Repo {
 
     /// A worktree from an earlier launch is reused only if it belongs to this repository.
     fn check_ours(&self, path: &Path) -> Result<()> {
-        let other = Repo::of(path).ok();
+        let other = core::Repo::of(path).ok();
         let same = other.as_ref().is_some_and(|o| {
-            o.common_dir == self.common_dir && path.canonicalize().is_ok_and(|p| p == o.top)
+            o.common_dir == self.0.common_dir && path.canonicalize().is_ok_and(|p| p == o.top)
         });
         if same {
             return Ok(());
         }
         Err(LaunchProblem::ForeignWorktree {
             path: path.to_path_buf(),
-            repo: self.top.clone(),
+            repo: self.0.top.clone(),
         }
         .into())
     }
@@ -200,23 +122,20 @@ impl Repo {
             fsio::ensure_dir(parent)?;
         }
         // A worktree deleted by hand is still registered; forget it so `add` works.
-        git(&self.top, &["worktree", "prune"])?;
+        let top = &self.0.top;
+        git(top, &["worktree", "prune"])?;
         let path_str = super::utf8(path)?;
         let branch_ref = format!("refs/heads/{branch}");
-        let branch_exists =
-            git_output(&self.top, &["show-ref", "--verify", "--quiet", &branch_ref])?
-                .status
-                .success();
+        let branch_exists = git_output(top, &["show-ref", "--verify", "--quiet", &branch_ref])?
+            .status
+            .success();
         if branch_exists {
-            git(&self.top, &["worktree", "add", path_str, branch])?;
+            git(top, &["worktree", "add", path_str, branch])?;
         } else {
-            git(
-                &self.top,
-                &["worktree", "add", "-b", branch, path_str, "HEAD"],
-            )?;
+            git(top, &["worktree", "add", "-b", branch, path_str, "HEAD"])?;
         }
         Ok(Made {
-            top: self.top.clone(),
+            top: top.clone(),
             path: path.to_path_buf(),
             new_branch: (!branch_exists).then(|| branch.to_string()),
         })

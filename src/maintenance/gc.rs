@@ -30,6 +30,9 @@ pub struct GcOptions {
     pub older_than: Duration,
     /// Temp files older than this.
     pub temp_older_than: Duration,
+    /// Task worktrees of tasks that finished longer ago than this (config.json's
+    /// `worktreeRetentionSecs`); `None`: worktrees are left alone.
+    pub worktrees_older_than: Option<Duration>,
 }
 
 impl GcOptions {
@@ -37,6 +40,7 @@ impl GcOptions {
         GcOptions {
             older_than,
             temp_older_than: TEMP_FILE_AGE,
+            worktrees_older_than: None,
         }
     }
 }
@@ -58,6 +62,8 @@ pub enum GcKind {
     TempFile,
     /// A parked file in `.trash/` of a slot no live worker serves.
     Trash,
+    /// A finished task's git worktree (`git worktree remove`; its branch stays).
+    Worktree,
 }
 
 impl fmt::Display for GcKind {
@@ -69,6 +75,7 @@ impl fmt::Display for GcKind {
             GcKind::Rejected => "rejected input",
             GcKind::TempFile => "temp file",
             GcKind::Trash => "trash",
+            GcKind::Worktree => "task worktree",
         })
     }
 }
@@ -83,6 +90,9 @@ pub struct GcItem {
     pub bytes: u64,
     #[serde(rename = "ageSecs", serialize_with = "secs")]
     pub age: Option<Duration>,
+    /// For a task worktree: the repository it belongs to.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub repo: Option<PathBuf>,
 }
 
 /// What `gc` would remove, and what it kept on purpose.
@@ -125,6 +135,7 @@ impl GcItem {
             kind,
             bytes: freed_bytes(meta),
             age: meta.modified().ok().map(age_since),
+            repo: None,
         }
     }
 
@@ -209,12 +220,34 @@ fn old_results(
             continue;
         }
         let item = GcItem::new(path, GcKind::Result, &meta);
+        if let Some(limit) = opts.worktrees_older_than {
+            if item.older_than(limit) {
+                old_worktree(&item, items);
+            }
+        }
         if item.older_than(opts.older_than) {
             collected.insert(id.to_string());
             items.push(item);
         }
     }
     Ok(collected)
+}
+
+/// The kept worktree of the task whose result `result` is, if it is still there.
+fn old_worktree(result: &GcItem, items: &mut Vec<GcItem>) {
+    let Ok(Some(r)) = crate::protocol::TaskResult::read(&result.path) else {
+        return;
+    };
+    let Some(w) = r.worktree.filter(|w| w.kept && w.path.is_dir()) else {
+        return;
+    };
+    items.push(GcItem {
+        path: w.path,
+        kind: GcKind::Worktree,
+        bytes: 0,
+        age: result.age,
+        repo: Some(w.repo),
+    });
 }
 
 /// Task records and logs go with their result; ones whose result is already gone go
@@ -311,6 +344,19 @@ pub fn apply_gc(plan: &GcPlan) -> GcReport {
     let mut removed = Vec::new();
     let mut errors = Vec::new();
     for item in &plan.items {
+        if let (GcKind::Worktree, Some(repo)) = (item.kind, &item.repo) {
+            crate::worktree::remove(repo, &item.path, None);
+            if item.path.exists() {
+                errors.push(format!(
+                    "cannot remove the task worktree {} of {}",
+                    item.path.display(),
+                    repo.display()
+                ));
+            } else {
+                removed.push(item.clone());
+            }
+            continue;
+        }
         match fs::remove_file(&item.path) {
             Ok(()) => removed.push(item.clone()),
             Err(e) if e.kind() == io::ErrorKind::NotFound => {}

@@ -139,10 +139,16 @@ pub fn recover_slot(root: &Root, slot: Slot, lock_opts: &LockOptions) -> Result<
     match disposition(found.facts(&paths)) {
         Disposition::AnnounceKept => {
             ledger.announce_kept(&id, tell)?;
+            crate::worktree::forget_record(&paths.dir);
             report.already_finished = Some(id);
         }
         Disposition::Redeliver { to_queue } => {
             let task = found.task.clone().expect("a re-delivered task was read");
+            // The next attempt goes on in the same worktree, from the partial work.
+            if let Some(change) = conclude_worktree(&paths, &found) {
+                tracing::info!("task {id}: {}", change.note.as_deref().unwrap_or(""));
+            }
+            crate::worktree::forget_record(&paths.dir);
             if redeliver(root, &paths, task, &id, to_queue, &found.why(), true)? {
                 report.redelivered = Some(id);
             } else {
@@ -527,7 +533,45 @@ fn end_leftover(
     r.worker = Some(ledger.paths.slot.0);
     r.attempt = Some(found.task.as_ref().map_or(1, Task::attempt));
     r.started_at = found.status.as_ref().and_then(|s| s.started_at.clone());
-    ledger.finish(&r, tell).map(drop)
+    r.worktree = conclude_worktree(ledger.paths, found);
+    ledger.finish(&r, tell)?;
+    crate::worktree::forget_record(&ledger.paths.dir);
+    Ok(())
+}
+
+/// The dead worker's task worktree, if it had one: what its agent left is committed
+/// on the task's branch (the worktree is kept; a branch that changed nothing is removed)
+/// and the change is what the result tells of it.
+fn conclude_worktree(
+    paths: &WorkerPaths,
+    found: &Found,
+) -> Option<crate::protocol::WorktreeChange> {
+    let rec = crate::worktree::read_record(&paths.dir, &found.id)?;
+    if !rec.path.exists() {
+        // The worker died before `git worktree add` finished: nothing of it is kept.
+        crate::worktree::remove(&rec.repo, &rec.path, None);
+        return None;
+    }
+    let prompt = found.task.as_ref().map_or("", |t| t.prompt.as_str());
+    let message = crate::worktree::commit_message(prompt, &found.id);
+    let note = format!(
+        "{}; recovery kept the worktree {} and committed the partial work on {}",
+        found.why(),
+        rec.path.display(),
+        rec.branch
+    );
+    match crate::worktree::conclude(&rec, &message, Some(&note)) {
+        Ok(c) => Some(c),
+        Err(e) => {
+            tracing::error!("task {}: committing its partial work: {e}", found.id);
+            Some(crate::worktree::kept_as_is(
+                &rec,
+                format!(
+                    "{note}; but committing failed ({e}): the worktree is as the agent left it"
+                ),
+            ))
+        }
+    }
 }
 
 /// `conductor recover`: recover a slot whose worker is gone for good. Refuses (with

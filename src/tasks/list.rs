@@ -89,6 +89,9 @@ pub struct TaskSummary {
     /// A waiting task held back by its agent's usage limit: "rate-limited until 22:43".
     #[serde(skip_serializing_if = "Option::is_none")]
     pub waiting: Option<String>,
+    /// Its branch and diffstat, when it ran in a worktree of its own.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub worktree: Option<crate::protocol::WorktreeChange>,
 }
 
 /// What the slots and the queue hold right now, read once per listing.
@@ -389,6 +392,7 @@ fn summarize(root: &Root, snap: &mut Snapshot, id: &TaskId, c: &Candidate) -> Re
         after: task.as_ref().map(|t| t.after.clone()).unwrap_or_default(),
         agent: task.as_ref().and_then(|t| t.agent.clone()),
         waiting: None,
+        worktree: None,
     };
     if let (TaskState::Waiting | TaskState::Queued, Some(t)) = (loc.state, &task) {
         s.waiting = crate::queue::limits::waiting_reason(root, t.not_before(), t.agent.as_deref());
@@ -402,6 +406,7 @@ fn summarize(root: &Root, snap: &mut Snapshot, id: &TaskId, c: &Candidate) -> Re
         s.num_turns = r.num_turns;
         s.error = r.error;
         s.agent = r.agent.or(s.agent);
+        s.worktree = r.worktree;
     } else if let (TaskState::Running, Some(slot)) = (loc.state, loc.slot) {
         running_since(root, slot, id, &mut s);
     }

@@ -17,6 +17,7 @@ mod space;
 mod status;
 mod supervise;
 mod sweep_election;
+mod worktree;
 
 pub use multi::MultiWorker;
 

@@ -110,15 +110,26 @@ pub(crate) fn run(
             );
         }
     }
-    let command = match run.command(&task) {
-        Ok(c) => c,
+    let tree = match super::worktree::prepare(shared, &slot.paths, &task, &run.id) {
+        Ok(t) => t,
         Err(r) => return run.end(*r, lock, hold, shutdown),
     };
-    let mut agent = match run.spawn_patiently(&task, &command, shutdown) {
+    let cwd = tree.as_ref().map(|t| t.cwd.as_path());
+    let concluded = |mut r: Box<TaskResult>| {
+        if let Some(t) = &tree {
+            r.worktree = Some(super::worktree::conclude(t, &task, r.outcome));
+        }
+        r
+    };
+    let command = match run.command(&task) {
+        Ok(c) => c,
+        Err(r) => return run.end(*concluded(r), lock, hold, shutdown),
+    };
+    let mut agent = match run.spawn_patiently(&task, &command, cwd, shutdown) {
         Ok(a) => a,
-        Err(NotStarted::Failed(r)) => return run.end(*r, lock, hold, shutdown),
+        Err(NotStarted::Failed(r)) => return run.end(*concluded(r), lock, hold, shutdown),
         Err(NotStarted::Stopping(r)) => {
-            run.end(*r, lock, hold, shutdown)?;
+            run.end(*concluded(r), lock, hold, shutdown)?;
             return Ok(Pickup::Stop);
         }
     };
@@ -146,12 +157,23 @@ pub(crate) fn run(
         if let Some(deferred) = run.defer(&task, preset, &limit, &lock, &hold)? {
             drop(lock);
             drop(hold);
+            if let Some(t) = &tree {
+                // It runs again after the reset, in a worktree made afresh then.
+                crate::worktree::remove(&t.repo, &t.path, Some(&t.branch));
+                super::worktree::forget_record(&slot.paths.dir);
+            }
             if let Err(e) = agent::ready_log(&slot.paths.output_log()) {
                 tracing::warn!("{e}");
             }
             tracing::info!("{deferred}");
             return Ok(Pickup::Ran);
         }
+    }
+    if let Some(t) = &tree {
+        let stopped = result
+            .outcome
+            .filter(|o| *o != Outcome::Success && *o != Outcome::Failure);
+        result.worktree = Some(super::worktree::conclude(t, &task, stopped));
     }
     let ended = run.end(result, lock, hold, shutdown)?;
     Ok(if shutting_down { Pickup::Stop } else { ended })
@@ -219,9 +241,13 @@ impl Run<'_> {
         &self,
         task: &Task,
         command: &AgentCommand,
+        worktree_cwd: Option<&Path>,
         shutdown: &Receiver<()>,
     ) -> std::result::Result<Agent, NotStarted> {
-        let cwd = self.cwd(task).map_err(NotStarted::Failed)?;
+        let cwd = match worktree_cwd {
+            Some(dir) => dir,
+            None => self.cwd(task).map_err(NotStarted::Failed)?,
+        };
         let deadline = Instant::now() + TRANSIENT_SPAWN_BOUND;
         let mut pause = Duration::from_millis(20);
         loop {
@@ -599,6 +625,8 @@ impl Run<'_> {
             );
             return Ok(Pickup::Stop);
         }
+        // The result tells of the worktree now; the slot's record of it is done.
+        super::worktree::forget_record(&self.slot.paths.dir);
         tracing::info!(
             "{} \"{}\" in {}{} · task {}",
             &r.outcome_label(),

@@ -32,3 +32,4 @@ mod views;
 mod views_tmux;
 mod waits;
 mod worker;
+mod worktrees;

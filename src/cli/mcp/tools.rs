@@ -64,6 +64,14 @@ pub struct SubmitArgs {
     /// The agent preset that must run it (`claude`, `codex`, `command`): only a worker
     /// serving that preset takes it. Default: any worker's first preset.
     pub agent: Option<String>,
+    /// Run in a fresh git worktree of the repository (`dir`, else the worker's project
+    /// directory) on a new branch conductor/<id>; the result gives the branch and its
+    /// diffstat. Default: the root's setting (off).
+    pub worktree: Option<bool>,
+    /// With worktree: the commit or ref to branch from (default HEAD).
+    pub base: Option<String>,
+    /// With worktree: copy the repository's uncommitted changes into the worktree.
+    pub include_uncommitted: Option<bool>,
 }
 
 #[derive(Debug, Deserialize, schemars::JsonSchema)]
@@ -411,6 +419,9 @@ fn submit_task(a: SubmitArgs) -> std::result::Result<Task, String> {
     task.context = a.context;
     task.dir = a.dir.map(absolute).transpose()?;
     task.agent = a.agent.map(preset_name).transpose()?;
+    task.worktree = a.worktree;
+    task.base = a.base;
+    task.include_uncommitted = a.include_uncommitted;
     finish_task(task)
 }
 

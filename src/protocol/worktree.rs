@@ -1,0 +1,71 @@
+//! A task's git worktree on disk: the slot's record of the one being used
+//! (`workers/<N>/worktree.json`) and what a result says of it (`worktree` in the result).
+
+use std::path::PathBuf;
+
+use serde::{Deserialize, Serialize};
+
+use super::{schema_v1, TaskId};
+
+/// `workers/<N>/worktree.json`: the worktree the slot's task in hand runs in, written
+/// (durably) before the worktree is made and removed once the task's result is out, so
+/// recovery can commit a dead worker's partial work and say where it is.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct WorktreeRecord {
+    #[serde(default = "schema_v1")]
+    pub schema: u32,
+    pub task_id: TaskId,
+    /// The repository's main worktree (its top directory).
+    pub repo: PathBuf,
+    /// The task's worktree.
+    pub path: PathBuf,
+    /// `conductor/<task id>`.
+    pub branch: String,
+    /// The commit the branch was made from.
+    pub base_commit: String,
+    /// Where the agent runs: the task's directory's counterpart inside the worktree.
+    pub cwd: PathBuf,
+    /// What a person should know about how it was made (uncommitted changes left out,
+    /// submodules not checked out …).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
+}
+
+/// `worktree` in a result: the branch a task's change is on, and its size.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct WorktreeChange {
+    pub repo: PathBuf,
+    pub path: PathBuf,
+    pub branch: String,
+    pub base_commit: String,
+    pub head_commit: String,
+    pub files_changed: u64,
+    pub insertions: u64,
+    pub deletions: u64,
+    /// Whether the branch and worktree were kept (false: the task changed nothing,
+    /// and both were removed).
+    pub kept: bool,
+    /// Whether the worker committed changes the agent left uncommitted.
+    #[serde(default)]
+    pub committed_for_agent: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
+}
+
+impl WorktreeChange {
+    /// `+12 -3 in 2 files`, or `no change`.
+    pub fn diffstat(&self) -> String {
+        if self.files_changed == 0 && self.head_commit == self.base_commit {
+            return "no change".to_string();
+        }
+        format!(
+            "+{} -{} in {} file{}",
+            self.insertions,
+            self.deletions,
+            self.files_changed,
+            if self.files_changed == 1 { "" } else { "s" }
+        )
+    }
+}

@@ -1,0 +1,92 @@
+//! A task's own git worktree, on the worker's side: made before its agent starts
+//! (recorded first in `worktree.json`, so recovery can find it), concluded when the
+//! agent ends (leftovers committed, the branch measured), forgotten once the result is
+//! out. The git work itself is [`crate::worktree`]'s.
+
+use std::path::Path;
+
+use super::Shared;
+use crate::layout::WorkerPaths;
+use crate::protocol::{Outcome, Task, TaskId, TaskResult, WorktreeChange, WorktreeRecord};
+use crate::worktree;
+
+/// The task's worktree, made and recorded, when it runs in one (its own `worktree`, else
+/// the root's default). Err: the task's rejected result (not a repository, a bad base,
+/// its branch taken …), with nothing left behind.
+pub(super) fn prepare(
+    shared: &Shared,
+    paths: &WorkerPaths,
+    task: &Task,
+    id: &TaskId,
+) -> Result<Option<WorktreeRecord>, Box<TaskResult>> {
+    let wanted = task.worktree.or(shared.config.worktree).unwrap_or(false);
+    if !wanted {
+        return Ok(None);
+    }
+    let reject = |e: crate::Error| {
+        Box::new(TaskResult::failed(
+            id.clone(),
+            Outcome::Rejected,
+            format!("rejected: {e}"),
+        ))
+    };
+    let dir: &Path = match task.dir.as_deref() {
+        Some(d) => {
+            crate::workdir::check(d).map_err(reject)?;
+            d
+        }
+        None => &shared.opts.project_dir,
+    };
+    let include = task.include_uncommitted.unwrap_or(false);
+    let req = worktree::Request {
+        dir,
+        id,
+        base: task.base.as_deref(),
+        include_uncommitted: include,
+        folder: shared.config.worktree_dir.as_deref(),
+    };
+    let rec = worktree::plan(&req).map_err(reject)?;
+    // Recorded before it exists: a crash after `git worktree add` leaves a worktree
+    // recovery knows of, never an unknown one.
+    worktree::write_record(&paths.dir, &rec).map_err(reject)?;
+    if let Err(e) = worktree::make(&rec, include) {
+        worktree::forget_record(&paths.dir);
+        return Err(reject(e));
+    }
+    Ok(Some(rec))
+}
+
+/// Commit what the agent left, and say what the branch holds. `stopped`: why the run
+/// was cut short, if it was (the partial work is kept all the same).
+pub(super) fn conclude(
+    rec: &WorktreeRecord,
+    task: &Task,
+    stopped: Option<Outcome>,
+) -> WorktreeChange {
+    let message = worktree::commit_message(&task.prompt, &rec.task_id);
+    let note = stopped.map(|o| {
+        format!(
+            "the run ended {}; the partial work it left is kept on {}",
+            format!("{o:?}").to_lowercase(),
+            rec.branch
+        )
+    });
+    match worktree::conclude(rec, &message, note.as_deref()) {
+        Ok(c) => c,
+        Err(e) => {
+            tracing::error!("task {}: concluding its worktree: {e}", rec.task_id);
+            worktree::kept_as_is(
+                rec,
+                format!(
+                    "the worktree {} was kept as the agent left it (not committed: {e})",
+                    rec.path.display()
+                ),
+            )
+        }
+    }
+}
+
+/// Forget the slot's worktree record: the task's result tells of it now.
+pub(super) fn forget_record(slot_dir: &Path) {
+    worktree::forget_record(slot_dir);
+}

@@ -1,0 +1,691 @@
+//! Task worktrees (`--worktree`, issue 26) with real git: each test has its own temp
+//! repository and root, workers running `tests/agents/edit.sh`, which edits files.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Duration;
+
+use conductor::{Slot, TaskId};
+use serde_json::Value;
+
+use crate::harness::{agent, bin, wait_until, TestRoot, WorkerProc};
+
+const BOUND: Duration = Duration::from_secs(60);
+
+/// `git -C dir args…`, which must succeed; its stdout.
+#[track_caller]
+fn git(dir: &Path, args: &[&str]) -> String {
+    let out = Command::new("git")
+        .arg("-C")
+        .arg(dir)
+        .args(args)
+        .output()
+        .expect("run git");
+    assert!(
+        out.status.success(),
+        "git {args:?} in {}: {}",
+        dir.display(),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// A repository at `<temp>/repo` on branch main with one commit: a.txt, b.txt.
+fn repo(t: &TestRoot) -> PathBuf {
+    let dir = t.dir.path().join("repo");
+    std::fs::create_dir(&dir).unwrap();
+    git(&dir, &["init", "--quiet", "--initial-branch=main"]);
+    git(&dir, &["config", "user.name", "Test Person"]);
+    git(&dir, &["config", "user.email", "test@example.com"]);
+    std::fs::write(dir.join("a.txt"), "base\n").unwrap();
+    std::fs::write(dir.join("b.txt"), "bee\n").unwrap();
+    git(&dir, &["add", "."]);
+    git(&dir, &["commit", "--quiet", "-m", "start"]);
+    dir.canonicalize().unwrap()
+}
+
+fn edit_agent() -> String {
+    agent("edit.sh").display().to_string()
+}
+
+struct Ran {
+    code: Option<i32>,
+    stdout: String,
+    stderr: String,
+}
+
+fn conductor(t: &TestRoot, args: &[&str]) -> Ran {
+    let out = Command::new(bin("conductor"))
+        .args(args)
+        .env("CONDUCTOR_HOME", t.path())
+        .env_remove("CONDUCTOR_WORKER")
+        .env_remove("RUST_LOG")
+        .env("GIT_PAGER", "cat")
+        .output()
+        .expect("run conductor");
+    Ran {
+        code: out.status.code(),
+        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+    }
+}
+
+#[track_caller]
+fn conductor_ok(t: &TestRoot, args: &[&str], code: i32) -> Ran {
+    let r = conductor(t, args);
+    assert_eq!(
+        r.code,
+        Some(code),
+        "conductor {args:?}\nstdout:\n{}\nstderr:\n{}",
+        r.stdout,
+        r.stderr
+    );
+    r
+}
+
+/// Submit a `--worktree` task in `repo` and return its id.
+fn submit(t: &TestRoot, repo: &Path, id: &str, prompt: &str, extra: &[&str]) {
+    let mut args = vec![
+        "submit",
+        "--worktree",
+        "--dir",
+        repo.to_str().unwrap(),
+        "--id",
+        id,
+    ];
+    args.extend(extra);
+    args.push(prompt);
+    conductor_ok(t, &args, 0);
+}
+
+/// Task `id`'s result, waited for (bounded), as JSON.
+fn result(t: &TestRoot, id: &str) -> Value {
+    let r = t
+        .client
+        .wait_for_task(&TaskId::from(id), BOUND)
+        .unwrap_or_else(|e| panic!("task {id}: {e}"));
+    serde_json::to_value(r).unwrap()
+}
+
+fn branches(repo: &Path) -> Vec<String> {
+    git(
+        repo,
+        &[
+            "branch",
+            "--list",
+            "conductor/*",
+            "--format=%(refname:short)",
+        ],
+    )
+    .lines()
+    .map(str::to_string)
+    .collect()
+}
+
+fn worktree_count(repo: &Path) -> usize {
+    git(repo, &["worktree", "list", "--porcelain"])
+        .lines()
+        .filter(|l| l.starts_with("worktree "))
+        .count()
+}
+
+#[test]
+fn two_tasks_on_one_file_get_two_branches_and_the_conflicting_merge_leaves_the_repo_as_it_was() {
+    let t = TestRoot::new();
+    let repo = repo(&t);
+    let _w0 = WorkerProc::start(&t, Slot(0), &edit_agent(), &[], &[]);
+    let _w1 = WorkerProc::start(&t, Slot(1), &edit_agent(), &[], &[]);
+    submit(&t, &repo, "t1", "WRITE a.txt one", &[]);
+    submit(&t, &repo, "t2", "WRITE a.txt two", &[]);
+    let (r1, r2) = (result(&t, "t1"), result(&t, "t2"));
+    for (r, id) in [(&r1, "t1"), (&r2, "t2")] {
+        assert_eq!(r["success"], true, "{r:#}");
+        let w = &r["worktree"];
+        assert_eq!(w["branch"], format!("conductor/{id}"), "{r:#}");
+        assert_eq!(w["filesChanged"], 1, "{r:#}");
+        assert_eq!(w["insertions"], 1);
+        assert_eq!(w["deletions"], 1);
+        assert_eq!(w["kept"], true);
+        assert_eq!(w["committedForAgent"], true);
+        assert_ne!(w["baseCommit"], w["headCommit"]);
+        // The agent ran inside the worktree, under the repository's git dir.
+        let path = w["path"].as_str().unwrap();
+        assert!(r["output"].as_str().unwrap().trim() == path, "{r:#}");
+        assert!(
+            path.starts_with(repo.join(".git").to_str().unwrap()),
+            "{path}"
+        );
+        // The worker's commit: the prompt's first line and the id, git's author.
+        let msg = git(Path::new(path), &["log", "-1", "--format=%an <%ae>%n%B"]);
+        assert!(
+            msg.starts_with(&format!(
+                "Test Person <test@example.com>\nWRITE a.txt {}",
+                if id == "t1" { "one" } else { "two" }
+            )),
+            "{msg}"
+        );
+        assert!(msg.contains(&format!("Conductor-Task: {id}")), "{msg}");
+    }
+    assert_eq!(branches(&repo), ["conductor/t1", "conductor/t2"]);
+    // The user's checkout was never touched.
+    assert_eq!(
+        std::fs::read_to_string(repo.join("a.txt")).unwrap(),
+        "base\n"
+    );
+
+    // tasks shows the branches and their diffstat.
+    let listed = conductor_ok(&t, &["tasks"], 0).stdout;
+    assert!(listed.contains("conductor/t1 +1 -1 in 1 file"), "{listed}");
+    let json: Value =
+        serde_json::from_str(&conductor_ok(&t, &["tasks", "--json"], 0).stdout).unwrap();
+    assert!(
+        json.to_string().contains("\"branch\":\"conductor/t2\""),
+        "{json}"
+    );
+
+    let diff = conductor_ok(&t, &["diff", "t1"], 0).stdout;
+    assert!(diff.contains("-base") && diff.contains("+one"), "{diff}");
+    let stat = conductor_ok(&t, &["diff", "t1", "--stat"], 0).stdout;
+    assert!(
+        stat.contains("a.txt") && stat.contains("1 file changed"),
+        "{stat}"
+    );
+
+    conductor_ok(&t, &["merge", "t1"], 0);
+    assert_eq!(
+        std::fs::read_to_string(repo.join("a.txt")).unwrap(),
+        "one\n"
+    );
+    assert_eq!(branches(&repo), ["conductor/t2"]);
+    assert_eq!(
+        worktree_count(&repo),
+        2,
+        "t1's worktree is removed after its merge"
+    );
+
+    let head = git(&repo, &["rev-parse", "HEAD"]);
+    let conflict = conductor_ok(&t, &["merge", "t2"], 1);
+    assert!(
+        conflict.stderr.contains("conflicts in a.txt") && conflict.stderr.contains("aborted"),
+        "{}",
+        conflict.stderr
+    );
+    assert_eq!(
+        git(&repo, &["status", "--porcelain"]),
+        "",
+        "the repository is clean"
+    );
+    assert_eq!(
+        git(&repo, &["rev-parse", "HEAD"]),
+        head,
+        "HEAD is unchanged"
+    );
+    assert_eq!(
+        branches(&repo),
+        ["conductor/t2"],
+        "the branch is kept to resolve by hand"
+    );
+
+    // --squash and --rebase meet the same conflict the same way.
+    for how in ["--squash", "--rebase"] {
+        conductor_ok(&t, &["merge", "t2", how], 1);
+        assert_eq!(git(&repo, &["status", "--porcelain"]), "", "{how}");
+        assert_eq!(git(&repo, &["rev-parse", "HEAD"]), head, "{how}");
+    }
+
+    conductor_ok(&t, &["discard", "t2"], 0);
+    assert!(branches(&repo).is_empty());
+    assert_eq!(worktree_count(&repo), 1);
+    let gone = conductor_ok(&t, &["merge", "t2"], 2);
+    assert!(gone.stderr.contains("gone"), "{}", gone.stderr);
+}
+
+#[test]
+fn merge_all_takes_finished_tasks_in_order_and_squash_and_rebase_work() {
+    let t = TestRoot::new();
+    let repo = repo(&t);
+    let _w = WorkerProc::start(&t, Slot(0), &edit_agent(), &[], &[]);
+    submit(&t, &repo, "m1", "WRITE one.txt 1", &[]);
+    result(&t, "m1");
+    submit(&t, &repo, "m2", "WRITE two.txt 2", &[]);
+    result(&t, "m2");
+    submit(&t, &repo, "m3", "WRITE three.txt 3", &[]);
+    result(&t, "m3");
+    submit(&t, &repo, "m4", "APPEND b.txt more", &[]);
+    result(&t, "m4");
+    conductor_ok(&t, &["merge", "m1", "--squash"], 0);
+    conductor_ok(&t, &["merge", "m2", "--rebase"], 0);
+    let log = git(&repo, &["log", "--format=%s"]);
+    assert!(
+        log.lines().count() == 3 && log.starts_with("WRITE two.txt 2"),
+        "rebased, fast-forwarded:\n{log}"
+    );
+    let all = conductor_ok(&t, &["merge", "--all"], 0).stdout;
+    assert!(
+        all.find("task m3").unwrap() < all.find("task m4").unwrap(),
+        "{all}"
+    );
+    for f in ["one.txt", "two.txt", "three.txt"] {
+        assert!(repo.join(f).exists(), "{f}");
+    }
+    assert_eq!(
+        std::fs::read_to_string(repo.join("b.txt")).unwrap(),
+        "bee\nmore\n"
+    );
+    assert!(branches(&repo).is_empty());
+    assert_eq!(worktree_count(&repo), 1);
+    assert_eq!(git(&repo, &["status", "--porcelain"]), "");
+}
+
+#[test]
+fn a_task_that_changes_nothing_says_so_and_leaves_no_branch() {
+    let t = TestRoot::new();
+    let repo = repo(&t);
+    let _w = WorkerProc::start(&t, Slot(0), &edit_agent(), &[], &[]);
+    submit(&t, &repo, "idle", "nothing to do", &[]);
+    let r = result(&t, "idle");
+    assert_eq!(r["success"], true);
+    assert_eq!(r["worktree"]["kept"], false, "{r:#}");
+    assert_eq!(r["worktree"]["filesChanged"], 0);
+    assert!(
+        r["worktree"]["note"]
+            .as_str()
+            .unwrap()
+            .contains("changed nothing"),
+        "{r:#}"
+    );
+    assert!(branches(&repo).is_empty());
+    assert_eq!(worktree_count(&repo), 1);
+    let d = conductor_ok(&t, &["diff", "idle"], 0).stdout;
+    assert!(d.contains("changed nothing"), "{d}");
+}
+
+#[test]
+fn a_sigkilled_worker_leaves_a_consistent_worktree_that_recovery_commits_and_reports() {
+    let t = TestRoot::new();
+    let repo = repo(&t);
+    let mut w = WorkerProc::start(&t, Slot(0), &edit_agent(), &[], &[]);
+    let marker = t.dir.path().join("agent-hangs");
+    let prompt = format!(
+        "WRITE c.txt partial\nAPPEND a.txt half\nHANG {}",
+        marker.display()
+    );
+    submit(&t, &repo, "k1", &prompt, &[]);
+    wait_until(BOUND, "the agent to have edited and hung", || {
+        marker.exists()
+    });
+    w.crash();
+    let rec = conductor_ok(&t, &["recover", "0"], 0);
+    assert!(
+        rec.stdout.contains("k1") || rec.stderr.contains("k1"),
+        "{}{}",
+        rec.stdout,
+        rec.stderr
+    );
+    let r = result(&t, "k1");
+    assert_eq!(r["outcome"], "interrupted", "{r:#}");
+    let wt = &r["worktree"];
+    assert_eq!(wt["kept"], true, "{r:#}");
+    assert_eq!(wt["filesChanged"], 2, "{r:#}");
+    let note = wt["note"].as_str().unwrap();
+    assert!(
+        note.contains("recovery kept the worktree") && note.contains("partial work"),
+        "{note}"
+    );
+    let path = PathBuf::from(wt["path"].as_str().unwrap());
+    // Nothing inconsistent: the worktree is registered and clean, its work committed;
+    // the user's checkout untouched; nothing for prune to drop.
+    assert!(git(&repo, &["worktree", "list"]).contains(path.to_str().unwrap()));
+    assert_eq!(git(&path, &["status", "--porcelain"]), "");
+    assert_eq!(git(&repo, &["status", "--porcelain"]), "");
+    let pruned = git(&repo, &["worktree", "prune", "--dry-run", "-v"]);
+    assert_eq!(pruned, "", "{pruned}");
+    assert_eq!(git(&path, &["show", "HEAD:c.txt"]), "partial\n");
+    assert!(!t
+        .client
+        .root()
+        .worker(Slot(0))
+        .dir
+        .join("worktree.json")
+        .exists());
+    // The partial work merges like any other.
+    conductor_ok(&t, &["merge", "k1"], 0);
+    assert_eq!(
+        std::fs::read_to_string(repo.join("c.txt")).unwrap(),
+        "partial\n"
+    );
+}
+
+#[test]
+fn twenty_parallel_worktree_tasks_on_one_repository_each_get_their_own_branch() {
+    let t = TestRoot::new();
+    let repo = repo(&t);
+    let prompts: Vec<String> = (0..20).map(|i| format!("WRITE f{i}.txt {i}")).collect();
+    let mut args = vec![
+        "run".to_string(),
+        "--worktree".into(),
+        "--dir".into(),
+        repo.display().to_string(),
+        "-n".into(),
+        "10".into(),
+        "--agent".into(),
+        edit_agent(),
+        "--json".into(),
+    ];
+    args.extend(prompts);
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let out = conductor_ok(&t, &args, 0).stdout;
+    let doc: Value = serde_json::from_str(&out).unwrap();
+    let results = doc["results"].as_array().unwrap();
+    assert_eq!(results.len(), 20);
+    let mut seen = std::collections::HashSet::new();
+    for r in results {
+        assert_eq!(r["success"], true, "{r:#}");
+        assert_eq!(r["worktree"]["filesChanged"], 1, "{r:#}");
+        assert!(seen.insert(r["worktree"]["branch"].as_str().unwrap().to_string()));
+    }
+    assert_eq!(branches(&repo).len(), 20);
+    assert_eq!(worktree_count(&repo), 21);
+    assert_eq!(git(&repo, &["status", "--porcelain"]), "");
+}
+
+#[test]
+fn bad_input_is_refused_or_documented() {
+    let t = TestRoot::new();
+    let repo = repo(&t);
+    let r = repo.to_str().unwrap();
+    // Not a repository: refused at submit, naming the directory.
+    let plain = t.dir.path().join("plain");
+    std::fs::create_dir(&plain).unwrap();
+    let no = conductor_ok(
+        &t,
+        &[
+            "submit",
+            "--worktree",
+            "--dir",
+            plain.to_str().unwrap(),
+            "x",
+        ],
+        2,
+    );
+    assert!(
+        no.stderr.contains("is not in a git repository") && no.stderr.contains("plain"),
+        "{}",
+        no.stderr
+    );
+    // A bare repository: refused, saying so.
+    let bare = t.dir.path().join("bare.git");
+    git(
+        t.dir.path(),
+        &["clone", "--quiet", "--bare", r, bare.to_str().unwrap()],
+    );
+    let b = conductor_ok(
+        &t,
+        &["submit", "--worktree", "--dir", bare.to_str().unwrap(), "x"],
+        2,
+    );
+    assert!(b.stderr.contains("bare git repository"), "{}", b.stderr);
+    // --base without --worktree is a usage error.
+    conductor_ok(&t, &["submit", "--base", "main", "x"], 2);
+
+    let _w = WorkerProc::start(&t, Slot(0), &edit_agent(), &[], &[]);
+    // An existing branch: the task is rejected, the branch untouched.
+    git(&repo, &["branch", "conductor/taken"]);
+    submit(&t, &repo, "taken", "WRITE a.txt x", &[]);
+    let rej = result(&t, "taken");
+    assert_eq!(rej["outcome"], "rejected", "{rej:#}");
+    assert!(
+        rej["error"]
+            .as_str()
+            .unwrap()
+            .contains("branch conductor/taken already exists"),
+        "{rej:#}"
+    );
+    // A base that names nothing.
+    submit(
+        &t,
+        &repo,
+        "nobase",
+        "WRITE a.txt x",
+        &["--base", "no-such-ref"],
+    );
+    let nb = result(&t, "nobase");
+    assert!(
+        nb["error"].as_str().unwrap().contains("names no commit"),
+        "{nb:#}"
+    );
+
+    // A dirty checkout: left out (and said so) unless --include-uncommitted.
+    std::fs::write(repo.join("a.txt"), "dirty\n").unwrap();
+    submit(&t, &repo, "clean-start", "APPEND b.txt x", &[]);
+    let cs = result(&t, "clean-start");
+    assert!(
+        cs["worktree"]["note"]
+            .as_str()
+            .unwrap()
+            .contains("uncommitted changes"),
+        "{cs:#}"
+    );
+    assert_eq!(
+        git(&repo, &["show", "conductor/clean-start:a.txt"]),
+        "base\n"
+    );
+    submit(
+        &t,
+        &repo,
+        "with-dirt",
+        "APPEND b.txt x",
+        &["--include-uncommitted"],
+    );
+    let wd = result(&t, "with-dirt");
+    assert_eq!(wd["worktree"]["filesChanged"], 2, "{wd:#}");
+    assert_eq!(
+        git(&repo, &["show", "conductor/with-dirt:a.txt"]),
+        "dirty\n"
+    );
+    // Merging into a dirty checkout is refused (exit 3) before anything is touched.
+    let dirty = conductor_ok(&t, &["merge", "clean-start"], 3);
+    assert!(
+        dirty.stderr.contains("uncommitted changes"),
+        "{}",
+        dirty.stderr
+    );
+    git(&repo, &["checkout", "--quiet", "--", "a.txt"]);
+
+    // A detached HEAD: the task branches from its commit; a merge is refused.
+    git(&repo, &["checkout", "--quiet", "--detach"]);
+    submit(&t, &repo, "detached", "WRITE d.txt d", &[]);
+    let dt = result(&t, "detached");
+    assert!(
+        dt["worktree"]["note"]
+            .as_str()
+            .unwrap()
+            .contains("detached"),
+        "{dt:#}"
+    );
+    let m = conductor_ok(&t, &["merge", "detached"], 3);
+    assert!(m.stderr.contains("detached HEAD"), "{}", m.stderr);
+    git(&repo, &["checkout", "--quiet", "main"]);
+
+    // Submodules: documented, said in the result.
+    std::fs::write(repo.join(".gitmodules"), "").unwrap();
+    git(&repo, &["add", ".gitmodules"]);
+    git(&repo, &["commit", "--quiet", "-m", "modules"]);
+    submit(&t, &repo, "subs", "WRITE e.txt e", &[]);
+    let sm = result(&t, "subs");
+    assert!(
+        sm["worktree"]["note"]
+            .as_str()
+            .unwrap()
+            .contains("submodules"),
+        "{sm:#}"
+    );
+
+    // A task without a worktree has no branch to merge.
+    conductor_ok(&t, &["send", "0", "--id", "plain-task", "nothing"], 0);
+    result(&t, "plain-task");
+    let nw = conductor_ok(&t, &["merge", "plain-task"], 2);
+    assert!(
+        nw.stderr.contains("did not run in a worktree"),
+        "{}",
+        nw.stderr
+    );
+}
+
+#[test]
+fn gc_removes_worktrees_past_their_retention_and_doctor_lists_orphans() {
+    let t = TestRoot::new();
+    let repo = repo(&t);
+    let _w = WorkerProc::start(&t, Slot(0), &edit_agent(), &[], &[]);
+    submit(&t, &repo, "g1", "WRITE g.txt g", &[]);
+    let r = result(&t, "g1");
+    let path = PathBuf::from(r["worktree"]["path"].as_str().unwrap());
+    assert!(path.is_dir());
+    let doctor = |t: &TestRoot| -> Value {
+        let out = conductor(t, &["doctor", "--agent", "cat", "--json"]);
+        let v: Value = serde_json::from_str(&out.stdout).unwrap();
+        v["checks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|c| c["name"] == "worktrees")
+            .cloned()
+            .unwrap_or_else(|| panic!("no worktrees check: {v:#}"))
+    };
+    assert_eq!(
+        doctor(&t)["status"],
+        "ok",
+        "a kept worktree is accounted for"
+    );
+    // A worktree no task of this root made, and one whose directory was deleted.
+    let stray = repo.join(".git/conductor-worktrees/stray");
+    git(
+        &repo,
+        &[
+            "worktree",
+            "add",
+            "--quiet",
+            "-b",
+            "conductor/stray",
+            stray.to_str().unwrap(),
+        ],
+    );
+    let check = doctor(&t);
+    assert_eq!(check["status"], "warn", "{check:#}");
+    assert!(
+        check["detail"].as_str().unwrap().contains("stray"),
+        "{check:#}"
+    );
+    git(
+        &repo,
+        &["worktree", "remove", "--force", stray.to_str().unwrap()],
+    );
+    git(&repo, &["branch", "-D", "conductor/stray"]);
+    assert_eq!(doctor(&t)["status"], "ok");
+
+    // Within its retention gc keeps it; past it (0 s here) the worktree goes, the
+    // branch stays, and the task still merges.
+    let plan = conductor_ok(&t, &["gc", "--older-than", "1h"], 0).stdout;
+    assert!(!plan.contains("task worktree"), "{plan}");
+    std::fs::write(
+        t.path().join("config.json"),
+        r#"{"worktreeRetentionSecs": 0}"#,
+    )
+    .unwrap();
+    let gc = conductor_ok(&t, &["gc", "--older-than", "1h", "--apply"], 0).stdout;
+    assert!(
+        gc.contains("task worktree") || gc.contains("removed 1"),
+        "{gc}"
+    );
+    assert!(!path.exists());
+    assert_eq!(worktree_count(&repo), 1);
+    assert_eq!(branches(&repo), ["conductor/g1"]);
+    conductor_ok(&t, &["merge", "g1"], 0);
+    assert_eq!(std::fs::read_to_string(repo.join("g.txt")).unwrap(), "g\n");
+}
+
+/// Median and p99 of `xs` (sorted in place).
+fn median_p99(xs: &mut [f64]) -> (f64, f64) {
+    xs.sort_by(|a, b| a.partial_cmp(b).unwrap());
+    let p = |q: f64| xs[((xs.len() as f64 - 1.0) * q).round() as usize];
+    (p(0.5), p(0.99))
+}
+
+/// What a worktree adds to a task's start (claim → agent started, as the worker logs
+/// it) and to its whole run (`durationMs`: the worktree made, the agent run, the
+/// leftovers committed and the unchanged branch removed), on a repository of 10,000
+/// files. `cargo test --release --test integration worktree_start_cost -- --ignored --nocapture`
+#[test]
+#[ignore]
+fn worktree_start_cost_on_a_ten_thousand_file_repository() {
+    let t = TestRoot::new();
+    let repo = repo(&t);
+    for d in 0..100 {
+        let dir = repo.join(format!("src/d{d}"));
+        std::fs::create_dir_all(&dir).unwrap();
+        for f in 0..100 {
+            std::fs::write(
+                dir.join(format!("f{f}.rs")),
+                format!("// {d} {f}\nfn f() {{}}\n"),
+            )
+            .unwrap();
+        }
+    }
+    git(&repo, &["add", "."]);
+    git(&repo, &["commit", "--quiet", "-m", "10k files"]);
+    let files = git(&repo, &["ls-files"]).lines().count();
+    let w = WorkerProc::start(&t, Slot(0), &edit_agent(), &[], &[]);
+    let runs = 40;
+    let mut report = Vec::new();
+    for (label, worktree, prompt) in [
+        ("plain", false, "nothing"),
+        ("worktree, no change", true, "nothing"),
+        ("worktree, one file changed", true, "WRITE x.txt x"),
+    ] {
+        let before = w.stderr().matches("us after claim").count();
+        let mut durations = Vec::new();
+        for i in 0..runs {
+            let id = format!("{}-{i}", label.replace([' ', ','], ""));
+            let mut task = conductor::Task::new(prompt).with_id(id.as_str());
+            task.dir = Some(repo.clone());
+            if worktree {
+                task.worktree = Some(true);
+            }
+            t.client.write_task(Slot(0), &task).unwrap();
+            let r = t
+                .client
+                .wait_for_result(Slot(0), &TaskId::from(id.as_str()), BOUND)
+                .unwrap();
+            assert!(r.success, "{r:?}");
+            durations.push(r.duration_ms.unwrap() as f64);
+            if let Some(w) = r.worktree.filter(|w| w.kept) {
+                // Keep the disk small: each worktree holds 10,000 files.
+                Command::new("git")
+                    .arg("-C")
+                    .arg(&repo)
+                    .args(["worktree", "remove", "--force"])
+                    .arg(&w.path)
+                    .status()
+                    .unwrap();
+            }
+        }
+        let log = w.stderr();
+        let mut starts: Vec<f64> = log
+            .split("us after claim")
+            .skip(before)
+            .take(runs)
+            .filter_map(|chunk| chunk.rsplit(' ').next()?.parse::<f64>().ok())
+            .map(|us| us / 1000.0)
+            .collect();
+        assert_eq!(starts.len(), runs, "start times in the worker's log");
+        let (sm, sp) = median_p99(&mut starts);
+        let (dm, dp) = median_p99(&mut durations);
+        report.push(format!(
+            "{label:>28}: start median {sm:.1} ms, p99 {sp:.1} ms · whole task median {dm:.0} ms, p99 {dp:.0} ms"
+        ));
+    }
+    println!("\n{files} files, {runs} tasks each, one worker, tasks one after another:");
+    for line in report {
+        println!("{line}");
+    }
+}
