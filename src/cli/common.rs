@@ -326,7 +326,11 @@ pub fn run_worker(args: WorkerArgs) -> anyhow::Result<()> {
     .map_err(|e| anyhow::anyhow!("cannot install the signal handler: {e}"))?;
 
     if args.slot.0.len() > 1 {
-        let mut worker = MultiWorker::start(opts, &args.slot.0)?;
+        let Some(mut worker) =
+            start_when_space(&shutdown, || MultiWorker::start(opts.clone(), &args.slot.0))?
+        else {
+            return Ok(());
+        };
         println!("{}", worker.describe());
         for (slot, rec) in worker.recoveries() {
             println!("recovered worker {slot}: {rec}");
@@ -335,7 +339,9 @@ pub fn run_worker(args: WorkerArgs) -> anyhow::Result<()> {
         tracing::info!("worker stopped");
         return Ok(());
     }
-    let mut worker = Worker::start(opts)?;
+    let Some(mut worker) = start_when_space(&shutdown, || Worker::start(opts.clone()))? else {
+        return Ok(());
+    };
     // Cut to a terminal's width like the log lines after it (a narrow pane never wraps).
     let width = super::table::width();
     println!("{}", super::table::fit_line(&worker.describe(), width));
@@ -349,6 +355,40 @@ pub fn run_worker(args: WorkerArgs) -> anyhow::Result<()> {
     worker.run(&shutdown)?;
     tracing::info!("worker stopped");
     Ok(())
+}
+
+/// Start a worker; on a full disk (no room for its lease, status or spares) do not exit
+/// — a supervisor would only start it again and again — but say why and try again with
+/// a backoff until space is freed. `None`: asked to stop meanwhile.
+fn start_when_space<W>(
+    shutdown: &crossbeam_channel::Receiver<()>,
+    mut start: impl FnMut() -> crate::Result<W>,
+) -> crate::Result<Option<W>> {
+    let mut backoff = crate::worker::FULL_DISK_FIRST_BACKOFF;
+    let mut said = false;
+    loop {
+        match start() {
+            Err(e) if e.is_no_space() => {
+                if !said {
+                    tracing::error!(
+                        "disk full: cannot start yet ({e}); pickup waits until space is freed, \
+                         trying again"
+                    );
+                    said = true;
+                }
+                if shutdown.recv_timeout(backoff).is_ok() {
+                    return Ok(None);
+                }
+                backoff = crate::worker::full_disk_backoff(backoff);
+            }
+            other => {
+                if said && other.is_ok() {
+                    tracing::info!("space was freed: starting");
+                }
+                return other.map(Some);
+            }
+        }
+    }
 }
 
 /// `conductor-worker N DIR`: parse the command line, serve the slot, return the exit code.

@@ -42,6 +42,14 @@ pub use crate::recovery::{recover_abandoned, recover_slot, RecoveryReport};
 
 pub use crate::env::ENV_WORKER;
 
+/// The first wait of a worker that could not start for want of space.
+pub const FULL_DISK_FIRST_BACKOFF: Duration = space::FIRST_BACKOFF;
+
+/// The next wait after `current` for space to return.
+pub fn full_disk_backoff(current: Duration) -> Duration {
+    space::next_backoff(current)
+}
+
 /// How a worker is set up. [`WorkerOptions::new`] gives the documented defaults.
 #[derive(Debug, Clone)]
 pub struct WorkerOptions {

@@ -9,7 +9,10 @@
 use std::path::Path;
 use std::time::Duration;
 
-use crate::protocol::TaskResult;
+use std::os::unix::fs::OpenOptionsExt;
+
+use crate::layout::WorkerPaths;
+use crate::protocol::{TaskId, TaskResult};
 
 /// Below this much free space on the root's filesystem no new task is taken: a task
 /// accepted now could not be finished (its status, record and result need room).
@@ -21,6 +24,42 @@ pub(crate) const MAX_BACKOFF: Duration = Duration::from_secs(5);
 
 /// Inline output kept, head and tail each, once a result did not fit on the disk.
 const KEPT_WHEN_FULL: usize = 32 * 1024;
+
+/// What is kept of a task's log (and raw stream), from its start, when its result did
+/// not fit on the disk.
+const LOG_KEPT_WHEN_FULL: u64 = 256 * 1024;
+
+/// Cut the logs of task `id` (the live `output.log`/`output.jsonl`, or the kept
+/// `tasks/<id>.log`/`.jsonl`) to their first [`LOG_KEPT_WHEN_FULL`] bytes, freeing their
+/// blocks without writing anything new; says what was cut, `None` if nothing was.
+pub(crate) fn trim_logs(paths: &WorkerPaths, id: &TaskId) -> Option<String> {
+    let mut freed = 0u64;
+    for path in [
+        paths.output_log(),
+        paths.output_stream(),
+        paths.task_log(id),
+        paths.task_stream(id),
+    ] {
+        let Ok(file) = std::fs::OpenOptions::new()
+            .write(true)
+            .custom_flags(nix::libc::O_NOFOLLOW)
+            .open(&path)
+        else {
+            continue;
+        };
+        let len = file.metadata().map(|m| m.len()).unwrap_or(0);
+        if len > LOG_KEPT_WHEN_FULL && file.set_len(LOG_KEPT_WHEN_FULL).is_ok() {
+            freed += len - LOG_KEPT_WHEN_FULL;
+        }
+    }
+    (freed > 0).then(|| {
+        format!(
+            "the disk was full: the log was cut to its first {} KiB ({freed} bytes dropped) to \
+             publish the result",
+            LOG_KEPT_WHEN_FULL / 1024
+        )
+    })
+}
 
 /// Free bytes for us on the filesystem holding `dir` (`None` when it cannot be told).
 pub(crate) fn free_bytes(dir: &Path) -> Option<u64> {

@@ -666,6 +666,7 @@ impl Run<'_> {
         };
         let mut backoff = space::FIRST_BACKOFF;
         let mut waited = false;
+        let mut trimmed = false;
         loop {
             let err = match ledger.finish(r, |st| self.slot.board.publish(st)) {
                 Ok(_) => {
@@ -689,6 +690,20 @@ impl Run<'_> {
                 waited = true;
             }
             space::shrink(r);
+            if !trimmed {
+                trimmed = true;
+                // The task's own log is what filled the disk more often than not: cut it
+                // to its head, so the verdict can be published without anyone's help.
+                if let Some(note) = space::trim_logs(&self.slot.paths, &r.task_id) {
+                    tracing::warn!("task {}: {note}", r.task_id);
+                    r.output_note = Some(match r.output_note.take() {
+                        Some(before) => format!("{before}; {note}"),
+                        None => note,
+                    });
+                    r.output_truncated = true;
+                    continue;
+                }
+            }
             let mut st = Status::new(WorkerState::Working);
             st.task_id = Some(r.task_id.clone());
             st.problem = Some(format!(

@@ -778,3 +778,64 @@ fn a_task_whose_agent_cannot_start_for_a_moment_waits_and_runs() {
         w.stderr()
     );
 }
+
+/// Issue 22, item 4: a task whose own log fills the disk must not hold its exit-0
+/// result in memory forever: the worker cuts that log to make room and publishes.
+#[test]
+fn a_task_whose_log_fills_the_disk_still_publishes_its_result() {
+    let dir = temp_dir();
+    let disk = require!(SmallDisk::mount(dir.path(), "3m"));
+    let t = root_on(&disk, dir);
+    let w = WorkerProc::start(&t, S0, SIZED_AGENT, &[], &[]);
+    // Nothing else takes space: only the task's own 5 MiB of output fills the disk.
+    t.client
+        .write_task(S0, &Task::new("big").with_id("flood"))
+        .unwrap();
+    let r = t
+        .client
+        .wait_for_result(S0, &TaskId::from("flood"), BOUND)
+        .unwrap_or_else(|e| panic!("no result for flood ({e}); worker log:\n{}", w.stderr()));
+    assert!(r.success, "the agent's exit 0 survives: {r:?}");
+    let note = r.output_note.clone().unwrap_or_default();
+    assert!(
+        note.contains("disk was full"),
+        "the cut log says so: {note:?}"
+    );
+    t.client
+        .write_task(S0, &Task::new("small").with_id("after"))
+        .unwrap();
+    let next = t
+        .client
+        .wait_for_result(S0, &TaskId::from("after"), BOUND)
+        .unwrap();
+    assert_eq!(next.output, "small");
+}
+
+/// Issue 22, item 4: a worker started on a full disk does not exit (a supervisor would
+/// loop restarting it): it starts, pauses pickup, says why, and serves once space returns.
+#[test]
+fn a_worker_started_on_a_full_disk_waits_for_space() {
+    let dir = temp_dir();
+    let disk = require!(SmallDisk::mount(dir.path(), "2m"));
+    let t = root_on(&disk, dir);
+    t.client.create_worker(S0).unwrap();
+    let filler = disk.fill_leaving(0);
+    let mut w = WorkerProc::spawn(&t, S0, SIZED_AGENT, &[], &[]);
+    wait_until(BOUND, "the worker to say the disk is full", || {
+        w.stderr().contains("disk full")
+    });
+    let still = w
+        .child
+        .as_mut()
+        .is_some_and(|c| c.try_wait().expect("try_wait").is_none());
+    assert!(still, "it kept running:\n{}", w.stderr());
+    fs::remove_file(&filler).unwrap();
+    t.client
+        .write_task(S0, &Task::new("hello").with_id("later"))
+        .unwrap();
+    let r = t
+        .client
+        .wait_for_result(S0, &TaskId::from("later"), BOUND)
+        .unwrap_or_else(|e| panic!("no result ({e}); worker log:\n{}", w.stderr()));
+    assert_eq!(r.output, "hello");
+}

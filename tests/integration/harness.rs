@@ -315,7 +315,7 @@ pub fn assert_nothing_left(root: &Path) {
 /// A `conductor-worker` child process on a test root; its stderr (debug log) goes to a
 /// file in the test's temp dir. Dropping it stops it: SIGTERM, then SIGKILL after a bound.
 pub struct WorkerProc {
-    child: Option<std::process::Child>,
+    pub child: Option<std::process::Child>,
     pub pid: u32,
     pub slot: conductor::Slot,
     stderr_path: PathBuf,
