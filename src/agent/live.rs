@@ -231,9 +231,10 @@ pub(super) fn drain_stdout(
         let mut last = Vec::new();
         lines.end(&mut |l| {
             if renderer.render(l, &mut last) == LineKind::Result {
-                final_event = Some(l.to_vec());
+                final_event = Some(renderer.final_event(l));
             }
         });
+        renderer.finish(&mut last);
         lock_log(log).write_out(&last);
         if let Some(raw) = raw {
             raw.finish();
@@ -255,7 +256,7 @@ fn render_lines(
     let mut text = Vec::new();
     lines.feed(chunk, &mut |l| {
         if renderer.render(l, &mut text) == LineKind::Result {
-            *final_event = Some(l.to_vec());
+            *final_event = Some(renderer.final_event(l));
         }
     });
     if !text.is_empty() {
