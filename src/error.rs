@@ -207,7 +207,7 @@ pub enum Error {
         path: PathBuf,
     },
 
-    #[error("unknown preset {name:?}: use claude, codex or command")]
+    #[error("unknown preset {name:?}: use claude, codex, gemini or command")]
     UnknownPreset { name: String },
 
     /// No root was given and none can be derived from the environment.

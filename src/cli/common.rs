@@ -222,7 +222,9 @@ pub struct WorkerArgs {
     /// shows its events readable in the live log and lifts its answer, session id, cost,
     /// turns and tokens into the result), `codex` (`codex exec --json --sandbox
     /// workspace-write --skip-git-repo-check -`: its events shown readable, the last message
-    /// the answer, thread id and tokens lifted) or `command`.
+    /// the answer, thread id and tokens lifted), `gemini` (`gemini --output-format
+    /// stream-json --approval-mode yolo --skip-trust`: its events shown readable, its
+    /// last text the answer, session id and tokens lifted) or `command`.
     #[arg(long, value_name = "PRESET", value_parser = parse_preset)]
     pub preset: Option<Preset>,
     /// Claude preset: the tools the agent may use without asking, comma-separated
@@ -231,7 +233,8 @@ pub struct WorkerArgs {
     #[arg(long, value_name = "TOOLS", conflicts_with = "agent")]
     pub allowed_tools: Option<String>,
     /// Claude preset: Claude Code's permission mode (default `acceptEdits`; `plan`
-    /// changes nothing). Not with --agent.
+    /// changes nothing). Gemini preset: its approval mode (default `yolo`; `auto_edit`,
+    /// `plan`, `default`). Not with --agent.
     #[arg(long, value_name = "MODE", conflicts_with = "agent")]
     pub permission_mode: Option<String>,
     /// Default task time limit (a task's own timeoutSecs wins): seconds (`300`) or a

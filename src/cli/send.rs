@@ -29,6 +29,10 @@ pub struct TaskArgs {
     /// duration (`90s`, `5m`, `1h`).
     #[arg(long, value_name = "DURATION", value_parser = super::parse_duration_arg)]
     pub timeout: Option<Duration>,
+    /// The model the agent uses for this task: the claude, codex and gemini presets pass
+    /// it on (`--model` / `-m`); the command preset ignores it (the worker warns).
+    #[arg(long, value_name = "NAME")]
+    pub model: Option<String>,
 }
 
 impl TaskArgs {
@@ -45,6 +49,7 @@ impl TaskArgs {
             );
         }
         task.timeout_secs = self.timeout.map(super::whole_secs);
+        task.model = self.model.clone();
         Ok(task)
     }
 }

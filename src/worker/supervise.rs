@@ -89,30 +89,36 @@ pub(crate) fn run(
 }
 
 impl Run<'_> {
-    /// The agent command for this task: the worker's, plus the preset's resume
-    /// arguments when the task continues a session. Err: the task's rejected result.
+    /// The agent command for this task: the worker's, with the task's model and the
+    /// session it resumes as the preset passes them. Err: the task's rejected result.
     fn command(&self, task: &Task) -> std::result::Result<AgentCommand, Box<TaskResult>> {
         let opts = &self.shared.opts;
-        let Some(session) = task.resume.as_deref() else {
+        if task.model.is_none() && task.resume.is_none() {
             return Ok(opts.agent.clone());
-        };
-        match opts.preset.resume_args(session) {
-            Some(extra) => {
+        }
+        if let (Some(model), false) = (&task.model, opts.preset.takes_model()) {
+            tracing::warn!(
+                "task {} asks for model {model}, but the {} preset passes no model to its \
+                 command: running it with the command's own",
+                self.id,
+                opts.preset
+            );
+        }
+        match opts.preset.task_args(
+            &opts.agent.args,
+            task.model.as_deref(),
+            task.resume.as_deref(),
+        ) {
+            Ok(args) => {
                 let mut c = opts.agent.clone();
-                c.args.extend(extra);
+                c.args = args;
                 Ok(c)
             }
-            None => {
-                let why = format!(
-                    "task asks to resume session {session}, but the {} preset cannot resume",
-                    opts.preset
-                );
-                Err(Box::new(TaskResult::failed(
-                    self.id.clone(),
-                    Outcome::Rejected,
-                    why,
-                )))
-            }
+            Err(why) => Err(Box::new(TaskResult::failed(
+                self.id.clone(),
+                Outcome::Rejected,
+                why,
+            ))),
         }
     }
 
