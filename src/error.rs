@@ -207,6 +207,10 @@ pub enum Error {
         path: PathBuf,
     },
 
+    /// The agent command cannot run: every task would fail, so nothing starts.
+    #[error("the agent command `{program}` {problem}; every task would fail, so nothing starts")]
+    AgentNotFound { program: String, problem: String },
+
     #[error("unknown preset {name:?}: use claude, codex, gemini or command")]
     UnknownPreset { name: String },
 
@@ -413,6 +417,7 @@ impl Error {
             | BadCommandLine { .. }
             | NotADirectory { .. }
             | UnknownPreset { .. }
+            | AgentNotFound { .. }
             | NoHome { .. }
             | NoRoot { .. }
             | NoTaskRecord { .. }
@@ -521,6 +526,10 @@ mod tests {
             Error::NotADirectory {
                 what: "project directory",
                 path: "/nowhere".into(),
+            },
+            Error::AgentNotFound {
+                program: "claude".into(),
+                problem: "is not found on PATH=/bin".into(),
             },
         ];
         for e in errors {

@@ -181,6 +181,9 @@ fn hint(err: &Error) -> Option<String> {
         // Every command that refuses to nest takes this flag.
         Error::Nested { .. } => Some("pass --allow-nested if you really mean it".into()),
         Error::NoHome { variable } => Some(format!("pass --root DIR or set {variable}")),
+        Error::AgentNotFound { .. } => {
+            Some("install it, or pass --agent with the program's full path".into())
+        }
         _ => None,
     }
 }
@@ -258,6 +261,41 @@ pub struct WorkerArgs {
     pub allow_nested: bool,
 }
 
+/// The workers' agent command: `--agent`'s line, else the preset's (narrowed by
+/// `--allowed-tools` / `--permission-mode`).
+pub fn agent_command(
+    agent: Option<&str>,
+    preset: Preset,
+    allowed_tools: Option<&str>,
+    permission_mode: Option<&str>,
+) -> anyhow::Result<AgentCommand> {
+    let line = match agent {
+        Some(line) => line.to_string(),
+        None => preset
+            .command_line(allowed_tools, permission_mode)
+            .map_err(anyhow::Error::msg)?,
+    };
+    Ok(AgentCommand::parse(&line)?)
+}
+
+/// Refuse, before any worker starts, an agent command that cannot run (not on PATH,
+/// not executable): each worker would refuse it anyway.
+pub fn check_agent(
+    agent: Option<&str>,
+    preset: Option<Preset>,
+    allowed_tools: Option<&str>,
+    permission_mode: Option<&str>,
+) -> anyhow::Result<()> {
+    let command = agent_command(
+        agent,
+        preset.unwrap_or_default(),
+        allowed_tools,
+        permission_mode,
+    )?;
+    command.locate()?;
+    Ok(())
+}
+
 /// Start a worker and serve until Ctrl-C / SIGTERM / SIGHUP.
 pub fn run_worker(args: WorkerArgs) -> anyhow::Result<()> {
     // Before anything opens a descriptor (the signal handler's pipe, the gates).
@@ -275,16 +313,12 @@ pub fn run_worker(args: WorkerArgs) -> anyhow::Result<()> {
     crate::env::refuse_nested(&format!("start worker {serving}"), args.allow_nested)?;
     let root = Root::resolve(args.root.as_deref())?;
     let preset = args.preset.unwrap_or_default();
-    let line = match &args.agent {
-        Some(line) => line.clone(),
-        None => preset
-            .command_line(
-                args.allowed_tools.as_deref(),
-                args.permission_mode.as_deref(),
-            )
-            .map_err(anyhow::Error::msg)?,
-    };
-    let agent = AgentCommand::parse(&line)?;
+    let agent = agent_command(
+        args.agent.as_deref(),
+        preset,
+        args.allowed_tools.as_deref(),
+        args.permission_mode.as_deref(),
+    )?;
     let dir = crate::env::project_dir(&args.dir)?;
     let mut opts = WorkerOptions::new(root, args.slot.0[0], dir, agent);
     opts.preset = preset;

@@ -108,6 +108,12 @@ pub fn split_prompts(text: &str, blocks: bool) -> Vec<String> {
 pub fn run(args: Args) -> anyhow::Result<i32> {
     crate::env::refuse_nested("run", args.allow_nested)?;
     let prompts = read_prompts(&args)?;
+    super::common::check_agent(
+        args.agent.as_deref(),
+        args.preset,
+        args.allowed_tools.as_deref(),
+        args.permission_mode.as_deref(),
+    )?;
     // What every task carries, checked before any worker starts.
     let mut sample = Task::new("");
     sample.model = args.model.clone();
