@@ -1025,10 +1025,9 @@ fn task_processes(id: &str) -> Vec<(u32, String)> {
 
 /// Wait (bounded) until the task's Bash tool has both `tail -f` running.
 fn wait_for_tails(id: &str, w: &RealWorker) {
-    let mut seen = Vec::new();
     let deadline = std::time::Instant::now() + BOUND;
     loop {
-        seen = task_processes(id);
+        let seen = task_processes(id);
         let has = |s: &str| seen.iter().any(|(_, c)| c.trim_end() == s);
         if has("tail -f bg.txt") && has("tail -f fg.txt") {
             return;

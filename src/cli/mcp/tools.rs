@@ -61,6 +61,9 @@ pub struct SubmitArgs {
     pub context: Option<Value>,
     /// Run again after a worker crash, up to this many attempts in all (default 1).
     pub max_attempts: Option<u32>,
+    /// The model the agent uses for this task (the claude, codex and gemini presets pass
+    /// it on; a plain command ignores it).
+    pub model: Option<String>,
 }
 
 #[derive(Debug, Deserialize, schemars::JsonSchema)]
@@ -78,6 +81,8 @@ pub struct SendArgs {
     pub dir: Option<PathBuf>,
     /// Any JSON, handed to the agent as CONDUCTOR_CONTEXT.
     pub context: Option<Value>,
+    /// The model the agent uses for this task (claude, codex and gemini presets).
+    pub model: Option<String>,
 }
 
 #[derive(Debug, Deserialize, schemars::JsonSchema)]
@@ -404,6 +409,7 @@ fn submit_task(a: SubmitArgs) -> std::result::Result<Task, String> {
     task.timeout_secs = a.timeout_secs;
     task.context = a.context;
     task.dir = a.dir.map(absolute).transpose()?;
+    task.model = a.model;
     finish_task(task)
 }
 
@@ -415,6 +421,7 @@ fn send_task(a: SendArgs) -> std::result::Result<(Slot, Task), String> {
     task.timeout_secs = a.timeout_secs;
     task.context = a.context;
     task.dir = a.dir.map(absolute).transpose()?;
+    task.model = a.model;
     Ok((slot, finish_task(task)?))
 }
 
