@@ -207,7 +207,11 @@ pub enum Error {
         path: PathBuf,
     },
 
-    #[error("unknown preset {name:?}: use claude, codex or command")]
+    /// The agent command cannot run: every task would fail, so nothing starts.
+    #[error("the agent command `{program}` {problem}; every task would fail, so nothing starts")]
+    AgentNotFound { program: String, problem: String },
+
+    #[error("unknown preset {name:?}: use claude, codex, gemini or command")]
     UnknownPreset { name: String },
 
     /// No root was given and none can be derived from the environment.
@@ -485,6 +489,7 @@ impl Error {
             | BadCommandLine { .. }
             | NotADirectory { .. }
             | UnknownPreset { .. }
+            | AgentNotFound { .. }
             | NoHome { .. }
             | NoRoot { .. }
             | NoTaskRecord { .. }
@@ -602,6 +607,10 @@ mod tests {
             Error::NotADirectory {
                 what: "project directory",
                 path: "/nowhere".into(),
+            },
+            Error::AgentNotFound {
+                program: "claude".into(),
+                problem: "is not found on PATH=/bin".into(),
             },
         ];
         for e in errors {

@@ -18,6 +18,10 @@ pub const CLAUDE_ALLOWED_TOOLS: &str = "Bash,Edit,Write,Read,NotebookEdit";
 /// Code 2.1 also knows `auto`, `manual`, `dontAsk`, `plan` and `bypassPermissions`).
 pub const CLAUDE_PERMISSION_MODE: &str = "acceptEdits";
 
+/// The approval modes Gemini CLI knows (`--approval-mode`); the worker's
+/// `--permission-mode` picks one for the gemini preset (default: `yolo`).
+pub const GEMINI_APPROVAL_MODES: [&str; 4] = ["default", "auto_edit", "yolo", "plan"];
+
 /// Which kind of agent a worker runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 #[non_exhaustive]
@@ -31,6 +35,11 @@ pub enum Preset {
     /// stream shown readable in the live log; the last agent message is the answer, the
     /// thread id, and tokens are lifted into the result.
     Codex,
+    /// Gemini CLI, non-interactive (prompt on stdin) streaming its events
+    /// (`--output-format stream-json`): text, tool calls and results shown in the live
+    /// log; the answer (its text after its last tool call), the session id and tokens
+    /// lifted into the result.
+    Gemini,
     /// Any command; its stdout is the output as is.
     #[default]
     Command,
@@ -55,6 +64,13 @@ impl Preset {
             // `codex exec` is read-only by default: workspace-write lets it edit the task's
             // directory and run commands there (its own sandbox); --json streams events.
             Preset::Codex => "codex exec --json --sandbox workspace-write --skip-git-repo-check -",
+            // Without a prompt argument and with stdin not a terminal, gemini reads the
+            // prompt from stdin and runs headless. It asks before every tool call unless
+            // approvals are off (`yolo`), and in a folder it was never told to trust it
+            // turns them back on: --skip-trust trusts the task's directory for the run.
+            Preset::Gemini => {
+                "gemini --output-format stream-json --approval-mode yolo --skip-trust"
+            }
             Preset::Command => "claude -p",
         }
     }
@@ -70,10 +86,24 @@ impl Preset {
         if allowed_tools.is_none() && permission_mode.is_none() {
             return Ok(self.default_command().to_string());
         }
+        if self == Preset::Gemini && allowed_tools.is_none() {
+            // Gemini's own word for it: --approval-mode default|auto_edit|yolo|plan.
+            let mode = permission_mode.unwrap_or_default();
+            if !GEMINI_APPROVAL_MODES.contains(&mode) {
+                return Err(format!(
+                    "{mode:?} is not a gemini approval mode (one of {})",
+                    GEMINI_APPROVAL_MODES.join(", ")
+                ));
+            }
+            return Ok(format!(
+                "gemini --output-format stream-json --approval-mode {mode} --skip-trust"
+            ));
+        }
         if self != Preset::Claude {
             return Err(format!(
                 "--allowed-tools and --permission-mode are settings of the claude preset, \
-                 not of {self}"
+                 not of {self} (the gemini preset takes --permission-mode as its \
+                 --approval-mode)"
             ));
         }
         let tools: Vec<&str> = allowed_tools
@@ -95,12 +125,62 @@ impl Preset {
         Ok(line)
     }
 
-    /// Extra arguments for a task that continues session `id` (`conductor retry --resume`).
-    pub fn resume_args(self, id: &str) -> Option<Vec<String>> {
-        match self {
-            Preset::Claude => Some(vec!["--resume".into(), id.into()]),
-            Preset::Codex | Preset::Command => None,
+    /// The agent's arguments for one task: the worker's `args` with the task's model
+    /// (`claude --model M`, `codex -m M`, `gemini -m M`) and, when it continues session
+    /// `resume` (`conductor retry --resume`), what continues it (`claude --resume ID`,
+    /// `codex exec resume ID -`). The command preset takes no model: `model` is left out
+    /// (the caller warns). Err: this preset cannot resume a session.
+    pub fn task_args(
+        self,
+        args: &[String],
+        model: Option<&str>,
+        resume: Option<&str>,
+    ) -> std::result::Result<Vec<String>, String> {
+        let mut args = args.to_vec();
+        if let Some(id) = resume {
+            match self {
+                Preset::Claude => args.extend(["--resume".into(), id.into()]),
+                // `codex exec [OPTIONS] resume ID [PROMPT]`: before the `-` that says the
+                // prompt is on stdin, which then becomes resume's prompt.
+                Preset::Codex => {
+                    let at = match args.last().map(String::as_str) {
+                        Some("-") => args.len() - 1,
+                        _ => {
+                            args.push("-".into());
+                            args.len() - 1
+                        }
+                    };
+                    args.splice(at..at, ["resume".to_string(), id.to_string()]);
+                }
+                Preset::Gemini | Preset::Command => {
+                    return Err(format!(
+                        "task asks to resume session {id}, but the {self} preset cannot resume"
+                    ))
+                }
+            }
         }
+        if let Some(m) = model {
+            let flag = match self {
+                Preset::Claude => "--model",
+                Preset::Codex | Preset::Gemini => "-m",
+                Preset::Command => return Ok(args),
+            };
+            // Options go before codex's `-` / `resume` (its subcommand's own are the same).
+            let at = match self {
+                Preset::Codex => args
+                    .iter()
+                    .position(|a| a == "-" || a == "resume")
+                    .unwrap_or(args.len()),
+                _ => args.len(),
+            };
+            args.splice(at..at, [flag.to_string(), m.to_string()]);
+        }
+        Ok(args)
+    }
+
+    /// Whether the preset passes a task's `model` to its agent.
+    pub fn takes_model(self) -> bool {
+        self != Preset::Command
     }
 
     /// Whether stdout is read as Claude Code's event stream: one JSON object a line,
@@ -108,7 +188,7 @@ impl Preset {
     /// (`--output-format json` prints the final event alone, so it reads the same.)
     /// Codex's `--json` events are read the same way (their types differ from Claude's).
     pub fn streams(self) -> bool {
-        matches!(self, Preset::Claude | Preset::Codex)
+        matches!(self, Preset::Claude | Preset::Codex | Preset::Gemini)
     }
 
     /// Lift what the agent printed into the result's fields.
@@ -116,6 +196,7 @@ impl Preset {
         match self {
             Preset::Claude => interpret_claude(result),
             Preset::Codex => interpret_codex(result),
+            Preset::Gemini => interpret_gemini(result),
             Preset::Command => {}
         }
     }
@@ -144,7 +225,8 @@ impl Preset {
         match self {
             Preset::Claude => claude_rate_limit(output, limit_event),
             Preset::Codex => codex_rate_limit(output, SystemTime::now()),
-            Preset::Command => None,
+            // Gemini's quota errors name no reset time it could be deferred to.
+            Preset::Gemini | Preset::Command => None,
         }
     }
 }
@@ -249,6 +331,7 @@ impl FromStr for Preset {
         match s {
             "claude" => Ok(Preset::Claude),
             "codex" => Ok(Preset::Codex),
+            "gemini" => Ok(Preset::Gemini),
             "command" => Ok(Preset::Command),
             other => Err(Error::UnknownPreset {
                 name: other.to_string(),
@@ -262,6 +345,7 @@ impl fmt::Display for Preset {
         f.write_str(match self {
             Preset::Claude => "claude",
             Preset::Codex => "codex",
+            Preset::Gemini => "gemini",
             Preset::Command => "command",
         })
     }
@@ -420,6 +504,90 @@ fn interpret_codex(r: &mut TaskResult) {
         });
     }
     r.output = answer.or(failed).unwrap_or_default();
+}
+
+/// Gemini CLI's final event, as the worker hands it over (see
+/// [`crate::agent::stream`]): `{"type":"result","status":"success"|"error",
+/// "error":{"type","message"},"stats":{"input_tokens","output_tokens","tool_calls",…},
+/// "response":"<the answer>","session_id":"…"}` (`response` and `session_id` added by
+/// conductor from the stream), or `--output-format json`'s one object
+/// `{"session_id","response","stats","error"}`. With no such event (gemini stopped
+/// early), the raw stream: its `init` event names the session. An error is the failure
+/// reason; a rejected key (HTTP 401, `UNAUTHENTICATED`, "API key not valid") says how to
+/// set one.
+fn interpret_gemini(r: &mut TaskResult) {
+    let events: Vec<serde_json::Map<String, Value>> = r
+        .output
+        .lines()
+        .filter_map(|l| match serde_json::from_str::<Value>(l) {
+            Ok(Value::Object(o)) => Some(o),
+            _ => None,
+        })
+        .collect();
+    let kind = |e: &serde_json::Map<String, Value>| {
+        e.get("type").and_then(Value::as_str) == Some("result")
+    };
+    let last = events.iter().rev().find(|e| kind(e)).or_else(|| {
+        // `--output-format json`: one object, no type.
+        match events.as_slice() {
+            [one] if one.contains_key("response") && !one.contains_key("type") => Some(one),
+            _ => None,
+        }
+    });
+    let init_session = events
+        .iter()
+        .find(|e| e.get("type").and_then(Value::as_str) == Some("init"))
+        .and_then(|e| e.get("session_id").and_then(Value::as_str));
+    let Some(last) = last else {
+        if let Some(s) = init_session {
+            r.session_id = Some(s.to_string());
+        }
+        return;
+    };
+    r.session_id = last
+        .get("session_id")
+        .and_then(Value::as_str)
+        .or(init_session)
+        .map(String::from);
+    if let Some(stats) = last.get("stats") {
+        let n = |k: &str| stats.get(k).and_then(Value::as_u64);
+        r.input_tokens = n("input_tokens");
+        r.output_tokens = n("output_tokens");
+    }
+    let why = last
+        .get("error")
+        .and_then(|e| e.get("message"))
+        .and_then(Value::as_str)
+        .map(String::from);
+    let failed = last.get("status").and_then(Value::as_str) == Some("error") || why.is_some();
+    r.is_error = Some(failed);
+    let agent_failed = r.success || r.outcome == Some(crate::protocol::Outcome::Failure);
+    if failed && agent_failed {
+        let why = why.as_deref().map(first_line).unwrap_or("error");
+        let rejected_key = why.contains("\"code\":401")
+            || why.contains("UNAUTHENTICATED")
+            || why.contains("API key not valid")
+            || why.contains("API_KEY_INVALID");
+        r.success = false;
+        r.outcome = Some(crate::protocol::Outcome::Failure);
+        r.error = Some(if rejected_key {
+            format!(
+                "not logged in / invalid API key — set GEMINI_API_KEY, or run `gemini` \
+                 once and log in (gemini: {why})"
+            )
+        } else {
+            format!("gemini reported an error: {why}")
+        });
+    }
+    let answer = last
+        .get("response")
+        .and_then(Value::as_str)
+        .filter(|a| !a.is_empty());
+    r.output = match (answer, why) {
+        (Some(a), _) => a.to_string(),
+        (None, Some(w)) => w,
+        (None, None) => String::new(),
+    };
 }
 
 fn first_line(s: &str) -> &str {
@@ -612,6 +780,108 @@ mod tests {
             codex_rate_limit(r#"{"type":"turn.failed","error":{"message":"boom"}}"#, now),
             None
         );
+    }
+
+    #[test]
+    fn gemini_results_are_lifted_and_its_errors_are_the_reason() {
+        let mut r = ok(
+            r#"{"type":"result","status":"success","stats":{"input_tokens":325,"output_tokens":50,"tool_calls":1},"response":"Gemini done.","session_id":"g-1"}"#,
+        );
+        Preset::Gemini.interpret(&mut r);
+        assert!(r.success);
+        assert_eq!(r.output, "Gemini done.");
+        assert_eq!(r.session_id.as_deref(), Some("g-1"));
+        assert_eq!((r.input_tokens, r.output_tokens), (Some(325), Some(50)));
+        assert_eq!(r.is_error, Some(false));
+
+        let failed = r#"{"type":"result","status":"error","error":{"type":"unknown","message":"[API Error: the provider is down]"},"stats":{"input_tokens":0,"output_tokens":0},"response":"","session_id":"g-2"}"#;
+        let mut r = TaskResult::failed(TaskId::from("t"), Outcome::Failure, "exit 1");
+        r.output = failed.into();
+        Preset::Gemini.interpret(&mut r);
+        assert_eq!(
+            r.error.as_deref(),
+            Some("gemini reported an error: [API Error: the provider is down]")
+        );
+        assert_eq!(r.output, "[API Error: the provider is down]");
+        assert_eq!(r.session_id.as_deref(), Some("g-2"));
+
+        let mut r = TaskResult::failed(TaskId::from("t"), Outcome::Failure, "exit 1");
+        r.output = failed.replace(
+            "the provider is down",
+            r#"{\"error\":{\"code\":401,\"message\":\"API key not valid.\"}}"#,
+        );
+        Preset::Gemini.interpret(&mut r);
+        assert!(
+            r.error
+                .as_deref()
+                .unwrap()
+                .starts_with("not logged in / invalid API key — set GEMINI_API_KEY"),
+            "{:?}",
+            r.error
+        );
+
+        // Stopped before its result: the session from `init`, the output as it was.
+        let raw = r#"{"type":"init","session_id":"g-3","model":"m"}"#;
+        let mut r = TaskResult::failed(TaskId::from("t"), Outcome::Cancelled, "cancelled");
+        r.output = raw.into();
+        Preset::Gemini.interpret(&mut r);
+        assert_eq!(r.session_id.as_deref(), Some("g-3"));
+        assert_eq!(r.error.as_deref(), Some("cancelled"));
+        assert_eq!(r.output, raw);
+    }
+
+    #[test]
+    fn a_task_adds_its_model_and_the_session_it_resumes() {
+        let words =
+            |line: &str| -> Vec<String> { line.split(' ').skip(1).map(String::from).collect() };
+        let claude = words(Preset::Claude.default_command());
+        let got = Preset::Claude
+            .task_args(&claude, Some("opus"), Some("s-1"))
+            .unwrap();
+        assert_eq!(got[claude.len()..], ["--resume", "s-1", "--model", "opus"]);
+        let codex = words(Preset::Codex.default_command());
+        assert_eq!(
+            Preset::Codex
+                .task_args(&codex, Some("o3"), Some("th-1"))
+                .unwrap()
+                .join(" "),
+            "exec --json --sandbox workspace-write --skip-git-repo-check -m o3 resume th-1 -"
+        );
+        assert_eq!(
+            Preset::Codex
+                .task_args(&codex, Some("o3"), None)
+                .unwrap()
+                .join(" "),
+            "exec --json --sandbox workspace-write --skip-git-repo-check -m o3 -"
+        );
+        let gemini = words(Preset::Gemini.default_command());
+        assert_eq!(
+            Preset::Gemini
+                .task_args(&gemini, Some("gemini-2.5-pro"), None)
+                .unwrap()[gemini.len()..],
+            ["-m", "gemini-2.5-pro"]
+        );
+        assert!(Preset::Gemini.task_args(&gemini, None, Some("g")).is_err());
+        let cat = vec!["-u".to_string()];
+        assert_eq!(
+            Preset::Command.task_args(&cat, Some("x"), None).unwrap(),
+            cat
+        );
+        assert!(!Preset::Command.takes_model());
+        assert!(Preset::Command.task_args(&cat, None, Some("s")).is_err());
+    }
+
+    #[test]
+    fn the_gemini_approval_mode_is_the_workers_permission_mode() {
+        assert_eq!(
+            Preset::Gemini
+                .command_line(None, Some("auto_edit"))
+                .unwrap(),
+            "gemini --output-format stream-json --approval-mode auto_edit --skip-trust"
+        );
+        assert!(Preset::Gemini.command_line(None, Some("dontAsk")).is_err());
+        assert!(Preset::Gemini.command_line(Some("Read"), None).is_err());
+        assert!("gemini".parse::<Preset>().unwrap() == Preset::Gemini);
     }
 
     #[test]

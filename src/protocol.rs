@@ -211,9 +211,14 @@ pub struct Task {
     /// Which attempt this delivery is (1-based); set by conductor on re-delivery.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub attempt: Option<u32>,
-    /// Continue this agent session (claude preset: `--resume ID`).
+    /// Continue this agent session (claude preset: `--resume ID`; codex: `codex exec
+    /// resume ID`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub resume: Option<String>,
+    /// The model the agent uses for this task, passed by the preset (`claude --model`,
+    /// `codex -m`, `gemini -m`); the command preset ignores it (with a warning).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
     /// `"queue"` for a task submitted to the shared queue (its result is also linked
     /// into `queue/results/`, and a retry goes back to the queue).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -265,6 +270,7 @@ impl Task {
             max_attempts: None,
             attempt: None,
             resume: None,
+            model: None,
             origin: None,
             after: Vec::new(),
             dir: None,
@@ -329,6 +335,15 @@ impl Task {
         if let Some(r) = &self.resume {
             if r.is_empty() || r.starts_with('-') || r.len() > 256 {
                 return Err(format!("resume session {r:?} is not a session id"));
+            }
+        }
+        if let Some(m) = &self.model {
+            if m.is_empty()
+                || m.starts_with('-')
+                || m.len() > 256
+                || m.chars().any(|c| c.is_whitespace() || c.is_control())
+            {
+                return Err(format!("model {m:?} is not a model name"));
             }
         }
         if let Some(k) = &self.key {

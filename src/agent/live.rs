@@ -239,10 +239,11 @@ pub(super) fn drain_stdout(
         let mut last = Vec::new();
         lines.end(&mut |l| {
             if renderer.render(l, &mut last) == LineKind::Result {
-                final_event = Some(l.to_vec());
+                final_event = Some(renderer.final_event(l));
             }
             keep_limit_event(l, &mut limit_event);
         });
+        renderer.finish(&mut last);
         lock_log(log).write_out(&last);
         if let Some(raw) = raw {
             raw.finish();
@@ -277,7 +278,7 @@ fn render_lines(
     let mut text = Vec::new();
     lines.feed(chunk, &mut |l| {
         if renderer.render(l, &mut text) == LineKind::Result {
-            *final_event = Some(l.to_vec());
+            *final_event = Some(renderer.final_event(l));
         }
         keep_limit_event(l, limit_event);
     });

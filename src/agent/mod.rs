@@ -72,6 +72,42 @@ impl AgentCommand {
     }
 }
 
+impl AgentCommand {
+    /// The program as [`AgentCommand::resolve`] finds it, or why it cannot run: not
+    /// found on `PATH` (the directories searched named) or not executable.
+    pub fn locate(&self) -> Result<PathBuf> {
+        if let Some(p) = self.resolve() {
+            return Ok(p);
+        }
+        let program = Path::new(&self.program);
+        let path = std::env::var("PATH").unwrap_or_default();
+        let problem = if program.components().count() > 1 {
+            match std::fs::metadata(program) {
+                Err(_) => "does not exist".to_string(),
+                Ok(m) if !m.is_file() => "is not a file".to_string(),
+                Ok(_) => "is not executable".to_string(),
+            }
+        } else {
+            let found = path
+                .split(':')
+                .filter(|d| d.starts_with('/'))
+                .map(|d| Path::new(d).join(program))
+                .find(|p| p.exists());
+            match found {
+                Some(p) => format!(
+                    "is not executable ({} is there but may not be run; searched PATH={path})",
+                    p.display()
+                ),
+                None => format!("is not found on PATH={path}"),
+            }
+        };
+        Err(Error::AgentNotFound {
+            program: self.program.clone(),
+            problem,
+        })
+    }
+}
+
 fn is_executable(p: &Path) -> bool {
     use std::os::unix::fs::PermissionsExt;
     std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)

@@ -6,7 +6,11 @@
 //! `{"type":"user","message":{"content":[{"type":"tool_result","content","is_error"}]}}`;
 //! and the final `{"type":"result","subtype","is_error","result","session_id",
 //! "total_cost_usd","num_turns","duration_ms"}` (the object `--output-format json` prints
-//! alone). A line that is not such an event is shown as it is.
+//! alone). Codex's `--json` events (`thread.started`, `item.*`, `turn.*`) and Gemini
+//! CLI's `stream-json` events (`init`, `message` with `delta` pieces of text, `tool_use`,
+//! `tool_result`, `error`, and a final `result` with `status` and `stats`) are read too.
+//! A line that is not JSON is shown as it is; an event of a type not known here is shown
+//! labelled, `· unknown event <type>: <compact json>`.
 
 use serde_json::{Map, Value};
 
@@ -18,6 +22,14 @@ const SUMMARY_CHARS: usize = 160;
 #[derive(Debug, Default)]
 pub struct StreamRenderer {
     cwd: Option<String>,
+    /// Gemini: assistant text not yet ended by a newline (it streams in pieces).
+    pending: String,
+    /// Gemini: the assistant's text since its last tool call: the answer so far.
+    answer: String,
+    /// Gemini: the session id from its `init` event.
+    session: Option<String>,
+    /// The final event as the result should read it, when it is not the line itself.
+    final_line: Option<Vec<u8>>,
 }
 
 /// What a line was.
@@ -52,13 +64,63 @@ impl StreamRenderer {
             as_is(line, out);
             return LineKind::Other;
         };
+        let gemini_text = kind == "message" && str_field(&event, "role") == Some("assistant");
+        if !gemini_text {
+            self.flush_pending(out);
+        }
         match kind {
             "system" => self.system(&event, out),
             "assistant" => self.assistant(&event, out),
             "user" => self.user(&event, out),
+            // Gemini's result says `status`; Claude's says `subtype` / `is_error`.
+            "result" if event.contains_key("status") && !event.contains_key("subtype") => {
+                self.gemini_result(&event, out);
+                return LineKind::Result;
+            }
             "result" => {
                 result(&event, out);
                 return LineKind::Result;
+            }
+            // Gemini CLI (`--output-format stream-json`).
+            "init" => {
+                self.session = str_field(&event, "session_id").map(String::from);
+                let mut parts = vec![format!(
+                    "· session {}",
+                    self.session.as_deref().unwrap_or("?")
+                )];
+                if let Some(model) = str_field(&event, "model") {
+                    parts.push(model.to_string());
+                }
+                push_line(out, &parts.join(" · "));
+            }
+            "message" if gemini_text => {
+                let text = str_field(&event, "content").unwrap_or("");
+                self.answer.push_str(text);
+                self.pending.push_str(text);
+                if let Some(end) = self.pending.rfind('\n') {
+                    let done: String = self.pending.drain(..=end).collect();
+                    text_lines(&done, "", out);
+                }
+            }
+            // The prompt, as the agent read it: the task already shows it.
+            "message" if str_field(&event, "role") == Some("user") => {}
+            "tool_use" if event.contains_key("tool_name") => {
+                self.answer.clear();
+                let name = str_field(&event, "tool_name").unwrap_or("?");
+                let what = event
+                    .get("parameters")
+                    .map(|i| self.tool_input(i))
+                    .unwrap_or_default();
+                push_line(out, &clip(format!("› {name} {what}").trim_end()));
+            }
+            "tool_result" if event.contains_key("tool_id") => {
+                self.answer.clear();
+                let failed = str_field(&event, "status") == Some("error");
+                let text = match (failed, event.get("error")) {
+                    (true, Some(e)) => str_of(e, "message").to_string(),
+                    _ => result_text(event.get("output")),
+                };
+                push_line(out, &clip(&tool_result_summary(&text, failed)));
             }
             // Codex (`codex exec --json`).
             "thread.started" => push_line(
@@ -102,11 +164,88 @@ impl StreamRenderer {
             }
             "error" => {
                 let why = str_field(&event, "message").map(first_line).unwrap_or("");
-                push_line(out, &clip(&format!("! {why}")));
+                // Gemini says how bad: `warning` or `error`.
+                match str_field(&event, "severity") {
+                    Some(severity) => push_line(out, &clip(&format!("! {severity}: {why}"))),
+                    None => push_line(out, &clip(&format!("! {why}"))),
+                }
             }
-            _ => as_is(line, out),
+            other => push_line(
+                out,
+                &clip(&format!(
+                    "· unknown event {other}: {}",
+                    Value::Object(event.clone())
+                )),
+            ),
         }
         LineKind::Other
+    }
+
+    /// The stream ended: show what text it left unfinished.
+    pub fn finish(&mut self, out: &mut Vec<u8>) {
+        self.flush_pending(out);
+    }
+
+    /// The final event as the result should read it: the line itself, or (Gemini, whose
+    /// `result` carries neither) the line with the answer (`response`) and the session id
+    /// (`session_id`) added. Call after [`StreamRenderer::render`] said [`LineKind::Result`].
+    pub fn final_event(&mut self, line: &[u8]) -> Vec<u8> {
+        self.final_line.take().unwrap_or_else(|| line.to_vec())
+    }
+
+    fn flush_pending(&mut self, out: &mut Vec<u8>) {
+        if !self.pending.is_empty() {
+            text_lines(&std::mem::take(&mut self.pending), "", out);
+        }
+    }
+
+    /// `✓ done · 2 tool calls · 325 tokens in · 50 out · 0.5s` or `✗ error: why · …`;
+    /// the event kept for the result gains the answer and the session id.
+    fn gemini_result(&mut self, event: &Map<String, Value>, out: &mut Vec<u8>) {
+        let failed = str_field(event, "status") == Some("error");
+        let head = if failed {
+            let why = event
+                .get("error")
+                .map(|e| first_line(str_of(e, "message")))
+                .unwrap_or("");
+            if why.is_empty() {
+                "✗ error".to_string()
+            } else {
+                format!("✗ error: {why}")
+            }
+        } else {
+            "✓ done".to_string()
+        };
+        let mut parts = vec![head];
+        let stats = event.get("stats");
+        let n = |k: &str| stats.and_then(|s| s.get(k)).and_then(Value::as_u64);
+        if let Some(calls) = n("tool_calls").filter(|c| *c > 0) {
+            parts.push(format!(
+                "{calls} tool call{}",
+                if calls == 1 { "" } else { "s" }
+            ));
+        }
+        if let (Some(i), Some(o)) = (n("input_tokens"), n("output_tokens")) {
+            parts.push(format!("{i} tokens in · {o} out"));
+        }
+        if let Some(ms) = n("duration_ms").filter(|ms| *ms > 0) {
+            parts.push(format!("{:.1}s", ms as f64 / 1000.0));
+        }
+        if let Some(s) = &self.session {
+            parts.push(format!("session {s}"));
+        }
+        push_line(out, &clip(&parts.join(" · ")));
+        let mut whole = event.clone();
+        whole.insert(
+            "response".into(),
+            Value::String(std::mem::take(&mut self.answer)),
+        );
+        if let Some(s) = &self.session {
+            whole
+                .entry("session_id")
+                .or_insert_with(|| Value::String(s.clone()));
+        }
+        self.final_line = Some(Value::Object(whole).to_string().into_bytes());
     }
 
     fn system(&mut self, event: &Map<String, Value>, out: &mut Vec<u8>) {
@@ -207,10 +346,12 @@ impl StreamRenderer {
     /// The one argument that says what a tool was used on, paths relative to the
     /// session's directory; else the input as compact JSON.
     fn tool_input(&self, input: &Value) -> String {
-        const KEYS: [&str; 10] = [
+        const KEYS: [&str; 12] = [
             "file_path",
             "notebook_path",
+            "absolute_path",
             "path",
+            "dir_path",
             "command",
             "pattern",
             "url",
@@ -475,18 +616,90 @@ mod tests {
     }
 
     #[test]
-    fn malformed_and_unknown_lines_are_shown_as_they_are() {
+    fn malformed_lines_are_shown_as_they_are() {
         let lines = [
             "not json at all",
             r#"{"type":"assistant","message":"#,
             "[1,2,3]",
             r#"{"no_type":1}"#,
-            r#"{"type":"stream_event","event":{}}"#,
         ];
         let (text, kinds) = render_all(&lines);
         assert_eq!(text, lines.join("\n") + "\n");
         assert!(kinds.iter().all(|k| *k == LineKind::Other));
         assert_eq!(render_all(&["", "  "]).0, "");
+    }
+
+    #[test]
+    fn unknown_event_types_are_labelled_not_passed_raw() {
+        let (text, kinds) = render_all(&[
+            r#"{"type":"rate_limit_event", "rate_limit_info": {"status":"allowed","resetsAt":1700000000}}"#,
+            r#"{"type":"stream_event","event":{}}"#,
+            r#"{"type":"tool_use","id":"no tool_name: not Gemini's"}"#,
+        ]);
+        assert_eq!(
+            text,
+            "· unknown event rate_limit_event: {\"rate_limit_info\":{\"resetsAt\":1700000000,\"status\":\"allowed\"},\"type\":\"rate_limit_event\"}\n\
+             · unknown event stream_event: {\"event\":{},\"type\":\"stream_event\"}\n\
+             · unknown event tool_use: {\"id\":\"no tool_name: not Gemini's\",\"type\":\"tool_use\"}\n"
+        );
+        assert!(kinds.iter().all(|k| *k == LineKind::Other));
+        let long = format!(r#"{{"type":"huge","data":"{}"}}"#, "x".repeat(1000));
+        let (text, _) = render_all(&[&long]);
+        assert_eq!(text.trim_end().chars().count(), SUMMARY_CHARS + 1);
+    }
+
+    #[test]
+    fn gemini_events_read_as_messages_tool_calls_and_a_result_with_the_answer() {
+        let lines = [
+            r#"{"type":"init","timestamp":"t","session_id":"g-1","model":"gemini-2.5-pro"}"#,
+            r#"{"type":"message","role":"user","content":"write a file\n"}"#,
+            r#"{"type":"message","role":"assistant","content":"Running","delta":true}"#,
+            r#"{"type":"message","role":"assistant","content":" it.\nSecond","delta":true}"#,
+            r#"{"type":"tool_use","tool_name":"run_shell_command","tool_id":"c1","parameters":{"command":"echo hi > g.txt && ls"}}"#,
+            r#"{"type":"tool_result","tool_id":"c1","status":"success","output":"g.txt\nh.txt"}"#,
+            r#"{"type":"tool_use","tool_name":"read_file","tool_id":"c2","parameters":{"absolute_path":"/p/x"}}"#,
+            r#"{"type":"tool_result","tool_id":"c2","status":"error","error":{"type":"file_not_found","message":"File not found: /p/x"}}"#,
+            r#"{"type":"error","severity":"warning","message":"Loop detected"}"#,
+            r#"{"type":"message","role":"assistant","content":"All ","delta":true}"#,
+            r#"{"type":"message","role":"assistant","content":"done.","delta":true}"#,
+            r#"{"type":"result","status":"success","stats":{"total_tokens":375,"input_tokens":325,"output_tokens":50,"duration_ms":459,"tool_calls":2}}"#,
+        ];
+        let mut r = StreamRenderer::new();
+        let mut out = Vec::new();
+        let mut last = None;
+        for l in lines {
+            if r.render(l.as_bytes(), &mut out) == LineKind::Result {
+                last = Some(r.final_event(l.as_bytes()));
+            }
+        }
+        r.finish(&mut out);
+        assert_eq!(
+            String::from_utf8(out).unwrap(),
+            "· session g-1 · gemini-2.5-pro\n\
+             Running it.\n\
+             Second\n\
+             › run_shell_command echo hi > g.txt && ls\n\
+             \x20 ‹ g.txt (+1 lines)\n\
+             › read_file /p/x\n\
+             \x20 ‹ error: File not found: /p/x\n\
+             ! warning: Loop detected\n\
+             All done.\n\
+             ✓ done · 2 tool calls · 325 tokens in · 50 out · 0.5s · session g-1\n"
+        );
+        let last: Value = serde_json::from_slice(&last.unwrap()).unwrap();
+        assert_eq!(last["response"], "All done.");
+        assert_eq!(last["session_id"], "g-1");
+        assert_eq!(last["stats"]["input_tokens"], 325);
+
+        let (text, kinds) = render_all(&[
+            r#"{"type":"message","role":"assistant","content":"half a line","delta":true}"#,
+            r#"{"type":"result","status":"error","error":{"type":"unknown","message":"[API Error: down]"},"stats":{"input_tokens":0,"output_tokens":0,"duration_ms":0}}"#,
+        ]);
+        assert_eq!(
+            text,
+            "half a line\n✗ error: [API Error: down] · 0 tokens in · 0 out\n"
+        );
+        assert_eq!(kinds.last(), Some(&LineKind::Result));
     }
 
     #[test]

@@ -181,6 +181,9 @@ fn hint(err: &Error) -> Option<String> {
         // Every command that refuses to nest takes this flag.
         Error::Nested { .. } => Some("pass --allow-nested if you really mean it".into()),
         Error::NoHome { variable } => Some(format!("pass --root DIR or set {variable}")),
+        Error::AgentNotFound { .. } => {
+            Some("install it, or pass --agent with the program's full path".into())
+        }
         _ => None,
     }
 }
@@ -222,10 +225,12 @@ pub struct WorkerArgs {
     /// shows its events readable in the live log and lifts its answer, session id, cost,
     /// turns and tokens into the result), `codex` (`codex exec --json --sandbox
     /// workspace-write --skip-git-repo-check -`: its events shown readable, the last message
-    /// the answer, thread id and tokens lifted) or `command`. Repeat it to serve several
-    /// (`--preset claude --preset codex`): a task's `agent` picks one, the first is the
-    /// default for tasks naming none, and tasks naming another are not taken (refused
-    /// from the inbox). --agent replaces the first one's command line.
+    /// the answer, thread id and tokens lifted), `gemini` (`gemini --output-format
+    /// stream-json --approval-mode yolo --skip-trust`: its events shown readable, its
+    /// last text the answer, session id and tokens lifted) or `command`. Repeat it to
+    /// serve several (`--preset claude --preset codex`): a task's `agent` picks one, the
+    /// first is the default for tasks naming none, and tasks naming another are not taken
+    /// (refused from the inbox). --agent replaces the first one's command line.
     #[arg(long, value_name = "PRESET", value_parser = parse_preset)]
     pub preset: Vec<Preset>,
     /// Fail a task whose agent hits a usage or rate limit, instead of deferring it to
@@ -238,7 +243,8 @@ pub struct WorkerArgs {
     #[arg(long, value_name = "TOOLS", conflicts_with = "agent")]
     pub allowed_tools: Option<String>,
     /// Claude preset: Claude Code's permission mode (default `acceptEdits`; `plan`
-    /// changes nothing). Not with --agent.
+    /// changes nothing). Gemini preset: its approval mode (default `yolo`; `auto_edit`,
+    /// `plan`, `default`). Not with --agent.
     #[arg(long, value_name = "MODE", conflicts_with = "agent")]
     pub permission_mode: Option<String>,
     /// Default task time limit (a task's own timeoutSecs wins): seconds (`300`) or a
@@ -260,6 +266,41 @@ pub struct WorkerArgs {
     /// Start even when running inside a conductor agent (CONDUCTOR_WORKER is set).
     #[arg(long)]
     pub allow_nested: bool,
+}
+
+/// The workers' agent command: `--agent`'s line, else the preset's (narrowed by
+/// `--allowed-tools` / `--permission-mode`).
+pub fn agent_command(
+    agent: Option<&str>,
+    preset: Preset,
+    allowed_tools: Option<&str>,
+    permission_mode: Option<&str>,
+) -> anyhow::Result<AgentCommand> {
+    let line = match agent {
+        Some(line) => line.to_string(),
+        None => preset
+            .command_line(allowed_tools, permission_mode)
+            .map_err(anyhow::Error::msg)?,
+    };
+    Ok(AgentCommand::parse(&line)?)
+}
+
+/// Refuse, before any worker starts, an agent command that cannot run (not on PATH,
+/// not executable): each worker would refuse it anyway.
+pub fn check_agent(
+    agent: Option<&str>,
+    preset: Option<Preset>,
+    allowed_tools: Option<&str>,
+    permission_mode: Option<&str>,
+) -> anyhow::Result<()> {
+    let command = agent_command(
+        agent,
+        preset.unwrap_or_default(),
+        allowed_tools,
+        permission_mode,
+    )?;
+    command.locate()?;
+    Ok(())
 }
 
 /// Start a worker and serve until Ctrl-C / SIGTERM / SIGHUP.

@@ -17,7 +17,7 @@ pub struct Args {
     /// [default: the preset's, else `claude -p`]
     #[arg(long, value_name = "CMD")]
     pub agent: Option<String>,
-    /// Agent kind the workers will run (claude, codex or command): its command line is
+    /// Agent kind the workers will run (claude, codex, gemini or command): its command line is
     /// the one checked, unless --agent names another.
     #[arg(long, value_name = "PRESET", value_parser = super::parse_preset)]
     pub preset: Option<crate::preset::Preset>,

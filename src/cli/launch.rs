@@ -46,7 +46,7 @@ pub struct Args {
     /// Agent command line for the workers (prompt on stdin). [default: the preset's, else `claude -p`]
     #[arg(long, value_name = "CMD")]
     pub agent: Option<String>,
-    /// Agent kind for the workers: claude, codex or command.
+    /// Agent kind for the workers: claude, codex, gemini or command.
     #[arg(long, value_name = "PRESET", value_parser = super::parse_preset)]
     pub preset: Option<Preset>,
     /// Give each worker its own git worktree of DIR on branch conductor/worker-i.

@@ -18,7 +18,8 @@ pub struct Args {
     #[command(flatten)]
     pub targets: Targets,
     /// Continue the agent's session instead of starting afresh (claude preset:
-    /// `claude -p --resume SESSION`, the session id taken from the task's result).
+    /// `claude -p --resume SESSION`; codex: `codex exec resume SESSION`; the session id
+    /// taken from the task's result).
     #[arg(long)]
     pub resume: bool,
     /// Id for the new task (default: TASK_ID-r1, -r2 …).
@@ -152,7 +153,7 @@ fn session_of(result: &TaskResult, logs: &[std::path::PathBuf]) -> anyhow::Resul
         }
         _ => format!(
             "task {id} has no sessionId in its result: its worker did not run the claude \
-             preset (--resume needs a worker started with --preset claude)"
+             or codex preset (--resume needs a worker started with --preset claude or codex)"
         ),
     };
     Err(CliError::Usage(why).into())

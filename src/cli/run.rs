@@ -46,9 +46,13 @@ pub struct Args {
     /// Agent command line (prompt on stdin). [default: the preset's, else `claude -p`]
     #[arg(long, value_name = "CMD")]
     pub agent: Option<String>,
-    /// Agent kind: claude, codex or command.
+    /// Agent kind: claude, codex, gemini or command.
     #[arg(long, value_name = "PRESET", value_parser = super::parse_preset)]
     pub preset: Option<Preset>,
+    /// The model every task uses, passed on by the preset (`--model` / `-m`; the
+    /// command preset ignores it).
+    #[arg(long, value_name = "NAME")]
+    pub model: Option<String>,
     /// Claude preset: the tools the agents may use without asking (see `worker --help`).
     #[arg(long, value_name = "TOOLS", conflicts_with = "agent")]
     pub allowed_tools: Option<String>,
@@ -106,6 +110,18 @@ pub fn split_prompts(text: &str, blocks: bool) -> Vec<String> {
 pub fn run(args: Args) -> anyhow::Result<i32> {
     crate::env::refuse_nested("run", args.allow_nested)?;
     let prompts = read_prompts(&args)?;
+    super::common::check_agent(
+        args.agent.as_deref(),
+        args.preset,
+        args.allowed_tools.as_deref(),
+        args.permission_mode.as_deref(),
+    )?;
+    // What every task carries, checked before any worker starts.
+    let mut sample = Task::new("");
+    sample.model = args.model.clone();
+    sample
+        .validate()
+        .map_err(|reason| crate::Error::InvalidTask { reason })?;
     let dir = args
         .dir
         .canonicalize()
@@ -144,6 +160,7 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
             let mut t = Task::new(p.clone());
             t.timeout_secs = args.timeout.map(super::whole_secs);
             args.worktree.apply(&mut t);
+            t.model = args.model.clone();
             t
         })
         .collect();

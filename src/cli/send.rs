@@ -34,6 +34,10 @@ pub struct TaskArgs {
     /// worker's first preset.
     #[arg(long, value_name = "PRESET", value_parser = super::parse_preset)]
     pub agent_preset: Option<crate::preset::Preset>,
+    /// The model the agent uses for this task: the claude, codex and gemini presets pass
+    /// it on (`--model` / `-m`); the command preset ignores it (the worker warns).
+    #[arg(long, value_name = "NAME")]
+    pub model: Option<String>,
     #[command(flatten)]
     pub worktree: WorktreeArgs,
 }
@@ -94,6 +98,7 @@ impl TaskArgs {
         task.timeout_secs = self.timeout.map(super::whole_secs);
         task.agent = self.agent_preset.map(|p| p.to_string());
         self.worktree.apply(&mut task);
+        task.model = self.model.clone();
         Ok(task)
     }
 }

@@ -56,6 +56,14 @@ pub fn launch(opts: &LaunchOptions) -> Result<Launched> {
     let slots: Vec<Slot> = (0..opts.workers).map(Slot).collect();
     let gate = take_gate(tmux, &root, session)?;
     check_slots_free(&root, &slots)?;
+    // Each worker would refuse an agent that cannot run; say so before any pane opens.
+    let line = opts.agent.clone().unwrap_or_else(|| {
+        opts.preset
+            .unwrap_or_default()
+            .default_command()
+            .to_string()
+    });
+    crate::agent::AgentCommand::parse(&line)?.locate()?;
 
     let mut undo = Undo {
         tmux,

@@ -254,22 +254,13 @@ fn acquire_worker_gate(paths: &WorkerPaths, slot: Slot) -> Result<Gate> {
     }
 }
 
-/// The agent program on PATH, warned about when missing.
-fn resolve_agent(agent: &AgentCommand) -> Option<PathBuf> {
-    let found = agent.resolve();
-    if found.is_none() {
-        tracing::warn!(
-            "agent `{}` is not on PATH; tasks will fail until it is installed",
-            agent.program
-        );
-    }
-    found
-}
-
-/// Refuse what must not start: a worker inside an agent, a missing project directory.
-fn check_startable(opts: &WorkerOptions) -> Result<()> {
+/// Refuse what must not start: a worker inside an agent, a missing project directory,
+/// an agent command that cannot run (every task would fail at once). Ok: where the
+/// agent program is.
+fn check_startable(opts: &WorkerOptions) -> Result<PathBuf> {
     crate::env::refuse_nested(&format!("start worker {}", opts.slot), opts.allow_nested)?;
-    crate::env::project_dir(&opts.project_dir).map(drop)
+    crate::env::project_dir(&opts.project_dir)?;
+    opts.agent.locate()
 }
 
 /// The shared directories whose changes may make a queued task claimable: the queue,
@@ -323,14 +314,13 @@ impl Worker {
     pub fn start(opts: WorkerOptions) -> Result<Worker> {
         // Best effort here (the binaries reserve them first thing): before the gate.
         crate::agent::reserve_low_fds();
-        check_startable(&opts)?;
+        let agent_path = Some(check_startable(&opts)?);
         crate::trust::verify_root(&opts.root)?;
         let slot = SlotServer::take(&opts.root, opts.slot, opts.preset_names())?;
         crate::queue::init_root(&opts.root)?;
         let config = Config::load(&opts.root.config_file())?;
         let lock_opts = config.lock_options();
         let (watcher, wake) = watch_slot(&opts.root, &slot.paths, opts.watch)?;
-        let agent_path = resolve_agent(&opts.agent);
         // Before `idle` is announced: whoever saw `idle` finds dead holders' locks gone.
         crate::recovery::free_dead_shared_locks(&opts.root, &lock_opts)?;
         let recovery = slot.recover_and_announce(&lock_opts)?;

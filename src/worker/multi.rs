@@ -13,8 +13,8 @@ use std::time::{Instant, SystemTime};
 use crossbeam_channel::{bounded, select, unbounded, Receiver, Sender};
 
 use super::{
-    check_startable, config_stamp, resolve_agent, shared_change, shared_dirs,
-    sweep_election::SweepElection, Pickup, Shared, SlotServer, WorkerOptions,
+    check_startable, config_stamp, shared_change, shared_dirs, sweep_election::SweepElection,
+    Pickup, Shared, SlotServer, WorkerOptions,
 };
 use crate::config::Config;
 use crate::error::{Error, Result};
@@ -98,7 +98,7 @@ impl MultiWorker {
         opts.slot = first;
         // Best effort here (the binaries reserve them first thing): before the gates.
         crate::agent::reserve_low_fds();
-        check_startable(&opts)?;
+        let agent_path = Some(check_startable(&opts)?);
         raise_open_file_limit(slots.len());
         crate::trust::verify_root(&opts.root)?;
         crate::queue::init_root(&opts.root)?;
@@ -111,7 +111,6 @@ impl MultiWorker {
         let dirty = Arc::new(Mutex::new(Dirty::default()));
         let (tx, wake) = bounded(1);
         let watcher = watch_slots(&opts, &servers, dirty.clone(), tx)?;
-        let agent_path = resolve_agent(&opts.agent);
         // Once, before any slot's thread runs (it clears this process's own spares
         // too, which only a process with no lock being built may do) and before any
         // slot says `idle`: a client that saw `idle` finds dead holders' locks gone.

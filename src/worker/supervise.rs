@@ -180,8 +180,8 @@ pub(crate) fn run(
 }
 
 impl Run<'_> {
-    /// The agent command for this task: the worker's, plus the preset's resume
-    /// arguments when the task continues a session. Err: the task's rejected result.
+    /// The agent command for this task: the worker's, with the task's model and the
+    /// session it resumes as the preset passes them. Err: the task's rejected result.
     fn command(&self, task: &Task) -> std::result::Result<AgentCommand, Box<TaskResult>> {
         let Some((preset, command)) = &self.agent else {
             let why = format!(
@@ -195,25 +195,27 @@ impl Run<'_> {
                 why,
             )));
         };
-        let Some(session) = task.resume.as_deref() else {
+        if task.model.is_none() && task.resume.is_none() {
             return Ok(command.clone());
-        };
-        match preset.resume_args(session) {
-            Some(extra) => {
+        }
+        if let (Some(model), false) = (&task.model, preset.takes_model()) {
+            tracing::warn!(
+                "task {} asks for model {model}, but the {preset} preset passes no model to its \
+                 command: running it with the command's own",
+                self.id,
+            );
+        }
+        match preset.task_args(&command.args, task.model.as_deref(), task.resume.as_deref()) {
+            Ok(args) => {
                 let mut c = command.clone();
-                c.args.extend(extra);
+                c.args = args;
                 Ok(c)
             }
-            None => {
-                let why = format!(
-                    "task asks to resume session {session}, but the {preset} preset cannot resume"
-                );
-                Err(Box::new(TaskResult::failed(
-                    self.id.clone(),
-                    Outcome::Rejected,
-                    why,
-                )))
-            }
+            Err(why) => Err(Box::new(TaskResult::failed(
+                self.id.clone(),
+                Outcome::Rejected,
+                why,
+            ))),
         }
     }
 

@@ -1047,3 +1047,44 @@ fn result_prints_the_newest_or_a_named_result_and_fails_for_a_failed_task() {
         missing.stderr
     );
 }
+
+#[test]
+fn run_refuses_an_agent_that_cannot_run_before_starting_any_worker() {
+    let t = TestRoot::new();
+    let root = t.path().to_str().unwrap().to_string();
+    let r = run_ok(
+        &t,
+        &[
+            "run",
+            "--agent",
+            "no-such-agent-xyz -p",
+            "--root",
+            &root,
+            "hello",
+        ],
+        2,
+    );
+    assert!(
+        r.stderr
+            .contains("the agent command `no-such-agent-xyz` is not found on PATH="),
+        "{}",
+        r.stderr
+    );
+    assert!(r.stderr.contains("pass --agent"), "{}", r.stderr);
+    // No worker ever served the root: no slot directory, no status.
+    assert!(t.client.read_status(S0).unwrap().is_none());
+    assert!(crate::harness::processes_of(t.path()).is_empty());
+
+    // A preset's own program, looked for on the PATH the workers would get.
+    let out = conductor(&t)
+        .env("PATH", "/nowhere")
+        .args(["run", "--preset", "gemini", "--root", &root, "hello"])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("the agent command `gemini` is not found on PATH=/nowhere"),
+        "{stderr}"
+    );
+}

@@ -589,6 +589,8 @@ fn failures_leave_no_session_behind() {
             "--session",
             "nogit",
             "--no-attach",
+            "--agent",
+            "cat",
             "--worktrees",
             "--dir",
             &plain_str,
@@ -695,6 +697,28 @@ fn failures_leave_no_session_behind() {
         "{r:?}"
     );
     assert!(!srv.has_session("notmux"));
+
+    // An agent that cannot run: refused (exit 2) before any pane opens, naming it.
+    let r = run(launcher(
+        &t,
+        &srv,
+        &[
+            "--session",
+            "noagent",
+            "--no-attach",
+            "--workers",
+            "2",
+            "--agent",
+            "no-such-agent-xyz -p",
+        ],
+    ));
+    assert_eq!(r.code, 2, "{r:?}");
+    assert!(
+        r.stderr
+            .contains("the agent command `no-such-agent-xyz` is not found on PATH="),
+        "{r:?}"
+    );
+    assert!(!srv.has_session("noagent"));
 }
 
 #[test]

@@ -126,6 +126,7 @@ fn initialize_answers_with_the_clients_protocol_and_lists_every_tool_with_its_sc
             "dir",
             "timeoutSecs",
             "id",
+            "model",
         ] {
             assert!(
                 submit["properties"].get(field).is_some(),

@@ -1,4 +1,4 @@
-//! The real agent CLIs (Claude Code today) driven by a real worker against the scripted
+//! The real agent CLIs (Claude Code, Codex, Gemini CLI) driven by a real worker against the scripted
 //! model server (`tests/model_server/server.py`): the CLI runs its own loop — streaming,
 //! tool calls executed in the task's directory, retries, session files — and the server
 //! plays each test's script and records what the CLI sent.
@@ -1042,4 +1042,391 @@ fn each_task_runs_under_the_preset_it_names() {
     let tasks = run_conductor(&t, &["tasks", "--json"], 0).stdout;
     assert!(tasks.contains("codex"), "{tasks}");
     drop(w);
+}
+
+/// The environment Gemini CLI gets: its own HOME whose `~/.gemini/settings.json` picks
+/// API-key auth (with `GOOGLE_GEMINI_BASE_URL` set it would otherwise pick "gateway",
+/// which headless mode refuses), bounds its attempts and sends no usage statistics; the
+/// server as its API; a concrete default model (with `auto` it first asks a router model
+/// for a complexity score in JSON).
+fn gemini_env(
+    t: &TestRoot,
+    agents: &Path,
+    server: &ModelServer,
+    attempts: u32,
+) -> Vec<(String, String)> {
+    let home = t.dir.path().join("home");
+    fs::create_dir_all(home.join(".gemini")).unwrap();
+    fs::write(
+        home.join(".gemini/settings.json"),
+        serde_json::to_vec_pretty(&json!({
+            "security": {"auth": {"selectedType": "gemini-api-key"}},
+            "general": {"maxAttempts": attempts, "enableAutoUpdate": false},
+            "privacy": {"usageStatisticsEnabled": false},
+        }))
+        .unwrap(),
+    )
+    .unwrap();
+    let path = format!(
+        "{}:{}",
+        agents.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    [
+        ("HOME", home.display().to_string()),
+        ("PATH", path),
+        ("GEMINI_API_KEY", "test-key".into()),
+        ("GOOGLE_GEMINI_BASE_URL", server.url()),
+        ("GEMINI_MODEL", "gemini-2.5-flash".into()),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_string(), v))
+    .collect()
+}
+
+#[test]
+fn gemini_edits_files_and_runs_commands_in_the_task_dir_unattended() {
+    let Some(agents) = need_agent("gemini") else {
+        return;
+    };
+    let t = TestRoot::new();
+    let dir = task_dir(&t);
+    let written = dir.join("written.txt");
+    let server = ModelServer::start(
+        t.dir.path(),
+        json!({"turns": [
+            {"text": "Running a command first.",
+             "tools": [{"name": "run_shell_command",
+                        "input": {"command": "echo from-gemini > gemini.txt && ls"}}]},
+            {"tools": [{"name": "write_file",
+                        "input": {"file_path": written, "content": "written by gemini\n"}}]},
+            {"text": "Gemini is done: FINAL.", "usage": {"input_tokens": 300, "output_tokens": 40}},
+        ]}),
+    );
+    let env = gemini_env(&t, &agents, &server, 2);
+    let w = RealWorker::start(&t, &["--preset", "gemini"], &env);
+    let mut task = Task::new("write files with gemini").with_id("gm1");
+    task.dir = Some(dir.clone());
+    task.model = Some("gemini-2.5-pro".into());
+    let id = t.client.write_task(S0, &task).unwrap();
+    let r = result_of(&t, &id, &w);
+
+    assert!(r.success, "{:?}\n{:?}\n{}", r.error, r.stderr, w.stderr());
+    assert_eq!(r.output, "Gemini is done: FINAL.");
+    let session = r.session_id.clone().expect("a session id");
+    assert_eq!(session.len(), 36, "a UUID: {session}");
+    assert!(r.input_tokens.unwrap() >= 300, "{:?}", r.input_tokens);
+    assert!(r.output_tokens.unwrap() >= 40, "{:?}", r.output_tokens);
+    assert_eq!(
+        fs::read_to_string(dir.join("gemini.txt")).unwrap(),
+        "from-gemini\n"
+    );
+    assert_eq!(fs::read_to_string(&written).unwrap(), "written by gemini\n");
+
+    let sent = server.scripted();
+    assert_eq!(sent.len(), 3, "{sent:?}");
+    // The task's model, not the environment's default, on every request.
+    for s in &sent {
+        let path = s["path"].as_str().unwrap();
+        assert!(
+            path.contains("/models/gemini-2.5-pro:"),
+            "the task's model: {path}"
+        );
+    }
+    assert!(sent[0]["body"]["contents"]
+        .to_string()
+        .contains("write files with gemini"));
+    assert!(
+        sent[1]["body"]["contents"]
+            .to_string()
+            .contains("gemini.txt"),
+        "the command's output went back to the model"
+    );
+    assert_eq!(sent[0]["headers"]["x-goog-api-key"], "test-key");
+
+    let log = task_log(&t, &id);
+    assert_lines(
+        &log,
+        &[
+            "Running a command first.",
+            "› run_shell_command echo from-gemini > gemini.txt && ls",
+            "  ‹ gemini.txt",
+            "Gemini is done: FINAL.",
+        ],
+    );
+    assert!(
+        log.lines()
+            .any(|l| l.starts_with("› write_file ") && l.contains("written.txt")),
+        "{log}"
+    );
+    assert!(
+        log.lines()
+            .any(|l| l.starts_with(&format!("· session {session} · gemini-2.5-pro"))),
+        "{log}"
+    );
+    assert!(
+        log.lines()
+            .any(|l| l.starts_with("✓ done · 2 tool calls · ") && l.contains("tokens in")),
+        "{log}"
+    );
+    assert!(!log.contains("{\"type\""), "raw events in the log:\n{log}");
+    drop(w);
+    assert_nothing_left(t.path());
+}
+
+#[test]
+fn gemini_giving_up_on_the_api_fails_the_task_with_the_providers_message() {
+    let Some(agents) = need_agent("gemini") else {
+        return;
+    };
+    let t = TestRoot::new();
+    let dir = task_dir(&t);
+    let server = ModelServer::start(
+        t.dir.path(),
+        json!({"turns": [{"error": {"status": 503, "body": "the scripted provider is down",
+                                    "headers": {"retry-after": "0"}}, "times": 20}]}),
+    );
+    // Two attempts: gemini waits about 5 s before its second.
+    let env = gemini_env(&t, &agents, &server, 2);
+    let w = RealWorker::start(&t, &["--preset", "gemini"], &env);
+    let id = submit(&t, "gm2", "this will not work", &dir);
+    let r = result_of(&t, &id, &w);
+    assert!(!r.success);
+    assert_eq!(r.outcome, Some(conductor::protocol::Outcome::Failure));
+    let error = r.error.unwrap();
+    assert!(error.starts_with("gemini reported an error: "), "{error}");
+    assert!(error.contains("the scripted provider is down"), "{error}");
+    assert!(r.session_id.is_some());
+    assert_eq!(server.scripted().len(), 2, "gemini retried once");
+    let log = task_log(&t, &id);
+    assert!(
+        log.lines()
+            .any(|l| l.starts_with("✗ error: ") && l.contains("the scripted provider is down")),
+        "{log}"
+    );
+}
+
+#[test]
+fn gemini_with_a_rejected_api_key_fails_saying_how_to_log_in() {
+    let Some(agents) = need_agent("gemini") else {
+        return;
+    };
+    let t = TestRoot::new();
+    let dir = task_dir(&t);
+    let server = ModelServer::start(
+        t.dir.path(),
+        json!({"turns": [{"error": {"status": 401, "body": "API key not valid. Please pass a valid API key."},
+                          "times": 20}]}),
+    );
+    let env = gemini_env(&t, &agents, &server, 2);
+    let w = RealWorker::start(&t, &["--preset", "gemini"], &env);
+    let id = submit(&t, "gm3", "hello", &dir);
+    let r = result_of(&t, &id, &w);
+    assert!(!r.success);
+    let error = r.error.unwrap();
+    assert!(
+        error.starts_with("not logged in / invalid API key — set GEMINI_API_KEY"),
+        "{error}"
+    );
+    assert_eq!(
+        server.scripted()[0]["headers"]["x-goog-api-key"],
+        "test-key"
+    );
+}
+
+/// Live processes carrying the task's marker (`CONDUCTOR_TASK_ID=<id>` in their
+/// environment, as every process the agent starts inherits it): pid and command line.
+fn task_processes(id: &str) -> Vec<(u32, String)> {
+    let marker = format!("CONDUCTOR_TASK_ID={id}");
+    let mut found = Vec::new();
+    for entry in fs::read_dir("/proc").unwrap().flatten() {
+        let Some(pid) = entry
+            .file_name()
+            .to_str()
+            .and_then(|n| n.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        let Ok(env) = fs::read(entry.path().join("environ")) else {
+            continue;
+        };
+        let zombie = fs::read_to_string(entry.path().join("stat"))
+            .map(|s| {
+                s.rsplit(')')
+                    .next()
+                    .unwrap_or("")
+                    .trim_start()
+                    .starts_with('Z')
+            })
+            .unwrap_or(true);
+        if !zombie && env.split(|b| *b == 0).any(|kv| kv == marker.as_bytes()) {
+            let cmd = fs::read(entry.path().join("cmdline")).unwrap_or_default();
+            found.push((pid, String::from_utf8_lossy(&cmd).replace('\0', " ")));
+        }
+    }
+    found
+}
+
+/// Wait (bounded) until the task's Bash tool has both `tail -f` running.
+fn wait_for_tails(id: &str, w: &RealWorker) {
+    let deadline = std::time::Instant::now() + BOUND;
+    loop {
+        let seen = task_processes(id);
+        let has = |s: &str| seen.iter().any(|(_, c)| c.trim_end() == s);
+        if has("tail -f bg.txt") && has("tail -f fg.txt") {
+            return;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the task's commands never ran: {seen:?}\nworker:\n{}",
+            w.stderr()
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// Wait (bounded) until no process of the task is left; name them if some are.
+fn assert_no_task_process(id: &str) {
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        let left = task_processes(id);
+        if left.is_empty() {
+            return;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "processes of task {id} left behind: {left:?}"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+#[test]
+fn claude_cancelled_or_shut_down_leaves_none_of_its_processes_behind() {
+    let Some(agents) = need_agent("claude") else {
+        return;
+    };
+    let t = TestRoot::new();
+    let dir = task_dir(&t);
+    // Claude Code refuses a Bash call starting with `sleep`, and one using `&` (without
+    // an approval nobody is there to give): its own `run_in_background` starts the
+    // background process, and a foreground `tail -f` keeps the tool call running.
+    fs::write(dir.join("bg.txt"), "").unwrap();
+    fs::write(dir.join("fg.txt"), "").unwrap();
+    let background = json!({"tools": [{"name": "Bash", "input": {
+        "command": "tail -f bg.txt", "description": "follow bg.txt",
+        "run_in_background": true}}]});
+    let foreground = json!({"tools": [{"name": "Bash", "input": {
+        "command": "tail -f fg.txt", "description": "follow fg.txt", "timeout": 600000}}]});
+    let server = ModelServer::start(
+        t.dir.path(),
+        json!({"turns": [background.clone(), foreground.clone(), background, foreground]}),
+    );
+    let env = claude_env(&t, &agents, &server, 0);
+    let w = RealWorker::start(&t, &["--preset", "claude"], &env);
+
+    // Cancelled: the agent, its Bash tool's shell and the process it put in the background.
+    let id = submit(&t, "cancel1", "wait for a long time", &dir);
+    wait_for_tails("cancel1", &w);
+    run_conductor(&t, &["cancel", "0", "cancel1"], 0);
+    let r = result_of(&t, &id, &w);
+    assert_eq!(
+        r.outcome,
+        Some(conductor::protocol::Outcome::Cancelled),
+        "{r:?}"
+    );
+    assert_no_task_process("cancel1");
+
+    // The worker stopped (SIGTERM) mid-task: the same.
+    let id = submit(&t, "shut1", "wait again", &dir);
+    wait_for_tails("shut1", &w);
+    drop(w);
+    assert_no_task_process("shut1");
+    let r = t
+        .client
+        .read_result_for(S0, &id)
+        .unwrap()
+        .expect("a result");
+    assert_eq!(
+        r.outcome,
+        Some(conductor::protocol::Outcome::Interrupted),
+        "{r:?}"
+    );
+    assert_nothing_left(t.path());
+}
+
+#[test]
+fn codex_retry_resume_continues_the_thread() {
+    let Some(agents) = need_agent("codex") else {
+        return;
+    };
+    let t = TestRoot::new();
+    let dir = task_dir(&t);
+    let server = ModelServer::start(
+        t.dir.path(),
+        json!({"turns": [
+            {"text": "The secret word is PERIWINKLE."},
+            {"text": "You asked me before; it was PERIWINKLE."},
+        ]}),
+    );
+    let env = codex_env(&t, &agents, &server, 1);
+    let w = RealWorker::start(&t, &["--preset", "codex"], &env);
+    let id = submit(&t, "cxr1", "pick a secret word", &dir);
+    let first = result_of(&t, &id, &w);
+    assert!(first.success, "{:?}\n{:?}", first.error, first.stderr);
+    let thread = first.session_id.clone().expect("a thread id");
+
+    let out = run_conductor(&t, &["retry", "0", "cxr1", "--resume", "--wait"], 0);
+    assert_eq!(out.stdout, "You asked me before; it was PERIWINKLE.\n");
+    let again = t
+        .client
+        .read_result_for(S0, &TaskId::from("cxr1-r1"))
+        .unwrap()
+        .expect("the retry's result");
+    assert_eq!(again.session_id.as_deref(), Some(thread.as_str()));
+
+    let sent = server.scripted();
+    assert_eq!(sent.len(), 2, "{sent:?}");
+    let resumed = sent[1]["body"]["input"].to_string();
+    assert!(resumed.contains("pick a secret word"), "{resumed}");
+    assert!(
+        resumed.contains("The secret word is PERIWINKLE."),
+        "{resumed}"
+    );
+    assert!(!sent[0]["body"]["input"].to_string().contains("PERIWINKLE"));
+}
+
+#[test]
+fn claude_and_codex_pass_the_tasks_model() {
+    for agent in ["claude", "codex"] {
+        let Some(agents) = need_agent(agent) else {
+            return;
+        };
+        let t = TestRoot::new();
+        let server = ModelServer::start(
+            t.dir.path(),
+            json!({"turns": [{"text": "answered by the task's model"}]}),
+        );
+        let env = if agent == "claude" {
+            claude_env(&t, &agents, &server, 0)
+        } else {
+            codex_env(&t, &agents, &server, 0)
+        };
+        let w = RealWorker::start(&t, &["--preset", agent], &env);
+        let model = format!("{agent}-model-of-the-task");
+        let out = run_conductor(
+            &t,
+            &["send", "0", "--model", &model, "--wait", "which model?"],
+            0,
+        );
+        assert_eq!(
+            out.stdout,
+            "answered by the task's model\n",
+            "{}",
+            w.stderr()
+        );
+        let sent = server.scripted();
+        assert_eq!(sent.len(), 1, "{sent:?}");
+        assert_eq!(sent[0]["body"]["model"], model.as_str(), "{agent}");
+    }
 }

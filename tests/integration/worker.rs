@@ -155,14 +155,77 @@ fn nonzero_exit_is_an_error_with_the_last_stderr_line() {
 }
 
 #[test]
-fn missing_agent_gives_an_error_result_and_the_worker_keeps_serving() {
+fn a_worker_whose_agent_cannot_run_refuses_to_start_naming_it_and_the_path() {
     let t = TestRoot::new();
-    let w = WorkerProc::start(&t, S0, "/nonexistent/agent-xyz --flag", &[], &[]);
+    // Not on PATH: exit 2 at once, naming the command and the PATH searched; the slot
+    // was never served.
+    let mut w = WorkerProc::spawn(
+        &t,
+        S0,
+        "no-such-agent-xyz --flag",
+        &[],
+        &[("PATH", "/nowhere/bin:/usr/bin:/bin")],
+    );
+    let st = w.wait_exit(BOUND);
+    assert_eq!(st.code(), Some(2), "{}", w.stderr());
+    let err = w.stderr();
+    assert!(
+        err.contains(
+            "the agent command `no-such-agent-xyz` is not found on PATH=/nowhere/bin:/usr/bin:/bin"
+        ),
+        "{err}"
+    );
+    assert!(err.contains("pass --agent"), "the hint: {err}");
+    assert!(
+        t.client.read_status(S0).unwrap().is_none(),
+        "no status published"
+    );
+    assert!(t
+        .client
+        .read_result_for(S0, &TaskId::from("m0"))
+        .unwrap()
+        .is_none());
+
+    // A path that is there but not executable, and one that is not there.
+    let plain = t.dir.path().join("plain-agent");
+    fs::write(&plain, "#!/bin/sh\ncat\n").unwrap();
+    for (cmd, says) in [
+        (plain.display().to_string(), "is not executable"),
+        ("/nonexistent/agent-xyz".to_string(), "does not exist"),
+    ] {
+        let mut w = WorkerProc::spawn(&t, S0, &cmd, &[], &[]);
+        assert_eq!(w.wait_exit(BOUND).code(), Some(2), "{}", w.stderr());
+        let err = w.stderr();
+        assert!(err.contains(&format!("`{cmd}` {says}")), "{err}");
+    }
+    // On PATH but not executable: named where it was found.
+    let bin_dir = t.dir.path().join("bin");
+    fs::create_dir_all(&bin_dir).unwrap();
+    fs::write(bin_dir.join("lazy-agent"), "#!/bin/sh\ncat\n").unwrap();
+    let path = format!("{}:/usr/bin:/bin", bin_dir.display());
+    let mut w = WorkerProc::spawn(&t, S0, "lazy-agent", &[], &[("PATH", &path)]);
+    assert_eq!(w.wait_exit(BOUND).code(), Some(2), "{}", w.stderr());
+    assert!(
+        w.stderr().contains("`lazy-agent` is not executable"),
+        "{}",
+        w.stderr()
+    );
+}
+
+#[test]
+fn an_agent_gone_after_start_gives_an_error_result_and_the_worker_keeps_serving() {
+    let t = TestRoot::new();
+    let program = t.dir.path().join("agent-xyz");
+    fs::write(&program, "#!/bin/sh\ncat\n").unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    fs::set_permissions(&program, fs::Permissions::from_mode(0o755)).unwrap();
+    let w = WorkerProc::start(&t, S0, &format!("{} --flag", program.display()), &[], &[]);
+    fs::remove_file(&program).unwrap();
     send(&t, "m1", "one");
     let r = result_of(&t, "m1");
     assert!(!r.success);
     let err = r.error.unwrap();
-    assert!(err.contains("/nonexistent/agent-xyz"), "{err}");
+    assert!(err.contains(&program.display().to_string()), "{err}");
     send(&t, "m2", "two");
     assert!(!result_of(&t, "m2").success);
     assert!(

@@ -186,7 +186,10 @@ class Handler(BaseHTTPRequestHandler):
                 }.get(status, "api_error")
                 body = {"type": "error", "error": {"type": kind, "message": message}}
             elif api == "gemini":
-                body = {"error": {"code": status, "message": message, "status": "UNAVAILABLE"}}
+                grpc = {400: "INVALID_ARGUMENT", 401: "UNAUTHENTICATED", 403: "PERMISSION_DENIED",
+                        404: "NOT_FOUND", 429: "RESOURCE_EXHAUSTED", 500: "INTERNAL",
+                        503: "UNAVAILABLE", 504: "DEADLINE_EXCEEDED"}.get(status, "UNKNOWN")
+                body = {"error": {"code": status, "message": message, "status": grpc}}
             else:
                 body = {"error": {"message": message, "type": "server_error", "code": None}}
         self.send_json(status, body, err.get("headers"))

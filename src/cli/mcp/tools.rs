@@ -72,6 +72,9 @@ pub struct SubmitArgs {
     pub base: Option<String>,
     /// With worktree: copy the repository's uncommitted changes into the worktree.
     pub include_uncommitted: Option<bool>,
+    /// The model the agent uses for this task (the claude, codex and gemini presets pass
+    /// it on; a plain command ignores it).
+    pub model: Option<String>,
 }
 
 #[derive(Debug, Deserialize, schemars::JsonSchema)]
@@ -92,6 +95,8 @@ pub struct SendArgs {
     /// The agent preset that must run it; the slot's worker refuses a preset it does
     /// not serve.
     pub agent: Option<String>,
+    /// The model the agent uses for this task (claude, codex and gemini presets).
+    pub model: Option<String>,
 }
 
 #[derive(Debug, Deserialize, schemars::JsonSchema)]
@@ -422,6 +427,7 @@ fn submit_task(a: SubmitArgs) -> std::result::Result<Task, String> {
     task.worktree = a.worktree;
     task.base = a.base;
     task.include_uncommitted = a.include_uncommitted;
+    task.model = a.model;
     finish_task(task)
 }
 
@@ -434,6 +440,7 @@ fn send_task(a: SendArgs) -> std::result::Result<(Slot, Task), String> {
     task.context = a.context;
     task.dir = a.dir.map(absolute).transpose()?;
     task.agent = a.agent.map(preset_name).transpose()?;
+    task.model = a.model;
     Ok((slot, finish_task(task)?))
 }
 
