@@ -112,6 +112,7 @@ pub fn doctor(root: &Root, opts: &DoctorOptions) -> Vec<Check> {
         checks.push(files::check_json_files(root));
         checks.push(files::check_index(root));
         checks.push(state::check_locks(root));
+        checks.push(state::check_clocks(root));
         checks.push(state::check_slots(root));
         checks.push(events::check_watcher(root));
         checks.push(events::check_filesystem(root.path()));
