@@ -541,7 +541,9 @@ fn unchanged_for(owner: &LockOwner) -> Duration {
     use std::time::Instant;
     /// Past this many remembered records, those not seen for an hour are forgotten.
     const PRUNE_AT: usize = 4096;
-    static SEEN: Mutex<Option<HashMap<String, (String, Instant, Instant)>>> = Mutex::new(None);
+    /// Per nonce: the renewal time last seen, since when, and when last looked at.
+    type Seen = HashMap<String, (String, Instant, Instant)>;
+    static SEEN: Mutex<Option<Seen>> = Mutex::new(None);
     let stamp = owner
         .heartbeat_at
         .clone()
