@@ -135,10 +135,41 @@ fn read_head(path: &Path) -> Option<Vec<u8>> {
 }
 
 /// A client's file kept by the tool (in `tasks/` or `rejected/`) is private like every
-/// file the tool makes: clients often write task.json with their umask (0644).
+/// file the tool makes: clients often write task.json with their umask (0644). The mode
+/// is changed through a descriptor opened without following links; a file with another
+/// name (a hard link from outside the root) is not chmod'ed — that would change the
+/// other name's file too — but replaced by a private copy under this name.
 pub(crate) fn make_private(path: &Path) {
-    use std::os::unix::fs::PermissionsExt;
-    if let Err(e) = fs::set_permissions(path, fs::Permissions::from_mode(0o600)) {
+    use std::os::unix::fs::{MetadataExt, OpenOptionsExt, PermissionsExt};
+    let opened = fs::OpenOptions::new()
+        .read(true)
+        .custom_flags((nix::fcntl::OFlag::O_NOFOLLOW | nix::fcntl::OFlag::O_NONBLOCK).bits())
+        .open(path);
+    let Ok(file) = opened else {
+        return;
+    };
+    let Ok(meta) = file.metadata() else {
+        return;
+    };
+    if !meta.is_file() {
+        return;
+    }
+    if meta.nlink() > 1 {
+        const LIMIT: u64 = 64 * 1024 * 1024;
+        let copied = fsio::read_bounded(path, LIMIT).and_then(|bytes| match bytes {
+            Some(b) => fsio::write_replace(path, &b, fsio::Durability::Durable),
+            None => Ok(()),
+        });
+        match copied {
+            Ok(()) => tracing::info!(
+                "{} had another name (a hard link): kept as a private copy",
+                path.display()
+            ),
+            Err(e) => tracing::warn!("cannot make {} private: {e}", path.display()),
+        }
+        return;
+    }
+    if let Err(e) = file.set_permissions(fs::Permissions::from_mode(0o600)) {
         tracing::debug!("cannot make {} private: {e}", path.display());
     }
 }

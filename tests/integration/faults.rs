@@ -856,3 +856,55 @@ fn a_worker_started_on_a_full_disk_waits_for_space() {
         .unwrap_or_else(|e| panic!("no result ({e}); worker log:\n{}", w.stderr()));
     assert_eq!(r.output, "hello");
 }
+
+/// Issue 22, item 7: a `status.json` replaced by a link is replaced by name, never
+/// written through: the worker starts, again and again, and the link's target is
+/// untouched.
+#[test]
+fn a_planted_status_link_is_replaced_not_followed() {
+    let t = TestRoot::new();
+    let paths = t.client.create_worker(S0).unwrap();
+    let outside = t.dir.path().join("outside.json");
+    fs::write(&outside, b"{}").unwrap();
+    fs::remove_file(paths.status()).unwrap();
+    std::os::unix::fs::symlink(&outside, paths.status()).unwrap();
+    for round in 0..2 {
+        let mut w = WorkerProc::start(&t, S0, "cat", &[], &[]);
+        let id = t
+            .client
+            .write_task(S0, &Task::new("hi").with_id(format!("r{round}").as_str()))
+            .unwrap();
+        let r = t.client.wait_for_result(S0, &id, BOUND).unwrap();
+        assert_eq!(r.output, "hi");
+        w.signal(nix::sys::signal::Signal::SIGTERM);
+        assert!(w.wait_exit(BOUND).success(), "{}", w.stderr());
+    }
+    assert_eq!(
+        fs::read(&outside).unwrap(),
+        b"{}",
+        "written through the link"
+    );
+}
+
+/// Issue 22, item 7: an inbox file that is a hard link of a file outside the root is
+/// kept as a private copy; the outside file's mode and bytes are left as they were.
+#[test]
+fn a_hard_linked_inbox_file_is_copied_not_chmoded() {
+    use std::os::unix::fs::PermissionsExt;
+    let t = TestRoot::new();
+    let paths = t.client.create_worker(S0).unwrap();
+    let outside = t.dir.path().join("task.json");
+    let body = br#"{"id": "linked", "prompt": "from outside"}"#;
+    fs::write(&outside, body).unwrap();
+    fs::set_permissions(&outside, fs::Permissions::from_mode(0o644)).unwrap();
+    fs::hard_link(&outside, paths.task()).unwrap();
+    let _w = WorkerProc::start(&t, S0, "cat", &[], &[]);
+    let r = t
+        .client
+        .wait_for_result(S0, &TaskId::from("linked"), BOUND)
+        .unwrap();
+    assert_eq!(r.output, "from outside");
+    let mode = fs::metadata(&outside).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode, 0o644, "the outside file's mode was changed");
+    assert_eq!(fs::read(&outside).unwrap(), body);
+}
