@@ -316,6 +316,14 @@ pub enum Error {
     #[error("no conductor root at {}: run `conductor init N{}` first (or point --root / $CONDUCTOR_HOME at the right one)", path.display(), root_flag(path))]
     NoRoot { path: PathBuf },
 
+    /// The root exists but is another user's: this user may not look inside it.
+    #[error("permission denied: the conductor root {} is owned by {owner}, and you are {me}; run conductor as {owner}, or use a root of your own (--root DIR or $CONDUCTOR_HOME)", path.display())]
+    RootNotOurs {
+        path: PathBuf,
+        owner: String,
+        me: String,
+    },
+
     #[error("no task {id} under {}: no inbox, queue entry or result has that id (a finished task's files may have been collected by gc)", root.display())]
     NoSuchTask { id: String, root: PathBuf },
 
@@ -492,6 +500,7 @@ impl Error {
             | AgentNotFound { .. }
             | NoHome { .. }
             | NoRoot { .. }
+            | RootNotOurs { .. }
             | NoTaskRecord { .. }
             | NoSuchTask { .. }
             | UnknownDependency { .. }

@@ -505,6 +505,7 @@ impl Queue {
 /// Create the root and its shared directories (0700): what workers, the queue, the id
 /// registry and the locks need. Idempotent.
 pub fn init_root(root: &Root) -> Result<()> {
+    root.require_accessible()?;
     crate::trust::verify_root(root)?;
     for dir in [
         root.path().to_path_buf(),
