@@ -68,7 +68,7 @@ fn read_bytes(inbox: &Path, limit: u64) -> Result<std::result::Result<Vec<u8>, I
         Err(Error::BadFile { problem, .. }) => {
             // Too large to read whole: its head may still name the id it waits under.
             let id = matches!(problem, FileProblem::TooLarge { .. })
-                .then(|| read_head(inbox))
+                .then(|| fsio::read_head(inbox, crate::protocol::salvage::PREFIX_SCANNED))
                 .flatten()
                 .and_then(|head| Task::salvage_id(&head));
             Err(Inbox::Bad {
@@ -113,25 +113,6 @@ fn refusal(shared: &Shared, slot: &SlotServer, task: &Task) -> Option<String> {
             slot.slot()
         )
     })
-}
-
-/// The first bytes of a regular file, never through a link and never blocking.
-fn read_head(path: &Path) -> Option<Vec<u8>> {
-    use std::io::Read;
-    use std::os::unix::fs::OpenOptionsExt;
-    let f = fs::OpenOptions::new()
-        .read(true)
-        .custom_flags((nix::fcntl::OFlag::O_NOFOLLOW | nix::fcntl::OFlag::O_NONBLOCK).bits())
-        .open(path)
-        .ok()?;
-    if !f.metadata().ok()?.is_file() {
-        return None;
-    }
-    let mut head = Vec::new();
-    f.take(crate::protocol::salvage::PREFIX_SCANNED as u64)
-        .read_to_end(&mut head)
-        .ok()?;
-    Some(head)
 }
 
 /// A client's file kept by the tool (in `tasks/` or `rejected/`) is private like every

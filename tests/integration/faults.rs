@@ -908,3 +908,25 @@ fn a_hard_linked_inbox_file_is_copied_not_chmoded() {
     assert_eq!(mode, 0o644, "the outside file's mode was changed");
     assert_eq!(fs::read(&outside).unwrap(), body);
 }
+
+/// Issue 22, item 7: a queue entry over `maxTaskBytes` whose id can be read from its head
+/// is answered `rejected`, as an inbox answers one; its sender does not wait forever.
+#[test]
+fn an_oversized_queue_entry_with_a_readable_id_is_answered() {
+    let t = TestRoot::new();
+    fs::write(t.path().join("config.json"), r#"{"maxTaskBytes": 2048}"#).unwrap();
+    let big = serde_json::json!({"id": "big1", "prompt": "x".repeat(5000)});
+    fs::write(
+        t.path().join("queue/pending/big.json"),
+        serde_json::to_vec(&big).unwrap(),
+    )
+    .unwrap();
+    let _w = WorkerProc::start(&t, S0, "cat", &[], &[]);
+    let queue = conductor::queue::Queue::new(t.client.root().clone());
+    let r = queue
+        .wait_for_result(&TaskId::from("big1"), BOUND)
+        .expect("the oversized entry is answered");
+    assert_eq!(r.outcome, Some(conductor::Outcome::Rejected), "{r:?}");
+    let why = r.error.unwrap_or_default();
+    assert!(why.contains("over the limit of 2048 bytes"), "{why}");
+}
