@@ -187,8 +187,13 @@ pub enum Error {
 
     /// A slot's lock is held by a live process, so its state is not ours to touch
     /// (exit code 3 in the binaries).
-    #[error("slot {slot} is locked by a live process ({holder}); stop it first or wait")]
-    SlotBusy { slot: u32, holder: String },
+    #[error("slot {slot} is locked by a live process ({holder}); {advice}")]
+    SlotBusy {
+        slot: u32,
+        holder: String,
+        /// What to do: wait for it, or how to remove a lock no worker of ours holds.
+        advice: String,
+    },
 
     /// A command line (the agent's, the orchestrator pane's) that cannot be run.
     #[error("{what} command {}", problem.describe(line))]

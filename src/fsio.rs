@@ -528,4 +528,3 @@ pub fn read_head(path: &Path, limit: usize) -> Option<Vec<u8>> {
     f.take(limit as u64).read_to_end(&mut head).ok()?;
     Some(head)
 }
-

@@ -139,7 +139,10 @@ impl Root {
                     nix::unistd::User::from_uid(nix::unistd::Uid::from_raw(uid))
                         .ok()
                         .flatten()
-                        .map_or_else(|| format!("uid {uid}"), |u| format!("{} (uid {uid})", u.name))
+                        .map_or_else(
+                            || format!("uid {uid}"),
+                            |u| format!("{} (uid {uid})", u.name),
+                        )
                 };
                 let owner = std::fs::metadata(&self.path)
                     .map(|m| name(m.uid()))

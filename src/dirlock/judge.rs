@@ -123,7 +123,13 @@ pub fn verdict(
                 _ => "no owner.json".to_string(),
             };
             let age = age(read.modified, at.now);
-            if age <= opts.grace {
+            if at.gated && !at.shared && !facts.alive {
+                // Every taker on this host holds the gate we hold, and no other host
+                // reaches this filesystem: a dead pid here is the holder's, gone.
+                Liveness::Stale(format!(
+                    "pid {pid} is not alive ({note}), and every taker holds the gate we hold"
+                ))
+            } else if age <= opts.grace {
                 Liveness::Alive(format!(
                     "pid {pid} recorded {}s ago, {note}: perhaps another host's or an older \
                      version's, young (grace {}s)",
