@@ -123,7 +123,7 @@ pub fn verdict(
                 _ => "no owner.json".to_string(),
             };
             let age = age(read.modified, at.now);
-            if at.gated && !at.shared && !facts.alive {
+            if age <= opts.grace && at.gated && !at.shared && !facts.alive {
                 // Every taker on this host holds the gate we hold, and no other host
                 // reaches this filesystem: a dead pid here is the holder's, gone.
                 Liveness::Stale(format!(
@@ -566,11 +566,23 @@ mod tests {
     fn a_young_pid_only_lock_is_alive_whatever_its_pid_is_here() {
         // The issue's repro: another host made `kp.lock` with `pid` 11 a moment ago.
         let young = lock(OwnerRead::Missing, Some(11), Duration::from_secs(1));
-        for gated in [false, true] {
-            for facts in [Some(&DEAD), None] {
-                let r = alive(&young, facts, gated, "pid-only, young, pid dead here");
-                assert!(r.contains("young (grace 10s)"), "{r}");
-            }
+        let shared_gated = Vantage {
+            shared: true,
+            ..here(true)
+        };
+        for facts in [Some(&DEAD), None] {
+            let r = alive(&young, facts, false, "pid-only, young, pid dead here");
+            assert!(r.contains("young (grace 10s)"), "{r}");
+            // Under a gate too, where another host can reach the filesystem.
+            let on_shared = verdict(Some(&young), facts, &shared_gated, &LockOptions::default());
+            assert!(
+                on_shared.as_ref().is_some_and(|l| !l.is_stale()),
+                "{on_shared:?}"
+            );
+            // Under a gate every taker holds, on a filesystem only this host reaches,
+            // a dead pid was the holder: not worth the grace (issue 22).
+            let r = stale(&young, facts, true, "pid-only, young, gated, local, dead");
+            assert!(r.contains("every taker holds the gate"), "{r}");
         }
         let corrupt = lock(
             OwnerRead::Corrupt("EOF".into()),
