@@ -1570,3 +1570,71 @@ fn doctor_agent_says_an_agent_is_not_installed_and_how_to_install_it() {
     let ran = run_conductor_env(&t, &["doctor", "--json", "--agent", "cat"], &[], 0);
     assert!(!ran.stdout.contains("\"agent cat\""), "{}", ran.stdout);
 }
+
+/// A task sent to a slot's inbox and refused by the usage limit goes back into that inbox
+/// with the reset as its `notBefore`; the slot says why it is idle, a second send to it is
+/// refused as busy, and at the reset the task runs there.
+#[test]
+fn claude_usage_limit_defers_an_inbox_task_back_into_its_inbox_until_the_reset() {
+    let Some(agents) = need_agent("claude") else {
+        return;
+    };
+    let t = TestRoot::new();
+    let dir = task_dir(&t);
+    let reset = unix_now() + 10;
+    let server = ModelServer::start(
+        t.dir.path(),
+        usage_limited_script(reset, &["done after the reset"]),
+    );
+    let env = subscriber_env(&t, &agents, &server);
+    let w = RealWorker::start(&t, &["--preset", "claude"], &env);
+    let id = submit(&t, "inb1", "the inbox task", &dir);
+
+    let inbox = t.client.worker(S0).task();
+    let mut deferred = None;
+    wait_until(BOUND, "the task deferred back into the inbox", || {
+        deferred = fs::read(&inbox)
+            .ok()
+            .and_then(|b| serde_json::from_slice::<Task>(&b).ok())
+            .filter(|t| t.not_before.is_some());
+        deferred.is_some()
+    });
+    let deferred = deferred.unwrap();
+    assert_eq!(deferred.id, Some(id.clone()));
+    let not_before = deferred.not_before().unwrap();
+    assert_eq!(
+        not_before,
+        SystemTime::UNIX_EPOCH + Duration::from_secs(reset)
+    );
+    assert_eq!(deferred.attempt(), 1, "a deferral is no attempt");
+    assert!(!t.client.worker(S0).result_for(&id).exists(), "no result");
+    // Its slot goes idle (the task moved first), saying until when.
+    let mut problem = String::new();
+    wait_until(BOUND, "the slot idle, saying why", || {
+        let status = t.client.read_status(S0).unwrap().unwrap();
+        problem = status.problem.unwrap_or_default();
+        status.status == conductor::WorkerState::Idle && !problem.is_empty()
+    });
+    assert!(
+        problem.starts_with("claude is rate-limited until "),
+        "{problem}"
+    );
+    // The inbox holds it: another send to the slot is refused as busy (exit 3).
+    let busy = run_conductor(&t, &["send", "0", "another"], 3);
+    assert!(busy.stderr.contains("inb1"), "{}", busy.stderr);
+
+    let r = result_of(&t, &id, &w);
+    assert!(r.success, "{:?}\n{}", r.error, w.stderr());
+    assert_eq!(r.output, "done after the reset");
+    assert_eq!(r.attempt, Some(1));
+    let started = conductor::protocol::parse_rfc3339(r.started_at.as_deref().unwrap()).unwrap();
+    assert!(started >= not_before, "started {:?}", r.started_at);
+    let sent = server.scripted();
+    assert_eq!(
+        sent.iter()
+            .map(|r| r["status"].as_u64().unwrap())
+            .collect::<Vec<_>>(),
+        [429, 200]
+    );
+    assert!(sent[1]["t_start"].as_f64().unwrap() >= reset as f64);
+}
