@@ -1638,3 +1638,60 @@ fn claude_usage_limit_defers_an_inbox_task_back_into_its_inbox_until_the_reset()
     );
     assert!(sent[1]["t_start"].as_f64().unwrap() >= reset as f64);
 }
+
+#[test]
+fn doctor_agent_says_claude_is_rate_limited_until_the_reset() {
+    let Some(agents) = need_agent("claude") else {
+        return;
+    };
+    let t = TestRoot::new();
+    let reset = unix_now() + 3600;
+    let server = ModelServer::start(t.dir.path(), usage_limited_script(reset, &[]));
+    let env = subscriber_env(&t, &agents, &server);
+    let check = doctor_agent(&t, &["--agent", "claude"], &env, 1);
+    let detail = check["detail"].as_str().unwrap();
+    let until =
+        conductor::queue::limits::hh_mm(SystemTime::UNIX_EPOCH + Duration::from_secs(reset));
+    assert!(
+        detail.starts_with(&format!("rate-limited until {until} (")),
+        "{check}"
+    );
+    // Only tried: nothing recorded on the root.
+    assert!(!t.client.root().agent_limit("claude").exists());
+}
+
+#[test]
+fn doctor_agent_says_claude_cannot_reach_its_api() {
+    let Some(agents) = need_agent("claude") else {
+        return;
+    };
+    let t = TestRoot::new();
+    let server = ModelServer::start(t.dir.path(), json!({"turns": []}));
+    let mut env = claude_env(&t, &agents, &server, 0);
+    // A port nothing listens on: bound, then let go.
+    let closed = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    for (k, v) in env.iter_mut() {
+        if k == "ANTHROPIC_BASE_URL" {
+            *v = format!("http://127.0.0.1:{closed}");
+        }
+    }
+    let check = doctor_agent(&t, &["--agent", "claude"], &env, 1);
+    assert!(
+        check["detail"]
+            .as_str()
+            .unwrap()
+            .starts_with("cannot reach the API: "),
+        "{check}"
+    );
+    assert!(
+        check["fix"]
+            .as_str()
+            .unwrap()
+            .contains("ANTHROPIC_BASE_URL"),
+        "{check}"
+    );
+}
