@@ -307,6 +307,16 @@ pub enum Error {
         root: PathBuf,
     },
 
+    /// A queued task names an agent preset (`agent`) that no live worker of the root
+    /// serves: the workers there run only `served`, and none will ever take it.
+    #[error("task {task} needs agent preset {preset}, and no live worker of {} serves it (they serve {}): start one with `conductor-worker N DIR --preset {preset} --root {}`, or cancel {task}", root.display(), if served.is_empty() { "nothing".to_string() } else { served.join(", ") }, root.display())]
+    PresetUnserved {
+        task: String,
+        preset: String,
+        served: Vec<String>,
+        root: PathBuf,
+    },
+
     /// The worker running `task` died (its gate came free with the task still in
     /// `running.json`): only recovery gives the task its result now.
     #[error("worker {slot}{} died with task {task} in hand; its result now comes only from recovery: start the worker again (`conductor-worker {slot} DIR --root {}` recovers it at start) or run `conductor recover {slot} --root {}`", pid.map(|p| format!(" (pid {p})")).unwrap_or_default(), root.display(), root.display())]
@@ -520,9 +530,10 @@ impl Error {
             | BadBase { .. }
             | NoWorktree { .. }
             | BranchGone { .. } => ExitClass::Usage,
-            NobodyServes { .. } | WorkerDied { .. } | DependencyUnserved { .. } => {
-                ExitClass::Nobody
-            }
+            NobodyServes { .. }
+            | WorkerDied { .. }
+            | DependencyUnserved { .. }
+            | PresetUnserved { .. } => ExitClass::Nobody,
             Io { .. }
             | BadFile { .. }
             | LockLost { .. }

@@ -10,7 +10,8 @@
 //! for [`NOBODY_GRACE`]; and a worker that died mid-task shows as its gate coming free
 //! while the task is still in its `running.json` — known at once, and final unless
 //! someone recovers the slot (the worker started again, `conductor recover`, or any
-//! other live worker, which sweeps abandoned slots).
+//! other live worker, which sweeps abandoned slots). A queued task that names an agent
+//! preset no live worker serves (their `status.json` `presets`) is unserved the same way.
 
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
@@ -239,6 +240,47 @@ fn unserved_dependency(root: &Root, id: &TaskId) -> Result<Option<Error>> {
     Ok(None)
 }
 
+/// Why queued task `id` can never run, if it names an agent preset (`agent`) that no
+/// live worker of the root serves (each publishes its `presets` in `status.json`).
+/// `None` while some live worker serves it, or one does not say what it serves (an
+/// older worker: it may).
+fn unserved_preset(root: &Root, id: &TaskId) -> Result<Option<Error>> {
+    let Some(entry) = pending_entry(root, id)? else {
+        return Ok(None);
+    };
+    let Ok(Some(task)) = Task::read(&entry, fsio::TASK_SIZE_LIMIT) else {
+        return Ok(None);
+    };
+    let Some(preset) = task.agent else {
+        return Ok(None);
+    };
+    let mut served: Vec<String> = Vec::new();
+    for slot in root.slots()? {
+        if !slot_served(root, slot)? {
+            continue;
+        }
+        let presets = Status::read(&root.worker(slot).status())
+            .ok()
+            .flatten()
+            .map(|s| s.presets)
+            .unwrap_or_default();
+        if presets.is_empty() || presets.contains(&preset) {
+            return Ok(None);
+        }
+        for p in presets {
+            if !served.contains(&p) {
+                served.push(p);
+            }
+        }
+    }
+    Ok(Some(Error::PresetUnserved {
+        task: id.to_string(),
+        preset,
+        served,
+        root: root.path().to_path_buf(),
+    }))
+}
+
 /// The `queue/pending/` entry of task `id`, if it waits there.
 fn pending_entry(root: &Root, id: &TaskId) -> Result<Option<PathBuf>> {
     let suffix = format!("~{id}.json");
@@ -327,6 +369,9 @@ impl Vigil {
             if let Some(id) = &self.task {
                 if let Some(blocked) = unserved_dependency(&self.root, id)? {
                     return Ok(Some((blocked, false)));
+                }
+                if let Some(unserved) = unserved_preset(&self.root, id)? {
+                    return Ok(Some((unserved, false)));
                 }
             }
         }
@@ -452,5 +497,44 @@ mod tests {
         )
         .with_grace(Duration::ZERO);
         r.check().expect("another live worker will recover it");
+    }
+
+    #[test]
+    fn a_queued_task_naming_a_preset_no_live_worker_serves_is_unserved() {
+        let (_dir, root) = root_with_slot(Slot(0));
+        let _gate = Gate::acquire(&root.worker(Slot(0)).worker_gate(), "worker 0").unwrap();
+        let status = |presets: &[&str]| {
+            let mut s = Status::new(WorkerState::Idle);
+            s.presets = presets.iter().map(|p| p.to_string()).collect();
+            fsio::write_replace(
+                &root.worker(Slot(0)).status(),
+                &fsio::to_json_bytes(&s),
+                fsio::Durability::Atomic,
+            )
+            .unwrap();
+        };
+        status(&["command"]);
+        let pending = root.queue_pending();
+        std::fs::create_dir_all(&pending).unwrap();
+        std::fs::write(
+            pending.join("4~00000000000000000001~~t9.json"),
+            br#"{"id":"t9","prompt":"x","agent":"codex","origin":"queue"}"#,
+        )
+        .unwrap();
+        let id = TaskId::from("t9");
+        let mut v = Vigil::new(root.clone(), Awaited::Queue, Some(id), OnDeath::Fail)
+            .with_grace(Duration::ZERO);
+        let err = v.check().unwrap_err();
+        assert!(
+            matches!(&err, Error::PresetUnserved { preset, served, .. }
+                if preset == "codex" && served == &["command".to_string()]),
+            "{err:?}"
+        );
+        assert_eq!(err.exit_class(), crate::error::ExitClass::Nobody);
+        // A live worker serving it, or one that does not say what it serves: served.
+        status(&["command", "codex"]);
+        v.check().expect("served");
+        status(&[]);
+        v.check().expect("an older worker may serve it");
     }
 }

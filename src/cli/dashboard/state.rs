@@ -232,6 +232,7 @@ mod tests {
             preview: Some(format!("prompt {n}")),
             elapsed: None,
             cost: None,
+            agent: None,
             inbox: None,
         }
     }
