@@ -243,19 +243,23 @@ fn bench_round_trip(root: &Path, runs: usize) {
         let started = Instant::now();
         n += 1;
         let prompt = format!("trip {i}");
-        let r = s.say(&tool_call(n, "submit", serde_json::json!({"prompt": prompt})), Some(n));
+        let r = s.say(
+            &tool_call(n, "submit", serde_json::json!({"prompt": prompt})),
+            Some(n),
+        );
         let id = r["result"]["structuredContent"]["id"].clone();
         assert!(!id.is_null(), "{r}");
         n += 1;
         let r = s.say(
-            &tool_call(n, "wait", serde_json::json!({"ids": [id], "timeoutSecs": 50})),
+            &tool_call(
+                n,
+                "wait",
+                serde_json::json!({"ids": [id], "timeoutSecs": 50}),
+            ),
             Some(n),
         );
         samples.push(ms(started));
-        assert_eq!(
-            r["result"]["structuredContent"]["allFinished"], true,
-            "{r}"
-        );
+        assert_eq!(r["result"]["structuredContent"]["allFinished"], true, "{r}");
     }
     summary("mcp: submit → wait → result (agent `true`)", samples);
     s.stop();
@@ -286,7 +290,12 @@ fn holdings(pid: u32) -> (u64, u64, usize) {
 }
 
 /// Sample `pid`'s holdings until they have not changed for `still`, at most `bound`.
-fn settled(pid: u32, still: Duration, bound: Duration, done: impl Fn((u64, u64, usize)) -> bool) -> ((u64, u64, usize), Duration) {
+fn settled(
+    pid: u32,
+    still: Duration,
+    bound: Duration,
+    done: impl Fn((u64, u64, usize)) -> bool,
+) -> ((u64, u64, usize), Duration) {
     let started = Instant::now();
     let mut last = holdings(pid);
     let mut since = Instant::now();
@@ -329,7 +338,12 @@ fn bench_waits(root: &Path, n: u64, secs: f64) {
         writeln!(s.stdin, "{line}").unwrap();
     }
     s.stdin.flush().unwrap();
-    let (held, _) = settled(pid, Duration::from_millis(500), Duration::from_secs(10), |_| true);
+    let (held, _) = settled(
+        pid,
+        Duration::from_millis(500),
+        Duration::from_secs(10),
+        |_| true,
+    );
     let sent = Instant::now();
     for i in 0..n {
         let line = serde_json::json!({
@@ -339,17 +353,26 @@ fn bench_waits(root: &Path, n: u64, secs: f64) {
         writeln!(s.stdin, "{line}").unwrap();
     }
     s.stdin.flush().unwrap();
-    let (freed, _) = settled(pid, Duration::from_millis(200), Duration::from_secs_f64(secs + 10.0), |h| {
-        h.1 <= idle.1 + 2 && h.2 <= idle.2
-    });
+    let (freed, _) = settled(
+        pid,
+        Duration::from_millis(200),
+        Duration::from_secs_f64(secs + 10.0),
+        |h| h.1 <= idle.1 + 2 && h.2 <= idle.2,
+    );
     let took = sent.elapsed();
     let show = |what: &str, (rss, threads, ino): (u64, u64, usize)| {
-        println!("mcp: {what:<38} rss={:>7} KiB  threads={threads:>4}  inotify={ino:>4}", rss);
+        println!(
+            "mcp: {what:<38} rss={:>7} KiB  threads={threads:>4}  inotify={ino:>4}",
+            rss
+        );
     };
     show("idle server", idle);
     show(&format!("{n} pending waits"), held);
     show("after every wait was cancelled", freed);
-    println!("mcp: {n} cancelled waits freed in {:.0} ms", took.as_secs_f64() * 1000.0);
+    println!(
+        "mcp: {n} cancelled waits freed in {:.0} ms",
+        took.as_secs_f64() * 1000.0
+    );
     s.stop();
 }
 

@@ -321,6 +321,16 @@ pub enum Error {
     /// A task's working directory (`dir`) cannot be used.
     #[error("task directory {}: {reason}", path.display())]
     BadTaskDir { path: PathBuf, reason: String },
+
+    /// A request's argument `field` is refused (an MCP tool call's input, named as the
+    /// client sent it).
+    #[error("{field}: {reason}")]
+    BadArgument { field: String, reason: String },
+
+    /// A call run off the caller's thread ended without an answer (it panicked or its
+    /// runtime is shutting down).
+    #[error("{what} failed: {reason}")]
+    CallFailed { what: String, reason: String },
 }
 
 /// The message of [`Error::NobodyServes`].
@@ -420,6 +430,7 @@ impl Error {
             | UnknownDependency { .. }
             | AfterNeedsQueue { .. }
             | BadTaskDir { .. }
+            | BadArgument { .. }
             | BadEnvVar { .. }
             | NoSlots { .. }
             | BadSlotList { .. }
@@ -432,6 +443,7 @@ impl Error {
             | Watch { .. }
             | WorkerGone { .. }
             | Spawn { .. }
+            | CallFailed { .. }
             | Command { .. } => ExitClass::Failure,
         }
     }

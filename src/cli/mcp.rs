@@ -8,6 +8,7 @@
 mod reply;
 mod stdio;
 mod tools;
+mod waits;
 
 use std::time::Duration;
 
@@ -33,6 +34,11 @@ pub struct Args {
     pub root: RootArg,
 }
 
+/// The most threads the server's blocking calls use at once. Every call is short (a
+/// `wait` looks for a moment and then sleeps on the async thread), so more would only
+/// hold memory after a burst.
+pub const BLOCKING_THREADS: usize = 8;
+
 /// How long the end of the server waits for blocking calls still running (a `wait`
 /// whose client went away) before leaving them.
 const SHUTDOWN_GRACE: Duration = Duration::from_millis(100);
@@ -41,6 +47,7 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
     // The root may not exist yet: each tool call checks it and says what to run.
     let client = args.root.unchecked_client()?;
     let runtime = tokio::runtime::Builder::new_current_thread()
+        .max_blocking_threads(BLOCKING_THREADS)
         .enable_all()
         .build()
         .map_err(|e| anyhow::anyhow!("cannot start the MCP server's runtime: {e}"))?;

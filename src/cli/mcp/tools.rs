@@ -1,6 +1,8 @@
 //! The MCP tools: their inputs (with JSON Schemas), descriptions for a model, and the library call each one is.
 
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use rmcp::handler::server::router::tool::ToolRouter;
@@ -10,10 +12,14 @@ use rmcp::{schemars, tool, tool_handler, tool_router, ErrorData, ServerHandler};
 use serde::Deserialize;
 use serde_json::{json, Value};
 
-use super::reply;
+use super::{reply, waits};
 use crate::queue::Queue;
 use crate::tasks::{ListOptions, TaskState};
+use crate::wait::Hub;
+use crate::watch::WatchMode;
 use crate::{Client, Error, Slot, Task, TaskId};
+use rmcp::service::RequestContext;
+use rmcp::RoleServer;
 
 /// The longest a `wait` call blocks, in seconds: under the 60 s after which common MCP
 /// clients give up on a request, so a wait always answers before its client gives up.
@@ -135,11 +141,30 @@ pub struct TasksArgs {
     pub limit: Option<usize>,
 }
 
-/// The server: one root, the tools over it.
+/// The server: one root, the tools over it, and the one watcher every wait shares.
 #[derive(Clone)]
 pub struct Conductor {
     client: Client,
+    hub: Hub,
+    /// How many `wait` calls are in progress.
+    waiting: Arc<AtomicUsize>,
     tool_router: ToolRouter<Conductor>,
+}
+
+/// Counts one `wait` call in progress while it lives.
+struct Waiting(Arc<AtomicUsize>);
+
+impl Waiting {
+    fn new(n: &Arc<AtomicUsize>) -> Waiting {
+        n.fetch_add(1, Ordering::Relaxed);
+        Waiting(n.clone())
+    }
+}
+
+impl Drop for Waiting {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::Relaxed);
+    }
 }
 
 /// A tool's answer: JSON, or a message for a tool error.
@@ -164,6 +189,8 @@ impl Conductor {
     pub fn new(client: Client) -> Conductor {
         Conductor {
             client,
+            hub: Hub::new(WatchMode::Auto),
+            waiting: Arc::new(AtomicUsize::new(0)),
             tool_router: Self::tool_router(),
         }
     }
@@ -185,6 +212,44 @@ impl Conductor {
             Ok(Err(e)) => Err(e.to_string()),
             Err(e) => Err(format!("internal error: the call failed: {e}")),
         })
+    }
+}
+
+impl Conductor {
+    /// Wait for `ids` on the shared watcher, ended at once by the client's cancel,
+    /// telling progress when the client sent a token.
+    async fn wait_for(
+        &self,
+        ids: Vec<TaskId>,
+        timeout: Duration,
+        chars: usize,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<CallToolResult, ErrorData> {
+        if let Err(e) = self.client.root().require_existing() {
+            return to_call(Err(e.to_string()));
+        }
+        let progress = ctx.meta.get_progress_token().map(|token| waits::Progress {
+            peer: ctx.peer.clone(),
+            token,
+        });
+        let ct = ctx.ct.clone();
+        let _counted = Waiting::new(&self.waiting);
+        let waited = waits::wait_all(
+            self.client.clone(),
+            self.hub.clone(),
+            ids,
+            timeout,
+            chars,
+            ct.cancelled_owned(),
+            progress,
+        )
+        .await;
+        match waited {
+            Ok(Some(v)) => to_call(Ok(v)),
+            // Cancelled: the client no longer wants an answer; this one is dropped.
+            Ok(None) => Err(ErrorData::internal_error("the request was cancelled", None)),
+            Err(e) => to_call(Err(e.to_string())),
+        }
     }
 }
 
@@ -264,6 +329,7 @@ impl Conductor {
     async fn wait(
         &self,
         Parameters(args): Parameters<WaitArgs>,
+        ctx: RequestContext<RoleServer>,
     ) -> Result<CallToolResult, ErrorData> {
         let ids = match ids(&args.ids) {
             Ok(ids) if !ids.is_empty() => ids,
@@ -277,10 +343,8 @@ impl Conductor {
             WAIT_CAP_SECS
         };
         let chars = args.max_output_chars.unwrap_or(reply::DEFAULT_OUTPUT_CHARS);
-        self.blocking(move |client| {
-            reply::wait_all(client, &ids, Duration::from_secs_f64(secs), chars).map(Ok)
-        })
-        .await
+        self.wait_for(ids, Duration::from_secs_f64(secs), chars, ctx)
+            .await
     }
 
     #[tool(
@@ -332,7 +396,17 @@ impl Conductor {
         annotations(read_only_hint = true, open_world_hint = false)
     )]
     async fn status(&self) -> Result<CallToolResult, ErrorData> {
-        self.blocking(|client| reply::status(client).map(Ok)).await
+        let server = json!({
+            "pendingWaits": self.waiting.load(Ordering::Relaxed),
+            "watcherSubscriptions": self.hub.waiters(),
+            "watcherPolls": self.hub.is_polling(),
+        });
+        self.blocking(move |client| {
+            let mut v = reply::status(client)?;
+            v["server"] = server;
+            Ok(Ok(v))
+        })
+        .await
     }
 
     #[tool(
