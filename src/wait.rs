@@ -221,19 +221,17 @@ impl Hub {
         interest: Interest,
         wake: Wake,
     ) -> Result<Subscription> {
-        let id = {
-            let mut w = lock(&self.inner.waiters);
-            w.next += 1;
-            let id = w.next;
-            w.by_id.insert(id, (interest, wake));
-            id
-        };
-        let sub = Subscription {
+        // Armed first: the caller's first look comes after this returns, so a change
+        // before the waiter is registered is seen by that look.
+        self.watch(dirs)?;
+        let mut w = lock(&self.inner.waiters);
+        w.next += 1;
+        let id = w.next;
+        w.by_id.insert(id, (interest, wake));
+        Ok(Subscription {
             hub: self.inner.clone(),
             id,
-        };
-        self.watch(dirs)?;
-        Ok(sub)
+        })
     }
 
     /// How many waiters are subscribed.

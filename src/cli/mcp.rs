@@ -6,6 +6,8 @@
 //! [`stdio`] owns stdout.
 
 mod reply;
+mod resources;
+pub mod schema;
 mod stdio;
 mod tools;
 mod waits;

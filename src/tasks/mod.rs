@@ -39,7 +39,7 @@ use crate::queue::Queue;
 use crate::wait::{OnDeath, Wait};
 use crate::watch::WatchMode;
 
-pub use list::{list, ListOptions, TaskSummary};
+pub use list::{list, Cursor, ListOptions, TaskSummary};
 pub use withdraw::{cancel_task, CancelTask};
 
 /// Where a task is in its life.
