@@ -298,6 +298,7 @@ fn schemas_have_no_null_types_and_every_tool_an_output_schema_its_answers_fit() 
         ("result", json!({"id": id})),
         ("tasks", json!({"limit": 2})),
         ("status", json!({})),
+        ("queue", json!({})),
         ("logs", json!({"id": id})),
         ("cancel", json!({"id": id})),
     ];
@@ -412,6 +413,18 @@ fn tasks_pages_with_a_cursor_and_filters_every_task_listed_once() {
     let mut want = submitted.clone();
     want.reverse(); // newest first
     assert_eq!(all, want);
+    let q = raw.call(json!("q"), "queue", json!({}));
+    let pending = q["structuredContent"]["pending"]
+        .as_array()
+        .unwrap()
+        .clone();
+    assert_eq!(pending.len(), 7, "{q}");
+    assert!(
+        pending
+            .iter()
+            .all(|p| p["waiting"].as_str().is_some_and(|w| !w.is_empty())),
+        "each says why it waits: {q}"
+    );
     let even = pages(
         &mut raw,
         json!({"limit": 3, "key": "even", "states": ["queued"]}),

@@ -278,6 +278,18 @@ pub fn output(name: &str) -> Option<Map<String, Value>> {
             },
             "required": ["root", "workers"],
         }),
+        "queue" => json!({
+            "type": "object",
+            "properties": {
+                "root": {"type": "string"},
+                "pending": {"type": "array", "items": {
+                    "type": "object",
+                    "properties": {"position": {"type": "integer"}, "waiting": {"type": ["string", "null"]}},
+                    "required": ["position"],
+                }},
+            },
+            "required": ["root", "pending"],
+        }),
         "cancel" => json!({
             "type": "object",
             "properties": {"id": id, "done": {"type": "string"}, "message": {"type": "string"}},

@@ -504,6 +504,28 @@ impl Conductor {
     }
 
     #[tool(
+        description = "The shared queue's pending tasks in the order they will run, each \
+        with why it waits (a busy key, no free slot, no idle worker, the tasks it runs \
+        after), its priority (raised by waiting) and age. Use it to see why delegated \
+        background work has not started.",
+        annotations(read_only_hint = true, open_world_hint = false)
+    )]
+    async fn queue(&self) -> Result<CallToolResult, ErrorData> {
+        self.blocking(|client| {
+            let pending = Queue::new(client.root().clone()).pending()?;
+            let items: Vec<Value> = pending
+                .iter()
+                .enumerate()
+                .map(|(i, p)| crate::cli::queue::pending_json(i + 1, p))
+                .collect();
+            Ok(Ok(
+                json!({ "root": client.root().path(), "pending": items }),
+            ))
+        })
+        .await
+    }
+
+    #[tool(
         description = "Cancel a task: withdrawn if it still waits (queue or inbox), \
         stopped by its worker if it runs. Its result then says cancelled. An error if it \
         had already finished.",
