@@ -26,7 +26,8 @@ pub use tools::{Conductor, WAIT_CAP_SECS};
 #[command(after_help = "\
 Speaks the Model Context Protocol (JSON-RPC, one message per line) on stdin/stdout, for an \
 agent that orchestrates the workers: `claude mcp add conductor -- conductor mcp`. Tools: \
-submit, send, wait, result, tasks, status, cancel, logs. Logs go to stderr. Ends when stdin \
+submit, send, wait, result, tasks, queue, status, cancel, logs; resources \
+conductor://tasks/{id} and conductor://tasks/{id}/log. Logs go to stderr. Ends when stdin \
 closes.
 
 Fan-out: inside an agent started by a worker, CONDUCTOR_DEPTH is its task's depth + 1, and \
