@@ -417,6 +417,16 @@ pub enum Error {
         repo: PathBuf,
         files: Vec<String>,
     },
+
+    /// A request's argument `field` is refused (an MCP tool call's input, named as the
+    /// client sent it).
+    #[error("{field}: {reason}")]
+    BadArgument { field: String, reason: String },
+
+    /// A call run off the caller's thread ended without an answer (it panicked or its
+    /// runtime is shutting down).
+    #[error("{what} failed: {reason}")]
+    CallFailed { what: String, reason: String },
 }
 
 /// The message of [`Error::NobodyServes`].
@@ -521,6 +531,7 @@ impl Error {
             | UnknownDependency { .. }
             | AfterNeedsQueue { .. }
             | BadTaskDir { .. }
+            | BadArgument { .. }
             | BadEnvVar { .. }
             | NoSlots { .. }
             | BadSlotList { .. }
@@ -542,6 +553,7 @@ impl Error {
             | WorkerGone { .. }
             | Spawn { .. }
             | Command { .. }
+            | CallFailed { .. }
             | UncommittedNotCopied { .. }
             | MergeConflict { .. } => ExitClass::Failure,
         }

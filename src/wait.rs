@@ -34,36 +34,252 @@ const RECHECK_INTERVAL: Duration = Duration::from_secs(1);
 /// `vigil` finds nobody will ever answer. The watcher on `dirs` is armed before the
 /// first check, so no change can slip between them. `what` names the awaited thing in
 /// [`Error::Timeout`].
-pub fn until<T>(
+pub fn until<'a, T>(
     dirs: &[PathBuf],
     mode: WatchMode,
     interest: Interest,
     timeout: Duration,
     what: String,
-    vigil: &mut Vigil,
-    mut check: impl FnMut() -> Result<Option<T>>,
+    vigil: Vigil,
+    check: impl FnMut() -> Result<Option<T>> + Send + 'a,
 ) -> Result<T> {
-    let (tx, rx) = bounded(1);
-    let _watcher = DirWatcher::new(dirs, mode, interest, tx)?;
-    // A timeout too large to add (e.g. Duration::MAX) means "wait forever".
-    let deadline = Instant::now().checked_add(timeout);
-    loop {
-        if let Some(v) = check()? {
-            return Ok(v);
+    Wait::new(dirs.to_vec(), mode, interest, timeout, what, vigil, check).run()
+}
+
+/// What one look at a wait found: its value, or how long to sleep at most before the
+/// next look (less if woken).
+#[derive(Debug)]
+pub enum Step<T> {
+    Ready(T),
+    Sleep(Duration),
+}
+
+/// One wait, ready to be driven: [`Wait::run`] blocks on a watcher of its own; a caller
+/// that wakes it some other way (a [`Hub`] shared by many waits, an async runtime) calls
+/// [`Wait::step`] on every wake-up and after each sleep it asks for. Either way the
+/// checks, the deadline and the [`Vigil`] are the ones here.
+pub struct Wait<'a, T> {
+    /// The directories whose changes may answer the wait.
+    pub dirs: Vec<PathBuf>,
+    pub mode: WatchMode,
+    /// Which changed paths are worth a look.
+    pub interest: Interest,
+    timeout: Duration,
+    deadline: Option<Instant>,
+    what: String,
+    vigil: Vigil,
+    check: Box<dyn FnMut() -> Result<Option<T>> + Send + 'a>,
+}
+
+impl<T> std::fmt::Debug for Wait<'_, T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Wait")
+            .field("dirs", &self.dirs)
+            .field("what", &self.what)
+            .field("deadline", &self.deadline)
+            .finish()
+    }
+}
+
+impl<'a, T> Wait<'a, T> {
+    /// A wait whose `timeout` starts now (a timeout too large to add, e.g.
+    /// `Duration::MAX`, means "wait forever").
+    pub fn new(
+        dirs: Vec<PathBuf>,
+        mode: WatchMode,
+        interest: Interest,
+        timeout: Duration,
+        what: String,
+        vigil: Vigil,
+        check: impl FnMut() -> Result<Option<T>> + Send + 'a,
+    ) -> Wait<'a, T> {
+        Wait {
+            dirs,
+            mode,
+            interest,
+            timeout,
+            deadline: Instant::now().checked_add(timeout),
+            what,
+            vigil,
+            check: Box::new(check),
+        }
+    }
+
+    /// Look once: the value if it is there; else [`Error::Timeout`] past the deadline,
+    /// the vigil's error when nobody will answer, or how long to sleep at most.
+    pub fn step(&mut self) -> Result<Step<T>> {
+        if let Some(v) = (self.check)()? {
+            return Ok(Step::Ready(v));
         }
         let now = Instant::now();
-        let left = deadline.map_or(RECHECK_INTERVAL, |d| d.saturating_duration_since(now));
+        let left = self
+            .deadline
+            .map_or(RECHECK_INTERVAL, |d| d.saturating_duration_since(now));
         if left.is_zero() {
             return Err(Error::Timeout {
-                what,
-                after: timeout,
+                what: self.what.clone(),
+                after: self.timeout,
             });
         }
-        if let Err(nobody) = vigil.check() {
+        if let Err(nobody) = self.vigil.check() {
             // The answer may have come just as its worker went.
-            return check()?.ok_or(nobody);
+            return (self.check)()?.map(Step::Ready).ok_or(nobody);
         }
-        let _ = rx.recv_timeout(left.min(RECHECK_INTERVAL));
+        Ok(Step::Sleep(left.min(RECHECK_INTERVAL)))
+    }
+
+    /// Block until the wait ends, woken by a watcher of its own on [`Wait::dirs`]
+    /// (armed before the first look, so no change slips between them).
+    pub fn run(mut self) -> Result<T> {
+        let (tx, rx) = bounded(1);
+        let _watcher = DirWatcher::new(&self.dirs, self.mode, self.interest.clone(), tx)?;
+        loop {
+            match self.step()? {
+                Step::Ready(v) => return Ok(v),
+                Step::Sleep(d) => {
+                    let _ = rx.recv_timeout(d);
+                }
+            }
+        }
+    }
+}
+
+/// How a [`Hub`] wakes one of its waiters (it must not block: it runs on the
+/// watcher's thread).
+pub type Wake = Arc<dyn Fn() + Send + Sync>;
+
+/// One watcher for many waits: every wait that subscribes shares its single inotify
+/// instance (or poller), and is woken when a path its interest accepts changes. The
+/// watched directories only grow, as waits ask for new ones (a root has a handful:
+/// `queue/results/` and each slot's `results/`); the watcher is then replaced by one on
+/// the larger set, made before the old one goes, so no change is missed.
+#[derive(Clone)]
+pub struct Hub {
+    inner: Arc<HubInner>,
+}
+
+struct HubInner {
+    mode: WatchMode,
+    waiters: std::sync::Mutex<Waiters>,
+    watched: std::sync::Mutex<Watched>,
+}
+
+#[derive(Default)]
+struct Waiters {
+    next: u64,
+    by_id: std::collections::HashMap<u64, (Interest, Wake)>,
+}
+
+#[derive(Default)]
+struct Watched {
+    dirs: std::collections::BTreeSet<PathBuf>,
+    watcher: Option<DirWatcher>,
+}
+
+impl std::fmt::Debug for Hub {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Hub")
+            .field("mode", &self.inner.mode)
+            .field("waiters", &self.waiters())
+            .finish()
+    }
+}
+
+/// A waiter's place in a [`Hub`]; dropping it stops the wake-ups.
+#[must_use = "the waiter is woken only while its subscription lives"]
+pub struct Subscription {
+    hub: Arc<HubInner>,
+    id: u64,
+}
+
+impl Drop for Subscription {
+    fn drop(&mut self) {
+        lock(&self.hub.waiters).by_id.remove(&self.id);
+    }
+}
+
+fn lock<T>(m: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+impl Hub {
+    pub fn new(mode: WatchMode) -> Hub {
+        Hub {
+            inner: Arc::new(HubInner {
+                mode,
+                waiters: Default::default(),
+                watched: Default::default(),
+            }),
+        }
+    }
+
+    /// Wake `wake` whenever a path `interest` accepts changes in one of `dirs` (or
+    /// anything may have changed). The watch on `dirs` is armed when this returns: a
+    /// look taken after it misses nothing.
+    pub fn subscribe(
+        &self,
+        dirs: &[PathBuf],
+        interest: Interest,
+        wake: Wake,
+    ) -> Result<Subscription> {
+        // Armed first: the caller's first look comes after this returns, so a change
+        // before the waiter is registered is seen by that look.
+        self.watch(dirs)?;
+        let mut w = lock(&self.inner.waiters);
+        w.next += 1;
+        let id = w.next;
+        w.by_id.insert(id, (interest, wake));
+        Ok(Subscription {
+            hub: self.inner.clone(),
+            id,
+        })
+    }
+
+    /// How many waiters are subscribed.
+    pub fn waiters(&self) -> usize {
+        lock(&self.inner.waiters).by_id.len()
+    }
+
+    /// Make sure `dirs` are watched: the watcher is replaced by one on the union.
+    fn watch(&self, dirs: &[PathBuf]) -> Result<()> {
+        let mut watched = lock(&self.inner.watched);
+        if watched.watcher.is_some() && dirs.iter().all(|d| watched.dirs.contains(d)) {
+            return Ok(());
+        }
+        let mut all = watched.dirs.clone();
+        all.extend(dirs.iter().cloned());
+        let list: Vec<PathBuf> = all.iter().cloned().collect();
+        let inner = Arc::downgrade(&self.inner);
+        let roots: Arc<std::collections::BTreeSet<PathBuf>> = Arc::new(all.clone());
+        let on_change: crate::watch::OnChange = Arc::new(move |p: Option<&Path>| {
+            let Some(inner) = inner.upgrade() else {
+                return;
+            };
+            let waiters = lock(&inner.waiters);
+            // A watched directory itself (a poller's report, a directory moved):
+            // anything in it may have changed.
+            let all = p.is_none_or(|p| roots.contains(p));
+            for (interest, wake) in waiters.by_id.values() {
+                if all || p.is_some_and(|p| interest(p)) {
+                    wake();
+                }
+            }
+        });
+        let next = DirWatcher::watch_changes(&list, &[], self.inner.mode, on_change)?;
+        // The old watcher goes only once the new one is armed; its thread may be
+        // delivering, which takes the waiters' lock, never this one.
+        let old = watched.watcher.replace(next);
+        watched.dirs = all;
+        drop(old);
+        Ok(())
+    }
+
+    /// Whether the shared watcher polls (see [`DirWatcher::is_polling`]).
+    pub fn is_polling(&self) -> bool {
+        lock(&self.inner.watched)
+            .watcher
+            .as_ref()
+            .is_some_and(DirWatcher::is_polling)
     }
 }
 
@@ -87,14 +303,14 @@ pub fn for_status(
             .join(" or ")
     );
     let wanted: HashSet<&str> = ["status.json"].into();
-    let mut vigil = Vigil::new(root.clone(), Awaited::Slot(slot), None, OnDeath::Fail);
+    let vigil = Vigil::new(root.clone(), Awaited::Slot(slot), None, OnDeath::Fail);
     until(
         std::slice::from_ref(&w.dir),
         mode,
         names_interest(wanted),
         timeout,
         what,
-        &mut vigil,
+        vigil,
         || Ok(Status::read(&w.status())?.filter(|s| states.contains(&s.status))),
     )
 }
@@ -110,6 +326,18 @@ pub fn for_result(
     timeout: Duration,
     on_death: OnDeath,
 ) -> Result<TaskResult> {
+    result_wait(root, mode, slot, id, timeout, on_death)?.run()
+}
+
+/// [`for_result`] as a [`Wait`] not yet driven.
+pub fn result_wait(
+    root: &Root,
+    mode: WatchMode,
+    slot: Slot,
+    id: &TaskId,
+    timeout: Duration,
+    on_death: OnDeath,
+) -> Result<Wait<'static, TaskResult>> {
     id.validate()
         .map_err(|reason| Error::InvalidTask { reason })?;
     let w = root.existing_slot(slot)?;
@@ -118,22 +346,22 @@ pub fn for_result(
     let file_name = format!("{id}.json");
     let wanted: HashSet<&str> = [file_name.as_str()].into();
     let what = format!("the result of task {id} on worker {slot}");
-    let mut vigil = Vigil::new(
+    let vigil = Vigil::new(
         root.clone(),
         Awaited::Slot(slot),
         Some(id.clone()),
         on_death,
     );
     let result = w.result_for(id);
-    until(
-        &[w.results_dir()],
+    Ok(Wait::new(
+        vec![w.results_dir()],
         mode,
         names_interest(wanted),
         timeout,
         what,
-        &mut vigil,
-        || TaskResult::read(&result),
-    )
+        vigil,
+        move || TaskResult::read(&result),
+    ))
 }
 
 /// Wake only for changes to files with these names.

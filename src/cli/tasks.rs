@@ -103,6 +103,7 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
         slot: args.slot,
         since: args.since,
         limit: (!args.all).then_some(args.limit),
+        after: None,
     };
     let tasks = client.list_tasks(&opts)?;
     if args.json {

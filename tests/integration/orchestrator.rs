@@ -511,5 +511,8 @@ fn a_freed_slot_takes_its_next_task_without_waiting_for_a_timer() {
         .expect("a ready task waited for the recheck timer")
         .unwrap();
     assert_eq!(results.len(), 200);
-    assert!(results.iter().enumerate().all(|(i, r)| r.output == format!("t{i}")));
+    assert!(results
+        .iter()
+        .enumerate()
+        .all(|(i, r)| r.output == format!("t{i}")));
 }
