@@ -40,7 +40,7 @@ const LINE_CHARS: usize = 200;
 /// What became of one awaited task.
 enum Outcome {
     Pending(Wait<'static, TaskResult>),
-    Finished(TaskResult),
+    Finished(Box<TaskResult>),
     /// Not finished within the wait (`None`), or not moving for now (why).
     Stopped(Option<String>),
 }
@@ -206,7 +206,7 @@ fn look(
     for ((id, outcome), before) in ids.iter().zip(outcomes).zip(prior) {
         let outcome = match outcome {
             Outcome::Pending(mut w) => match w.step() {
-                Ok(Step::Ready(r)) => Outcome::Finished(r),
+                Ok(Step::Ready(r)) => Outcome::Finished(Box::new(r)),
                 Ok(Step::Sleep(d)) => {
                     sleep = Some(sleep.map_or(d, |s| s.min(d)));
                     Outcome::Pending(w)
