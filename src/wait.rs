@@ -128,11 +128,40 @@ impl<'a, T> Wait<'a, T> {
         Ok(Step::Sleep(left.min(RECHECK_INTERVAL)))
     }
 
-    /// Block until the wait ends, woken by a watcher of its own on [`Wait::dirs`]
-    /// (armed before the first look, so no change slips between them).
+    /// Block until the wait ends. A wait answered within [`SHORT_WAIT`] is looked at a
+    /// few times and needs no watcher at all; a longer one is woken by the process's
+    /// shared watcher ([`shared_hub`]), subscribed before its next look, so no change
+    /// slips between them.
+    ///
+    /// Why not a watcher per wait: dropping an inotify instance blocks its closer for
+    /// ~12 ms on this kernel (the reader thread's close), which every wait paid — most of
+    /// a library round trip whose worker side takes ~1.3 ms on tmpfs — and a process
+    /// that closes its last instance pays it again at exit.
     pub fn run(mut self) -> Result<T> {
+        if let Step::Ready(v) = self.step()? {
+            return Ok(v);
+        }
+        let polled_until = Instant::now() + SHORT_WAIT;
+        let mut pause = Duration::from_micros(200);
+        loop {
+            let now = Instant::now();
+            let left = self
+                .deadline
+                .map_or(pause, |d| d.saturating_duration_since(now));
+            if now >= polled_until || left.is_zero() {
+                break;
+            }
+            std::thread::sleep(pause.min(left));
+            if let Some(v) = (self.check)()? {
+                return Ok(v);
+            }
+            pause = (pause * 2).min(Duration::from_millis(5));
+        }
         let (tx, rx) = bounded(1);
-        let _watcher = DirWatcher::new(&self.dirs, self.mode, self.interest.clone(), tx)?;
+        let wake: Wake = Arc::new(move || {
+            let _ = tx.try_send(());
+        });
+        let _subscription = shared_hub(self.mode).subscribe(&self.dirs, self.interest.clone(), wake)?;
         loop {
             match self.step()? {
                 Step::Ready(v) => return Ok(v),
@@ -142,6 +171,25 @@ impl<'a, T> Wait<'a, T> {
             }
         }
     }
+}
+
+/// How long a blocking wait looks by itself before it subscribes to the shared watcher:
+/// most library waits (a task's result on a busy worker, a status change) are answered
+/// within it, and looking a few times costs less than arming a watch.
+pub const SHORT_WAIT: Duration = Duration::from_millis(25);
+
+/// The process's watcher for blocking waits, one per watch mode, made on first use and
+/// kept for the process's life (so it is never torn down under a waiter).
+pub fn shared_hub(mode: WatchMode) -> Hub {
+    use std::sync::{Mutex, OnceLock};
+    static HUBS: OnceLock<Mutex<Vec<(WatchMode, Hub)>>> = OnceLock::new();
+    let mut hubs = lock(HUBS.get_or_init(Default::default));
+    if let Some((_, hub)) = hubs.iter().find(|(m, _)| *m == mode) {
+        return hub.clone();
+    }
+    let hub = Hub::new(mode);
+    hubs.push((mode, hub.clone()));
+    hub
 }
 
 /// How a [`Hub`] wakes one of its waiters (it must not block: it runs on the
@@ -247,6 +295,9 @@ impl Hub {
             return Ok(());
         }
         let mut all = watched.dirs.clone();
+        // Directories gone since (a root removed: a process-wide hub outlives roots) are
+        // no longer watched.
+        all.retain(|d| d.is_dir());
         all.extend(dirs.iter().cloned());
         let list: Vec<PathBuf> = all.iter().cloned().collect();
         let inner = Arc::downgrade(&self.inner);
