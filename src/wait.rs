@@ -129,14 +129,13 @@ impl<'a, T> Wait<'a, T> {
     }
 
     /// Block until the wait ends. A wait answered within [`SHORT_WAIT`] is looked at a
-    /// few times and needs no watcher at all; a longer one is woken by the process's
-    /// shared watcher ([`shared_hub`]), subscribed before its next look, so no change
-    /// slips between them.
+    /// few times and needs no watcher at all; a longer one is woken by a watcher of its
+    /// own, armed before its next look, so no change slips between them.
     ///
-    /// Why not a watcher per wait: dropping an inotify instance blocks its closer for
-    /// ~12 ms on this kernel (the reader thread's close), which every wait paid — most of
-    /// a library round trip whose worker side takes ~1.3 ms on tmpfs — and a process
-    /// that closes its last instance pays it again at exit.
+    /// Why look first: dropping an inotify instance blocks its closer for ~12 ms on this
+    /// kernel (the reader thread's close), which every wait paid — most of a library
+    /// round trip whose worker side takes ~1.3 ms on tmpfs — and a process that closes
+    /// its last instance pays it again at exit.
     pub fn run(mut self) -> Result<T> {
         if let Step::Ready(v) = self.step()? {
             return Ok(v);
@@ -158,10 +157,7 @@ impl<'a, T> Wait<'a, T> {
             pause = (pause * 2).min(Duration::from_millis(5));
         }
         let (tx, rx) = bounded(1);
-        let wake: Wake = Arc::new(move || {
-            let _ = tx.try_send(());
-        });
-        let _subscription = shared_hub(self.mode).subscribe(&self.dirs, self.interest.clone(), wake)?;
+        let _watcher = DirWatcher::new(&self.dirs, self.mode, self.interest.clone(), tx)?;
         loop {
             match self.step()? {
                 Step::Ready(v) => return Ok(v),
@@ -173,24 +169,10 @@ impl<'a, T> Wait<'a, T> {
     }
 }
 
-/// How long a blocking wait looks by itself before it subscribes to the shared watcher:
+/// How long a blocking wait looks by itself before it arms a watcher:
 /// most library waits (a task's result on a busy worker, a status change) are answered
 /// within it, and looking a few times costs less than arming a watch.
 pub const SHORT_WAIT: Duration = Duration::from_millis(25);
-
-/// The process's watcher for blocking waits, one per watch mode, made on first use and
-/// kept for the process's life (so it is never torn down under a waiter).
-pub fn shared_hub(mode: WatchMode) -> Hub {
-    use std::sync::{Mutex, OnceLock};
-    static HUBS: OnceLock<Mutex<Vec<(WatchMode, Hub)>>> = OnceLock::new();
-    let mut hubs = lock(HUBS.get_or_init(Default::default));
-    if let Some((_, hub)) = hubs.iter().find(|(m, _)| *m == mode) {
-        return hub.clone();
-    }
-    let hub = Hub::new(mode);
-    hubs.push((mode, hub.clone()));
-    hub
-}
 
 /// How a [`Hub`] wakes one of its waiters (it must not block: it runs on the
 /// watcher's thread).
