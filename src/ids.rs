@@ -147,22 +147,11 @@ fn rebuild(
 /// Where task `id` is, from its files: a pending entry or a result of the queue, or a
 /// slot's inbox, task in hand, result or task record.
 fn where_it_is(root: &Root, id: &TaskId) -> Result<Option<Place>> {
-    let suffix = format!("~{id}.json");
-    let pending = fsio::read_dir_if_exists(&root.queue_pending())?
-        .into_iter()
-        .flatten()
-        .flatten()
-        .any(|e| e.file_name().to_str().is_some_and(|n| n.ends_with(&suffix)));
+    let pending = root.pending_entry(id)?.is_some();
     if pending || root.queue_results().join(format!("{id}.json")).exists() {
         return Ok(Some(Place::Queue));
     }
-    let holds = |p: &std::path::Path| {
-        fsio::read_bounded(p, fsio::TASK_SIZE_LIMIT)
-            .ok()
-            .flatten()
-            .and_then(|b| crate::protocol::Task::salvage_id(&b))
-            .is_some_and(|found| found.to_string() == id.to_string())
-    };
+    let holds = |p: &std::path::Path| crate::protocol::Task::file_holds(p, id);
     // A queue task run by a slot says so in its `origin`.
     let place_of = |task_file: &std::path::Path, slot: Slot| {
         let queued = crate::protocol::Task::read(task_file, fsio::TASK_SIZE_LIMIT)

@@ -260,6 +260,18 @@ impl Root {
         })
     }
 
+    /// The `queue/pending/` entry of task `id`, if it waits there (entries are named
+    /// `…~<id>.json`).
+    pub fn pending_entry(&self, id: &TaskId) -> Result<Option<PathBuf>> {
+        let suffix = format!("~{id}.json");
+        Ok(crate::fsio::read_dir_if_exists(&self.queue_pending())?
+            .into_iter()
+            .flatten()
+            .flatten()
+            .find(|e| e.file_name().to_str().is_some_and(|n| n.ends_with(&suffix)))
+            .map(|e| e.path()))
+    }
+
     /// The slots under `workers/`, in order. Entries that are not slot numbers are
     /// skipped; no root yet means no slots.
     pub fn slots(&self) -> Result<Vec<Slot>> {

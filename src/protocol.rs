@@ -433,6 +433,17 @@ impl Task {
         }
     }
 
+    /// Whether the task file at `path` holds task `id`, read leniently (a file cut short
+    /// or broken still names its id) and compared as text, as ids are written: a number
+    /// and its digits are one id.
+    pub fn file_holds(path: &Path, id: &TaskId) -> bool {
+        crate::fsio::read_bounded(path, crate::fsio::TASK_SIZE_LIMIT)
+            .ok()
+            .flatten()
+            .and_then(|b| Task::salvage_id(&b))
+            .is_some_and(|found| found.to_string() == id.to_string())
+    }
+
     /// Best-effort id from a task file that failed to parse, so a rejection can
     /// still be answered with a result under the id the client waits for.
     pub fn salvage_id(bytes: &[u8]) -> Option<TaskId> {

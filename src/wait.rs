@@ -449,11 +449,7 @@ pub fn root_served(root: &Root) -> Result<bool> {
 /// Whether `slot`'s `running.json` holds task `id` (compared as text, as ids are
 /// written: a number and its digits are one id).
 fn running_holds(root: &Root, slot: Slot, id: &TaskId) -> bool {
-    fsio::read_bounded(&root.worker(slot).running(), fsio::TASK_SIZE_LIMIT)
-        .ok()
-        .flatten()
-        .and_then(|b| Task::salvage_id(&b))
-        .is_some_and(|r| r.to_string() == id.to_string())
+    Task::file_holds(&root.worker(slot).running(), id)
 }
 
 /// How deep a chain of queued dependencies is followed to find what blocks it.
@@ -469,7 +465,7 @@ fn unserved_dependency(root: &Root, id: &TaskId) -> Result<Option<Error>> {
         if depth >= DEPENDENCY_DEPTH || !seen.insert(task.to_string()) {
             continue;
         }
-        let Some(entry) = pending_entry(root, &task)? else {
+        let Some(entry) = root.pending_entry(&task)? else {
             continue; // not waiting in the queue (claimed, finished, or not queued)
         };
         let Ok(Some(pending)) = Task::read(&entry, fsio::TASK_SIZE_LIMIT) else {
@@ -479,12 +475,7 @@ fn unserved_dependency(root: &Root, id: &TaskId) -> Result<Option<Error>> {
             match crate::ids::lookup(root, dep) {
                 Ok(Some(crate::ids::Place::Worker(slot))) => {
                     let w = root.worker(slot);
-                    let waits_in_inbox = fsio::read_bounded(&w.task(), fsio::TASK_SIZE_LIMIT)
-                        .ok()
-                        .flatten()
-                        .and_then(|b| Task::salvage_id(&b))
-                        .is_some_and(|found| found.to_string() == dep.to_string());
-                    if waits_in_inbox && !slot_served(root, slot)? {
+                    if Task::file_holds(&w.task(), dep) && !slot_served(root, slot)? {
                         return Ok(Some(Error::DependencyUnserved {
                             task: id.to_string(),
                             dependency: dep.to_string(),
@@ -506,7 +497,7 @@ fn unserved_dependency(root: &Root, id: &TaskId) -> Result<Option<Error>> {
 /// `None` while some live worker serves it, or one does not say what it serves (an
 /// older worker: it may).
 fn unserved_preset(root: &Root, id: &TaskId) -> Result<Option<Error>> {
-    let Some(entry) = pending_entry(root, id)? else {
+    let Some(entry) = root.pending_entry(id)? else {
         return Ok(None);
     };
     let Ok(Some(task)) = Task::read(&entry, fsio::TASK_SIZE_LIMIT) else {
@@ -540,17 +531,6 @@ fn unserved_preset(root: &Root, id: &TaskId) -> Result<Option<Error>> {
         served,
         root: root.path().to_path_buf(),
     }))
-}
-
-/// The `queue/pending/` entry of task `id`, if it waits there.
-fn pending_entry(root: &Root, id: &TaskId) -> Result<Option<PathBuf>> {
-    let suffix = format!("~{id}.json");
-    Ok(fsio::read_dir_if_exists(&root.queue_pending())?
-        .into_iter()
-        .flatten()
-        .flatten()
-        .find(|e| e.file_name().to_str().is_some_and(|n| n.ends_with(&suffix)))
-        .map(|e| e.path()))
 }
 
 /// Watches over one wait: [`Vigil::check`] on every wake says whether anyone may

@@ -129,13 +129,7 @@ fn registered_for(root: &Root, id: &TaskId) -> Duration {
 /// seen in its next place.
 fn in_slot(root: &Root, slot: crate::layout::Slot, id: &TaskId) -> bool {
     let w = root.worker(slot);
-    let holds = |p: &std::path::Path| {
-        crate::fsio::read_bounded(p, crate::fsio::TASK_SIZE_LIMIT)
-            .ok()
-            .flatten()
-            .and_then(|b| Task::salvage_id(&b))
-            .is_some_and(|found| found.to_string() == id.to_string())
-    };
+    let holds = |p: &std::path::Path| Task::file_holds(p, id);
     holds(&w.task()) || holds(&w.running()) || w.result_for(id).exists()
 }
 

@@ -22,7 +22,6 @@ pub mod reindex;
 pub mod withdraw;
 
 use std::fmt;
-use std::fs;
 use std::path::{Path, PathBuf};
 use std::str::FromStr;
 use std::time::Duration;
@@ -261,21 +260,6 @@ fn in_slot(root: &Root, id: &TaskId, slot: Slot) -> Result<Option<TaskLocation>>
     Ok(TaskResult::read(&kept)?.map(finished))
 }
 
-/// The pending entry of queued task `id`, if it still waits.
-pub(crate) fn pending_entry(root: &Root, id: &TaskId) -> Result<Option<PathBuf>> {
-    let suffix = format!("~{id}.json");
-    let dir = root.queue_pending();
-    let entries = match fs::read_dir(&dir) {
-        Ok(e) => e,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-        Err(e) => return Err(Error::io("list", &dir, e)),
-    };
-    Ok(entries
-        .flatten()
-        .find(|e| e.file_name().to_str().is_some_and(|n| n.ends_with(&suffix)))
-        .map(|e| e.path()))
-}
-
 /// The slot whose `running.json` holds task `id`.
 pub(crate) fn running_slot(root: &Root, id: &TaskId) -> Result<Option<Slot>> {
     Ok(root
@@ -286,7 +270,7 @@ pub(crate) fn running_slot(root: &Root, id: &TaskId) -> Result<Option<Slot>> {
 
 /// A task submitted to the queue: looked for in its life's order.
 fn in_queue(root: &Root, id: &TaskId) -> Result<Option<TaskLocation>> {
-    if let Some(p) = pending_entry(root, id)? {
+    if let Some(p) = root.pending_entry(id)? {
         return Ok(Some(located(id, TaskState::Queued, true, None, p)));
     }
     let path = root.queue_results().join(format!("{id}.json"));
