@@ -98,6 +98,9 @@ fn with_id(what: &str, f: &Option<TaskFile>) -> String {
     }
 }
 
+/// Where the ID is in a row of the table.
+const ID_CELL: usize = 4;
+
 /// The human table: one row per slot, flags under it, then what to do about them,
 /// then totals and the capacity footer; every line at most `width` characters.
 pub fn render(
@@ -125,7 +128,8 @@ pub fn render(
         ("STATE", Col::Keep),
         ("AGE", Col::Keep),
         ("PROMPT", Col::Shrink),
-        ("ID", Col::Drop),
+        // The handle for every other command: kept (shortened) when others go.
+        ("ID", Col::Keep),
         ("COST", Col::Drop),
         ("TURNS", Col::Drop),
         ("BEAT", Col::Drop),
@@ -134,8 +138,20 @@ pub fn render(
         ("LOCK", Col::Drop),
     ]);
     let mut advice = Vec::new();
-    for r in reports {
-        let (cells, notes, fixes) = slot_row(r);
+    let ids: Vec<String> = reports
+        .iter()
+        .map(|r| {
+            r.task_id
+                .as_ref()
+                .map_or_else(String::new, |t| t.to_string())
+        })
+        .collect();
+    let shown = super::target::shown_ids(root, &ids, width);
+    for (r, short) in reports.iter().zip(shown) {
+        let (mut cells, notes, fixes) = slot_row(r);
+        if !short.is_empty() {
+            cells[ID_CELL] = short;
+        }
         table.row(cells);
         for n in notes {
             table.note(n);

@@ -77,6 +77,9 @@ pub fn task_from(args: &Args) -> anyhow::Result<Task> {
 pub fn run(args: Args) -> anyhow::Result<i32> {
     let client = args.root.client()?;
     let mut task = task_from(&args)?;
+    for dep in &mut task.after {
+        *dep = crate::ids::resolve(client.root(), dep)?;
+    }
     crate::env::stamp_depth(&mut task)?;
     super::send::check_worktree_dir(&task, None)?;
     let queue = Queue::new(client.root().clone());

@@ -108,7 +108,7 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
     if args.json {
         emit_json(&json!({ "root": client.root().path(), "tasks": tasks }))?;
     } else {
-        emit(&render(&tasks, &opts, table::width()))?;
+        emit(&render(client.root(), &tasks, &opts, table::width()))?;
     }
     Ok(exit::OK)
 }
@@ -127,7 +127,12 @@ fn place(t: &TaskSummary) -> String {
 }
 
 /// The human table, newest first, then the totals; every line at most `width` wide.
-pub fn render(tasks: &[TaskSummary], opts: &ListOptions, width: Option<usize>) -> String {
+pub fn render(
+    root: &crate::Root,
+    tasks: &[TaskSummary],
+    opts: &ListOptions,
+    width: Option<usize>,
+) -> String {
     if tasks.is_empty() {
         return "no tasks match\n".to_string();
     }
@@ -138,7 +143,8 @@ pub fn render(tasks: &[TaskSummary], opts: &ListOptions, width: Option<usize>) -
         ("STATE", Col::Keep),
         ("AGE", Col::Keep),
         ("PROMPT", Col::Shrink),
-        ("ID", Col::Drop),
+        // The handle for every other command: kept (shortened) when others go.
+        ("ID", Col::Keep),
         ("TOOK", Col::Drop),
         ("COST", Col::Drop),
         ("TURNS", Col::Drop),
@@ -152,7 +158,9 @@ pub fn render(tasks: &[TaskSummary], opts: &ListOptions, width: Option<usize>) -
         cols.insert(4, ("BRANCH", Col::Drop));
     }
     let mut t = Table::new(&cols);
-    for task in tasks {
+    let ids: Vec<String> = tasks.iter().map(|t| t.id.to_string()).collect();
+    let shown = super::target::shown_ids(root, &ids, width);
+    for (task, id) in tasks.iter().zip(shown) {
         let mut row = vec![
             match &task.waiting {
                 Some(why) => format!("{} ({why})", task.state),
@@ -160,7 +168,7 @@ pub fn render(tasks: &[TaskSummary], opts: &ListOptions, width: Option<usize>) -
             },
             format_age(age_since(task.submitted)),
             task.prompt_preview.clone().unwrap_or_else(dash),
-            task.id.to_string(),
+            id,
             task.duration_ms
                 .map_or_else(dash, |ms| format_age(Duration::from_millis(ms))),
             super::status::cost(task.cost_usd),
