@@ -234,7 +234,11 @@ fn slot_row(r: &SlotReport) -> (Vec<String>, Vec<String>, Vec<String>) {
     let id = r.task_id.as_ref().map(|t| t.to_string());
     let cells = vec![
         r.slot.to_string(),
-        dash(r.state.map(|s| s.to_string())),
+        // `failed`, as `tasks` says it (the protocol's word is `error`).
+        dash(r.state.map(|s| match s {
+            crate::WorkerState::Error => "failed".to_string(),
+            s => s.to_string(),
+        })),
         dash(r.status_age.map(format_age)),
         dash(r.prompt_preview.clone().or_else(|| id.clone())),
         dash(id),

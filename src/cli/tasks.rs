@@ -97,6 +97,10 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
             exit::FAILURE
         });
     }
+    if let Some(slot) = args.slot {
+        // A slot that does not exist is a mistake, not an empty list.
+        client.root().existing_slot(slot)?;
+    }
     let opts = ListOptions {
         states: args.state.clone(),
         key: args.key.clone(),

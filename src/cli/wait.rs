@@ -17,7 +17,8 @@ pub struct Args {
     /// Default: wait as long as it takes.
     #[arg(long, value_name = "DURATION", value_parser = parse_duration_arg)]
     pub timeout: Option<Duration>,
-    /// Print the whole result as JSON instead of its output (one document per task).
+    /// Print the whole result as JSON instead of its output (several tasks: JSON Lines,
+    /// one compact result a line, in the order given).
     #[arg(long)]
     pub json: bool,
     #[command(flatten)]
@@ -26,7 +27,8 @@ pub struct Args {
 
 const WAIT_HELP: &str = "\
 With task ids, waits for each in turn wherever it runs (one --timeout for all) and prints \
-their results in the order given; exits 1 if any failed. With a slot and no TASK_ID, waits for the slot's current task: the one running (running.json), else \
+their results in the order given, each output under a `── task ID · how it ended` line when \
+there are several (--json: one result a line); exits 1 if any failed. With a slot and no TASK_ID, waits for the slot's current task: the one running (running.json), else \
 the one status.json says the worker is on, else the one waiting in the inbox; exits 1 if \
 there is none. Prints the task's output (or the whole result with --json) and exits 0 if \
 it succeeded, 1 if it failed. When --timeout expires first, prints `timed out after …` \
@@ -84,13 +86,41 @@ fn wait_tasks(client: &crate::Client, ids: &[crate::TaskId], args: &Args) -> any
     for id in ids {
         let left = deadline.map(|d| d.saturating_duration_since(std::time::Instant::now()));
         let carries_on = format!("task {id} carries on (wait again, or `conductor cancel {id}`)");
-        let got = super::waiting::finish(left, args.json, &carries_on, |on_death, left| {
-            client.wait_for_task_with(id, left, on_death)
-        })?;
+        let several = ids.len() > 1;
+        let print = |r: &crate::TaskResult| -> anyhow::Result<i32> {
+            if !several {
+                return super::print_result(r, args.json);
+            }
+            if args.json {
+                super::emit(&format!("{}\n", serde_json::to_string(r)?))?;
+                return Ok(if r.success { exit::OK } else { exit::FAILURE });
+            }
+            super::emit(&format!("{}\n", heading(r)))?;
+            super::print_result(r, false)
+        };
+        let got = super::waiting::finish_with(
+            left,
+            &carries_on,
+            |on_death, left| client.wait_for_task_with(id, left, on_death),
+            print,
+        )?;
         if got != exit::OK && got != exit::FAILURE {
             return Ok(got);
         }
         code = code.max(got);
     }
     Ok(code)
+}
+
+/// `── task ID · ok in 1.5s · $0.0123`: what heads a task's output among several.
+fn heading(r: &crate::TaskResult) -> String {
+    let mut how = r.outcome_label().to_string();
+    if let Some(ms) = r.duration_ms {
+        how.push_str(&format!(" in {}", crate::text::format_took(ms)));
+    }
+    let mut line = format!("── task {} · {how}", r.task_id);
+    if let Some(c) = r.cost_usd {
+        line.push_str(&format!(" · ${c:.4}"));
+    }
+    line
 }

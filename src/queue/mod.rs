@@ -312,7 +312,7 @@ impl Queue {
             WatchMode::Auto,
             interest,
             timeout,
-            format!("the result of queued task {id}"),
+            format!("the result of task {id}"),
             &mut vigil,
             || self.read_result(id),
         )
