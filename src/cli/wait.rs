@@ -21,6 +21,10 @@ pub struct Args {
     /// one compact result a line, in the order given).
     #[arg(long)]
     pub json: bool,
+    /// With several task ids: end as soon as any one of them has finished, printing that
+    /// one (its exit code says how it ended); the others carry on.
+    #[arg(long)]
+    pub any: bool,
     #[command(flatten)]
     pub root: RootArg,
 }
@@ -43,9 +47,16 @@ recovers the task); with nobody left to do that, it says who must and exits 4.";
 pub fn run(args: Args) -> anyhow::Result<i32> {
     let client = args.root.client()?;
     let (slot, task_id) = match args.targets.resolve(client.root())? {
+        Target::Tasks(ids) if args.any => return wait_any(&client, &ids, &args),
         Target::Tasks(ids) => return wait_tasks(&client, &ids, &args),
         Target::Slot { slot, ids } => (slot, at_most_one(ids, "wait")?),
     };
+    if args.any {
+        return Err(crate::cli::usage::CliError::Usage(
+            "--any waits for task ids (`conductor wait --any ID ID…`), not a slot".into(),
+        )
+        .into());
+    }
     let id = match task_id {
         Some(id) => id,
         None => match inspect::current_task(client.root(), slot)? {
@@ -110,6 +121,49 @@ fn wait_tasks(client: &crate::Client, ids: &[crate::TaskId], args: &Args) -> any
         code = code.max(got);
     }
     Ok(code)
+}
+
+/// `--any`: wait for all of `ids` at once (a thread each, every one a wait that ends),
+/// print the first to finish, headed by its id. When none can finish (each wait ended
+/// without a result: nobody serves them, the timeout), the first such end is reported
+/// as `wait` reports it.
+fn wait_any(client: &crate::Client, ids: &[crate::TaskId], args: &Args) -> anyhow::Result<i32> {
+    let (tx, rx) = crossbeam_channel::unbounded();
+    let left = args.timeout.unwrap_or(Duration::MAX);
+    for id in ids {
+        let (client, id, tx) = (client.clone(), id.clone(), tx.clone());
+        std::thread::spawn(move || {
+            let got = client.wait_for_task_with(&id, left, crate::wait::OnDeath::AwaitRecovery);
+            let _ = tx.send(got);
+        });
+    }
+    drop(tx);
+    let mut first_end = None;
+    for got in rx.iter() {
+        match got {
+            Ok(r) => {
+                if !args.json {
+                    super::emit(&format!("{}\n", heading(&r)))?;
+                }
+                return super::print_result(&r, args.json);
+            }
+            Err(e) => {
+                first_end.get_or_insert(e);
+            }
+        }
+    }
+    match first_end.expect("a wait per id") {
+        crate::Error::Timeout { what, .. } => {
+            let e = crate::Error::Timeout { what, after: left };
+            eprintln!("error: {e}; the tasks carry on");
+            Ok(exit::FAILURE)
+        }
+        e @ (crate::Error::NobodyServes { .. } | crate::Error::WorkerDied { .. }) => {
+            eprintln!("error: {e}");
+            Ok(exit::NOBODY)
+        }
+        e => Err(e.into()),
+    }
 }
 
 /// `── task ID · ok in 1.5s · $0.0123`: what heads a task's output among several.
