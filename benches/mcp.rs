@@ -1,17 +1,23 @@
-//! The MCP server's costs: start to an answered `initialize`, and a `submit` tool call against `conductor submit` and the library's `Queue::submit`.
+//! The MCP server's costs: start to an answered `initialize`, a `submit` tool call against `conductor submit` and the library's `Queue::submit`, `status` calls, a submit → result round trip, and what many pending `wait`s hold.
 //!
 //! `cargo bench --bench mcp` (options after `--`: `--starts N`, default 50; `--submits N`,
-//! default 300; `--base DIR` for where the temporary root goes). No worker runs: tasks
-//! only queue up, so this measures the front ends, not the agents. The MCP client here is
-//! a plain pipe writing JSON lines, so no client library's cost is counted.
+//! default 300; `--statuses N`, default 1000; `--trips N`, default 100; `--waits N`,
+//! default 200, each with `--wait-secs S`, default 50; `--only NAME` to run one part:
+//! start, submit, status, trip, waits; `--base DIR` for where the temporary root goes).
+//! Except for the round trip (one `conductor-worker` whose agent is `true`), no worker
+//! runs: tasks only queue up, so this measures the front ends, not the agents. The MCP
+//! client here is a plain pipe writing JSON lines, so no client library's cost is counted.
 
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
 use std::time::Instant;
 
+use std::time::Duration;
+
+use conductor::gate::Gate;
 use conductor::queue::Queue;
-use conductor::{Client, Root, Task};
+use conductor::{Client, Root, Slot, Status, Task, WorkerState};
 
 const INIT: &str = r#"{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"bench","version":"0"}}}"#;
 const INITIALIZED: &str = r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#;
@@ -99,6 +105,15 @@ impl Server {
     }
 }
 
+/// A `tools/call` line.
+fn tool_call(id: u64, name: &str, args: serde_json::Value) -> String {
+    serde_json::json!({
+        "jsonrpc": "2.0", "id": id, "method": "tools/call",
+        "params": {"name": name, "arguments": args},
+    })
+    .to_string()
+}
+
 fn submit_call(id: u64) -> String {
     serde_json::json!({
         "jsonrpc": "2.0", "id": id, "method": "tools/call",
@@ -164,6 +179,203 @@ fn bench_library_submits(root: &Path, runs: usize) {
     summary("library: Queue::submit (in process)", samples);
 }
 
+fn bench_status(root: &Path, runs: usize) {
+    let mut s = Server::spawn(root);
+    s.handshake();
+    let mut samples = Vec::with_capacity(runs);
+    for i in 1..=runs as u64 {
+        let started = Instant::now();
+        let r = s.say(&tool_call(i, "status", serde_json::json!({})), Some(i));
+        samples.push(ms(started));
+        assert_eq!(r["result"]["isError"], false, "{r}");
+    }
+    summary("mcp: status tool call", samples);
+    s.stop();
+}
+
+/// A worker on slot 0 whose agent is `true`; killed on drop.
+struct Worker(Child);
+
+impl Drop for Worker {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn start_worker(root: &Path) -> Worker {
+    let project = root.join("project");
+    std::fs::create_dir_all(&project).unwrap();
+    let child = Command::new(env!("CARGO_BIN_EXE_conductor-worker"))
+        .arg("0")
+        .arg(&project)
+        .args(["--agent", "true", "-q"])
+        .env("CONDUCTOR_HOME", root)
+        .env_remove("CONDUCTOR_WORKER")
+        .env_remove("CONDUCTOR_DEPTH")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("start conductor-worker");
+    let pid = child.id();
+    let client = Client::new(Root::new(root));
+    let deadline = Instant::now() + Duration::from_secs(60);
+    // Polled: the worker's own status file is the only sign it is up.
+    while !matches!(
+        client.read_status(Slot(0)),
+        Ok(Some(Status { status: WorkerState::Idle, worker_pid: Some(p), .. })) if p == pid
+    ) {
+        assert!(Instant::now() < deadline, "the worker did not start");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    Worker(child)
+}
+
+/// `submit` with `wait` off, then `wait` for it: the whole round trip an orchestrating
+/// agent pays for one task whose agent does nothing.
+fn bench_round_trip(root: &Path, runs: usize) {
+    let _worker = start_worker(root);
+    let mut s = Server::spawn(root);
+    s.handshake();
+    let mut samples = Vec::with_capacity(runs);
+    let mut n = 0;
+    for i in 0..runs {
+        let started = Instant::now();
+        n += 1;
+        let prompt = format!("trip {i}");
+        let r = s.say(
+            &tool_call(n, "submit", serde_json::json!({"prompt": prompt})),
+            Some(n),
+        );
+        let id = r["result"]["structuredContent"]["id"].clone();
+        assert!(!id.is_null(), "{r}");
+        n += 1;
+        let r = s.say(
+            &tool_call(
+                n,
+                "wait",
+                serde_json::json!({"ids": [id], "timeoutSecs": 50}),
+            ),
+            Some(n),
+        );
+        samples.push(ms(started));
+        assert_eq!(r["result"]["structuredContent"]["allFinished"], true, "{r}");
+    }
+    summary("mcp: submit → wait → result (agent `true`)", samples);
+    s.stop();
+}
+
+/// What process `pid` holds: resident memory (KiB), threads, inotify instances.
+fn holdings(pid: u32) -> (u64, u64, usize) {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    let field = |name: &str| {
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix(name))
+            .and_then(|v| v.split_whitespace().next())
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(0)
+    };
+    let inotify = std::fs::read_dir(format!("/proc/{pid}/fd"))
+        .map(|d| {
+            d.flatten()
+                .filter(|e| {
+                    std::fs::read_link(e.path())
+                        .is_ok_and(|l| l.to_string_lossy() == "anon_inode:inotify")
+                })
+                .count()
+        })
+        .unwrap_or(0);
+    (field("VmRSS:"), field("Threads:"), inotify)
+}
+
+/// Sample `pid`'s holdings until they have not changed for `still`, at most `bound`.
+fn settled(
+    pid: u32,
+    still: Duration,
+    bound: Duration,
+    done: impl Fn((u64, u64, usize)) -> bool,
+) -> ((u64, u64, usize), Duration) {
+    let started = Instant::now();
+    let mut last = holdings(pid);
+    let mut since = Instant::now();
+    loop {
+        // A measurement's sampling interval, not synchronization.
+        std::thread::sleep(Duration::from_millis(20));
+        let now = holdings(pid);
+        if (now.1, now.2) != (last.1, last.2) {
+            since = Instant::now();
+        }
+        last = now;
+        if (done(now) && since.elapsed() >= still) || started.elapsed() >= bound {
+            return (now, started.elapsed());
+        }
+    }
+}
+
+/// `n` pending `wait` calls on one server (a gate held on slot 0 stands for a live
+/// worker, so no wait ends early), then every one cancelled: what the server holds.
+fn bench_waits(root: &Path, n: u64, secs: f64) {
+    let client = Client::new(Root::new(root));
+    client.root().worker(Slot(0)).create_files().unwrap();
+    let _gate = Gate::acquire(&client.root().worker(Slot(0)).worker_gate(), "bench").unwrap();
+    let mut s = Server::spawn(root);
+    s.handshake();
+    let pid = s.child.id();
+    let idle = holdings(pid);
+    let mut ids = Vec::new();
+    for i in 1..=n {
+        let r = s.say(&submit_call(i), Some(i));
+        ids.push(r["result"]["structuredContent"]["id"].clone());
+    }
+    let base = 1_000_000;
+    for (i, id) in ids.iter().enumerate() {
+        let line = tool_call(
+            base + i as u64,
+            "wait",
+            serde_json::json!({"ids": [id], "timeoutSecs": secs}),
+        );
+        writeln!(s.stdin, "{line}").unwrap();
+    }
+    s.stdin.flush().unwrap();
+    let (held, _) = settled(
+        pid,
+        Duration::from_millis(500),
+        Duration::from_secs(10),
+        |_| true,
+    );
+    let sent = Instant::now();
+    for i in 0..n {
+        let line = serde_json::json!({
+            "jsonrpc": "2.0", "method": "notifications/cancelled",
+            "params": {"requestId": base + i, "reason": "bench"},
+        });
+        writeln!(s.stdin, "{line}").unwrap();
+    }
+    s.stdin.flush().unwrap();
+    let (freed, _) = settled(
+        pid,
+        Duration::from_millis(200),
+        Duration::from_secs_f64(secs + 10.0),
+        |h| h.1 <= idle.1 + 2 && h.2 <= idle.2.max(1),
+    );
+    let took = sent.elapsed();
+    let show = |what: &str, (rss, threads, ino): (u64, u64, usize)| {
+        println!(
+            "mcp: {what:<38} rss={:>7} KiB  threads={threads:>4}  inotify={ino:>4}",
+            rss
+        );
+    };
+    show("idle server", idle);
+    show(&format!("{n} pending waits"), held);
+    show("after every wait was cancelled", freed);
+    println!(
+        "mcp: {n} cancelled waits freed in {:.0} ms",
+        took.as_secs_f64() * 1000.0
+    );
+    s.stop();
+}
+
 fn arg(args: &[String], name: &str) -> Option<String> {
     args.iter()
         .position(|a| a == name)
@@ -196,8 +408,27 @@ fn main() {
         "roots under {} (no workers: tasks only queue up)",
         dir.path().display()
     );
-    bench_start(&fresh_root(dir.path(), "start"), starts);
-    bench_tool_submits(&fresh_root(dir.path(), "mcp"), submits);
-    bench_cli_submits(&fresh_root(dir.path(), "cli"), submits);
-    bench_library_submits(&fresh_root(dir.path(), "lib"), submits);
+    let statuses = arg(&args, "--statuses").map_or(1000, |s| s.parse().unwrap());
+    let trips = arg(&args, "--trips").map_or(100, |s| s.parse().unwrap());
+    let waits = arg(&args, "--waits").map_or(200, |s| s.parse().unwrap());
+    let wait_secs = arg(&args, "--wait-secs").map_or(50.0, |s| s.parse().unwrap());
+    let only = arg(&args, "--only");
+    let run = |name: &str| only.as_deref().is_none_or(|o| o == name);
+    if run("start") {
+        bench_start(&fresh_root(dir.path(), "start"), starts);
+    }
+    if run("submit") {
+        bench_tool_submits(&fresh_root(dir.path(), "mcp"), submits);
+        bench_cli_submits(&fresh_root(dir.path(), "cli"), submits);
+        bench_library_submits(&fresh_root(dir.path(), "lib"), submits);
+    }
+    if run("status") {
+        bench_status(&fresh_root(dir.path(), "status"), statuses);
+    }
+    if run("trip") {
+        bench_round_trip(&fresh_root(dir.path(), "trip"), trips);
+    }
+    if run("waits") {
+        bench_waits(&fresh_root(dir.path(), "waits"), waits, wait_secs);
+    }
 }

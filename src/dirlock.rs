@@ -451,6 +451,7 @@ pub fn read_lock(path: &Path) -> Result<Option<LockRead>> {
         modified,
         created: meta.created().ok(),
         ownerless_for: Duration::ZERO,
+        unchanged_for: Duration::ZERO,
     };
     // Files missing may mean the whole lock went away while we read it.
     if read.pid().is_none() && stat(path)?.is_none() {
@@ -531,6 +532,82 @@ fn ownerless_for(path: &Path, seen_ownerless: bool) -> Duration {
         .elapsed()
 }
 
+/// How long this process has seen `owner`'s record — its acquisition (nonce) at the same
+/// renewal — without a change, by its own monotonic clock. Keyed by the nonce, not the
+/// path, so a lock moved aside for a takeover keeps what was seen of it.
+fn unchanged_for(owner: &LockOwner) -> Duration {
+    use std::collections::HashMap;
+    use std::sync::Mutex;
+    use std::time::Instant;
+    /// Past this many remembered records, those not seen for an hour are forgotten.
+    const PRUNE_AT: usize = 4096;
+    /// Per nonce: the renewal time last seen, since when, and when last looked at.
+    type Seen = HashMap<String, (String, Instant, Instant)>;
+    static SEEN: Mutex<Option<Seen>> = Mutex::new(None);
+    let stamp = owner
+        .heartbeat_at
+        .clone()
+        .unwrap_or_else(|| owner.acquired_at.clone());
+    let mut seen = SEEN.lock().unwrap_or_else(|e| e.into_inner());
+    let seen = seen.get_or_insert_with(HashMap::new);
+    let now = Instant::now();
+    if seen.len() > PRUNE_AT {
+        seen.retain(|_, (_, _, last)| now.duration_since(*last) < Duration::from_secs(3600));
+    }
+    let entry = seen
+        .entry(owner.nonce.clone())
+        .or_insert_with(|| (stamp.clone(), now, now));
+    if entry.0 != stamp {
+        *entry = (stamp, now, now);
+    }
+    entry.2 = now;
+    now.duration_since(entry.1)
+}
+
+/// How far a record's own date may stray from its file's time before it is called skew.
+pub const SKEW_WARNING: Duration = Duration::from_secs(60);
+
+/// The clock skew `owner`'s record shows: its renewal time (the writer's clock) against
+/// the time its lock directory was last changed (the filesystem's), when they differ by
+/// more than [`SKEW_WARNING`]; positive when the writer's clock is ahead.
+pub fn visible_skew(owner: &LockOwner, modified: SystemTime) -> Option<i64> {
+    let stamp = owner
+        .heartbeat_at
+        .as_deref()
+        .and_then(crate::protocol::parse_rfc3339)
+        .or_else(|| crate::protocol::parse_rfc3339(&owner.acquired_at))?;
+    let skew = match stamp.duration_since(modified) {
+        Ok(ahead) => ahead.as_secs() as i64,
+        Err(behind) => -(behind.duration().as_secs() as i64),
+    };
+    (skew.unsigned_abs() > SKEW_WARNING.as_secs()).then_some(skew)
+}
+
+/// Warn, once per host, of a lock record whose date and file time disagree by minutes.
+fn warn_of_skew(path: &Path, owner: &LockOwner, modified: SystemTime) {
+    use std::collections::HashSet;
+    use std::sync::Mutex;
+    static WARNED: Mutex<Option<HashSet<String>>> = Mutex::new(None);
+    let Some(skew) = visible_skew(owner, modified) else {
+        return;
+    };
+    let mut warned = WARNED.lock().unwrap_or_else(|e| e.into_inner());
+    if warned
+        .get_or_insert_with(HashSet::new)
+        .insert(owner.host.clone())
+    {
+        tracing::warn!(
+            "clock skew: host {}'s lock record {} is dated {}s {} its file's time; its leases \
+             are judged by what this process sees change, not by that date (`conductor doctor` \
+             reports it)",
+            owner.host,
+            path.display(),
+            skew.unsigned_abs(),
+            if skew > 0 { "ahead of" } else { "behind" }
+        );
+    }
+}
+
 /// Whether the lock at `path` is held by somebody alive; `None` if there is no lock.
 fn judge(path: &Path, opts: &LockOptions, gated: bool) -> Result<Option<Holder>> {
     judge_read(path, opts, gated, false)
@@ -553,6 +630,12 @@ fn judge_read(path: &Path, opts: &LockOptions, gated: bool, fresh: bool) -> Resu
     };
     if let OwnerRead::Corrupt(e) = &read.owner {
         tracing::warn!("ignoring unreadable lock owner: {e}");
+    }
+    if let OwnerRead::Valid(o) = &read.owner {
+        if !o.is_this_host() {
+            read.unchanged_for = unchanged_for(o);
+            warn_of_skew(path, o, read.modified);
+        }
     }
     let at = Vantage {
         host: host::hostname().to_string(),

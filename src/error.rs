@@ -187,8 +187,13 @@ pub enum Error {
 
     /// A slot's lock is held by a live process, so its state is not ours to touch
     /// (exit code 3 in the binaries).
-    #[error("slot {slot} is locked by a live process ({holder}); stop it first or wait")]
-    SlotBusy { slot: u32, holder: String },
+    #[error("slot {slot} is locked by a live process ({holder}); {advice}")]
+    SlotBusy {
+        slot: u32,
+        holder: String,
+        /// What to do: wait for it, or how to remove a lock no worker of ours holds.
+        advice: String,
+    },
 
     /// A command line (the agent's, the orchestrator pane's) that cannot be run.
     #[error("{what} command {}", problem.describe(line))]
@@ -302,6 +307,16 @@ pub enum Error {
         root: PathBuf,
     },
 
+    /// A queued task names an agent preset (`agent`) that no live worker of the root
+    /// serves: the workers there run only `served`, and none will ever take it.
+    #[error("task {task} needs agent preset {preset}, and no live worker of {} serves it (they serve {}): start one with `conductor-worker N DIR --preset {preset} --root {}`, or cancel {task}", root.display(), if served.is_empty() { "nothing".to_string() } else { served.join(", ") }, root.display())]
+    PresetUnserved {
+        task: String,
+        preset: String,
+        served: Vec<String>,
+        root: PathBuf,
+    },
+
     /// The worker running `task` died (its gate came free with the task still in
     /// `running.json`): only recovery gives the task its result now.
     #[error("worker {slot}{} died with task {task} in hand; its result now comes only from recovery: start the worker again (`conductor-worker {slot} DIR --root {}` recovers it at start) or run `conductor recover {slot} --root {}`", pid.map(|p| format!(" (pid {p})")).unwrap_or_default(), root.display(), root.display())]
@@ -315,6 +330,14 @@ pub enum Error {
     /// The root does not exist (or is not a conductor root): only `init` and workers make one.
     #[error("no conductor root at {}: run `conductor init N{}` first (or point --root / $CONDUCTOR_HOME at the right one)", path.display(), root_flag(path))]
     NoRoot { path: PathBuf },
+
+    /// The root exists but is another user's: this user may not look inside it.
+    #[error("permission denied: the conductor root {} is owned by {owner}, and you are {me}; run conductor as {owner}, or use a root of your own (--root DIR or $CONDUCTOR_HOME)", path.display())]
+    RootNotOurs {
+        path: PathBuf,
+        owner: String,
+        me: String,
+    },
 
     #[error("no task {id} under {}: no inbox, queue entry or result has that id (a finished task's files may have been collected by gc)", root.display())]
     NoSuchTask { id: String, root: PathBuf },
@@ -404,6 +427,16 @@ pub enum Error {
         repo: PathBuf,
         files: Vec<String>,
     },
+
+    /// A request's argument `field` is refused (an MCP tool call's input, named as the
+    /// client sent it).
+    #[error("{field}: {reason}")]
+    BadArgument { field: String, reason: String },
+
+    /// A call run off the caller's thread ended without an answer (it panicked or its
+    /// runtime is shutting down).
+    #[error("{what} failed: {reason}")]
+    CallFailed { what: String, reason: String },
 }
 
 /// The message of [`Error::NobodyServes`].
@@ -502,12 +535,14 @@ impl Error {
             | AgentNotFound { .. }
             | NoHome { .. }
             | NoRoot { .. }
+            | RootNotOurs { .. }
             | NoTaskRecord { .. }
             | NoSuchTask { .. }
             | AmbiguousId { .. }
             | UnknownDependency { .. }
             | AfterNeedsQueue { .. }
             | BadTaskDir { .. }
+            | BadArgument { .. }
             | BadEnvVar { .. }
             | NoSlots { .. }
             | BadSlotList { .. }
@@ -517,9 +552,10 @@ impl Error {
             | BadBase { .. }
             | NoWorktree { .. }
             | BranchGone { .. } => ExitClass::Usage,
-            NobodyServes { .. } | WorkerDied { .. } | DependencyUnserved { .. } => {
-                ExitClass::Nobody
-            }
+            NobodyServes { .. }
+            | WorkerDied { .. }
+            | DependencyUnserved { .. }
+            | PresetUnserved { .. } => ExitClass::Nobody,
             Io { .. }
             | BadFile { .. }
             | LockLost { .. }
@@ -528,6 +564,7 @@ impl Error {
             | WorkerGone { .. }
             | Spawn { .. }
             | Command { .. }
+            | CallFailed { .. }
             | UncommittedNotCopied { .. }
             | MergeConflict { .. } => ExitClass::Failure,
         }

@@ -118,12 +118,42 @@ impl Root {
     /// `workers/` in it (what `conductor init` and every worker make), so a mistyped
     /// `--root` is refused instead of silently becoming a new, empty root.
     pub fn require_existing(&self) -> Result<()> {
+        self.require_accessible()?;
         if self.workers_dir().is_dir() {
             Ok(())
         } else {
             Err(Error::NoRoot {
                 path: self.path.clone(),
             })
+        }
+    }
+
+    /// [`Error::RootNotOurs`] when the root exists but this user may not look inside it
+    /// (another user's root reads as no root at all otherwise); a root not made yet is
+    /// no error.
+    pub fn require_accessible(&self) -> Result<()> {
+        use std::os::unix::fs::MetadataExt;
+        match std::fs::metadata(self.workers_dir()) {
+            Err(e) if e.kind() == std::io::ErrorKind::PermissionDenied => {
+                let name = |uid: u32| {
+                    nix::unistd::User::from_uid(nix::unistd::Uid::from_raw(uid))
+                        .ok()
+                        .flatten()
+                        .map_or_else(
+                            || format!("uid {uid}"),
+                            |u| format!("{} (uid {uid})", u.name),
+                        )
+                };
+                let owner = std::fs::metadata(&self.path)
+                    .map(|m| name(m.uid()))
+                    .unwrap_or_else(|_| "another user".to_string());
+                Err(Error::RootNotOurs {
+                    path: self.path.clone(),
+                    owner,
+                    me: name(nix::unistd::getuid().as_raw()),
+                })
+            }
+            _ => Ok(()),
         }
     }
 

@@ -13,8 +13,10 @@ use crate::layout::Slot;
 use crate::protocol::{Outcome, Task, TaskId, TaskResult};
 use crate::watch::{DirWatcher, Interest, WatchMode};
 
-/// How often outstanding tasks are re-checked without an event, and dead workers noticed.
-const RECHECK: Duration = Duration::from_millis(500);
+/// How often outstanding tasks are re-checked without an event, and dead workers noticed
+/// (the default of [`Orchestrator::with_recheck`]). A safety net only: no task that is
+/// ready to run ever waits for it.
+pub const RECHECK: Duration = Duration::from_millis(500);
 
 /// What happened, for progress displays. `index` is the task's position in the input.
 #[derive(Debug, Clone, Copy)]
@@ -43,6 +45,7 @@ pub struct Orchestrator {
     slots: Vec<Slot>,
     watch: WatchMode,
     stop: Receiver<()>,
+    recheck: Duration,
 }
 
 impl Orchestrator {
@@ -53,7 +56,15 @@ impl Orchestrator {
             slots,
             watch: WatchMode::Auto,
             stop: never(),
+            recheck: RECHECK,
         }
+    }
+
+    /// Re-check outstanding tasks and workers' liveness this often without an event
+    /// (default [`RECHECK`]).
+    pub fn with_recheck(mut self, every: Duration) -> Orchestrator {
+        self.recheck = every;
+        self
     }
 
     /// Wake by polling (filesystems without change events).
@@ -92,14 +103,20 @@ impl Orchestrator {
             if !stopping {
                 run.deliver(&self.client, &self.slots, &mut on_progress)?;
             }
-            run.collect(&self.client, &mut on_progress)?;
+            let freed = run.collect(&self.client, &mut on_progress)?;
             if run.outstanding.is_empty() && (run.pending.is_empty() || stopping) {
                 break;
+            }
+            // A slot freed just now takes its next task at once: its result's event may
+            // already have been consumed (both slots finishing in one pass), and waiting
+            // for the next one would put the recheck timer on a ready task's path.
+            if freed > 0 && !stopping && !run.pending.is_empty() {
+                continue;
             }
             select! {
                 recv(wake) -> _ => {}
                 recv(self.stop) -> _ => stopping = true,
-                default(RECHECK) => self.check_workers_alive(&run.outstanding)?,
+                default(self.recheck) => self.check_workers_alive(&run.outstanding)?,
             }
         }
         Ok(run.into_results())
@@ -220,18 +237,19 @@ impl Run {
         Ok(())
     }
 
-    /// Take in every result that has arrived, freeing its slot.
+    /// Take in every result that has arrived, freeing its slot; how many did.
     fn collect(
         &mut self,
         client: &Client,
         on_progress: &mut impl FnMut(Progress<'_>),
-    ) -> Result<()> {
+    ) -> Result<usize> {
         let mut finished = Vec::new();
         for (slot, (_, id)) in &self.outstanding {
             if let Some(result) = client.read_result_for(*slot, id)? {
                 finished.push((*slot, result));
             }
         }
+        let freed = finished.len();
         for (slot, result) in finished {
             let (index, _) = self.outstanding.remove(&slot).expect("outstanding slot");
             on_progress(Progress::Finished {
@@ -241,7 +259,7 @@ impl Run {
             });
             self.results[index] = Some(result);
         }
-        Ok(())
+        Ok(freed)
     }
 
     /// Every task's result in input order; tasks never delivered come back cancelled.

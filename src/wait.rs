@@ -10,7 +10,8 @@
 //! for [`NOBODY_GRACE`]; and a worker that died mid-task shows as its gate coming free
 //! while the task is still in its `running.json` — known at once, and final unless
 //! someone recovers the slot (the worker started again, `conductor recover`, or any
-//! other live worker, which sweeps abandoned slots).
+//! other live worker, which sweeps abandoned slots). A queued task that names an agent
+//! preset no live worker serves (their `status.json` `presets`) is unserved the same way.
 
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
@@ -33,36 +34,304 @@ const RECHECK_INTERVAL: Duration = Duration::from_secs(1);
 /// `vigil` finds nobody will ever answer. The watcher on `dirs` is armed before the
 /// first check, so no change can slip between them. `what` names the awaited thing in
 /// [`Error::Timeout`].
-pub fn until<T>(
+pub fn until<'a, T>(
     dirs: &[PathBuf],
     mode: WatchMode,
     interest: Interest,
     timeout: Duration,
     what: String,
-    vigil: &mut Vigil,
-    mut check: impl FnMut() -> Result<Option<T>>,
+    vigil: Vigil,
+    check: impl FnMut() -> Result<Option<T>> + Send + 'a,
 ) -> Result<T> {
-    let (tx, rx) = bounded(1);
-    let _watcher = DirWatcher::new(dirs, mode, interest, tx)?;
-    // A timeout too large to add (e.g. Duration::MAX) means "wait forever".
-    let deadline = Instant::now().checked_add(timeout);
-    loop {
-        if let Some(v) = check()? {
-            return Ok(v);
+    Wait::new(dirs.to_vec(), mode, interest, timeout, what, vigil, check).run()
+}
+
+/// What one look at a wait found: its value, or how long to sleep at most before the
+/// next look (less if woken).
+#[derive(Debug)]
+pub enum Step<T> {
+    Ready(T),
+    Sleep(Duration),
+}
+
+/// One wait, ready to be driven: [`Wait::run`] blocks on a watcher of its own; a caller
+/// that wakes it some other way (a [`Hub`] shared by many waits, an async runtime) calls
+/// [`Wait::step`] on every wake-up and after each sleep it asks for. Either way the
+/// checks, the deadline and the [`Vigil`] are the ones here.
+pub struct Wait<'a, T> {
+    /// The directories whose changes may answer the wait.
+    pub dirs: Vec<PathBuf>,
+    pub mode: WatchMode,
+    /// Which changed paths are worth a look.
+    pub interest: Interest,
+    timeout: Duration,
+    deadline: Option<Instant>,
+    what: String,
+    vigil: Vigil,
+    check: Box<dyn FnMut() -> Result<Option<T>> + Send + 'a>,
+}
+
+impl<T> std::fmt::Debug for Wait<'_, T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Wait")
+            .field("dirs", &self.dirs)
+            .field("what", &self.what)
+            .field("deadline", &self.deadline)
+            .finish()
+    }
+}
+
+impl<'a, T> Wait<'a, T> {
+    /// A wait whose `timeout` starts now (a timeout too large to add, e.g.
+    /// `Duration::MAX`, means "wait forever").
+    pub fn new(
+        dirs: Vec<PathBuf>,
+        mode: WatchMode,
+        interest: Interest,
+        timeout: Duration,
+        what: String,
+        vigil: Vigil,
+        check: impl FnMut() -> Result<Option<T>> + Send + 'a,
+    ) -> Wait<'a, T> {
+        Wait {
+            dirs,
+            mode,
+            interest,
+            timeout,
+            deadline: Instant::now().checked_add(timeout),
+            what,
+            vigil,
+            check: Box::new(check),
+        }
+    }
+
+    /// Look once: the value if it is there; else [`Error::Timeout`] past the deadline,
+    /// the vigil's error when nobody will answer, or how long to sleep at most.
+    pub fn step(&mut self) -> Result<Step<T>> {
+        if let Some(v) = (self.check)()? {
+            return Ok(Step::Ready(v));
         }
         let now = Instant::now();
-        let left = deadline.map_or(RECHECK_INTERVAL, |d| d.saturating_duration_since(now));
+        let left = self
+            .deadline
+            .map_or(RECHECK_INTERVAL, |d| d.saturating_duration_since(now));
         if left.is_zero() {
             return Err(Error::Timeout {
-                what,
-                after: timeout,
+                what: self.what.clone(),
+                after: self.timeout,
             });
         }
-        if let Err(nobody) = vigil.check() {
+        if let Err(nobody) = self.vigil.check() {
             // The answer may have come just as its worker went.
-            return check()?.ok_or(nobody);
+            return (self.check)()?.map(Step::Ready).ok_or(nobody);
         }
-        let _ = rx.recv_timeout(left.min(RECHECK_INTERVAL));
+        Ok(Step::Sleep(left.min(RECHECK_INTERVAL)))
+    }
+
+    /// Block until the wait ends. A wait answered within [`SHORT_WAIT`] is looked at a
+    /// few times and needs no watcher at all; a longer one is woken by the process's
+    /// shared watcher ([`shared_hub`]), subscribed before its next look, so no change
+    /// slips between them.
+    ///
+    /// Why not a watcher per wait: dropping an inotify instance blocks its closer for
+    /// ~12 ms on this kernel (the reader thread's close), which every wait paid — most of
+    /// a library round trip whose worker side takes ~1.3 ms on tmpfs — and a process
+    /// that closes its last instance pays it again at exit.
+    pub fn run(mut self) -> Result<T> {
+        if let Step::Ready(v) = self.step()? {
+            return Ok(v);
+        }
+        let polled_until = Instant::now() + SHORT_WAIT;
+        let mut pause = Duration::from_micros(200);
+        loop {
+            let now = Instant::now();
+            let left = self
+                .deadline
+                .map_or(pause, |d| d.saturating_duration_since(now));
+            if now >= polled_until || left.is_zero() {
+                break;
+            }
+            std::thread::sleep(pause.min(left));
+            if let Some(v) = (self.check)()? {
+                return Ok(v);
+            }
+            pause = (pause * 2).min(Duration::from_millis(5));
+        }
+        let (tx, rx) = bounded(1);
+        let wake: Wake = Arc::new(move || {
+            let _ = tx.try_send(());
+        });
+        let _subscription =
+            shared_hub(self.mode).subscribe(&self.dirs, self.interest.clone(), wake)?;
+        loop {
+            match self.step()? {
+                Step::Ready(v) => return Ok(v),
+                Step::Sleep(d) => {
+                    let _ = rx.recv_timeout(d);
+                }
+            }
+        }
+    }
+}
+
+/// How long a blocking wait looks by itself before it subscribes to the shared watcher:
+/// most library waits (a task's result on a busy worker, a status change) are answered
+/// within it, and looking a few times costs less than arming a watch.
+pub const SHORT_WAIT: Duration = Duration::from_millis(25);
+
+/// The process's watcher for blocking waits, one per watch mode, made on first use and
+/// kept for the process's life (so it is never torn down under a waiter).
+pub fn shared_hub(mode: WatchMode) -> Hub {
+    use std::sync::{Mutex, OnceLock};
+    static HUBS: OnceLock<Mutex<Vec<(WatchMode, Hub)>>> = OnceLock::new();
+    let mut hubs = lock(HUBS.get_or_init(Default::default));
+    if let Some((_, hub)) = hubs.iter().find(|(m, _)| *m == mode) {
+        return hub.clone();
+    }
+    let hub = Hub::new(mode);
+    hubs.push((mode, hub.clone()));
+    hub
+}
+
+/// How a [`Hub`] wakes one of its waiters (it must not block: it runs on the
+/// watcher's thread).
+pub type Wake = Arc<dyn Fn() + Send + Sync>;
+
+/// One watcher for many waits: every wait that subscribes shares its single inotify
+/// instance (or poller), and is woken when a path its interest accepts changes. The
+/// watched directories only grow, as waits ask for new ones (a root has a handful:
+/// `queue/results/` and each slot's `results/`); the watcher is then replaced by one on
+/// the larger set, made before the old one goes, so no change is missed.
+#[derive(Clone)]
+pub struct Hub {
+    inner: Arc<HubInner>,
+}
+
+struct HubInner {
+    mode: WatchMode,
+    waiters: std::sync::Mutex<Waiters>,
+    watched: std::sync::Mutex<Watched>,
+}
+
+#[derive(Default)]
+struct Waiters {
+    next: u64,
+    by_id: std::collections::HashMap<u64, (Interest, Wake)>,
+}
+
+#[derive(Default)]
+struct Watched {
+    dirs: std::collections::BTreeSet<PathBuf>,
+    watcher: Option<DirWatcher>,
+}
+
+impl std::fmt::Debug for Hub {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Hub")
+            .field("mode", &self.inner.mode)
+            .field("waiters", &self.waiters())
+            .finish()
+    }
+}
+
+/// A waiter's place in a [`Hub`]; dropping it stops the wake-ups.
+#[must_use = "the waiter is woken only while its subscription lives"]
+pub struct Subscription {
+    hub: Arc<HubInner>,
+    id: u64,
+}
+
+impl Drop for Subscription {
+    fn drop(&mut self) {
+        lock(&self.hub.waiters).by_id.remove(&self.id);
+    }
+}
+
+fn lock<T>(m: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+impl Hub {
+    pub fn new(mode: WatchMode) -> Hub {
+        Hub {
+            inner: Arc::new(HubInner {
+                mode,
+                waiters: Default::default(),
+                watched: Default::default(),
+            }),
+        }
+    }
+
+    /// Wake `wake` whenever a path `interest` accepts changes in one of `dirs` (or
+    /// anything may have changed). The watch on `dirs` is armed when this returns: a
+    /// look taken after it misses nothing.
+    pub fn subscribe(
+        &self,
+        dirs: &[PathBuf],
+        interest: Interest,
+        wake: Wake,
+    ) -> Result<Subscription> {
+        // Armed first: the caller's first look comes after this returns, so a change
+        // before the waiter is registered is seen by that look.
+        self.watch(dirs)?;
+        let mut w = lock(&self.inner.waiters);
+        w.next += 1;
+        let id = w.next;
+        w.by_id.insert(id, (interest, wake));
+        Ok(Subscription {
+            hub: self.inner.clone(),
+            id,
+        })
+    }
+
+    /// How many waiters are subscribed.
+    pub fn waiters(&self) -> usize {
+        lock(&self.inner.waiters).by_id.len()
+    }
+
+    /// Make sure `dirs` are watched: the watcher is replaced by one on the union.
+    fn watch(&self, dirs: &[PathBuf]) -> Result<()> {
+        let mut watched = lock(&self.inner.watched);
+        if watched.watcher.is_some() && dirs.iter().all(|d| watched.dirs.contains(d)) {
+            return Ok(());
+        }
+        let mut all = watched.dirs.clone();
+        // Directories gone since (a root removed: a process-wide hub outlives roots) are
+        // no longer watched.
+        all.retain(|d| d.is_dir());
+        all.extend(dirs.iter().cloned());
+        let list: Vec<PathBuf> = all.iter().cloned().collect();
+        let inner = Arc::downgrade(&self.inner);
+        let roots: Arc<std::collections::BTreeSet<PathBuf>> = Arc::new(all.clone());
+        let on_change: crate::watch::OnChange = Arc::new(move |p: Option<&Path>| {
+            let Some(inner) = inner.upgrade() else {
+                return;
+            };
+            let waiters = lock(&inner.waiters);
+            // A watched directory itself (a poller's report, a directory moved):
+            // anything in it may have changed.
+            let all = p.is_none_or(|p| roots.contains(p));
+            for (interest, wake) in waiters.by_id.values() {
+                if all || p.is_some_and(|p| interest(p)) {
+                    wake();
+                }
+            }
+        });
+        let next = DirWatcher::watch_changes(&list, &[], self.inner.mode, on_change)?;
+        // The old watcher goes only once the new one is armed; its thread may be
+        // delivering, which takes the waiters' lock, never this one.
+        let old = watched.watcher.replace(next);
+        watched.dirs = all;
+        drop(old);
+        Ok(())
+    }
+
+    /// Whether the shared watcher polls (see [`DirWatcher::is_polling`]).
+    pub fn is_polling(&self) -> bool {
+        lock(&self.inner.watched)
+            .watcher
+            .as_ref()
+            .is_some_and(DirWatcher::is_polling)
     }
 }
 
@@ -86,14 +355,14 @@ pub fn for_status(
             .join(" or ")
     );
     let wanted: HashSet<&str> = ["status.json"].into();
-    let mut vigil = Vigil::new(root.clone(), Awaited::Slot(slot), None, OnDeath::Fail);
+    let vigil = Vigil::new(root.clone(), Awaited::Slot(slot), None, OnDeath::Fail);
     until(
         std::slice::from_ref(&w.dir),
         mode,
         names_interest(wanted),
         timeout,
         what,
-        &mut vigil,
+        vigil,
         || Ok(Status::read(&w.status())?.filter(|s| states.contains(&s.status))),
     )
 }
@@ -109,6 +378,18 @@ pub fn for_result(
     timeout: Duration,
     on_death: OnDeath,
 ) -> Result<TaskResult> {
+    result_wait(root, mode, slot, id, timeout, on_death)?.run()
+}
+
+/// [`for_result`] as a [`Wait`] not yet driven.
+pub fn result_wait(
+    root: &Root,
+    mode: WatchMode,
+    slot: Slot,
+    id: &TaskId,
+    timeout: Duration,
+    on_death: OnDeath,
+) -> Result<Wait<'static, TaskResult>> {
     id.validate()
         .map_err(|reason| Error::InvalidTask { reason })?;
     let w = root.existing_slot(slot)?;
@@ -117,22 +398,22 @@ pub fn for_result(
     let file_name = format!("{id}.json");
     let wanted: HashSet<&str> = [file_name.as_str()].into();
     let what = format!("the result of task {id} on worker {slot}");
-    let mut vigil = Vigil::new(
+    let vigil = Vigil::new(
         root.clone(),
         Awaited::Slot(slot),
         Some(id.clone()),
         on_death,
     );
     let result = w.result_for(id);
-    until(
-        &[w.results_dir()],
+    Ok(Wait::new(
+        vec![w.results_dir()],
         mode,
         names_interest(wanted),
         timeout,
         what,
-        &mut vigil,
-        || TaskResult::read(&result),
-    )
+        vigil,
+        move || TaskResult::read(&result),
+    ))
 }
 
 /// Wake only for changes to files with these names.
@@ -239,6 +520,47 @@ fn unserved_dependency(root: &Root, id: &TaskId) -> Result<Option<Error>> {
     Ok(None)
 }
 
+/// Why queued task `id` can never run, if it names an agent preset (`agent`) that no
+/// live worker of the root serves (each publishes its `presets` in `status.json`).
+/// `None` while some live worker serves it, or one does not say what it serves (an
+/// older worker: it may).
+fn unserved_preset(root: &Root, id: &TaskId) -> Result<Option<Error>> {
+    let Some(entry) = pending_entry(root, id)? else {
+        return Ok(None);
+    };
+    let Ok(Some(task)) = Task::read(&entry, fsio::TASK_SIZE_LIMIT) else {
+        return Ok(None);
+    };
+    let Some(preset) = task.agent else {
+        return Ok(None);
+    };
+    let mut served: Vec<String> = Vec::new();
+    for slot in root.slots()? {
+        if !slot_served(root, slot)? {
+            continue;
+        }
+        let presets = Status::read(&root.worker(slot).status())
+            .ok()
+            .flatten()
+            .map(|s| s.presets)
+            .unwrap_or_default();
+        if presets.is_empty() || presets.contains(&preset) {
+            return Ok(None);
+        }
+        for p in presets {
+            if !served.contains(&p) {
+                served.push(p);
+            }
+        }
+    }
+    Ok(Some(Error::PresetUnserved {
+        task: id.to_string(),
+        preset,
+        served,
+        root: root.path().to_path_buf(),
+    }))
+}
+
 /// The `queue/pending/` entry of task `id`, if it waits there.
 fn pending_entry(root: &Root, id: &TaskId) -> Result<Option<PathBuf>> {
     let suffix = format!("~{id}.json");
@@ -327,6 +649,9 @@ impl Vigil {
             if let Some(id) = &self.task {
                 if let Some(blocked) = unserved_dependency(&self.root, id)? {
                     return Ok(Some((blocked, false)));
+                }
+                if let Some(unserved) = unserved_preset(&self.root, id)? {
+                    return Ok(Some((unserved, false)));
                 }
             }
         }
@@ -452,5 +777,44 @@ mod tests {
         )
         .with_grace(Duration::ZERO);
         r.check().expect("another live worker will recover it");
+    }
+
+    #[test]
+    fn a_queued_task_naming_a_preset_no_live_worker_serves_is_unserved() {
+        let (_dir, root) = root_with_slot(Slot(0));
+        let _gate = Gate::acquire(&root.worker(Slot(0)).worker_gate(), "worker 0").unwrap();
+        let status = |presets: &[&str]| {
+            let mut s = Status::new(WorkerState::Idle);
+            s.presets = presets.iter().map(|p| p.to_string()).collect();
+            fsio::write_replace(
+                &root.worker(Slot(0)).status(),
+                &fsio::to_json_bytes(&s),
+                fsio::Durability::Atomic,
+            )
+            .unwrap();
+        };
+        status(&["command"]);
+        let pending = root.queue_pending();
+        std::fs::create_dir_all(&pending).unwrap();
+        std::fs::write(
+            pending.join("4~00000000000000000001~~t9.json"),
+            br#"{"id":"t9","prompt":"x","agent":"codex","origin":"queue"}"#,
+        )
+        .unwrap();
+        let id = TaskId::from("t9");
+        let mut v = Vigil::new(root.clone(), Awaited::Queue, Some(id), OnDeath::Fail)
+            .with_grace(Duration::ZERO);
+        let err = v.check().unwrap_err();
+        assert!(
+            matches!(&err, Error::PresetUnserved { preset, served, .. }
+                if preset == "codex" && served == &["command".to_string()]),
+            "{err:?}"
+        );
+        assert_eq!(err.exit_class(), crate::error::ExitClass::Nobody);
+        // A live worker serving it, or one that does not say what it serves: served.
+        status(&["command", "codex"]);
+        v.check().expect("served");
+        status(&[]);
+        v.check().expect("an older worker may serve it");
     }
 }

@@ -53,6 +53,7 @@ fn selected(client: &crate::Client, args: &Args) -> anyhow::Result<Vec<TaskId>> 
         slot: None,
         since: None,
         limit: None,
+        after: None,
     };
     let mut tasks = client.list_tasks(&opts)?;
     tasks.reverse();

@@ -544,6 +544,7 @@ mod tests {
             Error::SlotBusy {
                 slot: 1,
                 holder: "pid 4".into(),
+                advice: "wait".into(),
             },
             Error::NotPublished {
                 kept: "a".into(),

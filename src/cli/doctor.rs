@@ -1,4 +1,4 @@
-//! `conductor doctor [--agent CMD | --preset P] [--json]`: is this setup healthy?
+//! `conductor doctor [--agent [PRESET|CMD] | --preset P] [--json]`: is this setup healthy?
 
 use crate::doctor::{doctor, CheckStatus, DoctorOptions};
 
@@ -11,12 +11,20 @@ Checks: the root exists and is private (0700, files 0600); config.json and every
 status and result file under workers/ parse; stale locks; dead workers and orphaned \
 tasks; which watcher workers would use (native events or polling, and why); the root's \
 filesystem (NFS, SMB and FUSE deliver no events); inotify limits; tmux; the agent command \
-on PATH. Each check says ok, warn or fail, with a fix. Exits 1 if any check fails.")]
+on PATH. Each check says ok, warn or fail, with a fix. Exits 1 if any check fails.
+
+--agent with a preset name, or alone, also runs that agent once with a trivial prompt \
+(in a temporary directory, at most 60 s, nothing kept), against the API its environment \
+names, and says whether it works: ok, not installed, not logged in / invalid API key, \
+rate-limited until HH:MM, or cannot reach the API. Alone it tries the presets the root's \
+live workers serve, else --preset, else claude.")]
 pub struct Args {
-    /// The agent command line workers will run; checked on PATH.
-    /// [default: the preset's, else `claude -p`]
-    #[arg(long, value_name = "CMD")]
-    pub agent: Option<String>,
+    /// A preset name (claude, codex, gemini, command), or nothing: run that agent once
+    /// to see that it works (alone: the presets the live workers serve, else --preset,
+    /// else claude). Another command line: the one workers will run, checked on PATH.
+    /// [default: the preset's command line, else `claude -p`, checked on PATH]
+    #[arg(long, value_name = "PRESET|CMD", num_args = 0..=1)]
+    pub agent: Option<Option<String>>,
     /// Agent kind the workers will run (claude, codex, gemini or command): its command line is
     /// the one checked, unless --agent names another.
     #[arg(long, value_name = "PRESET", value_parser = super::parse_preset)]
@@ -30,13 +38,33 @@ pub struct Args {
 
 pub fn run(args: Args) -> anyhow::Result<i32> {
     let root = args.root.unchecked_client()?.root().clone();
+    let named: Option<crate::preset::Preset> = args
+        .agent
+        .as_ref()
+        .and_then(|a| a.as_deref())
+        .and_then(|a| a.parse().ok());
+    let try_presets = match (&args.agent, named) {
+        (_, Some(p)) => vec![p],
+        (Some(None), None) => {
+            let served = crate::doctor::served_presets(&root);
+            if served.is_empty() {
+                vec![args.preset.unwrap_or(crate::preset::Preset::Claude)]
+            } else {
+                served
+            }
+        }
+        _ => Vec::new(),
+    };
     let checks = doctor(
         &root,
         &DoctorOptions {
             agent: args
                 .agent
                 .clone()
+                .flatten()
                 .unwrap_or_else(|| args.preset.unwrap_or_default().default_command().into()),
+            try_presets,
+            ..DoctorOptions::default()
         },
     );
     let failed = checks

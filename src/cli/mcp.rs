@@ -6,8 +6,11 @@
 //! [`stdio`] owns stdout.
 
 mod reply;
+mod resources;
+pub mod schema;
 mod stdio;
 mod tools;
+mod waits;
 
 use std::time::Duration;
 
@@ -23,7 +26,8 @@ pub use tools::{Conductor, WAIT_CAP_SECS};
 #[command(after_help = "\
 Speaks the Model Context Protocol (JSON-RPC, one message per line) on stdin/stdout, for an \
 agent that orchestrates the workers: `claude mcp add conductor -- conductor mcp`. Tools: \
-submit, send, wait, result, tasks, status, cancel, logs. Logs go to stderr. Ends when stdin \
+submit, send, wait, result, tasks, queue, status, cancel, logs; resources \
+conductor://tasks/{id} and conductor://tasks/{id}/log. Logs go to stderr. Ends when stdin \
 closes.
 
 Fan-out: inside an agent started by a worker, CONDUCTOR_DEPTH is its task's depth + 1, and \
@@ -33,6 +37,11 @@ pub struct Args {
     pub root: RootArg,
 }
 
+/// The most threads the server's blocking calls use at once. Every call is short (a
+/// `wait` looks for a moment and then sleeps on the async thread), so more would only
+/// hold memory after a burst.
+pub const BLOCKING_THREADS: usize = 8;
+
 /// How long the end of the server waits for blocking calls still running (a `wait`
 /// whose client went away) before leaving them.
 const SHUTDOWN_GRACE: Duration = Duration::from_millis(100);
@@ -41,6 +50,7 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
     // The root may not exist yet: each tool call checks it and says what to run.
     let client = args.root.unchecked_client()?;
     let runtime = tokio::runtime::Builder::new_current_thread()
+        .max_blocking_threads(BLOCKING_THREADS)
         .enable_all()
         .build()
         .map_err(|e| anyhow::anyhow!("cannot start the MCP server's runtime: {e}"))?;

@@ -89,7 +89,7 @@ fn shown_id(p: &PendingTask) -> String {
     }
 }
 
-fn pending_json(position: usize, p: &PendingTask) -> Value {
+pub(crate) fn pending_json(position: usize, p: &PendingTask) -> Value {
     json!({
         "position": position,
         "id": p.id,

@@ -20,8 +20,9 @@ use crate::cli::common::exit;
 Columns: SLOT; STATE (idle/working/done/error, - without status.json); AGE (time in \
 this state; while working, since the task started); PROMPT (the start of its task's prompt); ID; \
 COST and TURNS (what the agent reported, once it finished; claude preset); BEAT (since the last heartbeat, while \
-working); AGENT pid; WORKER (pid, and whether a live worker holds the slot's gate); LOCK \
-(holder of .lock/). Flags under a row: dead worker, stale lock, orphaned task, inbox \
+working); AGENT (the preset that runs or ran the task, and while it runs the agent's pid); \
+WORKER (pid, and whether a live worker holds the slot's gate); LOCK (holder of .lock/); \
+SERVES (the presets the slot's worker runs, its default first). Flags under a row: dead worker, stale lock, orphaned task, inbox \
 waiting; what to do about them follows the table. Under it, the shared queue's capacity: \
 running agents against maxRunning, pending tasks by priority, and each key's running and \
 waiting tasks.
@@ -136,6 +137,7 @@ pub fn render(
         ("AGENT", Col::Drop),
         ("WORKER", Col::Drop),
         ("LOCK", Col::Drop),
+        ("SERVES", Col::Drop),
     ]);
     let mut advice = Vec::new();
     let ids: Vec<String> = reports
@@ -207,10 +209,15 @@ pub fn cost(c: Option<f64>) -> String {
 fn slot_row(r: &SlotReport) -> (Vec<String>, Vec<String>, Vec<String>) {
     let mut advice = Vec::new();
     let working = r.state == Some(crate::WorkerState::Working);
-    let agent = r.agent_pid.map(|p| match r.agent_alive {
+    let pid = r.agent_pid.map(|p| match r.agent_alive {
         Some(false) => format!("{p} gone"),
         _ => p.to_string(),
     });
+    let agent = match (r.agent.as_deref(), pid) {
+        (Some(a), Some(p)) => Some(format!("{a} {p}")),
+        (Some(a), None) => Some(a.to_string()),
+        (None, p) => p,
+    };
     let worker = match (r.worker_live, r.worker_pid) {
         (true, Some(p)) if r.worker_lease.is_some() => {
             format!(
@@ -248,6 +255,7 @@ fn slot_row(r: &SlotReport) -> (Vec<String>, Vec<String>, Vec<String>) {
         dash(agent),
         worker,
         dash(lock),
+        dash(Some(r.presets.join(",")).filter(|p| !p.is_empty())),
     ];
     let mut notes = Vec::new();
     if !r.flags.is_empty() {

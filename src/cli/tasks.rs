@@ -113,6 +113,7 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
         slot: args.slot,
         since: args.since,
         limit: (!args.all).then_some(args.limit),
+        after: None,
     };
     if args.summary {
         let all = client.list_tasks(&ListOptions {

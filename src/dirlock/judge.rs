@@ -35,6 +35,10 @@ pub struct LockRead {
     /// How long this process has seen it, without a break, with no pid at all (zero
     /// the first time; a lock seen owned or gone starts again).
     pub ownerless_for: Duration,
+    /// How long this process has seen the same owner record (its nonce and its last
+    /// renewal's time), by its own monotonic clock: what another host's lease is judged
+    /// by, since that host's clock may differ from ours (zero the first time).
+    pub unchanged_for: Duration,
 }
 
 impl LockRead {
@@ -87,6 +91,11 @@ pub struct Vantage {
 /// Whether the lock described by `read` is held by somebody alive, and why.
 /// `process` is what is known about `read.pid()` on this host (`None`: nothing, e.g.
 /// no pid or no need to look). `None` as the result: there is no lock.
+/// How far another host's clock may be off ours before a lease dated by it is past
+/// doubt: a record older than lease + this is stale at first sight; a younger one only
+/// once this process has seen it unchanged for the lease.
+pub const MAX_CLOCK_SKEW: Duration = Duration::from_secs(600);
+
 pub fn verdict(
     read: Option<&LockRead>,
     process: Option<&ProcessFacts>,
@@ -114,7 +123,13 @@ pub fn verdict(
                 _ => "no owner.json".to_string(),
             };
             let age = age(read.modified, at.now);
-            if age <= opts.grace {
+            if age <= opts.grace && at.gated && !at.shared && !facts.alive {
+                // Every taker on this host holds the gate we hold, and no other host
+                // reaches this filesystem: a dead pid here is the holder's, gone.
+                Liveness::Stale(format!(
+                    "pid {pid} is not alive ({note}), and every taker holds the gate we hold"
+                ))
+            } else if age <= opts.grace {
                 Liveness::Alive(format!(
                     "pid {pid} recorded {}s ago, {note}: perhaps another host's or an older \
                      version's, young (grace {}s)",
@@ -209,18 +224,42 @@ fn judge_owner(
             .and_then(parse_rfc3339)
             .or_else(|| parse_rfc3339(&o.acquired_at));
         let (host, lease) = (&o.host, opts.lease.as_secs());
-        return match last {
-            Some(t) if age(t, at.now) <= opts.lease => Liveness::Alive(format!(
-                "alive on host {host} (pid {pid}), heartbeat {}s ago (lease {lease}s)",
-                age(t, at.now).as_secs(),
-            )),
-            Some(t) => Liveness::Stale(format!(
-                "held by pid {pid} on host {host}, not renewed for {}s (lease {lease}s)",
-                age(t, at.now).as_secs(),
-            )),
-            None => Liveness::Stale(format!(
+        let Some(t) = last else {
+            return Liveness::Stale(format!(
                 "held by pid {pid} on host {host} with no readable timestamp"
-            )),
+            ));
+        };
+        let dated = age(t, at.now);
+        if dated <= opts.lease {
+            return Liveness::Alive(format!(
+                "alive on host {host} (pid {pid}), heartbeat {}s ago (lease {lease}s)",
+                dated.as_secs(),
+            ));
+        }
+        // Its date is that host's clock, not ours: past the lease by it is proof only
+        // once this process has seen the record not move for a lease itself, or when it
+        // is older than any clock could be off.
+        let seen = read.unchanged_for;
+        return if seen >= opts.lease {
+            Liveness::Stale(format!(
+                "held by pid {pid} on host {host}, not renewed for {}s (lease {lease}s; seen \
+                 unchanged here for {}s)",
+                dated.as_secs(),
+                seen.as_secs()
+            ))
+        } else if dated > opts.lease + MAX_CLOCK_SKEW {
+            Liveness::Stale(format!(
+                "held by pid {pid} on host {host}, not renewed for {}s (lease {lease}s)",
+                dated.as_secs()
+            ))
+        } else {
+            Liveness::Alive(format!(
+                "on host {host} (pid {pid}), heartbeat {}s ago by its clock (lease {lease}s): \
+                 clocks may differ, so it is taken over only once seen unchanged here for the \
+                 lease ({}s so far)",
+                dated.as_secs(),
+                seen.as_secs()
+            ))
         };
     }
     let gone = if !facts.alive {
@@ -295,6 +334,7 @@ mod tests {
             modified: now() - age,
             created: None,
             ownerless_for: age,
+            unchanged_for: Duration::ZERO,
         }
     }
 
@@ -448,6 +488,26 @@ mod tests {
     }
 
     #[test]
+    fn another_hosts_clock_is_not_ours_to_judge_its_lease_by() {
+        let mut o = owner("there", "boot-9", Some(100));
+        // Five minutes old by the other host's clock: its clock may be behind ours.
+        o.heartbeat_at = Some(crate::protocol::rfc3339(now() - Duration::from_secs(300)));
+        let read = lock(OwnerRead::Valid(o.clone()), None, HOUR);
+        let r = alive(&read, None, false, "first sight of a skewed record");
+        assert!(r.contains("clocks may differ"), "{r}");
+        let watched = LockRead {
+            unchanged_for: Duration::from_secs(121),
+            ..read.clone()
+        };
+        let r = stale(&watched, None, false, "seen unchanged for the lease");
+        assert!(r.contains("seen unchanged here for 121s"), "{r}");
+        // Older than any clock could be off: stale at first sight.
+        o.heartbeat_at = Some(crate::protocol::rfc3339(now() - HOUR));
+        let read = lock(OwnerRead::Valid(o), None, HOUR);
+        stale(&read, None, false, "past lease + MAX_CLOCK_SKEW");
+    }
+
+    #[test]
     fn another_hosts_owner_is_judged_by_its_lease_alone() {
         let mut o = owner("there", "boot-9", Some(100));
         let read = lock(OwnerRead::Valid(o.clone()), Some(4711), HOUR);
@@ -506,11 +566,23 @@ mod tests {
     fn a_young_pid_only_lock_is_alive_whatever_its_pid_is_here() {
         // The issue's repro: another host made `kp.lock` with `pid` 11 a moment ago.
         let young = lock(OwnerRead::Missing, Some(11), Duration::from_secs(1));
-        for gated in [false, true] {
-            for facts in [Some(&DEAD), None] {
-                let r = alive(&young, facts, gated, "pid-only, young, pid dead here");
-                assert!(r.contains("young (grace 10s)"), "{r}");
-            }
+        let shared_gated = Vantage {
+            shared: true,
+            ..here(true)
+        };
+        for facts in [Some(&DEAD), None] {
+            let r = alive(&young, facts, false, "pid-only, young, pid dead here");
+            assert!(r.contains("young (grace 10s)"), "{r}");
+            // Under a gate too, where another host can reach the filesystem.
+            let on_shared = verdict(Some(&young), facts, &shared_gated, &LockOptions::default());
+            assert!(
+                on_shared.as_ref().is_some_and(|l| !l.is_stale()),
+                "{on_shared:?}"
+            );
+            // Under a gate every taker holds, on a filesystem only this host reaches,
+            // a dead pid was the holder: not worth the grace (issue 22).
+            let r = stale(&young, facts, true, "pid-only, young, gated, local, dead");
+            assert!(r.contains("every taker holds the gate"), "{r}");
         }
         let corrupt = lock(
             OwnerRead::Corrupt("EOF".into()),

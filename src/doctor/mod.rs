@@ -10,7 +10,10 @@
 //! - `mount`: the root's mount, whether flocks cross hosts, the pickup to expect.
 //! - `tools`: tmux and the agent command.
 //! - `worktrees`: task worktrees nothing accounts for any more.
+//! - `agent <preset>` (only when asked, `doctor --agent`): the agent run once with a
+//!   trivial prompt — ok, not installed, invalid key, rate-limited, API unreachable.
 
+mod agent_trial;
 mod events;
 mod files;
 mod mount;
@@ -25,6 +28,9 @@ use std::fmt;
 use serde::Serialize;
 
 use crate::layout::Root;
+use crate::preset::Preset;
+
+pub use agent_trial::{served_presets, TRIAL_TIMEOUT};
 
 // ---------------------------------------------------------------------------------
 // doctor
@@ -93,12 +99,19 @@ impl Check {
 pub struct DoctorOptions {
     /// The agent command line workers will run (`--agent`).
     pub agent: String,
+    /// Presets whose agent is run once to see that it works (`--agent [PRESET]`);
+    /// empty: none is run.
+    pub try_presets: Vec<Preset>,
+    /// How long each such trial may take.
+    pub trial_timeout: std::time::Duration,
 }
 
 impl Default for DoctorOptions {
     fn default() -> Self {
         DoctorOptions {
             agent: "claude -p".to_string(),
+            try_presets: Vec::new(),
+            trial_timeout: TRIAL_TIMEOUT,
         }
     }
 }
@@ -112,6 +125,7 @@ pub fn doctor(root: &Root, opts: &DoctorOptions) -> Vec<Check> {
         checks.push(files::check_json_files(root));
         checks.push(files::check_index(root));
         checks.push(state::check_locks(root));
+        checks.push(state::check_clocks(root));
         checks.push(state::check_slots(root));
         checks.push(events::check_watcher(root));
         checks.push(events::check_filesystem(root.path()));
@@ -120,6 +134,11 @@ pub fn doctor(root: &Root, opts: &DoctorOptions) -> Vec<Check> {
     }
     checks.push(events::check_inotify_limits());
     checks.push(tools::check_tmux());
-    checks.push(tools::check_agent(&opts.agent));
+    if opts.try_presets.is_empty() {
+        checks.push(tools::check_agent(&opts.agent));
+    }
+    for preset in &opts.try_presets {
+        checks.push(agent_trial::try_agent(*preset, opts.trial_timeout));
+    }
     checks
 }

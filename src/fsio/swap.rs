@@ -72,9 +72,35 @@ pub fn swap_in_at_via(
     // truncating first would free the file's block and allocate it again.
     let write = || -> io::Result<()> {
         use std::os::unix::fs::FileExt;
-        let flags = OFlag::O_WRONLY | OFlag::O_CREAT | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC;
-        let fd = fcntl::openat(dir, next, flags, Mode::from_bits_truncate(0o600))?;
-        let file = File::from(fd);
+        let flags = OFlag::O_WRONLY
+            | OFlag::O_CREAT
+            | OFlag::O_NOFOLLOW
+            | OFlag::O_NONBLOCK
+            | OFlag::O_CLOEXEC;
+        let open =
+            |extra: OFlag| fcntl::openat(dir, next, flags | extra, Mode::from_bits_truncate(0o600));
+        // The second name is ours alone: whatever else is found there (a link planted
+        // in its place, or swapped there from the first name; a file with another name
+        // elsewhere, which an in-place write would change) is removed, never written
+        // through, and the name made afresh.
+        let fresh = || -> io::Result<File> {
+            let _ = nix::unistd::unlinkat(dir, next, nix::unistd::UnlinkatFlags::NoRemoveDir);
+            Ok(File::from(open(OFlag::O_EXCL)?))
+        };
+        let file = match open(OFlag::empty()) {
+            Err(Errno::ELOOP | Errno::ENXIO) => fresh()?,
+            Err(e) => return Err(e.into()),
+            Ok(fd) => {
+                let file = File::from(fd);
+                let meta = file.metadata()?;
+                if meta.file_type().is_file() && meta.nlink() == 1 {
+                    file
+                } else {
+                    drop(file);
+                    fresh()?
+                }
+            }
+        };
         file.write_all_at(bytes, 0)?;
         let len = bytes.len() as u64;
         if file.metadata()?.len() > len {

@@ -62,6 +62,11 @@ pub struct SlotReport {
     /// (claude preset).
     pub cost_usd: Option<f64>,
     pub num_turns: Option<u64>,
+    /// The agent preset that ran that task (its result's `agent`) or runs it (the
+    /// preset it names, else the worker's first).
+    pub agent: Option<String>,
+    /// The agent presets the slot's worker serves (`status.json`), its default first.
+    pub presets: Vec<String>,
     /// How long the slot has been in this state: since the status was written, or
     /// while working, since the task started (the status is rewritten every heartbeat).
     #[serde(rename = "statusAgeSecs", serialize_with = "secs")]
@@ -213,7 +218,18 @@ pub fn slot_report(root: &Root, slot: Slot, opts: &LockOptions) -> Result<SlotRe
         ));
     }
     let task_id = status.and_then(|s| s.task_id.clone());
-    let (prompt_preview, cost_usd, num_turns) = task_details(&paths, task_id.as_ref(), &files);
+    let (prompt_preview, cost_usd, num_turns, ran_by) =
+        task_details(&paths, task_id.as_ref(), &files);
+    let presets = status.map(|s| s.presets.clone()).unwrap_or_default();
+    let agent = match working {
+        Some(_) => files
+            .running
+            .as_ref()
+            .filter(|f| f.task_id.is_some() && f.task_id == task_id)
+            .and_then(|f| f.agent.clone())
+            .or_else(|| presets.first().cloned()),
+        None => ran_by,
+    };
     Ok(SlotReport {
         slot: slot.0,
         dir: paths.dir.clone(),
@@ -222,6 +238,8 @@ pub fn slot_report(root: &Root, slot: Slot, opts: &LockOptions) -> Result<SlotRe
         prompt_preview,
         cost_usd,
         num_turns,
+        agent,
+        presets,
         status_age,
         heartbeat_age,
         agent_pid: working.and_then(|s| s.agent_pid),
@@ -247,15 +265,16 @@ pub fn slot_report(root: &Root, slot: Slot, opts: &LockOptions) -> Result<SlotRe
     })
 }
 
-/// The preview of task `id`'s prompt, and its result's cost and turns if it finished.
+/// The preview of task `id`'s prompt, and its result's cost, turns and agent if it
+/// finished.
 /// Only files of this slot are read: the task in hand, else the slot's record of it.
 fn task_details(
     paths: &WorkerPaths,
     id: Option<&TaskId>,
     files: &SlotFiles,
-) -> (Option<String>, Option<f64>, Option<u64>) {
+) -> (Option<String>, Option<f64>, Option<u64>, Option<String>) {
     let Some(id) = id else {
-        return (None, None, None);
+        return (None, None, None, None);
     };
     let in_hand = files
         .running
@@ -277,6 +296,7 @@ fn task_details(
         preview,
         result.as_ref().and_then(|r| r.cost_usd),
         result.as_ref().and_then(|r| r.num_turns),
+        result.and_then(|r| r.agent),
     )
 }
 

@@ -19,6 +19,9 @@ pub struct TaskFile {
     /// The prompt's start on one line (up to [`crate::text::PREVIEW_CHARS`]).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub prompt_preview: Option<String>,
+    /// The agent preset the task names (`agent`), if it names one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub agent: Option<String>,
     /// Why the file could not be read as a task, if it could not.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub problem: Option<String>,
@@ -35,17 +38,20 @@ pub fn read_task_file(path: &Path) -> Option<TaskFile> {
                     &t.prompt,
                     crate::text::PREVIEW_CHARS,
                 )),
+                agent: t.agent,
                 problem: None,
             },
             Err(e) => TaskFile {
                 task_id: Task::salvage_id(&bytes),
                 prompt_preview: None,
+                agent: None,
                 problem: Some(e.to_string()),
             },
         }),
         Err(e) => Some(TaskFile {
             task_id: None,
             prompt_preview: None,
+            agent: None,
             problem: Some(e.to_string()),
         }),
     }

@@ -326,7 +326,15 @@ fn accept_claimed(
         Ok(Some(b)) => b,
         Ok(None) => return Ok(None),
         Err(e) => {
-            reject_claimed(root, worker, c, &e.to_string(), c.id.clone())?;
+            // Too large (or not a file) to read whole: its id may still be read from its
+            // head, and its sender answered, as an inbox answers it (a hand-dropped
+            // file's id only if the queue can have it).
+            let id = c.id.clone().or_else(|| {
+                fsio::read_head(&running, crate::protocol::salvage::PREFIX_SCANNED)
+                    .and_then(|head| Task::salvage_id(&head))
+                    .filter(|id| ids::claim(root, id, Place::Queue).is_ok())
+            });
+            reject_claimed(root, worker, c, &e.to_string(), id)?;
             return Ok(None);
         }
     };

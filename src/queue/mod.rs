@@ -27,7 +27,7 @@ use crate::fsio::{self, Durability};
 use crate::ids::{self, Place};
 use crate::layout::Root;
 use crate::protocol::{id_list, Outcome, Task, TaskId, TaskResult, SCHEMA};
-use crate::wait::{Awaited, OnDeath, Vigil};
+use crate::wait::{Awaited, OnDeath, Vigil, Wait};
 use crate::watch::{Interest, WatchMode};
 
 use claim::is_held;
@@ -295,27 +295,39 @@ impl Queue {
         timeout: Duration,
         on_death: OnDeath,
     ) -> Result<TaskResult> {
+        self.result_wait(id, timeout, on_death)?.run()
+    }
+
+    /// [`Queue::wait_for_result_with`] as a [`Wait`] not yet driven.
+    pub fn result_wait(
+        &self,
+        id: &TaskId,
+        timeout: Duration,
+        on_death: OnDeath,
+    ) -> Result<Wait<'static, TaskResult>> {
         self.root.require_existing()?;
         let dir = self.root.queue_results();
         fsio::ensure_dir(&dir)?;
         let want = format!("{id}.json");
         let interest: Interest =
             Arc::new(move |p: &Path| p.file_name().and_then(|n| n.to_str()) == Some(want.as_str()));
-        let mut vigil = Vigil::new(
+        let vigil = Vigil::new(
             self.root.clone(),
             Awaited::Queue,
             Some(id.clone()),
             on_death,
         );
-        crate::wait::until(
-            std::slice::from_ref(&dir),
+        let queue = self.clone();
+        let id = id.clone();
+        Ok(Wait::new(
+            vec![dir],
             WatchMode::Auto,
             interest,
             timeout,
             format!("the result of task {id}"),
-            &mut vigil,
-            || self.read_result(id),
-        )
+            vigil,
+            move || queue.read_result(&id),
+        ))
     }
 
     /// Cancel a task: a pending one is removed and answered `cancelled`; a running one
@@ -650,6 +662,7 @@ impl Queue {
 /// Create the root and its shared directories (0700): what workers, the queue, the id
 /// registry and the locks need. Idempotent.
 pub fn init_root(root: &Root) -> Result<()> {
+    root.require_accessible()?;
     crate::trust::verify_root(root)?;
     for dir in [
         root.path().to_path_buf(),

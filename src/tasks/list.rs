@@ -46,6 +46,49 @@ pub struct ListOptions {
     pub since: Option<SystemTime>,
     /// At most this many (`None`: all).
     pub limit: Option<usize>,
+    /// Only tasks that come after this one in the list (older, or as old with a
+    /// smaller id): where the previous page ended (see [`Cursor`]).
+    pub after: Option<Cursor>,
+}
+
+/// Where a page of the list ended: the last task's submission time and id. The list's
+/// order (newest first, then by id) is total, so the next page starts right after it
+/// however many tasks came or went meanwhile.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Cursor {
+    pub submitted: SystemTime,
+    pub id: String,
+}
+
+impl Cursor {
+    /// The cursor after `s`.
+    pub fn after(s: &TaskSummary) -> Cursor {
+        Cursor {
+            submitted: s.submitted,
+            id: s.id.to_string(),
+        }
+    }
+
+    /// As text: `<seconds>.<nanoseconds>~<id>`.
+    pub fn encode(&self) -> String {
+        let d = self
+            .submitted
+            .duration_since(SystemTime::UNIX_EPOCH)
+            .unwrap_or_default();
+        format!("{}.{:09}~{}", d.as_secs(), d.subsec_nanos(), self.id)
+    }
+
+    /// [`Cursor::encode`]'s text back; `None` if it is not one.
+    pub fn decode(s: &str) -> Option<Cursor> {
+        let (time, id) = s.split_once('~')?;
+        let (secs, nanos) = time.split_once('.')?;
+        let d = std::time::Duration::new(secs.parse().ok()?, nanos.parse().ok()?);
+        TaskId::parse(id).ok()?;
+        Some(Cursor {
+            submitted: SystemTime::UNIX_EPOCH.checked_add(d)?,
+            id: id.to_string(),
+        })
+    }
 }
 
 /// One task as `conductor tasks` shows it.
@@ -229,6 +272,11 @@ pub fn list(root: &Root, opts: &ListOptions) -> Result<Vec<TaskSummary>> {
         });
     }
     all.sort_unstable_by(|a, b| (b.submitted, &b.name).cmp(&(a.submitted, &a.name)));
+    if let Some(after) = &opts.after {
+        // The list is sorted: drop every candidate up to and including the cursor.
+        let from = all.partition_point(|c| (c.submitted, &c.name) >= (after.submitted, &after.id));
+        all.drain(..from);
+    }
     let limit = opts.limit.unwrap_or(usize::MAX);
     let mut out = Vec::new();
     for c in all {

@@ -36,10 +36,10 @@ use crate::inspect::read_task_file;
 use crate::layout::{Root, Slot};
 use crate::protocol::{Outcome, TaskId, TaskResult};
 use crate::queue::Queue;
-use crate::wait::OnDeath;
+use crate::wait::{OnDeath, Wait};
 use crate::watch::WatchMode;
 
-pub use list::{list, ListOptions, TaskSummary};
+pub use list::{list, Cursor, ListOptions, TaskSummary};
 pub use withdraw::{cancel_task, CancelTask};
 
 /// Where a task is in its life.
@@ -364,14 +364,25 @@ pub fn wait_for_task(
     timeout: Duration,
     on_death: OnDeath,
 ) -> Result<TaskResult> {
+    task_wait(root, id, timeout, on_death)?.run()
+}
+
+/// [`wait_for_task`] as a [`Wait`] not yet driven (for a caller that wakes it itself,
+/// e.g. through a [`crate::wait::Hub`] shared by many waits).
+pub fn task_wait(
+    root: &Root,
+    id: &TaskId,
+    timeout: Duration,
+    on_death: OnDeath,
+) -> Result<Wait<'static, TaskResult>> {
     let Some(loc) = find(root, id)? else {
         return Err(no_such_task(root, id));
     };
     match (loc.queued, loc.slot) {
         (false, Some(slot)) => {
-            crate::wait::for_result(root, WatchMode::Auto, slot, id, timeout, on_death)
+            crate::wait::result_wait(root, WatchMode::Auto, slot, id, timeout, on_death)
         }
-        _ => Queue::new(root.clone()).wait_for_result_with(id, timeout, on_death),
+        _ => Queue::new(root.clone()).result_wait(id, timeout, on_death),
     }
 }
 

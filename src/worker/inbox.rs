@@ -68,7 +68,7 @@ fn read_bytes(inbox: &Path, limit: u64) -> Result<std::result::Result<Vec<u8>, I
         Err(Error::BadFile { problem, .. }) => {
             // Too large to read whole: its head may still name the id it waits under.
             let id = matches!(problem, FileProblem::TooLarge { .. })
-                .then(|| read_head(inbox))
+                .then(|| fsio::read_head(inbox, crate::protocol::salvage::PREFIX_SCANNED))
                 .flatten()
                 .and_then(|head| Task::salvage_id(&head));
             Err(Inbox::Bad {
@@ -115,30 +115,42 @@ fn refusal(shared: &Shared, slot: &SlotServer, task: &Task) -> Option<String> {
     })
 }
 
-/// The first bytes of a regular file, never through a link and never blocking.
-fn read_head(path: &Path) -> Option<Vec<u8>> {
-    use std::io::Read;
-    use std::os::unix::fs::OpenOptionsExt;
-    let f = fs::OpenOptions::new()
+/// A client's file kept by the tool (in `tasks/` or `rejected/`) is private like every
+/// file the tool makes: clients often write task.json with their umask (0644). The mode
+/// is changed through a descriptor opened without following links; a file with another
+/// name (a hard link from outside the root) is not chmod'ed — that would change the
+/// other name's file too — but replaced by a private copy under this name.
+pub(crate) fn make_private(path: &Path) {
+    use std::os::unix::fs::{MetadataExt, OpenOptionsExt, PermissionsExt};
+    let opened = fs::OpenOptions::new()
         .read(true)
         .custom_flags((nix::fcntl::OFlag::O_NOFOLLOW | nix::fcntl::OFlag::O_NONBLOCK).bits())
-        .open(path)
-        .ok()?;
-    if !f.metadata().ok()?.is_file() {
-        return None;
+        .open(path);
+    let Ok(file) = opened else {
+        return;
+    };
+    let Ok(meta) = file.metadata() else {
+        return;
+    };
+    if !meta.is_file() {
+        return;
     }
-    let mut head = Vec::new();
-    f.take(crate::protocol::salvage::PREFIX_SCANNED as u64)
-        .read_to_end(&mut head)
-        .ok()?;
-    Some(head)
-}
-
-/// A client's file kept by the tool (in `tasks/` or `rejected/`) is private like every
-/// file the tool makes: clients often write task.json with their umask (0644).
-pub(crate) fn make_private(path: &Path) {
-    use std::os::unix::fs::PermissionsExt;
-    if let Err(e) = fs::set_permissions(path, fs::Permissions::from_mode(0o600)) {
+    if meta.nlink() > 1 {
+        const LIMIT: u64 = 64 * 1024 * 1024;
+        let copied = fsio::read_bounded(path, LIMIT).and_then(|bytes| match bytes {
+            Some(b) => fsio::write_replace(path, &b, fsio::Durability::Durable),
+            None => Ok(()),
+        });
+        match copied {
+            Ok(()) => tracing::info!(
+                "{} had another name (a hard link): kept as a private copy",
+                path.display()
+            ),
+            Err(e) => tracing::warn!("cannot make {} private: {e}", path.display()),
+        }
+        return;
+    }
+    if let Err(e) = file.set_permissions(fs::Permissions::from_mode(0o600)) {
         tracing::debug!("cannot make {} private: {e}", path.display());
     }
 }

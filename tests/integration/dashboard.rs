@@ -437,3 +437,56 @@ fn the_queue_box_grows_keys_show_on_question_mark_at_200x50() {
     require!(prereq::tmux());
     queue_keys_and_costs_at(200, 50);
 }
+
+/// Each slot's row names the agent preset running its task, and once it is done the one
+/// that ran it: here a worker serving `command` (cat) and `codex` (a fake on PATH).
+#[test]
+fn the_dashboard_shows_which_agent_runs_and_ran_each_task() {
+    require!(prereq::tmux());
+    let t = TestRoot::new();
+    let path = crate::views::path_with_fake_codex(&t);
+    let _w = WorkerProc::start(
+        &t,
+        Slot(0),
+        "cat",
+        &["--preset", "command", "--preset", "codex"],
+        &[("PATH", &path)],
+    );
+    let gate = t.dir.path().join("go");
+    let mut task =
+        Task::new(format!("codex looks around gate={}", gate.display())).with_id("cx-dash");
+    task.agent = Some("codex".into());
+    let id = t.client.write_task(Slot(0), &task).unwrap();
+    t.client
+        .wait_for_status(Slot(0), &[WorkerState::Working], BOUND)
+        .unwrap();
+
+    let sh = Shell::start(&t);
+    sh.dashboard(&t, "dashboard");
+    let screen = sh.wait_for("codex looks around");
+    assert!(screen.contains("AGENT"), "{screen}");
+    let row = |screen: &str, what: &str| {
+        screen
+            .lines()
+            .find(|l| l.contains(what) && l.contains("codex looks around"))
+            .map(String::from)
+    };
+    assert!(
+        row(&screen, "working").is_some_and(|l| l.contains(" codex ")),
+        "{screen}"
+    );
+    fs::write(&gate, "").unwrap();
+    let res = t.client.wait_for_result(Slot(0), &id, BOUND).unwrap();
+    assert_eq!(res.agent.as_deref(), Some("codex"));
+    let screen = sh.wait_for("0    done");
+    assert!(
+        row(&screen, "0    done").is_some_and(|l| l.contains(" codex ")),
+        "{screen}"
+    );
+
+    sh.keys(&["q"]);
+    sh.assert_given_back(&t);
+    drop(sh);
+    drop(_w);
+    assert_nothing_left(t.path());
+}

@@ -76,6 +76,29 @@ fn root_on(disk: &SmallDisk, dir: tempfile::TempDir) -> TestRoot {
 /// `big` prints 5 MiB of `a`; anything else is echoed back.
 const SIZED_AGENT: &str = r#"sh -c 'p=$(cat); if [ "$p" = big ]; then head -c 5242880 /dev/zero | tr "\0" a; else printf %s "$p"; fi'"#;
 
+/// Waits until the file its prompt names exists, then prints its 100 KiB of `a`: a task
+/// that holds no space until the disk has been filled by something else.
+const HOLD_AGENT: &str = r#"sh -c 'p=$(cat); while [ ! -e "$p" ]; do sleep 0.02; done; head -c 102400 /dev/zero | tr "\0" a'"#;
+
+/// Run a held task on `t` until it runs, fill the disk to the last byte, and let the
+/// task end: its result finds no space (and its small log none to give back).
+fn finish_on_a_full_disk(t: &TestRoot, disk: &SmallDisk, id: &str) -> PathBuf {
+    let hold = t.dir.path().join(format!("{id}.go"));
+    t.client
+        .write_task(S0, &Task::new(hold.display().to_string()).with_id(id))
+        .unwrap();
+    wait_until(BOUND, "the held task to run", || {
+        t.client
+            .read_status(S0)
+            .ok()
+            .flatten()
+            .is_some_and(|st| st.status == conductor::WorkerState::Working)
+    });
+    let filler = disk.fill_leaving(0);
+    fs::write(&hold, b"").unwrap();
+    filler
+}
+
 fn temp_dir() -> tempfile::TempDir {
     tempfile::Builder::new()
         .prefix("conductor-test-")
@@ -88,12 +111,8 @@ fn a_full_disk_keeps_the_finished_result_until_space_returns() {
     let dir = temp_dir();
     let disk = require!(SmallDisk::mount(dir.path(), "2m"));
     let t = root_on(&disk, dir);
-    let w = WorkerProc::start(&t, S0, SIZED_AGENT, &[], &[]);
-    // Leave room to take the task, not to keep its output.
-    let filler = disk.fill_leaving(1024 * 1024);
-    t.client
-        .write_task(S0, &Task::new("big").with_id("d6"))
-        .unwrap();
+    let w = WorkerProc::start(&t, S0, HOLD_AGENT, &[], &[]);
+    let filler = finish_on_a_full_disk(&t, &disk, "d6");
     wait_until(
         BOUND,
         "the worker to hold the result for want of space",
@@ -108,17 +127,18 @@ fn a_full_disk_keeps_the_finished_result_until_space_returns() {
         .unwrap_or_else(|e| panic!("no result for d6 ({e}); worker log:\n{}", w.stderr()));
     assert!(r.success, "the agent's exit 0 survives: {r:?}");
     assert_eq!(r.exit_code, Some(0));
-    assert!(r.output_truncated, "a cut output says so");
     assert!(r.output.starts_with("aaaa") && r.output.ends_with("aaaa"));
     // The worker lived through it and serves the next task.
+    let go = t.dir.path().join("after.go");
+    fs::write(&go, b"").unwrap();
     t.client
-        .write_task(S0, &Task::new("small").with_id("after"))
+        .write_task(S0, &Task::new(go.display().to_string()).with_id("after"))
         .unwrap();
     let next = t
         .client
         .wait_for_result(S0, &TaskId::from("after"), BOUND)
         .unwrap();
-    assert_eq!(next.output, "small");
+    assert!(next.success, "{next:?}");
     if let Some(st) = status {
         // Best effort while full: when the status could be written it says why.
         if let Some(p) = st.problem {
@@ -519,11 +539,8 @@ fn a_stop_request_while_a_result_waits_for_space_stops_the_worker() {
     let dir = temp_dir();
     let disk = require!(SmallDisk::mount(dir.path(), "2m"));
     let t = root_on(&disk, dir);
-    let mut w = WorkerProc::start(&t, S0, SIZED_AGENT, &[], &[]);
-    let filler = disk.fill_leaving(1024 * 1024);
-    t.client
-        .write_task(S0, &Task::new("big").with_id("st1"))
-        .unwrap();
+    let mut w = WorkerProc::start(&t, S0, HOLD_AGENT, &[], &[]);
+    let filler = finish_on_a_full_disk(&t, &disk, "st1");
     wait_until(BOUND, "the result to wait for space", || {
         w.stderr().contains("retried until space is freed")
     });
@@ -535,7 +552,7 @@ fn a_stop_request_while_a_result_waits_for_space_stops_the_worker() {
     );
     // The task stayed in hand; a worker started once there is space ends it.
     fs::remove_file(&filler).unwrap();
-    let _w = WorkerProc::start(&t, S0, SIZED_AGENT, &[], &[]);
+    let _w = WorkerProc::start(&t, S0, HOLD_AGENT, &[], &[]);
     let r = t
         .client
         .wait_for_result(S0, &TaskId::from("st1"), BOUND)
@@ -838,4 +855,78 @@ fn a_worker_started_on_a_full_disk_waits_for_space() {
         .wait_for_result(S0, &TaskId::from("later"), BOUND)
         .unwrap_or_else(|e| panic!("no result ({e}); worker log:\n{}", w.stderr()));
     assert_eq!(r.output, "hello");
+}
+
+/// Issue 22, item 7: a `status.json` replaced by a link is replaced by name, never
+/// written through: the worker starts, again and again, and the link's target is
+/// untouched.
+#[test]
+fn a_planted_status_link_is_replaced_not_followed() {
+    let t = TestRoot::new();
+    let paths = t.client.create_worker(S0).unwrap();
+    let outside = t.dir.path().join("outside.json");
+    fs::write(&outside, b"{}").unwrap();
+    fs::remove_file(paths.status()).unwrap();
+    std::os::unix::fs::symlink(&outside, paths.status()).unwrap();
+    for round in 0..2 {
+        let mut w = WorkerProc::start(&t, S0, "cat", &[], &[]);
+        let id = t
+            .client
+            .write_task(S0, &Task::new("hi").with_id(format!("r{round}").as_str()))
+            .unwrap();
+        let r = t.client.wait_for_result(S0, &id, BOUND).unwrap();
+        assert_eq!(r.output, "hi");
+        w.signal(nix::sys::signal::Signal::SIGTERM);
+        assert!(w.wait_exit(BOUND).success(), "{}", w.stderr());
+    }
+    assert_eq!(
+        fs::read(&outside).unwrap(),
+        b"{}",
+        "written through the link"
+    );
+}
+
+/// Issue 22, item 7: an inbox file that is a hard link of a file outside the root is
+/// kept as a private copy; the outside file's mode and bytes are left as they were.
+#[test]
+fn a_hard_linked_inbox_file_is_copied_not_chmoded() {
+    use std::os::unix::fs::PermissionsExt;
+    let t = TestRoot::new();
+    let paths = t.client.create_worker(S0).unwrap();
+    let outside = t.dir.path().join("task.json");
+    let body = br#"{"id": "linked", "prompt": "from outside"}"#;
+    fs::write(&outside, body).unwrap();
+    fs::set_permissions(&outside, fs::Permissions::from_mode(0o644)).unwrap();
+    fs::hard_link(&outside, paths.task()).unwrap();
+    let _w = WorkerProc::start(&t, S0, "cat", &[], &[]);
+    let r = t
+        .client
+        .wait_for_result(S0, &TaskId::from("linked"), BOUND)
+        .unwrap();
+    assert_eq!(r.output, "from outside");
+    let mode = fs::metadata(&outside).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode, 0o644, "the outside file's mode was changed");
+    assert_eq!(fs::read(&outside).unwrap(), body);
+}
+
+/// Issue 22, item 7: a queue entry over `maxTaskBytes` whose id can be read from its head
+/// is answered `rejected`, as an inbox answers one; its sender does not wait forever.
+#[test]
+fn an_oversized_queue_entry_with_a_readable_id_is_answered() {
+    let t = TestRoot::new();
+    fs::write(t.path().join("config.json"), r#"{"maxTaskBytes": 2048}"#).unwrap();
+    let big = serde_json::json!({"id": "big1", "prompt": "x".repeat(5000)});
+    fs::write(
+        t.path().join("queue/pending/big.json"),
+        serde_json::to_vec(&big).unwrap(),
+    )
+    .unwrap();
+    let _w = WorkerProc::start(&t, S0, "cat", &[], &[]);
+    let queue = conductor::queue::Queue::new(t.client.root().clone());
+    let r = queue
+        .wait_for_result(&TaskId::from("big1"), BOUND)
+        .expect("the oversized entry is answered");
+    assert_eq!(r.outcome, Some(conductor::Outcome::Rejected), "{r:?}");
+    let why = r.error.unwrap_or_default();
+    assert!(why.contains("over the limit of 2048 bytes"), "{why}");
 }

@@ -465,11 +465,17 @@ pub struct Ran {
 /// what it printed when that differs.
 #[track_caller]
 pub fn run_conductor(t: &TestRoot, args: &[&str], code: i32) -> Ran {
+    run_conductor_env(t, args, &[], code)
+}
+
+/// [`run_conductor`] with these variables added to its environment.
+pub fn run_conductor_env(t: &TestRoot, args: &[&str], env: &[(String, String)], code: i32) -> Ran {
     let out = assert_cmd::Command::new(bin("conductor"))
         .args(args)
         .env("CONDUCTOR_HOME", t.path())
         .env_remove("CONDUCTOR_WORKER")
         .env_remove("RUST_LOG")
+        .envs(env.iter().map(|(k, v)| (k, v)))
         .timeout(Duration::from_secs(120))
         .output()
         .expect("run conductor");

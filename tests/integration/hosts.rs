@@ -132,16 +132,64 @@ fn a_lock_of_another_host_is_judged_by_its_lease_not_by_a_local_pid() {
         &foreign_owner(dead_pid(), ago(Duration::from_secs(60)), 41),
     );
     let opts = LockOptions {
-        lease: Duration::from_secs(5),
+        lease: Duration::from_secs(1),
         ..LockOptions::default()
     };
+    // Dated past the lease by that host's clock, which may be off ours: not proof at
+    // first sight, only once seen unchanged here for the lease (issue 22, clock skew).
     match DirLock::try_acquire(&path, &opts).unwrap() {
-        Acquire::Acquired(l) => {
-            let epoch = owner_of(l.path())["epoch"].as_u64();
-            assert!(epoch.is_some_and(|e| e > 41), "epoch {epoch:?}");
-        }
-        Acquire::Held(h) => panic!("an expired lease was kept: {h}"),
+        Acquire::Held(h) => assert!(h.to_string().contains("clocks may differ"), "{h}"),
+        Acquire::Acquired(_) => panic!("taken over on another host's clock alone"),
     }
+    let mut taken = None;
+    wait_until(
+        BOUND,
+        "the lease to expire as seen from here",
+        || match DirLock::try_acquire(&path, &opts).unwrap() {
+            Acquire::Acquired(l) => {
+                taken = Some(l);
+                true
+            }
+            Acquire::Held(_) => false,
+        },
+    );
+    let l = taken.expect("taken over");
+    let epoch = owner_of(l.path())["epoch"].as_u64();
+    assert!(epoch.is_some_and(|e| e > 41), "epoch {epoch:?}");
+}
+
+/// Issue 22, clock skew: a host whose clock runs 5 minutes behind ours renews its lease
+/// as it should; its records look 300 s old here, yet its lock is never taken over.
+#[test]
+fn a_host_whose_clock_is_minutes_behind_keeps_its_renewed_lease() {
+    let t = TestRoot::new();
+    let path = t.client.root().key_lock("skewed");
+    let opts = LockOptions {
+        lease: Duration::from_secs(1),
+        ..LockOptions::default()
+    };
+    let skew = Duration::from_secs(300);
+    plant(&path, &foreign_owner(dead_pid(), ago(skew), 7));
+    let started = std::time::Instant::now();
+    // Three leases' worth of renewals, each dated by the skewed clock.
+    while started.elapsed() < 3 * opts.lease {
+        let mut owner = owner_of(&path);
+        owner["heartbeatAt"] = json!(rfc3339(ago(skew)));
+        fs::write(path.join("owner.json"), serde_json::to_vec(&owner).unwrap()).unwrap();
+        match DirLock::try_acquire(&path, &opts).unwrap() {
+            Acquire::Held(h) => assert!(!h.liveness.is_stale(), "{h}"),
+            Acquire::Acquired(_) => panic!("a renewed lease was taken over for a skewed clock"),
+        }
+        std::thread::sleep(opts.lease / 4);
+    }
+    // The skew is visible (the record is dated minutes behind its file), and said.
+    // (exit 1: no `claude` on PATH here fails the agent check)
+    let doctor = run_conductor(&t, &["doctor"], 1).stdout;
+    let clocks = doctor
+        .lines()
+        .find(|l| l.contains("clocks"))
+        .unwrap_or_default();
+    assert!(clocks.contains("behind"), "{doctor}");
 }
 
 /// A process in a group of its own that carries task `id`'s marker, as an agent has.

@@ -939,3 +939,50 @@ fn a_starting_worker_frees_key_and_run_slot_locks_of_dead_processes() {
     assert!(!key_lock.exists(), "the dead process's key lock is freed");
     assert!(!run_slot.exists(), "the dead process's run slot is freed");
 }
+
+/// Issue 22, item 7: a fresh lock with only a pid, naming a pid dead here, does not keep
+/// a worker from starting on its slot for the grace: the worker holds the slot's gate,
+/// which every taker on this host holds, so the dead pid was the holder.
+#[test]
+fn a_dead_pid_only_lock_does_not_hold_up_a_restart() {
+    let t = crate::harness::TestRoot::new();
+    let paths = t.client.create_worker(conductor::Slot(0)).unwrap();
+    let (pid, _) = dead_pid();
+    plant(&paths.lock_dir(), None, Some(&format!("{pid}\n")));
+    // Starting fails (exit 3) while the lock is judged held; it must start at once.
+    let _w = crate::harness::WorkerProc::start(&t, conductor::Slot(0), "cat", &[], &[]);
+    let id = t
+        .client
+        .write_task(
+            conductor::Slot(0),
+            &conductor::Task::new("go").with_id("g1"),
+        )
+        .unwrap();
+    let r = t
+        .client
+        .wait_for_result(conductor::Slot(0), &id, Duration::from_secs(30))
+        .unwrap();
+    assert_eq!(r.output, "go");
+}
+
+/// Issue 22, item 7: a lock with only a pid naming a live process older than the lock is
+/// never judged stale; the refusal says how to remove it rather than "wait".
+#[test]
+fn a_pid_only_lock_of_a_live_process_is_refused_with_a_way_out() {
+    let t = crate::harness::TestRoot::new();
+    let paths = t.client.create_worker(conductor::Slot(0)).unwrap();
+    // Our own test process: alive, and older than the lock.
+    plant(
+        &paths.lock_dir(),
+        None,
+        Some(&format!("{}\n", std::process::id())),
+    );
+    let mut w = crate::harness::WorkerProc::spawn(&t, conductor::Slot(0), "cat", &[], &[]);
+    let status = w.wait_exit(Duration::from_secs(30));
+    assert_eq!(status.code(), Some(3), "{}", w.stderr());
+    let said = w.stderr();
+    assert!(
+        said.contains(&format!("rm -r {}", paths.lock_dir().display())),
+        "{said}"
+    );
+}

@@ -102,7 +102,7 @@ fn initialize_answers_with_the_clients_protocol_and_lists_every_tool_with_its_sc
         names.sort();
         assert_eq!(
             names,
-            ["cancel", "logs", "result", "send", "status", "submit", "tasks", "wait"]
+            ["cancel", "logs", "queue", "result", "send", "status", "submit", "tasks", "wait"]
         );
         for tool in &tools {
             assert_eq!(tool.input_schema["type"], "object", "{}", tool.name);
@@ -145,7 +145,7 @@ fn initialize_answers_with_the_clients_protocol_and_lists_every_tool_with_its_sc
             let tool = tools.iter().find(|t| t.name == name).unwrap();
             tool.annotations.as_ref().and_then(|a| a.read_only_hint)
         };
-        for name in ["wait", "result", "tasks", "status", "logs"] {
+        for name in ["wait", "result", "tasks", "status", "logs", "queue"] {
             assert_eq!(read_only(name), Some(true), "{name}");
         }
         for name in ["submit", "send", "cancel"] {
@@ -469,7 +469,7 @@ fn malformed_lines_get_a_parse_error_and_stdout_stays_pure_json_rpc() {
             v["id"] == 3
                 && v["result"]["tools"]
                     .as_array()
-                    .is_some_and(|t| t.len() == 8)
+                    .is_some_and(|t| t.len() == 9)
         },
         "tools/list result",
     );

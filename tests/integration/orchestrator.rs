@@ -488,3 +488,31 @@ fn run_keeps_each_worker_log_private_under_umask_022() {
     }
     assert_nothing_left(t.path());
 }
+
+/// Issue 23: no timer is ever on the path of a task that is ready to run. With the
+/// recheck an hour long, a fan-out that waited for it even once (a slot freed when its
+/// result's event had already been consumed) would not end within the bound.
+#[test]
+fn a_freed_slot_takes_its_next_task_without_waiting_for_a_timer() {
+    let t = TestRoot::new();
+    let root = Root::new(t.path());
+    let _w: Vec<InProcWorker> = (0..2)
+        .map(|i| InProcWorker::start(&root, Slot(i), t.dir.path(), "cat", Preset::Command))
+        .collect();
+    let orch = Orchestrator::new(t.client.clone(), vec![Slot(0), Slot(1)])
+        .with_recheck(Duration::from_secs(3600));
+    let (done, finished) = crossbeam_channel::bounded(1);
+    std::thread::spawn(move || {
+        let tasks: Vec<Task> = (0..200).map(|i| Task::new(format!("t{i}"))).collect();
+        let _ = done.send(orch.run_all(tasks, |_| {}));
+    });
+    let results = finished
+        .recv_timeout(Duration::from_secs(120))
+        .expect("a ready task waited for the recheck timer")
+        .unwrap();
+    assert_eq!(results.len(), 200);
+    assert!(results
+        .iter()
+        .enumerate()
+        .all(|(i, r)| r.output == format!("t{i}")));
+}

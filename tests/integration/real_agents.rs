@@ -15,7 +15,9 @@ use std::time::{Duration, SystemTime};
 use conductor::{Slot, Task, TaskId, TaskResult};
 use serde_json::{json, Value};
 
-use crate::harness::{assert_nothing_left, bin, run_conductor, stop_child, wait_until, TestRoot};
+use crate::harness::{
+    assert_nothing_left, bin, run_conductor, run_conductor_env, stop_child, wait_until, TestRoot,
+};
 
 const S0: Slot = Slot(0);
 /// A real CLI starting, talking to the server and running tools: seconds, not minutes.
@@ -1429,4 +1431,267 @@ fn claude_and_codex_pass_the_tasks_model() {
         assert_eq!(sent.len(), 1, "{sent:?}");
         assert_eq!(sent[0]["body"]["model"], model.as_str(), "{agent}");
     }
+}
+
+/// `conductor doctor --agent …` with the agent's environment, as JSON: its exit code and
+/// the trial's check (`agent <preset>`).
+fn doctor_agent(t: &TestRoot, args: &[&str], env: &[(String, String)], code: i32) -> Value {
+    let mut all = vec!["doctor", "--json"];
+    all.extend_from_slice(args);
+    let ran = run_conductor_env(t, &all, env, code);
+    let report: Value = serde_json::from_str(&ran.stdout).expect("doctor's JSON");
+    let trials: Vec<Value> = report["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|c| c["name"].as_str().unwrap().starts_with("agent "))
+        .cloned()
+        .collect();
+    assert_eq!(trials.len(), 1, "one trial: {report}");
+    trials[0].clone()
+}
+
+#[test]
+fn doctor_agent_says_claude_works_against_its_api() {
+    let Some(agents) = need_agent("claude") else {
+        return;
+    };
+    let t = TestRoot::new();
+    let server = ModelServer::start(t.dir.path(), json!({"turns": [{"text": "ok"}]}));
+    let env = claude_env(&t, &agents, &server, 0);
+    let check = doctor_agent(&t, &["--agent", "claude"], &env, 0);
+    assert_eq!(check["name"], "agent claude");
+    assert_eq!(check["status"], "ok", "{check}");
+    assert!(
+        check["detail"].as_str().unwrap().contains("answered in"),
+        "{check}"
+    );
+    // It really asked the model, with the key it was given.
+    let sent = server.scripted();
+    assert_eq!(sent.len(), 1, "{sent:?}");
+    assert_eq!(sent[0]["headers"]["x-api-key"], "test-key");
+    assert!(
+        conversation_text(&sent[0]).contains("Reply with the single word"),
+        "{sent:?}"
+    );
+}
+
+#[test]
+fn doctor_agent_says_claude_is_not_logged_in() {
+    let Some(agents) = need_agent("claude") else {
+        return;
+    };
+    let t = TestRoot::new();
+    let server = ModelServer::start(
+        t.dir.path(),
+        json!({"turns": [{"error": {"status": 401, "body": "invalid x-api-key"}, "times": 10}]}),
+    );
+    let env = claude_env(&t, &agents, &server, 0);
+    let check = doctor_agent(&t, &["--agent", "claude"], &env, 1);
+    assert_eq!(check["status"], "fail", "{check}");
+    assert!(
+        check["detail"].as_str().unwrap().starts_with(
+            "not logged in / invalid API key — run `claude login` or set ANTHROPIC_API_KEY"
+        ),
+        "{check}"
+    );
+    assert_eq!(check["fix"], "run `claude login` or set ANTHROPIC_API_KEY");
+}
+
+/// Without a preset named, `doctor --agent` tries what the root's live workers serve.
+#[test]
+fn doctor_agent_tries_the_preset_the_live_workers_serve_codex_not_logged_in() {
+    let Some(agents) = need_agent("codex") else {
+        return;
+    };
+    let t = TestRoot::new();
+    let server = ModelServer::start(
+        t.dir.path(),
+        json!({"turns": [{"error": {"status": 401, "body": "invalid key"}, "times": 20}]}),
+    );
+    let env = codex_env(&t, &agents, &server, 0);
+    let _w = RealWorker::start(&t, &["--preset", "codex"], &env);
+    let check = doctor_agent(&t, &["--agent"], &env, 1);
+    assert_eq!(check["name"], "agent codex", "{check}");
+    assert!(
+        check["detail"].as_str().unwrap().starts_with(
+            "not logged in / invalid API key — run `codex login` or set OPENAI_API_KEY"
+        ),
+        "{check}"
+    );
+    assert_eq!(
+        server.scripted()[0]["headers"]["authorization"],
+        "Bearer test-key"
+    );
+}
+
+#[test]
+fn doctor_agent_says_gemini_is_not_logged_in() {
+    let Some(agents) = need_agent("gemini") else {
+        return;
+    };
+    let t = TestRoot::new();
+    let server = ModelServer::start(
+        t.dir.path(),
+        json!({"turns": [{"error": {"status": 401, "body": "API key not valid. Please pass a valid API key."},
+                          "times": 20}]}),
+    );
+    let env = gemini_env(&t, &agents, &server, 1);
+    let check = doctor_agent(&t, &["--agent", "gemini"], &env, 1);
+    assert_eq!(check["name"], "agent gemini");
+    assert!(
+        check["detail"]
+            .as_str()
+            .unwrap()
+            .starts_with("not logged in / invalid API key — set GEMINI_API_KEY"),
+        "{check}"
+    );
+}
+
+#[test]
+fn doctor_agent_says_an_agent_is_not_installed_and_how_to_install_it() {
+    let t = TestRoot::new();
+    let empty = t.dir.path().join("empty-bin");
+    fs::create_dir_all(&empty).unwrap();
+    let env = vec![("PATH".to_string(), empty.display().to_string())];
+    let check = doctor_agent(&t, &["--agent", "codex"], &env, 1);
+    assert_eq!(check["status"], "fail");
+    let detail = check["detail"].as_str().unwrap();
+    assert!(detail.starts_with("not installed: "), "{check}");
+    assert!(
+        detail.contains(&empty.display().to_string()),
+        "names PATH: {check}"
+    );
+    assert_eq!(
+        check["fix"],
+        "install Codex (`npm install -g @openai/codex`) so `codex` is on PATH"
+    );
+    // A command line that is not a preset is only looked for on PATH, never run.
+    let ran = run_conductor_env(&t, &["doctor", "--json", "--agent", "cat"], &[], 0);
+    assert!(!ran.stdout.contains("\"agent cat\""), "{}", ran.stdout);
+}
+
+/// A task sent to a slot's inbox and refused by the usage limit goes back into that inbox
+/// with the reset as its `notBefore`; the slot says why it is idle, a second send to it is
+/// refused as busy, and at the reset the task runs there.
+#[test]
+fn claude_usage_limit_defers_an_inbox_task_back_into_its_inbox_until_the_reset() {
+    let Some(agents) = need_agent("claude") else {
+        return;
+    };
+    let t = TestRoot::new();
+    let dir = task_dir(&t);
+    let reset = unix_now() + 10;
+    let server = ModelServer::start(
+        t.dir.path(),
+        usage_limited_script(reset, &["done after the reset"]),
+    );
+    let env = subscriber_env(&t, &agents, &server);
+    let w = RealWorker::start(&t, &["--preset", "claude"], &env);
+    let id = submit(&t, "inb1", "the inbox task", &dir);
+
+    let inbox = t.client.worker(S0).task();
+    let mut deferred = None;
+    wait_until(BOUND, "the task deferred back into the inbox", || {
+        deferred = fs::read(&inbox)
+            .ok()
+            .and_then(|b| serde_json::from_slice::<Task>(&b).ok())
+            .filter(|t| t.not_before.is_some());
+        deferred.is_some()
+    });
+    let deferred = deferred.unwrap();
+    assert_eq!(deferred.id, Some(id.clone()));
+    let not_before = deferred.not_before().unwrap();
+    assert_eq!(
+        not_before,
+        SystemTime::UNIX_EPOCH + Duration::from_secs(reset)
+    );
+    assert_eq!(deferred.attempt(), 1, "a deferral is no attempt");
+    assert!(!t.client.worker(S0).result_for(&id).exists(), "no result");
+    // Its slot goes idle (the task moved first), saying until when.
+    let mut problem = String::new();
+    wait_until(BOUND, "the slot idle, saying why", || {
+        let status = t.client.read_status(S0).unwrap().unwrap();
+        problem = status.problem.unwrap_or_default();
+        status.status == conductor::WorkerState::Idle && !problem.is_empty()
+    });
+    assert!(
+        problem.starts_with("claude is rate-limited until "),
+        "{problem}"
+    );
+    // The inbox holds it: another send to the slot is refused as busy (exit 3).
+    let busy = run_conductor(&t, &["send", "0", "another"], 3);
+    assert!(busy.stderr.contains("inb1"), "{}", busy.stderr);
+
+    let r = result_of(&t, &id, &w);
+    assert!(r.success, "{:?}\n{}", r.error, w.stderr());
+    assert_eq!(r.output, "done after the reset");
+    assert_eq!(r.attempt, Some(1));
+    let started = conductor::protocol::parse_rfc3339(r.started_at.as_deref().unwrap()).unwrap();
+    assert!(started >= not_before, "started {:?}", r.started_at);
+    let sent = server.scripted();
+    assert_eq!(
+        sent.iter()
+            .map(|r| r["status"].as_u64().unwrap())
+            .collect::<Vec<_>>(),
+        [429, 200]
+    );
+    assert!(sent[1]["t_start"].as_f64().unwrap() >= reset as f64);
+}
+
+#[test]
+fn doctor_agent_says_claude_is_rate_limited_until_the_reset() {
+    let Some(agents) = need_agent("claude") else {
+        return;
+    };
+    let t = TestRoot::new();
+    let reset = unix_now() + 3600;
+    let server = ModelServer::start(t.dir.path(), usage_limited_script(reset, &[]));
+    let env = subscriber_env(&t, &agents, &server);
+    let check = doctor_agent(&t, &["--agent", "claude"], &env, 1);
+    let detail = check["detail"].as_str().unwrap();
+    let until =
+        conductor::queue::limits::hh_mm(SystemTime::UNIX_EPOCH + Duration::from_secs(reset));
+    assert!(
+        detail.starts_with(&format!("rate-limited until {until} (")),
+        "{check}"
+    );
+    // Only tried: nothing recorded on the root.
+    assert!(!t.client.root().agent_limit("claude").exists());
+}
+
+#[test]
+fn doctor_agent_says_claude_cannot_reach_its_api() {
+    let Some(agents) = need_agent("claude") else {
+        return;
+    };
+    let t = TestRoot::new();
+    let server = ModelServer::start(t.dir.path(), json!({"turns": []}));
+    let mut env = claude_env(&t, &agents, &server, 0);
+    // A port nothing listens on: bound, then let go.
+    let closed = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    for (k, v) in env.iter_mut() {
+        if k == "ANTHROPIC_BASE_URL" {
+            *v = format!("http://127.0.0.1:{closed}");
+        }
+    }
+    let check = doctor_agent(&t, &["--agent", "claude"], &env, 1);
+    assert!(
+        check["detail"]
+            .as_str()
+            .unwrap()
+            .starts_with("cannot reach the API: "),
+        "{check}"
+    );
+    assert!(
+        check["fix"]
+            .as_str()
+            .unwrap()
+            .contains("ANTHROPIC_BASE_URL"),
+        "{check}"
+    );
 }

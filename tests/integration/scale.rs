@@ -506,3 +506,78 @@ fn agents_get_only_their_stdio_and_the_reserved_descriptors_come_back() {
         }
     }
 }
+
+/// `conductor-worker 0-3 DIR --preset command --preset codex`: every slot serves both;
+/// each task runs under the preset it names (the first when it names none), queued or
+/// sent to a slot, several codex tasks at once on different slots.
+#[test]
+fn a_many_slot_worker_serves_several_presets_each_task_under_the_one_it_names() {
+    let t = TestRoot::new();
+    let path = crate::views::path_with_fake_codex(&t);
+    let all = slots(0..4);
+    let _m = Many::start_with(
+        &t,
+        &all,
+        "cat",
+        &["--preset", "command", "--preset", "codex"],
+        &[("PATH", &path)],
+        &[],
+    );
+    for &s in &all {
+        let status = t.client.read_status(s).unwrap().unwrap();
+        assert_eq!(status.presets, ["command", "codex"], "slot {s}");
+    }
+    // Four codex tasks held at a gate: one on each slot at once.
+    let gate = t.dir.path().join("go");
+    let queue = Queue::new(t.client.root().clone());
+    for i in 0..4 {
+        let mut task = Task::new(format!("task {i} gate={}", gate.display()))
+            .with_id(format!("cx{i}").as_str());
+        task.agent = Some("codex".into());
+        queue.submit(&task).unwrap();
+    }
+    wait_until(BOUND, "four codex tasks running, one a slot", || {
+        all.iter().all(|&s| {
+            matches!(t.client.read_status(s), Ok(Some(st)) if st.status == WorkerState::Working)
+        })
+    });
+    // Queued behind them: tasks of the first preset, by default or by name.
+    queue.submit(&Task::new("plain one").with_id("c0")).unwrap();
+    let mut named = Task::new("plain two").with_id("c1");
+    named.agent = Some("command".into());
+    queue.submit(&named).unwrap();
+    fs::write(&gate, "").unwrap();
+
+    let mut ran_on = std::collections::HashSet::new();
+    for i in 0..4 {
+        let r = t
+            .client
+            .wait_for_task(&TaskId::from(format!("cx{i}").as_str()), BOUND)
+            .unwrap();
+        assert!(r.success, "{:?}", r.error);
+        assert_eq!(r.agent.as_deref(), Some("codex"));
+        assert!(
+            r.output.starts_with(&format!("fake codex: task {i} ")),
+            "{}",
+            r.output
+        );
+        assert!(r.session_id.as_deref().unwrap().starts_with("th-fake-"));
+        assert_eq!((r.input_tokens, r.output_tokens), (Some(12), Some(5)));
+        ran_on.insert(r.worker);
+    }
+    assert_eq!(ran_on.len(), 4, "each on a slot of its own: {ran_on:?}");
+    for (id, prompt) in [("c0", "plain one"), ("c1", "plain two")] {
+        let r = t.client.wait_for_task(&TaskId::from(id), BOUND).unwrap();
+        assert_eq!(
+            (r.output.as_str(), r.agent.as_deref()),
+            (prompt, Some("command"))
+        );
+    }
+    // Sent to a slot's inbox, a codex task runs there under codex.
+    let mut sent = Task::new("direct").with_id("cx-inbox");
+    sent.agent = Some("codex".into());
+    let id = t.client.write_task(Slot(2), &sent).unwrap();
+    let r = t.client.wait_for_result(Slot(2), &id, BOUND).unwrap();
+    assert_eq!(r.agent.as_deref(), Some("codex"));
+    assert_eq!(r.output, "fake codex: direct");
+}

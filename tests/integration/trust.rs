@@ -326,3 +326,40 @@ fn fsio_never_writes_through_a_linked_directory() {
     assert_eq!(entries(&outside), Vec::<String>::new());
     assert_eq!(entries(&real), vec!["src.json".to_string()]);
 }
+
+/// Issue 22, item 7: another user's root, looked at by a user who may not enter it, is
+/// reported as theirs ("permission denied … owned by root"), not as no root at all.
+#[test]
+fn another_users_root_is_reported_as_theirs_not_as_missing() {
+    use std::os::unix::fs::PermissionsExt;
+    require!(prereq::root("running the CLI as another user"));
+    let nobody = require!(nix::unistd::User::from_name("nobody")
+        .ok()
+        .flatten()
+        .ok_or("this machine has no user `nobody`"));
+    let t = TestRoot::new();
+    // The root stays root's (0700); only the way to it and the binary are open to all.
+    fs::set_permissions(t.dir.path(), fs::Permissions::from_mode(0o755)).unwrap();
+    let bin = t.dir.path().join("conductor");
+    fs::copy(crate::harness::bin("conductor"), &bin).unwrap();
+    fs::set_permissions(&bin, fs::Permissions::from_mode(0o755)).unwrap();
+    let out = std::process::Command::new("setpriv")
+        .args([
+            format!("--reuid={}", nobody.uid),
+            format!("--regid={}", nobody.gid),
+            "--clear-groups".to_string(),
+        ])
+        .arg(&bin)
+        .arg("status")
+        .env("CONDUCTOR_HOME", t.path())
+        .env("HOME", t.dir.path())
+        .output()
+        .expect("setpriv (util-linux)");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("permission denied") && stderr.contains("owned by root"),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("no conductor root"), "{stderr}");
+}

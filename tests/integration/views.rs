@@ -346,3 +346,79 @@ fn narrow_views_keep_a_short_id_that_every_command_takes() {
     assert_ne!(code, 0, "{err}");
     assert!(err.contains("no task sam"), "{err}");
 }
+
+/// A folder holding `codex` — the fake of `tests/agents/fake-codex` — first on a `PATH`.
+pub(crate) fn path_with_fake_codex(t: &TestRoot) -> String {
+    let bin = t.dir.path().join("fake-bin");
+    fs::create_dir_all(&bin).unwrap();
+    std::os::unix::fs::symlink(agent("fake-codex"), bin.join("codex")).unwrap();
+    format!(
+        "{}:{}",
+        bin.display(),
+        std::env::var("PATH").unwrap_or_default()
+    )
+}
+
+/// The row of slot `n` in `conductor status`'s table.
+fn status_row(out: &str, n: u32) -> String {
+    out.lines()
+        .find(|l| l.starts_with(&format!("{n} ")))
+        .unwrap_or_else(|| panic!("no row for slot {n}:\n{out}"))
+        .to_string()
+}
+
+#[test]
+fn status_shows_which_agent_runs_and_ran_each_task_and_what_the_worker_serves() {
+    let t = TestRoot::new();
+    let path = path_with_fake_codex(&t);
+    let _w = WorkerProc::start(
+        &t,
+        S0,
+        "cat",
+        &["--preset", "command", "--preset", "codex"],
+        &[("PATH", &path)],
+    );
+    let gate = t.dir.path().join("go");
+    let mut task = Task::new(format!("look gate={}", gate.display())).with_id("cx-run");
+    task.agent = Some("codex".into());
+    let id = t.client.write_task(S0, &task).unwrap();
+    let working = t
+        .client
+        .wait_for_status(S0, &[conductor::WorkerState::Working], BOUND)
+        .unwrap();
+    let pid = working.agent_pid.expect("the agent's pid");
+
+    let wide = [("COLUMNS", "200")];
+    let row = status_row(&ok(&t, &["status"], &wide), 0);
+    assert!(row.contains(&format!("codex {pid}")), "{row}");
+    assert!(row.contains("command,codex"), "{row}");
+    let json: Value = serde_json::from_str(&ok(&t, &["status", "--json"], &[])).unwrap();
+    let slot = &json["workers"][0];
+    assert_eq!(slot["agent"], "codex", "{slot}");
+    assert_eq!(slot["presets"], serde_json::json!(["command", "codex"]));
+
+    fs::write(&gate, "").unwrap();
+    let r = t.client.wait_for_result(S0, &id, BOUND).unwrap();
+    assert!(r.success, "{:?}", r.error);
+    assert_eq!(r.agent.as_deref(), Some("codex"));
+    assert!(r.output.starts_with("fake codex: look"), "{}", r.output);
+    wait_until(
+        BOUND,
+        "the slot idle after cx-run",
+        || matches!(t.client.read_status(S0), Ok(Some(s)) if s.status != conductor::WorkerState::Working),
+    );
+    let row = status_row(&ok(&t, &["status"], &wide), 0);
+    assert!(row.contains(" codex "), "the agent that ran it: {row}");
+
+    // A task naming no preset runs under the worker's first.
+    let id = t
+        .client
+        .write_task(S0, &Task::new("plain").with_id("cmd-run"))
+        .unwrap();
+    let r = t.client.wait_for_result(S0, &id, BOUND).unwrap();
+    assert_eq!(r.agent.as_deref(), Some("command"));
+    wait_until(BOUND, "status naming cmd-run's agent", || {
+        let json: Value = serde_json::from_str(&ok(&t, &["status", "--json"], &[])).unwrap();
+        json["workers"][0]["taskId"] == "cmd-run" && json["workers"][0]["agent"] == "command"
+    });
+}

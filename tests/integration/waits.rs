@@ -482,3 +482,47 @@ fn several_waits_say_which_output_is_which_and_submit_wait_names_its_task() {
         found.stdout
     );
 }
+
+#[test]
+fn a_queued_task_naming_a_preset_nobody_serves_ends_its_wait_with_exit_4_naming_it() {
+    let t = TestRoot::new();
+    t.client.create_worker(S0).unwrap();
+    let _w = WorkerProc::start(&t, S0, "cat", &["--preset", "command"], &[]);
+    run_ok(
+        &t,
+        &[
+            "submit",
+            "for codex",
+            "--id",
+            "cx1",
+            "--agent-preset",
+            "codex",
+        ],
+        0,
+    );
+    let started = std::time::Instant::now();
+    let waited = run_ok(&t, &["wait", "cx1"], 4);
+    assert!(started.elapsed() < BOUND, "{:?}", started.elapsed());
+    assert!(
+        waited.stderr.contains("task cx1 needs agent preset codex")
+            && waited.stderr.contains("they serve command")
+            && waited
+                .stderr
+                .contains("conductor-worker N DIR --preset codex"),
+        "{}",
+        waited.stderr
+    );
+    // Still queued, untouched; a task for the preset served runs beside it.
+    let queue = run_ok(&t, &["queue"], 0);
+    assert!(queue.stdout.contains("cx1"), "{}", queue.stdout);
+    let served = run_ok(
+        &t,
+        &["submit", "echoed", "--agent-preset", "command", "--wait"],
+        0,
+    );
+    assert_eq!(served.stdout.trim(), "echoed");
+    // Once a worker serves codex, the task runs and the wait ends with its result.
+    let _codex = WorkerProc::start(&t, S1, "cat", &["--preset", "codex"], &[]);
+    let waited = run_ok(&t, &["wait", "cx1"], 0);
+    assert_eq!(waited.stdout.trim(), "for codex", "{}", waited.stderr);
+}

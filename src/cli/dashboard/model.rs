@@ -51,6 +51,8 @@ pub struct SlotRow {
     pub elapsed: Option<Duration>,
     /// What the last task cost (claude preset), when it has ended.
     pub cost: Option<f64>,
+    /// The agent preset running that task, or that ran it.
+    pub agent: Option<String>,
     /// A task waiting in the slot's inbox.
     pub inbox: Option<TaskId>,
 }
@@ -194,6 +196,7 @@ impl Reader {
                 ended.and_then(|e| e.duration)
             },
             cost: ended.and_then(|e| e.cost),
+            agent: r.agent.clone(),
             inbox: r.inbox.as_ref().and_then(|f| f.task_id.clone()),
         }
     }

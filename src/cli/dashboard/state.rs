@@ -244,6 +244,7 @@ mod tests {
             preview: Some(format!("prompt {n}")),
             elapsed: None,
             cost: None,
+            agent: None,
             inbox: None,
         }
     }

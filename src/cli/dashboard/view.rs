@@ -204,13 +204,14 @@ fn slot_cells(r: &SlotRow, task_width: usize) -> Row<'static> {
         state,
         Cell::from(elapsed(r.elapsed)),
         Cell::from(cost(r.cost)),
+        Cell::from(fit(r.agent.as_deref().unwrap_or("-"), 7)),
         Cell::from(fit(&task, task_width)),
     ])
 }
 
 fn draw_slots(frame: &mut Frame<'_>, area: Rect, slots: &[SlotRow], selected: Option<usize>) {
-    // Marker 2, SLOT 4, STATE 9, TIME 6, COST 7, four gaps: the rest is the prompt.
-    let task_width = width(area).saturating_sub(2 + 2 + 4 + 9 + 6 + 7 + 4);
+    // Marker 2, SLOT 4, STATE 9, TIME 6, COST 7, AGENT 7, five gaps: the rest is the prompt.
+    let task_width = width(area).saturating_sub(2 + 2 + 4 + 9 + 6 + 7 + 7 + 5);
     let rows: Vec<Row> = slots.iter().map(|r| slot_cells(r, task_width)).collect();
     let empty = rows.is_empty();
     let table = Table::new(
@@ -220,10 +221,11 @@ fn draw_slots(frame: &mut Frame<'_>, area: Rect, slots: &[SlotRow], selected: Op
             Constraint::Length(9),
             Constraint::Length(6),
             Constraint::Length(7),
+            Constraint::Length(7),
             Constraint::Fill(1),
         ],
     )
-    .header(Row::new(["SLOT", "STATE", "TIME", "COST", "TASK"]).style(bold()))
+    .header(Row::new(["SLOT", "STATE", "TIME", "COST", "AGENT", "TASK"]).style(bold()))
     .row_highlight_style(reversed())
     .highlight_symbol("> ")
     .highlight_spacing(ratatui::widgets::HighlightSpacing::Always)
@@ -401,6 +403,11 @@ mod tests {
             preview: Some(prompt.to_string()),
             elapsed: Some(Duration::from_secs(elapsed)),
             cost: (state == SlotState::Done).then_some(0.25),
+            agent: match n {
+                0 => Some("claude".to_string()),
+                1 => Some("codex".to_string()),
+                _ => None,
+            },
             inbox: None,
         };
         Snapshot {
@@ -443,9 +450,9 @@ mod tests {
         let all = lines.join("\n");
         for want in [
             "done 3 · failed 1 · $0.5000 · 4/h · 1 queued",
-            "> 0    working   1:02   -       refactor",
+            "> 0    working   1:02   -       claude  refactor",
             "refactor the parser into modules",
-            "done      0:05   $0.2500 write the changelog",
+            "done      0:05   $0.2500 codex   write the changelog",
             "worker 0 · live output",
             "tick 30",
             "[repo] add tests for the lexer",

@@ -2,7 +2,6 @@
 
 use std::fs::File;
 use std::os::unix::fs::FileExt;
-use std::time::{Duration, Instant};
 
 use serde_json::{json, Map, Value};
 
@@ -17,7 +16,7 @@ pub const DEFAULT_OUTPUT_CHARS: usize = 20_000;
 /// How much of a result's stderr a reply carries, in characters (its end).
 const STDERR_CHARS: usize = 4_000;
 
-fn no_such_task(client: &Client, id: &TaskId) -> Error {
+pub fn no_such_task(client: &Client, id: &TaskId) -> Error {
     Error::NoSuchTask {
         id: id.to_string(),
         root: client.root().path().to_path_buf(),
@@ -56,7 +55,7 @@ pub fn result_view(r: &TaskResult, output_chars: usize) -> Value {
 }
 
 /// Where a task is, as a reply (`note`: why it is not moving, when known).
-fn location_view(loc: &TaskLocation, note: Option<String>) -> Value {
+pub fn location_view(loc: &TaskLocation, note: Option<String>) -> Value {
     let mut v = json!({
         "id": loc.id,
         "state": loc.state,
@@ -85,54 +84,13 @@ pub fn task_result(client: &Client, id: &TaskId, output_chars: usize) -> crate::
     }
 }
 
-fn finished(id: &TaskId, r: &TaskResult, output_chars: usize) -> Value {
+pub fn finished(id: &TaskId, r: &TaskResult, output_chars: usize) -> Value {
     json!({
         "id": id,
         "state": TaskState::of_result(r),
         "finished": true,
         "result": result_view(r, output_chars),
     })
-}
-
-/// Wait for every task of `ids` until `timeout` (one deadline for all): each one's
-/// result if it finished, else where it is. Unknown ids are refused before any wait.
-pub fn wait_all(
-    client: &Client,
-    ids: &[TaskId],
-    timeout: Duration,
-    output_chars: usize,
-) -> crate::Result<Value> {
-    for id in ids {
-        client
-            .find_task(id)?
-            .ok_or_else(|| no_such_task(client, id))?;
-    }
-    let deadline = Instant::now() + timeout;
-    let mut tasks = Vec::with_capacity(ids.len());
-    let mut all = true;
-    for id in ids {
-        let left = deadline.saturating_duration_since(Instant::now());
-        let note = match client.wait_for_task(id, left) {
-            Ok(r) => {
-                tasks.push(finished(id, &r, output_chars));
-                continue;
-            }
-            Err(Error::Timeout { .. }) => None,
-            // Not moving for now: say why, and go on with the others.
-            Err(e @ (Error::NobodyServes { .. } | Error::WorkerDied { .. })) => Some(e.to_string()),
-            Err(e) => return Err(e),
-        };
-        all = false;
-        let loc = client
-            .find_task(id)?
-            .ok_or_else(|| no_such_task(client, id))?;
-        tasks.push(location_view(&loc, note));
-    }
-    Ok(json!({
-        "allFinished": all,
-        "waitedSecs": timeout.as_secs_f64(),
-        "tasks": tasks,
-    }))
 }
 
 /// What cancelling task `id` did; `Err` (a tool error) when nothing could be done.
@@ -193,7 +151,7 @@ pub fn logs(client: &Client, id: &TaskId, tail: u64) -> crate::Result<Value> {
 
 /// The last `tail` bytes of `file` as text (starting at a character boundary), its
 /// length, and where the text starts.
-fn read_tail(file: &File, tail: u64) -> std::io::Result<(String, u64, u64)> {
+pub fn read_tail(file: &File, tail: u64) -> std::io::Result<(String, u64, u64)> {
     let total = file.metadata()?.len();
     let mut from = total.saturating_sub(tail);
     let mut buf = vec![0u8; usize::try_from(total - from).unwrap_or(usize::MAX)];

@@ -105,9 +105,8 @@ async fn filter<R: AsyncBufRead + Unpin>(
         let verdict = if fits {
             judge(&line)
         } else {
-            Verdict::Answer(parse_error(&format!(
-                "the line is longer than {MAX_LINE} bytes; it was dropped"
-            )))
+            // `line` holds the line's first bytes: its id, if readable there, is answered.
+            Verdict::Answer(too_long(head_id(&line)))
         };
         match verdict {
             Verdict::Pass => {
@@ -128,9 +127,80 @@ async fn filter<R: AsyncBufRead + Unpin>(
     Ok(())
 }
 
+/// How much of an over-long line is kept to read its id from.
+const HEAD: usize = 4096;
+
+/// The answer to a line over [`MAX_LINE`]: an invalid request, with the request's id
+/// when it could be read from the line's start (else null).
+pub fn too_long(id: Option<serde_json::Value>) -> String {
+    serde_json::json!({
+        "jsonrpc": "2.0",
+        "id": id,
+        "error": {
+            "code": -32600,
+            "message": format!("Invalid request: the line is longer than {MAX_LINE} bytes; it was dropped"),
+        },
+    })
+    .to_string()
+}
+
+/// The top-level `"id"` of a JSON-RPC message from its first bytes (a number or a
+/// string), if it comes before the cut: messages put it near the start.
+fn head_id(head: &[u8]) -> Option<serde_json::Value> {
+    let text = String::from_utf8_lossy(head);
+    let b = text.as_bytes();
+    let (mut i, mut depth) = (0, 0usize);
+    while i < b.len() {
+        match b[i] {
+            b'{' | b'[' => depth += 1,
+            b'}' | b']' => depth = depth.saturating_sub(1),
+            b'"' => {
+                // A string: read it whole (escapes skipped).
+                let start = i;
+                i += 1;
+                while i < b.len() && b[i] != b'"' {
+                    i += if b[i] == b'\\' { 2 } else { 1 };
+                }
+                let key = text.get(start..=i.min(b.len() - 1))?;
+                let mut j = i + 1;
+                while j < b.len() && b[j].is_ascii_whitespace() {
+                    j += 1;
+                }
+                if depth == 1 && key == "\"id\"" && b.get(j) == Some(&b':') {
+                    return id_value(text[j + 1..].trim_start());
+                }
+            }
+            _ => {}
+        }
+        i += 1;
+    }
+    None
+}
+
+/// The id value at the start of `rest`, only if it ends before the cut (a number cut
+/// short would be another id).
+fn id_value(rest: &str) -> Option<serde_json::Value> {
+    let b = rest.as_bytes();
+    let end = if b.first() == Some(&b'"') {
+        let mut i = 1;
+        while i < b.len() && b[i] != b'"' {
+            i += if b[i] == b'\\' { 2 } else { 1 };
+        }
+        (i < b.len()).then_some(i + 1)?
+    } else {
+        let n = b
+            .iter()
+            .position(|c| !(c.is_ascii_digit() || matches!(c, b'-' | b'+' | b'.' | b'e' | b'E')))?;
+        (n > 0).then_some(n)?
+    };
+    serde_json::from_str(&rest[..end])
+        .ok()
+        .filter(|v: &serde_json::Value| v.is_number() || v.is_string())
+}
+
 /// Read the next line (with its newline, if it has one) into `line`, never holding
 /// more than [`MAX_LINE`] bytes: `Some(true)` a line, `Some(false)` a line too long
-/// (dropped, `line` empty), `None` at the end of input.
+/// (dropped: `line` holds its first [`HEAD`] bytes), `None` at the end of input.
 async fn next_line<R: AsyncBufRead + Unpin>(
     input: &mut R,
     line: &mut Vec<u8>,
@@ -148,7 +218,8 @@ async fn next_line<R: AsyncBufRead + Unpin>(
         let take = newline.map_or(available.len(), |i| i + 1);
         if !too_long && line.len() + take > MAX_LINE {
             too_long = true;
-            line.clear();
+            // Only the head is kept, for the id it may carry.
+            line.truncate(HEAD);
         }
         if !too_long {
             line.extend_from_slice(&available[..take]);
@@ -213,6 +284,32 @@ mod tests {
         assert!(matches!(judge(b"\xff\xfe\n"), Verdict::Answer(_)));
     }
 
+    #[test]
+    fn the_id_of_an_over_long_line_is_read_from_its_head() {
+        use serde_json::json;
+        assert_eq!(
+            head_id(br#"{"jsonrpc":"2.0","id":12345,"method":"tools/call","params":{"x":"#),
+            Some(json!(12345))
+        );
+        assert_eq!(
+            head_id(br#"{"method":"m","params":{"id":1,"s":"\"id\":3"},"id":"a\"b"#),
+            None,
+            "cut inside the id string"
+        );
+        assert_eq!(
+            head_id(br#"{"params":{"id":1},"id" : "r-7","x":"#),
+            Some(json!("r-7"))
+        );
+        assert_eq!(head_id(br#"{"params":{"id":1,"pad":"xxxx"#), None);
+        assert_eq!(head_id(br#"{"id":123"#), None, "a number cut short");
+        assert_eq!(head_id(br#"{"id":123,"#), Some(json!(123)));
+        let v: serde_json::Value = serde_json::from_str(&too_long(Some(json!(7)))).unwrap();
+        assert_eq!(
+            (v["id"].clone(), v["error"]["code"].clone()),
+            (json!(7), json!(-32600))
+        );
+    }
+
     #[tokio::test]
     async fn an_over_long_line_is_dropped_and_the_next_one_read_whole() {
         let mut input = vec![b'x'; MAX_LINE + 10];
@@ -220,6 +317,7 @@ mod tests {
         let mut r = BufReader::new(&input[..]);
         let mut line = Vec::new();
         assert_eq!(next_line(&mut r, &mut line).await.unwrap(), Some(false));
+        assert_eq!(line.len(), HEAD);
         assert_eq!(next_line(&mut r, &mut line).await.unwrap(), Some(true));
         assert_eq!(line, b"{}\n");
         assert_eq!(next_line(&mut r, &mut line).await.unwrap(), None);

@@ -1,19 +1,32 @@
 //! The MCP tools: their inputs (with JSON Schemas), descriptions for a model, and the library call each one is.
 
+use std::collections::HashMap;
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
 
 use rmcp::handler::server::router::tool::ToolRouter;
+use rmcp::handler::server::tool::ToolCallContext;
 use rmcp::handler::server::wrapper::Parameters;
-use rmcp::model::{CallToolResult, ContentBlock, Implementation, ServerCapabilities, ServerConfig};
+use rmcp::model::{
+    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation,
+    ListResourceTemplatesResult, ListResourcesResult, PaginatedRequestParams,
+    ReadResourceRequestParams, ReadResourceResponse, ReadResourceResult, Resource,
+    ServerCapabilities, ServerConfig, SubscribeRequestParams, UnsubscribeRequestParams,
+};
 use rmcp::{schemars, tool, tool_handler, tool_router, ErrorData, ServerHandler};
 use serde::Deserialize;
 use serde_json::{json, Value};
 
-use super::reply;
+use super::{reply, resources, schema, waits};
 use crate::queue::Queue;
-use crate::tasks::{ListOptions, TaskState};
+use crate::tasks::{Cursor, ListOptions, TaskState};
+use crate::wait::Hub;
+use crate::watch::WatchMode;
 use crate::{Client, Error, Slot, Task, TaskId};
+use rmcp::service::RequestContext;
+use rmcp::RoleServer;
 
 /// The longest a `wait` call blocks, in seconds: under the 60 s after which common MCP
 /// clients give up on a request, so a wait always answers before its client gives up.
@@ -27,28 +40,34 @@ const LOGS_DEFAULT_BYTES: u64 = 16 * 1024;
 const LOGS_MAX_BYTES: u64 = 1024 * 1024;
 
 const INSTRUCTIONS: &str = "\
-conductor runs AI coding-agent sessions (workers) fed through files. Hand work to them \
-with `submit` (the shared queue: any idle worker) or `send` (one worker slot); both \
-return a task id at once. Then `wait` for ids (it returns within its timeout, finished \
-or not: call it again to keep waiting) and read answers with `result`. `tasks` lists \
-tasks, `status` shows the workers and the queue, `logs` shows what a task's agent has \
-printed so far, `cancel` stops a task. Submit independent tasks first, then wait for \
-them together: they run in parallel.";
+conductor delegates work to background AI coding agents (workers, each a Claude Code, \
+Codex or other agent session) so that many tasks run in parallel: use it as you would \
+spawn subagents or background tasks, to fan work out and gather the results. Hand work \
+to them with `submit` (the shared queue: any idle worker) or `send` (one worker slot); \
+both return a task id at once. Then `wait` for ids (it returns within its timeout, \
+finished or not: call it again to keep waiting; with a progressToken it reports each \
+task's progress) and read answers with `result`. `tasks` lists tasks (paged: pass \
+`nextCursor` back as `cursor`), `status` shows the workers and the queue, `logs` shows \
+what a task's agent has printed so far, `cancel` stops a task. Submit independent tasks \
+first, then wait for them together: they run in parallel. Resources \
+conductor://tasks/{id} and conductor://tasks/{id}/log can be read and subscribed to.";
 
 #[derive(Debug, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct SubmitArgs {
     /// The whole prompt the agent is given: say what to do and what to report.
+    #[schemars(length(min = 1))]
     pub prompt: String,
     /// Serialization key (a user, a repository): tasks with the same key never run at
     /// the same time.
     pub key: Option<String>,
     /// 0-9, higher runs first (default 5).
+    #[schemars(range(max = 9))]
     pub priority: Option<u8>,
     /// Ids of tasks that must all succeed before this one starts; if one fails, this
     /// one ends cancelled.
     #[serde(default)]
-    pub after: Vec<String>,
+    pub after: Vec<IdArg>,
     /// Absolute path of an existing directory for the agent to work in (default: the
     /// worker's project directory).
     pub dir: Option<PathBuf>,
@@ -56,7 +75,7 @@ pub struct SubmitArgs {
     pub timeout_secs: Option<u64>,
     /// A task id of your choosing (letters, digits, . _ -; unique on the root).
     /// Default: generated.
-    pub id: Option<String>,
+    pub id: Option<IdArg>,
     /// Any JSON, handed to the agent as the CONDUCTOR_CONTEXT environment variable.
     pub context: Option<Value>,
     /// Run again after a worker crash, up to this many attempts in all (default 1).
@@ -83,9 +102,10 @@ pub struct SendArgs {
     /// The worker slot number to deliver to (see `status` for the slots).
     pub slot: u32,
     /// The whole prompt the agent is given.
+    #[schemars(length(min = 1))]
     pub prompt: String,
     /// A task id of your choosing (unique on the root). Default: generated.
-    pub id: Option<String>,
+    pub id: Option<IdArg>,
     /// The task's own time limit in seconds.
     pub timeout_secs: Option<u64>,
     /// Absolute path of an existing directory for the agent to work in.
@@ -103,9 +123,11 @@ pub struct SendArgs {
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct WaitArgs {
     /// The task ids to wait for (all of them).
-    pub ids: Vec<String>,
+    #[schemars(length(min = 1))]
+    pub ids: Vec<IdArg>,
     /// How long to wait at most, in seconds (default 30, at most 50). The call then
     /// returns whatever is finished; call it again to keep waiting.
+    #[schemars(range(min = 0.0))]
     pub timeout_secs: Option<f64>,
     /// How much of each output to return, in characters, from its end (default 20000).
     pub max_output_chars: Option<usize>,
@@ -115,14 +137,14 @@ pub struct WaitArgs {
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct IdArgs {
     /// The task id.
-    pub id: String,
+    pub id: IdArg,
 }
 
 #[derive(Debug, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct ResultArgs {
     /// The task id.
-    pub id: String,
+    pub id: IdArg,
     /// How much of the output to return, in characters, from its end (default 20000).
     pub max_output_chars: Option<usize>,
 }
@@ -131,7 +153,7 @@ pub struct ResultArgs {
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct LogsArgs {
     /// The task id.
-    pub id: String,
+    pub id: IdArg,
     /// How many bytes from the end of its output (default 16384, at most 1048576).
     pub tail_bytes: Option<u64>,
 }
@@ -150,15 +172,75 @@ pub struct TasksArgs {
     /// Only tasks submitted within this long (`90s`, `2h`, `1d`) or since this time
     /// (RFC 3339).
     pub since: Option<String>,
-    /// At most this many, newest first (default 50).
+    /// At most this many, newest first (default 50, at most 500).
+    #[schemars(range(min = 1, max = 500))]
     pub limit: Option<usize>,
+    /// Where to go on from: the `nextCursor` of the previous page (same filters).
+    pub cursor: Option<String>,
 }
 
-/// The server: one root, the tools over it.
+/// A task id as a client gives it: a string, or a number (an all-digit id); answers
+/// carry it back in the same form.
+#[derive(Debug, Clone, PartialEq, Deserialize, schemars::JsonSchema)]
+#[serde(untagged)]
+pub enum IdArg {
+    Number(u64),
+    Text(String),
+}
+
+impl IdArg {
+    fn id(&self) -> std::result::Result<TaskId, String> {
+        match self {
+            IdArg::Number(n) => Ok(TaskId::Number(*n)),
+            IdArg::Text(s) => task_id(s),
+        }
+    }
+
+    /// The id as it was given.
+    fn echo(&self) -> Value {
+        match self {
+            IdArg::Number(n) => json!(n),
+            IdArg::Text(s) => json!(s),
+        }
+    }
+}
+
+/// `reply` with its `id` as the client gave it.
+fn echo_id(reply: Reply, given: &IdArg) -> Reply {
+    reply.map(|mut v| {
+        if v.get("id").is_some() {
+            v["id"] = given.echo();
+        }
+        v
+    })
+}
+
+/// The server: one root, the tools over it, and the one watcher every wait shares.
 #[derive(Clone)]
 pub struct Conductor {
     client: Client,
+    hub: Hub,
+    /// How many `wait` calls are in progress.
+    waiting: Arc<AtomicUsize>,
+    /// Resource subscriptions by URI: each one a task following its task.
+    subscriptions: Arc<Mutex<HashMap<String, tokio::task::AbortHandle>>>,
     tool_router: ToolRouter<Conductor>,
+}
+
+/// Counts one `wait` call in progress while it lives.
+struct Waiting(Arc<AtomicUsize>);
+
+impl Waiting {
+    fn new(n: &Arc<AtomicUsize>) -> Waiting {
+        n.fetch_add(1, Ordering::Relaxed);
+        Waiting(n.clone())
+    }
+}
+
+impl Drop for Waiting {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::Relaxed);
+    }
 }
 
 /// A tool's answer: JSON, or a message for a tool error.
@@ -175,15 +257,27 @@ fn task_id(s: &str) -> std::result::Result<TaskId, String> {
     TaskId::parse(s).map_err(|reason| format!("invalid task id {s:?}: {reason}"))
 }
 
-fn ids(list: &[String]) -> std::result::Result<Vec<TaskId>, String> {
-    list.iter().map(|s| task_id(s)).collect()
+fn ids(list: &[IdArg]) -> std::result::Result<Vec<TaskId>, String> {
+    list.iter().map(IdArg::id).collect()
 }
 
 impl Conductor {
     pub fn new(client: Client) -> Conductor {
+        let mut tool_router = Self::tool_router();
+        for route in tool_router.map.values_mut() {
+            let mut input = Value::Object((*route.attr.input_schema).clone());
+            schema::plain_optionals(&mut input);
+            if let Value::Object(input) = input {
+                route.attr.input_schema = Arc::new(input);
+            }
+            route.attr.output_schema = schema::output(&route.attr.name).map(Arc::new);
+        }
         Conductor {
             client,
-            tool_router: Self::tool_router(),
+            hub: Hub::new(WatchMode::Auto),
+            waiting: Arc::new(AtomicUsize::new(0)),
+            subscriptions: Arc::default(),
+            tool_router,
         }
     }
 
@@ -207,14 +301,61 @@ impl Conductor {
     }
 }
 
+impl Conductor {
+    /// Wait for `ids` on the shared watcher, ended at once by the client's cancel,
+    /// telling progress when the client sent a token.
+    async fn wait_for(
+        &self,
+        ids: Vec<TaskId>,
+        given: &[IdArg],
+        timeout: Duration,
+        chars: usize,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<CallToolResult, ErrorData> {
+        if let Err(e) = self.client.root().require_existing() {
+            return to_call(Err(e.to_string()));
+        }
+        let progress = ctx.meta.get_progress_token().map(|token| waits::Progress {
+            peer: ctx.peer.clone(),
+            token,
+        });
+        let ct = ctx.ct.clone();
+        let _counted = Waiting::new(&self.waiting);
+        let waited = waits::wait_all(
+            self.client.clone(),
+            self.hub.clone(),
+            ids,
+            timeout,
+            chars,
+            ct.cancelled_owned(),
+            progress,
+        )
+        .await;
+        match waited {
+            Ok(Some(mut v)) => {
+                if let Some(Value::Array(tasks)) = v.get_mut("tasks") {
+                    for (t, g) in tasks.iter_mut().zip(given) {
+                        t["id"] = g.echo();
+                    }
+                }
+                to_call(Ok(v))
+            }
+            // Cancelled: the client no longer wants an answer; this one is dropped.
+            Ok(None) => Err(ErrorData::internal_error("the request was cancelled", None)),
+            Err(e) => to_call(Err(e.to_string())),
+        }
+    }
+}
+
 #[tool_router]
 impl Conductor {
     #[tool(
-        description = "Put a task into the shared queue; any idle worker runs it. \
-        Returns its id at once (it does not wait): use `wait` and `result` for the answer. \
-        Use this to hand work to the workers; submit several independent tasks one after \
-        another and they run in parallel. Prefer it over `send` unless one particular \
-        worker must run the task.",
+        description = "Delegate a task to a background coding agent (a subagent \
+        worker): put it into the shared queue, where any idle worker runs it. Returns its \
+        id at once (it does not wait): use `wait` and `result` for the answer. Submit \
+        several independent tasks one after another and they run in parallel, as \
+        background tasks. Prefer it over `send` unless one particular worker must run \
+        the task.",
         annotations(
             read_only_hint = false,
             destructive_hint = false,
@@ -225,6 +366,7 @@ impl Conductor {
         &self,
         Parameters(args): Parameters<SubmitArgs>,
     ) -> Result<CallToolResult, ErrorData> {
+        let given = args.id.clone();
         let task = match submit_task(args) {
             Ok(t) => t,
             Err(msg) => return to_call(Err(msg)),
@@ -237,6 +379,9 @@ impl Conductor {
             }
             if matches!(crate::wait::root_served(client.root()), Ok(false)) {
                 v["warning"] = json!("no live worker serves this root yet: the task stays queued until one starts (`conductor run` or `conductor-worker N DIR`)");
+            }
+            if let Some(given) = &given {
+                v["id"] = given.echo();
             }
             Ok(Ok(v))
         })
@@ -257,6 +402,7 @@ impl Conductor {
         &self,
         Parameters(args): Parameters<SendArgs>,
     ) -> Result<CallToolResult, ErrorData> {
+        let given = args.id.clone();
         let (slot, task) = match send_task(args) {
             Ok(t) => t,
             Err(msg) => return to_call(Err(msg)),
@@ -266,6 +412,9 @@ impl Conductor {
             let mut v = json!({ "id": id, "slot": slot.0, "state": "waiting" });
             if matches!(crate::wait::slot_served(client.root(), slot), Ok(false)) {
                 v["warning"] = json!(format!("no live worker serves slot {slot}: the task waits in its inbox until one starts"));
+            }
+            if let Some(given) = &given {
+                v["id"] = given.echo();
             }
             Ok(Ok(v))
         })
@@ -283,6 +432,7 @@ impl Conductor {
     async fn wait(
         &self,
         Parameters(args): Parameters<WaitArgs>,
+        ctx: RequestContext<RoleServer>,
     ) -> Result<CallToolResult, ErrorData> {
         let ids = match ids(&args.ids) {
             Ok(ids) if !ids.is_empty() => ids,
@@ -296,10 +446,8 @@ impl Conductor {
             WAIT_CAP_SECS
         };
         let chars = args.max_output_chars.unwrap_or(reply::DEFAULT_OUTPUT_CHARS);
-        self.blocking(move |client| {
-            reply::wait_all(client, &ids, Duration::from_secs_f64(secs), chars).map(Ok)
-        })
-        .await
+        self.wait_for(ids, &args.ids, Duration::from_secs_f64(secs), chars, ctx)
+            .await
     }
 
     #[tool(
@@ -312,13 +460,16 @@ impl Conductor {
         &self,
         Parameters(args): Parameters<ResultArgs>,
     ) -> Result<CallToolResult, ErrorData> {
-        let id = match task_id(&args.id) {
+        let id = match args.id.id() {
             Ok(id) => id,
             Err(msg) => return to_call(Err(msg)),
         };
         let chars = args.max_output_chars.unwrap_or(reply::DEFAULT_OUTPUT_CHARS);
-        self.blocking(move |client| reply::task_result(client, &id, chars).map(Ok))
-            .await
+        let given = args.id;
+        self.blocking(move |client| {
+            Ok(echo_id(Ok(reply::task_result(client, &id, chars)?), &given))
+        })
+        .await
     }
 
     #[tool(
@@ -338,7 +489,14 @@ impl Conductor {
         };
         self.blocking(move |client| {
             let tasks = client.list_tasks(&opts)?;
-            Ok(Ok(json!({ "root": client.root().path(), "tasks": tasks })))
+            let mut v = json!({ "root": client.root().path() });
+            if opts.limit.is_some_and(|l| tasks.len() >= l) {
+                if let Some(last) = tasks.last() {
+                    v["nextCursor"] = json!(Cursor::after(last).encode());
+                }
+            }
+            v["tasks"] = json!(tasks);
+            Ok(Ok(v))
         })
         .await
     }
@@ -351,7 +509,39 @@ impl Conductor {
         annotations(read_only_hint = true, open_world_hint = false)
     )]
     async fn status(&self) -> Result<CallToolResult, ErrorData> {
-        self.blocking(|client| reply::status(client).map(Ok)).await
+        let server = json!({
+            "pendingWaits": self.waiting.load(Ordering::Relaxed),
+            "watcherSubscriptions": self.hub.waiters(),
+            "watcherPolls": self.hub.is_polling(),
+        });
+        self.blocking(move |client| {
+            let mut v = reply::status(client)?;
+            v["server"] = server;
+            Ok(Ok(v))
+        })
+        .await
+    }
+
+    #[tool(
+        description = "The shared queue's pending tasks in the order they will run, each \
+        with why it waits (a busy key, no free slot, no idle worker, the tasks it runs \
+        after), its priority (raised by waiting) and age. Use it to see why delegated \
+        background work has not started.",
+        annotations(read_only_hint = true, open_world_hint = false)
+    )]
+    async fn queue(&self) -> Result<CallToolResult, ErrorData> {
+        self.blocking(|client| {
+            let pending = Queue::new(client.root().clone()).pending()?;
+            let items: Vec<Value> = pending
+                .iter()
+                .enumerate()
+                .map(|(i, p)| crate::cli::queue::pending_json(i + 1, p))
+                .collect();
+            Ok(Ok(
+                json!({ "root": client.root().path(), "pending": items }),
+            ))
+        })
+        .await
     }
 
     #[tool(
@@ -369,11 +559,12 @@ impl Conductor {
         &self,
         Parameters(args): Parameters<IdArgs>,
     ) -> Result<CallToolResult, ErrorData> {
-        let id = match task_id(&args.id) {
+        let id = match args.id.id() {
             Ok(id) => id,
             Err(msg) => return to_call(Err(msg)),
         };
-        self.blocking(move |client| reply::cancel(client, &id))
+        let given = args.id;
+        self.blocking(move |client| Ok(echo_id(reply::cancel(client, &id)?, &given)))
             .await
     }
 
@@ -387,35 +578,178 @@ impl Conductor {
         &self,
         Parameters(args): Parameters<LogsArgs>,
     ) -> Result<CallToolResult, ErrorData> {
-        let id = match task_id(&args.id) {
+        let id = match args.id.id() {
             Ok(id) => id,
             Err(msg) => return to_call(Err(msg)),
         };
+        let given = args.id;
         let tail = args
             .tail_bytes
             .unwrap_or(LOGS_DEFAULT_BYTES)
             .min(LOGS_MAX_BYTES);
-        self.blocking(move |client| reply::logs(client, &id, tail).map(Ok))
+        self.blocking(move |client| Ok(echo_id(Ok(reply::logs(client, &id, tail)?), &given)))
             .await
     }
 }
 
 #[tool_handler(router = self.tool_router)]
 impl ServerHandler for Conductor {
+    /// Arguments that do not fit the tool's input schema are refused here, as a tool
+    /// error naming the field (rmcp's own refusal is a JSON-RPC error clients hide).
+    async fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, ErrorData> {
+        if let Some(tool) = self.tool_router.get(&request.name) {
+            let schema = Value::Object((*tool.input_schema).clone());
+            let args = Value::Object(request.arguments.clone().unwrap_or_default());
+            if let Err(msg) = schema::check(&schema, &args) {
+                let msg = format!("{}: {msg}", request.name);
+                return Ok(CallToolResult::error(vec![ContentBlock::text(msg)]).into());
+            }
+        }
+        let call = ToolCallContext::new(self, request, context);
+        self.tool_router.call(call).await
+    }
+
+    async fn list_resource_templates(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListResourceTemplatesResult, ErrorData> {
+        Ok(ListResourceTemplatesResult::with_all_items(
+            resources::templates(),
+        ))
+    }
+
+    /// The newest tasks (one page of `tasks`), each as its resource.
+    async fn list_resources(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListResourcesResult, ErrorData> {
+        let client = self.client.clone();
+        let listed = tokio::task::spawn_blocking(move || {
+            client.root().require_existing()?;
+            client.list_tasks(&ListOptions {
+                limit: Some(crate::tasks::list::DEFAULT_LIMIT),
+                ..ListOptions::default()
+            })
+        })
+        .await
+        .map_err(|e| ErrorData::internal_error(e.to_string(), None))?
+        .map_err(|e| ErrorData::internal_error(e.to_string(), None))?;
+        Ok(ListResourcesResult::with_all_items(
+            listed
+                .iter()
+                .map(|t| {
+                    Resource::new(
+                        format!("conductor://tasks/{}", t.id),
+                        format!("task {}", t.id),
+                    )
+                    .with_description(format!(
+                        "{}: {}",
+                        t.state,
+                        t.prompt_preview.as_deref().unwrap_or("")
+                    ))
+                    .with_mime_type("application/json")
+                })
+                .collect(),
+        ))
+    }
+
+    async fn read_resource(
+        &self,
+        request: ReadResourceRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ReadResourceResponse, ErrorData> {
+        let client = self.client.clone();
+        let uri = request.uri;
+        let read = tokio::task::spawn_blocking(move || {
+            client.root().require_existing()?;
+            resources::read(&client, &uri)
+        })
+        .await
+        .map_err(|e| ErrorData::internal_error(e.to_string(), None))?;
+        match read {
+            Ok(contents) => Ok(ReadResourceResult::new(vec![contents]).into()),
+            Err(e @ (Error::NoSuchTask { .. } | Error::BadArgument { .. })) => {
+                Err(ErrorData::resource_not_found(e.to_string(), None))
+            }
+            Err(e) => Err(ErrorData::internal_error(e.to_string(), None)),
+        }
+    }
+
+    #[allow(deprecated)]
+    async fn subscribe(
+        &self,
+        request: SubscribeRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        let uri = request.uri;
+        let follow = resources::follow(
+            self.client.clone(),
+            self.hub.clone(),
+            uri.clone(),
+            context.peer.clone(),
+        )
+        .await
+        .map_err(|e| match e {
+            Error::NoSuchTask { .. } | Error::BadArgument { .. } => {
+                ErrorData::resource_not_found(e.to_string(), None)
+            }
+            e => ErrorData::internal_error(e.to_string(), None),
+        })?;
+        let handle = tokio::spawn(follow).abort_handle();
+        let old = self
+            .subscriptions
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(uri, handle);
+        if let Some(old) = old {
+            old.abort();
+        }
+        Ok(())
+    }
+
+    #[allow(deprecated)]
+    async fn unsubscribe(
+        &self,
+        request: UnsubscribeRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        let gone = self
+            .subscriptions
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(&request.uri);
+        if let Some(h) = gone {
+            h.abort();
+        }
+        Ok(())
+    }
+
     fn get_info(&self) -> ServerConfig {
-        ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
-            .with_server_info(
-                Implementation::new("conductor", env!("CARGO_PKG_VERSION"))
-                    .with_title("conductor: AI coding-agent workers"),
-            )
-            .with_instructions(INSTRUCTIONS)
+        ServerConfig::new(
+            ServerCapabilities::builder()
+                .enable_tools()
+                .enable_resources()
+                .enable_resources_subscribe()
+                .build(),
+        )
+        .with_server_info(
+            Implementation::new("conductor", env!("CARGO_PKG_VERSION"))
+                .with_title("conductor: AI coding-agent workers"),
+        )
+        .with_instructions(INSTRUCTIONS)
     }
 }
 
 /// A task as the CLI's `submit` builds it, marked with this process's depth.
 fn submit_task(a: SubmitArgs) -> std::result::Result<Task, String> {
     let mut task = Task::new(a.prompt);
-    task.id = a.id.as_deref().map(task_id).transpose()?;
+    task.id = a.id.as_ref().map(IdArg::id).transpose()?;
     task.key = a.key;
     task.priority = a.priority;
     task.max_attempts = a.max_attempts;
@@ -435,7 +769,7 @@ fn submit_task(a: SubmitArgs) -> std::result::Result<Task, String> {
 fn send_task(a: SendArgs) -> std::result::Result<(Slot, Task), String> {
     let slot = Slot::checked(a.slot).map_err(|e| e.to_string())?;
     let mut task = Task::new(a.prompt);
-    task.id = a.id.as_deref().map(task_id).transpose()?;
+    task.id = a.id.as_ref().map(IdArg::id).transpose()?;
     task.timeout_secs = a.timeout_secs;
     task.context = a.context;
     task.dir = a.dir.map(absolute).transpose()?;
@@ -481,12 +815,28 @@ fn list_options(a: TasksArgs) -> std::result::Result<ListOptions, String> {
         .transpose()
         .map_err(|e| e.to_string())?;
     let since = a.since.as_deref().map(since).transpose()?;
+    let after = a
+        .cursor
+        .as_deref()
+        .map(|c| {
+            Cursor::decode(c).ok_or_else(|| {
+                Error::BadArgument {
+                    field: "cursor".into(),
+                    reason: format!(
+                        "{c:?} is not a cursor this server gave (pass a `nextCursor` unchanged)"
+                    ),
+                }
+                .to_string()
+            })
+        })
+        .transpose()?;
     Ok(ListOptions {
         states,
         key: a.key,
         slot,
         since,
         limit: Some(a.limit.unwrap_or(crate::tasks::list::DEFAULT_LIMIT)),
+        after,
     })
 }
 

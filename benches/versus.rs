@@ -1,0 +1,237 @@
+//! conductor beside the fork+exec floor and task-spooler: N trivial tasks at parallelism 2,
+//! each as a multiple of `xargs -P2` running the same command (issue 23).
+//!
+//! `cargo bench --bench versus -- [--tasks 200] [--rounds 5] [--base /dev/shm]`
+//!
+//! Every task is `cat` of a small prompt. The rows, run interleaved in each round so the
+//! machine's mood hits all alike:
+//! - `xargs -P2`: `xargs -P2 -n1 cat FILE…` — what forking and exec'ing the agent costs;
+//! - `tsp` (task-spooler, if installed): `tsp -S 2`, one `tsp cat FILE` per task, then a
+//!   wait for every job;
+//! - `conductor run --workers 2`: the one-shot command, its two workers included;
+//! - `conductor submit` ×N: N `conductor submit` processes into a root two running
+//!   workers serve, then a wait for every result (workers started before the clock).
+//!
+//! Medians over the rounds, and each as a ratio of the floor's median.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use conductor::queue::Queue;
+use conductor::{Root, TaskId};
+
+fn bin(name: &str) -> PathBuf {
+    let exe = std::env::current_exe().expect("bench path");
+    // target/<profile>/deps/versus-… → target/<profile>/<name>
+    let dir = exe.parent().and_then(Path::parent).expect("target dir");
+    let path = dir.join(name);
+    assert!(
+        path.exists(),
+        "{} is missing: build it first (`cargo build --release`)",
+        path.display()
+    );
+    path
+}
+
+fn have(program: &str) -> bool {
+    Command::new("sh")
+        .args(["-c", &format!("command -v {program}")])
+        .stdout(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success())
+}
+
+fn run_quiet(cmd: &mut Command) {
+    let status = cmd
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .expect("spawn");
+    assert!(status.success(), "{cmd:?} failed: {status}");
+}
+
+/// `n` prompt files in `dir`, and a file listing the prompts one per line.
+fn prompts(dir: &Path, n: usize) -> (Vec<PathBuf>, PathBuf) {
+    let files: Vec<PathBuf> = (0..n)
+        .map(|i| {
+            let p = dir.join(format!("p{i}.txt"));
+            std::fs::write(&p, format!("task {i}\n")).unwrap();
+            p
+        })
+        .collect();
+    let list = dir.join("prompts.txt");
+    let lines: String = (0..n).map(|i| format!("task {i}\n")).collect();
+    std::fs::write(&list, lines).unwrap();
+    (files, list)
+}
+
+fn floor(files: &[PathBuf]) -> Duration {
+    let t = Instant::now();
+    run_quiet(
+        Command::new("xargs")
+            .args(["-P2", "-n1", "cat"])
+            .args(files),
+    );
+    t.elapsed()
+}
+
+fn task_spooler(dir: &Path, files: &[PathBuf]) -> Duration {
+    let socket = dir.join("tsp.socket");
+    let tsp = || {
+        let mut c = Command::new("tsp");
+        c.env("TS_SOCKET", &socket)
+            .env("TS_MAXFINISHED", "100000")
+            .env("TMPDIR", dir);
+        c
+    };
+    run_quiet(tsp().args(["-S", "2"]));
+    let t = Instant::now();
+    let mut ids = Vec::new();
+    for f in files {
+        let out = tsp().arg("cat").arg(f).output().expect("tsp");
+        ids.push(String::from_utf8_lossy(&out.stdout).trim().to_string());
+    }
+    for id in &ids {
+        run_quiet(tsp().args(["-w", id]));
+    }
+    let took = t.elapsed();
+    let _ = tsp().arg("-K").status();
+    took
+}
+
+fn conductor_run(dir: &Path, list: &Path) -> Duration {
+    let root = dir.join("run-root");
+    let t = Instant::now();
+    run_quiet(
+        Command::new(bin("conductor"))
+            .args([
+                "run",
+                "--workers",
+                "2",
+                "--agent",
+                "cat",
+                "--json",
+                "--root",
+            ])
+            .arg(&root)
+            .arg("-f")
+            .arg(list)
+            .current_dir(dir),
+    );
+    t.elapsed()
+}
+
+fn conductor_submit(dir: &Path, n: usize) -> Duration {
+    let root_dir = dir.join("submit-root");
+    let root = Root::new(&root_dir);
+    conductor::Client::new(root.clone()).init_queue().unwrap();
+    let workers: Vec<_> = (0..2)
+        .map(|i| {
+            Command::new(bin("conductor-worker"))
+                .arg(i.to_string())
+                .arg(dir)
+                .args(["--agent", "cat", "--root"])
+                .arg(&root_dir)
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .spawn()
+                .expect("worker")
+        })
+        .collect();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    for (i, w) in workers.iter().enumerate() {
+        let slot = conductor::Slot(i as u32);
+        while !conductor::pool::serving(&root, slot, w.id()) {
+            assert!(Instant::now() < deadline, "worker {i} did not start");
+            std::thread::sleep(Duration::from_millis(2));
+        }
+    }
+    let t = Instant::now();
+    let mut ids = Vec::new();
+    for i in 0..n {
+        let out = Command::new(bin("conductor"))
+            .args(["submit", &format!("task {i}"), "--root"])
+            .arg(&root_dir)
+            .output()
+            .expect("submit");
+        assert!(out.status.success());
+        ids.push(String::from_utf8_lossy(&out.stdout).trim().to_string());
+    }
+    let queue = Queue::new(root);
+    for id in &ids {
+        queue
+            .wait_for_result(&TaskId::from(id.as_str()), Duration::from_secs(60))
+            .expect("result");
+    }
+    let took = t.elapsed();
+    for mut w in workers {
+        let _ = nix::sys::signal::kill(
+            nix::unistd::Pid::from_raw(w.id() as i32),
+            nix::sys::signal::Signal::SIGTERM,
+        );
+        let _ = w.wait();
+    }
+    took
+}
+
+fn median(v: &mut [Duration]) -> Duration {
+    v.sort();
+    v[v.len() / 2]
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    let flag = |name: &str| {
+        args.iter()
+            .position(|a| a == name)
+            .and_then(|i| args.get(i + 1))
+            .cloned()
+    };
+    let n: usize = flag("--tasks").and_then(|v| v.parse().ok()).unwrap_or(200);
+    let rounds: usize = flag("--rounds").and_then(|v| v.parse().ok()).unwrap_or(5);
+    let base = flag("--base")
+        .map(PathBuf::from)
+        .unwrap_or_else(std::env::temp_dir);
+    let with_tsp = have("tsp");
+    println!(
+        "conductor versus the floor: {n} trivial tasks at parallelism 2, {rounds} rounds, under {}{}",
+        base.display(),
+        if with_tsp { "" } else { " (tsp not installed: no task-spooler row)" }
+    );
+    let mut rows: Vec<(&str, Vec<Duration>)> = vec![
+        ("xargs -P2 (floor)", Vec::new()),
+        ("tsp -S 2", Vec::new()),
+        ("conductor run --workers 2", Vec::new()),
+        ("conductor submit ×N + 2 workers", Vec::new()),
+    ];
+    for round in 0..rounds {
+        let dir = tempfile::tempdir_in(&base).unwrap();
+        let (files, list) = prompts(dir.path(), n);
+        // Each round starts with another row, so no row always runs first.
+        for k in 0..rows.len() {
+            let row = (k + round) % rows.len();
+            let took = match row {
+                0 => floor(&files),
+                1 if with_tsp => task_spooler(dir.path(), &files),
+                1 => continue,
+                2 => conductor_run(dir.path(), &list),
+                _ => conductor_submit(dir.path(), n),
+            };
+            rows[row].1.push(took);
+        }
+    }
+    let floor_median = median(&mut rows[0].1.clone());
+    println!("{:<34} {:>10} {:>8}", "", "median", "× floor");
+    for (name, times) in &mut rows {
+        if times.is_empty() {
+            continue;
+        }
+        let m = median(times);
+        println!(
+            "{name:<34} {:>8.0}ms {:>7.2}×",
+            m.as_secs_f64() * 1000.0,
+            m.as_secs_f64() / floor_median.as_secs_f64()
+        );
+    }
+}
