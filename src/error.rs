@@ -342,6 +342,16 @@ pub enum Error {
     #[error("no task {id} under {}: no inbox, queue entry or result has that id (a finished task's files may have been collected by gc)", root.display())]
     NoSuchTask { id: String, root: PathBuf },
 
+    /// A shortened task id that starts more than one id on the root.
+    #[error("task id prefix {prefix} is ambiguous: it starts {} ({}); give more of the id", count_ids(*.count), .matches.join(", "))]
+    AmbiguousId {
+        prefix: String,
+        /// The first few ids it starts.
+        matches: Vec<String>,
+        /// How many ids it starts.
+        count: usize,
+    },
+
     /// A task waits for a task this root has no record of (refused at submit).
     #[error("task {task} waits for task {dependency}, which this root has no record of (no {}); submit {dependency} first, or check the id", path.display())]
     UnknownDependency {
@@ -528,6 +538,7 @@ impl Error {
             | RootNotOurs { .. }
             | NoTaskRecord { .. }
             | NoSuchTask { .. }
+            | AmbiguousId { .. }
             | UnknownDependency { .. }
             | AfterNeedsQueue { .. }
             | BadTaskDir { .. }
@@ -602,6 +613,15 @@ impl Error {
             Error::Io { source, .. } => Some(source.kind()),
             _ => None,
         }
+    }
+}
+
+/// `2 ids`, `1 id`.
+fn count_ids(n: usize) -> String {
+    if n == 1 {
+        "1 id".to_string()
+    } else {
+        format!("{n} ids")
     }
 }
 

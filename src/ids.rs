@@ -86,6 +86,76 @@ pub fn lookup(root: &Root, id: &TaskId) -> Result<Option<Place>> {
     }
 }
 
+/// The shortest a shortened id may be (as git's abbreviated hashes).
+pub const MIN_PREFIX: usize = 4;
+
+/// Every id registered on the root (the registry's and the legacy queue's), sorted.
+pub fn all(root: &Root) -> Result<Vec<String>> {
+    let mut names = Vec::new();
+    for dir in [root.ids_dir(), root.queue_ids()] {
+        let entries = match fs::read_dir(&dir) {
+            Ok(e) => e,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => continue,
+            Err(e) => return Err(Error::io("listing", dir.clone(), e)),
+        };
+        for entry in entries.flatten() {
+            if let Some(name) = entry.file_name().to_str() {
+                if !name.starts_with('.') {
+                    names.push(name.to_string());
+                }
+            }
+        }
+    }
+    names.sort();
+    names.dedup();
+    Ok(names)
+}
+
+/// The id `given` names: itself when it is a registered id (or too short to be a
+/// prefix, or starts no id); else the one registered id it is a prefix of, at least
+/// [`MIN_PREFIX`] characters long, as git takes an abbreviated hash. Several:
+/// [`Error::AmbiguousId`].
+pub fn resolve(root: &Root, given: &TaskId) -> Result<TaskId> {
+    let text = given.to_string();
+    if text.len() < MIN_PREFIX || lookup(root, given)?.is_some() {
+        return Ok(given.clone());
+    }
+    let all = all(root)?;
+    let matches: Vec<&String> = all.iter().filter(|n| n.starts_with(&text)).collect();
+    match matches.as_slice() {
+        [] => Ok(given.clone()),
+        [one] => TaskId::parse(one).map_err(|reason| Error::InvalidTask { reason }),
+        many => Err(Error::AmbiguousId {
+            prefix: text,
+            count: many.len(),
+            matches: many.iter().take(5).map(|m| m.to_string()).collect(),
+        }),
+    }
+}
+
+/// Each of `ids` cut to the shortest prefix (at least `min` characters) that starts no
+/// other id in `all` (sorted): what [`resolve`] takes back.
+pub fn short_forms(all: &[String], ids: &[String], min: usize) -> Vec<String> {
+    let common = |a: &str, b: &str| a.bytes().zip(b.bytes()).take_while(|(x, y)| x == y).count();
+    ids.iter()
+        .map(|id| {
+            let at = all.partition_point(|n| n.as_str() < id.as_str());
+            let mut need = min;
+            // Its neighbours in sorted order share the longest starts with it.
+            let before = at.checked_sub(1).map(|i| &all[i]);
+            let after = all[at..].iter().find(|n| *n != id);
+            for other in before.into_iter().chain(after) {
+                need = need.max(common(id, other) + 1);
+            }
+            if need >= id.len() {
+                id.clone()
+            } else {
+                id[..need].to_string()
+            }
+        })
+        .collect()
+}
+
 /// Whether the registry entry at `path` is whole (for `doctor`).
 pub fn check_entry(path: &std::path::Path) -> Result<()> {
     read_entry(path).map(drop)
@@ -289,6 +359,32 @@ pub(crate) fn same_file(a: &std::path::Path, b: &std::path::Path) -> bool {
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn short_forms_are_the_shortest_unique_prefixes() {
+        let all: Vec<String> = [
+            "1700000000001-42-0",
+            "1700000000001-42-1",
+            "1700000009999-7-0",
+            "abc",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+        let forms = short_forms(&all, &all, 4);
+        assert_eq!(
+            forms,
+            [
+                "1700000000001-42-0",
+                "1700000000001-42-1",
+                "1700000009",
+                "abc"
+            ]
+        );
+        let one = vec!["solo-task-id".to_string()];
+        assert_eq!(short_forms(&one, &one, 4), ["solo"]);
+    }
+
     use super::*;
 
     #[test]

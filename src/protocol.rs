@@ -417,7 +417,8 @@ impl Task {
                 .map_or_else(|| "(no id)".to_string(), TaskId::to_string);
             return Err(Error::InvalidTask {
                 reason: format!(
-                    "task {id} is {} bytes, over the {limit}-byte task limit",
+                    "task {id} is {} bytes, over the root's task limit of {limit} bytes \
+                     (\"maxTaskBytes\" in config.json; 4 MiB by default)",
                     bytes.len()
                 ),
             });

@@ -13,8 +13,51 @@ use crate::cli::common::exit;
 pub struct Args {
     #[command(flatten)]
     pub targets: Targets,
+    /// Cancel every unfinished task (waiting, queued or running) of the root.
+    #[arg(long, conflicts_with_all = ["args", "slot", "task"])]
+    pub all: bool,
+    /// Cancel the unfinished tasks in these states (`waiting`, `queued`, `running`;
+    /// comma-separated).
+    #[arg(long, value_name = "STATE", value_delimiter = ',', value_parser = parse_state,
+          conflicts_with_all = ["args", "slot", "task"])]
+    pub state: Vec<TaskState>,
+    /// Cancel the unfinished tasks with this key.
+    #[arg(long, value_name = "KEY", conflicts_with_all = ["args", "slot", "task"])]
+    pub key: Option<String>,
     #[command(flatten)]
     pub root: RootArg,
+}
+
+fn parse_state(s: &str) -> Result<TaskState, String> {
+    let state: TaskState = s.trim().parse()?;
+    if state.is_finished() {
+        return Err(format!(
+            "a {state} task has finished: only waiting, queued and running tasks can be cancelled"
+        ));
+    }
+    Ok(state)
+}
+
+/// The states a task can be cancelled in.
+const UNFINISHED: [TaskState; 3] = [TaskState::Waiting, TaskState::Queued, TaskState::Running];
+
+/// `--all`, `--state`, `--key`: the unfinished tasks they select, oldest first.
+fn selected(client: &crate::Client, args: &Args) -> anyhow::Result<Vec<TaskId>> {
+    let opts = crate::tasks::ListOptions {
+        states: if args.state.is_empty() {
+            UNFINISHED.to_vec()
+        } else {
+            args.state.clone()
+        },
+        key: args.key.clone(),
+        slot: None,
+        since: None,
+        limit: None,
+        after: None,
+    };
+    let mut tasks = client.list_tasks(&opts)?;
+    tasks.reverse();
+    Ok(tasks.into_iter().map(|t| t.id).collect())
 }
 
 const SLOT_HELP: &str = "\
@@ -29,6 +72,16 @@ when no live worker serves the slot; with --task, only if that task is the one r
 pub fn run(args: Args) -> anyhow::Result<i32> {
     let client = args.root.client()?;
     crate::trust::verify_root(client.root())?;
+    if args.all || !args.state.is_empty() || args.key.is_some() {
+        let ids = selected(&client, &args)?;
+        if ids.is_empty() {
+            eprintln!("no unfinished task matches; nothing cancelled");
+            return Ok(exit::OK);
+        }
+        let code = cancel_tasks(&client, &ids)?;
+        eprintln!("{} task(s) selected", ids.len());
+        return Ok(code);
+    }
     let (slot, only) = match args.targets.resolve(client.root())? {
         Target::Tasks(ids) => return cancel_tasks(&client, &ids),
         Target::Slot { slot, ids } => (slot, at_most_one(ids, "cancel")?),

@@ -266,6 +266,11 @@ pub struct WorkerArgs {
     /// Start even when running inside a conductor agent (CONDUCTOR_WORKER is set).
     #[arg(long)]
     pub allow_nested: bool,
+    /// Also print each task's live output (what `conductor logs N -f` shows) on stdout,
+    /// between the worker's own lines, each line cut to the terminal's width; what
+    /// conductor-launch's worker panes run. One slot only.
+    #[arg(long)]
+    pub show_output: bool,
 }
 
 /// The workers' agent command: `--agent`'s line, else the preset's (narrowed by
@@ -366,6 +371,13 @@ pub fn run_worker(args: WorkerArgs) -> anyhow::Result<()> {
     })
     .map_err(|e| anyhow::anyhow!("cannot install the signal handler: {e}"))?;
 
+    if args.show_output && args.slot.0.len() > 1 {
+        anyhow::bail!(super::usage::CliError::Usage(
+            "--show-output shows one slot's output: start the worker for one slot (or follow \
+             each with `conductor logs N -f`)"
+                .to_string()
+        ));
+    }
     if args.slot.0.len() > 1 {
         let Some(mut worker) =
             start_when_space(&shutdown, || MultiWorker::start(opts.clone(), &args.slot.0))?
@@ -393,9 +405,74 @@ pub fn run_worker(args: WorkerArgs) -> anyhow::Result<()> {
             super::table::fit_line(&format!("recovered: {rec}"), width)
         );
     }
+    if args.show_output {
+        let log = opts.root.worker(opts.slot).output_log();
+        let mode = opts.watch;
+        std::thread::Builder::new()
+            .name("show-output".into())
+            .spawn(move || show_output(&log, mode, width))
+            .map_err(|e| anyhow::anyhow!("cannot start the output thread: {e}"))?;
+    }
     worker.run(&shutdown)?;
     tracing::info!("worker stopped");
     Ok(())
+}
+
+/// How long an unfinished last line waits for the rest of it before it is shown.
+const SHOW_PARTIAL_AFTER: Duration = Duration::from_millis(300);
+
+/// Print the slot's live log as it grows, across its tasks (as `logs N -f`), each line
+/// marked `│ ` and cut to `width`; for as long as the worker runs (the thread goes
+/// with the process).
+fn show_output(log: &std::path::Path, mode: WatchMode, width: Option<usize>) {
+    let mut follower = match crate::inspect::LogFollower::new(log, mode) {
+        Ok(f) => f,
+        Err(e) => {
+            tracing::warn!("not showing the agents' output: {e}");
+            return;
+        }
+    };
+    let mut partial: Vec<u8> = Vec::new();
+    let mut last_data = std::time::Instant::now();
+    loop {
+        loop {
+            match follower.next_chunk() {
+                Ok(Some(chunk)) => {
+                    partial.extend_from_slice(&chunk);
+                    last_data = std::time::Instant::now();
+                }
+                Ok(None) => break,
+                Err(e) => {
+                    tracing::warn!("no longer showing the agents' output: {e}");
+                    return;
+                }
+            }
+        }
+        // A last line without its newline (an answer such as `tr`'s) is shown once
+        // the output has been quiet for a moment.
+        if !partial.is_empty()
+            && !partial.contains(&b'\n')
+            && last_data.elapsed() >= SHOW_PARTIAL_AFTER
+        {
+            partial.push(b'\n');
+        }
+        while let Some(end) = partial.iter().position(|b| *b == b'\n') {
+            let line: Vec<u8> = partial.drain(..=end).collect();
+            let text = String::from_utf8_lossy(&line[..end]);
+            let shown = format!("│ {}", text.trim_end_matches('\r'));
+            use std::io::Write as _;
+            let mut out = std::io::stdout().lock();
+            if writeln!(out, "{}", super::table::fit_line(&shown, width)).is_err() {
+                return; // nobody reads the pane any more
+            }
+        }
+        let wait = if partial.is_empty() {
+            Duration::from_millis(500)
+        } else {
+            SHOW_PARTIAL_AFTER
+        };
+        let _ = follower.wake().recv_timeout(wait);
+    }
 }
 
 /// Start a worker; on a full disk (no room for its lease, status or spares) do not exit

@@ -75,7 +75,24 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
     let stop = super::interrupt_channel()?;
     let mut follower = LogFollower::new(&paths.output_log(), WatchMode::Auto)?;
     tracing::debug!("following with {}", follower.watcher_kind());
+    // A slot's log is followed across its tasks, for as long as asked; but a slot
+    // nobody serves is said to be one (once per time it stops being served).
+    let mut vigil = crate::wait::Vigil::new(
+        root.clone(),
+        crate::wait::Awaited::Slot(slot),
+        None,
+        crate::wait::OnDeath::AwaitRecovery,
+    );
+    let mut said_unserved = false;
     loop {
+        match vigil.check() {
+            Ok(()) => said_unserved = false,
+            Err(e) if !said_unserved => {
+                eprintln!("conductor: {e}; following on");
+                said_unserved = true;
+            }
+            Err(_) => {}
+        }
         while let Some(chunk) = follower.next_chunk()? {
             if !write_out(&chunk)? {
                 return Ok(exit::OK);
@@ -83,7 +100,7 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
         }
         select! {
             recv(follower.wake()) -> _ => {}
-            recv(stop) -> _ => return Ok(exit::OK),
+            recv(stop) -> _ => return Ok(exit::INTERRUPTED),
             // The slow safety net: events are only wake-ups, and a closed stdout
             // must end us even when the agent is silent.
             default(Duration::from_millis(500)) => {}

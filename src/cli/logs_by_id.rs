@@ -10,6 +10,7 @@ use crossbeam_channel::{bounded, select, Receiver};
 use crate::cli::usage::CliError;
 use crate::inspect::{self, read_task_file};
 use crate::tasks::{self, TaskLocation, TaskState};
+use crate::wait::{Awaited, OnDeath, Vigil};
 use crate::watch::{DirWatcher, Interest, WatchMode};
 use crate::{Error, Root, TaskId, WorkerPaths};
 
@@ -25,13 +26,33 @@ pub fn run(root: &Root, id: &TaskId, follow: bool) -> anyhow::Result<i32> {
         return print_once(root, &loc);
     }
     let stop = super::interrupt_channel()?;
-    let Some(loc) = until_started(root, id, loc, &stop)? else {
-        return Ok(exit::OK);
+    let loc = match until_started(root, id, loc, &stop)? {
+        Followed::Yes(loc) => loc,
+        Followed::Interrupted => return Ok(exit::INTERRUPTED),
+        Followed::ReaderGone => return Ok(exit::OK),
     };
     match (loc.state, loc.slot) {
-        (TaskState::Running, Some(slot)) => follow_running(root.worker(slot), id, &stop),
+        (TaskState::Running, Some(slot)) => {
+            let vigil = Vigil::new(
+                root.clone(),
+                Awaited::Slot(slot),
+                Some(id.clone()),
+                OnDeath::AwaitRecovery,
+            );
+            follow_running(root.worker(slot), id, &stop, vigil)
+        }
         _ => print_once(root, &loc),
     }
+}
+
+/// How a wait for a task to start ended.
+enum Followed {
+    /// It runs or has ended: where it is now.
+    Yes(TaskLocation),
+    /// Ctrl-C.
+    Interrupted,
+    /// Nobody reads what we print any more.
+    ReaderGone,
 }
 
 fn tasks_error(root: &Root, id: &TaskId) -> anyhow::Error {
@@ -81,23 +102,44 @@ fn print_once(root: &Root, loc: &TaskLocation) -> anyhow::Result<i32> {
 
 /// Wait (re-looking every tick) until a waiting or queued task runs or ends. `None`
 /// when interrupted.
+///
+/// Like every wait it ends when nobody would ever run the task: no live worker serves
+/// its slot (or, queued, the root) for [`crate::wait::NOBODY_GRACE`] — with the same
+/// error as `wait`, which says what to start (exit 4).
 fn until_started(
     root: &Root,
     id: &TaskId,
     mut loc: TaskLocation,
     stop: &Receiver<()>,
-) -> anyhow::Result<Option<TaskLocation>> {
+) -> anyhow::Result<Followed> {
+    let mut vigil: Option<(Awaited, Vigil)> = None;
     while matches!(loc.state, TaskState::Waiting | TaskState::Queued) {
+        let awaited = match (loc.queued, loc.slot) {
+            (false, Some(slot)) => Awaited::Slot(slot),
+            _ => Awaited::Queue,
+        };
+        if vigil.as_ref().is_none_or(|(a, _)| *a != awaited) {
+            let v = Vigil::new(
+                root.clone(),
+                awaited,
+                Some(id.clone()),
+                OnDeath::AwaitRecovery,
+            );
+            vigil = Some((awaited, v));
+        }
+        if let Some((_, v)) = vigil.as_mut() {
+            v.check()?;
+        }
         select! {
-            recv(stop) -> _ => return Ok(None),
+            recv(stop) -> _ => return Ok(Followed::Interrupted),
             default(TICK) => {}
         }
         if super::stdout_closed() {
-            return Ok(None);
+            return Ok(Followed::ReaderGone);
         }
         loc = tasks::find(root, id)?.ok_or_else(|| tasks_error(root, id))?;
     }
-    Ok(Some(loc))
+    Ok(Followed::Yes(loc))
 }
 
 /// The file being read and how far.
@@ -132,7 +174,15 @@ fn open_ident(path: &std::path::Path) -> anyhow::Result<Option<(File, (u64, u64)
 /// of its kept log (`tasks/<id>.log`, the same file renamed) and stop. `output.log` is
 /// read only while `running.json` still holds the task, so the next task's fresh log is
 /// never mistaken for it.
-fn follow_running(w: WorkerPaths, id: &TaskId, stop: &Receiver<()>) -> anyhow::Result<i32> {
+///
+/// If the worker dies with the task, the follow waits for recovery's result while
+/// someone can recover it, and otherwise ends saying who must (exit 4), as `wait` does.
+fn follow_running(
+    w: WorkerPaths,
+    id: &TaskId,
+    stop: &Receiver<()>,
+    mut vigil: Vigil,
+) -> anyhow::Result<i32> {
     let (tx, wake) = bounded(1);
     let interest: Interest = Arc::new(|_| true);
     let _watcher = DirWatcher::new(
@@ -164,9 +214,12 @@ fn follow_running(w: WorkerPaths, id: &TaskId, stop: &Receiver<()>) -> anyhow::R
                 return Ok(exit::OK);
             }
         }
+        if !finished(&w, id) {
+            vigil.check()?;
+        }
         select! {
             recv(wake) -> _ => {}
-            recv(stop) -> _ => return Ok(exit::OK),
+            recv(stop) -> _ => return Ok(exit::INTERRUPTED),
             default(TICK) => {}
         }
         if super::stdout_closed() {

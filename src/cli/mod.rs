@@ -94,8 +94,12 @@ pub fn parse_duration_arg(s: &str) -> Result<std::time::Duration, String> {
         return std::time::Duration::try_from_secs_f64(secs)
             .map_err(|_| format!("{s:?} is not a usable number of seconds"));
     }
-    humantime::parse_duration(s.trim())
-        .map_err(|e| format!("{s:?} is not a duration such as 30, 90s, 5m or 1h30m: {e}"))
+    humantime::parse_duration(s.trim()).map_err(|_| {
+        format!(
+            "{s:?} is not a duration: give seconds (30, 1.5) or a number and a unit (90s, 5m, \
+             1h30m, 7d)"
+        )
+    })
 }
 
 /// A duration as the whole seconds the protocol counts in (`timeoutSecs`), rounded up
@@ -157,7 +161,7 @@ enum Command {
     Gc(gc::Args),
     /// Check the root, the filesystem, inotify limits, tmux and the agent command.
     Doctor(doctor::Args),
-    /// Set up the root and worker slots 0..N.
+    /// Set up the root and N worker slots, numbered 0..N-1.
     Init(init::Args),
     /// Create one worker slot.
     CreateWorker(init::CreateArgs),
@@ -182,12 +186,42 @@ enum Command {
 
 /// `conductor …`: parse the command line, run the subcommand, return the exit code.
 pub fn conductor_main() -> i32 {
-    let cli = Cli::parse();
+    let cli = Cli::parse_from(root_after_subcommand(std::env::args_os().collect()));
     cli.verbosity.init_logging();
     match dispatch(cli.command) {
         Ok(code) => code,
         Err(e) => common::report(&e),
     }
+}
+
+/// `conductor --root DIR wait …` as `conductor wait --root DIR …`: `--root` is taken
+/// before the subcommand as after it (it is each subcommand's option).
+fn root_after_subcommand(args: Vec<std::ffi::OsString>) -> Vec<std::ffi::OsString> {
+    let mut head = Vec::new();
+    let mut root = Vec::new();
+    let mut rest = args.into_iter();
+    if let Some(program) = rest.next() {
+        head.push(program);
+    }
+    while let Some(arg) = rest.next() {
+        let text = arg.to_string_lossy();
+        if text == "--root" {
+            root.push(arg);
+            root.extend(rest.next());
+        } else if text.starts_with("--root=") {
+            root.push(arg);
+        } else if text.starts_with('-') && text != "--" {
+            head.push(arg);
+        } else {
+            // The subcommand: `--root` goes right after it.
+            head.push(arg);
+            head.extend(root);
+            head.extend(rest);
+            return head;
+        }
+    }
+    head.extend(root);
+    head
 }
 
 fn dispatch(command: Command) -> anyhow::Result<i32> {

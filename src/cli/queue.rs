@@ -7,7 +7,7 @@ use crate::Root;
 use serde_json::{json, Value};
 
 use super::table::{self, Col, Table};
-use super::{emit, emit_json, task_id_arg, RootArg};
+use super::{emit, emit_json, RootArg};
 use crate::cli::common::exit;
 
 #[derive(Debug, clap::Args)]
@@ -152,8 +152,8 @@ pub fn render(root: &Root, pending: &[PendingTask], width: Option<usize>) -> Str
 }
 
 fn cancel(root: &RootArg, id: &str) -> anyhow::Result<i32> {
-    let id = task_id_arg(id)?;
-    let (_, queue) = queue_of(root)?;
+    let (root, queue) = queue_of(root)?;
+    let id = super::target::id_on(&root, id)?;
     if queue.cancel(&id)? {
         // A pending task is answered at once; a running one when its worker stops it.
         if queue.read_result(&id)?.is_some() {
@@ -169,8 +169,8 @@ fn cancel(root: &RootArg, id: &str) -> anyhow::Result<i32> {
 }
 
 fn retry(root: &RootArg, id: &str, wait: bool) -> anyhow::Result<i32> {
-    let old = task_id_arg(id)?;
-    let (_, queue) = queue_of(root)?;
+    let (root, queue) = queue_of(root)?;
+    let old = super::target::id_on(&root, id)?;
     let id = queue.retry(&old)?;
     if !wait {
         emit(&format!("{id}\n"))?;

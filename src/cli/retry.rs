@@ -29,16 +29,29 @@ pub struct Args {
     #[arg(long)]
     pub prompt: Option<String>,
     /// Wait for the result and print its output (exit 1 if it failed).
-    #[arg(long)]
+    #[arg(long, conflicts_with = "with_dependents")]
     pub wait: bool,
+    /// Also re-queue the queued tasks this one's end cancelled down its chains
+    /// (`--after`), each waiting for the new run of what it waited for; prints every
+    /// new id, this task's first.
+    #[arg(long, conflicts_with = "id")]
+    pub with_dependents: bool,
     #[command(flatten)]
     pub root: RootArg,
 }
 
-/// Where a task to retry ran, and whether it came through the queue.
-fn ran_where(client: &crate::Client, args: &Args) -> anyhow::Result<(Slot, TaskId, bool)> {
+/// Where a task to retry ran.
+enum Ran {
+    /// On this slot; whether it came through the queue.
+    Slot(Slot, TaskId, bool),
+    /// Nowhere: a queued task cancelled before it started.
+    NeverRan(TaskId),
+}
+
+/// Where a task to retry ran.
+fn ran_where(client: &crate::Client, args: &Args) -> anyhow::Result<Ran> {
     match args.targets.resolve(client.root())? {
-        Target::Slot { slot, ids } => Ok((slot, single(ids, "retry N")?, false)),
+        Target::Slot { slot, ids } => Ok(Ran::Slot(slot, single(ids, "retry N")?, false)),
         Target::Tasks(ids) => {
             let id = single(ids, "retry")?;
             let loc = client.find_task(&id)?.ok_or_else(|| Error::NoSuchTask {
@@ -51,20 +64,74 @@ fn ran_where(client: &crate::Client, args: &Args) -> anyhow::Result<(Slot, TaskI
                     loc.state
                 )));
             }
-            let slot = loc.slot.ok_or_else(|| {
-                CliError::Usage(format!(
+            match loc.slot {
+                Some(slot) => Ok(Ran::Slot(slot, id, loc.queued)),
+                // Cancelled in the queue before it started: the queue kept it aside.
+                None if loc.queued => Ok(Ran::NeverRan(id)),
+                None => Err(CliError::Usage(format!(
                     "task {id} never ran (it is {}): no worker has a record of it to run again",
                     loc.state
                 ))
-            })?;
-            Ok((slot, id, loc.queued))
+                .into()),
+            }
         }
     }
 }
 
 pub fn run(args: Args) -> anyhow::Result<i32> {
     let client = args.root.client()?;
-    let (slot, old, queued) = ran_where(&client, &args)?;
+    let ran = ran_where(&client, &args)?;
+    let queue = Queue::new(client.root().clone());
+    if args.with_dependents {
+        let (old, queued) = match &ran {
+            Ran::Slot(_, id, queued) => (id.clone(), *queued),
+            Ran::NeverRan(id) => (id.clone(), true),
+        };
+        if !queued || args.resume {
+            return Err(CliError::Usage(format!(
+                "--with-dependents re-queues a task of the shared queue and the tasks \
+                 waiting for it{}",
+                if args.resume {
+                    "; it does not take --resume".to_string()
+                } else {
+                    format!("; task {old} was sent to a slot, so nothing waits for it")
+                }
+            ))
+            .into());
+        }
+        let prompt = args.prompt.clone();
+        let renamed = queue.retry_with_dependents(&old, |t| {
+            if let Some(p) = prompt {
+                t.prompt = p;
+            }
+        })?;
+        let mut out = String::new();
+        for (old, new) in &renamed {
+            out.push_str(&format!("{new}\n"));
+            eprintln!("{old} → {new}");
+        }
+        super::emit(&out)?;
+        return Ok(exit::OK);
+    }
+    let (slot, old, queued) = match ran {
+        Ran::Slot(slot, id, queued) => (slot, id, queued),
+        Ran::NeverRan(old) => {
+            if args.resume {
+                return Err(CliError::Usage(format!(
+                    "task {old} never ran: there is no session to resume; retry it without --resume"
+                ))
+                .into());
+            }
+            let new_id = args.id.as_deref().map(super::task_id_arg).transpose()?;
+            let prompt = args.prompt.clone();
+            let id = queue.retry_as(&old, new_id, |t| {
+                if let Some(p) = prompt {
+                    t.prompt = p;
+                }
+            })?;
+            return finish(&client, id, args.wait);
+        }
+    };
     let w = client.worker(slot);
     let record = w.task_record(&old);
     let bytes = fsio::read_bounded(&record, fsio::TASK_SIZE_LIMIT)?.with_context(|| {
@@ -94,11 +161,16 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
         )?);
     }
     let id = if queued {
-        Queue::new(client.root().clone()).submit(&task)?
+        queue.submit(&task)?
     } else {
         client.write_task(slot, &task)?
     };
-    if !args.wait {
+    finish(&client, id, args.wait)
+}
+
+/// Print the new task's id, or with `--wait` wait for it and print its result.
+fn finish(client: &crate::Client, id: TaskId, wait: bool) -> anyhow::Result<i32> {
+    if !wait {
         super::emit(&format!("{id}\n"))?;
         return Ok(exit::OK);
     }

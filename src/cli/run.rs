@@ -165,7 +165,7 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
         })
         .collect();
     let started = Instant::now();
-    let mut display = Display::new(&slots, &prompts, args.json);
+    let mut display = Display::new(&slots, &prompts, args.json, &root);
     let (stop, interrupted) = stop_on_interrupt(workers.pids(), display.live())?;
     let orchestrator = Orchestrator::new(client.clone(), slots.clone()).with_stop(stop);
     let results = if args.chain {

@@ -3,6 +3,7 @@
 
 use std::fmt::Write as _;
 use std::io::IsTerminal;
+use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -12,7 +13,7 @@ use indicatif::{MultiProgress, ProgressBar, ProgressDrawTarget, ProgressStyle, T
 use super::table::{self, fit_line};
 use crate::orchestrator::Progress;
 use crate::text::{format_took, prompt_preview, PREVIEW_CHARS};
-use crate::{Slot, TaskResult};
+use crate::{Root, Slot, TaskResult};
 
 /// Each result under its prompt: a rule with the prompt's start, a line saying who ran
 /// it, how it ended, how long it took and what it cost, why it failed if it did, then
@@ -99,16 +100,47 @@ pub fn totals(results: &[TaskResult]) -> String {
 /// The live display's terminal (stderr), with a switch: once `closing`, every line is
 /// drawn blank. A spinner's tick racing the final clear then leaves an empty line, not a
 /// stale spinner, and the cursor still moves as the display expects.
+///
+/// indicatif ends each line by padding it to the width it was told, counting on the
+/// terminal to wrap at the margin. We tell it a width short of the margin
+/// ([`ECHO_ROOM`]), so the padding would leave the cursor mid-row and the next line
+/// would start there. Instead each line's padding becomes "clear to the end of the row",
+/// and the next line starts on a new row: lines alternate content, padding
+/// ([`Rows`] tracks which is which), and the cursor never reaches the margin.
 #[derive(Debug)]
 struct Screen {
     term: console::Term,
     closing: Arc<AtomicBool>,
+    rows: std::sync::Mutex<Rows>,
+}
+
+/// Where the drawing is within a frame.
+#[derive(Debug, Default)]
+struct Rows {
+    /// A line's content was written; its padding comes next.
+    in_line: bool,
+    /// A line ended: the next content starts on the row below.
+    ended: bool,
 }
 
 /// Columns left free at the right of every line: a full-width line leaves the cursor at
 /// the margin, where the `^C` a terminal echoes wraps onto a new line, and the display's
 /// clear then starts a line too low and leaves its top line behind.
 const ECHO_ROOM: u16 = 3;
+
+/// A running task's prompt, cut short when its agent's activity follows it on the row.
+const SHORT_PREVIEW: usize = 24;
+
+impl Screen {
+    fn rows(&self) -> std::sync::MutexGuard<'_, Rows> {
+        self.rows.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The cursor moved by itself: whatever row it is on is where the next line goes.
+    fn moved(&self) {
+        *self.rows() = Rows::default();
+    }
+}
 
 impl TermLike for Screen {
     fn width(&self) -> u16 {
@@ -118,9 +150,11 @@ impl TermLike for Screen {
         self.term.size().0
     }
     fn move_cursor_up(&self, n: usize) -> std::io::Result<()> {
+        self.moved();
         self.term.move_cursor_up(n)
     }
     fn move_cursor_down(&self, n: usize) -> std::io::Result<()> {
+        self.moved();
         self.term.move_cursor_down(n)
     }
     fn move_cursor_right(&self, n: usize) -> std::io::Result<()> {
@@ -130,6 +164,7 @@ impl TermLike for Screen {
         self.term.move_cursor_left(n)
     }
     fn write_line(&self, s: &str) -> std::io::Result<()> {
+        self.moved();
         if self.closing.load(Ordering::SeqCst) {
             self.term.clear_line()?;
             return self.term.write_line("");
@@ -137,12 +172,29 @@ impl TermLike for Screen {
         self.term.write_line(s)
     }
     fn write_str(&self, s: &str) -> std::io::Result<()> {
+        if s == "\r" {
+            self.moved();
+            return self.term.write_str(s);
+        }
+        let mut rows = self.rows();
+        if rows.in_line {
+            // The padding: clear the rest of the row instead.
+            rows.in_line = false;
+            rows.ended = true;
+            return self.term.write_str("\x1b[K");
+        }
+        if rows.ended {
+            self.term.write_str("\r\n")?;
+        }
+        rows.in_line = true;
+        rows.ended = false;
         if self.closing.load(Ordering::SeqCst) {
             return self.term.clear_line();
         }
         self.term.write_str(s)
     }
     fn clear_line(&self) -> std::io::Result<()> {
+        self.moved();
         self.term.clear_line()
     }
     fn flush(&self) -> std::io::Result<()> {
@@ -199,9 +251,73 @@ impl KeepOutputAtInterrupt {
     }
 }
 
+/// The last line of a log worth showing as what its agent is doing now: its text or its
+/// latest tool call (`› Bash ls`), not a tool's answer (`‹ …`) or a line of stderr.
+pub fn activity(log: &str) -> Option<String> {
+    log.lines().rev().find_map(|line| {
+        let line: String = line
+            .chars()
+            .map(|c| if c.is_control() { ' ' } else { c })
+            .collect();
+        let shown = line.trim();
+        let skip = shown.is_empty() || line.starts_with("stderr│") || shown.starts_with('‹');
+        (!skip).then(|| prompt_preview(shown, PREVIEW_CHARS))
+    })
+}
+
+/// The end of a live log, at most its last 16 KiB.
+fn log_tail(path: &Path) -> Option<String> {
+    use std::io::{Read, Seek, SeekFrom};
+    let mut f = std::fs::File::open(path).ok()?;
+    let len = f.metadata().ok()?.len();
+    f.seek(SeekFrom::Start(len.saturating_sub(16 * 1024)))
+        .ok()?;
+    let mut bytes = Vec::new();
+    f.take(16 * 1024).read_to_end(&mut bytes).ok()?;
+    Some(String::from_utf8_lossy(&bytes).into_owned())
+}
+
+/// What each worker's row says: `#3 fix the flaky test` while its task runs (with the
+/// agent's activity once there is some), `idle` otherwise. Shared with the thread that
+/// follows the workers' live logs ([`follow_activity`]), so a row is only ever set under
+/// its lock.
+type WorkerRows = Arc<std::sync::Mutex<Vec<Option<(String, String)>>>>;
+
+/// How often the rows pick up what the agents are doing: a display refresh.
+const ACTIVITY_EVERY: Duration = Duration::from_millis(200);
+
+/// Until `stop` goes, put each busy worker's latest activity (from its `output.log`) on
+/// its row.
+fn follow_activity(
+    root: Root,
+    slots: Vec<Slot>,
+    bars: Vec<ProgressBar>,
+    rows: WorkerRows,
+    stop: crossbeam_channel::Receiver<()>,
+) {
+    while let Err(crossbeam_channel::RecvTimeoutError::Timeout) = stop.recv_timeout(ACTIVITY_EVERY)
+    {
+        for (i, slot) in slots.iter().enumerate() {
+            let busy = rows.lock().unwrap_or_else(|e| e.into_inner())[i].is_some();
+            if !busy {
+                continue;
+            }
+            let doing = log_tail(&root.worker(*slot).output_log())
+                .as_deref()
+                .and_then(activity);
+            let rows = rows.lock().unwrap_or_else(|e| e.into_inner());
+            if let (Some((_, short)), Some(doing)) = (&rows[i], doing) {
+                bars[i].set_message(format!("{short} {doing}"));
+            }
+        }
+    }
+}
+
 /// Progress on stderr: live spinners on a terminal, plain lines otherwise.
 pub struct Display {
     bars: Option<(MultiProgress, Vec<ProgressBar>, ProgressBar)>,
+    rows: WorkerRows,
+    follower: Option<(crossbeam_channel::Sender<()>, std::thread::JoinHandle<()>)>,
     closing: Arc<AtomicBool>,
     tty_mode: KeepOutputAtInterrupt,
     slots: Vec<Slot>,
@@ -212,13 +328,15 @@ pub struct Display {
 
 impl Display {
     /// `quiet`: no live display (`--json`), only plain lines when not on a terminal.
-    pub fn new(slots: &[Slot], prompts: &[String], quiet: bool) -> Display {
+    /// `root`: where the workers' live logs are, for the agents' activity.
+    pub fn new(slots: &[Slot], prompts: &[String], quiet: bool, root: &Root) -> Display {
         let total = prompts.len();
         let live = std::io::stderr().is_terminal() && !quiet && table::color(true);
         let closing = Arc::new(AtomicBool::new(false));
         let screen = Screen {
             term: console::Term::stderr(),
             closing: closing.clone(),
+            rows: Default::default(),
         };
         let tty_mode = if live {
             KeepOutputAtInterrupt::set()
@@ -253,10 +371,26 @@ impl Display {
                     .expect("valid template"),
                 ),
             );
+            // Shown from the start (and its clock kept going), not only once a task ends.
+            summary.enable_steady_tick(Duration::from_millis(500));
             (multi, per_worker, summary)
+        });
+        let rows: WorkerRows = Arc::new(std::sync::Mutex::new(vec![None; slots.len()]));
+        let follower = bars.as_ref().map(|(_, per_worker, _)| {
+            let (tx, rx) = crossbeam_channel::bounded(0);
+            let (root, slots, bars, rows) = (
+                root.clone(),
+                slots.to_vec(),
+                per_worker.clone(),
+                rows.clone(),
+            );
+            let handle = std::thread::spawn(move || follow_activity(root, slots, bars, rows, rx));
+            (tx, handle)
         });
         Display {
             bars,
+            rows,
+            follower,
             closing,
             tty_mode,
             slots: slots.to_vec(),
@@ -283,6 +417,21 @@ impl Display {
         self.slots.iter().position(|s| *s == slot).map(|i| &bars[i])
     }
 
+    /// Set worker `slot`'s row: its task's prompt (full and short), or idle.
+    fn set_row(&self, slot: Slot, row: Option<(String, String)>) {
+        let Some(i) = self.slots.iter().position(|s| *s == slot) else {
+            return;
+        };
+        let mut rows = self.rows.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(b) = self.bar(slot) {
+            b.set_message(
+                row.as_ref()
+                    .map_or("idle".to_string(), |(full, _)| full.clone()),
+            );
+        }
+        rows[i] = row;
+    }
+
     fn preview(&self, index: usize) -> &str {
         self.previews.get(index).map(String::as_str).unwrap_or("")
     }
@@ -295,7 +444,16 @@ impl Display {
                 }
                 let preview = self.preview(index).to_string();
                 match self.bar(slot) {
-                    Some(b) => b.set_message(format!("#{} {preview}", index + 1)),
+                    Some(_) => {
+                        let short = prompt_preview(&preview, SHORT_PREVIEW);
+                        self.set_row(
+                            slot,
+                            Some((
+                                format!("#{} {preview}", index + 1),
+                                format!("#{} {short}", index + 1),
+                            )),
+                        );
+                    }
                     None => eprintln!(
                         "[worker {slot}] #{} started: {preview} (task {id})",
                         index + 1
@@ -319,9 +477,7 @@ impl Display {
                     .unwrap_or_else(|| "-".to_string());
                 match &self.bars {
                     Some((_, _, summary)) => {
-                        if let Some(b) = self.bar(slot) {
-                            b.set_message("idle");
-                        }
+                        self.set_row(slot, None);
                         summary.inc(1);
                         if self.failed > 0 {
                             summary.set_message(format!("({} not ok)", self.failed));
@@ -345,6 +501,10 @@ impl Display {
 
     /// Take the live display off the screen.
     pub fn finish(&mut self) {
+        if let Some((stop, handle)) = self.follower.take() {
+            drop(stop);
+            let _ = handle.join();
+        }
         if let Some((multi, bars, summary)) = self.bars.take() {
             for b in bars {
                 b.finish_and_clear();
@@ -409,5 +569,14 @@ mod tests {
         );
         let failed = vec![ended(Outcome::Failure, None)];
         assert_eq!(totals(&failed), "1 task(s): 0 succeeded, 1 failed");
+    }
+
+    #[test]
+    fn the_activity_is_the_agents_latest_text_or_tool_call() {
+        let log = "· session s · claude\nI will look.\n› Bash ls -la\n  ‹ total 8 (+3 lines)\nstderr│ warn\n\n";
+        assert_eq!(activity(log).as_deref(), Some("› Bash ls -la"));
+        assert_eq!(activity("plain\tline\n").as_deref(), Some("plain line"));
+        assert_eq!(activity("stderr│ only\n"), None);
+        assert_eq!(activity(""), None);
     }
 }

@@ -85,7 +85,14 @@ impl WorktreeArgs {
 impl TaskArgs {
     /// The task these arguments describe (prompt read from its file if need be).
     pub fn task(&self) -> anyhow::Result<Task> {
-        let mut task = Task::new(read_prompt(self.prompt.clone(), self.file.as_ref())?);
+        let prompt = read_prompt(self.prompt.clone(), self.file.as_ref())?;
+        if prompt.trim().is_empty() {
+            anyhow::bail!(CliError::Usage(match &self.file {
+                Some(f) => format!("the prompt is empty ({} holds no text)", f.display()),
+                None => "the prompt is empty: give the task's text (or -f FILE)".to_string(),
+            }));
+        }
+        let mut task = Task::new(prompt);
         if let Some(id) = &self.id {
             task.id = Some(super::task_id_arg(id)?);
         }
@@ -156,6 +163,9 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
         super::emit(&format!("{id}\n"))?;
         return Ok(exit::OK);
     }
+    eprintln!(
+        "sent task {id} to worker {slot}; waiting for its result (Ctrl-C stops waiting, not the task)"
+    );
     let carries_on = format!(
         "task {id} carries on (`conductor wait {slot} {id}`, or `conductor cancel {slot}`)"
     );

@@ -99,6 +99,9 @@ fn with_id(what: &str, f: &Option<TaskFile>) -> String {
     }
 }
 
+/// Where the ID is in a row of the table.
+const ID_CELL: usize = 4;
+
 /// The human table: one row per slot, flags under it, then what to do about them,
 /// then totals and the capacity footer; every line at most `width` characters.
 pub fn render(
@@ -126,7 +129,8 @@ pub fn render(
         ("STATE", Col::Keep),
         ("AGE", Col::Keep),
         ("PROMPT", Col::Shrink),
-        ("ID", Col::Drop),
+        // The handle for every other command: kept (shortened) when others go.
+        ("ID", Col::Keep),
         ("COST", Col::Drop),
         ("TURNS", Col::Drop),
         ("BEAT", Col::Drop),
@@ -136,8 +140,20 @@ pub fn render(
         ("SERVES", Col::Drop),
     ]);
     let mut advice = Vec::new();
-    for r in reports {
-        let (cells, notes, fixes) = slot_row(r);
+    let ids: Vec<String> = reports
+        .iter()
+        .map(|r| {
+            r.task_id
+                .as_ref()
+                .map_or_else(String::new, |t| t.to_string())
+        })
+        .collect();
+    let shown = super::target::shown_ids(root, &ids, width);
+    for (r, short) in reports.iter().zip(shown) {
+        let (mut cells, notes, fixes) = slot_row(r);
+        if !short.is_empty() {
+            cells[ID_CELL] = short;
+        }
         table.row(cells);
         for n in notes {
             table.note(n);
@@ -225,7 +241,11 @@ fn slot_row(r: &SlotReport) -> (Vec<String>, Vec<String>, Vec<String>) {
     let id = r.task_id.as_ref().map(|t| t.to_string());
     let cells = vec![
         r.slot.to_string(),
-        dash(r.state.map(|s| s.to_string())),
+        // `failed`, as `tasks` says it (the protocol's word is `error`).
+        dash(r.state.map(|s| match s {
+            crate::WorkerState::Error => "failed".to_string(),
+            s => s.to_string(),
+        })),
         dash(r.status_age.map(format_age)),
         dash(r.prompt_preview.clone().or_else(|| id.clone())),
         dash(id),

@@ -63,11 +63,16 @@ pub fn task_from(args: &Args) -> anyhow::Result<Task> {
         task.after.push(super::task_id_arg(dep)?);
     }
     if let Some(dir) = &args.dir {
-        // Absolute for the worker, which runs elsewhere; missing → refused by the queue.
-        task.dir = Some(std::path::absolute(dir).map_err(|e| Error::BadTaskDir {
-            path: dir.clone(),
-            reason: e.to_string(),
-        })?);
+        // Absolute and resolved (no `..`, no links) for the worker, which runs
+        // elsewhere; missing → refused by the queue.
+        let resolved = match dir.canonicalize() {
+            Ok(d) => d,
+            Err(_) => std::path::absolute(dir).map_err(|e| Error::BadTaskDir {
+                path: dir.clone(),
+                reason: e.to_string(),
+            })?,
+        };
+        task.dir = Some(resolved);
     }
     task.validate()
         .map_err(|reason| Error::InvalidTask { reason })?;
@@ -77,6 +82,9 @@ pub fn task_from(args: &Args) -> anyhow::Result<Task> {
 pub fn run(args: Args) -> anyhow::Result<i32> {
     let client = args.root.client()?;
     let mut task = task_from(&args)?;
+    for dep in &mut task.after {
+        *dep = crate::ids::resolve(client.root(), dep)?;
+    }
     crate::env::stamp_depth(&mut task)?;
     super::send::check_worktree_dir(&task, None)?;
     let queue = Queue::new(client.root().clone());
@@ -90,6 +98,8 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
         }
         return Ok(exit::OK);
     }
+    // Said at once: a wait cut short (Ctrl-C) leaves the handle of the task that runs on.
+    eprintln!("submitted task {id}; waiting for its result (Ctrl-C stops waiting, not the task)");
     let carries_on = format!("task {id} carries on (`conductor queue cancel {id}`)");
     super::waiting::finish(
         args.wait_timeout,

@@ -11,7 +11,9 @@ Tasks are named by id, wherever they are (an inbox, the queue, running, finished
 slot forms still work: with --slot N the arguments are task ids on worker slot N, and \
 without it a first argument that is the number of an existing slot (workers/N/) is that \
 slot, the rest task ids on it. Anything else is a task id. A task whose id is the number \
-of an existing slot is named with --task ID.";
+of an existing slot is named with --task ID. A task id may be shortened to any prefix of at \
+least 4 characters that starts no other id (as `tasks` and `status` show it on a narrow \
+screen).";
 
 /// `[ARGS…] [--slot N] [--task ID]…`, shared by the task commands.
 #[derive(Debug, Clone, clap::Args)]
@@ -54,8 +56,8 @@ impl Targets {
         let ids = args
             .iter()
             .chain(&self.task)
-            .map(|a| task_id_arg(a))
-            .collect::<Result<Vec<_>, _>>()?;
+            .map(|a| id_on(root, a))
+            .collect::<anyhow::Result<Vec<_>>>()?;
         match slot {
             Some(slot) => Ok(Target::Slot { slot, ids }),
             None if ids.is_empty() => Err(CliError::Usage(
@@ -64,6 +66,29 @@ impl Targets {
             .into()),
             None => Ok(Target::Tasks(ids)),
         }
+    }
+}
+
+/// A task id from the command line on `root`: a registered id, or any unique prefix of
+/// one at least 4 characters long (as git takes a short hash).
+pub fn id_on(root: &Root, given: &str) -> anyhow::Result<TaskId> {
+    let id = task_id_arg(given)?;
+    Ok(crate::ids::resolve(root, &id)?)
+}
+
+/// The shortest a view shows a shortened id (what [`id_on`] takes back).
+pub const SHOWN_PREFIX: usize = 8;
+
+/// Task ids as a view on a screen `width` wide shows them: whole when unbounded (a
+/// pipe, a script), else each cut to the shortest prefix of at least [`SHOWN_PREFIX`]
+/// characters that starts no other id on the root — the handle kept when columns go.
+pub fn shown_ids(root: &Root, ids: &[String], width: Option<usize>) -> Vec<String> {
+    if width.is_none() {
+        return ids.to_vec();
+    }
+    match crate::ids::all(root) {
+        Ok(all) => crate::ids::short_forms(&all, ids, SHOWN_PREFIX),
+        Err(_) => ids.to_vec(),
     }
 }
 

@@ -50,6 +50,12 @@ pub struct Args {
     /// Show every matching task.
     #[arg(long, conflicts_with = "limit")]
     pub all: bool,
+    /// Totals instead of tasks — count, how many succeeded and failed, cost, turns and
+    /// run time — per key, per agent and per day (the day it finished, UTC), over every
+    /// task the filters match (-n does not apply). With --json: {"root", "total",
+    /// "byKey", "byAgent", "byDay"}.
+    #[arg(long)]
+    pub summary: bool,
     /// One JSON document: {"root", "tasks": [...]} with camelCase keys.
     #[arg(long, global = true)]
     pub json: bool,
@@ -97,6 +103,10 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
             exit::FAILURE
         });
     }
+    if let Some(slot) = args.slot {
+        // A slot that does not exist is a mistake, not an empty list.
+        client.root().existing_slot(slot)?;
+    }
     let opts = ListOptions {
         states: args.state.clone(),
         key: args.key.clone(),
@@ -105,11 +115,26 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
         limit: (!args.all).then_some(args.limit),
         after: None,
     };
+    if args.summary {
+        let all = client.list_tasks(&ListOptions {
+            limit: None,
+            ..opts.clone()
+        })?;
+        let s = summary::of(&all);
+        if args.json {
+            let mut v = serde_json::to_value(&s)?;
+            v["root"] = json!(client.root().path());
+            emit_json(&v)?;
+        } else {
+            emit(&summary::render(&s, table::width()))?;
+        }
+        return Ok(exit::OK);
+    }
     let tasks = client.list_tasks(&opts)?;
     if args.json {
         emit_json(&json!({ "root": client.root().path(), "tasks": tasks }))?;
     } else {
-        emit(&render(&tasks, &opts, table::width()))?;
+        emit(&render(client.root(), &tasks, &opts, table::width()))?;
     }
     Ok(exit::OK)
 }
@@ -128,7 +153,12 @@ fn place(t: &TaskSummary) -> String {
 }
 
 /// The human table, newest first, then the totals; every line at most `width` wide.
-pub fn render(tasks: &[TaskSummary], opts: &ListOptions, width: Option<usize>) -> String {
+pub fn render(
+    root: &crate::Root,
+    tasks: &[TaskSummary],
+    opts: &ListOptions,
+    width: Option<usize>,
+) -> String {
     if tasks.is_empty() {
         return "no tasks match\n".to_string();
     }
@@ -139,7 +169,8 @@ pub fn render(tasks: &[TaskSummary], opts: &ListOptions, width: Option<usize>) -
         ("STATE", Col::Keep),
         ("AGE", Col::Keep),
         ("PROMPT", Col::Shrink),
-        ("ID", Col::Drop),
+        // The handle for every other command: kept (shortened) when others go.
+        ("ID", Col::Keep),
         ("TOOK", Col::Drop),
         ("COST", Col::Drop),
         ("TURNS", Col::Drop),
@@ -153,7 +184,9 @@ pub fn render(tasks: &[TaskSummary], opts: &ListOptions, width: Option<usize>) -
         cols.insert(4, ("BRANCH", Col::Drop));
     }
     let mut t = Table::new(&cols);
-    for task in tasks {
+    let ids: Vec<String> = tasks.iter().map(|t| t.id.to_string()).collect();
+    let shown = super::target::shown_ids(root, &ids, width);
+    for (task, id) in tasks.iter().zip(shown) {
         let mut row = vec![
             match &task.waiting {
                 Some(why) => format!("{} ({why})", task.state),
@@ -161,7 +194,7 @@ pub fn render(tasks: &[TaskSummary], opts: &ListOptions, width: Option<usize>) -
             },
             format_age(age_since(task.submitted)),
             task.prompt_preview.clone().unwrap_or_else(dash),
-            task.id.to_string(),
+            id,
             task.duration_ms
                 .map_or_else(dash, |ms| format_age(Duration::from_millis(ms))),
             super::status::cost(task.cost_usd),
@@ -223,4 +256,140 @@ fn totals(tasks: &[TaskSummary]) -> String {
         line.push_str(&format!(" · {} turns", turns.iter().sum::<u64>()));
     }
     line
+}
+
+/// `tasks --summary`: totals by key, agent and day.
+mod summary {
+    use std::collections::BTreeMap;
+
+    use serde::Serialize;
+
+    use super::super::table::{fit_line, Col, Table};
+    use crate::tasks::{TaskState, TaskSummary};
+
+    /// The totals of some tasks.
+    #[derive(Debug, Clone, Default, Serialize)]
+    #[serde(rename_all = "camelCase")]
+    pub struct Totals {
+        /// What they share: the key, the agent or the day (`-` for none).
+        #[serde(skip_serializing_if = "String::is_empty")]
+        pub name: String,
+        pub tasks: usize,
+        pub done: usize,
+        /// Ended any other way (failed, timed out, cancelled, interrupted, rejected).
+        pub failed: usize,
+        /// Not finished yet (waiting, queued, running).
+        pub unfinished: usize,
+        pub cost_usd: f64,
+        pub turns: u64,
+        pub run_ms: u64,
+    }
+
+    impl Totals {
+        fn add(&mut self, t: &TaskSummary) {
+            self.tasks += 1;
+            match t.state {
+                TaskState::Done => self.done += 1,
+                s if s.is_finished() => self.failed += 1,
+                _ => self.unfinished += 1,
+            }
+            self.cost_usd += t.cost_usd.unwrap_or(0.0);
+            self.turns += t.num_turns.unwrap_or(0);
+            self.run_ms += t.duration_ms.unwrap_or(0);
+        }
+    }
+
+    #[derive(Debug, Clone, Default, Serialize)]
+    #[serde(rename_all = "camelCase")]
+    pub struct Summary {
+        pub total: Totals,
+        pub by_key: Vec<Totals>,
+        pub by_agent: Vec<Totals>,
+        pub by_day: Vec<Totals>,
+    }
+
+    pub fn of(tasks: &[TaskSummary]) -> Summary {
+        let mut total = Totals::default();
+        let mut by: [BTreeMap<String, Totals>; 3] = Default::default();
+        for t in tasks {
+            total.add(t);
+            let day = t
+                .finished_at
+                .as_deref()
+                .unwrap_or(&t.submitted_at)
+                .get(..10)
+                .unwrap_or("-")
+                .to_string();
+            let names = [
+                t.key.clone().unwrap_or_else(|| "-".into()),
+                t.agent.clone().unwrap_or_else(|| "-".into()),
+                day,
+            ];
+            for (map, name) in by.iter_mut().zip(names) {
+                let e = map.entry(name.clone()).or_default();
+                e.name = name;
+                e.add(t);
+            }
+        }
+        let [k, a, d] = by.map(|m| m.into_values().collect::<Vec<_>>());
+        Summary {
+            total,
+            by_key: k,
+            by_agent: a,
+            by_day: d,
+        }
+    }
+
+    pub fn render(s: &Summary, width: Option<usize>) -> String {
+        let mut out = String::new();
+        for (title, rows) in [
+            ("KEY", &s.by_key),
+            ("AGENT", &s.by_agent),
+            ("DAY", &s.by_day),
+        ] {
+            let mut t = Table::new(&[
+                (title, Col::Shrink),
+                ("TASKS", Col::Keep),
+                ("DONE", Col::Keep),
+                ("FAILED", Col::Keep),
+                ("OPEN", Col::Drop),
+                ("COST", Col::Keep),
+                ("TURNS", Col::Drop),
+                ("RUN TIME", Col::Drop),
+            ]);
+            for r in rows.iter() {
+                t.row(cells(r));
+            }
+            out.push_str(&t.render(width));
+            out.push('\n');
+        }
+        let total = &s.total;
+        out.push_str(&fit_line(
+            &format!(
+                "{} tasks: {} done, {} failed, {} unfinished · cost ${:.4} · {} turns",
+                total.tasks,
+                total.done,
+                total.failed,
+                total.unfinished,
+                total.cost_usd,
+                total.turns
+            ),
+            width,
+        ));
+        out.push('\n');
+        out
+    }
+
+    fn cells(r: &Totals) -> Vec<String> {
+        vec![
+            r.name.clone(),
+            r.tasks.to_string(),
+            r.done.to_string(),
+            r.failed.to_string(),
+            r.unfinished.to_string(),
+            format!("${:.4}", r.cost_usd),
+            r.turns.to_string(),
+            crate::text::format_took(r.run_ms),
+        ]
+    }
 }

@@ -17,16 +17,22 @@ pub struct Args {
     /// Default: wait as long as it takes.
     #[arg(long, value_name = "DURATION", value_parser = parse_duration_arg)]
     pub timeout: Option<Duration>,
-    /// Print the whole result as JSON instead of its output (one document per task).
+    /// Print the whole result as JSON instead of its output (several tasks: JSON Lines,
+    /// one compact result a line, in the order given).
     #[arg(long)]
     pub json: bool,
+    /// With several task ids: end as soon as any one of them has finished, printing that
+    /// one (its exit code says how it ended); the others carry on.
+    #[arg(long)]
+    pub any: bool,
     #[command(flatten)]
     pub root: RootArg,
 }
 
 const WAIT_HELP: &str = "\
 With task ids, waits for each in turn wherever it runs (one --timeout for all) and prints \
-their results in the order given; exits 1 if any failed. With a slot and no TASK_ID, waits for the slot's current task: the one running (running.json), else \
+their results in the order given, each output under a `── task ID · how it ended` line when \
+there are several (--json: one result a line); exits 1 if any failed. With a slot and no TASK_ID, waits for the slot's current task: the one running (running.json), else \
 the one status.json says the worker is on, else the one waiting in the inbox; exits 1 if \
 there is none. Prints the task's output (or the whole result with --json) and exits 0 if \
 it succeeded, 1 if it failed. When --timeout expires first, prints `timed out after …` \
@@ -41,9 +47,16 @@ recovers the task); with nobody left to do that, it says who must and exits 4.";
 pub fn run(args: Args) -> anyhow::Result<i32> {
     let client = args.root.client()?;
     let (slot, task_id) = match args.targets.resolve(client.root())? {
+        Target::Tasks(ids) if args.any => return wait_any(&client, &ids, &args),
         Target::Tasks(ids) => return wait_tasks(&client, &ids, &args),
         Target::Slot { slot, ids } => (slot, at_most_one(ids, "wait")?),
     };
+    if args.any {
+        return Err(crate::cli::usage::CliError::Usage(
+            "--any waits for task ids (`conductor wait --any ID ID…`), not a slot".into(),
+        )
+        .into());
+    }
     let id = match task_id {
         Some(id) => id,
         None => match inspect::current_task(client.root(), slot)? {
@@ -84,13 +97,84 @@ fn wait_tasks(client: &crate::Client, ids: &[crate::TaskId], args: &Args) -> any
     for id in ids {
         let left = deadline.map(|d| d.saturating_duration_since(std::time::Instant::now()));
         let carries_on = format!("task {id} carries on (wait again, or `conductor cancel {id}`)");
-        let got = super::waiting::finish(left, args.json, &carries_on, |on_death, left| {
-            client.wait_for_task_with(id, left, on_death)
-        })?;
+        let several = ids.len() > 1;
+        let print = |r: &crate::TaskResult| -> anyhow::Result<i32> {
+            if !several {
+                return super::print_result(r, args.json);
+            }
+            if args.json {
+                super::emit(&format!("{}\n", serde_json::to_string(r)?))?;
+                return Ok(if r.success { exit::OK } else { exit::FAILURE });
+            }
+            super::emit(&format!("{}\n", heading(r)))?;
+            super::print_result(r, false)
+        };
+        let got = super::waiting::finish_with(
+            left,
+            &carries_on,
+            |on_death, left| client.wait_for_task_with(id, left, on_death),
+            print,
+        )?;
         if got != exit::OK && got != exit::FAILURE {
             return Ok(got);
         }
         code = code.max(got);
     }
     Ok(code)
+}
+
+/// `--any`: wait for all of `ids` at once (a thread each, every one a wait that ends),
+/// print the first to finish, headed by its id. When none can finish (each wait ended
+/// without a result: nobody serves them, the timeout), the first such end is reported
+/// as `wait` reports it.
+fn wait_any(client: &crate::Client, ids: &[crate::TaskId], args: &Args) -> anyhow::Result<i32> {
+    let (tx, rx) = crossbeam_channel::unbounded();
+    let left = args.timeout.unwrap_or(Duration::MAX);
+    for id in ids {
+        let (client, id, tx) = (client.clone(), id.clone(), tx.clone());
+        std::thread::spawn(move || {
+            let got = client.wait_for_task_with(&id, left, crate::wait::OnDeath::AwaitRecovery);
+            let _ = tx.send(got);
+        });
+    }
+    drop(tx);
+    let mut first_end = None;
+    for got in rx.iter() {
+        match got {
+            Ok(r) => {
+                if !args.json {
+                    super::emit(&format!("{}\n", heading(&r)))?;
+                }
+                return super::print_result(&r, args.json);
+            }
+            Err(e) => {
+                first_end.get_or_insert(e);
+            }
+        }
+    }
+    match first_end.expect("a wait per id") {
+        crate::Error::Timeout { what, .. } => {
+            let e = crate::Error::Timeout { what, after: left };
+            eprintln!("error: {e}; the tasks carry on");
+            Ok(exit::FAILURE)
+        }
+        e @ (crate::Error::NobodyServes { .. } | crate::Error::WorkerDied { .. }) => {
+            eprintln!("error: {e}");
+            Ok(exit::NOBODY)
+        }
+        e => Err(e.into()),
+    }
+}
+
+/// `── task ID · ok in 1.5s · $0.0123`: what heads a task's output among several.
+fn heading(r: &crate::TaskResult) -> String {
+    let mut how = r.outcome_label().to_string();
+    if let Some(ms) = r.duration_ms {
+        how.push_str(&format!(" in {}", crate::text::format_took(ms)));
+    }
+    let mut line = format!("── task {} · {how}", r.task_id);
+    if let Some(c) = r.cost_usd {
+        line.push_str(&format!(" · ${c:.4}"));
+    }
+    line
 }

@@ -20,6 +20,16 @@ pub fn finish(
     carries_on: &str,
     wait: impl Fn(OnDeath, Duration) -> crate::Result<TaskResult>,
 ) -> anyhow::Result<i32> {
+    finish_with(timeout, carries_on, wait, |r| print_result(r, json))
+}
+
+/// [`finish`], the result printed by `print` (which returns the exit code).
+pub fn finish_with(
+    timeout: Option<Duration>,
+    carries_on: &str,
+    wait: impl Fn(OnDeath, Duration) -> crate::Result<TaskResult>,
+    print: impl FnOnce(&TaskResult) -> anyhow::Result<i32>,
+) -> anyhow::Result<i32> {
     let started = Instant::now();
     let total = timeout.unwrap_or(Duration::MAX);
     let outcome = match wait(OnDeath::Fail, total) {
@@ -38,7 +48,7 @@ pub fn finish(
         other => other,
     };
     match outcome {
-        Ok(result) => print_result(&result, json),
+        Ok(result) => print(&result),
         Err(Error::Timeout { what, .. }) => {
             let e = Error::Timeout { what, after: total };
             eprintln!("error: {e}; {carries_on}");

@@ -87,8 +87,9 @@ fn change_of(client: &Client, id: &TaskId) -> anyhow::Result<WorktreeChange> {
         .ok_or_else(|| Error::NoWorktree { id: id.to_string() })?)
 }
 
-pub fn run_diff(args: DiffArgs) -> anyhow::Result<i32> {
+pub fn run_diff(mut args: DiffArgs) -> anyhow::Result<i32> {
     let client = args.root.client()?;
+    args.id = crate::ids::resolve(client.root(), &args.id)?;
     let change = change_of(&client, &args.id)?;
     if !change.kept {
         super::emit(&format!("task {} changed nothing\n", args.id))?;
@@ -111,8 +112,11 @@ pub fn run_diff(args: DiffArgs) -> anyhow::Result<i32> {
     })
 }
 
-pub fn run_merge(args: MergeArgs) -> anyhow::Result<i32> {
+pub fn run_merge(mut args: MergeArgs) -> anyhow::Result<i32> {
     let client = args.root.client()?;
+    if let Some(id) = &args.id {
+        args.id = Some(crate::ids::resolve(client.root(), id)?);
+    }
     let how = if args.rebase {
         MergeHow::Rebase
     } else if args.squash {
@@ -185,8 +189,9 @@ fn merge_message(id: &TaskId, change: &WorktreeChange, how: MergeHow) -> String 
     }
 }
 
-pub fn run_discard(args: DiscardArgs) -> anyhow::Result<i32> {
+pub fn run_discard(mut args: DiscardArgs) -> anyhow::Result<i32> {
     let client = args.root.client()?;
+    args.id = crate::ids::resolve(client.root(), &args.id)?;
     let change = change_of(&client, &args.id)?;
     let repo = Repo::of(&change.repo)?;
     let had_branch = repo.branch_exists(&change.branch)?;

@@ -284,6 +284,8 @@ fn start_worker(
         "--root",
         root_str,
     ];
+    // You watch each agent: its live output in its pane, under the worker's lines.
+    args.push("--show-output");
     if let Some(a) = &opts.agent {
         args.extend(["--agent", a]);
     }
@@ -408,14 +410,39 @@ fn pane_tail(tmux: &Tmux, pane: &str) -> String {
     }
 }
 
-/// The one-line hint printed in the orchestrator pane before its command starts.
+/// The hint printed in the orchestrator pane before its command starts: its parts
+/// joined by ` | ` on lines of at most [`HINT_WIDTH`] columns, broken only between
+/// parts (the narrowest orchestrator pane is 80 columns: no command is cut in two).
 fn hint(tmux: &Tmux, session: &str, plan: &[Vec<Slot>]) -> String {
-    format!(
-        "conductor: {} | conductor send N \"PROMPT\" --wait | conductor status | \
-         conductor logs N -f | stop: {}",
-        where_workers_are(plan),
-        stop_command(tmux, session)
-    )
+    let parts = [
+        format!("conductor: {}", where_workers_are(plan)),
+        "conductor send N \"PROMPT\" --wait".to_string(),
+        "conductor status".to_string(),
+        "conductor logs N -f".to_string(),
+        format!("stop: {}", stop_command(tmux, session)),
+    ];
+    join_within(&parts, " | ", HINT_WIDTH)
+}
+
+/// Columns of one hint line.
+const HINT_WIDTH: usize = 78;
+
+/// `parts` joined by `sep`, a new line started instead wherever the next part would go
+/// past `width` (a part longer than that has a line of its own).
+fn join_within(parts: &[String], sep: &str, width: usize) -> String {
+    let mut lines: Vec<String> = Vec::new();
+    for part in parts {
+        match lines.last_mut() {
+            Some(line)
+                if line.chars().count() + sep.chars().count() + part.chars().count() <= width =>
+            {
+                line.push_str(sep);
+                line.push_str(part);
+            }
+            _ => lines.push(part.clone()),
+        }
+    }
+    lines.join("\n")
 }
 
 /// `workers 0-3 below, 4-7 in window workers-2 (Ctrl-b n: next window)`: where each

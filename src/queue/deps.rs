@@ -27,6 +27,9 @@ pub enum DepState {
     /// Its result says it did not (failure, timeout, cancelled, interrupted for good,
     /// rejected): results are final, a re-run is requeued before any result is written.
     Failed,
+    /// Its result says it was cancelled, and why (another dependency's failure, down a
+    /// chain): named, so a dependent's reason leads to the root cause.
+    Cancelled(String),
     /// It has a result that cannot be read (the reason).
     Unreadable(String),
     /// Sent to a slot, but neither waiting there, nor in hand, nor finished: its result
@@ -58,6 +61,7 @@ pub fn dependency_state(deps: &[(TaskId, DepState)]) -> Readiness {
                 continue;
             }
             DepState::Failed => format!("dependency {id} failed"),
+            DepState::Cancelled(why) => format!("dependency {id} was cancelled ({why})"),
             DepState::Unknown => format!("dependency {id} is unknown to this root"),
             DepState::Unreadable(why) => format!("dependency {id} failed: {why}"),
             DepState::Gone => format!(
@@ -106,7 +110,12 @@ pub fn dep_state(root: &Root, id: &TaskId) -> DepState {
             _ => DepState::Unfinished,
         },
         Ok(Some(r)) if r.success => DepState::Succeeded,
-        Ok(Some(_)) => DepState::Failed,
+        Ok(Some(r)) => match (r.outcome, r.error) {
+            (Some(crate::protocol::Outcome::Cancelled), Some(why)) if !why.is_empty() => {
+                DepState::Cancelled(why)
+            }
+            _ => DepState::Failed,
+        },
         Err(e) => DepState::Unreadable(e.to_string()),
     }
 }

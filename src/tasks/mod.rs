@@ -134,7 +134,17 @@ impl FromStr for TaskState {
             .find(|t| t.as_str() == s)
             .ok_or_else(|| {
                 let names: Vec<&str> = TaskState::ALL.iter().map(|t| t.as_str()).collect();
-                format!("unknown task state {s:?}; one of {}", names.join(", "))
+                let near = names
+                    .iter()
+                    .map(|n| (crate::text::edit_distance(s, n), *n))
+                    .min()
+                    .filter(|(d, _)| *d <= 2)
+                    .map(|(_, n)| format!("did you mean {n:?}? "))
+                    .unwrap_or_default();
+                format!(
+                    "unknown task state {s:?}; {near}one of {}",
+                    names.join(", ")
+                )
             })
     }
 }

@@ -392,7 +392,7 @@ fn logs_follow_keeps_following_the_name_across_replaced_files() {
     });
 
     bg.signal(Signal::SIGINT);
-    assert_eq!(bg.wait_exit().code(), Some(0), "{}", bg.stderr());
+    assert_eq!(bg.wait_exit().code(), Some(130), "{}", bg.stderr());
 }
 
 #[test]
@@ -413,7 +413,7 @@ fn logs_follow_streams_a_real_agent_and_ends_when_stdout_closes() {
     bg.wait_stdout("the agent's output", |o| o == "working\n");
 
     bg.signal(Signal::SIGTERM);
-    assert_eq!(bg.wait_exit().code(), Some(0), "{}", bg.stderr());
+    assert_eq!(bg.wait_exit().code(), Some(130), "{}", bg.stderr());
 }
 
 // ----------------------------------------------------------------------------- wait
@@ -1087,4 +1087,76 @@ fn run_refuses_an_agent_that_cannot_run_before_starting_any_worker() {
         stderr.contains("the agent command `gemini` is not found on PATH=/nowhere"),
         "{stderr}"
     );
+}
+
+/// Issue 25, item 8: small mistakes a new user hit, each answered clearly.
+#[test]
+fn small_mistakes_get_clear_answers() {
+    let t = TestRoot::new();
+    t.client.create_worker(S0).unwrap();
+    let root = t.path().display().to_string();
+    // --root before the subcommand, as after it.
+    let r = run_ok(&t, &["--root", &root, "tasks"], 0);
+    assert!(r.stdout.contains("no tasks"), "{}", r.stdout);
+    run_ok(&t, &[&format!("--root={root}"), "status"], 0);
+    // A duration error without parser jargon.
+    let r = run_ok(&t, &["wait", "x", "--timeout", "5 minutes please"], 2);
+    assert!(r.stderr.contains("90s, 5m"), "{}", r.stderr);
+    assert!(!r.stderr.contains("unknown time unit"), "{}", r.stderr);
+    // A misspelt state: the nearest is suggested.
+    let r = run_ok(&t, &["tasks", "--state", "runing"], 2);
+    assert!(
+        r.stderr.contains("did you mean \"running\""),
+        "{}",
+        r.stderr
+    );
+    // No such slot: an error, not "no tasks match".
+    let r = run_ok(&t, &["tasks", "--slot", "9"], 2);
+    assert!(r.stderr.contains("no worker slot 9"), "{}", r.stderr);
+    // An empty prompt is refused.
+    let r = run_ok(&t, &["submit", ""], 2);
+    assert!(r.stderr.contains("empty"), "{}", r.stderr);
+    run_ok(&t, &["submit", "  \n"], 2);
+    // --dir is stored resolved.
+    let sub = t.dir.path().join("proj/sub");
+    fs::create_dir_all(&sub).unwrap();
+    fs::create_dir_all(t.dir.path().join("proj/other")).unwrap();
+    let dotted = sub.join("../other");
+    let r = run_ok(
+        &t,
+        &[
+            "submit",
+            "x",
+            "--id",
+            "dotted",
+            "--dir",
+            dotted.to_str().unwrap(),
+        ],
+        0,
+    );
+    assert_eq!(r.stdout.trim(), "dotted");
+    let pending = fs::read_dir(t.path().join("queue/pending"))
+        .unwrap()
+        .flatten()
+        .find(|e| e.file_name().to_string_lossy().ends_with("~dotted.json"))
+        .unwrap();
+    let task: Value = serde_json::from_slice(&fs::read(pending.path()).unwrap()).unwrap();
+    let stored = task["dir"].as_str().unwrap().to_string();
+    assert!(!stored.contains(".."), "{stored}");
+    assert!(stored.ends_with("proj/other"), "{stored}");
+    // An oversized prompt names the setting that limits it.
+    let big = t.dir.path().join("big.txt");
+    fs::write(&big, "x".repeat(5 << 20)).unwrap();
+    let r = run_ok(&t, &["submit", "-f", big.to_str().unwrap()], 2);
+    assert!(r.stderr.contains("maxTaskBytes"), "{}", r.stderr);
+    // init's help says what it makes.
+    let r = run_ok(&t, &["init", "--help"], 0);
+    assert!(r.stdout.contains("0..N-1"), "{}", r.stdout);
+    // A failed slot is `failed` in status, as in tasks.
+    let mut st = Status::new(WorkerState::Error);
+    st.task_id = Some(TaskId::from("bad"));
+    t.client.write_status(S0, &st).unwrap();
+    let r = run_ok(&t, &["status"], 0);
+    assert!(r.stdout.contains("failed"), "{}", r.stdout);
+    assert!(!r.stdout.contains(" error "), "{}", r.stdout);
 }

@@ -23,22 +23,17 @@ struct Shell {
 
 impl Shell {
     fn start(t: &TestRoot) -> Shell {
+        Shell::start_sized(t, 80, 24)
+    }
+
+    fn start_sized(t: &TestRoot, cols: u16, rows: u16) -> Shell {
+        let (x, y) = (cols.to_string(), rows.to_string());
         let srv = Server::new();
         let cmd = format!(
             "env -u TMUX RUST_BACKTRACE=0 CONDUCTOR_HOME='{}' PS1='$ ' ENV= /bin/sh",
             t.path().display()
         );
-        let out = srv.tmux(&[
-            "new-session",
-            "-d",
-            "-s",
-            SESSION,
-            "-x",
-            "80",
-            "-y",
-            "24",
-            &cmd,
-        ]);
+        let out = srv.tmux(&["new-session", "-d", "-s", SESSION, "-x", &x, "-y", &y, &cmd]);
         assert!(out.status.success(), "new-session: {}", text(&out.stderr));
         Shell { srv }
     }
@@ -374,6 +369,73 @@ fn a_streaming_claude_agent_shows_readable_live_output_and_its_cost() {
     drop(sh);
     drop(_w);
     assert_nothing_left(t.path());
+}
+
+/// Issue 25, item 6: the queue box grows with the screen and says how many it does not
+/// show; `?` shows the keys; a message leaves the key hints on screen; a cost keeps four
+/// decimals.
+fn queue_keys_and_costs_at(cols: u16, rows: u16) {
+    let t = TestRoot::new();
+    t.client.create_worker(Slot(0)).unwrap();
+    let q = Queue::new(t.client.root().clone());
+    for i in 0..10 {
+        q.submit(&Task::new(format!("queued task {i:02}"))).unwrap();
+    }
+    let results = t.path().join("workers/0/results");
+    fs::create_dir_all(&results).unwrap();
+    fs::write(
+        results.join("c1.json"),
+        r#"{"taskId":"c1","output":"x","success":true,"timestamp":"2026-11-26T00:00:00.000Z","costUsd":0.0123}"#,
+    )
+    .unwrap();
+
+    let sh = Shell::start_sized(&t, cols, rows);
+    sh.dashboard(&t, "dashboard");
+    let screen = sh.wait_for("queue: 10 pending");
+    let shown = screen.matches("queued task").count();
+    let more: usize = screen
+        .split_once("+")
+        .and_then(|(_, r)| r.split_once(" more"))
+        .and_then(|(n, _)| n.trim().parse().ok())
+        .unwrap_or(0);
+    assert_eq!(
+        shown + more,
+        10,
+        "{cols}x{rows}: {shown} shown, +{more}:\n{screen}"
+    );
+    if rows >= 50 {
+        assert_eq!(more, 0, "room for all ten at {cols}x{rows}:\n{screen}");
+    } else {
+        assert!(shown > 4, "only {shown} shown at {cols}x{rows}:\n{screen}");
+    }
+    assert!(screen.contains("$0.0123"), "{screen}");
+
+    // A message (nothing to cancel on an idle slot) leaves the keys in view.
+    sh.keys(&["c"]);
+    let screen = sh.wait_for("nothing to cancel");
+    assert!(screen.contains("q quit"), "{screen}");
+    // `?` shows every key; any key puts the view back.
+    sh.keys(&["?"]);
+    let screen = sh.wait_for("any key closes");
+    for k in ["Enter", "cancel", "PgUp", "quit"] {
+        assert!(screen.contains(k), "{k}:\n{screen}");
+    }
+    sh.keys(&["x"]);
+    sh.wait_for("queue: 10 pending");
+    sh.keys(&["q"]);
+    sh.assert_given_back(&t);
+}
+
+#[test]
+fn the_queue_box_grows_keys_show_on_question_mark_at_80x24() {
+    require!(prereq::tmux());
+    queue_keys_and_costs_at(80, 24);
+}
+
+#[test]
+fn the_queue_box_grows_keys_show_on_question_mark_at_200x50() {
+    require!(prereq::tmux());
+    queue_keys_and_costs_at(200, 50);
 }
 
 /// Each slot's row names the agent preset running its task, and once it is done the one

@@ -73,7 +73,10 @@ fn a_failed_dependency_cancels_its_dependents_down_the_chain() {
     assert_eq!(c.error.as_deref(), Some("dependency B failed"));
     let d = result_of(&q, "D", &[&w]);
     assert_eq!(d.outcome, Some(Outcome::Cancelled), "{d:?}");
-    assert_eq!(d.error.as_deref(), Some("dependency C failed"));
+    assert_eq!(
+        d.error.as_deref(),
+        Some("dependency C was cancelled (dependency B failed)")
+    );
     for never in ["C", "D"] {
         assert_eq!(logged(&log, "start", never), None, "{never} must not run");
     }
@@ -404,4 +407,68 @@ fn waiting_on_a_dependent_of_an_unserved_inbox_task_ends_naming_it() {
         "{}",
         ran.stderr
     );
+}
+
+/// Issue 25, item 3: a broken chain names its root cause, a task that never ran can be
+/// retried, and `retry ID --with-dependents` re-runs the failed task and re-queues the
+/// dependents it cancelled, each waiting for the new run of what it waited for.
+#[test]
+fn a_broken_chain_names_its_root_cause_and_resumes_with_its_dependents() {
+    let t = TestRoot::new();
+    let log = t.dir.path().join("agent.log");
+    let w = keyed_worker(&t, Slot(0), &log);
+    let q = Queue::new(t.client.root().clone());
+    cli(&t, &["submit", "--id", "b2", "x fail"], 0);
+    cli(&t, &["submit", "--id", "t2", "--after", "b2", "x 0"], 0);
+    cli(&t, &["submit", "--id", "s2", "--after", "t2", "x 0"], 0);
+    let s2 = result_of(&q, "s2", &[&w]);
+    assert_eq!(s2.outcome, Some(Outcome::Cancelled), "{s2:?}");
+    let why = s2.error.unwrap_or_default();
+    assert!(
+        why.contains("t2 was cancelled") && why.contains("b2 failed"),
+        "the root cause is not named: {why}"
+    );
+    let waited = cli(&t, &["wait", "s2"], 1);
+    assert!(
+        waited.stderr.contains("b2 failed") || waited.stdout.contains("b2 failed"),
+        "{waited:?}"
+    );
+
+    // A task that never ran is retried like any other.
+    let again = cli(&t, &["retry", "t2"], 0);
+    let t2_again = again.stdout.trim().to_string();
+    assert_eq!(t2_again, "t2-r1", "{again:?}");
+    let r = result_of(&q, &t2_again, &[&w]);
+    assert_eq!(r.outcome, Some(Outcome::Cancelled), "still after b2: {r:?}");
+
+    // The failed root again (now succeeding) with its cancelled dependents, rewired.
+    let ran = cli(
+        &t,
+        &["retry", "b2", "--with-dependents", "--prompt", "x 0"],
+        0,
+    );
+    let ids: Vec<&str> = ran.stdout.split_whitespace().collect();
+    assert_eq!(ids, ["b2-r1", "t2-r2", "s2-r1"], "{ran:?}");
+    for id in &ids {
+        let r = result_of(&q, id, &[&w]);
+        assert!(r.success, "{id}: {r:?}");
+    }
+    let t2 = q.read_result(&TaskId::from("t2-r2")).unwrap().unwrap();
+    assert!(t2.success);
+    let rec: Value =
+        serde_json::from_str(&cli(&t, &["tasks", "--json", "--all"], 0).stdout).unwrap();
+    let after_of = |id: &str| {
+        rec["tasks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|x| x["id"] == id)
+            .map(|x| x["after"].clone())
+            .unwrap_or_default()
+    };
+    assert_eq!(after_of("t2-r2"), serde_json::json!(["b2-r1"]));
+    assert_eq!(after_of("s2-r1"), serde_json::json!(["t2-r2"]));
+    // The start of each ran after the end of what it waited for.
+    let (b_end, t_start) = (logged(&log, "end", "b2-r1"), logged(&log, "start", "t2-r2"));
+    assert!(b_end.unwrap() <= t_start.unwrap());
 }

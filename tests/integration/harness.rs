@@ -454,6 +454,7 @@ pub fn stop_child(mut c: std::process::Child) {
 }
 
 /// What a `conductor` command printed, and its exit code.
+#[derive(Debug)]
 pub struct Ran {
     pub code: Option<i32>,
     pub stdout: String,

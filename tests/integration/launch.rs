@@ -247,6 +247,33 @@ fn launch_lays_out_titled_panes_and_its_workers_serve_tasks() {
         let shown = srv.tmux(&["capture-pane", "-p", "-J", "-t", "=lay:.0"]);
         text(&shown.stdout).contains("conductor send")
     });
+    // Issue 25, item 5: at 80 columns the hint's lines break between its parts, never
+    // inside a command (rows as the terminal shows them, not joined).
+    let rows = text(&srv.tmux(&["capture-pane", "-p", "-t", "=lay:.0"]).stdout);
+    for part in [
+        "conductor send N \"PROMPT\" --wait",
+        "conductor status",
+        "conductor logs N -f",
+        "workers 0-2 below",
+    ] {
+        assert!(
+            rows.lines().any(|l| l.contains(part)),
+            "{part:?} cut across rows:\n{rows}"
+        );
+    }
+    for row in rows.lines() {
+        assert!(row.chars().count() <= 80, "{row:?}");
+    }
+    // Issue 25, item 7: each worker pane shows its agent's output, not only the
+    // worker's started/ok lines.
+    for (pane, output) in [("=lay:.1", "HELLO FROM THE LAUNCHER"), ("=lay:.3", "TWO")] {
+        wait_until(BOUND, "the agent's output in its pane", || {
+            let shown = text(&srv.tmux(&["capture-pane", "-p", "-t", pane]).stdout);
+            shown
+                .lines()
+                .any(|l| l.starts_with("│ ") && l.contains(output))
+        });
+    }
 }
 
 #[test]

@@ -96,7 +96,7 @@ fn logs_follow_shows_a_streaming_claude_agent_as_readable_lines_while_it_runs() 
         ))
     });
     follow.signal(Signal::SIGINT);
-    assert_eq!(follow.wait_exit().code(), Some(0), "{}", follow.stderr());
+    assert_eq!(follow.wait_exit().code(), Some(130), "{}", follow.stderr());
 
     // After the end: the same log by slot (nothing runs there now) and by id.
     let by_slot = run_conductor(&t, &["logs", "0"], 0);

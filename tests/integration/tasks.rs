@@ -389,3 +389,116 @@ fn withdrawing_races_claims_without_losing_or_doubling_a_task() {
         }
     }
 }
+
+/// Issue 25, item 14: cancel in bulk (`--all`, `--state`, `--key`) and `wait --any`.
+#[test]
+fn cancel_in_bulk_and_wait_for_any() {
+    let t = TestRoot::new();
+    t.client.create_worker(Slot(0)).unwrap();
+    let run = |args: &[&str], code: i32| crate::harness::run_conductor(&t, args, code);
+    for (id, key) in [("ka1", "a"), ("ka2", "a"), ("kb1", "b"), ("kn", "")] {
+        let mut args = vec!["submit", "x", "--id", id];
+        if !key.is_empty() {
+            args.extend(["--key", key]);
+        }
+        run(&args, 0);
+    }
+    let state_of = |id: &str| {
+        let v: serde_json::Value =
+            serde_json::from_str(&run(&["tasks", "--json", "--all"], 0).stdout).unwrap();
+        v["tasks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|x| x["id"] == id)
+            .map(|x| x["state"].as_str().unwrap().to_string())
+            .unwrap()
+    };
+    let r = run(&["cancel", "--key", "a"], 0);
+    assert!(
+        r.stdout.contains("ka1") && r.stdout.contains("ka2"),
+        "{r:?}"
+    );
+    assert_eq!(state_of("ka1"), "cancelled");
+    assert_eq!(state_of("kb1"), "queued");
+    let r = run(&["cancel", "--state", "done"], 2);
+    assert!(
+        r.stderr.contains("only waiting, queued and running"),
+        "{r:?}"
+    );
+    run(&["cancel", "--all", "ka1"], 2);
+    let r = run(&["cancel", "--all"], 0);
+    assert!(r.stdout.contains("kb1") && r.stdout.contains("kn"), "{r:?}");
+    assert_eq!(state_of("kn"), "cancelled");
+    let r = run(&["cancel", "--state", "queued"], 0);
+    assert!(r.stderr.contains("nothing cancelled"), "{r:?}");
+
+    // wait --any: the first of several to finish, while another runs on.
+    let _busy = crate::harness::WorkerProc::start(&t, Slot(1), "sleep 60", &[], &[]);
+    t.client
+        .write_task(Slot(1), &conductor::Task::new("long").with_id("long"))
+        .unwrap();
+    t.client
+        .wait_for_status(
+            Slot(1),
+            &[conductor::WorkerState::Working],
+            Duration::from_secs(60),
+        )
+        .unwrap();
+    let _fast = crate::harness::WorkerProc::start(&t, Slot(0), "cat", &[], &[]);
+    t.client
+        .write_task(
+            Slot(0),
+            &conductor::Task::new("quick answer").with_id("fast"),
+        )
+        .unwrap();
+    let r = run(&["wait", "--any", "long", "fast"], 0);
+    assert!(
+        r.stdout
+            .lines()
+            .next()
+            .unwrap_or("")
+            .starts_with("── task fast · ok"),
+        "{r:?}"
+    );
+    assert!(r.stdout.contains("quick answer"), "{r:?}");
+    assert_eq!(state_of("long"), "running");
+}
+
+/// Issue 25, item 16: cost and usage totals per key, per agent and per day.
+#[test]
+fn tasks_summary_totals_cost_per_key_agent_and_day() {
+    let t = TestRoot::new();
+    let fake = agent("fake-claude-stream").display().to_string();
+    let _w = WorkerProc::start(&t, Slot(0), &fake, &["--preset", "claude"], &[]);
+    let run = |args: &[&str], code: i32| crate::harness::run_conductor(&t, args, code);
+    run(&["submit", "one", "--id", "s1", "--key", "a"], 0);
+    run(&["submit", "two", "--id", "s2", "--key", "a"], 0);
+    run(&["submit", "fail now", "--id", "s3", "--key", "b"], 0);
+    run(&["wait", "s1", "s2", "s3"], 1);
+
+    let v: Value = serde_json::from_str(&run(&["tasks", "--summary", "--json"], 0).stdout).unwrap();
+    let near = |x: &Value, want: f64| (x.as_f64().unwrap() - want).abs() < 1e-9;
+    assert_eq!(v["total"]["tasks"], 3, "{v}");
+    assert_eq!(v["total"]["done"], 2, "{v}");
+    assert_eq!(v["total"]["failed"], 1, "{v}");
+    assert!(near(&v["total"]["costUsd"], 0.1125), "{v}");
+    let by_key = v["byKey"].as_array().unwrap();
+    let a = by_key.iter().find(|k| k["name"] == "a").unwrap();
+    assert_eq!(a["tasks"], 2);
+    assert!(near(&a["costUsd"], 0.075), "{v}");
+    assert_eq!(v["byAgent"][0]["name"], "claude", "{v}");
+    assert_eq!(v["byAgent"][0]["turns"], 9, "{v}");
+    assert_eq!(v["byDay"].as_array().unwrap().len(), 1, "{v}");
+
+    let text = run(&["tasks", "--summary"], 0).stdout;
+    for want in [
+        "KEY",
+        "AGENT",
+        "DAY",
+        "$0.0750",
+        "3 tasks: 2 done, 1 failed",
+    ] {
+        assert!(text.contains(want), "{want}:\n{text}");
+    }
+}

@@ -279,6 +279,74 @@ fn retry_resumes_the_session_a_stopped_claude_announced() {
     assert!(again.success, "{again:?}");
 }
 
+/// Issue 25, item 5: at 60 columns `status` and `tasks` keep the ID column (shortened
+/// to a unique prefix), and that prefix — any unique prefix of at least 4 characters —
+/// names the task to every command that takes an id.
+#[test]
+fn narrow_views_keep_a_short_id_that_every_command_takes() {
+    let t = TestRoot::new();
+    // A running task for `status`, queued ones for `tasks`.
+    let _w = WorkerProc::start(&t, S0, "sleep 60", &[], &[]);
+    let running = t.client.write_task(S0, &Task::new(LONG[0])).unwrap();
+    t.client
+        .wait_for_status(S0, &[conductor::WorkerState::Working], BOUND)
+        .unwrap();
+    let mut queued = Vec::new();
+    for p in &LONG[1..] {
+        let out = ok(
+            &t,
+            &["submit", p, "--key", "k", "--agent-preset", "codex"],
+            &[],
+        );
+        queued.push(out.trim().to_string());
+    }
+    assert!(queued.iter().all(|id| id.len() > 16), "{queued:?}");
+
+    let status = ok(&t, &["status"], &[("COLUMNS", "60")]);
+    let tasks = ok(&t, &["tasks"], &[("COLUMNS", "60")]);
+    for (view, out) in [("status", &status), ("tasks", &tasks)] {
+        assert!(out.lines().next().unwrap().contains("ID"), "{view}:\n{out}");
+        for line in out.lines() {
+            assert!(line.chars().count() <= 60, "{view}: {line:?}\n{out}");
+        }
+    }
+    // The short form shown is a prefix of the id, shorter than it, and names it.
+    let shown = |out: &str, id: &str| -> String {
+        out.split_whitespace()
+            .find(|w| w.len() >= 4 && w.len() < id.len() && id.starts_with(*w))
+            .unwrap_or_else(|| panic!("no short form of {id} in:\n{out}"))
+            .to_string()
+    };
+    let run_short = shown(&status, &running.to_string());
+    let short = shown(&tasks, &queued[0]);
+    shown(&tasks, &queued[1]);
+
+    let res = ok(&t, &["tasks", "--json"], &[]);
+    assert!(res.contains(&queued[0]), "{res}");
+    // Every command that takes an id takes the short form.
+    let logs = conductor_with(&t, &["logs", &run_short], &[]);
+    assert_eq!(logs.0, 0, "logs {run_short}: {logs:?}");
+    let cancelled = ok(&t, &["cancel", &short], &[]);
+    assert!(cancelled.contains(&queued[0]), "{cancelled}");
+    let waited = conductor_with(&t, &["wait", &short, "--json"], &[]);
+    assert!(waited.1.contains(&queued[0]), "{waited:?}");
+    let result = conductor_with(&t, &["result", &short, "--json"], &[]);
+    assert!(result.1.contains("cancelled"), "{result:?}");
+
+    // Too short, or several ids start with it: refused, saying why.
+    ok(&t, &["submit", "x", "--id", "same-1"], &[]);
+    ok(&t, &["submit", "y", "--id", "same-2"], &[]);
+    let (code, _, err) = conductor_with(&t, &["cancel", "same"], &[]);
+    assert_eq!(code, 2, "{err}");
+    assert!(
+        err.contains("ambiguous") && err.contains("same-1") && err.contains("same-2"),
+        "{err}"
+    );
+    let (code, _, err) = conductor_with(&t, &["cancel", "sam"], &[]);
+    assert_ne!(code, 0, "{err}");
+    assert!(err.contains("no task sam"), "{err}");
+}
+
 /// A folder holding `codex` — the fake of `tests/agents/fake-codex` — first on a `PATH`.
 pub(crate) fn path_with_fake_codex(t: &TestRoot) -> String {
     let bin = t.dir.path().join("fake-bin");

@@ -357,6 +357,132 @@ fn a_prompt_file_that_does_not_exist_is_bad_input() {
     assert!(!t.client.worker(S0).task().exists());
 }
 
+/// Issue 25, item 2: `logs ID -f` on a task nobody serves ends as `wait` does (exit 4,
+/// saying what to start), for a task in an inbox and one in the queue; Ctrl-C ends a
+/// follow with 130, like every other command.
+#[test]
+fn following_the_log_of_a_task_nobody_serves_ends_saying_who_must_act() {
+    let t = TestRoot::new();
+    t.client.create_worker(S0).unwrap();
+    let sent = t
+        .client
+        .write_task(S0, &Task::new("nobody runs this").with_id("unserved-inbox"))
+        .unwrap();
+    let queued = run_on(
+        t.path(),
+        &["submit", "nobody either", "--id", "unserved-queue"],
+    );
+    assert_eq!(queued.code, Some(0), "{}", queued.stderr);
+    for (id, names) in [
+        (sent.to_string(), "conductor-worker 0"),
+        ("unserved-queue".to_string(), "conductor-worker"),
+    ] {
+        let started = std::time::Instant::now();
+        let ran = run_on(t.path(), &["logs", &id, "-f"]);
+        assert_eq!(ran.code, Some(4), "logs {id} -f: {}", ran.stderr);
+        assert!(ran.stderr.contains(names), "{id}: {}", ran.stderr);
+        assert!(
+            started.elapsed() < Duration::from_secs(20),
+            "{:?}",
+            started.elapsed()
+        );
+    }
+
+    // Served, but busy: the follow waits; Ctrl-C ends it with 130.
+    let _w = WorkerProc::start(&t, S1, "sleep 60", &[], &[]);
+    let busy = run_on(t.path(), &["send", "1", "hold the slot", "--id", "busy"]);
+    assert_eq!(busy.code, Some(0), "{}", busy.stderr);
+    t.client
+        .wait_for_status(S1, &[conductor::WorkerState::Working], BOUND)
+        .unwrap();
+    let q = run_on(
+        t.path(),
+        &["submit", "wait your turn", "--id", "turn", "--key", "k"],
+    );
+    assert_eq!(q.code, Some(0), "{}", q.stderr);
+    let mut follow = Bg::spawn(&t, &["logs", "turn", "-f"], true);
+    // Still following after the grace in which an unserved wait would end.
+    let since = std::time::Instant::now();
+    wait_until(BOUND, "the grace to pass", || {
+        since.elapsed() > Duration::from_secs(3)
+    });
+    assert!(
+        follow.child.try_wait().unwrap().is_none(),
+        "{}",
+        follow.stderr()
+    );
+    follow.signal(nix::sys::signal::Signal::SIGINT);
+    let status = follow.wait_exit();
+    assert_eq!(status.code(), Some(130), "{}", follow.stderr());
+}
+
+/// Issue 25, item 4: which output is which. `wait A B` heads each output with its task;
+/// `wait --json` with several tasks prints JSON Lines (one compact result a line);
+/// `submit --wait` says the id of the task it waits for on stderr at once, so an
+/// interrupted wait leaves the handle of the task that carries on.
+#[test]
+fn several_waits_say_which_output_is_which_and_submit_wait_names_its_task() {
+    let t = TestRoot::new();
+    let _w = WorkerProc::start(&t, S0, "cat", &[], &[]);
+    for (id, prompt) in [("wa", "first answer"), ("wb", "second answer")] {
+        let r = run_on(t.path(), &["submit", prompt, "--id", id]);
+        assert_eq!(r.code, Some(0), "{}", r.stderr);
+    }
+    let both = run_on(t.path(), &["wait", "wa", "wb"]);
+    assert_eq!(both.code, Some(0), "{}", both.stderr);
+    let lines: Vec<&str> = both.stdout.lines().collect();
+    let head_a = lines
+        .iter()
+        .position(|l| l.starts_with("── task wa"))
+        .expect(&both.stdout);
+    let head_b = lines
+        .iter()
+        .position(|l| l.starts_with("── task wb"))
+        .expect(&both.stdout);
+    assert_eq!(lines[head_a + 1], "first answer", "{}", both.stdout);
+    assert_eq!(lines[head_b + 1], "second answer", "{}", both.stdout);
+    assert!(head_a < head_b);
+    // One task: its output alone, as before.
+    let one = run_on(t.path(), &["wait", "wa"]);
+    assert_eq!(one.stdout, "first answer\n");
+
+    let json = run_on(t.path(), &["wait", "wa", "wb", "--json"]);
+    let docs: Vec<serde_json::Value> = json
+        .stdout
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l:?}\n{}", json.stdout)))
+        .collect();
+    assert_eq!(docs.len(), 2, "{}", json.stdout);
+    assert_eq!(docs[0]["taskId"], "wa");
+    assert_eq!(docs[1]["taskId"], "wb");
+
+    // Nobody free to run it: submit --wait waits, having named the task.
+    drop(_w);
+    let _slow = WorkerProc::start(&t, S1, "sleep 60", &[], &[]);
+    let hold = run_on(t.path(), &["submit", "hold", "--id", "hold"]);
+    assert_eq!(hold.code, Some(0));
+    t.client
+        .wait_for_status(S1, &[conductor::WorkerState::Working], BOUND)
+        .unwrap();
+    let mut waiting = Bg::spawn(&t, &["submit", "behind the hold", "--wait"], true);
+    waiting.wait_stderr("the id on stderr", "submitted task ");
+    let said = waiting.stderr();
+    let id = said
+        .split("submitted task ")
+        .nth(1)
+        .and_then(|s| s.split(';').next())
+        .unwrap_or_else(|| panic!("no id in {said:?}"))
+        .to_string();
+    waiting.signal(nix::sys::signal::Signal::SIGINT);
+    waiting.wait_exit();
+    let found = run_on(t.path(), &["tasks", "--json"]);
+    assert!(
+        found.stdout.contains(&format!("\"{id}\"")),
+        "{id}: {}",
+        found.stdout
+    );
+}
+
 #[test]
 fn a_queued_task_naming_a_preset_nobody_serves_ends_its_wait_with_exit_4_naming_it() {
     let t = TestRoot::new();

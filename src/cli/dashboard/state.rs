@@ -52,6 +52,8 @@ pub struct Ui {
     pub mode: Mode,
     /// A one-line answer to the last action (a cancel's outcome, an error).
     pub message: Option<String>,
+    /// The keys are shown (`?`), over the view, until the next key.
+    pub help: bool,
     /// Set by the view: the largest useful scroll of the output mode at this size.
     pub output_max_scroll: usize,
     /// Set by the view: lines of output one page shows.
@@ -75,6 +77,7 @@ impl Ui {
             tail_title: String::new(),
             mode: Mode::List,
             message: None,
+            help: false,
             output_max_scroll: 0,
             output_page: 1,
         };
@@ -152,6 +155,15 @@ impl Ui {
         // Raw mode turns Ctrl-C into a key: it quits, from any mode.
         if key.modifiers.contains(KeyModifiers::CONTROL) && key.code == KeyCode::Char('c') {
             return Action::Quit;
+        }
+        if self.help {
+            // Any key closes the keys, and only that.
+            self.help = false;
+            return Action::Redraw;
+        }
+        if key.code == KeyCode::Char('?') && !matches!(self.mode, Mode::Confirm { .. }) {
+            self.help = true;
+            return Action::Redraw;
         }
         match &mut self.mode {
             Mode::List => self.list_key(key.code),

@@ -17,7 +17,23 @@ const QUEUE_ROWS: usize = 4;
 /// Width of the queue's WAITING column.
 const WAIT_WIDTH: usize = 30;
 
-const KEYS: &str = "↑↓/jk select · Enter output · c cancel · q quit";
+const KEYS: &str = "↑↓/jk select · Enter output · c cancel · ? keys · q quit";
+
+/// What `?` shows: every key, by mode.
+const HELP: [&str; 12] = [
+    "In the list",
+    "  ↑ ↓  j k     select a worker or a queued task",
+    "  g G  Home End  the first / the last",
+    "  Enter        the selected task's whole output",
+    "  c            cancel the selected running or queued task (y/n)",
+    "  ?            these keys",
+    "  q  Esc  Ctrl-C  quit",
+    "In the output",
+    "  ↑ ↓  j k     scroll a line",
+    "  PgUp PgDn  b Space  scroll a page",
+    "  g G          top / end (follows new output)",
+    "  Esc  q       back to the list",
+];
 
 fn bold() -> Style {
     Style::new().add_modifier(Modifier::BOLD)
@@ -45,7 +61,12 @@ pub fn draw(frame: &mut Frame<'_>, ui: &mut Ui) {
             "↑↓/jk scroll · PgUp/PgDn · g/G top/end · Esc back",
             width(area),
         )),
-        (_, Some(m)) => Line::styled(fit(m, width(area)), bold()),
+        // The answer first, the keys still after it.
+        // (A paragraph cuts what does not fit at the edge.)
+        (_, Some(m)) => Line::from(vec![
+            Span::styled(fit(m, width(area)), bold()),
+            Span::raw(" · ? keys · q quit"),
+        ]),
         // Files that could not be read are worth more than the keys (in --help too).
         _ => match ui.snap.problems.first() {
             Some(p) => {
@@ -61,6 +82,28 @@ pub fn draw(frame: &mut Frame<'_>, ui: &mut Ui) {
         },
     };
     frame.render_widget(Paragraph::new(line), footer);
+    if ui.help {
+        draw_help(frame, body);
+    }
+}
+
+/// The keys, in a box over the middle of the screen (any key closes it).
+fn draw_help(frame: &mut Frame<'_>, area: Rect) {
+    let w = HELP.iter().map(|l| l.chars().count()).max().unwrap_or(0) as u16 + 4;
+    let h = HELP.len() as u16 + 2;
+    let box_area = Rect {
+        x: area.x + area.width.saturating_sub(w) / 2,
+        y: area.y + area.height.saturating_sub(h) / 2,
+        width: w.min(area.width),
+        height: h.min(area.height),
+    };
+    let inner = width(box_area).saturating_sub(2);
+    let lines: Vec<Line> = HELP.iter().map(|l| Line::raw(fit(l, inner))).collect();
+    frame.render_widget(ratatui::widgets::Clear, box_area);
+    frame.render_widget(
+        Paragraph::new(lines).block(Block::bordered().title(" keys (any key closes) ")),
+        box_area,
+    );
 }
 
 fn width(r: Rect) -> usize {
@@ -76,7 +119,8 @@ fn draw_list(frame: &mut Frame<'_>, area: Rect, ui: &Ui) {
         .slots
         .len()
         .clamp(1, (h * 2 / 5).saturating_sub(3).max(1));
-    let queue_rows = snap.queue.len().clamp(1, QUEUE_ROWS);
+    // The queue grows with the screen: up to a third of it (at least QUEUE_ROWS rows).
+    let queue_rows = snap.queue.len().clamp(1, QUEUE_ROWS.max(h / 3));
     let [head, slots, tail, queue] = Layout::vertical([
         Constraint::Length(1),
         Constraint::Length(slot_rows as u16 + 3),
@@ -131,11 +175,11 @@ fn elapsed(d: Option<std::time::Duration>) -> String {
     .unwrap_or_else(|| "-".into())
 }
 
-/// A cost in dollars; a fraction of a cent (what a short task costs) keeps 3 decimals.
+/// A cost in dollars, to four decimals as everywhere else (`status`, `tasks`, `run`):
+/// a short task costs a fraction of a cent.
 fn cost(c: Option<f64>) -> String {
     match c {
-        Some(c) if c > 0.0 && c < 0.01 => format!("${c:.3}"),
-        Some(c) => format!("${c:.2}"),
+        Some(c) => format!("${c:.4}"),
         None => "-".into(),
     }
 }
@@ -166,8 +210,8 @@ fn slot_cells(r: &SlotRow, task_width: usize) -> Row<'static> {
 }
 
 fn draw_slots(frame: &mut Frame<'_>, area: Rect, slots: &[SlotRow], selected: Option<usize>) {
-    // Marker 2, SLOT 4, STATE 9, TIME 6, COST 6, AGENT 7, five gaps: the rest is the prompt.
-    let task_width = width(area).saturating_sub(2 + 2 + 4 + 9 + 6 + 6 + 7 + 5);
+    // Marker 2, SLOT 4, STATE 9, TIME 6, COST 7, AGENT 7, five gaps: the rest is the prompt.
+    let task_width = width(area).saturating_sub(2 + 2 + 4 + 9 + 6 + 7 + 7 + 5);
     let rows: Vec<Row> = slots.iter().map(|r| slot_cells(r, task_width)).collect();
     let empty = rows.is_empty();
     let table = Table::new(
@@ -176,7 +220,7 @@ fn draw_slots(frame: &mut Frame<'_>, area: Rect, slots: &[SlotRow], selected: Op
             Constraint::Length(4),
             Constraint::Length(9),
             Constraint::Length(6),
-            Constraint::Length(6),
+            Constraint::Length(7),
             Constraint::Length(7),
             Constraint::Fill(1),
         ],
@@ -250,10 +294,27 @@ fn draw_queue(frame: &mut Frame<'_>, area: Rect, queue: &[QueueRow], selected: O
         .unwrap_or(0)
         .min(WAIT_WIDTH);
     let task_width = width(area).saturating_sub(2 + 2 + 1 + wait_width + 2);
-    let rows: Vec<Row> = queue
+    // More than fit: the last row says how many are not shown (unless the selection
+    // has scrolled down to them).
+    let fit_rows = (area.height as usize).saturating_sub(2);
+    let hidden = queue.len().saturating_sub(fit_rows);
+    let cut = hidden > 0 && selected.is_none_or(|s| s + 1 < fit_rows);
+    let shown = if cut {
+        fit_rows.saturating_sub(1)
+    } else {
+        queue.len()
+    };
+    let mut rows: Vec<Row> = queue[..shown]
         .iter()
         .map(|q| queue_cells(q, task_width, wait_width))
         .collect();
+    if cut {
+        rows.push(Row::new(vec![
+            Cell::from(""),
+            Cell::from(format!("+{} more (↓ to see them)", queue.len() - shown)),
+            Cell::from(""),
+        ]));
+    }
     let table = Table::new(
         rows,
         [
@@ -388,10 +449,10 @@ mod tests {
         let lines = screen(&mut ui, 80, 24);
         let all = lines.join("\n");
         for want in [
-            "done 3 · failed 1 · $0.50 · 4/h · 1 queued",
-            "> 0    working   1:02   -      claude  refactor",
+            "done 3 · failed 1 · $0.5000 · 4/h · 1 queued",
+            "> 0    working   1:02   -       claude  refactor",
             "refactor the parser into modules",
-            "done      0:05   $0.25  codex   write the changelog",
+            "done      0:05   $0.2500 codex   write the changelog",
             "worker 0 · live output",
             "tick 30",
             "[repo] add tests for the lexer",
@@ -464,10 +525,11 @@ mod tests {
     }
 
     #[test]
-    fn small_costs_keep_their_cents_fraction() {
-        assert_eq!(cost(Some(0.0042)), "$0.004");
-        assert_eq!(cost(Some(1.5)), "$1.50");
-        assert_eq!(cost(Some(0.0)), "$0.00");
+    fn costs_keep_four_decimals_as_everywhere_else() {
+        assert_eq!(cost(Some(0.0042)), "$0.0042");
+        assert_eq!(cost(Some(0.0123)), "$0.0123");
+        assert_eq!(cost(Some(1.5)), "$1.5000");
+        assert_eq!(cost(Some(0.0)), "$0.0000");
         assert_eq!(cost(None), "-");
     }
 
