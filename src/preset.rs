@@ -128,8 +128,8 @@ impl Preset {
     /// The agent's arguments for one task: the worker's `args` with the task's model
     /// (`claude --model M`, `codex -m M`, `gemini -m M`) and, when it continues session
     /// `resume` (`conductor retry --resume`), what continues it (`claude --resume ID`,
-    /// `codex exec resume ID -`). The command preset takes no model: `model` is left out
-    /// (the caller warns). Err: this preset cannot resume a session.
+    /// `codex exec resume ID -`, `gemini --resume ID`). The command preset takes no model:
+    /// `model` is left out (the caller warns). Err: this preset cannot resume a session.
     pub fn task_args(
         self,
         args: &[String],
@@ -152,7 +152,11 @@ impl Preset {
                     };
                     args.splice(at..at, ["resume".to_string(), id.to_string()]);
                 }
-                Preset::Gemini | Preset::Command => {
+                // Gemini CLI 0.61 takes a session's UUID as well as an index or `latest`
+                // (`--resume {uuid}`); it looks the session up among the sessions of the
+                // directory it runs in, which a retry shares with the task it retries.
+                Preset::Gemini => args.extend(["--resume".into(), id.into()]),
+                Preset::Command => {
                     return Err(format!(
                         "task asks to resume session {id}, but the {self} preset cannot resume"
                     ))
@@ -861,7 +865,12 @@ mod tests {
                 .unwrap()[gemini.len()..],
             ["-m", "gemini-2.5-pro"]
         );
-        assert!(Preset::Gemini.task_args(&gemini, None, Some("g")).is_err());
+        assert_eq!(
+            Preset::Gemini
+                .task_args(&gemini, None, Some("g-1"))
+                .unwrap()[gemini.len()..],
+            ["--resume", "g-1"]
+        );
         let cat = vec!["-u".to_string()];
         assert_eq!(
             Preset::Command.task_args(&cat, Some("x"), None).unwrap(),

@@ -212,7 +212,7 @@ pub struct Task {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub attempt: Option<u32>,
     /// Continue this agent session (claude preset: `--resume ID`; codex: `codex exec
-    /// resume ID`).
+    /// resume ID`; gemini: `--resume ID`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub resume: Option<String>,
     /// The model the agent uses for this task, passed by the preset (`claude --model`,

@@ -1177,6 +1177,53 @@ fn gemini_edits_files_and_runs_commands_in_the_task_dir_unattended() {
 }
 
 #[test]
+fn gemini_retry_resume_continues_the_session() {
+    let Some(agents) = need_agent("gemini") else {
+        return;
+    };
+    let t = TestRoot::new();
+    let dir = task_dir(&t);
+    let server = ModelServer::start(
+        t.dir.path(),
+        json!({"turns": [
+            {"text": "The secret word is PERIWINKLE."},
+            {"text": "You asked me before; it was PERIWINKLE."},
+        ]}),
+    );
+    let env = gemini_env(&t, &agents, &server, 1);
+    let w = RealWorker::start(&t, &["--preset", "gemini"], &env);
+    let id = submit(&t, "gmr1", "pick a secret word", &dir);
+    let first = result_of(&t, &id, &w);
+    assert!(first.success, "{:?}\n{:?}", first.error, first.stderr);
+    let session = first.session_id.clone().expect("a session id");
+
+    let out = run_conductor(&t, &["retry", "0", "gmr1", "--resume", "--wait"], 0);
+    assert_eq!(out.stdout, "You asked me before; it was PERIWINKLE.\n");
+    let again = t
+        .client
+        .read_result_for(S0, &TaskId::from("gmr1-r1"))
+        .unwrap()
+        .expect("the retry's result");
+    assert!(again.success, "{:?}\n{:?}", again.error, again.stderr);
+    assert_eq!(again.session_id.as_deref(), Some(session.as_str()));
+
+    // The model saw the earlier turns in the resumed conversation.
+    let sent = server.scripted();
+    assert_eq!(sent.len(), 2, "{sent:?}");
+    let resumed = sent[1]["body"]["contents"].to_string();
+    assert!(resumed.contains("pick a secret word"), "{resumed}");
+    assert!(
+        resumed.contains("The secret word is PERIWINKLE."),
+        "{resumed}"
+    );
+    assert!(!sent[0]["body"]["contents"]
+        .to_string()
+        .contains("PERIWINKLE"));
+    drop(w);
+    assert_nothing_left(t.path());
+}
+
+#[test]
 fn gemini_giving_up_on_the_api_fails_the_task_with_the_providers_message() {
     let Some(agents) = need_agent("gemini") else {
         return;
