@@ -409,6 +409,97 @@ fn claude_narrowed_to_reading_cannot_write() {
 }
 
 #[test]
+fn a_claude_task_narrowed_to_no_bash_gets_its_bash_call_refused() {
+    let Some(agents) = need_agent("claude") else {
+        return;
+    };
+    let t = TestRoot::new();
+    // `send` has no --dir: the task runs in the worker's project directory.
+    let dir = t.dir.path().canonicalize().unwrap();
+    fs::write(dir.join("notes.txt"), "status: draft\n").unwrap();
+    let server = ModelServer::start(
+        t.dir.path(),
+        json!({"turns": [
+            {"tools": [{"name": "Bash", "input": {"command": "echo changed > notes.txt",
+                                                  "description": "change the notes"}}]},
+            {"text": "Bash was refused."},
+        ]}),
+    );
+    let env = claude_env(&t, &agents, &server, 2);
+    // The worker lets its agents run Bash (the preset's default); this task does not.
+    let w = RealWorker::start(&t, &["--preset", "claude"], &env);
+    let out = run_conductor(
+        &t,
+        &[
+            "send",
+            "0",
+            "change the notes",
+            "--id",
+            "nb1",
+            "--allowed-tools",
+            "Read,Edit,Write",
+        ],
+        0,
+    );
+    assert_eq!(out.stdout, "nb1\n");
+    let r = result_of(&t, &TaskId::from("nb1"), &w);
+    assert!(r.success, "{:?}\n{}", r.error, w.stderr());
+    assert_eq!(r.output, "Bash was refused.");
+    assert_eq!(
+        fs::read_to_string(dir.join("notes.txt")).unwrap(),
+        "status: draft\n",
+        "the file is not changed"
+    );
+    // Claude refused the call itself: the model got the refusal as the tool's error.
+    let sent = server.scripted();
+    assert_eq!(sent.len(), 2, "{sent:?}");
+    let results: Vec<&Value> = sent[1]["body"]["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|m| m["content"].as_array())
+        .flatten()
+        .filter(|c| c["type"] == "tool_result")
+        .collect();
+    assert_eq!(results.len(), 1, "{results:?}");
+    assert_eq!(results[0]["is_error"], true, "{results:?}");
+    assert!(
+        sent.iter()
+            .all(|s| !s["body"]["tools"].to_string().contains("\"name\":\"Bash\"")),
+        "Bash was not offered to the model"
+    );
+
+    // Widening is refused by the worker, naming the field, before any agent runs.
+    let mut wide = Task::new("run anything").with_id("nb2");
+    wide.dir = Some(dir.clone());
+    wide.allowed_tools = Some(vec!["Read".into(), "WebFetch".into()]);
+    let id = t.client.write_task(S0, &wide).unwrap();
+    let r = result_of(&t, &id, &w);
+    assert!(!r.success);
+    let why = r.error.clone().unwrap_or_default();
+    assert!(
+        why.starts_with("rejected: allowedTools: WebFetch is not among the tools"),
+        "{why}"
+    );
+    let mut wide = Task::new("bypass").with_id("nb3");
+    wide.dir = Some(dir.clone());
+    wide.permission_mode = Some("bypassPermissions".into());
+    let id = t.client.write_task(S0, &wide).unwrap();
+    let why = result_of(&t, &id, &w).error.unwrap_or_default();
+    assert!(
+        why.starts_with("rejected: permissionMode: bypassPermissions lets the agent do more"),
+        "{why}"
+    );
+    assert_eq!(
+        server.scripted().len(),
+        2,
+        "no agent ran for a refused task"
+    );
+    drop(w);
+    assert_nothing_left(t.path());
+}
+
+#[test]
 fn claude_retry_resume_continues_the_session() {
     let Some(agents) = need_agent("claude") else {
         return;
