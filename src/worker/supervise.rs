@@ -306,6 +306,7 @@ impl Run<'_> {
                     task.depth.unwrap_or(0).saturating_add(1).to_string(),
                 ),
             ],
+            task_env: task.env.clone().into_iter().collect(),
             prompt: task.prompt.clone(),
             output_log: &paths.output_log(),
             inline_cap: opts.inline_output,

@@ -94,6 +94,14 @@ pub struct SubmitArgs {
     /// The model the agent uses for this task (the claude, codex and gemini presets pass
     /// it on; a plain command ignores it).
     pub model: Option<String>,
+    /// Extra environment variables for the agent, as {"NAME": "value"} (names of
+    /// letters, digits and _; CONDUCTOR_* names are refused).
+    #[serde(default)]
+    pub env: std::collections::BTreeMap<String, String>,
+    /// Labels to find the task by later (`tasks` with `labels`): 1-64 characters of
+    /// A-Z a-z 0-9 . _ - : / each.
+    #[serde(default)]
+    pub labels: Vec<String>,
 }
 
 #[derive(Debug, Deserialize, schemars::JsonSchema)]
@@ -117,6 +125,14 @@ pub struct SendArgs {
     pub agent: Option<String>,
     /// The model the agent uses for this task (claude, codex and gemini presets).
     pub model: Option<String>,
+    /// Extra environment variables for the agent, as {"NAME": "value"} (names of
+    /// letters, digits and _; CONDUCTOR_* names are refused).
+    #[serde(default)]
+    pub env: std::collections::BTreeMap<String, String>,
+    /// Labels to find the task by later (`tasks` with `labels`): 1-64 characters of
+    /// A-Z a-z 0-9 . _ - : / each.
+    #[serde(default)]
+    pub labels: Vec<String>,
 }
 
 #[derive(Debug, Deserialize, schemars::JsonSchema)]
@@ -167,6 +183,9 @@ pub struct TasksArgs {
     pub states: Vec<String>,
     /// Only tasks with this key.
     pub key: Option<String>,
+    /// Only tasks that carry every one of these labels.
+    #[serde(default)]
+    pub labels: Vec<String>,
     /// Only tasks sent to, running on, or run by this worker slot.
     pub slot: Option<u32>,
     /// Only tasks submitted within this long (`90s`, `2h`, `1d`) or since this time
@@ -474,8 +493,8 @@ impl Conductor {
 
     #[tool(
         description = "List tasks on the root, newest first: id, state, where it runs, \
-        key, priority, times, cost, the start of its prompt. Filter by states, key, slot, \
-        or since (a duration such as 2h, or an RFC 3339 time). Use it to find task ids or \
+        key, priority, labels, times, cost, the start of its prompt. Filter by states, key, \
+        labels, slot, or since (a duration such as 2h, or an RFC 3339 time). Use it to find task ids or \
         see what is pending or failed.",
         annotations(read_only_hint = true, open_world_hint = false)
     )]
@@ -762,6 +781,8 @@ fn submit_task(a: SubmitArgs) -> std::result::Result<Task, String> {
     task.base = a.base;
     task.include_uncommitted = a.include_uncommitted;
     task.model = a.model;
+    task.env = a.env;
+    task.labels = a.labels;
     finish_task(task)
 }
 
@@ -775,6 +796,8 @@ fn send_task(a: SendArgs) -> std::result::Result<(Slot, Task), String> {
     task.dir = a.dir.map(absolute).transpose()?;
     task.agent = a.agent.map(preset_name).transpose()?;
     task.model = a.model;
+    task.env = a.env;
+    task.labels = a.labels;
     Ok((slot, finish_task(task)?))
 }
 
@@ -833,6 +856,7 @@ fn list_options(a: TasksArgs) -> std::result::Result<ListOptions, String> {
     Ok(ListOptions {
         states,
         key: a.key,
+        labels: a.labels,
         slot,
         since,
         limit: Some(a.limit.unwrap_or(crate::tasks::list::DEFAULT_LIMIT)),
