@@ -9,6 +9,7 @@
 //! many slots from one process ([`multi`]); [`sweep_election`] elects who sweeps the root.
 
 mod admit;
+mod callback;
 mod cancel;
 mod claim;
 mod inbox;

@@ -643,6 +643,13 @@ impl Run<'_> {
         );
         drop(lock);
         drop(hold);
+        // The root's callback, if any: started now, watched and reaped by a thread.
+        super::callback::run(
+            &self.shared.config,
+            &self.shared.opts.root,
+            self.slot.slot(),
+            &r,
+        );
         // Ready an empty output.log now, off the next pickup's path.
         if let Err(e) = agent::ready_log(&self.slot.paths.output_log()) {
             tracing::warn!("{e}");
