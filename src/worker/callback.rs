@@ -20,7 +20,7 @@ use nix::sys::signal::Signal;
 use crate::config::Config;
 use crate::env::{ENV_HOME, ENV_TASK_ID, ENV_WORKER};
 use crate::layout::{Root, Slot};
-use crate::protocol::TaskResult;
+use crate::protocol::{Outcome, TaskId, TaskResult};
 use crate::tasks::TaskState;
 
 /// The callback's environment: the task's state (`done`, `failed`, `timeout`,
@@ -38,16 +38,37 @@ pub const KILL_GRACE: Duration = Duration::from_secs(2);
 /// Most bytes of each of its stdout and stderr that are logged.
 const OUTPUT_KEPT: usize = 8 * 1024;
 
-/// Start the root's callback for `result` (ended on `slot`) if one is configured.
-/// Returns at once; a failure to start it is logged.
-pub(super) fn run(config: &Config, root: &Root, slot: Slot, result: &TaskResult) {
+/// Start the root's callback for task `id`, which this worker refused at pickup
+/// (answered `rejected` with `reason`, at `result_path`).
+pub(super) fn run_rejected(
+    config: &Config,
+    root: &Root,
+    slot: Slot,
+    id: &TaskId,
+    reason: &str,
+    result_path: PathBuf,
+) {
+    if config.callback.is_some() {
+        let r = TaskResult::failed(id.clone(), Outcome::Rejected, format!("rejected: {reason}"));
+        run(config, root, slot, &r, result_path);
+    }
+}
+
+/// Start the root's callback for `result` (ended on `slot`, published at
+/// `result_path`) if one is configured. Returns at once; a failure to start it is logged.
+pub(super) fn run(
+    config: &Config,
+    root: &Root,
+    slot: Slot,
+    result: &TaskResult,
+    result_path: PathBuf,
+) {
     let Some(command) = config.callback.clone() else {
         return;
     };
     let id = result.task_id.to_string();
     let state = TaskState::of_result(result).as_str();
     let exit_code = result.exit_code.map(|c| c.to_string()).unwrap_or_default();
-    let result_path: PathBuf = root.worker(slot).result_for(&result.task_id);
     let mut cmd = Command::new("sh");
     cmd.arg("-c")
         .arg(&command)

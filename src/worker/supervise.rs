@@ -649,6 +649,7 @@ impl Run<'_> {
             &self.shared.opts.root,
             self.slot.slot(),
             &r,
+            self.slot.paths.result_for(&r.task_id),
         );
         // Ready an empty output.log now, off the next pickup's path.
         if let Err(e) = agent::ready_log(&self.slot.paths.output_log()) {

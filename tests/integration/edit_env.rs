@@ -304,13 +304,19 @@ fn the_callback_runs_once_per_ended_task_with_its_id_state_slot_exit_code_and_re
         let id = submit(&t, Task::new(prompt).with_id(id));
         t.client.wait_for_task(&id, BOUND).expect("result");
     }
-    wait_until(BOUND, "three callbacks", || lines().len() >= 3);
+    // Refused at pickup (the worker does not serve that preset): rejected, no exit code.
+    let mut refused = Task::new("x").with_id("cb-rej");
+    refused.agent = Some("codex".into());
+    let id = t.client.write_task(S0, &refused).unwrap();
+    t.client.wait_for_task(&id, BOUND).expect("rejected");
+    wait_until(BOUND, "four callbacks", || lines().len() >= 4);
     let results = t.client.root().worker(S0).results_dir();
     let got = lines();
     for (id, state, code) in [
         ("cb-ok", "done", "0"),
         ("cb-fail", "failed", "3"),
         ("cb-last", "done", "0"),
+        ("cb-rej", "rejected", ""),
     ] {
         let want = format!(
             "{id} {state} 0 [{code}] {}",
@@ -322,7 +328,7 @@ fn the_callback_runs_once_per_ended_task_with_its_id_state_slot_exit_code_and_re
             "{want:?} once in {got:#?}"
         );
     }
-    assert_eq!(got.len(), 3, "{got:#?}");
+    assert_eq!(got.len(), 4, "{got:#?}");
     // Its failure is logged with its output, and changes nothing in the task.
     let r = t.client.result_of(&TaskId::from("cb-ok")).unwrap().unwrap();
     assert!(r.success, "{r:?}");
