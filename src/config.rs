@@ -65,11 +65,30 @@ pub struct Config {
     pub worktree_retention_secs: Option<u64>,
     /// A shell command a worker runs when a task it ran ends (any end state), with the
     /// task's id, state, slot, exit code and result path in its environment.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "callback_command"
+    )]
     pub callback: Option<String>,
     /// How long the callback may run before it is stopped (TERM, then KILL); default 60.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub callback_timeout_secs: Option<u64>,
+}
+
+/// `callback` as a string, or an error that names the field (serde's own says only
+/// "expected a string at line 1 column 14").
+fn callback_command<'de, D: serde::Deserializer<'de>>(
+    d: D,
+) -> std::result::Result<Option<String>, D::Error> {
+    use serde::de::Error as _;
+    match serde_json::Value::deserialize(d)? {
+        serde_json::Value::Null => Ok(None),
+        serde_json::Value::String(s) => Ok(Some(s)),
+        other => Err(D::Error::custom(format!(
+            "callback must be a shell command as a string, not {other}"
+        ))),
+    }
 }
 
 impl Default for Config {
@@ -260,6 +279,12 @@ mod tests {
         let err = Config::load(&path).unwrap_err().to_string();
         assert!(err.contains("config.json"), "{err}");
         assert!(err.contains("maxRunning 0 is out of range"), "{err}");
+        std::fs::write(&path, r#"{"callback": ["echo", "x"]}"#).unwrap();
+        let err = Config::load(&path).unwrap_err().to_string();
+        assert!(
+            err.contains("callback must be a shell command as a string"),
+            "{err}"
+        );
         std::fs::write(&path, r#"{"maxRunning": 3}"#).unwrap();
         assert_eq!(Config::load(&path).unwrap().max_running, Some(3));
     }
