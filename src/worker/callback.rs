@@ -12,6 +12,7 @@ use std::io::Read;
 use std::os::unix::process::CommandExt;
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
+use std::sync::Mutex;
 use std::time::Duration;
 
 use crossbeam_channel::RecvTimeoutError;
@@ -37,6 +38,39 @@ pub const ENV_RESULT: &str = "CONDUCTOR_RESULT";
 pub const KILL_GRACE: Duration = Duration::from_secs(2);
 /// Most bytes of each of its stdout and stderr that are logged.
 const OUTPUT_KEPT: usize = 8 * 1024;
+
+/// The process groups of the callbacks this process started and has not reaped yet.
+static LIVE: Mutex<Vec<u32>> = Mutex::new(Vec::new());
+
+fn live() -> std::sync::MutexGuard<'static, Vec<u32>> {
+    LIVE.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// Stops the callbacks still running when dropped (the worker's loop ended): SIGTERM
+/// to each group, SIGKILL to what is left after [`KILL_GRACE`]. A callback outlives
+/// its worker no more than it outlives its timeout.
+pub(super) struct StopOnDrop;
+
+impl Drop for StopOnDrop {
+    fn drop(&mut self) {
+        let groups = live().clone();
+        if groups.is_empty() {
+            return;
+        }
+        tracing::info!("stopping {} callback(s) still running", groups.len());
+        for g in &groups {
+            crate::agent::signal_group(*g, Signal::SIGTERM);
+        }
+        // Their watching threads reap them and take them off the list.
+        let deadline = std::time::Instant::now() + KILL_GRACE;
+        while !live().is_empty() && std::time::Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        for g in live().iter() {
+            crate::agent::signal_group(*g, Signal::SIGKILL);
+        }
+    }
+}
 
 /// Start the root's callback for task `id`, which this worker refused at pickup
 /// (answered `rejected` with `reason`, at `result_path`).
@@ -93,6 +127,7 @@ pub(super) fn run(
         }
     };
     let pid = child.id();
+    live().push(pid);
     let out = child.stdout.take().map(collect);
     let err = child.stderr.take().map(collect);
     let (tx, rx) = crossbeam_channel::bounded(1);
@@ -104,6 +139,7 @@ pub(super) fn run(
     if let Err(e) = waiter {
         // The child is reaped by nobody now: stop it rather than leave it unbounded.
         crate::agent::signal_group(pid, Signal::SIGKILL);
+        live().retain(|p| *p != pid);
         tracing::warn!("callback for task {id}: cannot start a thread to wait for it: {e}");
         return;
     }
@@ -124,6 +160,7 @@ pub(super) fn run(
                 format!("ran over its {}s timeout: {how}", timeout.as_secs())
             }
         };
+        live().retain(|p| *p != pid);
         // The output is whatever was written before the pipes closed; a process
         // that escaped the group and holds them is not waited for.
         let text = |o: Option<Collected>| o.map(|c| c.take()).unwrap_or_default();

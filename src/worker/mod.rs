@@ -362,6 +362,8 @@ impl Worker {
 
     /// Serve tasks until `shutdown` fires (or its sender is dropped).
     pub fn run(&mut self, shutdown: &Receiver<()>) -> Result<()> {
+        // Callbacks still running when the worker stops are stopped with it.
+        let _callbacks = callback::StopOnDrop;
         let mut next_recovery = Instant::now() + self.shared.opts.rescan;
         let mut seen_config = config_stamp(&self.shared.opts.root);
         loop {

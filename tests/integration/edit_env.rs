@@ -363,16 +363,6 @@ fn a_hanging_callback_is_stopped_at_its_timeout_and_the_worker_goes_on_taking_ta
         .split_whitespace()
         .map(|p| p.parse().unwrap())
         .collect();
-    let alive = |pid: i32| {
-        // A zombie is gone for our purpose: only its parent's wait is left.
-        fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|s| {
-            !s.rsplit(')')
-                .next()
-                .unwrap_or("")
-                .trim_start()
-                .starts_with('Z')
-        })
-    };
     // While h1's callback hangs, the worker takes and finishes the next tasks.
     for id in ["h2", "h3"] {
         let id = submit(&t, Task::new("more").with_id(id));
@@ -400,4 +390,45 @@ fn a_hanging_callback_is_stopped_at_its_timeout_and_the_worker_goes_on_taking_ta
     });
     w.signal(nix::sys::signal::Signal::SIGTERM);
     assert!(w.wait_exit(BOUND).success());
+}
+
+/// Whether `pid` lives (a zombie counts as gone: only its parent's wait is left).
+fn alive(pid: i32) -> bool {
+    fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|s| {
+        !s.rsplit(')')
+            .next()
+            .unwrap_or("")
+            .trim_start()
+            .starts_with('Z')
+    })
+}
+
+#[test]
+fn a_callback_still_running_when_its_worker_stops_is_stopped_with_it() {
+    let t = TestRoot::new();
+    let pids = t.dir.path().join("callback.pids");
+    config(
+        &t,
+        serde_json::json!({
+            "callback": format!("sleep 1000 & echo \"$$ $!\" >> {}; wait", pids.display()),
+            "callbackTimeoutSecs": 3600,
+        }),
+    );
+    let mut w = WorkerProc::start(&t, S0, "cat", &[], &[]);
+    let id = submit(&t, Task::new("one").with_id("s1"));
+    t.client.wait_for_task(&id, BOUND).expect("s1");
+    let recorded = || fs::read_to_string(&pids).unwrap_or_default();
+    wait_until(BOUND, "the callback to start", || {
+        recorded().split_whitespace().count() == 2
+    });
+    let group: Vec<i32> = recorded()
+        .split_whitespace()
+        .map(|p| p.parse().unwrap())
+        .collect();
+    assert!(group.iter().all(|p| alive(*p)), "{group:?}");
+    w.signal(nix::sys::signal::Signal::SIGTERM);
+    assert!(w.wait_exit(BOUND).success(), "{}", w.stderr());
+    wait_until(BOUND, "the callback's group to be gone", || {
+        group.iter().all(|p| !alive(*p))
+    });
 }
