@@ -10,11 +10,13 @@ use serde_json::Value;
 use crate::error::{Error, FileProblem, Result};
 
 mod agent_record;
+mod env_labels;
 pub(crate) mod salvage;
 mod scheduling;
 mod time;
 mod worktree;
 pub use agent_record::AgentRecord;
+pub use env_labels::{parse_env_assignment, MAX_ENV_BYTES, MAX_LABELS};
 pub use scheduling::{id_list, MAX_AFTER};
 pub use worktree::{WorktreeChange, WorktreeRecord};
 
@@ -263,6 +265,14 @@ pub struct Task {
     /// this one, which may let the agent do no more than the worker's.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub permission_mode: Option<String>,
+    /// Extra environment variables for its agent (no `CONDUCTOR_*` names: those are
+    /// conductor's to set).
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub env: std::collections::BTreeMap<String, String>,
+    /// Labels for people and filters (`tasks --label L`); they change nothing in how
+    /// the task runs.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub labels: Vec<String>,
 }
 
 impl Task {
@@ -292,6 +302,8 @@ impl Task {
             include_uncommitted: None,
             allowed_tools: None,
             permission_mode: None,
+            env: std::collections::BTreeMap::new(),
+            labels: Vec::new(),
         }
     }
 
@@ -364,6 +376,7 @@ impl Task {
                 .map_err(|e| e.replacen("task id", "key", 1))?;
         }
         self.validate_after_and_dir()?;
+        self.validate_env_and_labels()?;
         if let Some(a) = &self.agent {
             if a.is_empty()
                 || a.len() > 64

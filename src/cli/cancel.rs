@@ -50,6 +50,7 @@ fn selected(client: &crate::Client, args: &Args) -> anyhow::Result<Vec<TaskId>> 
             args.state.clone()
         },
         key: args.key.clone(),
+        labels: Vec::new(),
         slot: None,
         since: None,
         limit: None,

@@ -9,6 +9,7 @@ pub mod common;
 pub mod completions;
 pub mod dashboard;
 pub mod doctor;
+pub mod edit;
 pub mod gc;
 pub mod init;
 pub mod launch;
@@ -153,6 +154,9 @@ enum Command {
     Wait(wait::Args),
     /// Cancel a task: withdrawn if it waits, stopped if it runs.
     Cancel(cancel::Args),
+    /// Change a task that still waits in the queue: its prompt (in $EDITOR), priority,
+    /// key, dependencies, env or labels.
+    Edit(edit::Args),
     /// Run a finished task again under a new id.
     Retry(retry::Args),
     /// List locks and their holders; `locks clean --apply` removes stale ones.
@@ -237,6 +241,7 @@ fn dispatch(command: Command) -> anyhow::Result<i32> {
         Command::Logs(a) => logs::run(a),
         Command::Wait(a) => wait::run(a),
         Command::Cancel(a) => cancel::run(a),
+        Command::Edit(a) => edit::run(a),
         Command::Retry(a) => retry::run(a),
         Command::Locks(a) => locks::run(a),
         Command::Gc(a) => gc::run(a),

@@ -320,6 +320,7 @@ impl Run<'_> {
                     task.depth.unwrap_or(0).saturating_add(1).to_string(),
                 ),
             ],
+            task_env: task.env.clone().into_iter().collect(),
             prompt: task.prompt.clone(),
             output_log: &paths.output_log(),
             inline_cap: opts.inline_output,
@@ -656,6 +657,14 @@ impl Run<'_> {
         );
         drop(lock);
         drop(hold);
+        // The root's callback, if any: started now, watched and reaped by a thread.
+        super::callback::run(
+            &self.shared.config,
+            &self.shared.opts.root,
+            self.slot.slot(),
+            &r,
+            self.slot.paths.result_for(&r.task_id),
+        );
         // Ready an empty output.log now, off the next pickup's path.
         if let Err(e) = agent::ready_log(&self.slot.paths.output_log()) {
             tracing::warn!("{e}");

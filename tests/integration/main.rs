@@ -9,6 +9,7 @@ mod client;
 mod compat;
 mod dashboard;
 mod deps;
+mod edit_env;
 mod faults;
 mod gate;
 mod hosts;

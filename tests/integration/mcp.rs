@@ -102,7 +102,10 @@ fn initialize_answers_with_the_clients_protocol_and_lists_every_tool_with_its_sc
         names.sort();
         assert_eq!(
             names,
-            ["cancel", "logs", "queue", "result", "send", "status", "submit", "tasks", "wait"]
+            [
+                "cancel", "edit", "logs", "queue", "result", "send", "status", "submit", "tasks",
+                "wait"
+            ]
         );
         for tool in &tools {
             assert_eq!(tool.input_schema["type"], "object", "{}", tool.name);
@@ -150,7 +153,7 @@ fn initialize_answers_with_the_clients_protocol_and_lists_every_tool_with_its_sc
         for name in ["wait", "result", "tasks", "status", "logs", "queue"] {
             assert_eq!(read_only(name), Some(true), "{name}");
         }
-        for name in ["submit", "send", "cancel"] {
+        for name in ["submit", "send", "cancel", "edit"] {
             assert_eq!(read_only(name), Some(false), "{name}");
         }
         close(mcp).await;
@@ -500,7 +503,7 @@ fn malformed_lines_get_a_parse_error_and_stdout_stays_pure_json_rpc() {
             v["id"] == 3
                 && v["result"]["tools"]
                     .as_array()
-                    .is_some_and(|t| t.len() == 9)
+                    .is_some_and(|t| t.len() == 10)
         },
         "tools/list result",
     );
@@ -583,5 +586,66 @@ fn a_finished_task_whose_running_file_is_not_yet_retired_reads_as_finished() {
         });
         assert!(!w.cancel().exists(), "no cancel was requested for {id}");
     }
+    assert_nothing_left(t.path());
+}
+
+/// Issue 25 items 11 and 12 over MCP: `submit` and `send` take `env` and `labels`,
+/// `tasks` filters by `labels`, `edit` changes a queued task and refuses a finished one.
+#[test]
+fn env_labels_and_edit_over_mcp() {
+    let t = TestRoot::new();
+    t.client.create_worker(S0).unwrap();
+    runtime().block_on(async {
+        let mcp = connect(&t, &[]).await;
+        let submitted = ok(&call(
+            &mcp,
+            "submit",
+            json!({"prompt": "first", "id": "m-e1", "env": {"FOO": "one"}, "labels": ["blue"]}),
+        )
+        .await);
+        assert_eq!(submitted["id"], "m-e1");
+        ok(&call(&mcp, "submit", json!({"prompt": "other", "id": "m-e2"})).await);
+        let e = tool_error(
+            &call(
+                &mcp,
+                "submit",
+                json!({"prompt": "x", "env": {"CONDUCTOR_HOME": "/"}}),
+            )
+            .await,
+        );
+        assert!(e.contains("reserved"), "{e}");
+        let edited = ok(&call(
+            &mcp,
+            "edit",
+            json!({"id": "m-e1", "prompt": "second", "priority": 8, "env": {"FOO": "two"}}),
+        )
+        .await);
+        assert_eq!(edited["task"]["prompt"], "second", "{edited}");
+        assert_eq!(edited["task"]["labels"], json!(["blue"]), "{edited}");
+        let listed = ok(&call(&mcp, "tasks", json!({"labels": ["blue"]})).await);
+        let ids: Vec<&Value> = listed["tasks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|t| &t["id"])
+            .collect();
+        assert_eq!(ids, [&json!("m-e1")], "{listed}");
+        assert_eq!(listed["tasks"][0]["env"], json!({"FOO": "two"}));
+
+        let w = WorkerProc::start(&t, S0, "sh -c 'p=$(cat); echo \"$p FOO=$FOO\"'", &[], &[]);
+        let waited = ok(&call(
+            &mcp,
+            "wait",
+            json!({"ids": ["m-e1", "m-e2"], "timeoutSecs": 50}),
+        )
+        .await);
+        assert_eq!(waited["allFinished"], true, "{waited}");
+        let out = waited["tasks"][0]["result"]["output"].as_str().unwrap();
+        assert_eq!(out.trim(), "second FOO=two");
+        let e = tool_error(&call(&mcp, "edit", json!({"id": "m-e1", "prompt": "late"})).await);
+        assert!(e.contains("cannot edit task m-e1: it has finished"), "{e}");
+        close(mcp).await;
+        drop(w);
+    });
     assert_nothing_left(t.path());
 }

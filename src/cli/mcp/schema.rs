@@ -290,6 +290,11 @@ pub fn output(name: &str) -> Option<Map<String, Value>> {
             },
             "required": ["root", "pending"],
         }),
+        "edit" => json!({
+            "type": "object",
+            "properties": {"id": id, "state": {"type": "string"}, "task": {"type": "object"}},
+            "required": ["id", "state", "task"],
+        }),
         "cancel" => json!({
             "type": "object",
             "properties": {"id": id, "done": {"type": "string"}, "message": {"type": "string"}},

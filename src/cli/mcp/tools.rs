@@ -48,7 +48,7 @@ both return a task id at once. Then `wait` for ids (it returns within its timeou
 finished or not: call it again to keep waiting; with a progressToken it reports each \
 task's progress) and read answers with `result`. `tasks` lists tasks (paged: pass \
 `nextCursor` back as `cursor`), `status` shows the workers and the queue, `logs` shows \
-what a task's agent has printed so far, `cancel` stops a task. Submit independent tasks \
+what a task's agent has printed so far, `cancel` stops a task, `edit` changes a queued one. Submit independent tasks \
 first, then wait for them together: they run in parallel. Resources \
 conductor://tasks/{id} and conductor://tasks/{id}/log can be read and subscribed to.";
 
@@ -103,6 +103,14 @@ pub struct SubmitArgs {
     /// `acceptEdits`…) or approval mode (gemini: `plan`, `default`, `auto_edit`) for this
     /// task; one letting the agent do more than the worker's gets the task rejected.
     pub permission_mode: Option<String>,
+    /// Extra environment variables for the agent, as {"NAME": "value"} (names of
+    /// letters, digits and _; CONDUCTOR_* names are refused).
+    #[serde(default)]
+    pub env: std::collections::BTreeMap<String, String>,
+    /// Labels to find the task by later (`tasks` with `labels`): 1-64 characters of
+    /// A-Z a-z 0-9 . _ - : / each.
+    #[serde(default)]
+    pub labels: Vec<String>,
 }
 
 #[derive(Debug, Deserialize, schemars::JsonSchema)]
@@ -135,6 +143,34 @@ pub struct SendArgs {
     /// `acceptEdits`…) or approval mode (gemini: `plan`, `default`, `auto_edit`) for this
     /// task; one letting the agent do more than the worker's gets the task rejected.
     pub permission_mode: Option<String>,
+    /// Extra environment variables for the agent, as {"NAME": "value"} (names of
+    /// letters, digits and _; CONDUCTOR_* names are refused).
+    #[serde(default)]
+    pub env: std::collections::BTreeMap<String, String>,
+    /// Labels to find the task by later (`tasks` with `labels`): 1-64 characters of
+    /// A-Z a-z 0-9 . _ - : / each.
+    #[serde(default)]
+    pub labels: Vec<String>,
+}
+
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct EditArgs {
+    /// The id of a task still waiting in the shared queue.
+    pub id: IdArg,
+    /// The new prompt.
+    pub prompt: Option<String>,
+    /// The new priority, 0-9.
+    #[schemars(range(max = 9))]
+    pub priority: Option<u8>,
+    /// The new serialization key ("" removes it).
+    pub key: Option<String>,
+    /// The tasks it must run after (replaces the list; [] clears it).
+    pub after: Option<Vec<IdArg>>,
+    /// The agent's extra environment (replaces it; {} clears it).
+    pub env: Option<std::collections::BTreeMap<String, String>>,
+    /// Its labels (replaces them; [] clears them).
+    pub labels: Option<Vec<String>>,
 }
 
 #[derive(Debug, Deserialize, schemars::JsonSchema)]
@@ -185,6 +221,9 @@ pub struct TasksArgs {
     pub states: Vec<String>,
     /// Only tasks with this key.
     pub key: Option<String>,
+    /// Only tasks that carry every one of these labels.
+    #[serde(default)]
+    pub labels: Vec<String>,
     /// Only tasks sent to, running on, or run by this worker slot.
     pub slot: Option<u32>,
     /// Only tasks submitted within this long (`90s`, `2h`, `1d`) or since this time
@@ -440,6 +479,64 @@ impl Conductor {
     }
 
     #[tool(
+        description = "Change a task that still waits in the shared queue: its prompt, \
+        priority, key, dependencies (after), env or labels; each field given replaces \
+        that field. Refused once a worker has taken the task (or it finished or was \
+        cancelled), and for a task waiting in one slot's inbox. The edit is applied \
+        whole before the task starts, or not at all.",
+        annotations(
+            read_only_hint = false,
+            destructive_hint = false,
+            idempotent_hint = true,
+            open_world_hint = false
+        )
+    )]
+    async fn edit(
+        &self,
+        Parameters(args): Parameters<EditArgs>,
+    ) -> Result<CallToolResult, ErrorData> {
+        let id = match args.id.id() {
+            Ok(id) => id,
+            Err(msg) => return to_call(Err(msg)),
+        };
+        let after = match args.after.as_deref().map(ids).transpose() {
+            Ok(a) => a,
+            Err(msg) => return to_call(Err(msg)),
+        };
+        if args.prompt.as_ref().is_some_and(|p| p.trim().is_empty()) {
+            return to_call(Err(format!(
+                "the new prompt is empty; task {id} is unchanged"
+            )));
+        }
+        let given = args.id.clone();
+        self.blocking(move |client| {
+            let task = client.edit_task(&id, None, |t| {
+                if let Some(p) = args.prompt {
+                    t.prompt = p;
+                }
+                if let Some(p) = args.priority {
+                    t.priority = Some(p);
+                }
+                if let Some(k) = args.key {
+                    t.key = (!k.is_empty()).then_some(k);
+                }
+                if let Some(a) = after {
+                    t.after = a;
+                }
+                if let Some(e) = args.env {
+                    t.env = e;
+                }
+                if let Some(l) = args.labels {
+                    t.labels = l;
+                }
+            })?;
+            let v = json!({ "id": id, "state": "queued", "task": task });
+            Ok(echo_id(Ok(v), &given))
+        })
+        .await
+    }
+
+    #[tool(
         description = "Wait until the given tasks have finished, for at most timeoutSecs \
         (default 30, capped at 50 so a call always returns). Returns each task's state and, \
         for a finished one, its result (output, success, error, exit code, duration, \
@@ -492,8 +589,8 @@ impl Conductor {
 
     #[tool(
         description = "List tasks on the root, newest first: id, state, where it runs, \
-        key, priority, times, cost, the start of its prompt. Filter by states, key, slot, \
-        or since (a duration such as 2h, or an RFC 3339 time). Use it to find task ids or \
+        key, priority, labels, times, cost, the start of its prompt. Filter by states, key, \
+        labels, slot, or since (a duration such as 2h, or an RFC 3339 time). Use it to find task ids or \
         see what is pending or failed.",
         annotations(read_only_hint = true, open_world_hint = false)
     )]
@@ -782,6 +879,8 @@ fn submit_task(a: SubmitArgs) -> std::result::Result<Task, String> {
     task.model = a.model;
     task.allowed_tools = a.allowed_tools;
     task.permission_mode = a.permission_mode;
+    task.env = a.env;
+    task.labels = a.labels;
     finish_task(task)
 }
 
@@ -797,6 +896,8 @@ fn send_task(a: SendArgs) -> std::result::Result<(Slot, Task), String> {
     task.model = a.model;
     task.allowed_tools = a.allowed_tools;
     task.permission_mode = a.permission_mode;
+    task.env = a.env;
+    task.labels = a.labels;
     Ok((slot, finish_task(task)?))
 }
 
@@ -855,6 +956,7 @@ fn list_options(a: TasksArgs) -> std::result::Result<ListOptions, String> {
     Ok(ListOptions {
         states,
         key: a.key,
+        labels: a.labels,
         slot,
         since,
         limit: Some(a.limit.unwrap_or(crate::tasks::list::DEFAULT_LIMIT)),
