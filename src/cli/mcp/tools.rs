@@ -50,8 +50,11 @@ both return a task id at once. Then `wait` for ids (it returns within its timeou
 finished or not: call it again to keep waiting; with a progressToken it reports each \
 task's progress) and read answers with `result`. `tasks` lists tasks (paged: pass \
 `nextCursor` back as `cursor`), `status` shows the workers and the queue, `logs` shows \
-what a task's agent has printed so far, `cancel` stops a task. Submit independent tasks \
-first, then wait for them together: they run in parallel. Resources \
+what a task's agent has printed so far, `cancel` stops a task, `retry` runs a finished \
+one again (resuming its agent's session), `totals` sums up counts and costs. `submit` \
+with `continueFrom` hands a finished task's output on to the next, with `wait: true` it \
+waits for the answer itself. Submit independent tasks first, then wait for them \
+together: they run in parallel. Resources \
 conductor://tasks/{id} and conductor://tasks/{id}/log can be read and subscribed to.";
 
 #[derive(Debug, Deserialize, schemars::JsonSchema)]
