@@ -360,9 +360,11 @@ fn bench_waits(root: &Path, n: u64, secs: f64) {
     }
     s.stdin.flush().unwrap();
     let mut asked = 2 * base;
-    let ((pending, subs), _) =
-        server_waits(&mut s, &mut asked, Duration::from_secs(30), |p, _| p == n);
-    assert_eq!(pending, n, "every wait pending");
+    // Each pending wait (no progress token) holds one subscription on the hub.
+    let ((pending, subs), _) = server_waits(&mut s, &mut asked, Duration::from_secs(30), |p, w| {
+        p == n && w >= n
+    });
+    assert_eq!((pending, subs), (n, n), "every wait pending and subscribed");
     let held = holdings(pid);
     let sent = Instant::now();
     for i in 0..n {
