@@ -15,6 +15,7 @@ use serde_json::{json, Value};
 use crate::harness::{agent, assert_nothing_left, bin, TestRoot, WorkerProc};
 use crate::mcp::{call, close, connect, ok, runtime, tool_error};
 use crate::mcp_push::Raw;
+use crate::prereq::require;
 
 const S0: Slot = Slot(0);
 
@@ -456,5 +457,49 @@ fn the_words_an_agent_searches_for_find_conductors_tools() {
         }
         close(mcp).await;
     });
+    assert_nothing_left(t.path());
+}
+
+#[test]
+fn the_python_sdk_drives_the_new_tools_and_finds_every_answer_fits_its_output_schema() {
+    require!(crate::prereq::python_mcp());
+    let t = TestRoot::new();
+    let w = echo_worker(&t);
+    let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/mcp_sdk/session.py");
+    let out = Command::new("python3")
+        .arg(&script)
+        .arg(bin("conductor"))
+        .arg(t.path())
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "the Python SDK's session failed:\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let seen: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(seen["protocol"], "2025-11-25", "{seen}");
+    for tool in ["retry", "totals", "submit"] {
+        assert!(
+            seen["tools"].as_array().unwrap().contains(&json!(tool)),
+            "{seen}"
+        );
+    }
+    let s1 = t.client.result_of(&TaskId::from("s1")).unwrap().unwrap();
+    let waited = &seen["submitWait"]["wait"]["tasks"][0];
+    assert_eq!(
+        waited["result"]["output"],
+        conductor::cli::run::chained_prompt("second", Some(&s1)),
+        "{seen}"
+    );
+    let told = seen["progress"].as_array().unwrap();
+    assert!(
+        told.iter().any(|m| m.as_str().unwrap_or("").contains("s2")),
+        "progress of s2 reached the SDK's callback: {seen}"
+    );
+    assert_eq!(seen["retry"]["id"], "s1-r1", "{seen}");
+    assert_eq!(seen["totals"]["total"]["tasks"], 3, "{seen}");
+    assert_eq!(seen["totals"]["total"]["done"], 3, "{seen}");
+    drop(w);
     assert_nothing_left(t.path());
 }
