@@ -632,8 +632,9 @@ impl Conductor {
                         Ok(p) => task.prompt = p,
                         Err(msg) => return Ok(Err(msg)),
                     }
-                    if let Err(msg) = finish_task(task.clone()) {
-                        return Ok(Err(msg));
+                    // The composed prompt must still make a valid task (its size).
+                    if let Err(reason) = task.validate() {
+                        return Ok(Err(Error::InvalidTask { reason }.to_string()));
                     }
                 }
                 let id = Queue::new(client.root().clone()).submit(&task)?;
