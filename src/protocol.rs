@@ -212,7 +212,7 @@ pub struct Task {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub attempt: Option<u32>,
     /// Continue this agent session (claude preset: `--resume ID`; codex: `codex exec
-    /// resume ID`).
+    /// resume ID`; gemini: `--resume ID`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub resume: Option<String>,
     /// The model the agent uses for this task, passed by the preset (`claude --model`,
@@ -253,6 +253,16 @@ pub struct Task {
     /// With a worktree: copy the repository's staged and unstaged changes into it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub include_uncommitted: Option<bool>,
+    /// Narrow the tools the worker lets its agent use unattended to these (claude
+    /// preset; `[]`: none): each must be one the worker allows (or a rule within one,
+    /// `Bash(git *)`), and the worker's tools left out are denied to the agent. A
+    /// widening task is rejected naming this field (see [`crate::preset::Preset::narrow`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub allowed_tools: Option<Vec<String>>,
+    /// Narrow the worker's permission mode (claude preset) or approval mode (gemini) to
+    /// this one, which may let the agent do no more than the worker's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub permission_mode: Option<String>,
 }
 
 impl Task {
@@ -280,6 +290,8 @@ impl Task {
             worktree: None,
             base: None,
             include_uncommitted: None,
+            allowed_tools: None,
+            permission_mode: None,
         }
     }
 
@@ -367,6 +379,29 @@ impl Task {
         if let Some(t) = &self.not_before {
             if parse_rfc3339(t).is_none() {
                 return Err(format!("notBefore {t:?} is not an RFC 3339 time"));
+            }
+        }
+        if let Some(tools) = &self.allowed_tools {
+            if let Some(t) = tools.iter().find(|t| {
+                t.trim().is_empty()
+                    || t.starts_with('-')
+                    || t.len() > 256
+                    || t.contains(',')
+                    || t.chars().any(char::is_control)
+            }) {
+                return Err(format!(
+                    "allowedTools: {t:?} is not a tool name or rule (e.g. \"Read\", \"Bash(git *)\")"
+                ));
+            }
+        }
+        if let Some(m) = &self.permission_mode {
+            if m.is_empty()
+                || m.len() > 64
+                || !m.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_')
+            {
+                return Err(format!(
+                    "permissionMode {m:?} is not a permission mode name"
+                ));
             }
         }
         if let Some(b) = &self.base {

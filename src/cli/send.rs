@@ -38,6 +38,17 @@ pub struct TaskArgs {
     /// it on (`--model` / `-m`); the command preset ignores it (the worker warns).
     #[arg(long, value_name = "NAME")]
     pub model: Option<String>,
+    /// Narrow the tools the worker lets its agent use unattended to these,
+    /// comma-separated (claude preset; `""`: none): each must be one the worker allows,
+    /// and the worker's others are denied to this task's agent. Asking for more is
+    /// rejected by the worker (the task's `allowedTools`).
+    #[arg(long, value_name = "TOOLS")]
+    pub allowed_tools: Option<String>,
+    /// Narrow the worker's permission mode (claude preset, e.g. `plan`, `dontAsk`) or
+    /// approval mode (gemini, e.g. `auto_edit`, `plan`) for this task; one that lets the
+    /// agent do more than the worker's is rejected (the task's `permissionMode`).
+    #[arg(long, value_name = "MODE")]
+    pub permission_mode: Option<String>,
     #[command(flatten)]
     pub worktree: WorktreeArgs,
 }
@@ -106,6 +117,10 @@ impl TaskArgs {
         task.agent = self.agent_preset.map(|p| p.to_string());
         self.worktree.apply(&mut task);
         task.model = self.model.clone();
+        task.allowed_tools = self.allowed_tools.as_deref().map(crate::preset::tool_list);
+        task.permission_mode = self.permission_mode.clone();
+        task.validate()
+            .map_err(|reason| crate::Error::InvalidTask { reason })?;
         Ok(task)
     }
 }

@@ -195,7 +195,11 @@ impl Run<'_> {
                 why,
             )));
         };
-        if task.model.is_none() && task.resume.is_none() {
+        if task.model.is_none()
+            && task.resume.is_none()
+            && task.allowed_tools.is_none()
+            && task.permission_mode.is_none()
+        {
             return Ok(command.clone());
         }
         if let (Some(model), false) = (&task.model, preset.takes_model()) {
@@ -205,7 +209,17 @@ impl Run<'_> {
                 self.id,
             );
         }
-        match preset.task_args(&command.args, task.model.as_deref(), task.resume.as_deref()) {
+        let narrowed = preset
+            .narrow(
+                &command.args,
+                task.allowed_tools.as_deref(),
+                task.permission_mode.as_deref(),
+            )
+            .map_err(|why| format!("rejected: {why}"));
+        let args = narrowed.and_then(|args| {
+            preset.task_args(&args, task.model.as_deref(), task.resume.as_deref())
+        });
+        match args {
             Ok(args) => {
                 let mut c = command.clone();
                 c.args = args;

@@ -130,6 +130,8 @@ fn initialize_answers_with_the_clients_protocol_and_lists_every_tool_with_its_sc
             "timeoutSecs",
             "id",
             "model",
+            "allowedTools",
+            "permissionMode",
         ] {
             assert!(
                 submit["properties"].get(field).is_some(),
@@ -249,6 +251,35 @@ fn a_bad_slot_and_an_unknown_id_are_tool_errors_and_the_server_keeps_serving() {
         assert!(e.contains("no task no-such-task"), "{e}");
         let e = tool_error(&call(&mcp, "submit", json!({"prompt": "x", "id": "bad id!"})).await);
         assert!(e.contains("invalid task id"), "{e}");
+        let e = tool_error(
+            &call(
+                &mcp,
+                "submit",
+                json!({"prompt": "x", "allowedTools": ["Read", "-rf"]}),
+            )
+            .await,
+        );
+        assert!(
+            e.contains("allowedTools: \"-rf\" is not a tool name"),
+            "{e}"
+        );
+        // A narrowed task carries its narrowing to whichever worker claims it.
+        let v = ok(&call(
+            &mcp,
+            "submit",
+            json!({"prompt": "x", "id": "narrow-1", "allowedTools": ["Read"],
+                   "permissionMode": "plan"}),
+        )
+        .await);
+        assert_eq!(v["id"], "narrow-1");
+        let pending = conductor::queue::Queue::new(t.client.root().clone())
+            .pending()
+            .unwrap();
+        let task = conductor::Task::read(&pending[0].path, 1 << 20)
+            .unwrap()
+            .unwrap();
+        assert_eq!(task.allowed_tools, Some(vec!["Read".to_string()]));
+        assert_eq!(task.permission_mode.as_deref(), Some("plan"));
         let e = tool_error(&call(&mcp, "tasks", json!({"states": ["sleeping"]})).await);
         assert!(e.contains("unknown task state"), "{e}");
         // Still serving after all those.

@@ -99,6 +99,15 @@ pub struct SubmitArgs {
     /// The model the agent uses for this task (the claude, codex and gemini presets pass
     /// it on; a plain command ignores it).
     pub model: Option<String>,
+    /// Narrow the tools the worker lets its agent use unattended to these (claude
+    /// preset; `[]`: none, e.g. `["Read"]` for a read-only task): each must be one the
+    /// worker allows, and the worker's others are denied to this task's agent. Asking
+    /// for a tool the worker does not allow gets the task rejected.
+    pub allowed_tools: Option<Vec<String>>,
+    /// Narrow the worker's permission mode (claude preset: `plan`, `dontAsk`,
+    /// `acceptEdits`…) or approval mode (gemini: `plan`, `default`, `auto_edit`) for this
+    /// task; one letting the agent do more than the worker's gets the task rejected.
+    pub permission_mode: Option<String>,
     /// A finished task whose output this task continues from: it is added after the
     /// prompt, as `conductor run --chain` passes one step's output to the next. A task
     /// that has not finished yet is refused (wait for it first).
@@ -136,6 +145,15 @@ pub struct SendArgs {
     pub agent: Option<String>,
     /// The model the agent uses for this task (claude, codex and gemini presets).
     pub model: Option<String>,
+    /// Narrow the tools the worker lets its agent use unattended to these (claude
+    /// preset; `[]`: none, e.g. `["Read"]` for a read-only task): each must be one the
+    /// worker allows, and the worker's others are denied to this task's agent. Asking
+    /// for a tool the worker does not allow gets the task rejected.
+    pub allowed_tools: Option<Vec<String>>,
+    /// Narrow the worker's permission mode (claude preset: `plan`, `dontAsk`,
+    /// `acceptEdits`…) or approval mode (gemini: `plan`, `default`, `auto_edit`) for this
+    /// task; one letting the agent do more than the worker's gets the task rejected.
+    pub permission_mode: Option<String>,
 }
 
 #[derive(Debug, Deserialize, schemars::JsonSchema)]
@@ -1191,6 +1209,8 @@ fn submit_task(a: SubmitArgs) -> std::result::Result<Task, String> {
     task.base = a.base;
     task.include_uncommitted = a.include_uncommitted;
     task.model = a.model;
+    task.allowed_tools = a.allowed_tools;
+    task.permission_mode = a.permission_mode;
     finish_task(task)
 }
 
@@ -1227,6 +1247,8 @@ fn send_task(a: SendArgs) -> std::result::Result<(Slot, Task), String> {
     task.dir = a.dir.map(absolute).transpose()?;
     task.agent = a.agent.map(preset_name).transpose()?;
     task.model = a.model;
+    task.allowed_tools = a.allowed_tools;
+    task.permission_mode = a.permission_mode;
     Ok((slot, finish_task(task)?))
 }
 
