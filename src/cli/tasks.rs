@@ -279,7 +279,7 @@ fn totals(tasks: &[TaskSummary]) -> String {
 }
 
 /// `tasks --summary`: totals by key, agent and day.
-mod summary {
+pub mod summary {
     use std::collections::BTreeMap;
 
     use serde::Serialize;

@@ -18,6 +18,7 @@ mod lease_renewer;
 mod live;
 mod locks;
 mod mcp;
+mod mcp_cli;
 mod mcp_push;
 mod multihost;
 mod multihost_env;

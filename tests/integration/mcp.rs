@@ -16,13 +16,13 @@ use serde_json::{json, Value};
 
 use crate::harness::{agent, assert_nothing_left, bin, wait_until, TestRoot, WorkerProc};
 
-type Mcp = RunningService<RoleClient, ClientConfig>;
+pub type Mcp = RunningService<RoleClient, ClientConfig>;
 
 const S0: Slot = Slot(0);
 /// Bound on anything a test waits for.
 const BOUND: Duration = Duration::from_secs(60);
 
-fn runtime() -> tokio::runtime::Runtime {
+pub fn runtime() -> tokio::runtime::Runtime {
     tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -32,7 +32,7 @@ fn runtime() -> tokio::runtime::Runtime {
 
 /// `conductor mcp --root <root>` as a child, initialized by rmcp's client speaking
 /// protocol 2025-06-18 (what current clients send). `env` is added to its environment.
-async fn connect(t: &TestRoot, env: &[(&str, &str)]) -> Mcp {
+pub async fn connect(t: &TestRoot, env: &[(&str, &str)]) -> Mcp {
     let mut cmd = tokio::process::Command::new(bin("conductor"));
     cmd.arg("mcp")
         .arg("--root")
@@ -61,7 +61,7 @@ async fn connect(t: &TestRoot, env: &[(&str, &str)]) -> Mcp {
         .expect("initialize")
 }
 
-async fn call(mcp: &Mcp, tool: &str, args: Value) -> CallToolResult {
+pub async fn call(mcp: &Mcp, tool: &str, args: Value) -> CallToolResult {
     let Value::Object(args) = args else {
         panic!("tool arguments must be an object")
     };
@@ -74,19 +74,19 @@ async fn call(mcp: &Mcp, tool: &str, args: Value) -> CallToolResult {
 
 /// A successful call's JSON.
 #[track_caller]
-fn ok(r: &CallToolResult) -> Value {
+pub fn ok(r: &CallToolResult) -> Value {
     assert_ne!(r.is_error, Some(true), "tool error: {r:?}");
     r.structured_content.clone().expect("structured content")
 }
 
 /// A tool error's message.
 #[track_caller]
-fn tool_error(r: &CallToolResult) -> String {
+pub fn tool_error(r: &CallToolResult) -> String {
     assert_eq!(r.is_error, Some(true), "expected a tool error: {r:?}");
     r.content[0].as_text().expect("text content").text.clone()
 }
 
-async fn close(mcp: Mcp) {
+pub async fn close(mcp: Mcp) {
     let _ = tokio::time::timeout(BOUND, mcp.cancel()).await;
 }
 
@@ -103,8 +103,8 @@ fn initialize_answers_with_the_clients_protocol_and_lists_every_tool_with_its_sc
         assert_eq!(
             names,
             [
-                "cancel", "edit", "logs", "queue", "result", "send", "status", "submit", "tasks",
-                "wait"
+                "cancel", "edit", "logs", "queue", "result", "retry", "send", "status", "submit",
+                "tasks", "totals", "wait"
             ]
         );
         for tool in &tools {
@@ -503,7 +503,7 @@ fn malformed_lines_get_a_parse_error_and_stdout_stays_pure_json_rpc() {
             v["id"] == 3
                 && v["result"]["tools"]
                     .as_array()
-                    .is_some_and(|t| t.len() == 10)
+                    .is_some_and(|t| t.len() == 12)
         },
         "tools/list result",
     );
