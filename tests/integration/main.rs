@@ -22,6 +22,7 @@ mod multihost;
 mod multihost_env;
 mod multihost_faults;
 mod multihost_mounts;
+mod multihost_partition;
 mod orchestrator;
 mod protocol;
 mod queue;
