@@ -160,6 +160,10 @@ pub struct DirLock {
     released: bool,
     /// Released by renaming to this process's spare name instead of removing.
     reusable: bool,
+    /// [`host::boot_clock`] when the last write of our record that succeeded began
+    /// (placing the lock, or a renewal): no other host can have seen a newer one of
+    /// ours, so none judges us gone before this plus its lease.
+    renewed: Duration,
 }
 
 use files::{owner_file, pid_file};
@@ -186,6 +190,7 @@ impl DirLock {
         let mut last_epoch = guard.epoch();
         for _ in 0..VANISH_RETRIES {
             owner.epoch = last_epoch + 1;
+            let began = host::boot_clock();
             if files::place(path, &owner, reusable)? {
                 guard.set_epoch(owner.epoch);
                 return Ok(Acquire::Acquired(DirLock {
@@ -193,6 +198,7 @@ impl DirLock {
                     owner,
                     released: false,
                     reusable,
+                    renewed: began,
                 }));
             }
             // Gone again before we could read it (released by a holder outside the
@@ -245,6 +251,14 @@ impl DirLock {
         self.owner.epoch
     }
 
+    /// [`host::boot_clock`] when the last successful write of our record (the acquire or
+    /// a renewal) began. Another host judges us by the newest record it saw, which it
+    /// cannot have seen before this: it takes the lock no earlier than this plus the
+    /// lease (by its own clock), which is what a holder fences itself by.
+    pub fn renewed_at(&self) -> Duration {
+        self.renewed
+    }
+
     /// Renew `heartbeatAt` (what other hosts judge our lease by) — only while the lock
     /// in place is still ours; else [`Error::LockLost`]: we were judged gone (paused
     /// past the lease, cut off) and someone took it, so we must stop at once. The record
@@ -265,6 +279,7 @@ impl DirLock {
     }
 
     fn beat(&mut self, looks: u32) -> Result<bool> {
+        let began = host::boot_clock();
         let _guard = Guard::existing(&self.path)?;
         // Written through the directory just read as ours, opened afresh: no descriptor
         // is kept between heartbeats (a worker of a thousand slots held a thousand, and
@@ -278,7 +293,11 @@ impl DirLock {
         match files::write_owner_at(&dir, &self.path, &self.owner) {
             // Removed under us since the check (another host took it over).
             Err(e) if files::error_vanished(&e) => Err(self.lost()),
-            other => other.map(|()| true),
+            Err(e) => Err(e),
+            Ok(()) => {
+                self.renewed = began;
+                Ok(true)
+            }
         }
     }
 

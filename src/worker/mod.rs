@@ -11,6 +11,7 @@
 mod admit;
 mod cancel;
 mod claim;
+mod fence;
 mod inbox;
 mod multi;
 mod space;

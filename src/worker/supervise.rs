@@ -8,6 +8,7 @@ use crossbeam_channel::{select, Receiver};
 use nix::sys::signal::Signal;
 
 use super::admit::Hold;
+use super::fence::{self, Fence};
 use super::{cancel, space, Pickup, Shared, SlotServer, ENV_WORKER};
 use crate::agent::{self, Agent, AgentCommand, AgentOutput, Launch};
 use crate::dirlock::DirLock;
@@ -140,7 +141,18 @@ pub(crate) fn run(
         agent.pid(),
         run.clock.elapsed().as_micros()
     );
-    let stop = run.watch(&task, &mut agent, &mut lock, &mut hold, wake, shutdown);
+    // From here until the agent is reaped, a thread of its own stops it should the
+    // locks go unrenewed for too long (a hung mount blocks the heartbeat, not it).
+    let fence = fence::arm(
+        agent.pid(),
+        fence::Policy::for_lease(shared.lock_opts.lease, shared.opts.kill_grace),
+        renewed_at(&lock, &hold),
+    );
+    let stop = run.watch(
+        &task, &mut agent, &mut lock, &mut hold, &fence, wake, shutdown,
+    );
+    // Disarmed before the agent's leader is reaped (`finish`): the group id stays its own.
+    drop(fence);
     if stop.is_some() {
         agent.stop(shared.opts.kill_grace);
     }
@@ -421,6 +433,7 @@ impl Run<'_> {
         agent: &mut Agent,
         lock: &mut DirLock,
         hold: &mut Hold,
+        fence: &Fence,
         wake: &Receiver<()>,
         shutdown: &Receiver<()>,
     ) -> Option<Stop> {
@@ -435,7 +448,12 @@ impl Run<'_> {
         let timeout = self.timeout(task);
         // A timeout too large to represent is no timeout.
         let deadline = timeout.and_then(|t| self.clock.checked_add(t));
-        let heartbeat = self.shared.opts.heartbeat;
+        // Other hosts judge the locks by their lease: renewed at least every quarter of it.
+        let heartbeat = self
+            .shared
+            .opts
+            .heartbeat
+            .min(crate::gate::renew_every(self.shared.lock_opts.lease));
         let mut next_beat = Instant::now() + heartbeat;
         loop {
             let now = Instant::now();
@@ -452,6 +470,7 @@ impl Run<'_> {
                 if let Some(fenced) = self.beat(&mut status, agent, lock, hold) {
                     return Some(fenced);
                 }
+                fence.renewed(renewed_at(lock, hold));
                 next_beat = now + heartbeat;
             }
             let mut wait = next_beat.saturating_duration_since(now);
@@ -461,6 +480,11 @@ impl Run<'_> {
             select! {
                 recv(agent.exit_channel()) -> _ => {
                     agent.note_exit();
+                    // Stopped by its fence: its locks went unrenewed for too long.
+                    if let Some(why) = fence.fired() {
+                        tracing::error!("task {}: {why}", self.id);
+                        return Some(Stop::Fenced(why));
+                    }
                     // A service manager often signals the whole group at once: the agent
                     // dying of that same stop request is an interruption, not a failure.
                     return (!shutdown.is_empty()).then(|| self.interrupted());
@@ -728,6 +752,17 @@ fn fenced(lost: &Error, epoch: u64) -> Stop {
         "interrupted: fenced at epoch {epoch}: {lost}; the agent was stopped and nothing \
          of this run is published as the task's result"
     ))
+}
+
+/// When the least recently renewed of the task's locks was last renewed
+/// ([`DirLock::renewed_at`]): what its fence counts from.
+fn renewed_at(lock: &DirLock, hold: &Hold) -> Duration {
+    [Some(lock), hold.key_lock.as_ref(), hold.run_slot.as_ref()]
+        .into_iter()
+        .flatten()
+        .map(DirLock::renewed_at)
+        .min()
+        .unwrap_or_default()
 }
 
 /// `None` while every lock the task holds is still ours; else why not.
