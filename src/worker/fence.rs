@@ -111,6 +111,14 @@ fn watch(f: &Fences) {
         let mut next: Option<Duration> = None;
         for e in reg.entries.values_mut() {
             let due = match e.state {
+                // Woken past the KILL's time too (this process was stopped, or the
+                // machine suspended): a taker may be running already.
+                State::Armed if now >= e.renewed + e.policy.after + e.policy.grace => {
+                    signal_group(e.pgid, Signal::SIGKILL);
+                    e.state = State::Killed;
+                    e.fired_after = Some(now.saturating_sub(e.renewed));
+                    continue;
+                }
                 State::Armed if now >= e.renewed + e.policy.after => {
                     signal_group(e.pgid, Signal::SIGTERM);
                     e.state = State::Termed(now);
@@ -323,6 +331,22 @@ mod tests {
             at >= policy.after + policy.grace,
             "killed {at:?} after arming"
         );
+        drop(fence);
+    }
+
+    #[test]
+    fn a_holder_that_wakes_past_the_grace_kills_at_once() {
+        // As after a pause: the last renewal is older than `after` + `grace` already.
+        let mut agent = group("exec sleep 100");
+        let policy = Policy {
+            after: Duration::from_millis(200),
+            grace: Duration::from_secs(60),
+        };
+        let long_ago = boot_clock().saturating_sub(Duration::from_secs(61));
+        let fence = arm(agent.id(), policy, long_ago);
+        let (status, _) = exit_within(&mut agent, BOUND).expect("killed at once");
+        assert_eq!(status.signal(), Some(Signal::SIGKILL as i32), "{status:?}");
+        assert!(fence.fired().is_some());
         drop(fence);
     }
 

@@ -44,6 +44,8 @@ struct Run<'a> {
     /// The preset that runs it (the task's `agent`, else the worker's default) and its
     /// command line; `None` when this worker does not serve the preset the task names.
     agent: Option<(Preset, AgentCommand)>,
+    /// The task's, else the worker's, else the root's.
+    timeout: Option<Duration>,
 }
 
 /// Run a claimed task to its one result. `Pickup::Stop` if asked to shut down.
@@ -93,6 +95,11 @@ pub(crate) fn run(
             .opts
             .agent_for(task.agent.as_deref())
             .map(|(p, c)| (p, c.clone())),
+        timeout: task
+            .timeout_secs
+            .map(Duration::from_secs)
+            .or(shared.opts.timeout)
+            .or(shared.config.timeout_secs.map(Duration::from_secs)),
     };
     let preset = run.agent.as_ref().map_or(shared.opts.preset, |(p, _)| *p);
     if let Some(who) = cancel::requested(&slot.paths, &run.id, false) {
@@ -148,9 +155,7 @@ pub(crate) fn run(
         fence::Policy::for_lease(shared.lock_opts.lease, shared.opts.kill_grace),
         renewed_at(&lock, &hold),
     );
-    let stop = run.watch(
-        &task, &mut agent, &mut lock, &mut hold, &fence, wake, shutdown,
-    );
+    let stop = run.watch(&mut agent, &mut lock, &mut hold, &fence, wake, shutdown);
     // Disarmed before the agent's leader is reaped (`finish`): the group id stays its own.
     drop(fence);
     if stop.is_some() {
@@ -429,7 +434,6 @@ impl Run<'_> {
     /// stops it; keep the status and every held lock fresh meanwhile.
     fn watch(
         &self,
-        task: &Task,
         agent: &mut Agent,
         lock: &mut DirLock,
         hold: &mut Hold,
@@ -445,7 +449,7 @@ impl Run<'_> {
         if let Err(e) = self.slot.board.publish(status.clone()) {
             tracing::warn!("publishing the working status: {e}");
         }
-        let timeout = self.timeout(task);
+        let timeout = self.timeout;
         // A timeout too large to represent is no timeout.
         let deadline = timeout.and_then(|t| self.clock.checked_add(t));
         // Other hosts judge the locks by their lease: renewed at least every quarter of it.
@@ -498,13 +502,6 @@ impl Run<'_> {
                 default(wait) => {}
             }
         }
-    }
-
-    fn timeout(&self, task: &Task) -> Option<Duration> {
-        task.timeout_secs
-            .map(Duration::from_secs)
-            .or(self.shared.opts.timeout)
-            .or(self.shared.config.timeout_secs.map(Duration::from_secs))
     }
 
     fn cancelled(&self) -> bool {
