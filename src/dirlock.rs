@@ -18,7 +18,7 @@ use crate::error::{Error, Result};
 use crate::fsio::{self, SMALL_FILE_LIMIT};
 use crate::host;
 use crate::procfs;
-use crate::protocol::now_rfc3339;
+use crate::protocol::rfc3339;
 use guard::Guard;
 
 mod files;
@@ -54,6 +54,29 @@ impl Default for LockOptions {
             lease: Duration::from_secs(120),
         }
     }
+}
+
+/// Debug variable (like `CONDUCTOR_DEBUG_WATCH_EVENTS`): seconds, signed, added to the
+/// wall clock this process dates its lock records by (`acquiredAt`, `heartbeatAt`), to
+/// play a host whose clock is off (tests of clock skew across hosts; nothing else).
+pub const ENV_DEBUG_CLOCK_OFFSET: &str = "CONDUCTOR_DEBUG_CLOCK_OFFSET_SECS";
+
+/// Now by this process's clock, as its lock records are dated ([`ENV_DEBUG_CLOCK_OFFSET`]).
+fn lease_stamp() -> String {
+    static OFFSET: std::sync::OnceLock<i64> = std::sync::OnceLock::new();
+    let offset = *OFFSET.get_or_init(|| {
+        std::env::var(ENV_DEBUG_CLOCK_OFFSET)
+            .ok()
+            .and_then(|v| v.trim().parse().ok())
+            .unwrap_or(0)
+    });
+    let now = SystemTime::now();
+    let at = match offset {
+        0 => now,
+        o if o > 0 => now + Duration::from_secs(o.unsigned_abs()),
+        o => now - Duration::from_secs(o.unsigned_abs()),
+    };
+    rfc3339(at)
 }
 
 /// `owner.json`: who holds a lock, with enough to prove them gone.
@@ -95,7 +118,7 @@ impl LockOwner {
             boot_id: host::boot_id().to_string(),
             start_time: host::own_start_time(),
             nonce: fsio::nonce(),
-            acquired_at: now_rfc3339(),
+            acquired_at: lease_stamp(),
             heartbeat_at: None,
             host_id: Some(host::host_id().to_string()),
             epoch: 0,
@@ -289,7 +312,7 @@ impl DirLock {
         let Some(dir) = self.ours_in_place(looks)? else {
             return Ok(false);
         };
-        self.owner.heartbeat_at = Some(now_rfc3339());
+        self.owner.heartbeat_at = Some(lease_stamp());
         match files::write_owner_at(&dir, &self.path, &self.owner) {
             // Removed under us since the check (another host took it over).
             Err(e) if files::error_vanished(&e) => Err(self.lost()),

@@ -23,6 +23,7 @@ mod multihost_env;
 mod multihost_faults;
 mod multihost_mounts;
 mod multihost_partition;
+mod multihost_skew;
 mod orchestrator;
 mod protocol;
 mod queue;
