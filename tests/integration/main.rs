@@ -10,6 +10,7 @@ mod compat;
 mod dashboard;
 mod deps;
 mod faults;
+mod fencing;
 mod gate;
 mod hosts;
 mod launch;
