@@ -141,19 +141,20 @@ pub(crate) fn run(
             return Ok(Pickup::Stop);
         }
     };
+    // From here until the agent is reaped, a thread of its own stops it should the
+    // locks go unrenewed for too long (a hung mount blocks the heartbeat, not that
+    // thread). Armed before anything else: even a log line may block in a hung mount.
+    let fence = fence::arm(
+        agent.pid(),
+        fence::Policy::for_lease(shared.lock_opts.lease, shared.opts.kill_grace),
+        renewed_at(&lock, &hold),
+    );
     tracing::info!(
         "started \"{}\" · task {} · pid {} · {}us after claim",
         run.preview,
         run.id,
         agent.pid(),
         run.clock.elapsed().as_micros()
-    );
-    // From here until the agent is reaped, a thread of its own stops it should the
-    // locks go unrenewed for too long (a hung mount blocks the heartbeat, not it).
-    let fence = fence::arm(
-        agent.pid(),
-        fence::Policy::for_lease(shared.lock_opts.lease, shared.opts.kill_grace),
-        renewed_at(&lock, &hold),
     );
     let stop = run.watch(&mut agent, &mut lock, &mut hold, &fence, wake, shutdown);
     // Disarmed before the agent's leader is reaped (`finish`): the group id stays its own.
