@@ -290,8 +290,10 @@ mod tests {
     #[test]
     fn a_holder_whose_renewals_hang_stops_its_agent_by_its_own_clock() {
         let mut agent = group("exec sleep 100");
+        // Long enough that a loaded machine's stall of the renewing thread does not
+        // pass for hung renewals.
         let policy = Policy {
-            after: Duration::from_millis(600),
+            after: Duration::from_secs(1),
             grace: Duration::from_millis(300),
         };
         let t0 = Instant::now();
@@ -354,12 +356,12 @@ mod tests {
     fn a_holder_that_keeps_renewing_keeps_its_agent() {
         let mut agent = group("exec sleep 100");
         let policy = Policy {
-            after: Duration::from_millis(400),
+            after: Duration::from_secs(1),
             grace: Duration::from_millis(100),
         };
         let fence = arm(agent.id(), policy, boot_clock());
-        // Renewed every 100 ms for five times the fence's `after`.
-        let until = Instant::now() + 5 * policy.after;
+        // Renewed every 100 ms for two and a half times the fence's `after`.
+        let until = Instant::now() + policy.after * 5 / 2;
         while Instant::now() < until {
             std::thread::sleep(Duration::from_millis(100));
             fence.renewed(boot_clock());
