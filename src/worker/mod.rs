@@ -12,6 +12,7 @@ mod admit;
 mod callback;
 mod cancel;
 mod claim;
+mod fence;
 mod inbox;
 mod multi;
 mod space;
