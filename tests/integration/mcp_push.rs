@@ -504,11 +504,14 @@ fn a_wait_with_a_progress_token_reports_each_step_and_subscribed_resources_are_t
     };
     raw.expect("progress: running on slot 0", progress("running on slot 0"));
     raw.expect("progress: the last output line", progress("working on it"));
+    // The agent's first line may be written before the log subscription is in place
+    // (a busy machine picks the task up at once): its second, after `hold`, comes
+    // after it for sure.
+    std::fs::write(&hold, "").unwrap();
     raw.expect("the log resource updated", |v| {
         v["method"] == "notifications/resources/updated"
             && v["params"]["uri"] == "conductor://tasks/pro-1/log"
     });
-    std::fs::write(&hold, "").unwrap();
     let done = raw.answer(&json!("w"));
     assert_eq!(
         done["result"]["structuredContent"]["allFinished"], true,
