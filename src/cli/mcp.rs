@@ -9,6 +9,7 @@ mod handles;
 mod reply;
 mod resources;
 pub mod schema;
+mod spec_tasks;
 mod stdio;
 mod tools;
 mod waits;
@@ -62,10 +63,14 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
 
 async fn serve(client: Client) -> anyhow::Result<()> {
     tracing::debug!("MCP server on {}", client.root().path().display());
-    let io = stdio::start(tokio::io::stdin(), tokio::io::stdout());
-    let service = Conductor::new(client)
-        .serve((io.server_in, io.server_out))
-        .await;
+    let conductor = Conductor::new(client.clone());
+    let io = stdio::start(
+        tokio::io::stdin(),
+        tokio::io::stdout(),
+        client,
+        conductor.hub(),
+    );
+    let service = conductor.serve((io.server_in, io.server_out)).await;
     match service {
         Ok(running) => {
             let ended = running.waiting().await;

@@ -21,6 +21,7 @@ mod locks;
 mod mcp;
 mod mcp_cli;
 mod mcp_push;
+mod mcp_spec_tasks;
 mod multihost;
 mod multihost_env;
 mod multihost_faults;

@@ -14,7 +14,7 @@
 use std::time::SystemTime;
 
 use rmcp::model::{
-    CallToolResult, DetailedTask, ServerNotification, Task as McpTask, TaskPayload,
+    CallToolResult, DetailedTask, JsonObject, ServerNotification, Task as McpTask, TaskPayload,
     TaskStatusNotification, TaskStatusNotificationParams,
 };
 use rmcp::{Peer, RoleServer};
@@ -23,7 +23,7 @@ use serde_json::{json, Value};
 use super::reply;
 use crate::protocol::rfc3339;
 use crate::tasks::{TaskLocation, TaskState};
-use crate::{Client, TaskId};
+use crate::{Client, TaskId, TaskResult};
 
 /// How often a client is asked to poll `tasks/get`, in milliseconds (it is also told of
 /// each change when it listens to `notifications/tasks`).
@@ -97,25 +97,12 @@ pub fn detailed(
             ),
             TaskPayload::Cancelled,
         ),
-        (state, Some(r)) => {
-            let chars = handle.map_or(reply::DEFAULT_OUTPUT_CHARS, |h| h.output_chars);
-            let mut view = reply::finished(id, &r, chars);
-            if let Some(g) = handle.and_then(|h| h.given.clone()) {
-                view["id"] = g;
-            }
-            let answer = answer(handle.map_or(Origin::Wait, |h| h.origin), view);
-            let call = serde_json::to_value(CallToolResult::structured(answer))
-                .ok()
-                .and_then(|v| match v {
-                    Value::Object(m) => Some(m),
-                    _ => None,
-                })
-                .unwrap_or_default();
-            DetailedTask::new(
-                base(state.to_string()),
-                TaskPayload::Completed { result: call },
-            )
-        }
+        (state, Some(r)) => DetailedTask::new(
+            base(state.to_string()),
+            TaskPayload::Completed {
+                result: call_result(id, &r, handle),
+            },
+        ),
         // Finished, but its result is gone (gc removed it): nothing to hand back.
         (state, None) => DetailedTask::new(
             base(state.to_string()),
@@ -130,6 +117,24 @@ pub fn detailed(
             },
         ),
     }))
+}
+
+/// The tool call's result for finished task `id` (result `r`): what `wait` or `submit`
+/// with wait (as the handle says) would have answered once it had finished.
+pub fn call_result(id: &TaskId, r: &TaskResult, handle: Option<&Handle>) -> JsonObject {
+    let chars = handle.map_or(reply::DEFAULT_OUTPUT_CHARS, |h| h.output_chars);
+    let mut view = reply::finished(id, r, chars);
+    if let Some(g) = handle.and_then(|h| h.given.clone()) {
+        view["id"] = g;
+    }
+    let answer = answer(handle.map_or(Origin::Wait, |h| h.origin), view);
+    serde_json::to_value(CallToolResult::structured(answer))
+        .ok()
+        .and_then(|v| match v {
+            Value::Object(m) => Some(m),
+            _ => None,
+        })
+        .unwrap_or_default()
 }
 
 /// A finished task's `view` as the answer of the tool that made the handle.

@@ -6,6 +6,9 @@
 //! every line that is JSON on to rmcp and answers the others itself; and stdout has a
 //! single writer, [`pump`], which writes rmcp's messages and those answers whole lines at
 //! a time, so the two can never interleave inside a line.
+//!
+//! Both ends also pass their lines through the session's [`SpecTasks`], which serves
+//! the spec's 2025-11-25 Tasks utility around rmcp (see [`super::spec_tasks`]).
 
 use std::io;
 
@@ -14,6 +17,10 @@ use tokio::io::{
 };
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
+
+use super::spec_tasks::{Inbound, Outbound, SpecTasks};
+use crate::wait::Hub;
+use crate::Client;
 
 /// The longest line accepted (rmcp's own limit); a longer one is answered and dropped.
 pub const MAX_LINE: usize = 16 * 1024 * 1024;
@@ -34,8 +41,8 @@ pub struct Stdio {
 }
 
 /// Start the filter on `input` and the writer on `output` (stdin and stdout, or pipes
-/// in tests).
-pub fn start<R, W>(input: R, output: W) -> Stdio
+/// in tests); the Tasks translation works on `client`'s root with the server's `hub`.
+pub fn start<R, W>(input: R, output: W, client: Client, hub: Hub) -> Stdio
 where
     R: AsyncRead + Unpin + Send + 'static,
     W: AsyncWrite + Unpin + Send + 'static,
@@ -43,13 +50,15 @@ where
     let (server_in, filter_out) = tokio::io::duplex(PIPE_BUF);
     let (server_out, pump_in) = tokio::io::duplex(PIPE_BUF);
     let (answers, pending) = mpsc::unbounded_channel();
+    let tasks = SpecTasks::new(client, hub, answers.clone());
+    let tasks2 = tasks.clone();
     let filter = tokio::spawn(async move {
-        if let Err(e) = filter(BufReader::new(input), filter_out, answers).await {
+        if let Err(e) = filter(BufReader::new(input), filter_out, answers, tasks2).await {
             tracing::debug!("reading the client's messages: {e}");
         }
     });
     let pump = tokio::spawn(async move {
-        if let Err(e) = pump(BufReader::new(pump_in), pending, output).await {
+        if let Err(e) = pump(BufReader::new(pump_in), pending, output, tasks).await {
             tracing::debug!("writing to the client: {e}");
         }
     });
@@ -99,6 +108,7 @@ async fn filter<R: AsyncBufRead + Unpin>(
     mut input: R,
     mut to_server: DuplexStream,
     answers: mpsc::UnboundedSender<String>,
+    tasks: std::sync::Arc<SpecTasks>,
 ) -> io::Result<()> {
     let mut line = Vec::new();
     while let Some(fits) = next_line(&mut input, &mut line).await? {
@@ -110,7 +120,15 @@ async fn filter<R: AsyncBufRead + Unpin>(
         };
         match verdict {
             Verdict::Pass => {
-                to_server.write_all(&line).await?;
+                let line = match tasks.inbound(&line) {
+                    Inbound::Pass => &line,
+                    Inbound::Rewritten(l) => {
+                        line = l;
+                        &line
+                    }
+                    Inbound::Taken => continue,
+                };
+                to_server.write_all(line).await?;
                 if !line.ends_with(b"\n") {
                     to_server.write_all(b"\n").await?;
                 }
@@ -236,6 +254,7 @@ async fn pump<R: AsyncBufRead + Unpin, W: AsyncWrite + Unpin>(
     mut from_server: R,
     mut answers: mpsc::UnboundedReceiver<String>,
     mut output: W,
+    tasks: std::sync::Arc<SpecTasks>,
 ) -> io::Result<()> {
     let mut line = Vec::new();
     let mut answering = true;
@@ -245,7 +264,11 @@ async fn pump<R: AsyncBufRead + Unpin, W: AsyncWrite + Unpin>(
                 if read? == 0 {
                     break;
                 }
-                output.write_all(&line).await?;
+                match tasks.outbound(&line) {
+                    Outbound::Pass => output.write_all(&line).await?,
+                    Outbound::Rewritten(l) => output.write_all(&l).await?,
+                    Outbound::Taken => {}
+                }
                 line.clear();
             }
             answer = answers.recv(), if answering => match answer {

@@ -391,6 +391,11 @@ impl Conductor {
         }
     }
 
+    /// The one watcher every wait of the server shares.
+    pub fn hub(&self) -> Hub {
+        self.hub.clone()
+    }
+
     /// Run `f` on the client off the async thread (every library call blocks), with
     /// the root checked first; a library error becomes the tool error's message.
     async fn blocking(
