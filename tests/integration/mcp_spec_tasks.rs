@@ -1,11 +1,12 @@
 //! The MCP spec's Tasks utility in its 2025-11-25 form (`params.task`, `tasks/get`, `tasks/result`, `tasks/list`, `tasks/cancel`), as raw JSON-RPC over `conductor mcp`'s stdio: a conductor task is the MCP task.
 
 use std::process::Command;
+use std::time::Duration;
 
 use conductor::{Slot, Task, TaskId};
 use serde_json::{json, Value};
 
-use crate::harness::{agent, assert_nothing_left, bin, TestRoot, WorkerProc};
+use crate::harness::{agent, assert_nothing_left, bin, wait_until, TestRoot, WorkerProc};
 use crate::mcp_push::Raw;
 
 /// What a client of the 2025-11-25 form declares.
@@ -339,5 +340,42 @@ fn a_client_that_declares_no_tasks_gets_none_and_its_task_field_is_ignored() {
         assert!(e.get("error").is_some(), "{caps}: {e}");
         drop(raw);
     }
+    assert_nothing_left(t.path());
+}
+
+#[test]
+fn a_pending_tasks_result_holds_one_subscription_on_the_shared_watcher_until_cancelled() {
+    let t = TestRoot::new();
+    let mut raw = Raw::start_with(&t, tasks_client());
+    // No worker: the task stays queued, so its result is waited for.
+    let r = raw.call(json!("s"), "submit", json!({"prompt": "p", "id": "pend-1"}));
+    assert_eq!(r["isError"], false, "{r}");
+    let mut q = 0;
+    let mut subscriptions = |raw: &mut Raw| {
+        q += 1;
+        raw.server_status(q)["watcherSubscriptions"].clone()
+    };
+    assert_eq!(subscriptions(&mut raw), 0);
+    raw.send(
+        json!({"jsonrpc": "2.0", "id": "r", "method": "tasks/result",
+        "params": {"taskId": "pend-1"}}),
+    );
+    wait_until(
+        Duration::from_secs(30),
+        "the result's wait subscribed",
+        || subscriptions(&mut raw) == 1,
+    );
+    raw.send(
+        json!({"jsonrpc": "2.0", "method": "notifications/cancelled",
+        "params": {"requestId": "r", "reason": "test"}}),
+    );
+    wait_until(Duration::from_secs(5), "the cancelled wait freed", || {
+        subscriptions(&mut raw) == 0
+    });
+    // Cancelled requests are not answered; the server serves on.
+    let got = request(&mut raw, "g", "tasks/get", json!({"taskId": "pend-1"}));
+    assert_task(&got["result"], "pend-1", "working");
+    assert!(!raw.seen.iter().any(|m| m["id"] == "r"), "{:?}", raw.seen);
+    drop(raw);
     assert_nothing_left(t.path());
 }
