@@ -182,6 +182,26 @@ fn a_tasks_client_submits_as_a_task_polls_it_fetches_its_result_later_lists_and_
     assert_task(&st1, "st-1", "completed");
     assert!(listed["result"].get("nextCursor").is_none(), "{listed}");
 
+    // A running task cancelled: the answer comes once its worker has stopped it.
+    let never = t.dir.path().join("never");
+    let created = call_as_task(
+        &mut raw,
+        "c3",
+        "submit",
+        json!({"prompt": never.display().to_string(), "id": "st-3"}),
+    );
+    assert_task(&created["result"]["task"], "st-3", "working");
+    if created["result"]["task"]["statusMessage"] != running {
+        raw.expect("told st-3 runs", |m| {
+            m["method"] == "notifications/tasks/status"
+                && m["params"]["taskId"] == "st-3"
+                && m["params"]["statusMessage"] == running
+        });
+    }
+    let cancelled = request(&mut raw, "x3", "tasks/cancel", json!({"taskId": "st-3"}));
+    assert_task(&cancelled["result"], "st-3", "cancelled");
+    assert_eq!(cli_state(&t, "st-3"), "cancelled");
+
     // wait for one task, as a task; tasks/cancel cancels the conductor task. No worker
     // runs codex here, so it stays queued.
     let r = raw.call(
