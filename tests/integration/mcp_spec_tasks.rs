@@ -184,11 +184,13 @@ fn a_tasks_client_submits_as_a_task_polls_it_fetches_its_result_later_lists_and_
 
     // A running task cancelled: the answer comes once its worker has stopped it.
     let never = t.dir.path().join("never");
-    let created = call_as_task(
+    // Its progressToken stays valid for the task's lifetime: each change is progress.
+    let created = request(
         &mut raw,
         "c3",
-        "submit",
-        json!({"prompt": never.display().to_string(), "id": "st-3"}),
+        "tools/call",
+        json!({"name": "submit", "arguments": {"prompt": never.display().to_string(), "id": "st-3"},
+            "task": {}, "_meta": {"progressToken": "tok3"}}),
     );
     assert_task(&created["result"]["task"], "st-3", "working");
     if created["result"]["task"]["statusMessage"] != running {
@@ -201,6 +203,13 @@ fn a_tasks_client_submits_as_a_task_polls_it_fetches_its_result_later_lists_and_
     let cancelled = request(&mut raw, "x3", "tasks/cancel", json!({"taskId": "st-3"}));
     assert_task(&cancelled["result"], "st-3", "cancelled");
     assert_eq!(cli_state(&t, "st-3"), "cancelled");
+    raw.expect("progress: st-3 cancelled", |m| {
+        m["method"] == "notifications/progress"
+            && m["params"]["progressToken"] == "tok3"
+            && m["params"]["message"]
+                .as_str()
+                .is_some_and(|s| s.starts_with("task st-3: cancelled"))
+    });
 
     // wait for one task, as a task; tasks/cancel cancels the conductor task. No worker
     // runs codex here, so it stays queued.

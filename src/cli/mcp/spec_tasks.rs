@@ -65,7 +65,12 @@ const RELOOK: Duration = Duration::from_secs(1);
 enum Pending {
     Initialize,
     ToolsList,
-    Call { origin: Origin, chars: usize },
+    Call {
+        origin: Origin,
+        chars: usize,
+        /// The call's `progressToken`: valid for the task's lifetime.
+        progress: Option<Value>,
+    },
 }
 
 #[derive(Default)]
@@ -348,6 +353,8 @@ impl SpecTasks {
             return Inbound::Pass;
         };
         let name = request["params"]["name"].as_str().unwrap_or("").to_string();
+        let progress = Some(request["params"]["_meta"]["progressToken"].clone())
+            .filter(|t| t.is_string() || t.is_number());
         if let Some(p) = request["params"].as_object_mut() {
             p.remove("task");
         }
@@ -394,9 +401,14 @@ impl SpecTasks {
                 ))
             }
         };
-        self.state()
-            .pending
-            .insert(key(&id), Pending::Call { origin, chars });
+        self.state().pending.insert(
+            key(&id),
+            Pending::Call {
+                origin,
+                chars,
+                progress,
+            },
+        );
         let mut line = request.to_string().into_bytes();
         line.push(b'\n');
         Inbound::Rewritten(line)
@@ -435,7 +447,11 @@ impl SpecTasks {
                     }
                 }
             }
-            Pending::Call { origin, chars } => {
+            Pending::Call {
+                origin,
+                chars,
+                progress,
+            } => {
                 let me = self.clone();
                 tokio::spawn(async move {
                     let result = answer["result"].take();
@@ -451,7 +467,7 @@ impl SpecTasks {
                         }
                     };
                     if let Some((task, handle)) = task {
-                        me.follow(task["task"].clone(), handle).await;
+                        me.follow(task["task"].clone(), handle, progress).await;
                     }
                 });
                 return Outbound::Taken;
@@ -514,21 +530,24 @@ impl SpecTasks {
         ))
     }
 
-    /// Tell the client of each change of `task` as `notifications/tasks/status`, until
-    /// it has finished (or the client has gone).
-    async fn follow(self: &Arc<Self>, task: Value, handle: Handle) {
+    /// Tell the client of each change of `task` as `notifications/tasks/status` (and as
+    /// `notifications/progress` when the call carried a `progressToken`), until it has
+    /// finished (or the client has gone).
+    async fn follow(self: &Arc<Self>, task: Value, handle: Handle, progress: Option<Value>) {
         let Some(id) = task["taskId"].as_str().and_then(|s| TaskId::parse(s).ok()) else {
             return;
         };
+        // What was told last, and how many progress notifications.
         let last = Arc::new(Mutex::new((
-            task["status"].clone(),
-            task["statusMessage"].clone(),
+            (task["status"].clone(), task["statusMessage"].clone()),
+            0u64,
         )));
         let tell = {
             let me = self.clone();
             let id = id.clone();
             move || {
                 let (me, id, h, last) = (me.clone(), id.clone(), handle.clone(), last.clone());
+                let progress = progress.clone();
                 async move {
                     let c = me.client.clone();
                     let now =
@@ -539,12 +558,30 @@ impl SpecTasks {
                     };
                     let t = spec_task(&d);
                     let seen = (t["status"].clone(), t["statusMessage"].clone());
-                    {
+                    let count = {
                         let mut last = last.lock().unwrap_or_else(|p| p.into_inner());
-                        if *last == seen {
+                        if last.0 == seen {
                             return true;
                         }
-                        *last = seen;
+                        last.0 = seen;
+                        last.1 += 1;
+                        last.1
+                    };
+                    if let Some(token) = progress {
+                        let message = format!(
+                            "task {}: {}",
+                            t["taskId"].as_str().unwrap_or(""),
+                            t["statusMessage"]
+                                .as_str()
+                                .or(t["status"].as_str())
+                                .unwrap_or("")
+                        );
+                        me.send(
+                            json!({ "jsonrpc": "2.0", "method": "notifications/progress", "params": {
+                                "progressToken": token, "progress": count, "message": message,
+                            }})
+                            .to_string(),
+                        );
                     }
                     me.send(
                         json!({ "jsonrpc": "2.0", "method": "notifications/tasks/status", "params": t })
