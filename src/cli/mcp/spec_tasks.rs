@@ -358,6 +358,14 @@ impl SpecTasks {
         if let Some(p) = request["params"].as_object_mut() {
             p.remove("task");
         }
+        // The task's progress is told here, from one counter: not by the plain call.
+        let meta = request
+            .get_mut("params")
+            .and_then(|p| p.get_mut("_meta"))
+            .and_then(Value::as_object_mut);
+        if let Some(m) = meta {
+            m.remove("progressToken");
+        }
         let args = &mut request["params"]["arguments"];
         let chars = args["maxOutputChars"]
             .as_u64()
