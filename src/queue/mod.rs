@@ -9,8 +9,10 @@
 
 mod claim;
 mod deps;
+pub mod groups;
 pub mod limits;
 mod order;
+pub mod pause;
 
 use serde::Serialize;
 use std::collections::{BTreeMap, HashMap};
@@ -219,12 +221,42 @@ impl Queue {
             }
             None => None,
         };
-        let mut idle = idle_workers(&self.root)?;
+        let paused = pause::Paused::load(&self.root);
+        let mut idle = idle_workers(&self.root, &paused)?;
         let mut taken_keys: Vec<String> = Vec::new();
+        // Per group: its cap, and how many of it run or would be taken by this pass.
+        let mut group_load: HashMap<String, (u32, u32)> = HashMap::new();
         for t in &mut tasks {
-            if let Some(why) = self.dependency_wait(t, config.max_task_bytes()) {
-                t.waiting = Some(why);
-                continue;
+            // A file that is no task (yet) is claimed, and rejected, as it comes.
+            let task = Task::read(&t.path, config.max_task_bytes()).ok().flatten();
+            let task_group = task.as_ref().and_then(|t| t.group.clone());
+            if let Some(task) = &task {
+                let why = paused
+                    .task_reason(task.key.as_deref(), task.group.as_deref())
+                    .or_else(|| self.dependency_wait(t, task));
+                if why.is_some() {
+                    t.waiting = why;
+                    continue;
+                }
+            }
+            let group = task_group.as_deref().map(|g| {
+                let load = group_load.entry(g.to_string()).or_insert_with(|| {
+                    let cap = groups::read(&self.root, g)
+                        .ok()
+                        .flatten()
+                        .map(|x| x.parallel);
+                    (cap.unwrap_or(0), groups::running(&self.root, g, &opts))
+                });
+                (g, load)
+            });
+            if let Some((g, (cap, load))) = &group {
+                if load >= cap {
+                    t.waiting = Some(match cap {
+                        0 => format!("no group {g} (conductor group add {g} --parallel N)"),
+                        _ => format!("group {g} at its limit (parallel {cap})"),
+                    });
+                    continue;
+                }
             }
             let key_busy = config.per_key_serialization()
                 && t.key.as_ref().is_some_and(|k| {
@@ -247,6 +279,11 @@ impl Queue {
                 if let Some(k) = &t.key {
                     taken_keys.push(k.clone());
                 }
+                if let Some(g) = &task_group {
+                    if let Some((_, load)) = group_load.get_mut(g) {
+                        *load += 1;
+                    }
+                }
                 None
             };
         }
@@ -254,14 +291,13 @@ impl Queue {
     }
 
     /// Fill in `t.after` from its file; why it waits for its dependencies, if it does.
-    fn dependency_wait(&self, t: &mut PendingTask, limit: u64) -> Option<String> {
-        let task = Task::read(&t.path, limit).ok()??;
+    fn dependency_wait(&self, t: &mut PendingTask, task: &Task) -> Option<String> {
         t.after = task.after.clone();
         let limited = limits::waiting_reason(&self.root, task.not_before(), task.agent.as_deref());
         if limited.is_some() {
             return limited;
         }
-        match readiness(&self.root, &task) {
+        match readiness(&self.root, task) {
             Readiness::Ready => None,
             Readiness::Wait(ids) => Some(format!("waiting for {}", id_list(&ids))),
             Readiness::Failed { reason, .. } => {
@@ -675,6 +711,8 @@ pub fn init_root(root: &Root) -> Result<()> {
         root.keys_dir(),
         root.slots_dir(),
         root.agents_dir(),
+        root.groups_dir(),
+        root.paused_dir(),
         root.gates_dir(),
         root.ids_dir(),
     ] {
@@ -683,10 +721,13 @@ pub fn init_root(root: &Root) -> Result<()> {
     crate::trust::verify_root(root)
 }
 
-/// Workers with a live gate and nothing in hand.
-fn idle_workers(root: &Root) -> Result<u32> {
+/// Workers with a live gate, nothing in hand, and not paused.
+fn idle_workers(root: &Root, paused: &pause::Paused) -> Result<u32> {
     let mut n = 0;
     for slot in root.slots()? {
+        if paused.slot(slot.0) {
+            continue;
+        }
         let w = root.worker(slot);
         if crate::gate::probe(&w.worker_gate())?.is_some() && !w.running().exists() {
             n += 1;
