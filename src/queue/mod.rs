@@ -89,6 +89,10 @@ pub struct Capacity {
     pub by_key: BTreeMap<String, KeyUse>,
     pub pending: PendingCount,
     pub locks: Vec<LockInfo>,
+    /// The pauses in force ("slot 2", "key alice", "group batch", "everything").
+    pub paused: Vec<String>,
+    /// Each group's cap and load.
+    pub groups: Vec<groups::GroupUse>,
 }
 
 /// The shared queue of one root.
@@ -114,7 +118,8 @@ impl Queue {
     /// return. Assigns an id if absent; an id already used anywhere on the root is
     /// refused ([`Error::IdTaken`], naming where it went), so is a dependency (`after`)
     /// the root has no record of ([`Error::UnknownDependency`]) and a `dir` that is no
-    /// directory of ours ([`Error::BadTaskDir`]).
+    /// directory of ours ([`Error::BadTaskDir`]), and a group the root does not have
+    /// ([`Error::UnknownGroup`], naming the ones it has).
     /// The root must exist ([`Error::NoRoot`] otherwise): submitting never makes one.
     pub fn submit(&self, task: &Task) -> Result<TaskId> {
         self.root.require_existing()?;
@@ -126,6 +131,9 @@ impl Queue {
         let bytes = task.to_bytes_checked(self.config()?.max_task_bytes())?;
         if let Some(dir) = &task.dir {
             crate::workdir::check(dir)?;
+        }
+        if let Some(g) = &task.group {
+            groups::require(&self.root, g)?;
         }
         // Before our own id is reserved: that order is what rules out cycles.
         deps::check_known(&self.root, &task, &id)?;
@@ -222,7 +230,7 @@ impl Queue {
             None => None,
         };
         let paused = pause::Paused::load(&self.root);
-        let mut idle = idle_workers(&self.root, &paused)?;
+        let (mut idle, paused_idle) = idle_workers(&self.root, &paused)?;
         let mut taken_keys: Vec<String> = Vec::new();
         // Per group: its cap, and how many of it run or would be taken by this pass.
         let mut group_load: HashMap<String, (u32, u32)> = HashMap::new();
@@ -269,6 +277,11 @@ impl Queue {
                     "no free slot (maxRunning {})",
                     config.max_running.unwrap_or(0)
                 ))
+            } else if idle == 0 && !paused_idle.is_empty() {
+                Some(format!(
+                    "paused (slot {}; no other idle worker)",
+                    paused_idle.join(", ")
+                ))
             } else if idle == 0 {
                 Some("no idle worker".to_string())
             } else {
@@ -288,6 +301,29 @@ impl Queue {
             };
         }
         Ok(tasks)
+    }
+
+    /// Why pending task `id` is held back root-wide, if it is: a pause, its agent's
+    /// usage limit, or its group's cap ("group batch at its limit (parallel 1)").
+    /// `None` when it is not pending or nothing holds it.
+    pub fn held_reason(&self, id: &TaskId) -> Result<Option<String>> {
+        let Some(path) = self.root.pending_entry(id)? else {
+            return Ok(None);
+        };
+        let config = self.config()?;
+        let Some(task) = Task::read(&path, config.max_task_bytes()).ok().flatten() else {
+            return Ok(None);
+        };
+        let paused = pause::Paused::load(&self.root);
+        Ok(paused
+            .task_reason(task.key.as_deref(), task.group.as_deref())
+            .or_else(|| {
+                limits::waiting_reason(&self.root, task.not_before(), task.agent.as_deref())
+            })
+            .or_else(|| {
+                let g = task.group.as_deref()?;
+                groups::full(&self.root, g, &config.lock_options())
+            }))
     }
 
     /// Fill in `t.after` from its file; why it waits for its dependencies, if it does.
@@ -691,6 +727,12 @@ impl Queue {
             by_key,
             pending,
             locks,
+            paused: pause::Paused::load(&self.root)
+                .entries
+                .iter()
+                .map(|(t, _)| t.to_string())
+                .collect(),
+            groups: groups::usage(&self.root)?,
         })
     }
 }
@@ -721,19 +763,22 @@ pub fn init_root(root: &Root) -> Result<()> {
     crate::trust::verify_root(root)
 }
 
-/// Workers with a live gate, nothing in hand, and not paused.
-fn idle_workers(root: &Root, paused: &pause::Paused) -> Result<u32> {
+/// How many workers have a live gate and nothing in hand, not paused; and the slots
+/// of those that would be but are paused.
+fn idle_workers(root: &Root, paused: &pause::Paused) -> Result<(u32, Vec<String>)> {
     let mut n = 0;
+    let mut held = Vec::new();
     for slot in root.slots()? {
-        if paused.slot(slot.0) {
-            continue;
-        }
         let w = root.worker(slot);
         if crate::gate::probe(&w.worker_gate())?.is_some() && !w.running().exists() {
-            n += 1;
+            if paused.slot(slot.0) {
+                held.push(slot.to_string());
+            } else {
+                n += 1;
+            }
         }
     }
-    Ok(n)
+    Ok((n, held))
 }
 /// `t` for `t`, `t-r1`, `t-r2` (see [`TaskId::retries`]).
 fn retry_base(id: &TaskId) -> String {

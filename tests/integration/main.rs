@@ -11,6 +11,7 @@ mod dashboard;
 mod deps;
 mod faults;
 mod gate;
+mod groups;
 mod hosts;
 mod launch;
 mod lease_renewer;

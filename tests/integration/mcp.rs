@@ -102,7 +102,10 @@ fn initialize_answers_with_the_clients_protocol_and_lists_every_tool_with_its_sc
         names.sort();
         assert_eq!(
             names,
-            ["cancel", "logs", "queue", "result", "send", "status", "submit", "tasks", "wait"]
+            [
+                "cancel", "logs", "pause", "queue", "result", "resume", "send", "status", "submit",
+                "tasks", "wait"
+            ]
         );
         for tool in &tools {
             assert_eq!(tool.input_schema["type"], "object", "{}", tool.name);
