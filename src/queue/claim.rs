@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime};
 
 use crate::config::Config;
-use crate::dirlock::{self, Acquire, DirLock, LockOptions};
+use crate::dirlock::{Acquire, DirLock, LockOptions};
 use crate::error::{Error, Result};
 use crate::fsio::{self, Durability};
 use crate::ids::{self, Place};
@@ -15,6 +15,8 @@ use crate::layout::{Root, WorkerPaths};
 use crate::protocol::{Outcome, Task, TaskId, TaskResult};
 
 use super::groups::{self, GroupSlot};
+use super::held::is_held;
+use super::held::take_one_of;
 use super::order::{next_to_run, PendingName, PendingTask};
 use super::pause::Paused;
 use super::{Queue, ORIGIN_QUEUE};
@@ -88,24 +90,6 @@ pub fn take_run_slot(root: &Root, config: &Config) -> Result<RunSlot> {
     Ok(RunSlot::AllBusy(format!(
         "all {max} run slots are busy (maxRunning {max})"
     )))
-}
-
-/// The first of `locks` free to take (a run slot: the root's or a group's), held until
-/// dropped; `None` when every one is held.
-pub(crate) fn take_one_of(
-    locks: impl Iterator<Item = PathBuf>,
-    opts: &LockOptions,
-) -> Result<Option<DirLock>> {
-    for lock in locks {
-        if let Acquire::Acquired(l) = DirLock::try_acquire(&lock, opts)? {
-            return Ok(Some(l));
-        }
-    }
-    Ok(None)
-}
-
-pub(crate) fn is_held(lock: &Path, opts: &LockOptions) -> bool {
-    matches!(dirlock::inspect(lock, opts), Ok(Some(h)) if !h.liveness.is_stale())
 }
 
 /// One look at `queue/pending/`, as a claim sees it.

@@ -21,7 +21,7 @@ use crate::fsio::{self, Durability};
 use crate::layout::Root;
 use crate::protocol::{check_group_name, now_rfc3339, Task, SCHEMA};
 
-use super::claim::{is_held, take_one_of};
+use super::held::{is_held, take_one_of};
 use super::Queue;
 
 /// A group as its file holds it.

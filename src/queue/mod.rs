@@ -10,6 +10,7 @@
 mod claim;
 mod deps;
 pub mod groups;
+mod held;
 pub mod limits;
 mod order;
 pub mod pause;
@@ -32,12 +33,12 @@ use crate::protocol::{id_list, Outcome, Task, TaskId, TaskResult, SCHEMA};
 use crate::wait::{Awaited, OnDeath, Vigil, Wait};
 use crate::watch::{Interest, WatchMode};
 
-use claim::is_held;
 pub use claim::{
     claim_next, publish_queue_result, reject_in_hand, requeue, take_run_slot, Claim, QueueClaim,
     RunSlot, Serve,
 };
 pub use deps::{dep_state, dependency_state, readiness, DepState, Readiness};
+use held::is_held;
 use order::DEFAULT_PRIORITY;
 pub use order::{effective, next_to_run, order, PendingName, PendingTask, AGING_STEP};
 
