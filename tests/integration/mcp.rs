@@ -557,3 +557,65 @@ fn a_finished_task_whose_running_file_is_not_yet_retired_reads_as_finished() {
     }
     assert_nothing_left(t.path());
 }
+
+/// Issue 25, items 10 and 13 over MCP: `submit` with a group (an unknown one refused by
+/// name), `tasks` by group, `pause`/`resume` of a group and a slot, with `queue` saying
+/// why a task waits.
+#[test]
+fn pause_resume_and_groups_over_mcp() {
+    let t = TestRoot::new();
+    t.client.create_worker(S0).unwrap();
+    runtime().block_on(async {
+        let mcp = connect(&t, &[]).await;
+        let refused =
+            tool_error(&call(&mcp, "submit", json!({"prompt": "x", "group": "nightly"})).await);
+        assert!(
+            refused.contains("no group nightly") && refused.contains("known groups: none"),
+            "{refused}"
+        );
+        conductor::queue::groups::add(t.client.root(), "nightly", 1).unwrap();
+        let sent = ok(&call(
+            &mcp,
+            "submit",
+            json!({"prompt": "x", "group": "nightly", "id": "g-1"}),
+        )
+        .await);
+        assert_eq!(sent["id"], "g-1");
+        let listed = ok(&call(&mcp, "tasks", json!({"group": "nightly"})).await);
+        assert_eq!(listed["tasks"][0]["id"], "g-1", "{listed}");
+        assert_eq!(listed["tasks"][0]["group"], "nightly", "{listed}");
+
+        let paused = ok(&call(&mcp, "pause", json!({"group": "nightly"})).await);
+        assert_eq!(
+            paused["paused"],
+            json!({"kind": "group", "name": "nightly"})
+        );
+        assert!(t.path().join("paused/group-nightly").is_file());
+        let queue = ok(&call(&mcp, "queue", json!({})).await);
+        assert_eq!(
+            queue["pending"][0]["waiting"], "paused (group nightly)",
+            "{queue}"
+        );
+        let listed = ok(&call(&mcp, "tasks", json!({"group": "nightly"})).await);
+        assert_eq!(listed["tasks"][0]["waiting"], "paused (group nightly)");
+        let both = tool_error(&call(&mcp, "pause", json!({"slot": 0, "all": true})).await);
+        assert!(both.contains("exactly one"), "{both}");
+        let no_slot = tool_error(&call(&mcp, "pause", json!({"slot": 7})).await);
+        assert!(no_slot.contains('7'), "{no_slot}");
+        ok(&call(&mcp, "pause", json!({"slot": 0, "now": true})).await);
+        let status = ok(&call(&mcp, "status", json!({})).await);
+        assert_eq!(
+            status["paused"],
+            json!(["group nightly", "slot 0"]),
+            "{status}"
+        );
+        let resumed = ok(&call(&mcp, "resume", json!({"group": "nightly"})).await);
+        assert_eq!(resumed["wasPaused"], true);
+        let now = tool_error(&call(&mcp, "resume", json!({"slot": 0, "now": true})).await);
+        assert!(now.contains("pause only"), "{now}");
+        ok(&call(&mcp, "resume", json!({"slot": 0})).await);
+        assert!(!t.path().join("paused/slot-0").exists());
+        close(mcp).await;
+    });
+    crate::harness::assert_nothing_left(t.path());
+}
