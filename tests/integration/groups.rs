@@ -474,3 +474,32 @@ fn pausing_a_key_holds_its_tasks_and_not_others() {
     finished(&q, "kc", &ws);
     drop(ws);
 }
+
+/// One process serving several slots: pausing one holds what is sent to it while the
+/// other slot serves on; the resume lets it run.
+#[test]
+fn a_paused_slot_of_a_many_slot_worker_holds_its_inbox_until_resumed() {
+    let t = TestRoot::new();
+    let many = crate::scale::Many::start(&t, &[Slot(0), Slot(1)], "cat", &[]);
+    run_conductor(&t, &["pause", "--slot", "1"], 0);
+    let sent = run_conductor(&t, &["send", "1", "--id", "m-held", "held"], 0);
+    assert!(
+        sent.stderr.contains("worker 1 is paused"),
+        "{}",
+        sent.stderr
+    );
+    run_conductor(&t, &["send", "0", "--id", "m-free", "free"], 0);
+    let free = t
+        .client
+        .wait_for_result(Slot(0), &TaskId::from("m-free"), BOUND)
+        .unwrap();
+    assert!(free.success, "{free:?}");
+    run_conductor(&t, &["wait", "m-held", "--timeout", "1"], 1);
+    run_conductor(&t, &["resume", "--slot", "1"], 0);
+    let held = t
+        .client
+        .wait_for_result(Slot(1), &TaskId::from("m-held"), BOUND)
+        .unwrap();
+    assert_eq!(held.output, "held");
+    drop(many);
+}
