@@ -15,7 +15,7 @@ const PAUSE_HELP: &str = "\
 A pause is a file under paused/ (`all`, `slot-N`, `key-K`, `group-G`): while it is there no \
 worker starts a task it names — a paused slot takes nothing from its inbox or the queue, a \
 paused key's or group's tasks wait (`conductor queue` says `paused`). It survives restarts; \
-`conductor resume` with the same selector removes it. Running tasks go on, unless --now: \
+`conductor resume` with the same selector removes it (`resume --all`: every pause). Running tasks go on, unless --now: \
 then their workers stop them (interrupted) and put them back where they came from — the \
 queue, or the slot's inbox — to run again, once, after the resume.";
 
@@ -32,7 +32,8 @@ pub struct Selector {
     /// Every task of this group.
     #[arg(long, value_name = "NAME")]
     pub group: Option<String>,
-    /// Everything: no worker of the root starts a task.
+    /// Everything: no worker of the root starts a task (`resume --all` lifts every
+    /// pause, whatever it names).
     #[arg(long)]
     pub all: bool,
 }
@@ -151,6 +152,21 @@ pub fn run_resume(args: ResumeArgs) -> anyhow::Result<i32> {
     let client = args.root.client()?;
     crate::trust::verify_root(client.root())?;
     let target = args.what.target(client.root())?;
+    if target == Target::All {
+        let lifted = pause::resume_all(client.root())?;
+        if args.json {
+            emit_json(&json!({ "resumed": lifted, "wasPaused": !lifted.is_empty() }))?;
+        } else if lifted.is_empty() {
+            emit("nothing was paused; nothing to resume\n")?;
+        } else {
+            let names: Vec<String> = lifted.iter().map(Target::to_string).collect();
+            emit(&format!(
+                "resumed {}: their tasks start again\n",
+                names.join(", ")
+            ))?;
+        }
+        return Ok(exit::OK);
+    }
     let was = pause::resume(client.root(), &target)?;
     if args.json {
         emit_json(&json!({ "resumed": target, "wasPaused": was }))?;

@@ -126,6 +126,22 @@ pub fn resume(root: &Root, target: &Target) -> Result<bool> {
     Ok(removed)
 }
 
+/// Resume everything: remove every pause in force (of everything, and of any slot, key
+/// or group). Returns what was paused.
+pub fn resume_all(root: &Root) -> Result<Vec<Target>> {
+    root.require_existing()?;
+    let mut resumed = Vec::new();
+    for (target, _) in Paused::load(root).entries {
+        if fsio::remove_file_if_exists(&root.paused_dir().join(target.file_name()))? {
+            resumed.push(target);
+        }
+    }
+    if !resumed.is_empty() {
+        fsio::fsync_dir(&root.paused_dir())?;
+    }
+    Ok(resumed)
+}
+
 /// Every pause in force (read once per look).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Paused {
@@ -247,6 +263,10 @@ mod tests {
         let p = Paused::load(&root);
         assert!(p.slot(7));
         assert_eq!(p.task_reason(None, None).as_deref(), Some("paused"));
+        // Resuming everything lifts every pause, whatever it names.
+        let lifted = resume_all(&root).unwrap();
+        assert_eq!(lifted.len(), 3, "{lifted:?}");
+        assert!(Paused::load(&root).is_empty());
         assert!(pause(&root, &Target::Group("no/pe".into()), false).is_err());
     }
 }

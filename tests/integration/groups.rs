@@ -463,14 +463,21 @@ fn pausing_a_key_holds_its_tasks_and_not_others() {
     );
     run_conductor(&t, &["resume", "--key", "alice"], 0);
     finished(&q, "ka", &ws);
-    // Everything, then: nothing starts.
+    // Everything, then: nothing starts; `resume --all` lifts every pause.
+    run_conductor(&t, &["pause", "--key", "alice"], 0);
     run_conductor(&t, &["pause", "--all"], 0);
     run_conductor(&t, &["submit", "--id", "kc", "carol 0"], 0);
     assert_eq!(
         pending(&q),
         vec![("kc".to_string(), Some("paused".to_string()))]
     );
-    run_conductor(&t, &["resume", "--all"], 0);
+    let resumed = run_conductor(&t, &["resume", "--all"], 0);
+    assert!(
+        resumed.stdout.contains("resumed everything, key alice"),
+        "{}",
+        resumed.stdout
+    );
+    assert_eq!(fs::read_dir(t.path().join("paused")).unwrap().count(), 0);
     finished(&q, "kc", &ws);
     drop(ws);
 }

@@ -657,8 +657,8 @@ impl Conductor {
     }
 
     #[tool(
-        description = "Resume what `pause` paused (the same slot, key, group or all): \
-        its tasks start again.",
+        description = "Resume what `pause` paused (the same slot, key or group; all: \
+        every pause in force): its tasks start again.",
         annotations(
             read_only_hint = false,
             destructive_hint = false,
@@ -678,6 +678,12 @@ impl Conductor {
                 Ok(t) => t,
                 Err(msg) => return Ok(Err(msg)),
             };
+            if target == Target::All {
+                let lifted = pause::resume_all(client.root())?;
+                return Ok(Ok(
+                    json!({ "resumed": lifted, "wasPaused": !lifted.is_empty() }),
+                ));
+            }
             let was = pause::resume(client.root(), &target)?;
             Ok(Ok(json!({ "resumed": target, "wasPaused": was })))
         })
