@@ -598,6 +598,11 @@ fn pause_resume_and_groups_over_mcp() {
         );
         let listed = ok(&call(&mcp, "tasks", json!({"group": "nightly"})).await);
         assert_eq!(listed["tasks"][0]["waiting"], "paused (group nightly)");
+        let waited = ok(&call(&mcp, "wait", json!({"ids": ["g-1"], "timeoutSecs": 0.1})).await);
+        assert_eq!(
+            waited["tasks"][0]["note"], "queued and waits: paused (group nightly)",
+            "{waited}"
+        );
         let both = tool_error(&call(&mcp, "pause", json!({"slot": 0, "all": true})).await);
         assert!(both.contains("exactly one"), "{both}");
         let no_slot = tool_error(&call(&mcp, "pause", json!({"slot": 7})).await);
