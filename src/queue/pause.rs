@@ -257,6 +257,19 @@ mod tests {
         // Only the slot's pause was made `now`.
         assert_eq!(p.stops(2, &t), Some(&Target::Slot(2)));
         assert_eq!(p.stops(1, &t), None);
+        // A key's or a group's pause made now stops that key's or group's tasks anywhere.
+        pause(&root, &Target::Key("bob".into()), true).unwrap();
+        pause(&root, &Target::Group("batch".into()), true).unwrap();
+        let p = Paused::load(&root);
+        let mut bob = Task::new("b");
+        bob.key = Some("bob".into());
+        assert_eq!(p.stops(5, &bob), Some(&Target::Key("bob".into())));
+        let mut grouped = Task::new("g");
+        grouped.group = Some("batch".into());
+        assert_eq!(p.stops(5, &grouped), Some(&Target::Group("batch".into())));
+        assert_eq!(p.stops(5, &Task::new("neither")), None);
+        resume(&root, &Target::Key("bob".into())).unwrap();
+        pause(&root, &Target::Group("batch".into()), false).unwrap();
         assert!(resume(&root, &Target::Slot(2)).unwrap());
         assert!(!resume(&root, &Target::Slot(2)).unwrap());
         pause(&root, &Target::All, false).unwrap();
