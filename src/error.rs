@@ -111,6 +111,13 @@ pub enum Error {
     #[error("invalid task: {reason}")]
     InvalidTask { reason: String },
 
+    #[error("cannot edit task {id}: {reason}")]
+    NotEditable {
+        id: String,
+        /// Where it is instead and what to do: "it started (running on slot 2)".
+        reason: String,
+    },
+
     #[error("task id {id} is already used: it went to {place} ({}); ids are unique across the root, so send it with a new id", path.display())]
     IdTaken {
         id: String,
@@ -540,6 +547,7 @@ impl Error {
             | TooDeep { .. }
             | CancelMidWrite { .. }
             | CancelKeptMoving { .. }
+            | NotEditable { .. }
             | BranchExists { .. }
             | RepoDirty { .. }
             | DetachedHead { .. }

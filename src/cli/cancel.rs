@@ -54,6 +54,7 @@ fn selected(client: &crate::Client, args: &Args) -> anyhow::Result<Vec<TaskId>> 
         },
         key: args.key.clone(),
         group: args.group.clone(),
+        labels: Vec::new(),
         slot: None,
         since: None,
         limit: None,

@@ -9,6 +9,7 @@ pub mod common;
 pub mod completions;
 pub mod dashboard;
 pub mod doctor;
+pub mod edit;
 pub mod gc;
 pub mod group;
 pub mod init;
@@ -161,6 +162,9 @@ enum Command {
     Resume(pause::ResumeArgs),
     /// Groups with their own parallelism: `group add NAME --parallel N`, set, list, rm.
     Group(group::Args),
+    /// Change a task that still waits in the queue: its prompt (in $EDITOR), priority,
+    /// key, dependencies, env or labels.
+    Edit(edit::Args),
     /// Run a finished task again under a new id.
     Retry(retry::Args),
     /// List locks and their holders; `locks clean --apply` removes stale ones.
@@ -248,6 +252,7 @@ fn dispatch(command: Command) -> anyhow::Result<i32> {
         Command::Pause(a) => pause::run(a),
         Command::Resume(a) => pause::run_resume(a),
         Command::Group(a) => group::run(a),
+        Command::Edit(a) => edit::run(a),
         Command::Retry(a) => retry::run(a),
         Command::Locks(a) => locks::run(a),
         Command::Gc(a) => gc::run(a),

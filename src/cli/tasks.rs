@@ -18,7 +18,7 @@ use crate::cli::common::exit;
 Columns: STATE (waiting in an inbox, queued, running, done, failed, timeout, \
 cancelled, interrupted, rejected); AGE (since it was submitted); PROMPT (its start); ID; \
 TOOK (run time, so far while it runs); COST and TURNS (when the agent reported them); WHERE (`slot N` for a task sent to a slot, `queue` \
-while it waits in the shared queue, `queue>N` once slot N took it); KEY; PRI; TRY \
+while it waits in the shared queue, `queue>N` once slot N took it); KEY; LABELS (only when a task has labels); PRI; TRY \
 (attempt/maxAttempts); AGENT (the preset that ran it, or that it names). A task held \
 back by its agent's usage limit says so in STATE: `queued (rate-limited until 22:43)`. A line under the table totals the cost and turns of the tasks \
 shown. The table fits the terminal's width (COLUMNS when set; whole lines when stdout \
@@ -40,6 +40,9 @@ pub struct Args {
     /// Only tasks of this group (`conductor group list`).
     #[arg(long, value_name = "GROUP")]
     pub group: Option<String>,
+    /// Only tasks labelled L (repeat: tasks with every one of them).
+    #[arg(long = "label", value_name = "L")]
+    pub labels: Vec<String>,
     /// Only tasks sent to, running on, or run by this worker slot.
     #[arg(long, value_name = "N", value_parser = parse_slot)]
     pub slot: Option<Slot>,
@@ -127,6 +130,7 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
         states: args.state.clone(),
         key: args.key.clone(),
         group: args.group.clone(),
+        labels: args.labels.clone(),
         slot: args.slot,
         since: args.since,
         limit: (!args.all).then_some(args.limit),
@@ -201,6 +205,12 @@ pub fn render(
     if branches {
         cols.insert(4, ("BRANCH", Col::Drop));
     }
+    // A LABELS column only when a task has labels, after KEY (dropped before it).
+    let labels = tasks.iter().any(|t| !t.labels.is_empty());
+    let labels_at = cols.iter().position(|(c, _)| *c == "KEY").unwrap_or(0) + 1;
+    if labels {
+        cols.insert(labels_at, ("LABELS", Col::Drop));
+    }
     let mut t = Table::new(&cols);
     let ids: Vec<String> = tasks.iter().map(|t| t.id.to_string()).collect();
     let shown = super::target::shown_ids(root, &ids, width);
@@ -229,6 +239,16 @@ pub fn render(
         ];
         if branches {
             row.insert(4, task.worktree.as_ref().map_or_else(dash, branch_cell));
+        }
+        if labels {
+            row.insert(
+                labels_at,
+                if task.labels.is_empty() {
+                    dash()
+                } else {
+                    task.labels.join(",")
+                },
+            );
         }
         t.row(row);
     }
@@ -278,7 +298,7 @@ fn totals(tasks: &[TaskSummary]) -> String {
 }
 
 /// `tasks --summary`: totals by key, agent and day.
-mod summary {
+pub mod summary {
     use std::collections::BTreeMap;
 
     use serde::Serialize;

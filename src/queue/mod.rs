@@ -37,7 +37,7 @@ pub use claim::{
     claim_next, publish_queue_result, reject_in_hand, requeue, take_run_slot, Claim, QueueClaim,
     RunSlot, Serve,
 };
-pub use deps::{dep_state, dependency_state, readiness, DepState, Readiness};
+pub use deps::{check_known, dep_state, dependency_state, readiness, DepState, Readiness};
 use held::is_held;
 use order::DEFAULT_PRIORITY;
 pub use order::{effective, next_to_run, order, PendingName, PendingTask, AGING_STEP};

@@ -16,7 +16,7 @@ use serde::{Deserialize, Serialize};
 use crate::error::{Error, Result};
 use crate::fsio::{self, Durability};
 use crate::layout::Root;
-use crate::protocol::{check_group_name, now_rfc3339, Task, TaskId, SCHEMA};
+use crate::protocol::{check_group_name, now_rfc3339, TaskId, SCHEMA};
 
 /// What a pause stops.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -208,8 +208,9 @@ impl Paused {
             .map(|g| format!("paused (group {g})"))
     }
 
-    /// The pause made `now` that stops `task`, running on slot `slot`, if any.
-    pub fn stops(&self, slot: u32, task: &Task) -> Option<&Target> {
+    /// The pause made `now` that stops a task of `key` and `group` running on slot
+    /// `slot`, if any.
+    pub fn stops(&self, slot: u32, key: Option<&str>, group: Option<&str>) -> Option<&Target> {
         self.entries
             .iter()
             .filter(|(_, now)| *now)
@@ -217,8 +218,8 @@ impl Paused {
             .find(|t| match t {
                 Target::All => true,
                 Target::Slot(n) => *n == slot,
-                Target::Key(k) => task.key.as_deref() == Some(k.as_str()),
-                Target::Group(g) => task.group.as_deref() == Some(g.as_str()),
+                Target::Key(k) => key == Some(k.as_str()),
+                Target::Group(g) => group == Some(g.as_str()),
             })
     }
 }
@@ -252,22 +253,22 @@ mod tests {
             Some("paused (group batch)")
         );
         assert_eq!(p.task_reason(Some("bob"), None), None);
-        let mut t = Task::new("x");
-        t.key = Some("alice".into());
         // Only the slot's pause was made `now`.
-        assert_eq!(p.stops(2, &t), Some(&Target::Slot(2)));
-        assert_eq!(p.stops(1, &t), None);
+        assert_eq!(p.stops(2, Some("alice"), None), Some(&Target::Slot(2)));
+        assert_eq!(p.stops(1, Some("alice"), None), None);
         // A key's or a group's pause made now stops that key's or group's tasks anywhere.
         pause(&root, &Target::Key("bob".into()), true).unwrap();
         pause(&root, &Target::Group("batch".into()), true).unwrap();
         let p = Paused::load(&root);
-        let mut bob = Task::new("b");
-        bob.key = Some("bob".into());
-        assert_eq!(p.stops(5, &bob), Some(&Target::Key("bob".into())));
-        let mut grouped = Task::new("g");
-        grouped.group = Some("batch".into());
-        assert_eq!(p.stops(5, &grouped), Some(&Target::Group("batch".into())));
-        assert_eq!(p.stops(5, &Task::new("neither")), None);
+        assert_eq!(
+            p.stops(5, Some("bob"), None),
+            Some(&Target::Key("bob".into()))
+        );
+        assert_eq!(
+            p.stops(5, None, Some("batch")),
+            Some(&Target::Group("batch".into()))
+        );
+        assert_eq!(p.stops(5, Some("carol"), Some("other")), None);
         resume(&root, &Target::Key("bob".into())).unwrap();
         pause(&root, &Target::Group("batch".into()), false).unwrap();
         assert!(resume(&root, &Target::Slot(2)).unwrap());

@@ -42,6 +42,8 @@ pub struct ListOptions {
     pub key: Option<String>,
     /// Only tasks of this group.
     pub group: Option<String>,
+    /// Only tasks that carry every one of these labels.
+    pub labels: Vec<String>,
     /// Only tasks delivered to, running on, or run by this slot.
     pub slot: Option<Slot>,
     /// Only tasks submitted at or after this time.
@@ -142,6 +144,12 @@ pub struct TaskSummary {
     /// Its branch and diffstat, when it ran in a worktree of its own.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub worktree: Option<crate::protocol::WorktreeChange>,
+    /// Its labels (`labels`), if any.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub labels: Vec<String>,
+    /// The variables it sets in its agent's environment (`env`), if any.
+    #[serde(skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub env: std::collections::BTreeMap<String, String>,
 }
 
 /// What the slots and the queue hold right now, read once per listing.
@@ -314,6 +322,7 @@ fn matches(s: &TaskSummary, opts: &ListOptions) -> bool {
             .as_ref()
             .is_none_or(|g| s.group.as_ref() == Some(g))
         && opts.slot.is_none_or(|slot| s.slot == Some(slot.0))
+        && opts.labels.iter().all(|l| s.labels.contains(l))
 }
 
 /// Where the task is now: its result first (most tasks on a busy root have finished),
@@ -453,6 +462,8 @@ fn summarize(root: &Root, snap: &mut Snapshot, id: &TaskId, c: &Candidate) -> Re
         agent: task.as_ref().and_then(|t| t.agent.clone()),
         waiting: None,
         worktree: None,
+        labels: task.as_ref().map(|t| t.labels.clone()).unwrap_or_default(),
+        env: task.as_ref().map(|t| t.env.clone()).unwrap_or_default(),
     };
     if let (TaskState::Waiting | TaskState::Queued, Some(t)) = (loc.state, &task) {
         s.waiting = waiting_reason(root, t, loc.slot);

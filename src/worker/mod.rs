@@ -9,8 +9,10 @@
 //! many slots from one process ([`multi`]); [`sweep_election`] elects who sweeps the root.
 
 mod admit;
+mod callback;
 mod cancel;
 mod claim;
+mod fence;
 mod inbox;
 mod multi;
 mod space;
@@ -368,6 +370,8 @@ impl Worker {
 
     /// Serve tasks until `shutdown` fires (or its sender is dropped).
     pub fn run(&mut self, shutdown: &Receiver<()>) -> Result<()> {
+        // Callbacks still running when the worker stops are stopped with it.
+        let _callbacks = callback::StopOnDrop;
         let mut next_recovery = Instant::now() + self.shared.opts.rescan;
         let mut seen_config = config_stamp(&self.shared.opts.root);
         loop {

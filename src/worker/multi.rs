@@ -178,6 +178,8 @@ impl MultiWorker {
     /// Serve every slot until `shutdown` fires; then stop every running agent (its task
     /// ends `interrupted`) and return once every slot is back.
     pub fn run(&mut self, shutdown: &Receiver<()>) -> Result<()> {
+        // Callbacks still running when the worker stops are stopped with it.
+        let _callbacks = super::callback::StopOnDrop;
         self.look_everywhere();
         let mut next_tick = Instant::now() + self.shared.opts.rescan;
         let mut ticks: u32 = 0;

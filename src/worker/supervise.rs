@@ -8,6 +8,7 @@ use crossbeam_channel::{select, Receiver};
 use nix::sys::signal::Signal;
 
 use super::admit::Hold;
+use super::fence::{self, Fence};
 use super::{cancel, space, Pickup, Shared, SlotServer, ENV_WORKER};
 use crate::agent::{self, Agent, AgentCommand, AgentOutput, Launch};
 use crate::dirlock::DirLock;
@@ -46,6 +47,11 @@ struct Run<'a> {
     /// The preset that runs it (the task's `agent`, else the worker's default) and its
     /// command line; `None` when this worker does not serve the preset the task names.
     agent: Option<(Preset, AgentCommand)>,
+    /// The task's, else the worker's, else the root's.
+    timeout: Option<Duration>,
+    /// Its key and group: what a pause made `--now` may name.
+    key: Option<String>,
+    group: Option<String>,
 }
 
 /// Run a claimed task to its one result. `Pickup::Stop` if asked to shut down.
@@ -95,6 +101,13 @@ pub(crate) fn run(
             .opts
             .agent_for(task.agent.as_deref())
             .map(|(p, c)| (p, c.clone())),
+        timeout: task
+            .timeout_secs
+            .map(Duration::from_secs)
+            .or(shared.opts.timeout)
+            .or(shared.config.timeout_secs.map(Duration::from_secs)),
+        key: task.key.clone(),
+        group: task.group.clone(),
     };
     let preset = run.agent.as_ref().map_or(shared.opts.preset, |(p, _)| *p);
     if let Some(who) = cancel::requested(&slot.paths, &run.id, false) {
@@ -136,6 +149,14 @@ pub(crate) fn run(
             return Ok(Pickup::Stop);
         }
     };
+    // From here until the agent is reaped, a thread of its own stops it should the
+    // locks go unrenewed for too long (a hung mount blocks the heartbeat, not that
+    // thread). Armed before anything else: even a log line may block in a hung mount.
+    let fence = fence::arm(
+        agent.pid(),
+        fence::Policy::for_lease(shared.lock_opts.lease, shared.opts.kill_grace),
+        renewed_at(&lock, &hold),
+    );
     tracing::info!(
         "started \"{}\" · task {} · pid {} · {}us after claim",
         run.preview,
@@ -143,7 +164,9 @@ pub(crate) fn run(
         agent.pid(),
         run.clock.elapsed().as_micros()
     );
-    let stop = run.watch(&task, &mut agent, &mut lock, &mut hold, wake, shutdown);
+    let stop = run.watch(&mut agent, &mut lock, &mut hold, &fence, wake, shutdown);
+    // Disarmed before the agent's leader is reaped (`finish`): the group id stays its own.
+    drop(fence);
     if stop.is_some() {
         agent.stop(shared.opts.kill_grace);
     }
@@ -218,7 +241,11 @@ impl Run<'_> {
                 why,
             )));
         };
-        if task.model.is_none() && task.resume.is_none() {
+        if task.model.is_none()
+            && task.resume.is_none()
+            && task.allowed_tools.is_none()
+            && task.permission_mode.is_none()
+        {
             return Ok(command.clone());
         }
         if let (Some(model), false) = (&task.model, preset.takes_model()) {
@@ -228,7 +255,17 @@ impl Run<'_> {
                 self.id,
             );
         }
-        match preset.task_args(&command.args, task.model.as_deref(), task.resume.as_deref()) {
+        let narrowed = preset
+            .narrow(
+                &command.args,
+                task.allowed_tools.as_deref(),
+                task.permission_mode.as_deref(),
+            )
+            .map_err(|why| format!("rejected: {why}"));
+        let args = narrowed.and_then(|args| {
+            preset.task_args(&args, task.model.as_deref(), task.resume.as_deref())
+        });
+        match args {
             Ok(args) => {
                 let mut c = command.clone();
                 c.args = args;
@@ -329,6 +366,7 @@ impl Run<'_> {
                     task.depth.unwrap_or(0).saturating_add(1).to_string(),
                 ),
             ],
+            task_env: task.env.clone().into_iter().collect(),
             prompt: task.prompt.clone(),
             output_log: &paths.output_log(),
             inline_cap: opts.inline_output,
@@ -477,9 +515,13 @@ impl Run<'_> {
     }
 
     /// The pause made `--now` that applies to this run, if any.
-    fn paused_now(&self, task: &Task) -> Option<Stop> {
+    fn paused_now(&self) -> Option<Stop> {
         crate::queue::pause::Paused::load(&self.shared.opts.root)
-            .stops(self.slot.slot().0, task)
+            .stops(
+                self.slot.slot().0,
+                self.key.as_deref(),
+                self.group.as_deref(),
+            )
             .map(|t| Stop::Paused(t.to_string()))
     }
 
@@ -498,10 +540,10 @@ impl Run<'_> {
     /// stops it; keep the status and every held lock fresh meanwhile.
     fn watch(
         &self,
-        task: &Task,
         agent: &mut Agent,
         lock: &mut DirLock,
         hold: &mut Hold,
+        fence: &Fence,
         wake: &Receiver<()>,
         shutdown: &Receiver<()>,
     ) -> Option<Stop> {
@@ -513,10 +555,15 @@ impl Run<'_> {
         if let Err(e) = self.slot.board.publish(status.clone()) {
             tracing::warn!("publishing the working status: {e}");
         }
-        let timeout = self.timeout(task);
+        let timeout = self.timeout;
         // A timeout too large to represent is no timeout.
         let deadline = timeout.and_then(|t| self.clock.checked_add(t));
-        let heartbeat = self.shared.opts.heartbeat;
+        // Other hosts judge the locks by their lease: renewed at least every quarter of it.
+        let heartbeat = self
+            .shared
+            .opts
+            .heartbeat
+            .min(crate::gate::renew_every(self.shared.lock_opts.lease));
         let mut next_beat = Instant::now() + heartbeat;
         loop {
             let now = Instant::now();
@@ -530,12 +577,13 @@ impl Run<'_> {
                 if self.cancelled() {
                     return Some(Stop::Cancelled);
                 }
-                if let Some(paused) = self.paused_now(task) {
+                if let Some(paused) = self.paused_now() {
                     return Some(paused);
                 }
                 if let Some(fenced) = self.beat(&mut status, agent, lock, hold) {
                     return Some(fenced);
                 }
+                fence.renewed(renewed_at(lock, hold));
                 next_beat = now + heartbeat;
             }
             let mut wait = next_beat.saturating_duration_since(now);
@@ -545,6 +593,11 @@ impl Run<'_> {
             select! {
                 recv(agent.exit_channel()) -> _ => {
                     agent.note_exit();
+                    // Stopped by its fence: its locks went unrenewed for too long.
+                    if let Some(why) = fence.fired() {
+                        tracing::error!("task {}: {why}", self.id);
+                        return Some(Stop::Fenced(why));
+                    }
                     // A service manager often signals the whole group at once: the agent
                     // dying of that same stop request is an interruption, not a failure.
                     return (!shutdown.is_empty()).then(|| self.interrupted());
@@ -553,7 +606,7 @@ impl Run<'_> {
                     if self.cancelled() {
                         return Some(Stop::Cancelled);
                     }
-                    if let Some(paused) = self.paused_now(task) {
+                    if let Some(paused) = self.paused_now() {
                         return Some(paused);
                     }
                 }
@@ -561,13 +614,6 @@ impl Run<'_> {
                 default(wait) => {}
             }
         }
-    }
-
-    fn timeout(&self, task: &Task) -> Option<Duration> {
-        task.timeout_secs
-            .map(Duration::from_secs)
-            .or(self.shared.opts.timeout)
-            .or(self.shared.config.timeout_secs.map(Duration::from_secs))
     }
 
     fn cancelled(&self) -> bool {
@@ -735,6 +781,14 @@ impl Run<'_> {
         );
         drop(lock);
         drop(hold);
+        // The root's callback, if any: started now, watched and reaped by a thread.
+        super::callback::run(
+            &self.shared.config,
+            &self.shared.opts.root,
+            self.slot.slot(),
+            &r,
+            self.slot.paths.result_for(&r.task_id),
+        );
         // Ready an empty output.log now, off the next pickup's path.
         if let Err(e) = agent::ready_log(&self.slot.paths.output_log()) {
             tracing::warn!("{e}");
@@ -821,6 +875,22 @@ fn fenced(lost: &Error, epoch: u64) -> Stop {
         "interrupted: fenced at epoch {epoch}: {lost}; the agent was stopped and nothing \
          of this run is published as the task's result"
     ))
+}
+
+/// When the least recently renewed of the task's locks was last renewed
+/// ([`DirLock::renewed_at`]): what its fence counts from.
+fn renewed_at(lock: &DirLock, hold: &Hold) -> Duration {
+    [
+        Some(lock),
+        hold.key_lock.as_ref(),
+        hold.run_slot.as_ref(),
+        hold.group_slot.as_ref(),
+    ]
+    .into_iter()
+    .flatten()
+    .map(DirLock::renewed_at)
+    .min()
+    .unwrap_or_default()
 }
 
 /// `None` while every lock the task holds is still ours; else why not.

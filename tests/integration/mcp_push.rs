@@ -30,6 +30,11 @@ impl Drop for Raw {
 
 impl Raw {
     pub fn start(t: &TestRoot) -> Raw {
+        Raw::start_with(t, json!({}))
+    }
+
+    /// As [`Raw::start`], the client declaring `capabilities`.
+    pub fn start_with(t: &TestRoot, capabilities: Value) -> Raw {
         let mut child = Command::new(bin("conductor"))
             .args(["mcp", "--root"])
             .arg(t.path())
@@ -64,7 +69,7 @@ impl Raw {
         };
         raw.send(
             json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
-            "protocolVersion": "2025-11-25", "capabilities": {},
+            "protocolVersion": "2025-11-25", "capabilities": capabilities,
             "clientInfo": {"name": "raw", "version": "0"}}}),
         );
         raw.answer(&json!(0));

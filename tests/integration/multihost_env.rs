@@ -366,6 +366,14 @@ impl Cluster {
     }
 }
 
+impl Cluster {
+    /// The pid of the process serving host `i`'s mount (its sshfs): stopping it
+    /// freezes every filesystem call of that host, as a partition does.
+    pub fn fs_client(&self, i: usize) -> u32 {
+        self.mounts[i].client_pid().expect("sshfs of a live mount")
+    }
+}
+
 impl Drop for Cluster {
     /// With `CONDUCTOR_MH_KEEP=<dir>`, keep the workers' logs and the shared root (as
     /// the server has it) in `<dir>/<this cluster's temp name>/` for a post-mortem: the

@@ -76,6 +76,13 @@ pub(crate) struct Mount {
     sshfs: Option<Owned>,
 }
 
+impl Mount {
+    /// The pid of the `sshfs` process serving this mount (its filesystem client).
+    pub(crate) fn client_pid(&self) -> Option<u32> {
+        self.sshfs.as_ref().map(|o| o.0.id())
+    }
+}
+
 impl Drop for Mount {
     fn drop(&mut self) {
         if is_mounted(&self.dir) {

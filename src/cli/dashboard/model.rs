@@ -58,6 +58,8 @@ pub struct SlotRow {
     pub agent: Option<String>,
     /// A task waiting in the slot's inbox.
     pub inbox: Option<TaskId>,
+    /// The ended task's branch and diffstat, when it ran in a worktree of its own.
+    pub worktree: Option<crate::protocol::WorktreeChange>,
 }
 
 /// One pending queue task.
@@ -211,6 +213,7 @@ impl Reader {
             cost: ended.and_then(|e| e.cost),
             agent: r.agent.clone(),
             inbox: r.inbox.as_ref().and_then(|f| f.task_id.clone()),
+            worktree: r.worktree.clone().filter(|_| ended.is_some()),
         }
     }
 
