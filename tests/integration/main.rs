@@ -13,6 +13,7 @@ mod edit_env;
 mod faults;
 mod fencing;
 mod gate;
+mod groups;
 mod hosts;
 mod launch;
 mod lease_renewer;
