@@ -11,6 +11,8 @@
 mod harness;
 #[path = "../tests/integration/multihost_env.rs"]
 mod multihost_env;
+#[path = "../tests/integration/multihost_gluster.rs"]
+mod multihost_gluster;
 #[path = "../tests/integration/multihost_mounts.rs"]
 #[allow(dead_code)]
 mod multihost_mounts;

@@ -21,6 +21,7 @@ mod mcp_push;
 mod multihost;
 mod multihost_env;
 mod multihost_faults;
+mod multihost_gluster;
 mod multihost_mounts;
 mod orchestrator;
 mod protocol;
