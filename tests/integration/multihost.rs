@@ -216,7 +216,7 @@ fn wait_for_results(c: &Cluster, all: &[String], workers: &mut [&mut HostProc]) 
 /// where hosts see each other's submissions promptly — both hosts ran some.
 fn check_runs(c: &Cluster, all: &[String]) {
     for id in all {
-        let r = queue_result(&c, id).unwrap_or_else(|| panic!("task {id} lost: no result"));
+        let r = queue_result(c, id).unwrap_or_else(|| panic!("task {id} lost: no result"));
         assert_eq!(outcome(&r), "success", "task {id}: {r}");
     }
     let runs = runs(&c.backing.join("runs"));
