@@ -427,20 +427,13 @@ fn the_same_slot_from_two_hosts_is_refused_on_the_second_on_glusterfs() {
 fn doctor_names_the_shared_mount_and_says_flocks_stay_local() {
     require!(multihost_env::available());
     let c = Cluster::start(&["hostA"], Cache::Default, "{\"leaseSecs\": 30}\n");
-    let (code, out, err) = c.hosts[0].conductor(&["doctor", "--agent", "cat", "--json"]);
-    assert!(code.is_some(), "doctor: {err}");
-    let checks: Value = serde_json::from_str(&out).expect("doctor --json");
-    let mount = checks["checks"]
-        .as_array()
-        .and_then(|a| a.iter().find(|c| c["name"] == "mount"))
-        .unwrap_or_else(|| panic!("no mount check in {out}"))
-        .clone();
+    let mount = doctor_mount_check(&c.hosts[0]);
     let detail = mount["detail"].as_str().unwrap();
     assert_eq!(mount["status"], "warn", "{mount}");
     for needle in [
         "fuse.sshfs",
         "root@127.0.0.1:",
-        "flocks stay on this client",
+        "flocks stay on this client (probed: this client's kernel keeps them)",
         "leaseSecs=30",
     ] {
         assert!(detail.contains(needle), "{needle:?} not in {detail}");
@@ -449,4 +442,35 @@ fn doctor_names_the_shared_mount_and_says_flocks_stay_local() {
         mount["fix"].as_str().unwrap().contains("dir_cache=no"),
         "{mount}"
     );
+}
+
+/// `doctor --json`'s mount check, run on `host`.
+fn doctor_mount_check(host: &Host) -> Value {
+    let (code, out, err) = host.conductor(&["doctor", "--agent", "cat", "--json"]);
+    assert!(code.is_some(), "doctor: {err}");
+    let checks: Value = serde_json::from_str(&out).expect("doctor --json");
+    checks["checks"]
+        .as_array()
+        .and_then(|a| a.iter().find(|c| c["name"] == "mount"))
+        .unwrap_or_else(|| panic!("no mount check in {out}"))
+        .clone()
+}
+
+/// GlusterFS's client passes flocks to the bricks: doctor must not say they stay local
+/// (it did, by the `fuse.` type alone), and says so from a probe.
+#[test]
+fn doctor_says_flocks_reach_the_server_on_glusterfs() {
+    require!(multihost_env::available_on(Fs::Gluster));
+    let c = Cluster::start_on(Fs::Gluster, &["hostA"], "{\"leaseSecs\": 30}\n");
+    let mount = doctor_mount_check(&c.hosts[0]);
+    let detail = mount["detail"].as_str().unwrap();
+    assert_eq!(mount["status"], "ok", "{mount}");
+    for needle in [
+        "fuse.glusterfs",
+        "flocks reach the server (probed: this client's kernel passes them to the filesystem)",
+        "leaseSecs=30",
+    ] {
+        assert!(detail.contains(needle), "{needle:?} not in {detail}");
+    }
+    assert!(!detail.contains("stay on this client"), "{detail}");
 }
