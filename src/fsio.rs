@@ -54,11 +54,28 @@ pub fn nonce() -> String {
 
 /// Create a directory (and its parents) with mode 0700.
 pub fn ensure_dir(path: &Path) -> Result<()> {
-    match DirBuilder::new().recursive(true).mode(0o700).create(path) {
-        Ok(()) => Ok(()),
-        Err(e) => Err(Error::io("create directory", path, e)),
+    // "Exists" from mkdir, then "not found" from the look that follows: another host
+    // made it, and this client still has its earlier miss cached (GlusterFS, for about
+    // its entry timeout). Looked at again, bounded.
+    let deadline = std::time::Instant::now() + ENTRY_CACHE_WAIT;
+    loop {
+        match DirBuilder::new().recursive(true).mode(0o700).create(path) {
+            Ok(()) => return Ok(()),
+            Err(e)
+                if e.kind() == io::ErrorKind::AlreadyExists
+                    && fs::symlink_metadata(path).is_err()
+                    && std::time::Instant::now() < deadline =>
+            {
+                std::thread::sleep(std::time::Duration::from_millis(20));
+            }
+            Err(e) => return Err(Error::io("create directory", path, e)),
+        }
     }
 }
+
+/// How long [`ensure_dir`] waits for a client's cached miss of a directory another host
+/// made to expire (GlusterFS's FUSE client keeps entries 1 s by default).
+const ENTRY_CACHE_WAIT: std::time::Duration = std::time::Duration::from_secs(3);
 
 /// Open `path` for writing, empty, readable by its owner only (mode 0600, also when it
 /// existed with a wider mode); a symbolic link there is refused. For logs, which quote
