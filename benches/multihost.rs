@@ -3,7 +3,7 @@
 //! caches on and off and on GlusterFS.
 //!
 //! `cargo bench --bench multihost` (as root; `-- --samples N` for the pickup sample size,
-//! `-- --fs sshfs-default|sshfs-off|gluster` for one filesystem only). Pickup: a task is
+//! `-- --fs sshfs-default|sshfs-off|gluster|gluster-inval` for one filesystem only). Pickup: a task is
 //! submitted (queue) or sent (inbox) on host B, one at a time, and picked up by a worker
 //! on host A: from `conductor` returning on B to the agent's first line on A (both hosts
 //! are namespaces of one machine: one clock). Before each submit the bench waits 0, 0.3,
@@ -165,7 +165,12 @@ fn main() {
             "sshfs default cache",
         ),
         (Fs::Sshfs(Cache::Off), "sshfs-off", "sshfs cache off"),
-        (Fs::Gluster, "gluster", "GlusterFS"),
+        (Fs::Gluster, "gluster", "GlusterFS defaults"),
+        (
+            Fs::GlusterInvalidating,
+            "gluster-inval",
+            "GlusterFS cache invalidation on",
+        ),
     ] {
         if only.as_deref().is_some_and(|o| o != key) {
             continue;

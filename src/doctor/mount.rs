@@ -103,8 +103,9 @@ fn pickup(m: &MountInfo, sshfs: Option<&str>) -> String {
              2 s (the worker's rescan)"
         ),
         "fuse.glusterfs" => format!(
-            "{base}, plus up to about 1 s of the client's attribute cache (attribute-timeout, \
-             md-cache)"
+            "{base}; a task another host queued waits up to about 1 s more in the client's \
+             metadata cache unless the volume has features.cache-invalidation and \
+             performance.cache-invalidation on (then about 0.1 s)"
         ),
         _ => format!("{base}, plus however long this client caches directory listings"),
     }

@@ -24,7 +24,16 @@ pub enum Fs {
     Sshfs(Cache),
     /// A one-brick GlusterFS volume, each host its own FUSE client (default options).
     Gluster,
+    /// The same with the volume's cache invalidation on (README's recommendation): the
+    /// server tells each client's metadata cache of changes.
+    GlusterInvalidating,
 }
+
+/// The volume options of `Fs::GlusterInvalidating`.
+pub const GLUSTER_INVALIDATION: &[(&str, &str)] = &[
+    ("features.cache-invalidation", "on"),
+    ("performance.cache-invalidation", "on"),
+];
 
 impl Fs {
     /// Whether a host sees what another wrote without waiting out a cache of its own
@@ -39,7 +48,7 @@ impl Fs {
 pub fn available_on(fs: Fs) -> Result<(), String> {
     match fs {
         Fs::Sshfs(_) => available(),
-        Fs::Gluster => {
+        Fs::Gluster | Fs::GlusterInvalidating => {
             hosts_available()?;
             crate::multihost_gluster::available()
         }
@@ -419,8 +428,13 @@ impl Cluster {
                 }
                 Server::Sshd(sshd)
             }
-            Fs::Gluster => {
-                let gluster = GlusterServer::start(&base);
+            Fs::Gluster | Fs::GlusterInvalidating => {
+                let options = if fs == Fs::GlusterInvalidating {
+                    GLUSTER_INVALIDATION
+                } else {
+                    &[]
+                };
+                let gluster = GlusterServer::start(&base, options);
                 // The test's own client, with the kernel's caches off.
                 mounts.push(gluster.mount(
                     &backing,

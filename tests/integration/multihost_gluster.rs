@@ -42,8 +42,8 @@ pub(crate) struct GlusterServer {
 
 impl GlusterServer {
     /// Start glusterd in a fresh namespace and create and start the volume (`force`: the
-    /// brick is on the root filesystem).
-    pub(crate) fn start(base: &Path) -> GlusterServer {
+    /// brick is on the root filesystem) with `options` set.
+    pub(crate) fn start(base: &Path, options: &[(&str, &str)]) -> GlusterServer {
         let brick = base.join("brick");
         let logs = base.join("gluster-logs");
         for d in [&brick, &logs] {
@@ -132,6 +132,11 @@ impl GlusterServer {
                     }
                     std::thread::sleep(Duration::from_millis(50));
                 }
+            }
+        }
+        for (k, v) in options {
+            if let Err(e) = server.cli(&["volume", "set", VOLUME, k, v]) {
+                panic!("gluster volume set {k} {v}: {e}\n{}", server.logs());
             }
         }
         if let Err(e) = server.cli(&["volume", "start", VOLUME]) {
