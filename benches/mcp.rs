@@ -262,6 +262,24 @@ fn bench_round_trip(root: &Path, runs: usize) {
         assert_eq!(r["result"]["structuredContent"]["allFinished"], true, "{r}");
     }
     summary("mcp: submit → wait → result (agent `true`)", samples);
+    let mut samples = Vec::with_capacity(runs);
+    for i in 0..runs {
+        let started = Instant::now();
+        n += 1;
+        let prompt = format!("trip with wait {i}");
+        let r = s.say(
+            &tool_call(
+                n,
+                "submit",
+                serde_json::json!({"prompt": prompt, "wait": true, "waitSecs": 50}),
+            ),
+            Some(n),
+        );
+        samples.push(ms(started));
+        let v = &r["result"]["structuredContent"];
+        assert_eq!(v["wait"]["allFinished"], true, "{r}");
+    }
+    summary("mcp: submit with wait → result (agent `true`)", samples);
     s.stop();
 }
 
@@ -289,25 +307,27 @@ fn holdings(pid: u32) -> (u64, u64, usize) {
     (field("VmRSS:"), field("Threads:"), inotify)
 }
 
-/// Sample `pid`'s holdings until they have not changed for `still`, at most `bound`.
-fn settled(
-    pid: u32,
-    still: Duration,
+/// Ask the server (its `status` tool, as request `id`) how many `wait` calls it has
+/// pending and how many subscriptions its shared watcher holds, until `done` says yes
+/// (at most `bound`); the last answer and how long it took.
+fn server_waits(
+    s: &mut Server,
+    id: &mut u64,
     bound: Duration,
-    done: impl Fn((u64, u64, usize)) -> bool,
-) -> ((u64, u64, usize), Duration) {
+    done: impl Fn(u64, u64) -> bool,
+) -> ((u64, u64), Duration) {
     let started = Instant::now();
-    let mut last = holdings(pid);
-    let mut since = Instant::now();
     loop {
-        // A measurement's sampling interval, not synchronization.
-        std::thread::sleep(Duration::from_millis(20));
-        let now = holdings(pid);
-        if (now.1, now.2) != (last.1, last.2) {
-            since = Instant::now();
-        }
-        last = now;
-        if (done(now) && since.elapsed() >= still) || started.elapsed() >= bound {
+        *id += 1;
+        let r = s.say(&tool_call(*id, "status", serde_json::json!({})), Some(*id));
+        let server = &r["result"]["structuredContent"]["server"];
+        let now = (
+            server["pendingWaits"].as_u64().expect("pendingWaits"),
+            server["watcherSubscriptions"]
+                .as_u64()
+                .expect("watcherSubscriptions"),
+        );
+        if done(now.0, now.1) || started.elapsed() >= bound {
             return (now, started.elapsed());
         }
     }
@@ -315,6 +335,7 @@ fn settled(
 
 /// `n` pending `wait` calls on one server (a gate held on slot 0 stands for a live
 /// worker, so no wait ends early), then every one cancelled: what the server holds.
+/// The server itself says when all `n` are pending and when all are gone.
 fn bench_waits(root: &Path, n: u64, secs: f64) {
     let client = Client::new(Root::new(root));
     client.root().worker(Slot(0)).create_files().unwrap();
@@ -338,12 +359,13 @@ fn bench_waits(root: &Path, n: u64, secs: f64) {
         writeln!(s.stdin, "{line}").unwrap();
     }
     s.stdin.flush().unwrap();
-    let (held, _) = settled(
-        pid,
-        Duration::from_millis(500),
-        Duration::from_secs(10),
-        |_| true,
-    );
+    let mut asked = 2 * base;
+    // Each pending wait (no progress token) holds one subscription on the hub.
+    let ((pending, subs), _) = server_waits(&mut s, &mut asked, Duration::from_secs(30), |p, w| {
+        p == n && w >= n
+    });
+    assert_eq!((pending, subs), (n, n), "every wait pending and subscribed");
+    let held = holdings(pid);
     let sent = Instant::now();
     for i in 0..n {
         let line = serde_json::json!({
@@ -353,13 +375,15 @@ fn bench_waits(root: &Path, n: u64, secs: f64) {
         writeln!(s.stdin, "{line}").unwrap();
     }
     s.stdin.flush().unwrap();
-    let (freed, _) = settled(
-        pid,
-        Duration::from_millis(200),
+    let ((left, left_subs), _) = server_waits(
+        &mut s,
+        &mut asked,
         Duration::from_secs_f64(secs + 10.0),
-        |h| h.1 <= idle.1 + 2 && h.2 <= idle.2.max(1),
+        |p, w| p == 0 && w == 0,
     );
     let took = sent.elapsed();
+    assert_eq!((left, left_subs), (0, 0), "every wait gone");
+    let freed = holdings(pid);
     let show = |what: &str, (rss, threads, ino): (u64, u64, usize)| {
         println!(
             "mcp: {what:<38} rss={:>7} KiB  threads={threads:>4}  inotify={ino:>4}",
@@ -367,10 +391,10 @@ fn bench_waits(root: &Path, n: u64, secs: f64) {
         );
     };
     show("idle server", idle);
-    show(&format!("{n} pending waits"), held);
-    show("after every wait was cancelled", freed);
+    show(&format!("{n} pending waits ({subs} watcher subs)"), held);
+    show("when every wait was gone", freed);
     println!(
-        "mcp: {n} cancelled waits freed in {:.0} ms",
+        "mcp: {n} cancelled waits gone (pendingWaits 0, no watcher subscription) {:.1} ms after the cancels were sent",
         took.as_secs_f64() * 1000.0
     );
     s.stop();

@@ -100,25 +100,111 @@ fn summary(name: &str, mut samples: Vec<f64>) {
     );
 }
 
-/// Sequential tasks on one worker: pickup (task.json linked → agent running) and
-/// round trip (write_task → wait_for_result returns).
+/// When each task's result file appeared, as an inotify watcher armed for the whole
+/// measure sees it: the worker's own round trip ends there, whatever the waiting side
+/// does. Keyed by task id.
+struct ResultSeen {
+    _watcher: notify::RecommendedWatcher,
+    seen: crossbeam_channel::Receiver<(String, Instant)>,
+}
+
+impl ResultSeen {
+    fn watch(client: &Client, slot: Slot) -> ResultSeen {
+        use notify::Watcher;
+        let (tx, seen) = crossbeam_channel::unbounded();
+        let mut watcher = notify::recommended_watcher(move |ev: notify::Result<notify::Event>| {
+            let at = Instant::now();
+            let Ok(ev) = ev else { return };
+            for path in ev.paths {
+                let Some(name) = path.file_name().and_then(|n| n.to_str()) else {
+                    continue;
+                };
+                if let Some(id) = name.strip_suffix(".json") {
+                    let _ = tx.send((id.to_string(), at));
+                }
+            }
+        })
+        .expect("inotify watcher");
+        let results = client.root().worker(slot).results_dir();
+        std::fs::create_dir_all(&results).unwrap();
+        watcher
+            .watch(&results, notify::RecursiveMode::NonRecursive)
+            .expect("watch results");
+        ResultSeen {
+            _watcher: watcher,
+            seen,
+        }
+    }
+
+    /// The first moment `id`'s result was seen (the events of earlier tasks skipped).
+    fn when(&self, id: &TaskId) -> Instant {
+        let want = id.to_string();
+        loop {
+            let (got, at) = self.seen.recv_timeout(BOUND).expect("result event");
+            if got == want {
+                return at;
+            }
+        }
+    }
+}
+
+/// Sequential tasks on one worker: pickup (task.json linked → agent running), the
+/// worker's own round trip (task.json linked → its result file created, seen by a
+/// watcher armed beforehand) and the library round trip (write_task → wait_for_result
+/// returns): what a library wait adds is the difference of the last two.
 fn latency(client: &Client, tasks: usize) {
+    let results = ResultSeen::watch(client, Slot(0));
     let mut pickup = Vec::with_capacity(tasks);
+    let mut worker_trip = Vec::with_capacity(tasks);
     let mut round_trip = Vec::with_capacity(tasks);
     for i in 0..tasks {
         let id = TaskId::Text(format!("lat-{i}"));
         let task = Task::new("x").with_id(id.clone());
         let t0 = Instant::now();
         client.write_task(Slot(0), &task).unwrap();
+        let linked = Instant::now();
         let written_ns = now_ns();
         let r = client.wait_for_result(Slot(0), &id, BOUND).unwrap();
         round_trip.push(t0.elapsed().as_secs_f64() * 1e3);
         assert!(r.success, "{:?}", r.error);
+        let present = results.when(&id);
+        worker_trip.push(present.saturating_duration_since(linked).as_secs_f64() * 1e3);
         let started: u128 = r.output.lines().next().unwrap().parse().unwrap();
         pickup.push((started as f64 - written_ns as f64) / 1e6);
     }
     summary("pickup (task → agent)", pickup);
+    summary("worker trip (task → result)", worker_trip);
     summary("round trip (write → result)", round_trip);
+}
+
+/// `conductor send 0 PROMPT --wait` as a user's shell runs it, beside `conductor
+/// --version` (a process start of the same binary): the one-shot command should cost
+/// the library round trip plus about one process start.
+fn send_wait(client: &Client, tasks: usize) {
+    let mut send = Vec::with_capacity(tasks);
+    let mut start = Vec::with_capacity(tasks);
+    let conductor = env!("CARGO_BIN_EXE_conductor");
+    for i in 0..tasks {
+        let t = Instant::now();
+        let out = Command::new(conductor)
+            .arg("--version")
+            .stdout(Stdio::null())
+            .status()
+            .expect("conductor --version");
+        assert!(out.success());
+        start.push(t.elapsed().as_secs_f64() * 1e3);
+        let t = Instant::now();
+        let out = Command::new(conductor)
+            .args(["send", "0", &format!("send {i}"), "--wait"])
+            .env("CONDUCTOR_HOME", client.root().path())
+            .stdout(Stdio::null())
+            .status()
+            .expect("conductor send --wait");
+        assert!(out.success());
+        send.push(t.elapsed().as_secs_f64() * 1e3);
+    }
+    summary("process start (--version)", start);
+    summary("send --wait (process)", send);
 }
 
 /// One orchestrator thread per worker, each feeding its worker as fast as it finishes.
@@ -283,6 +369,7 @@ fn main() {
             idle_cost(workers.children[0].id(), idle_secs);
         }
         latency(&client, tasks);
+        send_wait(&client, tasks.min(200));
         throughput(&client, 1, tasks);
     }
     for n in [2, 8] {

@@ -98,12 +98,46 @@ fn cpu_ticks(pid: u32) -> u64 {
 }
 
 fn rss_kib(pid: u32) -> u64 {
+    status_kib(pid, "VmRSS:")
+}
+
+/// The most memory `pid` has held resident since it started (the kernel's high-water
+/// mark): after a burst, the burst's peak.
+fn peak_rss_kib(pid: u32) -> u64 {
+    status_kib(pid, "VmHWM:")
+}
+
+fn status_kib(pid: u32, field: &str) -> u64 {
     std::fs::read_to_string(format!("/proc/{pid}/status"))
         .unwrap_or_default()
         .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .find_map(|l| l.strip_prefix(field))
         .and_then(|v| v.split_whitespace().next()?.parse().ok())
         .unwrap_or(0)
+}
+
+/// The fan-out's floor: `n` `cat`s of a small file started at once by `xargs -P n`
+/// (the names on its stdin), what forking and exec'ing the agents alone costs.
+fn xargs_floor(dir: &Path, n: u32) -> f64 {
+    use std::io::Write;
+    let file = dir.join("floor-prompt.txt");
+    std::fs::write(&file, "x\n").unwrap();
+    let names = format!("{}\n", file.display()).repeat(n as usize);
+    let t = Instant::now();
+    let mut xargs = Command::new("xargs")
+        .args(["-P", &n.to_string(), "-n1", "cat"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .spawn()
+        .expect("spawn xargs");
+    xargs
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(names.as_bytes())
+        .unwrap();
+    assert!(xargs.wait().unwrap().success());
+    t.elapsed().as_secs_f64()
 }
 
 /// CPU of all `pids` over `secs`, in % of one core.
@@ -327,25 +361,33 @@ fn run(n: u32, many: bool, o: &Opts) {
     let woke = (settled_events(&client, &files, "third") - before).saturating_sub(per_sentinel);
 
     let mut totals = Vec::new();
+    let mut floors = Vec::new();
     let mut lat = Vec::new();
     for round in 0..o.rounds {
+        floors.push(xargs_floor(dir.path(), n));
         let (t, l, _) = one_task_each(&client, n, round, Delivery::Raw);
         totals.push(t);
         lat.extend(l);
     }
+    let peak: u64 = pids.iter().map(|&p| peak_rss_kib(p)).sum();
     // Once more through the library, for what a send costs a program at this size.
     let (via_client, _, mut sends) = one_task_each(&client, n, o.rounds, Delivery::Client);
     sends.sort_by(|a, b| a.partial_cmp(b).unwrap());
     totals.sort_by(|a, b| a.partial_cmp(b).unwrap());
+    floors.sort_by(|a, b| a.partial_cmp(b).unwrap());
     lat.sort_by(|a, b| a.partial_cmp(b).unwrap());
     println!(
         "{n:>5} slots, {kind:<18} all idle {up:>6.2} s | idle CPU {idle:>7.2} % | RSS {:>7.1} MiB | \
          listing pending 100/s: {woke} events, CPU {listed_cpu:.2} % | one task each: all results \
-         p50 {:.2} s (rounds {:?}), per task p50 {:.0} ms p99 {:.0} ms | through \
+         p50 {:.2} s (rounds {:?}) = {:.2}× the xargs -P{n} floor ({:.2} s), peak RSS {:.1} MiB, \
+         per task p50 {:.0} ms p99 {:.0} ms | through \
          Client::write_task: all results {via_client:.2} s, a send p50 {:.2} ms p99 {:.2} ms",
         rss as f64 / 1024.0,
         percentile(&totals, 0.5),
         totals.iter().map(|t| format!("{t:.2}")).collect::<Vec<_>>(),
+        percentile(&totals, 0.5) / percentile(&floors, 0.5),
+        percentile(&floors, 0.5),
+        peak as f64 / 1024.0,
         percentile(&lat, 0.5),
         percentile(&lat, 0.99),
         percentile(&sends, 0.5),

@@ -17,6 +17,10 @@ pub const MIN_TASK_BYTES: u64 = 1024;
 pub const MAX_LEASE_SECS: u64 = 24 * 3600;
 /// Longest `lockGraceSecs`: a half-made lock blocks its resource this long.
 pub const MAX_LOCK_GRACE_SECS: u64 = 3600;
+/// Longest `callback` command line.
+pub const MAX_CALLBACK_CHARS: usize = 4096;
+/// Longest `callbackTimeoutSecs` (a day).
+pub const MAX_CALLBACK_TIMEOUT_SECS: u64 = 24 * 3600;
 
 fn schema_v1() -> u32 {
     SCHEMA
@@ -59,6 +63,32 @@ pub struct Config {
     /// How long `gc` keeps a finished task's worktree (its branch stays); default 7 days.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub worktree_retention_secs: Option<u64>,
+    /// A shell command a worker runs when a task it ran ends (any end state), with the
+    /// task's id, state, slot, exit code and result path in its environment.
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "callback_command"
+    )]
+    pub callback: Option<String>,
+    /// How long the callback may run before it is stopped (TERM, then KILL); default 60.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub callback_timeout_secs: Option<u64>,
+}
+
+/// `callback` as a string, or an error that names the field (serde's own says only
+/// "expected a string at line 1 column 14").
+fn callback_command<'de, D: serde::Deserializer<'de>>(
+    d: D,
+) -> std::result::Result<Option<String>, D::Error> {
+    use serde::de::Error as _;
+    match serde_json::Value::deserialize(d)? {
+        serde_json::Value::Null => Ok(None),
+        serde_json::Value::String(s) => Ok(Some(s)),
+        other => Err(D::Error::custom(format!(
+            "callback must be a shell command as a string, not {other}"
+        ))),
+    }
 }
 
 impl Default for Config {
@@ -75,6 +105,8 @@ impl Default for Config {
             worktree: None,
             worktree_dir: None,
             worktree_retention_secs: None,
+            callback: None,
+            callback_timeout_secs: None,
         }
     }
 }
@@ -147,6 +179,21 @@ impl Config {
             MAX_TIMEOUT_SECS * 10,
             "leave it out for the default of 7 days",
         )?;
+        if let Some(c) = &self.callback {
+            if c.trim().is_empty() || c.len() > MAX_CALLBACK_CHARS || c.contains('\0') {
+                return Err(format!(
+                    "callback must be a shell command of 1 to {MAX_CALLBACK_CHARS} characters \
+                     (leave it out for none)"
+                ));
+            }
+        }
+        within(
+            "callbackTimeoutSecs",
+            self.callback_timeout_secs,
+            1,
+            MAX_CALLBACK_TIMEOUT_SECS,
+            "leave it out for the default 60",
+        )?;
         within(
             "maxTaskBytes",
             self.max_task_bytes,
@@ -181,6 +228,11 @@ impl Config {
         Duration::from_secs(self.worktree_retention_secs.unwrap_or(7 * 24 * 3600))
     }
 
+    /// How long a task's callback may run (default 60 s).
+    pub fn callback_timeout(&self) -> Duration {
+        Duration::from_secs(self.callback_timeout_secs.unwrap_or(60))
+    }
+
     pub fn max_task_bytes(&self) -> u64 {
         self.max_task_bytes.unwrap_or(fsio::TASK_SIZE_LIMIT)
     }
@@ -210,6 +262,9 @@ mod tests {
             (r#"{"lockGraceSecs": 0}"#, "lockGraceSecs 0"),
             (r#"{"maxTaskBytes": 10}"#, "maxTaskBytes 10"),
             (r#"{"maxTaskBytes": 999999999999}"#, "maxTaskBytes"),
+            (r#"{"callback": "  "}"#, "callback must be"),
+            (r#"{"callbackTimeoutSecs": 0}"#, "callbackTimeoutSecs 0"),
+            (r#"{"callbackTimeoutSecs": 86401}"#, "callbackTimeoutSecs"),
         ] {
             let why = parsed(json).validate().expect_err(json);
             assert!(why.starts_with(field), "{json}: {why}");
@@ -224,6 +279,12 @@ mod tests {
         let err = Config::load(&path).unwrap_err().to_string();
         assert!(err.contains("config.json"), "{err}");
         assert!(err.contains("maxRunning 0 is out of range"), "{err}");
+        std::fs::write(&path, r#"{"callback": ["echo", "x"]}"#).unwrap();
+        let err = Config::load(&path).unwrap_err().to_string();
+        assert!(
+            err.contains("callback must be a shell command as a string"),
+            "{err}"
+        );
         std::fs::write(&path, r#"{"maxRunning": 3}"#).unwrap();
         assert_eq!(Config::load(&path).unwrap().max_running, Some(3));
     }

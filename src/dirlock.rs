@@ -18,7 +18,7 @@ use crate::error::{Error, Result};
 use crate::fsio::{self, SMALL_FILE_LIMIT};
 use crate::host;
 use crate::procfs;
-use crate::protocol::now_rfc3339;
+use crate::protocol::rfc3339;
 use guard::Guard;
 
 mod files;
@@ -54,6 +54,29 @@ impl Default for LockOptions {
             lease: Duration::from_secs(120),
         }
     }
+}
+
+/// Debug variable (like `CONDUCTOR_DEBUG_WATCH_EVENTS`): seconds, signed, added to the
+/// wall clock this process dates its lock records by (`acquiredAt`, `heartbeatAt`), to
+/// play a host whose clock is off (tests of clock skew across hosts; nothing else).
+pub const ENV_DEBUG_CLOCK_OFFSET: &str = "CONDUCTOR_DEBUG_CLOCK_OFFSET_SECS";
+
+/// Now by this process's clock, as its lock records are dated ([`ENV_DEBUG_CLOCK_OFFSET`]).
+fn lease_stamp() -> String {
+    static OFFSET: std::sync::OnceLock<i64> = std::sync::OnceLock::new();
+    let offset = *OFFSET.get_or_init(|| {
+        std::env::var(ENV_DEBUG_CLOCK_OFFSET)
+            .ok()
+            .and_then(|v| v.trim().parse().ok())
+            .unwrap_or(0)
+    });
+    let now = SystemTime::now();
+    let at = match offset {
+        0 => now,
+        o if o > 0 => now + Duration::from_secs(o.unsigned_abs()),
+        o => now - Duration::from_secs(o.unsigned_abs()),
+    };
+    rfc3339(at)
 }
 
 /// `owner.json`: who holds a lock, with enough to prove them gone.
@@ -95,7 +118,7 @@ impl LockOwner {
             boot_id: host::boot_id().to_string(),
             start_time: host::own_start_time(),
             nonce: fsio::nonce(),
-            acquired_at: now_rfc3339(),
+            acquired_at: lease_stamp(),
             heartbeat_at: None,
             host_id: Some(host::host_id().to_string()),
             epoch: 0,
@@ -160,6 +183,10 @@ pub struct DirLock {
     released: bool,
     /// Released by renaming to this process's spare name instead of removing.
     reusable: bool,
+    /// [`host::boot_clock`] when the last write of our record that succeeded began
+    /// (placing the lock, or a renewal): no other host can have seen a newer one of
+    /// ours, so none judges us gone before this plus its lease.
+    renewed: Duration,
 }
 
 use files::{owner_file, pid_file};
@@ -186,6 +213,7 @@ impl DirLock {
         let mut last_epoch = guard.epoch();
         for _ in 0..VANISH_RETRIES {
             owner.epoch = last_epoch + 1;
+            let began = host::boot_clock();
             if files::place(path, &owner, reusable)? {
                 guard.set_epoch(owner.epoch);
                 return Ok(Acquire::Acquired(DirLock {
@@ -193,6 +221,7 @@ impl DirLock {
                     owner,
                     released: false,
                     reusable,
+                    renewed: began,
                 }));
             }
             // Gone again before we could read it (released by a holder outside the
@@ -245,6 +274,14 @@ impl DirLock {
         self.owner.epoch
     }
 
+    /// [`host::boot_clock`] when the last successful write of our record (the acquire or
+    /// a renewal) began. Another host judges us by the newest record it saw, which it
+    /// cannot have seen before this: it takes the lock no earlier than this plus the
+    /// lease (by its own clock), which is what a holder fences itself by.
+    pub fn renewed_at(&self) -> Duration {
+        self.renewed
+    }
+
     /// Renew `heartbeatAt` (what other hosts judge our lease by) — only while the lock
     /// in place is still ours; else [`Error::LockLost`]: we were judged gone (paused
     /// past the lease, cut off) and someone took it, so we must stop at once. The record
@@ -265,6 +302,7 @@ impl DirLock {
     }
 
     fn beat(&mut self, looks: u32) -> Result<bool> {
+        let began = host::boot_clock();
         let _guard = Guard::existing(&self.path)?;
         // Written through the directory just read as ours, opened afresh: no descriptor
         // is kept between heartbeats (a worker of a thousand slots held a thousand, and
@@ -274,11 +312,15 @@ impl DirLock {
         let Some(dir) = self.ours_in_place(looks)? else {
             return Ok(false);
         };
-        self.owner.heartbeat_at = Some(now_rfc3339());
+        self.owner.heartbeat_at = Some(lease_stamp());
         match files::write_owner_at(&dir, &self.path, &self.owner) {
             // Removed under us since the check (another host took it over).
             Err(e) if files::error_vanished(&e) => Err(self.lost()),
-            other => other.map(|()| true),
+            Err(e) => Err(e),
+            Ok(()) => {
+                self.renewed = began;
+                Ok(true)
+            }
         }
     }
 

@@ -111,6 +111,13 @@ pub enum Error {
     #[error("invalid task: {reason}")]
     InvalidTask { reason: String },
 
+    #[error("cannot edit task {id}: {reason}")]
+    NotEditable {
+        id: String,
+        /// Where it is instead and what to do: "it started (running on slot 2)".
+        reason: String,
+    },
+
     #[error("task id {id} is already used: it went to {place} ({}); ids are unique across the root, so send it with a new id", path.display())]
     IdTaken {
         id: String,
@@ -361,6 +368,25 @@ pub enum Error {
         path: PathBuf,
     },
 
+    /// A task names a group the root does not have (`conductor group add NAME`).
+    #[error("no group {name} on this root (no {}); known groups: {known}; add it with `conductor group add {name} --parallel N`", path.display())]
+    UnknownGroup {
+        name: String,
+        /// The file that would define it.
+        path: PathBuf,
+        /// The groups the root has, comma-separated (or "none").
+        known: String,
+    },
+
+    /// A group cannot be removed while tasks of it wait or run.
+    #[error("group {name} still has {running} running and {queued} queued task(s); cancel them (`conductor cancel --group {name}`) or let them finish, then remove it ({} stays until then)", path.display())]
+    GroupInUse {
+        name: String,
+        path: PathBuf,
+        running: u32,
+        queued: u32,
+    },
+
     /// Dependencies are kept by the shared queue, not by a worker's inbox.
     #[error("task {task} waits for {after}: dependencies are kept only by the shared queue, so submit it there (Queue::submit), not to a worker's inbox")]
     AfterNeedsQueue { task: String, after: String },
@@ -521,9 +547,11 @@ impl Error {
             | TooDeep { .. }
             | CancelMidWrite { .. }
             | CancelKeptMoving { .. }
+            | NotEditable { .. }
             | BranchExists { .. }
             | RepoDirty { .. }
-            | DetachedHead { .. } => ExitClass::Refused,
+            | DetachedHead { .. }
+            | GroupInUse { .. } => ExitClass::Refused,
             InvalidSlot { .. }
             | NoSuchSlot { .. }
             | SlotTooLarge { .. }
@@ -540,6 +568,7 @@ impl Error {
             | NoSuchTask { .. }
             | AmbiguousId { .. }
             | UnknownDependency { .. }
+            | UnknownGroup { .. }
             | AfterNeedsQueue { .. }
             | BadTaskDir { .. }
             | BadArgument { .. }

@@ -145,6 +145,24 @@ pub fn same_process_alive(pid: u32, start_time: Option<u64>) -> bool {
     }
 }
 
+/// This machine's time since boot, counting time spent suspended (`CLOCK_BOOTTIME`;
+/// `CLOCK_MONOTONIC` where that is refused): a clock no one can set, that a suspend
+/// does not stop, so a deadline kept on it is never late after one. What a lock
+/// holder fences itself by (`DirLock::renewed_at`).
+pub fn boot_clock() -> Duration {
+    let mut ts = nix::libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    for clock in [nix::libc::CLOCK_BOOTTIME, nix::libc::CLOCK_MONOTONIC] {
+        // SAFETY: clock_gettime writes one timespec through a valid pointer to ours.
+        if unsafe { nix::libc::clock_gettime(clock, &mut ts) } == 0 {
+            return Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32);
+        }
+    }
+    Duration::ZERO
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -128,8 +128,8 @@ impl Preset {
     /// The agent's arguments for one task: the worker's `args` with the task's model
     /// (`claude --model M`, `codex -m M`, `gemini -m M`) and, when it continues session
     /// `resume` (`conductor retry --resume`), what continues it (`claude --resume ID`,
-    /// `codex exec resume ID -`). The command preset takes no model: `model` is left out
-    /// (the caller warns). Err: this preset cannot resume a session.
+    /// `codex exec resume ID -`, `gemini --resume ID`). The command preset takes no model:
+    /// `model` is left out (the caller warns). Err: this preset cannot resume a session.
     pub fn task_args(
         self,
         args: &[String],
@@ -152,7 +152,11 @@ impl Preset {
                     };
                     args.splice(at..at, ["resume".to_string(), id.to_string()]);
                 }
-                Preset::Gemini | Preset::Command => {
+                // Gemini CLI 0.61 takes a session's UUID as well as an index or `latest`
+                // (`--resume {uuid}`); it looks the session up among the sessions of the
+                // directory it runs in, which a retry shares with the task it retries.
+                Preset::Gemini => args.extend(["--resume".into(), id.into()]),
+                Preset::Command => {
                     return Err(format!(
                         "task asks to resume session {id}, but the {self} preset cannot resume"
                     ))
@@ -176,6 +180,52 @@ impl Preset {
             args.splice(at..at, [flag.to_string(), m.to_string()]);
         }
         Ok(args)
+    }
+
+    /// The worker's agent arguments narrowed to what a task allows itself: its
+    /// `allowedTools` and `permissionMode` (see [`crate::Task::allowed_tools`]). A task
+    /// narrows, never widens: each tool it names must be one the worker pre-approves
+    /// (or a rule within one, `Bash(git *)` within `Bash`), and the worker's tools it
+    /// leaves out are denied to its agent (claude `--disallowedTools`, so a permission
+    /// mode that accepts edits cannot hand them back); its mode must let no more run
+    /// unattended than the worker's (claude: `plan` < `default`/`manual`/`dontAsk` <
+    /// `acceptEdits` < `auto` < `bypassPermissions`; gemini: `plan` < `default` <
+    /// `auto_edit` < `yolo`). Err: the refusal, naming the task's field.
+    pub fn narrow(
+        self,
+        args: &[String],
+        tools: Option<&[String]>,
+        mode: Option<&str>,
+    ) -> std::result::Result<Vec<String>, String> {
+        if tools.is_none() && mode.is_none() {
+            return Ok(args.to_vec());
+        }
+        match self {
+            Preset::Claude => narrow_claude(args, tools, mode),
+            Preset::Gemini => {
+                if tools.is_some() {
+                    return Err("allowedTools: the gemini preset takes no list of tools \
+                                (gemini's own is deprecated); narrow its approval mode \
+                                with permissionMode instead"
+                        .into());
+                }
+                narrow_gemini(args, mode.unwrap_or_default())
+            }
+            Preset::Codex | Preset::Command => Err(format!(
+                "{}: the {self} preset has no {} a task could narrow (only the claude \
+                 preset's tools and the claude and gemini presets' modes)",
+                if tools.is_some() {
+                    "allowedTools"
+                } else {
+                    "permissionMode"
+                },
+                if tools.is_some() {
+                    "tools"
+                } else {
+                    "permission mode"
+                },
+            )),
+        }
     }
 
     /// Whether the preset passes a task's `model` to its agent.
@@ -349,6 +399,193 @@ impl fmt::Display for Preset {
             Preset::Command => "command",
         })
     }
+}
+
+/// How much a Claude Code permission mode lets run unattended (higher: more).
+fn claude_mode_rank(mode: &str) -> Option<u8> {
+    match mode {
+        "plan" => Some(0),
+        "default" | "manual" | "dontAsk" => Some(1),
+        "acceptEdits" => Some(2),
+        "auto" => Some(3),
+        "bypassPermissions" => Some(4),
+        _ => None,
+    }
+}
+
+/// How much a Gemini CLI approval mode lets run unattended (higher: more).
+fn gemini_mode_rank(mode: &str) -> Option<u8> {
+    GEMINI_APPROVAL_MODES
+        .iter()
+        .position(|m| *m == mode)
+        .map(|i| [1, 2, 3, 0][i])
+}
+
+/// Where option `names` is in `args`: (its index, its values). `variadic`: values run
+/// to the next option, as Claude Code reads `--allowedTools a b`; `--opt=value` too.
+fn option_at(args: &[String], names: &[&str], variadic: bool) -> Option<(usize, Vec<String>)> {
+    args.iter().enumerate().find_map(|(i, a)| {
+        if let Some((name, value)) = a.split_once('=') {
+            return names.contains(&name).then(|| (i, vec![value.to_string()]));
+        }
+        if !names.contains(&a.as_str()) {
+            return None;
+        }
+        let rest = args[i + 1..].iter().take_while(|v| !v.starts_with('-'));
+        let values = if variadic {
+            rest.cloned().collect()
+        } else {
+            rest.take(1).cloned().collect()
+        };
+        Some((i, values))
+    })
+}
+
+/// `args` without option `names` and its values.
+fn without_option(args: &[String], names: &[&str], variadic: bool) -> Vec<String> {
+    let mut out = args.to_vec();
+    while let Some((i, values)) = option_at(&out, names, variadic) {
+        let n = if out[i].contains('=') {
+            1
+        } else {
+            1 + values.len()
+        };
+        out.drain(i..i + n);
+    }
+    out
+}
+
+/// Claude Code's tool list split as it reads it: on commas and spaces outside a rule's
+/// parentheses (`Bash(git *),Read`).
+fn split_tools(values: &[String]) -> Vec<String> {
+    let mut out = Vec::new();
+    for v in values {
+        let (mut cur, mut depth) = (String::new(), 0u32);
+        for c in v.chars() {
+            match c {
+                '(' => depth += 1,
+                ')' => depth = depth.saturating_sub(1),
+                ',' | ' ' if depth == 0 => {
+                    if !cur.trim().is_empty() {
+                        out.push(cur.trim().to_string());
+                    }
+                    cur.clear();
+                    continue;
+                }
+                _ => {}
+            }
+            cur.push(c);
+        }
+        if !cur.trim().is_empty() {
+            out.push(cur.trim().to_string());
+        }
+    }
+    out
+}
+
+/// A tool list as given on a command line (`Read,Bash(git *)`), one tool or rule each.
+pub fn tool_list(list: &str) -> Vec<String> {
+    split_tools(&[list.to_string()])
+}
+
+/// A tool rule's tool: `Bash` of `Bash(git *)`.
+fn tool_name(rule: &str) -> &str {
+    rule.split('(').next().unwrap_or(rule).trim()
+}
+
+fn narrow_claude(
+    args: &[String],
+    tools: Option<&[String]>,
+    mode: Option<&str>,
+) -> std::result::Result<Vec<String>, String> {
+    const ALLOWED: [&str; 2] = ["--allowedTools", "--allowed-tools"];
+    const DENIED: [&str; 2] = ["--disallowedTools", "--disallowed-tools"];
+    const MODE: [&str; 1] = ["--permission-mode"];
+    let mut out = args.to_vec();
+    if let Some(tools) = tools {
+        let worker = split_tools(&option_at(args, &ALLOWED, true).map_or(vec![], |(_, v)| v));
+        for t in tools {
+            if !worker.iter().any(|w| w == t || w.as_str() == tool_name(t)) {
+                return Err(format!(
+                    "allowedTools: {t} is not among the tools this worker lets its agent use \
+                     unattended ({}): a task can narrow them, not widen them",
+                    if worker.is_empty() {
+                        "none".to_string()
+                    } else {
+                        worker.join(",")
+                    }
+                ));
+            }
+        }
+        let mut denied = split_tools(&option_at(args, &DENIED, true).map_or(vec![], |(_, v)| v));
+        for w in &worker {
+            if !tools.iter().any(|t| tool_name(t) == tool_name(w)) && !denied.contains(w) {
+                denied.push(w.clone());
+            }
+        }
+        out = without_option(&out, &ALLOWED, true);
+        out = without_option(&out, &DENIED, true);
+        if !tools.is_empty() {
+            out.extend(["--allowedTools".to_string(), tools.join(",")]);
+        }
+        if !denied.is_empty() {
+            out.extend(["--disallowedTools".to_string(), denied.join(",")]);
+        }
+    }
+    if let Some(mode) = mode {
+        let worker = option_at(args, &MODE, false)
+            .and_then(|(_, v)| v.into_iter().next())
+            .unwrap_or_else(|| "default".into());
+        let Some(rank) = claude_mode_rank(mode) else {
+            return Err(format!(
+                "permissionMode: {mode:?} is not a Claude Code permission mode (plan, \
+                 default, manual, dontAsk, acceptEdits, auto, bypassPermissions)"
+            ));
+        };
+        match claude_mode_rank(&worker) {
+            Some(w) if rank <= w => {}
+            _ => {
+                return Err(format!(
+                    "permissionMode: {mode} lets the agent do more than this worker's \
+                     {worker}: a task can narrow the worker's mode, not widen it"
+                ))
+            }
+        }
+        out = without_option(&out, &MODE, false);
+        out.extend(["--permission-mode".to_string(), mode.to_string()]);
+    }
+    Ok(out)
+}
+
+fn narrow_gemini(args: &[String], mode: &str) -> std::result::Result<Vec<String>, String> {
+    const MODE: [&str; 1] = ["--approval-mode"];
+    let yolo = args.iter().any(|a| a == "--yolo" || a == "-y");
+    let worker = match option_at(args, &MODE, false).and_then(|(_, v)| v.into_iter().next()) {
+        Some(m) => m,
+        None if yolo => "yolo".into(),
+        None => "default".into(),
+    };
+    let Some(rank) = gemini_mode_rank(mode) else {
+        return Err(format!(
+            "permissionMode: {mode:?} is not a gemini approval mode (one of {})",
+            GEMINI_APPROVAL_MODES.join(", ")
+        ));
+    };
+    match gemini_mode_rank(&worker) {
+        Some(w) if rank <= w => {}
+        _ => {
+            return Err(format!(
+                "permissionMode: {mode} lets the agent do more than this worker's {worker}: \
+                 a task can narrow the worker's approval mode, not widen it"
+            ))
+        }
+    }
+    let mut out: Vec<String> = without_option(args, &MODE, false)
+        .into_iter()
+        .filter(|a| a != "--yolo" && a != "-y")
+        .collect();
+    out.extend(["--approval-mode".to_string(), mode.to_string()]);
+    Ok(out)
 }
 
 /// The worker hands over the final `result` event of a stream (see
@@ -861,7 +1098,12 @@ mod tests {
                 .unwrap()[gemini.len()..],
             ["-m", "gemini-2.5-pro"]
         );
-        assert!(Preset::Gemini.task_args(&gemini, None, Some("g")).is_err());
+        assert_eq!(
+            Preset::Gemini
+                .task_args(&gemini, None, Some("g-1"))
+                .unwrap()[gemini.len()..],
+            ["--resume", "g-1"]
+        );
         let cat = vec!["-u".to_string()];
         assert_eq!(
             Preset::Command.task_args(&cat, Some("x"), None).unwrap(),
@@ -869,6 +1111,94 @@ mod tests {
         );
         assert!(!Preset::Command.takes_model());
         assert!(Preset::Command.task_args(&cat, None, Some("s")).is_err());
+    }
+
+    #[test]
+    fn a_task_narrows_its_workers_tools_and_mode_but_never_widens_them() {
+        let words =
+            |line: &str| -> Vec<String> { line.split(' ').skip(1).map(String::from).collect() };
+        let tools = |t: &[&str]| -> Vec<String> { t.iter().map(|s| s.to_string()).collect() };
+        let claude = words(Preset::Claude.default_command());
+        let got = Preset::Claude
+            .narrow(
+                &claude,
+                Some(&tools(&["Read", "Bash(git *)"])),
+                Some("dontAsk"),
+            )
+            .unwrap();
+        assert_eq!(
+            got.join(" "),
+            "-p --output-format stream-json --verbose --allowedTools Read,Bash(git *) \
+             --disallowedTools Edit,Write,NotebookEdit --permission-mode dontAsk"
+        );
+        // No tools at all: every one the worker pre-approved is denied.
+        let none = Preset::Claude.narrow(&claude, Some(&[]), None).unwrap();
+        assert!(!none.iter().any(|a| a == "--allowedTools"), "{none:?}");
+        assert_eq!(
+            none[none.len() - 2..],
+            ["--disallowedTools", CLAUDE_ALLOWED_TOOLS]
+        );
+        assert!(none.contains(&"acceptEdits".to_string()));
+        // Widening is refused, naming the field.
+        let narrow = words(
+            &Preset::Claude
+                .command_line(Some("Read"), Some("plan"))
+                .unwrap(),
+        );
+        let e = Preset::Claude
+            .narrow(&narrow, Some(&tools(&["Bash"])), None)
+            .unwrap_err();
+        assert!(e.starts_with("allowedTools: Bash is not among"), "{e}");
+        assert!(e.contains("(Read)"), "{e}");
+        let e = Preset::Claude
+            .narrow(&narrow, None, Some("acceptEdits"))
+            .unwrap_err();
+        assert!(
+            e.starts_with("permissionMode: acceptEdits lets the agent do more"),
+            "{e}"
+        );
+        let e = Preset::Claude
+            .narrow(&claude, None, Some("sometimes"))
+            .unwrap_err();
+        assert!(e.contains("not a Claude Code permission mode"), "{e}");
+        // A worker that names no mode runs Claude's default.
+        let bare = tools(&["-p", "--allowedTools", "Read", "Edit"]);
+        assert!(Preset::Claude
+            .narrow(&bare, None, Some("acceptEdits"))
+            .is_err());
+        assert_eq!(
+            Preset::Claude
+                .narrow(&bare, Some(&tools(&["Edit"])), Some("plan"))
+                .unwrap()
+                .join(" "),
+            "-p --allowedTools Edit --disallowedTools Read --permission-mode plan"
+        );
+        // Gemini: its approval mode, never a tool list.
+        let gemini = words(Preset::Gemini.default_command());
+        assert_eq!(
+            Preset::Gemini
+                .narrow(&gemini, None, Some("plan"))
+                .unwrap()
+                .join(" "),
+            "--output-format stream-json --skip-trust --approval-mode plan"
+        );
+        let auto_edit = words(
+            &Preset::Gemini
+                .command_line(None, Some("auto_edit"))
+                .unwrap(),
+        );
+        assert!(Preset::Gemini
+            .narrow(&auto_edit, None, Some("yolo"))
+            .is_err());
+        assert!(Preset::Gemini
+            .narrow(&gemini, Some(&tools(&["x"])), None)
+            .unwrap_err()
+            .starts_with("allowedTools: "));
+        let e = Preset::Codex
+            .narrow(&words(Preset::Codex.default_command()), None, Some("plan"))
+            .unwrap_err();
+        assert!(e.starts_with("permissionMode: the codex preset"), "{e}");
+        assert_eq!(Preset::Codex.narrow(&claude, None, None).unwrap(), claude);
     }
 
     #[test]

@@ -10,11 +10,13 @@ use serde_json::Value;
 use crate::error::{Error, FileProblem, Result};
 
 mod agent_record;
+mod env_labels;
 pub(crate) mod salvage;
 mod scheduling;
 mod time;
 mod worktree;
 pub use agent_record::AgentRecord;
+pub use env_labels::{parse_env_assignment, MAX_ENV_BYTES, MAX_LABELS};
 pub use scheduling::{id_list, MAX_AFTER};
 pub use worktree::{WorktreeChange, WorktreeRecord};
 
@@ -212,7 +214,7 @@ pub struct Task {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub attempt: Option<u32>,
     /// Continue this agent session (claude preset: `--resume ID`; codex: `codex exec
-    /// resume ID`).
+    /// resume ID`; gemini: `--resume ID`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub resume: Option<String>,
     /// The model the agent uses for this task, passed by the preset (`claude --model`,
@@ -253,6 +255,44 @@ pub struct Task {
     /// With a worktree: copy the repository's staged and unstaged changes into it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub include_uncommitted: Option<bool>,
+    /// The group it runs in (`groups/<name>.json`): at most that group's `parallel`
+    /// tasks of it run at once, root-wide. Shared queue only.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub group: Option<String>,
+    /// Narrow the tools the worker lets its agent use unattended to these (claude
+    /// preset; `[]`: none): each must be one the worker allows (or a rule within one,
+    /// `Bash(git *)`), and the worker's tools left out are denied to the agent. A
+    /// widening task is rejected naming this field (see [`crate::preset::Preset::narrow`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub allowed_tools: Option<Vec<String>>,
+    /// Narrow the worker's permission mode (claude preset) or approval mode (gemini) to
+    /// this one, which may let the agent do no more than the worker's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub permission_mode: Option<String>,
+    /// Extra environment variables for its agent (no `CONDUCTOR_*` names: those are
+    /// conductor's to set).
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub env: std::collections::BTreeMap<String, String>,
+    /// Labels for people and filters (`tasks --label L`); they change nothing in how
+    /// the task runs.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub labels: Vec<String>,
+}
+
+/// A group's name: 1–64 of `A-Z a-z 0-9 - _` (it names files under `groups/` and
+/// `paused/`).
+pub fn check_group_name(name: &str) -> std::result::Result<(), String> {
+    if name.is_empty()
+        || name.len() > 64
+        || !name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+    {
+        return Err(format!(
+            "group {name:?} is not a group name: use 1-64 letters, digits, '-' or '_'"
+        ));
+    }
+    Ok(())
 }
 
 impl Task {
@@ -280,6 +320,11 @@ impl Task {
             worktree: None,
             base: None,
             include_uncommitted: None,
+            group: None,
+            allowed_tools: None,
+            permission_mode: None,
+            env: std::collections::BTreeMap::new(),
+            labels: Vec::new(),
         }
     }
 
@@ -351,7 +396,11 @@ impl Task {
                 .validate()
                 .map_err(|e| e.replacen("task id", "key", 1))?;
         }
+        if let Some(g) = &self.group {
+            check_group_name(g)?;
+        }
         self.validate_after_and_dir()?;
+        self.validate_env_and_labels()?;
         if let Some(a) = &self.agent {
             if a.is_empty()
                 || a.len() > 64
@@ -367,6 +416,29 @@ impl Task {
         if let Some(t) = &self.not_before {
             if parse_rfc3339(t).is_none() {
                 return Err(format!("notBefore {t:?} is not an RFC 3339 time"));
+            }
+        }
+        if let Some(tools) = &self.allowed_tools {
+            if let Some(t) = tools.iter().find(|t| {
+                t.trim().is_empty()
+                    || t.starts_with('-')
+                    || t.len() > 256
+                    || t.contains(',')
+                    || t.chars().any(char::is_control)
+            }) {
+                return Err(format!(
+                    "allowedTools: {t:?} is not a tool name or rule (e.g. \"Read\", \"Bash(git *)\")"
+                ));
+            }
+        }
+        if let Some(m) = &self.permission_mode {
+            if m.is_empty()
+                || m.len() > 64
+                || !m.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_')
+            {
+                return Err(format!(
+                    "permissionMode {m:?} is not a permission mode name"
+                ));
             }
         }
         if let Some(b) = &self.base {

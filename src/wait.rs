@@ -140,8 +140,9 @@ impl<'a, T> Wait<'a, T> {
         if let Step::Ready(v) = self.step()? {
             return Ok(v);
         }
-        let polled_until = Instant::now() + SHORT_WAIT;
-        let mut pause = Duration::from_micros(200);
+        let began = Instant::now();
+        let polled_until = began + SHORT_WAIT;
+        let mut pause = LOOK_EVERY;
         loop {
             let now = Instant::now();
             let left = self
@@ -154,18 +155,32 @@ impl<'a, T> Wait<'a, T> {
             if let Some(v) = (self.check)()? {
                 return Ok(v);
             }
-            pause = (pause * 2).min(Duration::from_millis(5));
-        }
-        let (tx, rx) = bounded(1);
-        let _watcher = DirWatcher::new(&self.dirs, self.mode, self.interest.clone(), tx)?;
-        loop {
-            match self.step()? {
-                Step::Ready(v) => return Ok(v),
-                Step::Sleep(d) => {
-                    let _ = rx.recv_timeout(d);
-                }
+            // Most answers come within a worker's round trip (~1.3 ms on tmpfs, ~4 ms on
+            // ext4): look often until then, so the wait adds a fraction of it, then back off.
+            if began.elapsed() >= LOOK_OFTEN_FOR {
+                pause = (pause * 3 / 2).min(Duration::from_millis(3));
             }
         }
+        let (tx, rx) = bounded(1);
+        let watcher = DirWatcher::new(&self.dirs, self.mode, self.interest.clone(), tx)?;
+        let ended = loop {
+            match self.step() {
+                Ok(Step::Sleep(d)) => {
+                    let _ = rx.recv_timeout(d);
+                }
+                Ok(Step::Ready(v)) => break Ok(v),
+                Err(e) => break Err(e),
+            }
+        };
+        // Tearing the watcher down blocks for ~12 ms on this kernel (see above): the
+        // answer is not held back for it. A thread that cannot be made tears it down here.
+        if let Err(e) = std::thread::Builder::new()
+            .name("wait-teardown".into())
+            .spawn(move || drop(watcher))
+        {
+            tracing::debug!("no thread to tear a watcher down on ({e}); doing it here");
+        }
+        ended
     }
 }
 
@@ -173,6 +188,13 @@ impl<'a, T> Wait<'a, T> {
 /// most library waits (a task's result on a busy worker, a status change) are answered
 /// within it, and looking a few times costs less than arming a watch.
 pub const SHORT_WAIT: Duration = Duration::from_millis(25);
+
+/// How often a blocking wait looks during its first [`LOOK_OFTEN_FOR`]: a look is a
+/// `stat` or two (~10 µs), so this costs ~5 % of a core for those few milliseconds.
+const LOOK_EVERY: Duration = Duration::from_micros(200);
+
+/// How long a blocking wait looks every [`LOOK_EVERY`] before it backs off.
+const LOOK_OFTEN_FOR: Duration = Duration::from_millis(5);
 
 /// How a [`Hub`] wakes one of its waiters (it must not block: it runs on the
 /// watcher's thread).

@@ -751,6 +751,29 @@ pub fn diff_range(change: &WorktreeChange) -> Result<String> {
     Ok(format!("{}...{tip}", change.base_commit))
 }
 
+/// The `conductor/*` branches of the repository at `repo`, but `conductor-launch`'s
+/// per-worker `conductor/worker-N`.
+pub fn task_branches(repo: &Path) -> Result<Vec<String>> {
+    let text = git(
+        repo,
+        &[
+            "for-each-ref",
+            "--format=%(refname:short)",
+            "refs/heads/conductor/",
+        ],
+    )?;
+    Ok(text
+        .lines()
+        .map(str::trim)
+        .filter(|b| !b.is_empty())
+        .filter(|b| {
+            !b.strip_prefix("conductor/worker-")
+                .is_some_and(|n| !n.is_empty() && n.bytes().all(|c| c.is_ascii_digit()))
+        })
+        .map(String::from)
+        .collect())
+}
+
 /// Task worktrees registered in the repository at `repo` (`git worktree list`), as
 /// (path, branch) — those on a `conductor/` branch or under a `conductor-worktrees`
 /// folder.

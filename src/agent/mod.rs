@@ -133,6 +133,8 @@ pub struct Launch<'a> {
     /// processes from any other (see [`task_marker`]).
     pub task_id: String,
     pub env: Vec<(&'static str, String)>,
+    /// The task's own variables (its `env`), set before `env`, which wins.
+    pub task_env: Vec<(String, String)>,
     pub prompt: String,
     /// Live copy of stdout (the head live, the tail at the end: see `log_cap`).
     pub output_log: &'a Path,
@@ -196,6 +198,9 @@ fn spawn_spec<'a>(
         }
     };
     let mut env: BTreeMap<OsString, OsString> = std::env::vars_os().collect();
+    for (k, v) in &launch.task_env {
+        env.insert(k.into(), v.into());
+    }
     for (k, v) in &launch.env {
         env.insert(k.into(), v.into());
     }
@@ -619,6 +624,7 @@ mod tests {
             cwd: dir,
             task_id: format!("t{}", NEXT.fetch_add(1, Ordering::Relaxed)),
             env: Vec::new(),
+            task_env: Vec::new(),
             prompt: String::new(),
             output_log: log,
             inline_cap: 1024,

@@ -16,7 +16,11 @@ tasks/<id>.json and tasks/<id>.log; tasks/ files whose result is gone once they 
 old; rejected/ files that old; .trash/ of slots no live worker serves. Also .*.tmp files \
 older than 10 minutes under workers/ and queue/tmp/. Never touches result.json, \
 status.json, running.json, task.json, output.log, or any file of a running or waiting \
-task. Without --apply it only prints the plan and the bytes it would reclaim.")]
+task. A finished --worktree task whose branch is neither merged nor discarded keeps its \
+result, record and log however old, so `diff`, `merge` and `discard` still work; its \
+worktree goes once it is older than config.json's worktreeRetentionSecs (default 7 days) \
+and its branch stays (gc never deletes a branch). Without --apply it only prints the plan \
+and the bytes it would reclaim.")]
 pub struct Args {
     /// Age past which results, task records, logs and rejected files go: seconds or a
     /// duration (e.g. 24h, 7d, 90m).
@@ -54,6 +58,7 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
             "items": items,
             "bytes": bytes,
             "protected": plan.protected,
+            "unmerged": plan.unmerged,
             "errors": errors,
         }))?;
         return Ok(if errors.is_empty() {
@@ -124,6 +129,22 @@ fn render_plan(root: &Root, plan: &GcPlan, older_than: Duration, apply: bool) ->
             "kept: every file of running or waiting tasks ({})\n",
             plan.protected.join(", ")
         ));
+    }
+    if !plan.unmerged.is_empty() {
+        out.push_str(
+            "kept: the result, record and log of tasks whose branch is neither merged nor \
+             discarded, so `conductor diff|merge|discard ID` still work (gc never deletes a \
+             branch; a worktree past worktreeRetentionSecs goes, its branch stays):\n",
+        );
+        for u in &plan.unmerged {
+            out.push_str(&format!(
+                "  {} ({} in {}{})\n",
+                u.id,
+                u.branch,
+                u.repo.display(),
+                if u.worktree { "" } else { ", worktree removed" }
+            ));
+        }
     }
     out
 }

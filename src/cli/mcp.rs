@@ -5,6 +5,7 @@
 //! runtime's blocking pool. Stdout carries nothing but JSON-RPC: logs go to stderr, and
 //! [`stdio`] owns stdout.
 
+mod handles;
 mod reply;
 mod resources;
 pub mod schema;
@@ -26,7 +27,7 @@ pub use tools::{Conductor, WAIT_CAP_SECS};
 #[command(after_help = "\
 Speaks the Model Context Protocol (JSON-RPC, one message per line) on stdin/stdout, for an \
 agent that orchestrates the workers: `claude mcp add conductor -- conductor mcp`. Tools: \
-submit, send, wait, result, tasks, queue, status, cancel, logs; resources \
+submit, send, wait, result, retry, tasks, totals, queue, status, cancel, logs; resources \
 conductor://tasks/{id} and conductor://tasks/{id}/log. Logs go to stderr. Ends when stdin \
 closes.
 

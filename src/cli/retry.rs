@@ -52,30 +52,106 @@ enum Ran {
 fn ran_where(client: &crate::Client, args: &Args) -> anyhow::Result<Ran> {
     match args.targets.resolve(client.root())? {
         Target::Slot { slot, ids } => Ok(Ran::Slot(slot, single(ids, "retry N")?, false)),
-        Target::Tasks(ids) => {
-            let id = single(ids, "retry")?;
-            let loc = client.find_task(&id)?.ok_or_else(|| Error::NoSuchTask {
-                id: id.to_string(),
-                root: client.root().path().to_path_buf(),
-            })?;
-            if !loc.state.is_finished() {
-                anyhow::bail!(CliError::Usage(format!(
-                    "task {id} is {}; retry runs a finished task again (`conductor wait {id}` first)",
-                    loc.state
-                )));
-            }
-            match loc.slot {
-                Some(slot) => Ok(Ran::Slot(slot, id, loc.queued)),
-                // Cancelled in the queue before it started: the queue kept it aside.
-                None if loc.queued => Ok(Ran::NeverRan(id)),
-                None => Err(CliError::Usage(format!(
-                    "task {id} never ran (it is {}): no worker has a record of it to run again",
-                    loc.state
-                ))
-                .into()),
-            }
-        }
+        Target::Tasks(ids) => locate(client, single(ids, "retry")?),
     }
+}
+
+/// Where finished task `id` ran; refused if it has not finished or never ran anywhere
+/// it could be taken again from.
+fn locate(client: &crate::Client, id: TaskId) -> anyhow::Result<Ran> {
+    let loc = client.find_task(&id)?.ok_or_else(|| Error::NoSuchTask {
+        id: id.to_string(),
+        root: client.root().path().to_path_buf(),
+    })?;
+    if !loc.state.is_finished() {
+        anyhow::bail!(CliError::Usage(format!(
+            "task {id} is {}; retry runs a finished task again (`conductor wait {id}` first)",
+            loc.state
+        )));
+    }
+    match loc.slot {
+        Some(slot) => Ok(Ran::Slot(slot, id, loc.queued)),
+        // Cancelled in the queue before it started: the queue kept it aside.
+        None if loc.queued => Ok(Ran::NeverRan(id)),
+        None => Err(CliError::Usage(format!(
+            "task {id} never ran (it is {}): no worker has a record of it to run again",
+            loc.state
+        ))
+        .into()),
+    }
+}
+
+/// How to run a finished task again: `conductor retry`'s options, and the MCP `retry`
+/// tool's arguments.
+#[derive(Debug, Default, Clone)]
+pub struct Again {
+    /// Continue the agent's session (its result's, or the one its log announced).
+    pub resume: bool,
+    /// The new task's id (default: the first free `<id>-rN`).
+    pub id: Option<TaskId>,
+    /// A new prompt in place of the old one.
+    pub prompt: Option<String>,
+}
+
+/// Run finished task `id` again as `conductor retry` does: to the slot's inbox it was
+/// sent to, or back to the shared queue it came through. Returns the new task's id.
+pub fn again(client: &crate::Client, id: TaskId, how: Again) -> anyhow::Result<TaskId> {
+    let ran = locate(client, id)?;
+    again_from(client, ran, how)
+}
+
+fn again_from(client: &crate::Client, ran: Ran, how: Again) -> anyhow::Result<TaskId> {
+    let queue = Queue::new(client.root().clone());
+    let (slot, old, queued) = match ran {
+        Ran::Slot(slot, id, queued) => (slot, id, queued),
+        Ran::NeverRan(old) => {
+            if how.resume {
+                return Err(CliError::Usage(format!(
+                    "task {old} never ran: there is no session to resume; retry it without --resume"
+                ))
+                .into());
+            }
+            let prompt = how.prompt;
+            return Ok(queue.retry_as(&old, how.id, |t| {
+                if let Some(p) = prompt {
+                    t.prompt = p;
+                }
+            })?);
+        }
+    };
+    let w = client.worker(slot);
+    let record = w.task_record(&old);
+    let bytes = fsio::read_bounded(&record, fsio::TASK_SIZE_LIMIT)?.with_context(|| {
+        format!(
+            "worker {slot} has no record of task {old} ({} is missing); only tasks that ran can be retried",
+            record.display()
+        )
+    })?;
+    let mut task = Task::from_bytes(&record, &bytes)?;
+    let new_id = match how.id {
+        Some(id) => id,
+        None => next_retry_id(client, slot, &old),
+    };
+    task.id = Some(new_id);
+    task.attempt = None;
+    task.resume = None;
+    if let Some(p) = how.prompt {
+        task.prompt = p;
+    }
+    if how.resume {
+        let result = client
+            .read_result_for(slot, &old)?
+            .with_context(|| format!("task {old} has no result on worker {slot} to resume from"))?;
+        task.resume = Some(session_of(
+            &result,
+            &[w.task_stream(&old), w.task_log(&old)],
+        )?);
+    }
+    Ok(if queued {
+        queue.submit(&task)?
+    } else {
+        client.write_task(slot, &task)?
+    })
 }
 
 pub fn run(args: Args) -> anyhow::Result<i32> {
@@ -113,58 +189,12 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
         super::emit(&out)?;
         return Ok(exit::OK);
     }
-    let (slot, old, queued) = match ran {
-        Ran::Slot(slot, id, queued) => (slot, id, queued),
-        Ran::NeverRan(old) => {
-            if args.resume {
-                return Err(CliError::Usage(format!(
-                    "task {old} never ran: there is no session to resume; retry it without --resume"
-                ))
-                .into());
-            }
-            let new_id = args.id.as_deref().map(super::task_id_arg).transpose()?;
-            let prompt = args.prompt.clone();
-            let id = queue.retry_as(&old, new_id, |t| {
-                if let Some(p) = prompt {
-                    t.prompt = p;
-                }
-            })?;
-            return finish(&client, id, args.wait);
-        }
+    let how = Again {
+        resume: args.resume,
+        id: args.id.as_deref().map(super::task_id_arg).transpose()?,
+        prompt: args.prompt,
     };
-    let w = client.worker(slot);
-    let record = w.task_record(&old);
-    let bytes = fsio::read_bounded(&record, fsio::TASK_SIZE_LIMIT)?.with_context(|| {
-        format!(
-            "worker {slot} has no record of task {old} ({} is missing); only tasks that ran can be retried",
-            record.display()
-        )
-    })?;
-    let mut task = Task::from_bytes(&record, &bytes)?;
-    let new_id = match &args.id {
-        Some(id) => super::task_id_arg(id)?,
-        None => next_retry_id(&client, slot, &old),
-    };
-    task.id = Some(new_id);
-    task.attempt = None;
-    task.resume = None;
-    if let Some(p) = args.prompt {
-        task.prompt = p;
-    }
-    if args.resume {
-        let result = client
-            .read_result_for(slot, &old)?
-            .with_context(|| format!("task {old} has no result on worker {slot} to resume from"))?;
-        task.resume = Some(session_of(
-            &result,
-            &[w.task_stream(&old), w.task_log(&old)],
-        )?);
-    }
-    let id = if queued {
-        queue.submit(&task)?
-    } else {
-        client.write_task(slot, &task)?
-    };
+    let id = again_from(&client, ran, how)?;
     finish(&client, id, args.wait)
 }
 

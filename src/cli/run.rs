@@ -80,6 +80,9 @@ pub struct Args {
     pub allow_nested: bool,
     #[command(flatten)]
     pub worktree: super::send::WorktreeArgs,
+    /// `--env` and `--label`, for every task.
+    #[command(flatten)]
+    pub env_labels: super::send::EnvLabelArgs,
 }
 
 /// Split a prompts file: non-empty lines, or blank-line separated blocks.
@@ -119,6 +122,7 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
     // What every task carries, checked before any worker starts.
     let mut sample = Task::new("");
     sample.model = args.model.clone();
+    args.env_labels.apply(&mut sample);
     sample
         .validate()
         .map_err(|reason| crate::Error::InvalidTask { reason })?;
@@ -161,6 +165,7 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
             t.timeout_secs = args.timeout.map(super::whole_secs);
             args.worktree.apply(&mut t);
             t.model = args.model.clone();
+            args.env_labels.apply(&mut t);
             t
         })
         .collect();

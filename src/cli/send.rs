@@ -38,8 +38,51 @@ pub struct TaskArgs {
     /// it on (`--model` / `-m`); the command preset ignores it (the worker warns).
     #[arg(long, value_name = "NAME")]
     pub model: Option<String>,
+    /// Narrow the tools the worker lets its agent use unattended to these,
+    /// comma-separated (claude preset; `""`: none): each must be one the worker allows,
+    /// and the worker's others are denied to this task's agent. Asking for more is
+    /// rejected by the worker (the task's `allowedTools`).
+    #[arg(long, value_name = "TOOLS")]
+    pub allowed_tools: Option<String>,
+    /// Narrow the worker's permission mode (claude preset, e.g. `plan`, `dontAsk`) or
+    /// approval mode (gemini, e.g. `auto_edit`, `plan`) for this task; one that lets the
+    /// agent do more than the worker's is rejected (the task's `permissionMode`).
+    #[arg(long, value_name = "MODE")]
+    pub permission_mode: Option<String>,
     #[command(flatten)]
     pub worktree: WorktreeArgs,
+    #[command(flatten)]
+    pub env_labels: EnvLabelArgs,
+}
+
+/// `--env NAME=VALUE` and `--label L`: shared by `run`, `send`, `submit` and `edit`.
+#[derive(Debug, Clone, Default, clap::Args)]
+pub struct EnvLabelArgs {
+    /// Set NAME=VALUE in the agent's environment (repeat for more; `CONDUCTOR_*` names
+    /// are conductor's own and refused).
+    #[arg(long = "env", value_name = "NAME=VALUE", value_parser = parse_env_arg)]
+    pub env: Vec<(String, String)>,
+    /// Label the task (repeat for more): shown by `tasks`, which filters on it
+    /// (`tasks --label L`). 1-64 characters of A-Z a-z 0-9 . _ - : /
+    #[arg(long = "label", value_name = "LABEL")]
+    pub labels: Vec<String>,
+}
+
+/// Parse `--env NAME=VALUE` for clap (clap names the argument in the error).
+pub fn parse_env_arg(s: &str) -> Result<(String, String), String> {
+    crate::protocol::parse_env_assignment(s)
+}
+
+impl EnvLabelArgs {
+    /// Add the variables and labels to `task`.
+    pub fn apply(&self, task: &mut Task) {
+        task.env.extend(self.env.iter().cloned());
+        for label in &self.labels {
+            if !task.has_label(label) {
+                task.labels.push(label.clone());
+            }
+        }
+    }
 }
 
 /// `--worktree`, `--base`, `--include-uncommitted`: shared by `run`, `send` and `submit`.
@@ -106,6 +149,11 @@ impl TaskArgs {
         task.agent = self.agent_preset.map(|p| p.to_string());
         self.worktree.apply(&mut task);
         task.model = self.model.clone();
+        self.env_labels.apply(&mut task);
+        task.allowed_tools = self.allowed_tools.as_deref().map(crate::preset::tool_list);
+        task.permission_mode = self.permission_mode.clone();
+        task.validate()
+            .map_err(|reason| crate::Error::InvalidTask { reason })?;
         Ok(task)
     }
 }
@@ -158,6 +206,15 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
     check_worktree_dir(&task, None)?;
     let slot = args.slot;
     let id = client.write_task(slot, &task)?;
+    let paused = crate::queue::pause::Paused::load(client.root());
+    let held = if paused.slot(slot.0) {
+        Some(format!("worker {slot} is paused"))
+    } else {
+        paused.task_reason(task.key.as_deref(), None)
+    };
+    if let Some(why) = held {
+        eprintln!("{why}: task {id} waits in its inbox and runs once resumed (`conductor resume`)");
+    }
     if !args.wait {
         super::waiting::warn_if_unserved_slot(client.root(), slot);
         super::emit(&format!("{id}\n"))?;

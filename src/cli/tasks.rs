@@ -18,7 +18,7 @@ use crate::cli::common::exit;
 Columns: STATE (waiting in an inbox, queued, running, done, failed, timeout, \
 cancelled, interrupted, rejected); AGE (since it was submitted); PROMPT (its start); ID; \
 TOOK (run time, so far while it runs); COST and TURNS (when the agent reported them); WHERE (`slot N` for a task sent to a slot, `queue` \
-while it waits in the shared queue, `queue>N` once slot N took it); KEY; PRI; TRY \
+while it waits in the shared queue, `queue>N` once slot N took it); KEY; LABELS (only when a task has labels); PRI; TRY \
 (attempt/maxAttempts); AGENT (the preset that ran it, or that it names). A task held \
 back by its agent's usage limit says so in STATE: `queued (rate-limited until 22:43)`. A line under the table totals the cost and turns of the tasks \
 shown. The table fits the terminal's width (COLUMNS when set; whole lines when stdout \
@@ -37,6 +37,12 @@ pub struct Args {
     /// Only tasks with this key.
     #[arg(long, value_name = "KEY")]
     pub key: Option<String>,
+    /// Only tasks of this group (`conductor group list`).
+    #[arg(long, value_name = "GROUP")]
+    pub group: Option<String>,
+    /// Only tasks labelled L (repeat: tasks with every one of them).
+    #[arg(long = "label", value_name = "L")]
+    pub labels: Vec<String>,
     /// Only tasks sent to, running on, or run by this worker slot.
     #[arg(long, value_name = "N", value_parser = parse_slot)]
     pub slot: Option<Slot>,
@@ -51,9 +57,9 @@ pub struct Args {
     #[arg(long, conflicts_with = "limit")]
     pub all: bool,
     /// Totals instead of tasks — count, how many succeeded and failed, cost, turns and
-    /// run time — per key, per agent and per day (the day it finished, UTC), over every
-    /// task the filters match (-n does not apply). With --json: {"root", "total",
-    /// "byKey", "byAgent", "byDay"}.
+    /// run time — per key, per group, per agent and per day (the day it finished, UTC),
+    /// over every task the filters match (-n does not apply). With --json: {"root",
+    /// "total", "byKey", "byGroup", "byAgent", "byDay"}.
     #[arg(long)]
     pub summary: bool,
     /// One JSON document: {"root", "tasks": [...]} with camelCase keys.
@@ -107,9 +113,24 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
         // A slot that does not exist is a mistake, not an empty list.
         client.root().existing_slot(slot)?;
     }
+    if let Some(g) = &args.group {
+        // So is a group that does not exist (one removed since keeps its tasks' records).
+        let removed = client
+            .list_tasks(&ListOptions {
+                group: Some(g.clone()),
+                limit: Some(1),
+                ..Default::default()
+            })?
+            .is_empty();
+        if removed {
+            crate::queue::groups::require(client.root(), g)?;
+        }
+    }
     let opts = ListOptions {
         states: args.state.clone(),
         key: args.key.clone(),
+        group: args.group.clone(),
+        labels: args.labels.clone(),
         slot: args.slot,
         since: args.since,
         limit: (!args.all).then_some(args.limit),
@@ -176,12 +197,19 @@ pub fn render(
         ("TURNS", Col::Drop),
         ("WHERE", Col::Drop),
         ("KEY", Col::Drop),
+        ("GROUP", Col::Drop),
         ("PRI", Col::Drop),
         ("TRY", Col::Drop),
         ("AGENT", Col::Drop),
     ];
     if branches {
         cols.insert(4, ("BRANCH", Col::Drop));
+    }
+    // A LABELS column only when a task has labels, after KEY (dropped before it).
+    let labels = tasks.iter().any(|t| !t.labels.is_empty());
+    let labels_at = cols.iter().position(|(c, _)| *c == "KEY").unwrap_or(0) + 1;
+    if labels {
+        cols.insert(labels_at, ("LABELS", Col::Drop));
     }
     let mut t = Table::new(&cols);
     let ids: Vec<String> = tasks.iter().map(|t| t.id.to_string()).collect();
@@ -201,6 +229,7 @@ pub fn render(
             task.num_turns.map_or_else(dash, |n| n.to_string()),
             place(task),
             task.key.clone().unwrap_or_else(dash),
+            task.group.clone().unwrap_or_else(dash),
             task.priority.map_or_else(dash, |p| p.to_string()),
             match (task.attempt, task.max_attempts) {
                 (None, None) => dash(),
@@ -210,6 +239,16 @@ pub fn render(
         ];
         if branches {
             row.insert(4, task.worktree.as_ref().map_or_else(dash, branch_cell));
+        }
+        if labels {
+            row.insert(
+                labels_at,
+                if task.labels.is_empty() {
+                    dash()
+                } else {
+                    task.labels.join(",")
+                },
+            );
         }
         t.row(row);
     }
@@ -259,7 +298,7 @@ fn totals(tasks: &[TaskSummary]) -> String {
 }
 
 /// `tasks --summary`: totals by key, agent and day.
-mod summary {
+pub mod summary {
     use std::collections::BTreeMap;
 
     use serde::Serialize;
@@ -304,13 +343,14 @@ mod summary {
     pub struct Summary {
         pub total: Totals,
         pub by_key: Vec<Totals>,
+        pub by_group: Vec<Totals>,
         pub by_agent: Vec<Totals>,
         pub by_day: Vec<Totals>,
     }
 
     pub fn of(tasks: &[TaskSummary]) -> Summary {
         let mut total = Totals::default();
-        let mut by: [BTreeMap<String, Totals>; 3] = Default::default();
+        let mut by: [BTreeMap<String, Totals>; 4] = Default::default();
         for t in tasks {
             total.add(t);
             let day = t
@@ -322,6 +362,7 @@ mod summary {
                 .to_string();
             let names = [
                 t.key.clone().unwrap_or_else(|| "-".into()),
+                t.group.clone().unwrap_or_else(|| "-".into()),
                 t.agent.clone().unwrap_or_else(|| "-".into()),
                 day,
             ];
@@ -331,10 +372,11 @@ mod summary {
                 e.add(t);
             }
         }
-        let [k, a, d] = by.map(|m| m.into_values().collect::<Vec<_>>());
+        let [k, g, a, d] = by.map(|m| m.into_values().collect::<Vec<_>>());
         Summary {
             total,
             by_key: k,
+            by_group: g,
             by_agent: a,
             by_day: d,
         }
@@ -342,11 +384,17 @@ mod summary {
 
     pub fn render(s: &Summary, width: Option<usize>) -> String {
         let mut out = String::new();
+        // Per group only on a root that uses groups.
+        let grouped = s.by_group.iter().any(|g| g.name != "-");
         for (title, rows) in [
             ("KEY", &s.by_key),
+            ("GROUP", &s.by_group),
             ("AGENT", &s.by_agent),
             ("DAY", &s.by_day),
         ] {
+            if title == "GROUP" && !grouped {
+                continue;
+            }
             let mut t = Table::new(&[
                 (title, Col::Shrink),
                 ("TASKS", Col::Keep),

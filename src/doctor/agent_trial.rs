@@ -111,6 +111,7 @@ pub fn try_agent(preset: Preset, timeout: Duration) -> Check {
         cwd: dir.path(),
         task_id: task_id.clone(),
         env: Vec::new(),
+        task_env: Vec::new(),
         prompt: PROMPT.to_string(),
         output_log: &log,
         inline_cap: 1 << 20,

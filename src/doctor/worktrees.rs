@@ -15,10 +15,14 @@ const MAX_RESULTS_READ: usize = 5000;
 /// Every repository a task of this root made a worktree in (from the slots' records and
 /// the results), and in each the task worktrees git lists: one is orphaned when git
 /// calls it prunable (its directory is gone) or when no task of this root accounts for
-/// it (no result says it was kept, no slot is running it).
+/// it (no result says it was kept, no slot is running it). Likewise a `conductor/<id>`
+/// branch with no worktree that no result or slot record accounts for (its result was
+/// deleted, or another tool made it); `conductor-launch`'s `conductor/worker-N` are not
+/// tasks' and are left out.
 pub(super) fn check_worktrees(root: &Root) -> Check {
     let mut repos = BTreeSet::new();
     let mut accounted: BTreeSet<PathBuf> = BTreeSet::new();
+    let mut branches: BTreeSet<(PathBuf, String)> = BTreeSet::new();
     let Ok(slots) = root.slots() else {
         return Check::ok("worktrees", "no slots");
     };
@@ -31,6 +35,7 @@ pub(super) fn check_worktrees(root: &Root) -> Check {
         ) {
             repos.insert(rec.repo.clone());
             accounted.insert(rec.path.clone());
+            branches.insert((rec.repo.clone(), rec.branch.clone()));
         }
         for (name, path, _) in regular_files(&paths.results_dir()).unwrap_or_default() {
             if read >= MAX_RESULTS_READ || !name.ends_with(".json") {
@@ -42,6 +47,7 @@ pub(super) fn check_worktrees(root: &Root) -> Check {
                     repos.insert(w.repo.clone());
                     if w.kept {
                         accounted.insert(w.path);
+                        branches.insert((w.repo, w.branch));
                     }
                 }
             }
@@ -52,6 +58,26 @@ pub(super) fn check_worktrees(root: &Root) -> Check {
         let Ok(listed) = worktree::task_worktrees(repo) else {
             continue;
         };
+        let on_worktrees: BTreeSet<String> = listed.iter().filter_map(|(_, b)| b.clone()).collect();
+        for branch in worktree::task_branches(repo).unwrap_or_default() {
+            if on_worktrees.contains(&branch) || branches.contains(&(repo.clone(), branch.clone()))
+            {
+                continue;
+            }
+            let known_id = branch
+                .strip_prefix("conductor/")
+                .and_then(|id| TaskId::parse(id).ok())
+                .is_some_and(|id| crate::ids::lookup(root, &id).ok().flatten().is_some());
+            let why = if known_id {
+                "a branch no result of its task records any more: `git merge` or `git branch -D` it"
+            } else {
+                "a branch no task of this root made"
+            };
+            orphans.insert(
+                PathBuf::from(format!("branch {branch} of {}", repo.display())),
+                why.to_string(),
+            );
+        }
         for (path, branch) in listed {
             let known_id = path
                 .file_name()
@@ -92,8 +118,12 @@ pub(super) fn check_worktrees(root: &Root) -> Check {
         .join("; ");
     Check::warn(
         "worktrees",
-        format!("{} orphaned task worktree(s): {detail}", orphans.len()),
-        "`git worktree remove --force PATH` (and `git branch -D conductor/ID`), or \
-         `git worktree prune` for one whose directory is gone",
+        format!(
+            "{} orphaned task worktree(s) or branch(es): {detail}",
+            orphans.len()
+        ),
+        "`git worktree remove --force PATH` (and `git branch -D conductor/ID`), \
+         `git worktree prune` for one whose directory is gone; an orphaned branch: `git \
+         merge` it or `git branch -D` it",
     )
 }

@@ -94,6 +94,10 @@ pub struct SlotReport {
     pub running: Option<TaskFile>,
     /// `task.json`: the task waiting in the inbox.
     pub inbox: Option<TaskFile>,
+    /// The finished task's branch and diffstat, when it ran in a worktree of its own
+    /// (its result's `worktree`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub worktree: Option<crate::protocol::WorktreeChange>,
     pub flags: Vec<Flag>,
     /// Files that could not be read, in words.
     pub problems: Vec<String>,
@@ -218,8 +222,12 @@ pub fn slot_report(root: &Root, slot: Slot, opts: &LockOptions) -> Result<SlotRe
         ));
     }
     let task_id = status.and_then(|s| s.task_id.clone());
-    let (prompt_preview, cost_usd, num_turns, ran_by) =
-        task_details(&paths, task_id.as_ref(), &files);
+    let (prompt_preview, result) = task_details(&paths, task_id.as_ref(), &files);
+    let (cost_usd, num_turns) = (
+        result.as_ref().and_then(|r| r.cost_usd),
+        result.as_ref().and_then(|r| r.num_turns),
+    );
+    let (ran_by, worktree) = result.map_or((None, None), |r| (r.agent, r.worktree));
     let presets = status.map(|s| s.presets.clone()).unwrap_or_default();
     let agent = match working {
         Some(_) => files
@@ -260,21 +268,21 @@ pub fn slot_report(root: &Root, slot: Slot, opts: &LockOptions) -> Result<SlotRe
         lock: files.lock,
         running: files.running,
         inbox: files.inbox,
+        worktree,
         flags,
         problems: files.problems,
     })
 }
 
-/// The preview of task `id`'s prompt, and its result's cost, turns and agent if it
-/// finished.
+/// The preview of task `id`'s prompt, and its result if it finished.
 /// Only files of this slot are read: the task in hand, else the slot's record of it.
 fn task_details(
     paths: &WorkerPaths,
     id: Option<&TaskId>,
     files: &SlotFiles,
-) -> (Option<String>, Option<f64>, Option<u64>, Option<String>) {
+) -> (Option<String>, Option<crate::protocol::TaskResult>) {
     let Some(id) = id else {
-        return (None, None, None, None);
+        return (None, None);
     };
     let in_hand = files
         .running
@@ -292,12 +300,7 @@ fn task_details(
         .ok()
         .and_then(|()| crate::protocol::TaskResult::read(&paths.result_for(id)).ok())
         .flatten();
-    (
-        preview,
-        result.as_ref().and_then(|r| r.cost_usd),
-        result.as_ref().and_then(|r| r.num_turns),
-        result.and_then(|r| r.agent),
-    )
+    (preview, result)
 }
 
 /// Reports for every slot under the root (or only `only`, which must exist).

@@ -62,7 +62,8 @@ pub enum GcKind {
     TempFile,
     /// A parked file in `.trash/` of a slot no live worker serves.
     Trash,
-    /// A finished task's git worktree (`git worktree remove`; its branch stays).
+    /// A finished task's git worktree (`git worktree remove`; its branch stays, and so
+    /// does its result while the branch is unmerged).
     Worktree,
 }
 
@@ -103,6 +104,21 @@ pub struct GcPlan {
     pub bytes: u64,
     /// Task ids whose files are kept because the task is running or waiting.
     pub protected: Vec<String>,
+    /// Finished tasks whose files are kept, old as they are, because their branch is
+    /// neither merged nor discarded: `diff` and `merge` read the result.
+    pub unmerged: Vec<UnmergedBranch>,
+}
+
+/// A task's branch gc keeps the result of (see [`GcPlan::unmerged`]).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct UnmergedBranch {
+    pub id: String,
+    pub branch: String,
+    pub repo: PathBuf,
+    /// Whether its worktree is still there (gc removes it past the retention period;
+    /// the branch stays).
+    pub worktree: bool,
 }
 
 /// The outcome of [`apply_gc`].
@@ -204,12 +220,16 @@ fn depended_on(root: &Root) -> Result<HashSet<String>> {
     Ok(ids)
 }
 
-/// Old `results/<id>.json` of tasks not busy; returns the ids collected.
+/// Old `results/<id>.json` of tasks not busy; returns the ids collected. A task whose
+/// branch is neither merged nor discarded keeps its result however old (`diff` and
+/// `merge` need it; gc never deletes a branch): it goes to `unmerged` instead, and its
+/// worktree goes once the retention period has passed.
 fn old_results(
     paths: &WorkerPaths,
     busy: &HashSet<String>,
     opts: &GcOptions,
     items: &mut Vec<GcItem>,
+    unmerged: &mut Vec<UnmergedBranch>,
 ) -> Result<HashSet<String>> {
     let mut collected = HashSet::new();
     for (name, path, meta) in regular_files(&paths.results_dir())? {
@@ -220,12 +240,41 @@ fn old_results(
             continue;
         }
         let item = GcItem::new(path, GcKind::Result, &meta);
-        if let Some(limit) = opts.worktrees_older_than {
-            if item.older_than(limit) {
-                old_worktree(&item, items);
+        let old = item.older_than(opts.older_than);
+        let past_retention = opts
+            .worktrees_older_than
+            .is_some_and(|limit| item.older_than(limit));
+        if !old && !past_retention {
+            continue;
+        }
+        let change = crate::protocol::TaskResult::read(&item.path)
+            .ok()
+            .flatten()
+            .and_then(|r| r.worktree)
+            .filter(|w| w.kept);
+        let mut keep = false;
+        if let Some(w) = change {
+            let worktree = w.path.is_dir();
+            if past_retention && worktree {
+                items.push(GcItem {
+                    path: w.path.clone(),
+                    kind: GcKind::Worktree,
+                    bytes: 0,
+                    age: item.age,
+                    repo: Some(w.repo.clone()),
+                });
+            }
+            if old && branch_unmerged(&w.repo, &w.branch) {
+                keep = true;
+                unmerged.push(UnmergedBranch {
+                    id: id.to_string(),
+                    branch: w.branch,
+                    repo: w.repo,
+                    worktree: worktree && !past_retention,
+                });
             }
         }
-        if item.older_than(opts.older_than) {
+        if old && !keep {
             collected.insert(id.to_string());
             items.push(item);
         }
@@ -233,21 +282,16 @@ fn old_results(
     Ok(collected)
 }
 
-/// The kept worktree of the task whose result `result` is, if it is still there.
-fn old_worktree(result: &GcItem, items: &mut Vec<GcItem>) {
-    let Ok(Some(r)) = crate::protocol::TaskResult::read(&result.path) else {
-        return;
-    };
-    let Some(w) = r.worktree.filter(|w| w.kept && w.path.is_dir()) else {
-        return;
-    };
-    items.push(GcItem {
-        path: w.path,
-        kind: GcKind::Worktree,
-        bytes: 0,
-        age: result.age,
-        repo: Some(w.repo),
-    });
+/// Whether `branch` is still in the repository at `repo`: neither merged nor discarded
+/// (both delete it). A repository that is gone has none; one git cannot read counts as
+/// having it, so nothing `merge` may still need is collected on a doubt.
+fn branch_unmerged(repo: &Path, branch: &str) -> bool {
+    if !repo.exists() {
+        return false;
+    }
+    crate::worktree::Repo::of(repo)
+        .and_then(|r| r.branch_exists(branch))
+        .unwrap_or(true)
 }
 
 /// Task records and logs go with their result; ones whose result is already gone go
@@ -287,8 +331,9 @@ fn plan_slot(
     busy: &HashSet<String>,
     opts: &GcOptions,
     items: &mut Vec<GcItem>,
+    unmerged: &mut Vec<UnmergedBranch>,
 ) -> Result<()> {
-    let collected = old_results(paths, busy, opts, items)?;
+    let collected = old_results(paths, busy, opts, items, unmerged)?;
     task_files(paths, busy, &collected, opts, items)?;
     for (_, path, meta) in regular_files(&paths.rejected_dir())? {
         let item = GcItem::new(path, GcKind::Rejected, &meta);
@@ -311,12 +356,13 @@ fn plan_slot(
 pub fn plan_gc(root: &Root, opts: &GcOptions) -> Result<GcPlan> {
     let mut items = Vec::new();
     let mut protected = BTreeSet::new();
+    let mut unmerged = Vec::new();
     let depended_on = depended_on(root)?;
     for slot in root.slots()? {
         let paths = root.worker(slot);
         let mut busy = busy_ids(&paths);
         busy.extend(depended_on.iter().cloned());
-        plan_slot(&paths, &busy, opts, &mut items)?;
+        plan_slot(&paths, &busy, opts, &mut items, &mut unmerged)?;
         protected.extend(busy);
     }
     let already: HashSet<PathBuf> = items.iter().map(|i| i.path.clone()).collect();
@@ -335,6 +381,7 @@ pub fn plan_gc(root: &Root, opts: &GcOptions) -> Result<GcPlan> {
         items,
         bytes,
         protected: protected.into_iter().collect(),
+        unmerged,
     })
 }
 

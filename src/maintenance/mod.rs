@@ -12,5 +12,7 @@ pub mod gc;
 pub mod lock_cleanup;
 
 pub use cancel::{request_cancel, CancelOutcome};
-pub use gc::{apply_gc, plan_gc, GcItem, GcKind, GcOptions, GcPlan, GcReport, TEMP_FILE_AGE};
+pub use gc::{
+    apply_gc, plan_gc, GcItem, GcKind, GcOptions, GcPlan, GcReport, UnmergedBranch, TEMP_FILE_AGE,
+};
 pub use lock_cleanup::{clean_locks, CleanAction, CleanedLock};

@@ -17,6 +17,7 @@
 //! or damaged registry is rebuilt from the files with [`reindex::rebuild`]
 //! (`conductor tasks reindex`).
 
+pub mod edit;
 pub mod list;
 pub mod reindex;
 pub mod withdraw;
@@ -403,6 +404,16 @@ impl Client {
     /// or the queue, stopped by its worker if it runs (see [`cancel_task`]).
     pub fn cancel_task(&self, id: &TaskId) -> Result<CancelTask> {
         cancel_task(self.root(), id)
+    }
+
+    /// Edit task `id` while it waits in the shared queue (see [`edit::edit_task`]).
+    pub fn edit_task(
+        &self,
+        id: &TaskId,
+        seen: Option<&crate::protocol::Task>,
+        change: impl FnOnce(&mut crate::protocol::Task),
+    ) -> Result<crate::protocol::Task> {
+        edit::edit_task(self.root(), id, seen, change)
     }
 
     /// Tasks on the root, newest first (see [`list`]).

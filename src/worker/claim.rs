@@ -55,7 +55,8 @@ pub(crate) fn from_inbox(
         Inbox::Empty => return Ok(Pickup::Empty),
         Inbox::Incomplete(wait) => return Ok(Pickup::NotYet(Instant::now() + wait)),
         Inbox::Bad { reason, id } => {
-            inbox::reject(slot, &inbox_path, &reason, id)?;
+            inbox::reject(slot, &inbox_path, &reason, id.clone())?;
+            rejected_callback(shared, slot, id.as_ref(), &reason);
             return Ok(Pickup::Ran);
         }
         Inbox::Ready { task, bytes } => (*task, bytes),
@@ -67,10 +68,12 @@ pub(crate) fn from_inbox(
         _ => {
             let reason = not_served(shared, &task);
             inbox::reject(slot, &inbox_path, &reason, task.id.clone())?;
+            rejected_callback(shared, slot, task.id.as_ref(), &reason);
             return Ok(Pickup::Ran);
         }
     }
-    let Some(hold) = admit::admit_inbox_task(shared, task.key.as_deref())? else {
+    let Some(hold) = admit::admit_inbox_task(shared, task.key.as_deref(), task.group.as_deref())?
+    else {
         return Ok(later);
     };
     let Some(task) = take_inbox(shared, slot, task, &bytes)? else {
@@ -162,6 +165,7 @@ pub(crate) fn from_queue(
     let hold = Hold {
         key_lock: claim.key_lock,
         run_slot: claim.run_slot,
+        group_slot: claim.group_slot,
         queued: true,
     };
     if slot.paths.result_for(&id).exists() {
@@ -175,12 +179,43 @@ pub(crate) fn from_queue(
             &slot.paths,
             &format!("{id}.json"),
             &reason,
-            Some(id),
+            Some(id.clone()),
         )?;
+        super::callback::run_rejected(
+            &shared.config,
+            &shared.opts.root,
+            slot.slot(),
+            &id,
+            &reason,
+            shared.opts.root.queue_results().join(format!("{id}.json")),
+        );
         return Ok(Pickup::Ran);
     }
     tracing::debug!("claimed queued task {id}");
     supervise::run(shared, slot, task, claim.slot_lock, hold, wake, shutdown)
+}
+
+/// The root's callback for an inbox task this worker refused (when its id is known):
+/// its answer is the slot's `results/<id>.json`, or only `result.json` when that id's
+/// earlier result must stand.
+fn rejected_callback(shared: &Shared, slot: &SlotServer, id: Option<&TaskId>, reason: &str) {
+    let Some(id) = id else {
+        return;
+    };
+    let kept = slot.paths.result_for(id);
+    let path = if kept.exists() {
+        kept
+    } else {
+        slot.paths.result()
+    };
+    super::callback::run_rejected(
+        &shared.config,
+        &shared.opts.root,
+        slot.slot(),
+        id,
+        reason,
+        path,
+    );
 }
 
 /// Whether this worker runs `task` now: it must serve the task's agent preset, that

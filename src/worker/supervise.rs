@@ -8,6 +8,7 @@ use crossbeam_channel::{select, Receiver};
 use nix::sys::signal::Signal;
 
 use super::admit::Hold;
+use super::fence::{self, Fence};
 use super::{cancel, space, Pickup, Shared, SlotServer, ENV_WORKER};
 use crate::agent::{self, Agent, AgentCommand, AgentOutput, Launch};
 use crate::dirlock::DirLock;
@@ -28,6 +29,9 @@ enum Stop {
     /// A lock we held was taken over (we were judged gone: paused or cut off past the
     /// lease); the task is someone else's now.
     Fenced(String),
+    /// A pause made `--now` applies to it (names what was paused): it goes back where
+    /// it came from, to run once resumed.
+    Paused(String),
 }
 
 /// A claimed task on its way to its one result.
@@ -43,6 +47,11 @@ struct Run<'a> {
     /// The preset that runs it (the task's `agent`, else the worker's default) and its
     /// command line; `None` when this worker does not serve the preset the task names.
     agent: Option<(Preset, AgentCommand)>,
+    /// The task's, else the worker's, else the root's.
+    timeout: Option<Duration>,
+    /// Its key and group: what a pause made `--now` may name.
+    key: Option<String>,
+    group: Option<String>,
 }
 
 /// Run a claimed task to its one result. `Pickup::Stop` if asked to shut down.
@@ -92,6 +101,13 @@ pub(crate) fn run(
             .opts
             .agent_for(task.agent.as_deref())
             .map(|(p, c)| (p, c.clone())),
+        timeout: task
+            .timeout_secs
+            .map(Duration::from_secs)
+            .or(shared.opts.timeout)
+            .or(shared.config.timeout_secs.map(Duration::from_secs)),
+        key: task.key.clone(),
+        group: task.group.clone(),
     };
     let preset = run.agent.as_ref().map_or(shared.opts.preset, |(p, _)| *p);
     if let Some(who) = cancel::requested(&slot.paths, &run.id, false) {
@@ -133,6 +149,14 @@ pub(crate) fn run(
             return Ok(Pickup::Stop);
         }
     };
+    // From here until the agent is reaped, a thread of its own stops it should the
+    // locks go unrenewed for too long (a hung mount blocks the heartbeat, not that
+    // thread). Armed before anything else: even a log line may block in a hung mount.
+    let fence = fence::arm(
+        agent.pid(),
+        fence::Policy::for_lease(shared.lock_opts.lease, shared.opts.kill_grace),
+        renewed_at(&lock, &hold),
+    );
     tracing::info!(
         "started \"{}\" · task {} · pid {} · {}us after claim",
         run.preview,
@@ -140,12 +164,34 @@ pub(crate) fn run(
         agent.pid(),
         run.clock.elapsed().as_micros()
     );
-    let stop = run.watch(&task, &mut agent, &mut lock, &mut hold, wake, shutdown);
+    let stop = run.watch(&mut agent, &mut lock, &mut hold, &fence, wake, shutdown);
+    // Disarmed before the agent's leader is reaped (`finish`): the group id stays its own.
+    drop(fence);
     if stop.is_some() {
         agent.stop(shared.opts.kill_grace);
     }
     let shutting_down = matches!(stop, Some(Stop::Interrupted(_)));
     let out = agent.finish();
+    if let Some(Stop::Paused(what)) = &stop {
+        if let Some(back) = run.put_back_paused(&task, what, &lock, &hold)? {
+            drop(lock);
+            drop(hold);
+            if let Some(t) = &tree {
+                // It runs again once resumed, in a worktree made afresh then.
+                crate::worktree::remove(&t.repo, &t.path, Some(&t.branch));
+                super::worktree::forget_record(&slot.paths.dir);
+            }
+            if let Err(e) = agent::ready_log(&slot.paths.output_log()) {
+                tracing::warn!("{e}");
+            }
+            tracing::info!("{back}");
+            return Ok(if shutting_down {
+                Pickup::Stop
+            } else {
+                Pickup::Ran
+            });
+        }
+    }
     let stopped = stop.is_some();
     let mut result = run.build_result(&out, stop);
     let limit = (!stopped && !result.success)
@@ -195,7 +241,11 @@ impl Run<'_> {
                 why,
             )));
         };
-        if task.model.is_none() && task.resume.is_none() {
+        if task.model.is_none()
+            && task.resume.is_none()
+            && task.allowed_tools.is_none()
+            && task.permission_mode.is_none()
+        {
             return Ok(command.clone());
         }
         if let (Some(model), false) = (&task.model, preset.takes_model()) {
@@ -205,7 +255,17 @@ impl Run<'_> {
                 self.id,
             );
         }
-        match preset.task_args(&command.args, task.model.as_deref(), task.resume.as_deref()) {
+        let narrowed = preset
+            .narrow(
+                &command.args,
+                task.allowed_tools.as_deref(),
+                task.permission_mode.as_deref(),
+            )
+            .map_err(|why| format!("rejected: {why}"));
+        let args = narrowed.and_then(|args| {
+            preset.task_args(&args, task.model.as_deref(), task.resume.as_deref())
+        });
+        match args {
             Ok(args) => {
                 let mut c = command.clone();
                 c.args = args;
@@ -306,6 +366,7 @@ impl Run<'_> {
                     task.depth.unwrap_or(0).saturating_add(1).to_string(),
                 ),
             ],
+            task_env: task.env.clone().into_iter().collect(),
             prompt: task.prompt.clone(),
             output_log: &paths.output_log(),
             inline_cap: opts.inline_output,
@@ -360,24 +421,14 @@ impl Run<'_> {
         let mut t = task.clone();
         t.id = Some(self.id.clone());
         t.not_before = Some(rfc3339(limit.until));
-        let running = self.slot.paths.running();
         let until = crate::protocol::rfc3339(limit.until);
-        if hold.queued {
-            crate::queue::requeue(root, &running, &t)?;
-        } else {
-            fsio::write_json(&running, &t, fsio::Durability::Durable)?;
-            match fsio::rename_noreplace(&running, &self.slot.paths.task()) {
-                Ok(()) => fsio::fsync_dir(&self.slot.paths.dir)?,
-                Err(e) if e.io_kind() == Some(std::io::ErrorKind::AlreadyExists) => {
-                    tracing::warn!(
-                        "task {}: cannot wait in the inbox for the reset ({until}): another \
-                         task was delivered meanwhile; it fails instead",
-                        self.id
-                    );
-                    return Ok(None);
-                }
-                Err(e) => return Err(e),
-            }
+        if !self.put_back(&t, hold)? {
+            tracing::warn!(
+                "task {}: cannot wait in the inbox for the reset ({until}): another \
+                 task was delivered meanwhile; it fails instead",
+                self.id
+            );
+            return Ok(None);
         }
         let mut idle = Status::new(WorkerState::Idle);
         idle.problem = Some(format!(
@@ -402,6 +453,78 @@ impl Run<'_> {
         )))
     }
 
+    /// Put `t` (this run's task, as it is to run next) back where it came from, nothing
+    /// published: `running.json` rewritten durably, then moved in one rename — into
+    /// `queue/pending/` (a queue task) or back to the inbox without replacing (an inbox
+    /// task). `false`: the inbox holds another task meanwhile, and `t` stays in hand.
+    fn put_back(&self, t: &Task, hold: &Hold) -> Result<bool> {
+        let running = self.slot.paths.running();
+        if hold.queued {
+            crate::queue::requeue(&self.shared.opts.root, &running, t)?;
+            return Ok(true);
+        }
+        fsio::write_json(&running, t, fsio::Durability::Durable)?;
+        match fsio::rename_noreplace(&running, &self.slot.paths.task()) {
+            Ok(()) => fsio::fsync_dir(&self.slot.paths.dir).map(|()| true),
+            Err(e) if e.io_kind() == Some(std::io::ErrorKind::AlreadyExists) => Ok(false),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// A pause made `--now` stopped the agent: put the task back (same attempt) to run
+    /// once resumed. `None` when it cannot go back (a lock was lost, or the inbox holds
+    /// another task): it ends `interrupted`.
+    fn put_back_paused(
+        &self,
+        task: &Task,
+        what: &str,
+        lock: &DirLock,
+        hold: &Hold,
+    ) -> Result<Option<String>> {
+        if still_held(lock, hold).is_some() {
+            return Ok(None);
+        }
+        let mut t = task.clone();
+        t.id = Some(self.id.clone());
+        if !self.put_back(&t, hold)? {
+            tracing::warn!(
+                "task {}: stopped by the pause of {what}, but cannot go back to the inbox: \
+                 another task was delivered meanwhile; it ends interrupted",
+                self.id
+            );
+            return Ok(None);
+        }
+        let whence = if hold.queued {
+            "the queue"
+        } else {
+            "the inbox"
+        };
+        let mut idle = Status::new(WorkerState::Idle);
+        idle.problem = Some(format!(
+            "task {} interrupted by the pause of {what}; back in {whence}",
+            self.id
+        ));
+        if let Err(e) = self.slot.board.publish(idle) {
+            tracing::warn!("{e}");
+        }
+        Ok(Some(format!(
+            "interrupted \"{}\" · task {}: {what} was paused --now; it waits in {whence} and \
+             runs again once resumed",
+            self.preview, self.id
+        )))
+    }
+
+    /// The pause made `--now` that applies to this run, if any.
+    fn paused_now(&self) -> Option<Stop> {
+        crate::queue::pause::Paused::load(&self.shared.opts.root)
+            .stops(
+                self.slot.slot().0,
+                self.key.as_deref(),
+                self.group.as_deref(),
+            )
+            .map(|t| Stop::Paused(t.to_string()))
+    }
+
     /// `working` on this task; the agent's pid and start time are added by the caller.
     fn working_status(&self) -> Status {
         let mut status = Status::new(WorkerState::Working);
@@ -417,10 +540,10 @@ impl Run<'_> {
     /// stops it; keep the status and every held lock fresh meanwhile.
     fn watch(
         &self,
-        task: &Task,
         agent: &mut Agent,
         lock: &mut DirLock,
         hold: &mut Hold,
+        fence: &Fence,
         wake: &Receiver<()>,
         shutdown: &Receiver<()>,
     ) -> Option<Stop> {
@@ -432,10 +555,15 @@ impl Run<'_> {
         if let Err(e) = self.slot.board.publish(status.clone()) {
             tracing::warn!("publishing the working status: {e}");
         }
-        let timeout = self.timeout(task);
+        let timeout = self.timeout;
         // A timeout too large to represent is no timeout.
         let deadline = timeout.and_then(|t| self.clock.checked_add(t));
-        let heartbeat = self.shared.opts.heartbeat;
+        // Other hosts judge the locks by their lease: renewed at least every quarter of it.
+        let heartbeat = self
+            .shared
+            .opts
+            .heartbeat
+            .min(crate::gate::renew_every(self.shared.lock_opts.lease));
         let mut next_beat = Instant::now() + heartbeat;
         loop {
             let now = Instant::now();
@@ -449,9 +577,13 @@ impl Run<'_> {
                 if self.cancelled() {
                     return Some(Stop::Cancelled);
                 }
+                if let Some(paused) = self.paused_now() {
+                    return Some(paused);
+                }
                 if let Some(fenced) = self.beat(&mut status, agent, lock, hold) {
                     return Some(fenced);
                 }
+                fence.renewed(renewed_at(lock, hold));
                 next_beat = now + heartbeat;
             }
             let mut wait = next_beat.saturating_duration_since(now);
@@ -461,6 +593,11 @@ impl Run<'_> {
             select! {
                 recv(agent.exit_channel()) -> _ => {
                     agent.note_exit();
+                    // Stopped by its fence: its locks went unrenewed for too long.
+                    if let Some(why) = fence.fired() {
+                        tracing::error!("task {}: {why}", self.id);
+                        return Some(Stop::Fenced(why));
+                    }
                     // A service manager often signals the whole group at once: the agent
                     // dying of that same stop request is an interruption, not a failure.
                     return (!shutdown.is_empty()).then(|| self.interrupted());
@@ -469,18 +606,14 @@ impl Run<'_> {
                     if self.cancelled() {
                         return Some(Stop::Cancelled);
                     }
+                    if let Some(paused) = self.paused_now() {
+                        return Some(paused);
+                    }
                 }
                 recv(shutdown) -> _ => return Some(self.interrupted()),
                 default(wait) => {}
             }
         }
-    }
-
-    fn timeout(&self, task: &Task) -> Option<Duration> {
-        task.timeout_secs
-            .map(Duration::from_secs)
-            .or(self.shared.opts.timeout)
-            .or(self.shared.config.timeout_secs.map(Duration::from_secs))
     }
 
     fn cancelled(&self) -> bool {
@@ -535,6 +668,12 @@ impl Run<'_> {
             ),
             Some(Stop::Cancelled) => (Outcome::Cancelled, Some("cancelled".to_string())),
             Some(Stop::Interrupted(why) | Stop::Fenced(why)) => (Outcome::Interrupted, Some(why)),
+            Some(Stop::Paused(what)) => (
+                Outcome::Interrupted,
+                Some(format!(
+                    "interrupted: {what} was paused --now, and the task could not be put back"
+                )),
+            ),
             None if out.status.success() => (Outcome::Success, None),
             None => (Outcome::Failure, Some(failure_reason(out, &stderr))),
         };
@@ -642,6 +781,14 @@ impl Run<'_> {
         );
         drop(lock);
         drop(hold);
+        // The root's callback, if any: started now, watched and reaped by a thread.
+        super::callback::run(
+            &self.shared.config,
+            &self.shared.opts.root,
+            self.slot.slot(),
+            &r,
+            self.slot.paths.result_for(&r.task_id),
+        );
         // Ready an empty output.log now, off the next pickup's path.
         if let Err(e) = agent::ready_log(&self.slot.paths.output_log()) {
             tracing::warn!("{e}");
@@ -730,9 +877,30 @@ fn fenced(lost: &Error, epoch: u64) -> Stop {
     ))
 }
 
+/// When the least recently renewed of the task's locks was last renewed
+/// ([`DirLock::renewed_at`]): what its fence counts from.
+fn renewed_at(lock: &DirLock, hold: &Hold) -> Duration {
+    [
+        Some(lock),
+        hold.key_lock.as_ref(),
+        hold.run_slot.as_ref(),
+        hold.group_slot.as_ref(),
+    ]
+    .into_iter()
+    .flatten()
+    .map(DirLock::renewed_at)
+    .min()
+    .unwrap_or_default()
+}
+
 /// `None` while every lock the task holds is still ours; else why not.
 fn still_held(lock: &DirLock, hold: &Hold) -> Option<String> {
-    let held = [Some(lock), hold.key_lock.as_ref(), hold.run_slot.as_ref()];
+    let held = [
+        Some(lock),
+        hold.key_lock.as_ref(),
+        hold.run_slot.as_ref(),
+        hold.group_slot.as_ref(),
+    ];
     held.into_iter().flatten().find_map(|l| match l.check() {
         Err(e @ Error::LockLost { .. }) => match fenced(&e, l.epoch()) {
             Stop::Fenced(why) => Some(why),

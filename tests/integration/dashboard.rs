@@ -490,3 +490,93 @@ fn the_dashboard_shows_which_agent_runs_and_ran_each_task() {
     drop(_w);
     assert_nothing_left(t.path());
 }
+
+/// A `--worktree` task's branch and diffstat show on its worker's row and in the tail's
+/// title at 80x24, and `d` opens its diff (stat first, then the patch) in the output view.
+#[test]
+fn the_dashboard_shows_a_worktree_tasks_branch_and_opens_its_diff() {
+    require!(prereq::tmux());
+    let t = TestRoot::new();
+    let repo = t.dir.path().join("repo");
+    fs::create_dir(&repo).unwrap();
+    let git = |args: &[&str]| {
+        let out = std::process::Command::new("git")
+            .arg("-C")
+            .arg(&repo)
+            .args(args)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "git {args:?}: {out:?}");
+    };
+    git(&["init", "--quiet", "--initial-branch=main"]);
+    git(&["config", "user.name", "Test Person"]);
+    git(&["config", "user.email", "test@example.com"]);
+    fs::write(repo.join("a.txt"), "base\n").unwrap();
+    git(&["add", "."]);
+    git(&["commit", "--quiet", "-m", "start"]);
+    let repo = repo.canonicalize().unwrap();
+    let edit = agent("edit.sh").display().to_string();
+    let w = WorkerProc::start(&t, Slot(0), &edit, &[], &[]);
+    let mut task =
+        Task::new("WRITE hello.txt hello from the task\nAPPEND a.txt more").with_id("dw1");
+    task.dir = Some(repo.clone());
+    task.worktree = Some(true);
+    let id = t.client.write_task(Slot(0), &task).unwrap();
+    let r = t.client.wait_for_result(Slot(0), &id, BOUND).unwrap();
+    assert!(r.success, "{r:?}");
+    assert_eq!(r.worktree.as_ref().unwrap().diffstat(), "+2 -0 in 2 files");
+
+    let sh = Shell::start(&t);
+    sh.dashboard(&t, "dashboard");
+    let screen = sh.wait_for("conductor/dw1 +2 -0 in 2 files");
+    assert!(screen.contains("[+2 -0] WRITE hello.txt"), "{screen}");
+    assert!(screen.contains("d diff"), "the key is named: {screen}");
+    sh.keys(&["d"]);
+    let screen = sh.wait_for("task dw1 · conductor/dw1");
+    assert!(
+        screen.contains("hello.txt | 1 +"),
+        "the stat first: {screen}"
+    );
+    assert!(
+        screen.contains("+hello from the task"),
+        "then the patch: {screen}"
+    );
+    assert!(screen.contains("+more"), "{screen}");
+    sh.keys(&["q"]);
+    sh.wait_for("q quit");
+    sh.keys(&["q"]);
+    sh.assert_given_back(&t);
+    drop(sh);
+    drop(w);
+    assert_nothing_left(t.path());
+}
+
+/// Issue 25, item 10: a paused slot says so in its row, and the queue says why its task
+/// waits; resumed, the slot runs it.
+#[test]
+fn a_paused_slot_and_its_held_task_show_on_the_dashboard_at_80x24() {
+    require!(prereq::tmux());
+    let t = TestRoot::new();
+    let _w = WorkerProc::start(&t, Slot(0), "cat", &[], &[]);
+    crate::harness::run_conductor(&t, &["pause", "--slot", "0"], 0);
+    let q = Queue::new(t.client.root().clone());
+    q.submit(&Task::new("held by the pause").with_id("held1"))
+        .unwrap();
+
+    let sh = Shell::start(&t);
+    sh.dashboard(&t, "dashboard");
+    let screen = sh.wait_for("paused (slot 0");
+    let row = screen
+        .lines()
+        .find(|l| l.contains("> 0 ") && !l.contains("slot 0"))
+        .unwrap_or_else(|| panic!("no row for slot 0:\n{screen}"));
+    assert!(row.contains("paused"), "{screen}");
+    assert!(screen.contains("held by the pause"), "{screen}");
+
+    crate::harness::run_conductor(&t, &["resume", "--slot", "0"], 0);
+    // The header counts it done once it ran; nothing says paused any more.
+    let screen = sh.wait_for("done 1");
+    assert!(!screen.contains("paused"), "{screen}");
+    sh.keys(&["q"]);
+    sh.assert_given_back(&t);
+}

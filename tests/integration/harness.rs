@@ -532,8 +532,18 @@ impl Bg {
     /// Start `conductor args…`; with `read_stdout` false the read end of its stdout
     /// pipe is closed at once (nobody listens).
     pub fn spawn(t: &TestRoot, args: &[&str], read_stdout: bool) -> Bg {
+        Bg::spawn_with(t, args, read_stdout, &[])
+    }
+
+    /// [`Bg::spawn`] reading stdout, with these variables added to its environment.
+    pub fn spawn_env(t: &TestRoot, args: &[&str], env: &[(&str, &str)]) -> Bg {
+        Bg::spawn_with(t, args, true, env)
+    }
+
+    fn spawn_with(t: &TestRoot, args: &[&str], read_stdout: bool, env: &[(&str, &str)]) -> Bg {
         let mut child = Command::new(bin("conductor"))
             .args(args)
+            .envs(env.iter().copied())
             .env("CONDUCTOR_HOME", t.path())
             .env_remove("CONDUCTOR_WORKER")
             .env_remove("RUST_LOG")

@@ -16,13 +16,13 @@ use serde_json::{json, Value};
 
 use crate::harness::{agent, assert_nothing_left, bin, wait_until, TestRoot, WorkerProc};
 
-type Mcp = RunningService<RoleClient, ClientConfig>;
+pub type Mcp = RunningService<RoleClient, ClientConfig>;
 
 const S0: Slot = Slot(0);
 /// Bound on anything a test waits for.
 const BOUND: Duration = Duration::from_secs(60);
 
-fn runtime() -> tokio::runtime::Runtime {
+pub fn runtime() -> tokio::runtime::Runtime {
     tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -32,7 +32,7 @@ fn runtime() -> tokio::runtime::Runtime {
 
 /// `conductor mcp --root <root>` as a child, initialized by rmcp's client speaking
 /// protocol 2025-06-18 (what current clients send). `env` is added to its environment.
-async fn connect(t: &TestRoot, env: &[(&str, &str)]) -> Mcp {
+pub async fn connect(t: &TestRoot, env: &[(&str, &str)]) -> Mcp {
     let mut cmd = tokio::process::Command::new(bin("conductor"));
     cmd.arg("mcp")
         .arg("--root")
@@ -61,7 +61,7 @@ async fn connect(t: &TestRoot, env: &[(&str, &str)]) -> Mcp {
         .expect("initialize")
 }
 
-async fn call(mcp: &Mcp, tool: &str, args: Value) -> CallToolResult {
+pub async fn call(mcp: &Mcp, tool: &str, args: Value) -> CallToolResult {
     let Value::Object(args) = args else {
         panic!("tool arguments must be an object")
     };
@@ -74,19 +74,19 @@ async fn call(mcp: &Mcp, tool: &str, args: Value) -> CallToolResult {
 
 /// A successful call's JSON.
 #[track_caller]
-fn ok(r: &CallToolResult) -> Value {
+pub fn ok(r: &CallToolResult) -> Value {
     assert_ne!(r.is_error, Some(true), "tool error: {r:?}");
     r.structured_content.clone().expect("structured content")
 }
 
 /// A tool error's message.
 #[track_caller]
-fn tool_error(r: &CallToolResult) -> String {
+pub fn tool_error(r: &CallToolResult) -> String {
     assert_eq!(r.is_error, Some(true), "expected a tool error: {r:?}");
     r.content[0].as_text().expect("text content").text.clone()
 }
 
-async fn close(mcp: Mcp) {
+pub async fn close(mcp: Mcp) {
     let _ = tokio::time::timeout(BOUND, mcp.cancel()).await;
 }
 
@@ -102,7 +102,10 @@ fn initialize_answers_with_the_clients_protocol_and_lists_every_tool_with_its_sc
         names.sort();
         assert_eq!(
             names,
-            ["cancel", "logs", "queue", "result", "send", "status", "submit", "tasks", "wait"]
+            [
+                "cancel", "edit", "logs", "pause", "queue", "result", "resume", "retry", "send",
+                "status", "submit", "tasks", "totals", "wait"
+            ]
         );
         for tool in &tools {
             assert_eq!(tool.input_schema["type"], "object", "{}", tool.name);
@@ -127,6 +130,8 @@ fn initialize_answers_with_the_clients_protocol_and_lists_every_tool_with_its_sc
             "timeoutSecs",
             "id",
             "model",
+            "allowedTools",
+            "permissionMode",
         ] {
             assert!(
                 submit["properties"].get(field).is_some(),
@@ -148,7 +153,7 @@ fn initialize_answers_with_the_clients_protocol_and_lists_every_tool_with_its_sc
         for name in ["wait", "result", "tasks", "status", "logs", "queue"] {
             assert_eq!(read_only(name), Some(true), "{name}");
         }
-        for name in ["submit", "send", "cancel"] {
+        for name in ["submit", "send", "cancel", "edit"] {
             assert_eq!(read_only(name), Some(false), "{name}");
         }
         close(mcp).await;
@@ -246,6 +251,35 @@ fn a_bad_slot_and_an_unknown_id_are_tool_errors_and_the_server_keeps_serving() {
         assert!(e.contains("no task no-such-task"), "{e}");
         let e = tool_error(&call(&mcp, "submit", json!({"prompt": "x", "id": "bad id!"})).await);
         assert!(e.contains("invalid task id"), "{e}");
+        let e = tool_error(
+            &call(
+                &mcp,
+                "submit",
+                json!({"prompt": "x", "allowedTools": ["Read", "-rf"]}),
+            )
+            .await,
+        );
+        assert!(
+            e.contains("allowedTools: \"-rf\" is not a tool name"),
+            "{e}"
+        );
+        // A narrowed task carries its narrowing to whichever worker claims it.
+        let v = ok(&call(
+            &mcp,
+            "submit",
+            json!({"prompt": "x", "id": "narrow-1", "allowedTools": ["Read"],
+                   "permissionMode": "plan"}),
+        )
+        .await);
+        assert_eq!(v["id"], "narrow-1");
+        let pending = conductor::queue::Queue::new(t.client.root().clone())
+            .pending()
+            .unwrap();
+        let task = conductor::Task::read(&pending[0].path, 1 << 20)
+            .unwrap()
+            .unwrap();
+        assert_eq!(task.allowed_tools, Some(vec!["Read".to_string()]));
+        assert_eq!(task.permission_mode.as_deref(), Some("plan"));
         let e = tool_error(&call(&mcp, "tasks", json!({"states": ["sleeping"]})).await);
         assert!(e.contains("unknown task state"), "{e}");
         // Still serving after all those.
@@ -469,7 +503,7 @@ fn malformed_lines_get_a_parse_error_and_stdout_stays_pure_json_rpc() {
             v["id"] == 3
                 && v["result"]["tools"]
                     .as_array()
-                    .is_some_and(|t| t.len() == 9)
+                    .is_some_and(|t| t.len() == 14)
         },
         "tools/list result",
     );
@@ -553,4 +587,132 @@ fn a_finished_task_whose_running_file_is_not_yet_retired_reads_as_finished() {
         assert!(!w.cancel().exists(), "no cancel was requested for {id}");
     }
     assert_nothing_left(t.path());
+}
+
+/// Issue 25 items 11 and 12 over MCP: `submit` and `send` take `env` and `labels`,
+/// `tasks` filters by `labels`, `edit` changes a queued task and refuses a finished one.
+#[test]
+fn env_labels_and_edit_over_mcp() {
+    let t = TestRoot::new();
+    t.client.create_worker(S0).unwrap();
+    runtime().block_on(async {
+        let mcp = connect(&t, &[]).await;
+        let submitted = ok(&call(
+            &mcp,
+            "submit",
+            json!({"prompt": "first", "id": "m-e1", "env": {"FOO": "one"}, "labels": ["blue"]}),
+        )
+        .await);
+        assert_eq!(submitted["id"], "m-e1");
+        ok(&call(&mcp, "submit", json!({"prompt": "other", "id": "m-e2"})).await);
+        let e = tool_error(
+            &call(
+                &mcp,
+                "submit",
+                json!({"prompt": "x", "env": {"CONDUCTOR_HOME": "/"}}),
+            )
+            .await,
+        );
+        assert!(e.contains("reserved"), "{e}");
+        let edited = ok(&call(
+            &mcp,
+            "edit",
+            json!({"id": "m-e1", "prompt": "second", "priority": 8, "env": {"FOO": "two"}}),
+        )
+        .await);
+        assert_eq!(edited["task"]["prompt"], "second", "{edited}");
+        assert_eq!(edited["task"]["labels"], json!(["blue"]), "{edited}");
+        let listed = ok(&call(&mcp, "tasks", json!({"labels": ["blue"]})).await);
+        let ids: Vec<&Value> = listed["tasks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|t| &t["id"])
+            .collect();
+        assert_eq!(ids, [&json!("m-e1")], "{listed}");
+        assert_eq!(listed["tasks"][0]["env"], json!({"FOO": "two"}));
+
+        let w = WorkerProc::start(&t, S0, "sh -c 'p=$(cat); echo \"$p FOO=$FOO\"'", &[], &[]);
+        let waited = ok(&call(
+            &mcp,
+            "wait",
+            json!({"ids": ["m-e1", "m-e2"], "timeoutSecs": 50}),
+        )
+        .await);
+        assert_eq!(waited["allFinished"], true, "{waited}");
+        let out = waited["tasks"][0]["result"]["output"].as_str().unwrap();
+        assert_eq!(out.trim(), "second FOO=two");
+        let e = tool_error(&call(&mcp, "edit", json!({"id": "m-e1", "prompt": "late"})).await);
+        assert!(e.contains("cannot edit task m-e1: it has finished"), "{e}");
+        close(mcp).await;
+        drop(w);
+    });
+    assert_nothing_left(t.path());
+}
+
+/// Issue 25, items 10 and 13 over MCP: `submit` with a group (an unknown one refused by
+/// name), `tasks` by group, `pause`/`resume` of a group and a slot, with `queue` saying
+/// why a task waits.
+#[test]
+fn pause_resume_and_groups_over_mcp() {
+    let t = TestRoot::new();
+    t.client.create_worker(S0).unwrap();
+    runtime().block_on(async {
+        let mcp = connect(&t, &[]).await;
+        let refused =
+            tool_error(&call(&mcp, "submit", json!({"prompt": "x", "group": "nightly"})).await);
+        assert!(
+            refused.contains("no group nightly") && refused.contains("known groups: none"),
+            "{refused}"
+        );
+        conductor::queue::groups::add(t.client.root(), "nightly", 1).unwrap();
+        let sent = ok(&call(
+            &mcp,
+            "submit",
+            json!({"prompt": "x", "group": "nightly", "id": "g-1"}),
+        )
+        .await);
+        assert_eq!(sent["id"], "g-1");
+        let listed = ok(&call(&mcp, "tasks", json!({"group": "nightly"})).await);
+        assert_eq!(listed["tasks"][0]["id"], "g-1", "{listed}");
+        assert_eq!(listed["tasks"][0]["group"], "nightly", "{listed}");
+
+        let paused = ok(&call(&mcp, "pause", json!({"group": "nightly"})).await);
+        assert_eq!(
+            paused["paused"],
+            json!({"kind": "group", "name": "nightly"})
+        );
+        assert!(t.path().join("paused/group-nightly").is_file());
+        let queue = ok(&call(&mcp, "queue", json!({})).await);
+        assert_eq!(
+            queue["pending"][0]["waiting"], "paused (group nightly)",
+            "{queue}"
+        );
+        let listed = ok(&call(&mcp, "tasks", json!({"group": "nightly"})).await);
+        assert_eq!(listed["tasks"][0]["waiting"], "paused (group nightly)");
+        let waited = ok(&call(&mcp, "wait", json!({"ids": ["g-1"], "timeoutSecs": 0.1})).await);
+        assert_eq!(
+            waited["tasks"][0]["note"], "queued and waits: paused (group nightly)",
+            "{waited}"
+        );
+        let both = tool_error(&call(&mcp, "pause", json!({"slot": 0, "all": true})).await);
+        assert!(both.contains("exactly one"), "{both}");
+        let no_slot = tool_error(&call(&mcp, "pause", json!({"slot": 7})).await);
+        assert!(no_slot.contains('7'), "{no_slot}");
+        ok(&call(&mcp, "pause", json!({"slot": 0, "now": true})).await);
+        let status = ok(&call(&mcp, "status", json!({})).await);
+        assert_eq!(
+            status["paused"],
+            json!(["group nightly", "slot 0"]),
+            "{status}"
+        );
+        let resumed = ok(&call(&mcp, "resume", json!({"group": "nightly"})).await);
+        assert_eq!(resumed["wasPaused"], true);
+        let now = tool_error(&call(&mcp, "resume", json!({"slot": 0, "now": true})).await);
+        assert!(now.contains("pause only"), "{now}");
+        ok(&call(&mcp, "resume", json!({"slot": 0})).await);
+        assert!(!t.path().join("paused/slot-0").exists());
+        close(mcp).await;
+    });
+    crate::harness::assert_nothing_left(t.path());
 }

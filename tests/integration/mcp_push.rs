@@ -30,6 +30,11 @@ impl Drop for Raw {
 
 impl Raw {
     pub fn start(t: &TestRoot) -> Raw {
+        Raw::start_with(t, json!({}))
+    }
+
+    /// As [`Raw::start`], the client declaring `capabilities`.
+    pub fn start_with(t: &TestRoot, capabilities: Value) -> Raw {
         let mut child = Command::new(bin("conductor"))
             .args(["mcp", "--root"])
             .arg(t.path())
@@ -64,7 +69,7 @@ impl Raw {
         };
         raw.send(
             json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
-            "protocolVersion": "2025-11-25", "capabilities": {},
+            "protocolVersion": "2025-11-25", "capabilities": capabilities,
             "clientInfo": {"name": "raw", "version": "0"}}}),
         );
         raw.answer(&json!(0));
@@ -499,11 +504,14 @@ fn a_wait_with_a_progress_token_reports_each_step_and_subscribed_resources_are_t
     };
     raw.expect("progress: running on slot 0", progress("running on slot 0"));
     raw.expect("progress: the last output line", progress("working on it"));
+    // The agent's first line may be written before the log subscription is in place
+    // (a busy machine picks the task up at once): its second, after `hold`, comes
+    // after it for sure.
+    std::fs::write(&hold, "").unwrap();
     raw.expect("the log resource updated", |v| {
         v["method"] == "notifications/resources/updated"
             && v["params"]["uri"] == "conductor://tasks/pro-1/log"
     });
-    std::fs::write(&hold, "").unwrap();
     let done = raw.answer(&json!("w"));
     assert_eq!(
         done["result"]["structuredContent"]["allFinished"], true,

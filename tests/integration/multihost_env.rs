@@ -480,6 +480,19 @@ impl Cluster {
     }
 }
 
+impl Cluster {
+    /// The pid of the process serving host `i`'s mount (its sshfs or glusterfs client):
+    /// stopping it freezes every filesystem call of that host, as a partition does.
+    pub fn fs_client(&self, i: usize) -> u32 {
+        let dir = &self.hosts[i].mount;
+        self.mounts
+            .iter()
+            .find(|m| m.dir == *dir)
+            .and_then(Mount::client_pid)
+            .expect("the client of a live mount")
+    }
+}
+
 impl Drop for Cluster {
     /// With `CONDUCTOR_MH_KEEP=<dir>`, keep the workers' logs and the shared root (as
     /// the server has it) in `<dir>/<this cluster's temp name>/` for a post-mortem: the

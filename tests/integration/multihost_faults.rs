@@ -158,9 +158,8 @@ fn a_host_paused_past_its_lease_publishes_no_second_success_on_glusterfs() {
     paused_host(Fs::Gluster);
 }
 
-// A partition (a host's filesystem client frozen while its agent runs) is a scenario of
-// the lease work: written as a function of the cluster like those above, it gets one
-// test per filesystem here, `Fs::Sshfs(Cache::Off)` and `Fs::Gluster`.
+// A partition (a host's filesystem client frozen while its agent runs) is
+// multihost_partition.rs's `a_partition`, run there on sshfs and on GlusterFS.
 
 #[test]
 fn a_pid_only_lock_from_another_host_is_not_taken_over_while_fresh() {

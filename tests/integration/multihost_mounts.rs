@@ -102,6 +102,14 @@ impl Mount {
     }
 }
 
+impl Mount {
+    /// The pid of the process serving this mount (its filesystem client: `sshfs`,
+    /// `glusterfs`).
+    pub(crate) fn client_pid(&self) -> Option<u32> {
+        self.client.as_ref().map(|o| o.0.id())
+    }
+}
+
 impl Drop for Mount {
     fn drop(&mut self) {
         if is_mounted(&self.dir) {

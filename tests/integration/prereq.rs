@@ -94,6 +94,15 @@ pub fn git() -> Result<(), String> {
     runs("git", &["--version"], "install git (apt-get install git)")
 }
 
+/// The official Python MCP SDK imports here (the MCP tests drive a session through it).
+pub fn python_mcp() -> Result<(), String> {
+    runs(
+        "python3",
+        &["-c", "import mcp.client.stdio"],
+        "install the Python MCP SDK (pip install mcp==2.3.0)",
+    )
+}
+
 /// This process is root, which `what` needs.
 pub fn root(what: &str) -> Result<(), String> {
     if nix::unistd::geteuid().is_root() {

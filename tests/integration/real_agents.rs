@@ -265,6 +265,77 @@ fn assert_lines(log: &str, wanted: &[&str]) {
     }
 }
 
+/// What the live views show of a real CLI's event stream. `logs -f`, the dashboard and
+/// `run`'s view all read the worker's rendering (`output.log`, then `tasks/<id>.log`);
+/// here the raw events the CLI printed (`tasks/<id>.jsonl`) are rendered again, event by
+/// event: each is shown as readable lines, all of them in the task's log, none raw JSON
+/// and none a "· unknown event" (the real CLI's own events are all known); the only
+/// events shown as nothing are `quiet`'s kinds (`type`, or `type/subtype`), kept out on
+/// purpose, and assistant text still pieced together. An event type the renderer does
+/// not know, put in the real stream, is shown labelled as such.
+#[track_caller]
+fn assert_stream_rendered(t: &TestRoot, id: &TaskId, quiet: &[&str]) {
+    use conductor::agent::stream::StreamRenderer;
+    let raw = fs::read_to_string(t.client.worker(S0).task_stream(id))
+        .unwrap_or_else(|e| panic!("the raw stream of {id}: {e}"));
+    let log = task_log(t, id);
+    let mut lines: Vec<&str> = raw.lines().filter(|l| !l.trim().is_empty()).collect();
+    assert!(lines.len() >= 3, "{raw}");
+    let unknown = r#"{"type":"brand_new_event","detail":{"n":1}}"#;
+    lines.insert(lines.len() - 1, unknown);
+    let mut renderer = StreamRenderer::new();
+    let mut shown = String::new();
+    let mut kinds = Vec::new();
+    for line in &lines {
+        let event: Value = serde_json::from_str(line)
+            .unwrap_or_else(|e| panic!("a raw line that is no event ({e}): {line}"));
+        let kind = event["type"].as_str().expect("an event type").to_string();
+        let kind = match event["subtype"].as_str() {
+            Some(sub) => format!("{kind}/{sub}"),
+            None => kind,
+        };
+        let mut out = Vec::new();
+        renderer.render(line.as_bytes(), &mut out);
+        let text = String::from_utf8(out).unwrap();
+        let assistant_piece = event["type"] == "message" && event["role"] == "assistant";
+        if text.is_empty() && !assistant_piece {
+            assert!(
+                quiet
+                    .iter()
+                    .any(|q| *q == kind || Some(*q) == event["type"].as_str()),
+                "event {kind} is shown as nothing: {line}\nthe log:\n{log}"
+            );
+        }
+        if *line == unknown {
+            // Gemini's text pieces still pending come out first.
+            let label = "· unknown event brand_new_event: \
+                         {\"detail\":{\"n\":1},\"type\":\"brand_new_event\"}\n";
+            assert!(text.ends_with(label), "{text:?}");
+            shown.push_str(&text[..text.len() - label.len()]);
+            continue;
+        }
+        kinds.push(kind);
+        shown.push_str(&text);
+    }
+    let mut rest = Vec::new();
+    renderer.finish(&mut rest);
+    shown.push_str(&String::from_utf8(rest).unwrap());
+    for l in shown.lines() {
+        assert!(
+            !l.trim_start().starts_with('{'),
+            "raw JSON shown: {l}\nevents: {kinds:?}"
+        );
+        assert!(
+            !l.starts_with("· unknown event"),
+            "a real event the renderer does not know: {l}\nevents: {kinds:?}"
+        );
+        assert!(
+            log.lines().any(|x| x == l),
+            "{l:?} is not in the task's log:\n{log}\nevents: {kinds:?}"
+        );
+    }
+}
+
 /// All the text a request carried in its messages (prompts, answers, tool results).
 fn conversation_text(request: &Value) -> String {
     request["body"]["messages"].to_string()
@@ -362,6 +433,7 @@ fn claude_edits_files_and_runs_commands_in_the_task_dir_unattended() {
     );
     assert!(!log.contains("permission denied"), "{log}");
     assert!(!log.contains("{\"type\""), "raw events in the log:\n{log}");
+    assert_stream_rendered(&t, &id, &[]);
     drop(w);
     assert_nothing_left(t.path());
 }
@@ -406,6 +478,98 @@ fn claude_narrowed_to_reading_cannot_write() {
         log.lines().filter(|l| l.starts_with("  ‹ error: ")).count() >= 2,
         "both refusals shown as the tools' errors:\n{log}"
     );
+    assert_stream_rendered(&t, &id, &[]);
+}
+
+#[test]
+fn a_claude_task_narrowed_to_no_bash_gets_its_bash_call_refused() {
+    let Some(agents) = need_agent("claude") else {
+        return;
+    };
+    let t = TestRoot::new();
+    // `send` has no --dir: the task runs in the worker's project directory.
+    let dir = t.dir.path().canonicalize().unwrap();
+    fs::write(dir.join("notes.txt"), "status: draft\n").unwrap();
+    let server = ModelServer::start(
+        t.dir.path(),
+        json!({"turns": [
+            {"tools": [{"name": "Bash", "input": {"command": "echo changed > notes.txt",
+                                                  "description": "change the notes"}}]},
+            {"text": "Bash was refused."},
+        ]}),
+    );
+    let env = claude_env(&t, &agents, &server, 2);
+    // The worker lets its agents run Bash (the preset's default); this task does not.
+    let w = RealWorker::start(&t, &["--preset", "claude"], &env);
+    let out = run_conductor(
+        &t,
+        &[
+            "send",
+            "0",
+            "change the notes",
+            "--id",
+            "nb1",
+            "--allowed-tools",
+            "Read,Edit,Write",
+        ],
+        0,
+    );
+    assert_eq!(out.stdout, "nb1\n");
+    let r = result_of(&t, &TaskId::from("nb1"), &w);
+    assert!(r.success, "{:?}\n{}", r.error, w.stderr());
+    assert_eq!(r.output, "Bash was refused.");
+    assert_eq!(
+        fs::read_to_string(dir.join("notes.txt")).unwrap(),
+        "status: draft\n",
+        "the file is not changed"
+    );
+    // Claude refused the call itself: the model got the refusal as the tool's error.
+    let sent = server.scripted();
+    assert_eq!(sent.len(), 2, "{sent:?}");
+    let results: Vec<&Value> = sent[1]["body"]["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|m| m["content"].as_array())
+        .flatten()
+        .filter(|c| c["type"] == "tool_result")
+        .collect();
+    assert_eq!(results.len(), 1, "{results:?}");
+    assert_eq!(results[0]["is_error"], true, "{results:?}");
+    assert!(
+        sent.iter()
+            .all(|s| !s["body"]["tools"].to_string().contains("\"name\":\"Bash\"")),
+        "Bash was not offered to the model"
+    );
+
+    // Widening is refused by the worker, naming the field, before any agent runs.
+    let mut wide = Task::new("run anything").with_id("nb2");
+    wide.dir = Some(dir.clone());
+    wide.allowed_tools = Some(vec!["Read".into(), "WebFetch".into()]);
+    let id = t.client.write_task(S0, &wide).unwrap();
+    let r = result_of(&t, &id, &w);
+    assert!(!r.success);
+    let why = r.error.clone().unwrap_or_default();
+    assert!(
+        why.starts_with("rejected: allowedTools: WebFetch is not among the tools"),
+        "{why}"
+    );
+    let mut wide = Task::new("bypass").with_id("nb3");
+    wide.dir = Some(dir.clone());
+    wide.permission_mode = Some("bypassPermissions".into());
+    let id = t.client.write_task(S0, &wide).unwrap();
+    let why = result_of(&t, &id, &w).error.unwrap_or_default();
+    assert!(
+        why.starts_with("rejected: permissionMode: bypassPermissions lets the agent do more"),
+        "{why}"
+    );
+    assert_eq!(
+        server.scripted().len(),
+        2,
+        "no agent ran for a refused task"
+    );
+    drop(w);
+    assert_nothing_left(t.path());
 }
 
 #[test]
@@ -488,6 +652,7 @@ fn claude_retries_an_overloaded_or_failing_api_and_then_answers() {
             .any(|l| l.starts_with("· API error 529 overloaded: retry 2/3")),
         "{log}"
     );
+    assert_stream_rendered(&t, &id, &[]);
 }
 
 #[test]
@@ -728,6 +893,8 @@ fn codex_runs_commands_in_the_task_dir_and_answers() {
         "{log}"
     );
     assert!(!log.contains("{\"type\""), "raw events in the log:\n{log}");
+    // Codex shows an item when it completes (a command also when it starts).
+    assert_stream_rendered(&t, &id, &["turn.started", "item.started", "item.updated"]);
     drop(w);
     assert_nothing_left(t.path());
 }
@@ -759,6 +926,7 @@ fn codex_giving_up_on_the_api_fails_the_task_with_the_providers_message() {
         log.lines().any(|l| l.starts_with("✗ turn failed: ")),
         "{log}"
     );
+    assert_stream_rendered(&t, &id, &["turn.started", "item.started", "item.updated"]);
 }
 
 #[test]
@@ -1172,6 +1340,54 @@ fn gemini_edits_files_and_runs_commands_in_the_task_dir_unattended() {
         "{log}"
     );
     assert!(!log.contains("{\"type\""), "raw events in the log:\n{log}");
+    assert_stream_rendered(&t, &id, &["message"]);
+    drop(w);
+    assert_nothing_left(t.path());
+}
+
+#[test]
+fn gemini_retry_resume_continues_the_session() {
+    let Some(agents) = need_agent("gemini") else {
+        return;
+    };
+    let t = TestRoot::new();
+    let dir = task_dir(&t);
+    let server = ModelServer::start(
+        t.dir.path(),
+        json!({"turns": [
+            {"text": "The secret word is PERIWINKLE."},
+            {"text": "You asked me before; it was PERIWINKLE."},
+        ]}),
+    );
+    let env = gemini_env(&t, &agents, &server, 1);
+    let w = RealWorker::start(&t, &["--preset", "gemini"], &env);
+    let id = submit(&t, "gmr1", "pick a secret word", &dir);
+    let first = result_of(&t, &id, &w);
+    assert!(first.success, "{:?}\n{:?}", first.error, first.stderr);
+    let session = first.session_id.clone().expect("a session id");
+
+    let out = run_conductor(&t, &["retry", "0", "gmr1", "--resume", "--wait"], 0);
+    assert_eq!(out.stdout, "You asked me before; it was PERIWINKLE.\n");
+    let again = t
+        .client
+        .read_result_for(S0, &TaskId::from("gmr1-r1"))
+        .unwrap()
+        .expect("the retry's result");
+    assert!(again.success, "{:?}\n{:?}", again.error, again.stderr);
+    assert_eq!(again.session_id.as_deref(), Some(session.as_str()));
+
+    // The model saw the earlier turns in the resumed conversation.
+    let sent = server.scripted();
+    assert_eq!(sent.len(), 2, "{sent:?}");
+    let resumed = sent[1]["body"]["contents"].to_string();
+    assert!(resumed.contains("pick a secret word"), "{resumed}");
+    assert!(
+        resumed.contains("The secret word is PERIWINKLE."),
+        "{resumed}"
+    );
+    assert!(!sent[0]["body"]["contents"]
+        .to_string()
+        .contains("PERIWINKLE"));
     drop(w);
     assert_nothing_left(t.path());
 }
@@ -1206,6 +1422,7 @@ fn gemini_giving_up_on_the_api_fails_the_task_with_the_providers_message() {
             .any(|l| l.starts_with("✗ error: ") && l.contains("the scripted provider is down")),
         "{log}"
     );
+    assert_stream_rendered(&t, &id, &["message"]);
 }
 
 #[test]

@@ -604,6 +604,127 @@ fn gc_removes_worktrees_past_their_retention_and_doctor_lists_orphans() {
     assert_eq!(std::fs::read_to_string(repo.join("g.txt")).unwrap(), "g\n");
 }
 
+/// A `--worktree` task sent to slot 0 (not the queue: a slot's results are what gc
+/// collects), running in `repo`.
+fn send_worktree_task(t: &TestRoot, repo: &Path, id: &str, prompt: &str) -> Value {
+    let mut task = conductor::Task::new(prompt).with_id(id);
+    task.dir = Some(repo.to_path_buf());
+    task.worktree = Some(true);
+    t.client.write_task(Slot(0), &task).unwrap();
+    let r = t
+        .client
+        .wait_for_result(Slot(0), &TaskId::from(id), BOUND)
+        .unwrap_or_else(|e| panic!("task {id}: {e}"));
+    assert!(r.success, "{r:?}");
+    serde_json::to_value(r).unwrap()
+}
+
+#[test]
+fn gc_keeps_an_unmerged_tasks_result_so_diff_and_merge_still_work() {
+    let t = TestRoot::new();
+    let repo = repo(&t);
+    let _w = WorkerProc::start(&t, Slot(0), &edit_agent(), &[], &[]);
+    let kept = send_worktree_task(&t, &repo, "u1", "WRITE u.txt kept");
+    send_worktree_task(&t, &repo, "u2", "WRITE v.txt thrown");
+    send_worktree_task(&t, &repo, "u3", "WRITE w.txt merged");
+    // Seen: `tasks --json` and `status --json` (what MCP `tasks`/`status` return) carry
+    // each task's branch and diffstat; `tasks` shows them in a column.
+    let listed: Value =
+        serde_json::from_str(&conductor_ok(&t, &["tasks", "--json"], 0).stdout).unwrap();
+    let u1 = listed["tasks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|x| x["id"] == "u1")
+        .unwrap();
+    assert_eq!(u1["worktree"]["branch"], "conductor/u1", "{listed:#}");
+    assert_eq!(u1["worktree"]["filesChanged"], 1, "{listed:#}");
+    let status: Value =
+        serde_json::from_str(&conductor_ok(&t, &["status", "--json"], 0).stdout).unwrap();
+    assert_eq!(
+        status["workers"][0]["worktree"]["branch"], "conductor/u3",
+        "the slot's last task: {status:#}"
+    );
+    let table = conductor_ok(&t, &["tasks"], 0).stdout;
+    assert!(table.contains("conductor/u1 +1 -0 in 1 file"), "{table}");
+
+    conductor_ok(&t, &["discard", "u2"], 0);
+    conductor_ok(&t, &["merge", "u3"], 0);
+    let path = PathBuf::from(kept["worktree"]["path"].as_str().unwrap());
+    let results = t.path().join("workers/0/results");
+    assert!(results.join("u1.json").exists());
+
+    // Old results go, but not u1's: its branch is neither merged nor discarded.
+    let gc = conductor_ok(&t, &["gc", "--older-than", "0s", "--apply"], 0).stdout;
+    assert!(!results.join("u2.json").exists(), "{gc}");
+    assert!(!results.join("u3.json").exists(), "{gc}");
+    assert!(results.join("u1.json").exists(), "{gc}");
+    assert!(
+        t.path().join("workers/0/tasks/u1.json").exists(),
+        "its record stays too"
+    );
+    assert!(
+        gc.contains("u1 (conductor/u1 in ") && gc.contains("neither merged nor discarded"),
+        "{gc}"
+    );
+    assert!(path.is_dir(), "within its retention the worktree stays");
+    let diff = conductor_ok(&t, &["diff", "u1", "--stat"], 0).stdout;
+    assert!(diff.contains("u.txt"), "{diff}");
+
+    // Past the retention the worktree goes; the branch and the result stay.
+    std::fs::write(
+        t.path().join("config.json"),
+        r#"{"worktreeRetentionSecs": 0}"#,
+    )
+    .unwrap();
+    let json = conductor_ok(&t, &["gc", "--older-than", "0s", "--json"], 0).stdout;
+    let plan: Value = serde_json::from_str(&json).unwrap();
+    assert_eq!(plan["unmerged"][0]["id"], "u1", "{plan:#}");
+    assert_eq!(plan["unmerged"][0]["worktree"], false, "{plan:#}");
+    conductor_ok(&t, &["gc", "--older-than", "0s", "--apply"], 0);
+    assert!(!path.exists());
+    assert_eq!(worktree_count(&repo), 1);
+    assert_eq!(branches(&repo), ["conductor/u1"]);
+    assert!(results.join("u1.json").exists());
+    let diff = conductor_ok(&t, &["diff", "u1", "--stat"], 0).stdout;
+    assert!(diff.contains("u.txt"), "{diff}");
+
+    // doctor: a conductor/ branch no result accounts for is an orphan; u1's is not.
+    let doctor = |t: &TestRoot| -> Value {
+        let out = conductor(t, &["doctor", "--agent", "cat", "--json"]);
+        let v: Value = serde_json::from_str(&out.stdout).unwrap();
+        v["checks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|c| c["name"] == "worktrees")
+            .cloned()
+            .unwrap()
+    };
+    assert_eq!(doctor(&t)["status"], "ok", "{:#}", doctor(&t));
+    git(&repo, &["branch", "conductor/lost", "HEAD"]);
+    git(&repo, &["branch", "conductor/worker-1", "HEAD"]);
+    let check = doctor(&t);
+    assert_eq!(check["status"], "warn", "{check:#}");
+    let detail = check["detail"].as_str().unwrap();
+    assert!(detail.contains("branch conductor/lost of "), "{check:#}");
+    assert!(!detail.contains("conductor/u1"), "{check:#}");
+    assert!(
+        !detail.contains("worker-1"),
+        "launch's branches are not tasks': {check:#}"
+    );
+    git(&repo, &["branch", "-D", "conductor/lost"]);
+
+    // Merged, it is an old result like any other.
+    conductor_ok(&t, &["merge", "u1"], 0);
+    assert_eq!(
+        std::fs::read_to_string(repo.join("u.txt")).unwrap(),
+        "kept\n"
+    );
+    conductor_ok(&t, &["gc", "--older-than", "0s", "--apply"], 0);
+    assert!(!results.join("u1.json").exists());
+}
+
 /// Median and p99 of `xs` (sorted in place).
 fn median_p99(xs: &mut [f64]) -> (f64, f64) {
     xs.sort_by(|a, b| a.partial_cmp(b).unwrap());

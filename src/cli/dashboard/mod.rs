@@ -59,6 +59,8 @@ const TICK: Duration = Duration::from_secs(1);
 /// How much of a log the tail pane reads, and the output view.
 const TAIL_BYTES: u64 = 64 * 1024;
 const OUTPUT_BYTES: u64 = 4 * 1024 * 1024;
+/// Most lines of a task's diff the output view holds.
+const DIFF_LINES: usize = 100_000;
 /// No slot selected, for the watcher's filter.
 const NO_SLOT: u32 = u32::MAX;
 
@@ -219,6 +221,7 @@ impl Dashboard {
                         Action::Nothing => {}
                         Action::Redraw => { self.follow_selection(); self.load_tail(); self.draw(term)?; }
                         Action::OpenOutput => { self.open_output(); self.draw(term)?; }
+                        Action::OpenDiff => { self.open_diff(); self.draw(term)?; }
                         Action::Cancel(id) => { self.cancel(&id); dirty = true; self.draw(term)?; }
                     },
                     Ok(Input::Resize) => self.draw(term)?,
@@ -295,6 +298,10 @@ impl Dashboard {
                     }
                     (_, None) => format!("worker {} · no task yet", r.slot),
                 };
+                let title = match &r.worktree {
+                    Some(w) => format!("{title} · {} (d: diff)", super::tasks::branch_cell(w)),
+                    None => title,
+                };
                 let lines = output_path(&self.root, r)
                     .and_then(|p| read_tail(&p, TAIL_BYTES).ok())
                     .unwrap_or_default();
@@ -359,6 +366,71 @@ impl Dashboard {
         };
         self.shown = shown;
         self.ui.open_output(title, lines);
+    }
+
+    /// The selected slot's last task's change, `git diff --stat --patch BASE...BRANCH`
+    /// in its repository, in the output view (scrolled from the top).
+    fn open_diff(&mut self) {
+        let Some(Selected::Slot(r)) = self.ui.selection() else {
+            self.ui.message = Some("select a worker whose last task ran in a worktree".into());
+            return;
+        };
+        let (worktree, id) = (r.worktree.clone(), r.task_id.clone());
+        let (working, slot) = (r.state == SlotState::Working, r.slot);
+        let (w, id) = match (worktree, id) {
+            (Some(w), Some(id)) => (w, id),
+            (_, Some(id)) if working => {
+                self.ui.message = Some(format!(
+                    "task {id} is running: its change is there when it ends"
+                ));
+                return;
+            }
+            (_, Some(id)) => {
+                self.ui.message = Some(format!(
+                    "task {id} ran in no worktree of its own (--worktree): no branch to diff"
+                ));
+                return;
+            }
+            (_, None) => {
+                self.ui.message = Some(format!("worker {slot} has run no task yet"));
+                return;
+            }
+        };
+        if !w.kept {
+            self.ui.message = Some(format!(
+                "task {id} changed nothing: its branch {} was removed",
+                w.branch
+            ));
+            return;
+        }
+        let diff = crate::worktree::diff_range(&w).and_then(|range| {
+            crate::worktree::git(
+                &w.repo,
+                &[
+                    "diff",
+                    "--no-color",
+                    "--no-ext-diff",
+                    "--stat",
+                    "--patch",
+                    &range,
+                ],
+            )
+        });
+        match diff {
+            Ok(text) => {
+                let mut lines: Vec<String> = text.lines().map(model::printable).collect();
+                lines.truncate(DIFF_LINES);
+                let title = format!(
+                    "task {id} · {} · {}",
+                    super::tasks::branch_cell(&w),
+                    w.repo.display()
+                );
+                self.shown = Shown::Fixed;
+                self.ui.open_output(title, lines);
+                self.ui.scroll_to_top();
+            }
+            Err(e) => self.ui.message = Some(format!("cannot show task {id}'s diff: {e}")),
+        }
     }
 
     fn cancel(&mut self, id: &TaskId) {

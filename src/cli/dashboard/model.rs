@@ -24,6 +24,8 @@ pub enum SlotState {
     Done,
     /// Idle; its last task did not succeed.
     Failed,
+    /// Idle and paused (`conductor pause`): it takes no new task until resumed.
+    Paused,
 }
 
 impl SlotState {
@@ -34,6 +36,7 @@ impl SlotState {
             SlotState::Working => "working",
             SlotState::Done => "done",
             SlotState::Failed => "failed",
+            SlotState::Paused => "paused",
         }
     }
 }
@@ -55,6 +58,8 @@ pub struct SlotRow {
     pub agent: Option<String>,
     /// A task waiting in the slot's inbox.
     pub inbox: Option<TaskId>,
+    /// The ended task's branch and diffstat, when it ran in a worktree of its own.
+    pub worktree: Option<crate::protocol::WorktreeChange>,
 }
 
 /// One pending queue task.
@@ -144,7 +149,17 @@ impl Reader {
             problems.push(e.to_string());
             Vec::new()
         });
-        let slots = reports.iter().map(|r| self.slot_row(root, r)).collect();
+        let paused = crate::queue::pause::Paused::load(root);
+        let slots = reports
+            .iter()
+            .map(|r| {
+                let mut row = self.slot_row(root, r);
+                if paused.slot(r.slot) && row.state != SlotState::Working {
+                    row.state = SlotState::Paused;
+                }
+                row
+            })
+            .collect();
         let pending = Queue::new(root.clone()).pending().unwrap_or_else(|e| {
             problems.push(e.to_string());
             Vec::new()
@@ -198,6 +213,7 @@ impl Reader {
             cost: ended.and_then(|e| e.cost),
             agent: r.agent.clone(),
             inbox: r.inbox.as_ref().and_then(|f| f.task_id.clone()),
+            worktree: r.worktree.clone().filter(|_| ended.is_some()),
         }
     }
 

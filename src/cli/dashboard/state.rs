@@ -29,6 +29,9 @@ pub enum Action {
     Quit,
     /// Read the selected item's whole output and show it ([`Ui::open_output`]).
     OpenOutput,
+    /// Show the selected task's change (a `--worktree` task's `git diff`) in the
+    /// output view.
+    OpenDiff,
     Cancel(TaskId),
 }
 
@@ -147,6 +150,13 @@ impl Ui {
         };
     }
 
+    /// Show the output view from its first line (a diff reads from the top).
+    pub fn scroll_to_top(&mut self) {
+        if let Mode::Output { scroll, .. } = &mut self.mode {
+            *scroll = Some(0);
+        }
+    }
+
     /// What `key` does.
     pub fn on_key(&mut self, key: KeyEvent) -> Action {
         if key.kind == KeyEventKind::Release {
@@ -208,6 +218,7 @@ impl Ui {
             KeyCode::Home | KeyCode::Char('g') => self.selected = 0,
             KeyCode::End | KeyCode::Char('G') => self.selected = last,
             KeyCode::Enter => return Action::OpenOutput,
+            KeyCode::Char('d') => return Action::OpenDiff,
             KeyCode::Char('c') => {
                 match self.cancel_target() {
                     Some((id, what)) => self.mode = Mode::Confirm { id, what },
@@ -246,6 +257,7 @@ mod tests {
             cost: None,
             agent: None,
             inbox: None,
+            worktree: None,
         }
     }
 

@@ -17,14 +17,15 @@ const QUEUE_ROWS: usize = 4;
 /// Width of the queue's WAITING column.
 const WAIT_WIDTH: usize = 30;
 
-const KEYS: &str = "↑↓/jk select · Enter output · c cancel · ? keys · q quit";
+const KEYS: &str = "↑↓/jk select · Enter output · d diff · c cancel · ? keys · q quit";
 
 /// What `?` shows: every key, by mode.
-const HELP: [&str; 12] = [
+const HELP: [&str; 13] = [
     "In the list",
     "  ↑ ↓  j k     select a worker or a queued task",
     "  g G  Home End  the first / the last",
     "  Enter        the selected task's whole output",
+    "  d            its change: git diff of a --worktree task's branch",
     "  c            cancel the selected running or queued task (y/n)",
     "  ?            these keys",
     "  q  Esc  Ctrl-C  quit",
@@ -190,6 +191,9 @@ fn slot_cells(r: &SlotRow, task_width: usize) -> Row<'static> {
         (None, Some(id)) => id.to_string(),
         (None, None) => String::new(),
     };
+    if let Some(w) = r.worktree.as_ref().filter(|w| w.kept) {
+        task = format!("[+{} -{}] {task}", w.insertions, w.deletions);
+    }
     if r.inbox.is_some() {
         task = format!("[+1 in inbox] {task}");
     }
@@ -409,6 +413,7 @@ mod tests {
                 _ => None,
             },
             inbox: None,
+            worktree: None,
         };
         Snapshot {
             root: "/tmp/root".into(),

@@ -131,6 +131,35 @@ pub async fn follow(
     peer: Peer<RoleServer>,
 ) -> crate::Result<impl std::future::Future<Output = ()> + Send + 'static> {
     let named = parse(&uri)?;
+    let log = named.log;
+    watch(client, hub, named, move || {
+        let (peer, uri) = (peer.clone(), uri.clone());
+        async move {
+            let told = peer
+                .notify_resource_updated(rmcp::model::ResourceUpdatedNotificationParam::new(uri))
+                .await;
+            if told.is_ok() && log {
+                tokio::time::sleep(LOG_EVERY).await;
+            }
+            told.is_ok()
+        }
+    })
+    .await
+}
+
+/// Follow `named` on the hub: the subscription is armed before this returns; the
+/// returned future calls `tell` at each change of what a read would return, until the
+/// task has finished (after telling that) or `tell` answers false (the client has gone).
+pub async fn watch<F, Fut>(
+    client: Client,
+    hub: Hub,
+    named: Named,
+    mut tell: F,
+) -> crate::Result<impl std::future::Future<Output = ()> + Send + 'static>
+where
+    F: FnMut() -> Fut + Send + 'static,
+    Fut: std::future::Future<Output = bool> + Send,
+{
     let woken = Arc::new(Notify::new());
     let (sub, first) = {
         let (client, named, woken) = (client.clone(), named.clone(), woken.clone());
@@ -181,18 +210,9 @@ pub async fn follow(
                 return;
             };
             if now != last {
-                if peer
-                    .notify_resource_updated(rmcp::model::ResourceUpdatedNotificationParam::new(
-                        uri.clone(),
-                    ))
-                    .await
-                    .is_err()
-                {
-                    return; // the client has gone
-                }
                 last = now;
-                if named.log {
-                    tokio::time::sleep(LOG_EVERY).await;
+                if !tell().await {
+                    return; // the client has gone
                 }
             }
         }

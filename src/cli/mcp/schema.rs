@@ -233,6 +233,7 @@ pub fn output(name: &str) -> Option<Map<String, Value>> {
                 "id": id, "state": {"type": "string"}, "depth": {"type": "integer"},
                 "warning": {"type": "string"}, "after": {"type": "array"},
                 "prompt": {"type": "string"},
+                "continuedFrom": id,
                 "wait": {"type": "object"},
             },
             "required": ["id", "state"],
@@ -255,6 +256,35 @@ pub fn output(name: &str) -> Option<Map<String, Value>> {
             "required": ["allFinished", "tasks"],
         }),
         "result" => task_view(),
+        "retry" => json!({
+            "type": "object",
+            "properties": {
+                "id": id, "retried": id, "state": {"type": ["string", "null"]},
+                "slot": {"type": ["integer", "null"]},
+            },
+            "required": ["id", "retried"],
+        }),
+        "totals" => {
+            let totals = json!({
+                "type": "object",
+                "properties": {
+                    "name": {"type": "string"}, "tasks": {"type": "integer"},
+                    "done": {"type": "integer"}, "failed": {"type": "integer"},
+                    "unfinished": {"type": "integer"}, "costUsd": {"type": "number"},
+                    "turns": {"type": "integer"}, "runMs": {"type": "integer"},
+                },
+                "required": ["tasks", "done", "failed", "unfinished", "costUsd"],
+            });
+            let list = json!({"type": "array", "items": totals});
+            json!({
+                "type": "object",
+                "properties": {
+                    "root": {"type": "string"}, "total": totals,
+                    "byKey": list, "byAgent": list, "byDay": list,
+                },
+                "required": ["root", "total", "byKey", "byAgent", "byDay"],
+            })
+        }
         "tasks" => json!({
             "type": "object",
             "properties": {
@@ -289,6 +319,11 @@ pub fn output(name: &str) -> Option<Map<String, Value>> {
                 }},
             },
             "required": ["root", "pending"],
+        }),
+        "edit" => json!({
+            "type": "object",
+            "properties": {"id": id, "state": {"type": "string"}, "task": {"type": "object"}},
+            "required": ["id", "state", "task"],
         }),
         "cancel" => json!({
             "type": "object",

@@ -10,16 +10,19 @@ use rmcp::handler::server::router::tool::ToolRouter;
 use rmcp::handler::server::tool::ToolCallContext;
 use rmcp::handler::server::wrapper::Parameters;
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation,
-    ListResourceTemplatesResult, ListResourcesResult, PaginatedRequestParams,
-    ReadResourceRequestParams, ReadResourceResponse, ReadResourceResult, Resource,
-    ServerCapabilities, ServerConfig, SubscribeRequestParams, UnsubscribeRequestParams,
+    CallToolRequestParams, CallToolResponse, CallToolResult, CancelTaskParams, ContentBlock,
+    CreateTaskResult, GetTaskParams, GetTaskResult, Implementation, ListResourceTemplatesResult,
+    ListResourcesResult, PaginatedRequestParams, ReadResourceRequestParams, ReadResourceResponse,
+    ReadResourceResult, Resource, ServerCapabilities, ServerConfig, SubscribeRequestParams,
+    UnsubscribeRequestParams,
 };
 use rmcp::{schemars, tool, tool_handler, tool_router, ErrorData, ServerHandler};
 use serde::Deserialize;
 use serde_json::{json, Value};
 
+use super::handles::{self, Handle, Origin};
 use super::{reply, resources, schema, waits};
+use crate::queue::pause::{self, Target};
 use crate::queue::Queue;
 use crate::tasks::{Cursor, ListOptions, TaskState};
 use crate::wait::Hub;
@@ -48,8 +51,11 @@ both return a task id at once. Then `wait` for ids (it returns within its timeou
 finished or not: call it again to keep waiting; with a progressToken it reports each \
 task's progress) and read answers with `result`. `tasks` lists tasks (paged: pass \
 `nextCursor` back as `cursor`), `status` shows the workers and the queue, `logs` shows \
-what a task's agent has printed so far, `cancel` stops a task. Submit independent tasks \
-first, then wait for them together: they run in parallel. Resources \
+what a task's agent has printed so far, `cancel` stops a task, `retry` runs a finished \
+one again (resuming its agent's session), `totals` sums up counts and costs, `edit` changes a queued one. `submit` \
+with `continueFrom` hands a finished task's output on to the next, with `wait: true` it \
+waits for the answer itself. Submit independent tasks first, then wait for them \
+together: they run in parallel. Resources \
 conductor://tasks/{id} and conductor://tasks/{id}/log can be read and subscribed to.";
 
 #[derive(Debug, Deserialize, schemars::JsonSchema)]
@@ -94,6 +100,40 @@ pub struct SubmitArgs {
     /// The model the agent uses for this task (the claude, codex and gemini presets pass
     /// it on; a plain command ignores it).
     pub model: Option<String>,
+    /// The group it runs in (made with `conductor group add NAME --parallel N`): at
+    /// most that many tasks of the group run at once.
+    pub group: Option<String>,
+    /// Narrow the tools the worker lets its agent use unattended to these (claude
+    /// preset; `[]`: none, e.g. `["Read"]` for a read-only task): each must be one the
+    /// worker allows, and the worker's others are denied to this task's agent. Asking
+    /// for a tool the worker does not allow gets the task rejected.
+    pub allowed_tools: Option<Vec<String>>,
+    /// Narrow the worker's permission mode (claude preset: `plan`, `dontAsk`,
+    /// `acceptEdits`…) or approval mode (gemini: `plan`, `default`, `auto_edit`) for this
+    /// task; one letting the agent do more than the worker's gets the task rejected.
+    pub permission_mode: Option<String>,
+    /// Extra environment variables for the agent, as {"NAME": "value"} (names of
+    /// letters, digits and _; CONDUCTOR_* names are refused).
+    #[serde(default)]
+    pub env: std::collections::BTreeMap<String, String>,
+    /// Labels to find the task by later (`tasks` with `labels`): 1-64 characters of
+    /// A-Z a-z 0-9 . _ - : / each.
+    #[serde(default)]
+    pub labels: Vec<String>,
+    /// A finished task whose output this task continues from: it is added after the
+    /// prompt, as `conductor run --chain` passes one step's output to the next. A task
+    /// that has not finished yet is refused (wait for it first).
+    pub continue_from: Option<IdArg>,
+    /// Wait for the task to finish before answering, as `wait` does (with progress
+    /// notifications when a progressToken is sent); the answer then carries `wait`.
+    pub wait: Option<bool>,
+    /// With wait: how long to wait at most, in seconds (default 30, at most 50); the
+    /// task runs on after it.
+    #[schemars(range(min = 0.0))]
+    pub wait_secs: Option<f64>,
+    /// With wait: how much of the output to return, in characters, from its end
+    /// (default 20000).
+    pub max_output_chars: Option<usize>,
 }
 
 #[derive(Debug, Deserialize, schemars::JsonSchema)]
@@ -117,6 +157,43 @@ pub struct SendArgs {
     pub agent: Option<String>,
     /// The model the agent uses for this task (claude, codex and gemini presets).
     pub model: Option<String>,
+    /// Narrow the tools the worker lets its agent use unattended to these (claude
+    /// preset; `[]`: none, e.g. `["Read"]` for a read-only task): each must be one the
+    /// worker allows, and the worker's others are denied to this task's agent. Asking
+    /// for a tool the worker does not allow gets the task rejected.
+    pub allowed_tools: Option<Vec<String>>,
+    /// Narrow the worker's permission mode (claude preset: `plan`, `dontAsk`,
+    /// `acceptEdits`…) or approval mode (gemini: `plan`, `default`, `auto_edit`) for this
+    /// task; one letting the agent do more than the worker's gets the task rejected.
+    pub permission_mode: Option<String>,
+    /// Extra environment variables for the agent, as {"NAME": "value"} (names of
+    /// letters, digits and _; CONDUCTOR_* names are refused).
+    #[serde(default)]
+    pub env: std::collections::BTreeMap<String, String>,
+    /// Labels to find the task by later (`tasks` with `labels`): 1-64 characters of
+    /// A-Z a-z 0-9 . _ - : / each.
+    #[serde(default)]
+    pub labels: Vec<String>,
+}
+
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct EditArgs {
+    /// The id of a task still waiting in the shared queue.
+    pub id: IdArg,
+    /// The new prompt.
+    pub prompt: Option<String>,
+    /// The new priority, 0-9.
+    #[schemars(range(max = 9))]
+    pub priority: Option<u8>,
+    /// The new serialization key ("" removes it).
+    pub key: Option<String>,
+    /// The tasks it must run after (replaces the list; [] clears it).
+    pub after: Option<Vec<IdArg>>,
+    /// The agent's extra environment (replaces it; {} clears it).
+    pub env: Option<std::collections::BTreeMap<String, String>>,
+    /// Its labels (replaces them; [] clears them).
+    pub labels: Option<Vec<String>>,
 }
 
 #[derive(Debug, Deserialize, schemars::JsonSchema)]
@@ -167,6 +244,11 @@ pub struct TasksArgs {
     pub states: Vec<String>,
     /// Only tasks with this key.
     pub key: Option<String>,
+    /// Only tasks of this group.
+    pub group: Option<String>,
+    /// Only tasks that carry every one of these labels.
+    #[serde(default)]
+    pub labels: Vec<String>,
     /// Only tasks sent to, running on, or run by this worker slot.
     pub slot: Option<u32>,
     /// Only tasks submitted within this long (`90s`, `2h`, `1d`) or since this time
@@ -177,6 +259,87 @@ pub struct TasksArgs {
     pub limit: Option<usize>,
     /// Where to go on from: the `nextCursor` of the previous page (same filters).
     pub cursor: Option<String>,
+}
+
+#[derive(Debug, Default, Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct PauseArgs {
+    /// One worker slot: it takes no new task (a task sent to it waits in its inbox).
+    pub slot: Option<u32>,
+    /// Every task with this key.
+    pub key: Option<String>,
+    /// Every task of this group.
+    pub group: Option<String>,
+    /// Everything: no worker of the root starts a task.
+    #[serde(default)]
+    pub all: bool,
+    /// pause only: also stop the running tasks it names and put them back, to run
+    /// again once resumed.
+    #[serde(default)]
+    pub now: bool,
+}
+
+impl PauseArgs {
+    /// The one thing named (exactly one of slot, key, group, all).
+    fn target(&self, root: &crate::Root) -> crate::Result<std::result::Result<Target, String>> {
+        let given = [
+            self.slot.is_some(),
+            self.key.is_some(),
+            self.group.is_some(),
+            self.all,
+        ];
+        if given.iter().filter(|g| **g).count() != 1 {
+            return Ok(Err(
+                "name exactly one of slot, key, group or all (true)".to_string()
+            ));
+        }
+        Ok(Ok(if let Some(n) = self.slot {
+            let slot = match Slot::checked(n) {
+                Ok(s) => s,
+                Err(e) => return Ok(Err(e.to_string())),
+            };
+            root.existing_slot(slot)?;
+            Target::Slot(n)
+        } else if let Some(k) = &self.key {
+            Target::Key(k.clone())
+        } else if let Some(g) = &self.group {
+            crate::queue::groups::require(root, g)?;
+            Target::Group(g.clone())
+        } else {
+            Target::All
+        }))
+    }
+}
+
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct RetryArgs {
+    /// The finished task to run again.
+    pub id: IdArg,
+    /// Continue the agent's session instead of starting afresh (claude and codex
+    /// presets; the session id is taken from the task's result or log).
+    pub resume: Option<bool>,
+    /// A new prompt in place of the old one (with resume: what to do next, e.g.
+    /// "continue, and fix the failing test").
+    #[schemars(length(min = 1))]
+    pub prompt: Option<String>,
+    /// The new task's id (default: ID-r1, -r2 …).
+    pub new_id: Option<IdArg>,
+}
+
+#[derive(Debug, Default, Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct TotalsArgs {
+    /// Only tasks in these states (as `tasks` takes them).
+    #[serde(default)]
+    pub states: Vec<String>,
+    /// Only tasks with this key.
+    pub key: Option<String>,
+    /// Only tasks sent to, running on, or run by this worker slot.
+    pub slot: Option<u32>,
+    /// Only tasks submitted within this long (`90s`, `2h`, `1d`) or since this time
+    /// (RFC 3339).
+    pub since: Option<String>,
 }
 
 /// A task id as a client gives it: a string, or a number (an all-digit id); answers
@@ -224,6 +387,8 @@ pub struct Conductor {
     waiting: Arc<AtomicUsize>,
     /// Resource subscriptions by URI: each one a task following its task.
     subscriptions: Arc<Mutex<HashMap<String, tokio::task::AbortHandle>>>,
+    /// The task handles given (Tasks extension), by task id.
+    handles: Arc<Mutex<HashMap<String, Handle>>>,
     tool_router: ToolRouter<Conductor>,
 }
 
@@ -277,6 +442,7 @@ impl Conductor {
             hub: Hub::new(WatchMode::Auto),
             waiting: Arc::new(AtomicUsize::new(0)),
             subscriptions: Arc::default(),
+            handles: Arc::default(),
             tool_router,
         }
     }
@@ -287,17 +453,25 @@ impl Conductor {
         &self,
         f: impl FnOnce(&Client) -> crate::Result<Reply> + Send + 'static,
     ) -> std::result::Result<CallToolResult, ErrorData> {
+        to_call(self.reply(f).await)
+    }
+
+    /// [`Conductor::blocking`]'s answer before it becomes a tool result.
+    async fn reply(
+        &self,
+        f: impl FnOnce(&Client) -> crate::Result<Reply> + Send + 'static,
+    ) -> Reply {
         let client = self.client.clone();
         let joined = tokio::task::spawn_blocking(move || {
             client.root().require_existing()?;
             f(&client)
         })
         .await;
-        to_call(match joined {
+        match joined {
             Ok(Ok(reply)) => reply,
             Ok(Err(e)) => Err(e.to_string()),
             Err(e) => Err(format!("internal error: the call failed: {e}")),
-        })
+        }
     }
 }
 
@@ -312,8 +486,24 @@ impl Conductor {
         chars: usize,
         ctx: RequestContext<RoleServer>,
     ) -> Result<CallToolResult, ErrorData> {
+        match self.waited(ids, given, timeout, chars, ctx).await {
+            Some(reply) => to_call(reply),
+            // Cancelled: the client no longer wants an answer; this one is dropped.
+            None => Err(ErrorData::internal_error("the request was cancelled", None)),
+        }
+    }
+
+    /// [`Conductor::wait_for`]'s answer: `None` when the client cancelled the request.
+    async fn waited(
+        &self,
+        ids: Vec<TaskId>,
+        given: &[IdArg],
+        timeout: Duration,
+        chars: usize,
+        ctx: RequestContext<RoleServer>,
+    ) -> Option<Reply> {
         if let Err(e) = self.client.root().require_existing() {
-            return to_call(Err(e.to_string()));
+            return Some(Err(e.to_string()));
         }
         let progress = ctx.meta.get_progress_token().map(|token| waits::Progress {
             peer: ctx.peer.clone(),
@@ -338,12 +528,180 @@ impl Conductor {
                         t["id"] = g.echo();
                     }
                 }
-                to_call(Ok(v))
+                Some(Ok(v))
             }
-            // Cancelled: the client no longer wants an answer; this one is dropped.
-            Ok(None) => Err(ErrorData::internal_error("the request was cancelled", None)),
-            Err(e) => to_call(Err(e.to_string())),
+            Ok(None) => None,
+            Err(e) => Some(Err(e.to_string())),
         }
+    }
+}
+
+/// A `wait`'s timeout in seconds as given (default 30), within 0..=50.
+fn wait_secs(given: Option<f64>) -> Duration {
+    let secs = given.unwrap_or(WAIT_DEFAULT_SECS);
+    let secs = if secs.is_finite() {
+        secs.clamp(0.0, WAIT_CAP_SECS)
+    } else {
+        WAIT_CAP_SECS
+    };
+    Duration::from_secs_f64(secs)
+}
+
+impl Conductor {
+    fn handle(&self, id: &TaskId) -> Option<Handle> {
+        self.handles
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(&id.to_string())
+            .cloned()
+    }
+
+    /// A `submit` with wait or a `wait` for one task, from a client of the Tasks
+    /// extension: answered at once with a handle on the conductor task (see
+    /// [`handles`]). A call refused before there is a task is answered as usual.
+    async fn call_as_task(
+        &self,
+        origin: Origin,
+        mut request: CallToolRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, ErrorData> {
+        let args = request.arguments.clone().unwrap_or_default();
+        let chars = args
+            .get("maxOutputChars")
+            .and_then(Value::as_u64)
+            .map_or(reply::DEFAULT_OUTPUT_CHARS, |n| n as usize);
+        let given = match origin {
+            Origin::Submit => {
+                // Submit without waiting; the handle is the wait.
+                if let Some(a) = request.arguments.as_mut() {
+                    a.remove("wait");
+                    a.remove("waitSecs");
+                }
+                let peer = context.peer.clone();
+                let call = ToolCallContext::new(self, request, context);
+                let submitted = match self.tool_router.call(call).await? {
+                    CallToolResponse::Complete(r) => r,
+                    other => return Ok(other),
+                };
+                match (&submitted.is_error, &submitted.structured_content) {
+                    (Some(false) | None, Some(v)) if v.get("id").is_some() => {
+                        let given = v["id"].clone();
+                        return self.hand_out(origin, given, chars, peer).await;
+                    }
+                    _ => return Ok(submitted.into()),
+                }
+            }
+            Origin::Wait => args
+                .get("ids")
+                .and_then(Value::as_array)
+                .and_then(|a| a.first())
+                .cloned()
+                .unwrap_or(Value::Null),
+        };
+        let answered = self
+            .hand_out(origin, given, chars, context.peer.clone())
+            .await?;
+        if matches!(answered, CallToolResponse::Task(_)) {
+            return Ok(answered);
+        }
+        // No such task (or a bad id): the plain `wait` says why.
+        let call = ToolCallContext::new(self, request, context);
+        self.tool_router.call(call).await
+    }
+
+    /// A handle on the task the client names `given`, remembered, and followed with
+    /// `notifications/tasks` until it finishes; a plain tool error when there is none.
+    async fn hand_out(
+        &self,
+        origin: Origin,
+        given: Value,
+        chars: usize,
+        peer: rmcp::Peer<RoleServer>,
+    ) -> Result<CallToolResponse, ErrorData> {
+        let id = match serde_json::from_value::<IdArg>(given.clone())
+            .map_err(|e| e.to_string())
+            .and_then(|g| g.id())
+        {
+            Ok(id) => id,
+            Err(msg) => return to_call(Err(msg)).map(Into::into),
+        };
+        let handle = Handle::new(origin, Some(given), chars);
+        let (client, id2, h2) = (self.client.clone(), id.clone(), handle.clone());
+        let found = tokio::task::spawn_blocking(move || {
+            client.root().require_existing()?;
+            Ok::<_, Error>(match handles::detailed(&client, &id2, Some(&h2))? {
+                Some(t) => Ok(t.task),
+                None => Err(reply::no_such_task(&client, &id2).to_string()),
+            })
+        })
+        .await;
+        let seed = match found {
+            Ok(Ok(Ok(seed))) => seed,
+            Ok(Ok(Err(msg))) => return to_call(Err(msg)).map(Into::into),
+            Ok(Err(e)) => return to_call(Err(e.to_string())).map(Into::into),
+            Err(e) => return Err(ErrorData::internal_error(e.to_string(), None)),
+        };
+        self.handles
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(id.to_string(), handle.clone());
+        let (client, named) = (
+            self.client.clone(),
+            resources::Named {
+                id: id.clone(),
+                log: false,
+            },
+        );
+        // Tells the client where the task is now, if that is not `was`; false when the
+        // client has gone.
+        let tell_now = {
+            let (client, id, handle) = (client.clone(), id.clone(), handle.clone());
+            move |was: Option<rmcp::model::TaskStatus>| {
+                let (c, id, h, peer) = (client.clone(), id.clone(), handle.clone(), peer.clone());
+                async move {
+                    let now =
+                        tokio::task::spawn_blocking(move || handles::detailed(&c, &id, Some(&h)))
+                            .await;
+                    match now {
+                        Ok(Ok(Some(task))) if Some(task.status()) == was => true,
+                        Ok(Ok(Some(task))) => handles::tell(&peer, task).await,
+                        _ => false,
+                    }
+                }
+            }
+        };
+        let on_change = tell_now.clone();
+        let follow =
+            resources::watch(client, self.hub.clone(), named, move || on_change(None)).await;
+        let was = seed.status;
+        tokio::spawn(async move {
+            // A change between the seed and the arming of the watch is told here (the
+            // watch only tells changes after it was armed).
+            if tell_now(Some(was)).await {
+                if let Ok(follow) = follow {
+                    follow.await;
+                }
+            }
+        });
+        Ok(CallToolResponse::Task(CreateTaskResult::new(seed)))
+    }
+}
+
+/// Whether a call becomes a task handle for a client of the Tasks extension: a
+/// `submit` with `wait: true`, or a `wait` for one task.
+fn handle_origin(request: &CallToolRequestParams) -> Option<Origin> {
+    let args = request.arguments.as_ref()?;
+    match request.name.as_ref() {
+        "submit" if args.get("wait") == Some(&Value::Bool(true)) => Some(Origin::Submit),
+        "wait"
+            if args
+                .get("ids")
+                .and_then(Value::as_array)
+                .is_some_and(|a| a.len() == 1) =>
+        {
+            Some(Origin::Wait)
+        }
+        _ => None,
     }
 }
 
@@ -365,27 +723,72 @@ impl Conductor {
     async fn submit(
         &self,
         Parameters(args): Parameters<SubmitArgs>,
+        ctx: RequestContext<RoleServer>,
     ) -> Result<CallToolResult, ErrorData> {
         let given = args.id.clone();
+        let wait = args.wait.unwrap_or(false);
+        let timeout = wait_secs(args.wait_secs);
+        let chars = args.max_output_chars.unwrap_or(reply::DEFAULT_OUTPUT_CHARS);
+        let from = match args.continue_from.as_ref().map(IdArg::id).transpose() {
+            Ok(f) => f,
+            Err(msg) => return to_call(Err(format!("`continueFrom`: {msg}"))),
+        };
         let task = match submit_task(args) {
             Ok(t) => t,
             Err(msg) => return to_call(Err(msg)),
         };
-        self.blocking(move |client| {
-            let id = Queue::new(client.root().clone()).submit(&task)?;
-            let mut v = json!({ "id": id, "state": "queued" });
-            if let Some(d) = task.depth {
-                v["depth"] = json!(d);
+        let submitted = self
+            .reply(move |client| {
+                let mut task = task;
+                if let Some(from) = &from {
+                    match continued(client, task.prompt, from)? {
+                        Ok(p) => task.prompt = p,
+                        Err(msg) => return Ok(Err(msg)),
+                    }
+                    // The composed prompt must still make a valid task (its size).
+                    if let Err(reason) = task.validate() {
+                        return Ok(Err(Error::InvalidTask { reason }.to_string()));
+                    }
+                }
+                let id = Queue::new(client.root().clone()).submit(&task)?;
+                let mut v = json!({ "id": id, "state": "queued" });
+                if let Some(d) = task.depth {
+                    v["depth"] = json!(d);
+                }
+                if let Some(from) = &from {
+                    v["continuedFrom"] = json!(from);
+                }
+                if matches!(crate::wait::root_served(client.root()), Ok(false)) {
+                    v["warning"] = json!("no live worker serves this root yet: the task stays queued until one starts (`conductor run` or `conductor-worker N DIR`)");
+                }
+                Ok(Ok(v))
+            })
+            .await;
+        let mut v = match submitted {
+            Ok(v) => v,
+            Err(msg) => return to_call(Err(msg)),
+        };
+        if wait {
+            let Ok(id) = serde_json::from_value::<TaskId>(v["id"].clone()) else {
+                return to_call(Err(format!("internal error: submit answered no id: {v}")));
+            };
+            let echo: Vec<IdArg> = given.iter().cloned().collect();
+            match self.waited(vec![id], &echo, timeout, chars, ctx).await {
+                // Cancelled: the task stays submitted; the client no longer wants an answer.
+                None => return Err(ErrorData::internal_error("the request was cancelled", None)),
+                Some(Err(msg)) => return to_call(Err(msg)),
+                Some(Ok(w)) => {
+                    if let Some(state) = w["tasks"][0].get("state") {
+                        v["state"] = state.clone();
+                    }
+                    v["wait"] = w;
+                }
             }
-            if matches!(crate::wait::root_served(client.root()), Ok(false)) {
-                v["warning"] = json!("no live worker serves this root yet: the task stays queued until one starts (`conductor run` or `conductor-worker N DIR`)");
-            }
-            if let Some(given) = &given {
-                v["id"] = given.echo();
-            }
-            Ok(Ok(v))
-        })
-        .await
+        }
+        if let Some(given) = &given {
+            v["id"] = given.echo();
+        }
+        to_call(Ok(v))
     }
 
     #[tool(
@@ -422,6 +825,64 @@ impl Conductor {
     }
 
     #[tool(
+        description = "Change a task that still waits in the shared queue: its prompt, \
+        priority, key, dependencies (after), env or labels; each field given replaces \
+        that field. Refused once a worker has taken the task (or it finished or was \
+        cancelled), and for a task waiting in one slot's inbox. The edit is applied \
+        whole before the task starts, or not at all.",
+        annotations(
+            read_only_hint = false,
+            destructive_hint = false,
+            idempotent_hint = true,
+            open_world_hint = false
+        )
+    )]
+    async fn edit(
+        &self,
+        Parameters(args): Parameters<EditArgs>,
+    ) -> Result<CallToolResult, ErrorData> {
+        let id = match args.id.id() {
+            Ok(id) => id,
+            Err(msg) => return to_call(Err(msg)),
+        };
+        let after = match args.after.as_deref().map(ids).transpose() {
+            Ok(a) => a,
+            Err(msg) => return to_call(Err(msg)),
+        };
+        if args.prompt.as_ref().is_some_and(|p| p.trim().is_empty()) {
+            return to_call(Err(format!(
+                "the new prompt is empty; task {id} is unchanged"
+            )));
+        }
+        let given = args.id.clone();
+        self.blocking(move |client| {
+            let task = client.edit_task(&id, None, |t| {
+                if let Some(p) = args.prompt {
+                    t.prompt = p;
+                }
+                if let Some(p) = args.priority {
+                    t.priority = Some(p);
+                }
+                if let Some(k) = args.key {
+                    t.key = (!k.is_empty()).then_some(k);
+                }
+                if let Some(a) = after {
+                    t.after = a;
+                }
+                if let Some(e) = args.env {
+                    t.env = e;
+                }
+                if let Some(l) = args.labels {
+                    t.labels = l;
+                }
+            })?;
+            let v = json!({ "id": id, "state": "queued", "task": task });
+            Ok(echo_id(Ok(v), &given))
+        })
+        .await
+    }
+
+    #[tool(
         description = "Wait until the given tasks have finished, for at most timeoutSecs \
         (default 30, capped at 50 so a call always returns). Returns each task's state and, \
         for a finished one, its result (output, success, error, exit code, duration, \
@@ -439,14 +900,8 @@ impl Conductor {
             Ok(_) => return to_call(Err("give at least one task id in `ids`".into())),
             Err(msg) => return to_call(Err(msg)),
         };
-        let secs = args.timeout_secs.unwrap_or(WAIT_DEFAULT_SECS);
-        let secs = if secs.is_finite() {
-            secs.clamp(0.0, WAIT_CAP_SECS)
-        } else {
-            WAIT_CAP_SECS
-        };
         let chars = args.max_output_chars.unwrap_or(reply::DEFAULT_OUTPUT_CHARS);
-        self.wait_for(ids, &args.ids, Duration::from_secs_f64(secs), chars, ctx)
+        self.wait_for(ids, &args.ids, wait_secs(args.timeout_secs), chars, ctx)
             .await
     }
 
@@ -474,8 +929,8 @@ impl Conductor {
 
     #[tool(
         description = "List tasks on the root, newest first: id, state, where it runs, \
-        key, priority, times, cost, the start of its prompt. Filter by states, key, slot, \
-        or since (a duration such as 2h, or an RFC 3339 time). Use it to find task ids or \
+        key, priority, labels, times, cost, the start of its prompt. Filter by states, key, \
+        labels, slot, or since (a duration such as 2h, or an RFC 3339 time). Use it to find task ids or \
         see what is pending or failed.",
         annotations(read_only_hint = true, open_world_hint = false)
     )]
@@ -545,6 +1000,93 @@ impl Conductor {
     }
 
     #[tool(
+        description = "Run a finished task again under a new id (ID-r1, -r2 …): back to \
+        the shared queue if it came through it, else to the slot it was sent to. With \
+        resume, the agent continues its session (claude and codex presets) — give a new \
+        prompt saying what to do next; without, it starts afresh with the old prompt or \
+        the new one. Returns the new id at once; `wait` for it.",
+        annotations(
+            read_only_hint = false,
+            destructive_hint = false,
+            open_world_hint = false
+        )
+    )]
+    async fn retry(
+        &self,
+        Parameters(args): Parameters<RetryArgs>,
+    ) -> Result<CallToolResult, ErrorData> {
+        let old = match args.id.id() {
+            Ok(id) => id,
+            Err(msg) => return to_call(Err(msg)),
+        };
+        let new_id = match args.new_id.as_ref().map(IdArg::id).transpose() {
+            Ok(id) => id,
+            Err(msg) => return to_call(Err(format!("`newId`: {msg}"))),
+        };
+        let how = crate::cli::retry::Again {
+            resume: args.resume.unwrap_or(false),
+            id: new_id,
+            prompt: args.prompt,
+        };
+        let (given, given_new) = (args.id, args.new_id);
+        self.blocking(move |client| {
+            let id = match crate::cli::retry::again(client, old, how) {
+                Ok(id) => id,
+                // The library's error, or the refusal `conductor retry` prints.
+                Err(e) => return Ok(Err(format!("{e:#}"))),
+            };
+            let loc = client.find_task(&id)?;
+            let mut v = json!({
+                "id": id,
+                "retried": given.echo(),
+                "state": loc.as_ref().map(|l| l.state),
+                "slot": loc.as_ref().and_then(|l| l.slot).map(|s| s.0),
+            });
+            if let Some(g) = &given_new {
+                v["id"] = g.echo();
+            }
+            Ok(Ok(v))
+        })
+        .await
+    }
+
+    #[tool(
+        description = "Totals over the tasks on the root — how many, done, failed, \
+        unfinished, cost in USD, agent turns and run time — overall, per key, per agent \
+        and per day (as `conductor tasks --summary`). Filter as `tasks` does (states, key, \
+        slot, since). Use it to see what delegated background work has cost.",
+        annotations(read_only_hint = true, open_world_hint = false)
+    )]
+    async fn totals(
+        &self,
+        Parameters(args): Parameters<TotalsArgs>,
+    ) -> Result<CallToolResult, ErrorData> {
+        let opts = match list_options(TasksArgs {
+            states: args.states,
+            key: args.key,
+            slot: args.slot,
+            since: args.since,
+            ..TasksArgs::default()
+        }) {
+            Ok(o) => ListOptions { limit: None, ..o },
+            Err(msg) => return to_call(Err(msg)),
+        };
+        self.blocking(move |client| {
+            let all = client.list_tasks(&opts)?;
+            let mut v =
+                serde_json::to_value(crate::cli::tasks::summary::of(&all)).map_err(|e| {
+                    Error::CallFailed {
+                        what: "totals".into(),
+                        reason: e.to_string(),
+                    }
+                })?;
+            v["root"] = json!(client.root().path());
+            Ok(Ok(v))
+        })
+        .await
+    }
+
+    #[tool(
         description = "Cancel a task: withdrawn if it still waits (queue or inbox), \
         stopped by its worker if it runs. Its result then says cancelled. An error if it \
         had already finished.",
@@ -566,6 +1108,72 @@ impl Conductor {
         let given = args.id;
         self.blocking(move |client| Ok(echo_id(reply::cancel(client, &id)?, &given)))
             .await
+    }
+
+    #[tool(
+        description = "Pause new pickups of one worker slot, a key, a group or all: no \
+        task it names starts until `resume` (running ones go on; with now: true they are \
+        stopped and put back, to run again once resumed). `queue` and `tasks` then say \
+        `paused`; `status` lists the pauses.",
+        annotations(
+            read_only_hint = false,
+            destructive_hint = false,
+            idempotent_hint = true,
+            open_world_hint = false
+        )
+    )]
+    async fn pause(
+        &self,
+        Parameters(args): Parameters<PauseArgs>,
+    ) -> Result<CallToolResult, ErrorData> {
+        self.blocking(move |client| {
+            let target = match args.target(client.root())? {
+                Ok(t) => t,
+                Err(msg) => return Ok(Err(msg)),
+            };
+            let fresh = pause::pause(client.root(), &target, args.now)?;
+            Ok(Ok(json!({
+                "paused": target,
+                "already": !fresh,
+                "now": args.now,
+                "file": client.root().paused_dir().join(target.file_name()),
+            })))
+        })
+        .await
+    }
+
+    #[tool(
+        description = "Resume what `pause` paused (the same slot, key or group; all: \
+        every pause in force): its tasks start again.",
+        annotations(
+            read_only_hint = false,
+            destructive_hint = false,
+            idempotent_hint = true,
+            open_world_hint = false
+        )
+    )]
+    async fn resume(
+        &self,
+        Parameters(args): Parameters<PauseArgs>,
+    ) -> Result<CallToolResult, ErrorData> {
+        self.blocking(move |client| {
+            if args.now {
+                return Ok(Err("now applies to pause only".to_string()));
+            }
+            let target = match args.target(client.root())? {
+                Ok(t) => t,
+                Err(msg) => return Ok(Err(msg)),
+            };
+            if target == Target::All {
+                let lifted = pause::resume_all(client.root())?;
+                return Ok(Ok(
+                    json!({ "resumed": lifted, "wasPaused": !lifted.is_empty() }),
+                ));
+            }
+            let was = pause::resume(client.root(), &target)?;
+            Ok(Ok(json!({ "resumed": target, "wasPaused": was })))
+        })
+        .await
     }
 
     #[tool(
@@ -609,8 +1217,65 @@ impl ServerHandler for Conductor {
                 return Ok(CallToolResult::error(vec![ContentBlock::text(msg)]).into());
             }
         }
+        let tasks_client = context
+            .client_capabilities()
+            .is_some_and(|c| c.supports_tasks());
+        if tasks_client {
+            if let Some(origin) = handle_origin(&request) {
+                return self.call_as_task(origin, request, context).await;
+            }
+        }
         let call = ToolCallContext::new(self, request, context);
         self.tool_router.call(call).await
+    }
+
+    /// `tasks/get`: the conductor task of that id, wherever it is.
+    async fn get_task(
+        &self,
+        request: GetTaskParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<GetTaskResult, ErrorData> {
+        let id = TaskId::parse(&request.task_id)
+            .map_err(|reason| ErrorData::invalid_params(format!("taskId: {reason}"), None))?;
+        let handle = self.handle(&id);
+        let client = self.client.clone();
+        let found = tokio::task::spawn_blocking(move || {
+            client.root().require_existing()?;
+            handles::detailed(&client, &id, handle.as_ref())
+        })
+        .await
+        .map_err(|e| ErrorData::internal_error(e.to_string(), None))?
+        .map_err(|e| ErrorData::internal_error(e.to_string(), None))?;
+        match found {
+            Some(task) => Ok(GetTaskResult::new(task)),
+            None => Err(ErrorData::invalid_params(
+                format!("no task {} on this root", request.task_id),
+                None,
+            )),
+        }
+    }
+
+    /// `tasks/cancel`: cancel the conductor task (withdrawn if it waits, stopped if it
+    /// runs); `tasks/get` then says cancelled. A task already finished stays as it is.
+    async fn cancel_task(
+        &self,
+        request: CancelTaskParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        let id = TaskId::parse(&request.task_id)
+            .map_err(|reason| ErrorData::invalid_params(format!("taskId: {reason}"), None))?;
+        let client = self.client.clone();
+        tokio::task::spawn_blocking(move || {
+            client.root().require_existing()?;
+            if client.find_task(&id)?.is_none() {
+                return Ok(Err(format!("no task {id} on this root")));
+            }
+            reply::cancel(&client, &id).map(|_| Ok(()))
+        })
+        .await
+        .map_err(|e| ErrorData::internal_error(e.to_string(), None))?
+        .map_err(|e| ErrorData::internal_error(e.to_string(), None))?
+        .map_err(|msg| ErrorData::invalid_params(msg, None))
     }
 
     async fn list_resource_templates(
@@ -736,6 +1401,7 @@ impl ServerHandler for Conductor {
                 .enable_tools()
                 .enable_resources()
                 .enable_resources_subscribe()
+                .enable_tasks()
                 .build(),
         )
         .with_server_info(
@@ -762,7 +1428,35 @@ fn submit_task(a: SubmitArgs) -> std::result::Result<Task, String> {
     task.base = a.base;
     task.include_uncommitted = a.include_uncommitted;
     task.model = a.model;
+    task.group = a.group;
+    task.allowed_tools = a.allowed_tools;
+    task.permission_mode = a.permission_mode;
+    task.env = a.env;
+    task.labels = a.labels;
     finish_task(task)
+}
+
+/// `prompt` followed by finished task `from`'s output, composed as `run --chain`
+/// composes a step's prompt; a tool error when `from` has not finished.
+fn continued(
+    client: &Client,
+    prompt: String,
+    from: &TaskId,
+) -> crate::Result<std::result::Result<String, String>> {
+    let loc = client
+        .find_task(from)?
+        .ok_or_else(|| reply::no_such_task(client, from))?;
+    let result = client.result_of(from)?;
+    Ok(match result {
+        Some(r) if loc.state.is_finished() => {
+            Ok(crate::cli::run::chained_prompt(&prompt, Some(&r)))
+        }
+        _ => Err(format!(
+            "`continueFrom`: task {from} is {}; only a finished task's output can be passed on \
+             (wait for it first, or give it in `after` to run after it without its output)",
+            loc.state
+        )),
+    })
 }
 
 /// The slot and task of a `send`, marked with this process's depth.
@@ -775,6 +1469,10 @@ fn send_task(a: SendArgs) -> std::result::Result<(Slot, Task), String> {
     task.dir = a.dir.map(absolute).transpose()?;
     task.agent = a.agent.map(preset_name).transpose()?;
     task.model = a.model;
+    task.allowed_tools = a.allowed_tools;
+    task.permission_mode = a.permission_mode;
+    task.env = a.env;
+    task.labels = a.labels;
     Ok((slot, finish_task(task)?))
 }
 
@@ -833,6 +1531,8 @@ fn list_options(a: TasksArgs) -> std::result::Result<ListOptions, String> {
     Ok(ListOptions {
         states,
         key: a.key,
+        group: a.group,
+        labels: a.labels,
         slot,
         since,
         limit: Some(a.limit.unwrap_or(crate::tasks::list::DEFAULT_LIMIT)),

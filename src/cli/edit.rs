@@ -1,0 +1,277 @@
+//! `conductor edit ID`: change a task that still waits in the shared queue.
+
+use std::path::{Path, PathBuf};
+
+use crate::cli::usage::CliError;
+use crate::tasks::edit::not_editable_reason;
+use crate::{Error, Task, TaskId};
+
+use super::send::EnvLabelArgs;
+use super::{emit, emit_json, RootArg};
+use crate::cli::common::exit;
+
+#[derive(Debug, clap::Args)]
+#[command(after_help = "\
+Without --prompt or -f, the prompt opens in $EDITOR (else $VISUAL, else vi); save and quit \
+to apply, or leave it unchanged. Each option given replaces that field: --after, --env and \
+--label replace the whole list (`--after ''` clears it, and so do `--env ''` and \
+`--label ''`). Only a task waiting in the shared queue can be edited; one that started, \
+finished or was cancelled is refused (exit 3), and so is one waiting in a slot's inbox \
+(cancel it and send it again). If a worker takes the task while the editor is open, the \
+edit is refused and your text is kept in the file it names: the task runs as it was, \
+once, never half edited.")]
+pub struct Args {
+    /// The task's id (or a unique prefix of it).
+    pub id: String,
+    /// The new prompt (instead of opening an editor).
+    #[arg(long, value_name = "TEXT", conflicts_with = "file")]
+    pub prompt: Option<String>,
+    /// Read the new prompt from FILE (`-` for stdin).
+    #[arg(short, long, value_name = "FILE")]
+    pub file: Option<PathBuf>,
+    /// Priority 0-9; higher runs first.
+    #[arg(long, value_name = "0-9", value_parser = clap::value_parser!(u8).range(0..=9))]
+    pub priority: Option<u8>,
+    /// Serialization key (`--key ''` removes it).
+    #[arg(long, value_name = "KEY")]
+    pub key: Option<String>,
+    /// Run only after these tasks have succeeded (replaces the list; `''` clears it).
+    #[arg(long, value_name = "ID[,ID…]", value_delimiter = ',')]
+    pub after: Option<Vec<String>>,
+    #[command(flatten)]
+    pub env_labels: EditEnvLabels,
+    /// Print the edited task as JSON.
+    #[arg(long)]
+    pub json: bool,
+    #[command(flatten)]
+    pub root: RootArg,
+}
+
+/// `--env` and `--label` as `edit` takes them: each replaces the task's whole list, and
+/// an empty value clears it.
+#[derive(Debug, Clone, Default, clap::Args)]
+pub struct EditEnvLabels {
+    /// Set the agent's extra environment to these NAME=VALUE (repeat; replaces the
+    /// task's; `--env ''` clears it).
+    #[arg(long = "env", value_name = "NAME=VALUE", value_parser = parse_env_or_clear)]
+    pub env: Option<Vec<Option<(String, String)>>>,
+    /// Set the task's labels (repeat; replaces them; `--label ''` clears them).
+    #[arg(long = "label", value_name = "LABEL")]
+    pub labels: Option<Vec<String>>,
+}
+
+fn parse_env_or_clear(s: &str) -> Result<Option<(String, String)>, String> {
+    if s.is_empty() {
+        return Ok(None);
+    }
+    super::send::parse_env_arg(s).map(Some)
+}
+
+/// What the options change, as one function on the task.
+struct Changes {
+    prompt: Option<String>,
+    priority: Option<u8>,
+    key: Option<Option<String>>,
+    after: Option<Vec<TaskId>>,
+    env: Option<EnvLabelArgs>,
+    labels: Option<Vec<String>>,
+}
+
+impl Changes {
+    fn from(args: &Args, root: &crate::Root) -> anyhow::Result<Changes> {
+        let prompt = match (&args.prompt, &args.file) {
+            (None, None) => None,
+            (p, f) => Some(super::send::read_prompt(p.clone(), f.as_ref())?),
+        };
+        let after = match &args.after {
+            None => None,
+            Some(list) => {
+                let mut ids = Vec::new();
+                for dep in list.iter().filter(|d| !d.is_empty()) {
+                    ids.push(crate::ids::resolve(root, &super::task_id_arg(dep)?)?);
+                }
+                Some(ids)
+            }
+        };
+        Ok(Changes {
+            prompt,
+            priority: args.priority,
+            key: args
+                .key
+                .as_ref()
+                .map(|k| (!k.is_empty()).then(|| k.clone())),
+            after,
+            env: args.env_labels.env.as_ref().map(|list| EnvLabelArgs {
+                env: list.iter().flatten().cloned().collect(),
+                labels: Vec::new(),
+            }),
+            labels: args
+                .env_labels
+                .labels
+                .as_ref()
+                .map(|l| l.iter().filter(|l| !l.is_empty()).cloned().collect()),
+        })
+    }
+
+    fn any(&self) -> bool {
+        self.prompt.is_some()
+            || self.priority.is_some()
+            || self.key.is_some()
+            || self.after.is_some()
+            || self.env.is_some()
+            || self.labels.is_some()
+    }
+
+    fn apply(self, task: &mut Task) {
+        if let Some(p) = self.prompt {
+            task.prompt = p;
+        }
+        if let Some(p) = self.priority {
+            task.priority = Some(p);
+        }
+        if let Some(k) = self.key {
+            task.key = k;
+        }
+        if let Some(a) = self.after {
+            task.after = a;
+        }
+        if let Some(e) = self.env {
+            task.env = e.env.into_iter().collect();
+        }
+        if let Some(l) = self.labels {
+            task.labels = Vec::new();
+            EnvLabelArgs {
+                env: Vec::new(),
+                labels: l,
+            }
+            .apply(task);
+        }
+    }
+}
+
+pub fn run(args: Args) -> anyhow::Result<i32> {
+    let client = args.root.client()?;
+    let root = client.root();
+    let id = crate::ids::resolve(root, &super::task_id_arg(&args.id)?)?;
+    let changes = Changes::from(&args, root)?;
+    if changes.prompt.as_ref().is_some_and(|p| p.trim().is_empty()) {
+        anyhow::bail!(CliError::Usage(format!(
+            "the new prompt is empty; task {id} is unchanged"
+        )));
+    }
+    let edited = if changes.any() {
+        client.edit_task(&id, None, |t| changes.apply(t))?
+    } else {
+        match with_editor(&client, &id)? {
+            Some(t) => t,
+            None => {
+                eprintln!("prompt unchanged; task {id} left as it was");
+                return Ok(exit::OK);
+            }
+        }
+    };
+    if args.json {
+        emit_json(&edited)?;
+    } else {
+        emit(&format!("edited task {id}\n"))?;
+    }
+    Ok(exit::OK)
+}
+
+/// Open the editor on the queued task's prompt and apply what was saved; `None` when
+/// it was saved unchanged.
+fn with_editor(client: &crate::Client, id: &TaskId) -> anyhow::Result<Option<Task>> {
+    let root = client.root();
+    let seen = match root.pending_entry(id)? {
+        Some(entry) => crate::Task::read(&entry, crate::fsio::TASK_SIZE_LIMIT)?,
+        None => None,
+    };
+    let Some(seen) = seen else {
+        return Err(Error::NotEditable {
+            id: id.to_string(),
+            reason: not_editable_reason(root, id)?,
+        }
+        .into());
+    };
+    let dir = root.queue_dir().join("edits");
+    crate::fsio::ensure_dir(&dir)?;
+    let file = dir.join(format!("{id}.{}.txt", crate::fsio::nonce()));
+    crate::fsio::write_new(
+        &file,
+        seen.prompt.as_bytes(),
+        crate::fsio::Durability::Atomic,
+    )?;
+    run_editor(&file)?;
+    let mut text = std::fs::read_to_string(&file)
+        .map_err(|e| Error::io("read the edited prompt", &file, e))?;
+    // Editors end the last line; the prompt as written may not have.
+    if !seen.prompt.ends_with('\n') && text.ends_with('\n') {
+        text.pop();
+    }
+    if text.trim().is_empty() {
+        anyhow::bail!(CliError::Usage(format!(
+            "the prompt is empty after editing; task {id} is unchanged (the file was {})",
+            file.display()
+        )));
+    }
+    if text == seen.prompt {
+        let _ = std::fs::remove_file(&file);
+        return Ok(None);
+    }
+    match client.edit_task(id, Some(&seen), |t| t.prompt = text) {
+        Ok(t) => {
+            let _ = std::fs::remove_file(&file);
+            Ok(Some(t))
+        }
+        Err(Error::NotEditable { reason, .. }) => Err(Error::NotEditable {
+            id: id.to_string(),
+            reason: format!(
+                "{}; your edit is saved in {}",
+                race_reason(root, id, &reason)?,
+                file.display()
+            ),
+        }
+        .into()),
+        Err(e) => Err(anyhow::Error::new(e).context(format!(
+            "task {id} is unchanged; your edit is saved in {}",
+            file.display()
+        ))),
+    }
+}
+
+/// "ID started while you edited" and the like: what happened while the editor was open.
+fn race_reason(root: &crate::Root, id: &TaskId, reason: &str) -> crate::Result<String> {
+    use crate::tasks::TaskState;
+    let state = crate::tasks::find(root, id)?.map(|l| l.state);
+    Ok(match state {
+        Some(TaskState::Running | TaskState::Done | TaskState::Failed | TaskState::Timeout) => {
+            format!("{id} started while you edited")
+        }
+        Some(TaskState::Cancelled) => format!("{id} was cancelled while you edited"),
+        _ => reason.to_string(),
+    })
+}
+
+/// `$EDITOR file` (else `$VISUAL`, else `vi`), through the shell so that an editor
+/// given with its options (`code --wait`) works; it must exit 0.
+fn run_editor(file: &Path) -> anyhow::Result<()> {
+    let editor = ["EDITOR", "VISUAL"]
+        .iter()
+        .filter_map(|v| std::env::var(v).ok())
+        .find(|v| !v.trim().is_empty())
+        .unwrap_or_else(|| "vi".to_string());
+    let status = std::process::Command::new("sh")
+        .arg("-c")
+        .arg(format!("{editor} \"$1\""))
+        .arg("sh")
+        .arg(file)
+        .status()
+        .map_err(|e| anyhow::anyhow!("cannot start the editor {editor:?}: {e}"))?;
+    if !status.success() {
+        anyhow::bail!(
+            "the editor {editor:?} exited with {status}; the task is unchanged (your text is in {})",
+            file.display()
+        );
+    }
+    Ok(())
+}
