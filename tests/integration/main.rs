@@ -25,6 +25,7 @@ mod mcp_push;
 mod multihost;
 mod multihost_env;
 mod multihost_faults;
+mod multihost_gluster;
 mod multihost_mounts;
 mod multihost_partition;
 mod multihost_skew;

@@ -254,3 +254,16 @@ fn a_partitioned_host_stops_its_agent_before_the_other_runs_the_key_on_sshfs() {
     let freeze = signal_pids(vec![c.fs_client(1)]);
     a_partition(&c, &freeze);
 }
+
+#[test]
+fn a_partitioned_host_stops_its_agent_before_the_other_runs_the_key_on_glusterfs() {
+    require!(multihost_env::available_on(multihost_env::Fs::Gluster));
+    let c = Cluster::start_on(
+        multihost_env::Fs::Gluster,
+        &["hostA", "hostB"],
+        PARTITION_CONFIG,
+    );
+    // Host B's glusterfs FUSE client stopped: every call of B into the volume hangs.
+    let freeze = signal_pids(vec![c.fs_client(1)]);
+    a_partition(&c, &freeze);
+}
