@@ -44,7 +44,13 @@ pub(crate) fn local_runs(dir: &Path) -> Vec<LocalRun> {
     {
         let text = std::fs::read_to_string(e.path()).unwrap_or_default();
         let mut run: Option<LocalRun> = None;
-        for line in text.lines() {
+        // A last line without its newline is being written (the shell's `echo` may
+        // write "alive " and the number in two writes) or was cut short by a kill.
+        let whole = match text.rfind('\n') {
+            Some(end) => &text[..=end],
+            None => "",
+        };
+        for line in whole.lines() {
             let f: Vec<&str> = line.split(' ').collect();
             let ns = |i: usize| -> u128 {
                 f.get(i)
@@ -71,8 +77,6 @@ pub(crate) fn local_runs(dir: &Path) -> Vec<LocalRun> {
                     r.last = r.last.max(ns(3));
                     r.ended = true;
                 }
-                // A line cut short by a kill mid-write.
-                _ if !text.ends_with('\n') && text.ends_with(line) => {}
                 _ => panic!("bad line {line:?} in {}", e.path().display()),
             }
         }
