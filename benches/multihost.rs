@@ -1,16 +1,22 @@
-//! Two hosts on one shared root (the sshfs + namespaces harness of the multi-host tests):
-//! pickup and throughput across the two mounts, with sshfs's caches on and off.
+//! Two hosts on one shared root (the sshfs / GlusterFS + namespaces harness of the
+//! multi-host tests): pickup and throughput across the two mounts, on sshfs with its
+//! caches on and off and on GlusterFS.
 //!
-//! `cargo bench --bench multihost` (as root; `-- --samples N` for the pickup sample size).
-//! Pickup: a task is submitted (queue) or sent (inbox) on host B, one at a time, and
-//! picked up by a worker on host A: from `conductor` returning on B to the agent's first
-//! line on A (both hosts are namespaces of one machine: one clock). Throughput: 2
-//! workers per host drain 120 tasks submitted up front from both hosts.
+//! `cargo bench --bench multihost` (as root; `-- --samples N` for the pickup sample size,
+//! `-- --fs sshfs-default|sshfs-off|gluster|gluster-inval` for one filesystem only). Pickup: a task is
+//! submitted (queue) or sent (inbox) on host B, one at a time, and picked up by a worker
+//! on host A: from `conductor` returning on B to the agent's first line on A (both hosts
+//! are namespaces of one machine: one clock). Before each submit the bench waits 0, 0.3,
+//! 1 or 2.5 s in turn, so that A's poller is caught fast (just after the previous task,
+//! within the same second) as well as slowed down by idleness. Throughput: 2 workers per
+//! host drain 120 tasks submitted up front from both hosts.
 
 #[path = "../tests/integration/harness.rs"]
 mod harness;
 #[path = "../tests/integration/multihost_env.rs"]
 mod multihost_env;
+#[path = "../tests/integration/multihost_gluster.rs"]
+mod multihost_gluster;
 #[path = "../tests/integration/multihost_mounts.rs"]
 #[allow(dead_code)]
 mod multihost_mounts;
@@ -18,7 +24,7 @@ mod multihost_mounts;
 use std::path::Path;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use multihost_env::{Cache, Cluster, Host, HostProc};
+use multihost_env::{Cache, Cluster, Fs, Host, HostProc};
 
 const BOUND: Duration = Duration::from_secs(120);
 
@@ -63,7 +69,10 @@ fn percentile(sorted: &[f64], p: f64) -> f64 {
 fn pickup(c: &Cluster, samples: usize, inbox: bool) -> String {
     let (b, runs) = (&c.hosts[1], c.backing.join("runs"));
     let mut ms = Vec::new();
+    let gaps = [0, 300, 1000, 2500];
     for i in 0..samples {
+        // Pacing, not synchronisation: how long host A has been idle.
+        std::thread::sleep(Duration::from_millis(gaps[i % gaps.len()]));
         let id = format!("p{}{i}", if inbox { "i" } else { "q" });
         let args: Vec<&str> = if inbox {
             vec!["send", "0", "--id", &id, "k 0"]
@@ -92,15 +101,16 @@ fn pickup(c: &Cluster, samples: usize, inbox: bool) -> String {
     }
     ms.sort_by(f64::total_cmp);
     format!(
-        "p50 {:.0} ms, p90 {:.0} ms, max {:.0} ms",
+        "p50 {:.0} ms, p90 {:.0} ms, p99 {:.0} ms, max {:.0} ms",
         percentile(&ms, 0.5),
         percentile(&ms, 0.9),
+        percentile(&ms, 0.99),
         percentile(&ms, 1.0)
     )
 }
 
-fn throughput(cache: Cache) -> String {
-    let c = Cluster::start(&["hostA", "hostB"], cache, "{}\n");
+fn throughput(fs: Fs) -> String {
+    let c = Cluster::start_on(fs, &["hostA", "hostB"], "{}\n");
     std::fs::create_dir(c.backing.join("runs")).unwrap();
     let (a, b) = (&c.hosts[0], &c.hosts[1]);
     let _w = [
@@ -140,21 +150,36 @@ fn throughput(cache: Cache) -> String {
 }
 
 fn main() {
-    if let Err(why) = multihost_env::available() {
-        println!("multihost bench skipped: {why}");
-        return;
-    }
     let args: Vec<String> = std::env::args().collect();
-    let samples = args
-        .iter()
-        .position(|a| a == "--samples")
-        .and_then(|i| args.get(i + 1)?.parse().ok())
-        .unwrap_or(10);
-    for (cache, name) in [
-        (Cache::Default, "sshfs default cache"),
-        (Cache::Off, "sshfs cache off"),
+    let arg = |name: &str| {
+        args.iter()
+            .position(|a| a == name)
+            .and_then(|i| args.get(i + 1).cloned())
+    };
+    let samples = arg("--samples").and_then(|n| n.parse().ok()).unwrap_or(20);
+    let only = arg("--fs");
+    for (fs, key, name) in [
+        (
+            Fs::Sshfs(Cache::Default),
+            "sshfs-default",
+            "sshfs default cache",
+        ),
+        (Fs::Sshfs(Cache::Off), "sshfs-off", "sshfs cache off"),
+        (Fs::Gluster, "gluster", "GlusterFS defaults"),
+        (
+            Fs::GlusterInvalidating,
+            "gluster-inval",
+            "GlusterFS cache invalidation on",
+        ),
     ] {
-        let c = Cluster::start(&["hostA", "hostB"], cache, "{}\n");
+        if only.as_deref().is_some_and(|o| o != key) {
+            continue;
+        }
+        if let Err(why) = multihost_env::available_on(fs) {
+            println!("{name}: skipped: {why}");
+            continue;
+        }
+        let c = Cluster::start_on(fs, &["hostA", "hostB"], "{}\n");
         std::fs::create_dir(c.backing.join("runs")).unwrap();
         let _a0 = worker(&c, &c.hosts[0], 0);
         println!(
@@ -169,7 +194,7 @@ fn main() {
         drop(c);
         println!(
             "{name}: throughput, 2 hosts x 2 workers: {}",
-            throughput(cache)
+            throughput(fs)
         );
     }
 }

@@ -368,6 +368,25 @@ pub enum Error {
         path: PathBuf,
     },
 
+    /// A task names a group the root does not have (`conductor group add NAME`).
+    #[error("no group {name} on this root (no {}); known groups: {known}; add it with `conductor group add {name} --parallel N`", path.display())]
+    UnknownGroup {
+        name: String,
+        /// The file that would define it.
+        path: PathBuf,
+        /// The groups the root has, comma-separated (or "none").
+        known: String,
+    },
+
+    /// A group cannot be removed while tasks of it wait or run.
+    #[error("group {name} still has {running} running and {queued} queued task(s); cancel them (`conductor cancel --group {name}`) or let them finish, then remove it ({} stays until then)", path.display())]
+    GroupInUse {
+        name: String,
+        path: PathBuf,
+        running: u32,
+        queued: u32,
+    },
+
     /// Dependencies are kept by the shared queue, not by a worker's inbox.
     #[error("task {task} waits for {after}: dependencies are kept only by the shared queue, so submit it there (Queue::submit), not to a worker's inbox")]
     AfterNeedsQueue { task: String, after: String },
@@ -531,7 +550,8 @@ impl Error {
             | NotEditable { .. }
             | BranchExists { .. }
             | RepoDirty { .. }
-            | DetachedHead { .. } => ExitClass::Refused,
+            | DetachedHead { .. }
+            | GroupInUse { .. } => ExitClass::Refused,
             InvalidSlot { .. }
             | NoSuchSlot { .. }
             | SlotTooLarge { .. }
@@ -548,6 +568,7 @@ impl Error {
             | NoSuchTask { .. }
             | AmbiguousId { .. }
             | UnknownDependency { .. }
+            | UnknownGroup { .. }
             | AfterNeedsQueue { .. }
             | BadTaskDir { .. }
             | BadArgument { .. }

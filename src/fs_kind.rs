@@ -118,16 +118,18 @@ impl MountInfo {
             )
     }
 
-    /// Whether an flock taken on one host is seen by another: the Linux NFS client
-    /// turns flocks into server locks unless `local_lock` says otherwise, CephFS and
-    /// GFS2/OCFS2 share them; FUSE and 9p keep them on the client; for SMB it depends on
-    /// the server. `None`: unknown.
+    /// Whether an flock taken on one host is seen by another, by the mount's type and
+    /// options: the Linux NFS client turns flocks into server locks unless `local_lock`
+    /// says otherwise, CephFS, GFS2/OCFS2 and GlusterFS (its FUSE client passes them to
+    /// the bricks) share them; other FUSE filesystems (sshfs) and 9p keep them on the
+    /// client; for SMB it depends on the server. `None`: unknown. For FUSE,
+    /// [`flock_kept_by_kernel`] tells for sure.
     pub fn flock_crosses_hosts(&self) -> Option<bool> {
         match self.fs_type.as_str() {
             "nfs" | "nfs4" => Some(!matches!(self.option("local_lock"), Some("flock" | "all"))),
-            "ceph" | "gfs2" | "ocfs2" => Some(true),
+            "ceph" | "gfs2" | "ocfs2" | "glusterfs" => Some(true),
             "9p" => Some(false),
-            t if t.starts_with("fuse.") => Some(t == "fuse.ceph-fuse"),
+            t if t.starts_with("fuse.") => Some(matches!(t, "fuse.ceph-fuse" | "fuse.glusterfs")),
             _ => None,
         }
     }
@@ -202,6 +204,75 @@ fn unescape(s: &str) -> String {
         }
     }
     String::from_utf8_lossy(&out).into_owned()
+}
+
+/// Whether this machine's kernel keeps the flocks taken on files in `dir` itself — they
+/// show in `/proc/locks` — rather than passing them to the filesystem: a FUSE filesystem
+/// that implements flock (GlusterFS) sends them to its server and the kernel records
+/// none; one that does not (sshfs) leaves them to the kernel, on this client only. (The
+/// NFS client records the locks it got from the server too, so for NFS this tells
+/// nothing.) Probed with a fresh file in `dir`, removed again; `None` where
+/// `/proc/locks` cannot be read.
+#[cfg(target_os = "linux")]
+pub fn flock_kept_by_kernel(dir: &Path) -> Result<Option<bool>> {
+    use std::os::unix::fs::MetadataExt;
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.subsec_nanos())
+        .unwrap_or(0);
+    let path = dir.join(format!(".flock-probe.{}.{nanos}", std::process::id()));
+    let io = |op: &'static str, e: std::io::Error| crate::error::Error::io(op, &path, e);
+    let file = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(&path)
+        .map_err(|e| io("create flock probe", e))?;
+    let kept = (|| {
+        let meta = file.metadata().map_err(|e| io("stat flock probe", e))?;
+        let locked = nix::fcntl::Flock::lock(file, nix::fcntl::FlockArg::LockExclusiveNonblock)
+            .map_err(|(_, errno)| io("flock", errno.into()))?;
+        let table = match std::fs::read_to_string("/proc/locks") {
+            Ok(t) => t,
+            Err(_) => return Ok(None),
+        };
+        let dev = meta.dev();
+        let found = flock_listed(
+            &table,
+            (nix::sys::stat::major(dev), nix::sys::stat::minor(dev)),
+            meta.ino(),
+        );
+        drop(locked);
+        Ok(Some(found))
+    })();
+    let _ = std::fs::remove_file(&path);
+    kept
+}
+
+/// Whether flocks are not observable here (off Linux): not probed.
+#[cfg(not(target_os = "linux"))]
+pub fn flock_kept_by_kernel(_dir: &Path) -> Result<Option<bool>> {
+    Ok(None)
+}
+
+/// Whether `/proc/locks` (its text) lists an FLOCK on inode `ino` of device `dev`
+/// (`1: FLOCK  ADVISORY  WRITE 7770 00:28:16 0 EOF`: major and minor in hex).
+pub fn flock_listed(table: &str, dev: (u64, u64), ino: u64) -> bool {
+    table.lines().any(|line| {
+        let f: Vec<&str> = line.split_whitespace().collect();
+        if f.get(1) != Some(&"FLOCK") {
+            return false;
+        }
+        let Some(id) = f.get(5) else {
+            return false;
+        };
+        let mut parts = id.rsplitn(3, ':');
+        let (Some(i), Some(mi), Some(ma)) = (parts.next(), parts.next(), parts.next()) else {
+            return false;
+        };
+        i.parse() == Ok(ino)
+            && u64::from_str_radix(mi, 16) == Ok(dev.1)
+            && u64::from_str_radix(ma, 16) == Ok(dev.0)
+    })
 }
 
 /// The `-o` options of the sshfs process serving `mount_point` (sshfs's own options do
@@ -300,6 +371,43 @@ mod tests {
             .canonicalize()
             .unwrap()
             .starts_with(&m.mount_point));
+    }
+
+    #[test]
+    fn proc_locks_lines_are_matched_by_device_and_inode() {
+        let table = "1: FLOCK  ADVISORY  WRITE 7770 00:28:16 0 EOF\n\
+                     2: POSIX  ADVISORY  WRITE 11873 fe:00:99 0 EOF\n\
+                     3: FLOCK  ADVISORY  READ 11873 fe:01:10133507 0 EOF\n";
+        assert!(flock_listed(table, (0, 0x28), 16));
+        assert!(flock_listed(table, (0xfe, 1), 10133507));
+        assert!(!flock_listed(table, (0, 0x28), 17));
+        assert!(
+            !flock_listed(table, (0xfe, 0), 99),
+            "a POSIX lock is not an flock"
+        );
+        assert!(!flock_listed("garbage\n", (0, 0x28), 16));
+    }
+
+    #[test]
+    fn glusterfs_passes_flocks_to_its_server() {
+        let m = parse_mountinfo_line(
+            "65 27 0:41 / /mnt/g rw,relatime - fuse.glusterfs 10.0.0.1:vol rw,user_id=0",
+        )
+        .unwrap();
+        assert!(m.is_shared());
+        assert_eq!(m.flock_crosses_hosts(), Some(true));
+    }
+
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn a_local_directorys_flocks_are_kept_by_the_kernel() {
+        let dir = tempfile::tempdir().unwrap();
+        assert_eq!(flock_kept_by_kernel(dir.path()).unwrap(), Some(true));
+        assert_eq!(
+            std::fs::read_dir(dir.path()).unwrap().count(),
+            0,
+            "the probe file is removed"
+        );
     }
 
     #[cfg(target_os = "linux")]

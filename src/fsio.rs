@@ -54,11 +54,28 @@ pub fn nonce() -> String {
 
 /// Create a directory (and its parents) with mode 0700.
 pub fn ensure_dir(path: &Path) -> Result<()> {
-    match DirBuilder::new().recursive(true).mode(0o700).create(path) {
-        Ok(()) => Ok(()),
-        Err(e) => Err(Error::io("create directory", path, e)),
+    // "Exists" from mkdir, then "not found" from the look that follows: another host
+    // made it, and this client still has its earlier miss cached (GlusterFS, for about
+    // its entry timeout). Looked at again, bounded.
+    let deadline = std::time::Instant::now() + ENTRY_CACHE_WAIT;
+    loop {
+        match DirBuilder::new().recursive(true).mode(0o700).create(path) {
+            Ok(()) => return Ok(()),
+            Err(e)
+                if e.kind() == io::ErrorKind::AlreadyExists
+                    && fs::symlink_metadata(path).is_err()
+                    && std::time::Instant::now() < deadline =>
+            {
+                std::thread::sleep(std::time::Duration::from_millis(20));
+            }
+            Err(e) => return Err(Error::io("create directory", path, e)),
+        }
     }
 }
+
+/// How long [`ensure_dir`] waits for a client's cached miss of a directory another host
+/// made to expire (GlusterFS's FUSE client keeps entries 1 s by default).
+const ENTRY_CACHE_WAIT: std::time::Duration = std::time::Duration::from_secs(3);
 
 /// Open `path` for writing, empty, readable by its owner only (mode 0600, also when it
 /// existed with a wider mode); a symbolic link there is refused. For logs, which quote
@@ -297,12 +314,51 @@ pub fn link_replace(src: &Path, path: &Path) -> Result<()> {
 
 /// Like [`write_new`], staging in `tmp_dir` (e.g. `queue/tmp/`) so that nothing
 /// half-written ever appears in `path`'s directory, even under a temp name. Durable.
+///
+/// On a network or FUSE filesystem the new name is then announced by a create and an
+/// unlink of a temp name in `path`'s directory ([`announce_in`]): nfs-ganesha keeps
+/// serving a directory's pre-LINK attributes after a LINK into it, so another host
+/// polling them would not see the new entry for minutes; a create changes them for
+/// every client.
 pub fn write_new_via(tmp_dir: &Path, path: &Path, bytes: &[u8]) -> Result<()> {
     let staging = Dir::open(tmp_dir)?;
     let (dir, name) = Dir::of(path)?;
     let tmp = stage_in(&staging, name, bytes, Durability::Durable)?;
     publish(&staging, &tmp, &dir, name, path)?;
+    if dir_is_shared(&dir) {
+        announce_in(&dir, name);
+    }
     dir.sync()
+}
+
+/// Whether `dir` is on a filesystem other hosts may share (no local change events).
+fn dir_is_shared(dir: &Dir) -> bool {
+    #[cfg(target_os = "linux")]
+    {
+        // f_type's width differs between platforms.
+        #[allow(clippy::unnecessary_cast)]
+        nix::sys::statfs::fstatfs(&dir.fd)
+            .is_ok_and(|st| crate::fs_kind::by_magic(st.filesystem_type().0 as i64).eventless)
+    }
+    #[cfg(not(target_os = "linux"))]
+    {
+        let _ = dir;
+        false
+    }
+}
+
+/// Create and remove a temp name (a dot name: never an entry) in `dir`, so that its
+/// attributes change for every client of a server that did not change them for a link
+/// (best effort: the link is done either way).
+fn announce_in(dir: &Dir, name: &OsStr) {
+    let tmp = temp_name(name);
+    match dir.create_new(&tmp) {
+        Ok(f) => {
+            drop(f);
+            dir.unlink(&tmp);
+        }
+        Err(e) => tracing::debug!("announcing {}: {e}", dir.path.join(name).display()),
+    }
 }
 
 /// Serialize `value` as pretty JSON with a trailing newline (what `cat` users like).
@@ -527,4 +583,38 @@ pub fn read_head(path: &Path, limit: usize) -> Option<Vec<u8>> {
     let mut head = Vec::new();
     f.take(limit as u64).read_to_end(&mut head).ok()?;
     Some(head)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::MetadataExt;
+
+    /// The announcement changes the directory's times (what a poller on another host
+    /// compares) and leaves no name behind.
+    #[test]
+    fn an_announcement_changes_the_directorys_times_and_leaves_nothing() {
+        let d = tempfile::tempdir().unwrap();
+        std::fs::write(d.path().join("t.json"), "{}").unwrap();
+        let mtime = |p: &Path| {
+            let m = std::fs::metadata(p).unwrap();
+            (m.mtime(), m.mtime_nsec())
+        };
+        // Old times, as a server that kept the pre-link attributes would show them.
+        let old = std::time::UNIX_EPOCH + std::time::Duration::from_secs(1_000);
+        File::open(d.path()).unwrap().set_modified(old).unwrap();
+        let before = mtime(d.path());
+        let dir = Dir::open(d.path()).unwrap();
+        announce_in(&dir, OsStr::new("t.json"));
+        assert_ne!(
+            before,
+            mtime(d.path()),
+            "the directory's mtime is unchanged"
+        );
+        let names: Vec<_> = std::fs::read_dir(d.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
+        assert_eq!(names, [OsStr::new("t.json")]);
+    }
 }

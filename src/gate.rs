@@ -5,7 +5,11 @@
 //! host. A flock may not cross hosts (sshfs, many NFS/SMB setups), so the holder also
 //! holds a directory lock `<gate>.lease/`, renewed by one thread per process for every
 //! gate it holds ([`renewer`]): another host's worker refuses a slot whose lease is
-//! live, and judges it by that lease alone. The
+//! live, and judges it by that lease alone. Where flocks do cross hosts (GlusterFS, NFS
+//! without `local_lock`) a flock held on another host is no proof of life either — a
+//! paused host's filesystem client keeps holding it — so a gate whose recorded holder is
+//! of another host is judged by its lease alone there too, and taken without its flock
+//! once that lease is stale ([`Held::LeaseOnly`]). The
 //! file records who holds it, so the loser can name the holder in its error.
 
 use std::fs::{File, OpenOptions};
@@ -67,9 +71,41 @@ impl GateHolder {
 #[derive(Debug)]
 pub struct Gate {
     path: PathBuf,
-    _lock: Flock<File>,
+    _lock: Held,
     holder: GateHolder,
     lease: Option<Lease>,
+}
+
+/// How a gate's file is held.
+#[derive(Debug)]
+enum Held {
+    /// By its flock (the usual case).
+    Flock(Flock<File>),
+    /// By the lease alone: the flock is held through a filesystem whose flocks cross
+    /// hosts by a holder of another host, which the lease has judged gone (paused or cut
+    /// off: its filesystem client may hold the flock for as long as it lives). `flock_holder`
+    /// is that holder's record, put back when we let go: the flock is still its.
+    LeaseOnly { file: File, flock_holder: Vec<u8> },
+}
+
+impl Held {
+    fn file(&mut self) -> &mut File {
+        match self {
+            Held::Flock(f) => f,
+            Held::LeaseOnly { file, .. } => file,
+        }
+    }
+
+    /// Leave the gate file as the next taker should find it: empty, or — held by the
+    /// lease alone — naming the holder of the flock again, to be judged by its lease.
+    fn release(&mut self) {
+        let file = self.file();
+        let _ = file.set_len(0);
+        if let Held::LeaseOnly { file, flock_holder } = self {
+            use std::os::unix::fs::FileExt;
+            let _ = file.write_all_at(flock_holder, 0);
+        }
+    }
 }
 
 /// The lease directory beside a gate, `<gate>.lease`.
@@ -119,10 +155,11 @@ impl Gate {
             lease: None,
         };
         let record = fsio::to_json_bytes(&holder);
-        let written = lock
+        let file = lock.file();
+        let written = file
             .set_len(0)
-            .and_then(|()| lock.seek(SeekFrom::Start(0)))
-            .and_then(|_| lock.write_all(&record));
+            .and_then(|()| file.seek(SeekFrom::Start(0)))
+            .and_then(|_| file.write_all(&record));
         written.map_err(|e| Error::io("record gate holder in", path, e))?;
         Ok(Gate {
             path: path.to_path_buf(),
@@ -151,10 +188,14 @@ impl Drop for Gate {
     /// A clean exit leaves no holder details behind for `cat` to mislead with.
     /// (After a crash the record stays, but the kernel has dropped the flock.)
     fn drop(&mut self) {
+        // A holder whose lease was taken leaves the record alone: it is the new holder's.
+        let lost = self.lease_lost();
         // Released before the flock (a field, dropped after this): while we hold the
         // flock nobody of this host takes the lease from under us.
         drop(self.lease.take());
-        let _ = self._lock.set_len(0);
+        if !lost {
+            self._lock.release();
+        }
     }
 }
 
@@ -173,19 +214,15 @@ fn take_lease(gate: &Path, role: &str) -> Result<Lease> {
     }
 }
 
-/// The exclusive flock on the gate file, or why not (naming the holder).
-fn lock_exclusive(
-    file: File,
-    path: &Path,
-    role: &str,
-    pause: &mut dyn FnMut(),
-) -> Result<Flock<File>> {
+/// The exclusive flock on the gate file, or why not (naming the holder); or the file
+/// alone when the flock is held for a holder of another host, whose lease decides.
+fn lock_exclusive(file: File, path: &Path, role: &str, pause: &mut dyn FnMut()) -> Result<Held> {
     let probed_until = Instant::now() + PROBE_RETRY;
     let dead_until = Instant::now() + DEAD_HOLDER_RETRY;
     let mut file = file;
     loop {
         let file_back = match Flock::lock(file, FlockArg::LockExclusiveNonblock) {
-            Ok(l) => return Ok(l),
+            Ok(l) => return Ok(Held::Flock(l)),
             Err((f, Errno::EWOULDBLOCK)) => f,
             Err((_, errno)) => return Err(Error::io("flock gate", path, errno.into())),
         };
@@ -204,6 +241,15 @@ fn lock_exclusive(
                 format!("nobody recorded; probed without pause for {PROBE_RETRY:?}")
             }
             Err((mut f, Errno::EWOULDBLOCK)) => match read_holder(&mut f) {
+                // The flock crossed hosts: the lease, taken next, says whether its
+                // holder is alive (refused then, naming it) or gone.
+                Some(h) if !h.is_this_host() => {
+                    let flock_holder = fsio::to_json_bytes(&h);
+                    return Ok(Held::LeaseOnly {
+                        file: f,
+                        flock_holder,
+                    });
+                }
                 Some(h) if provably_dead(&h) => {
                     if Instant::now() < dead_until {
                         file = f;
@@ -270,16 +316,18 @@ pub fn probe(path: &Path) -> Result<Option<GateHolder>> {
             Some(h) if !h.is_this_host() => foreign_holder(path, h)?,
             _ => None,
         }),
-        Err((mut file, Errno::EWOULDBLOCK)) => {
-            Ok(Some(read_holder(&mut file).unwrap_or(GateHolder {
+        Err((mut file, Errno::EWOULDBLOCK)) => match read_holder(&mut file) {
+            // Held through a filesystem whose flocks cross hosts: by its lease.
+            Some(h) if !h.is_this_host() => foreign_holder(path, h),
+            held => Ok(Some(held.unwrap_or(GateHolder {
                 pid: 0,
                 role: String::new(),
                 host: String::new(),
                 since: String::new(),
                 host_id: None,
                 lease: None,
-            })))
-        }
+            }))),
+        },
         Err((_, errno)) => Err(Error::io("flock gate", path, errno.into())),
     }
 }

@@ -241,6 +241,25 @@ impl Root {
         self.slots_dir().join(format!("{i}.lock"))
     }
 
+    /// `groups/`: each group's definition (`<name>.json`) and its run slots
+    /// (`<name>.<i>.lock/`), the group's own cap on running tasks.
+    pub fn groups_dir(&self) -> PathBuf {
+        self.path.join("groups")
+    }
+
+    pub fn group_file(&self, name: &str) -> PathBuf {
+        self.groups_dir().join(format!("{name}.json"))
+    }
+
+    pub fn group_slot_lock(&self, name: &str, i: u32) -> PathBuf {
+        self.groups_dir().join(format!("{name}.{i}.lock"))
+    }
+
+    /// `paused/`: a file per pause in force (`all`, `slot-N`, `key-K`, `group-G`).
+    pub fn paused_dir(&self) -> PathBuf {
+        self.path.join("paused")
+    }
+
     /// Gates of other long-lived roles (e.g. one launcher per tmux session).
     pub fn gates_dir(&self) -> PathBuf {
         self.path.join(".locks")

@@ -255,6 +255,10 @@ pub struct Task {
     /// With a worktree: copy the repository's staged and unstaged changes into it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub include_uncommitted: Option<bool>,
+    /// The group it runs in (`groups/<name>.json`): at most that group's `parallel`
+    /// tasks of it run at once, root-wide. Shared queue only.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub group: Option<String>,
     /// Narrow the tools the worker lets its agent use unattended to these (claude
     /// preset; `[]`: none): each must be one the worker allows (or a rule within one,
     /// `Bash(git *)`), and the worker's tools left out are denied to the agent. A
@@ -273,6 +277,22 @@ pub struct Task {
     /// the task runs.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub labels: Vec<String>,
+}
+
+/// A group's name: 1–64 of `A-Z a-z 0-9 - _` (it names files under `groups/` and
+/// `paused/`).
+pub fn check_group_name(name: &str) -> std::result::Result<(), String> {
+    if name.is_empty()
+        || name.len() > 64
+        || !name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+    {
+        return Err(format!(
+            "group {name:?} is not a group name: use 1-64 letters, digits, '-' or '_'"
+        ));
+    }
+    Ok(())
 }
 
 impl Task {
@@ -300,6 +320,7 @@ impl Task {
             worktree: None,
             base: None,
             include_uncommitted: None,
+            group: None,
             allowed_tools: None,
             permission_mode: None,
             env: std::collections::BTreeMap::new(),
@@ -374,6 +395,9 @@ impl Task {
             TaskId::Text(k.clone())
                 .validate()
                 .map_err(|e| e.replacen("task id", "key", 1))?;
+        }
+        if let Some(g) = &self.group {
+            check_group_name(g)?;
         }
         self.validate_after_and_dir()?;
         self.validate_env_and_labels()?;

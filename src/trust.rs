@@ -88,7 +88,7 @@ pub fn verify_task_dirs(root: &Root, paths: &WorkerPaths) -> Result<()> {
     Ok(())
 }
 
-fn shared_dirs(root: &Root) -> [PathBuf; 13] {
+fn shared_dirs(root: &Root) -> [PathBuf; 15] {
     [
         root.ids_dir(),
         root.workers_dir(),
@@ -102,6 +102,8 @@ fn shared_dirs(root: &Root) -> [PathBuf; 13] {
         root.keys_dir(),
         root.slots_dir(),
         root.agents_dir(),
+        root.groups_dir(),
+        root.paused_dir(),
         root.gates_dir(),
     ]
 }

@@ -249,8 +249,9 @@ impl DirWatcher {
     }
 
     /// Tell `on_change` of changes in `dirs` (each path that changed). When polling,
-    /// only `dirs` and `files` are stat'ed (no directory is walked), every `interval`
-    /// after a change and up to ten times slower (at most 1 s) while nothing changes:
+    /// only `dirs` and `files` are stat'ed (no directory is walked, the server asked
+    /// each time), every `interval` after a change and slower while nothing changes —
+    /// 200 ms for a few paths, up to 1 s for thousands (at most ten times slower):
     /// name in `files` what may be rewritten in place.
     pub fn watch_changes(
         dirs: &[PathBuf],

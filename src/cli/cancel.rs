@@ -24,6 +24,9 @@ pub struct Args {
     /// Cancel the unfinished tasks with this key.
     #[arg(long, value_name = "KEY", conflicts_with_all = ["args", "slot", "task"])]
     pub key: Option<String>,
+    /// Cancel the unfinished tasks of this group.
+    #[arg(long, value_name = "NAME", conflicts_with_all = ["args", "slot", "task"])]
+    pub group: Option<String>,
     #[command(flatten)]
     pub root: RootArg,
 }
@@ -41,7 +44,7 @@ fn parse_state(s: &str) -> Result<TaskState, String> {
 /// The states a task can be cancelled in.
 const UNFINISHED: [TaskState; 3] = [TaskState::Waiting, TaskState::Queued, TaskState::Running];
 
-/// `--all`, `--state`, `--key`: the unfinished tasks they select, oldest first.
+/// `--all`, `--state`, `--key`, `--group`: the unfinished tasks they select, oldest first.
 fn selected(client: &crate::Client, args: &Args) -> anyhow::Result<Vec<TaskId>> {
     let opts = crate::tasks::ListOptions {
         states: if args.state.is_empty() {
@@ -50,6 +53,7 @@ fn selected(client: &crate::Client, args: &Args) -> anyhow::Result<Vec<TaskId>> 
             args.state.clone()
         },
         key: args.key.clone(),
+        group: args.group.clone(),
         labels: Vec::new(),
         slot: None,
         since: None,
@@ -73,7 +77,7 @@ when no live worker serves the slot; with --task, only if that task is the one r
 pub fn run(args: Args) -> anyhow::Result<i32> {
     let client = args.root.client()?;
     crate::trust::verify_root(client.root())?;
-    if args.all || !args.state.is_empty() || args.key.is_some() {
+    if args.all || !args.state.is_empty() || args.key.is_some() || args.group.is_some() {
         let ids = selected(&client, &args)?;
         if ids.is_empty() {
             eprintln!("no unfinished task matches; nothing cancelled");

@@ -11,6 +11,7 @@ pub mod dashboard;
 pub mod doctor;
 pub mod edit;
 pub mod gc;
+pub mod group;
 pub mod init;
 pub mod launch;
 pub mod locks;
@@ -18,6 +19,7 @@ pub mod logs;
 mod logs_by_id;
 pub mod mcp;
 mod output;
+pub mod pause;
 pub mod queue;
 pub mod recover;
 pub mod result;
@@ -154,6 +156,12 @@ enum Command {
     Wait(wait::Args),
     /// Cancel a task: withdrawn if it waits, stopped if it runs.
     Cancel(cancel::Args),
+    /// Stop new pickups of a slot, key, group or everything (--now: running ones too).
+    Pause(pause::Args),
+    /// Let a paused slot, key, group or everything start tasks again.
+    Resume(pause::ResumeArgs),
+    /// Groups with their own parallelism: `group add NAME --parallel N`, set, list, rm.
+    Group(group::Args),
     /// Change a task that still waits in the queue: its prompt (in $EDITOR), priority,
     /// key, dependencies, env or labels.
     Edit(edit::Args),
@@ -241,6 +249,9 @@ fn dispatch(command: Command) -> anyhow::Result<i32> {
         Command::Logs(a) => logs::run(a),
         Command::Wait(a) => wait::run(a),
         Command::Cancel(a) => cancel::run(a),
+        Command::Pause(a) => pause::run(a),
+        Command::Resume(a) => pause::run_resume(a),
+        Command::Group(a) => group::run(a),
         Command::Edit(a) => edit::run(a),
         Command::Retry(a) => retry::run(a),
         Command::Locks(a) => locks::run(a),

@@ -206,6 +206,15 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
     check_worktree_dir(&task, None)?;
     let slot = args.slot;
     let id = client.write_task(slot, &task)?;
+    let paused = crate::queue::pause::Paused::load(client.root());
+    let held = if paused.slot(slot.0) {
+        Some(format!("worker {slot} is paused"))
+    } else {
+        paused.task_reason(task.key.as_deref(), None)
+    };
+    if let Some(why) = held {
+        eprintln!("{why}: task {id} waits in its inbox and runs once resumed (`conductor resume`)");
+    }
     if !args.wait {
         super::waiting::warn_if_unserved_slot(client.root(), slot);
         super::emit(&format!("{id}\n"))?;

@@ -101,6 +101,8 @@ fn with_id(what: &str, f: &Option<TaskFile>) -> String {
 
 /// Where the ID is in a row of the table.
 const ID_CELL: usize = 4;
+/// The STATE column's place in a slot row.
+const STATE_CELL: usize = 1;
 
 /// The human table: one row per slot, flags under it, then what to do about them,
 /// then totals and the capacity footer; every line at most `width` characters.
@@ -149,10 +151,18 @@ pub fn render(
         })
         .collect();
     let shown = super::target::shown_ids(root, &ids, width);
+    let paused = crate::queue::pause::Paused::load(root);
     for (r, short) in reports.iter().zip(shown) {
         let (mut cells, notes, fixes) = slot_row(r);
         if !short.is_empty() {
             cells[ID_CELL] = short;
+        }
+        if paused.slot(r.slot) {
+            // It takes no new task until resumed (what it runs goes on).
+            cells[STATE_CELL] = match r.state {
+                Some(crate::WorkerState::Working) => format!("{}, paused", cells[STATE_CELL]),
+                _ => "paused".to_string(),
+            };
         }
         table.row(cells);
         for n in notes {
@@ -336,6 +346,32 @@ pub fn capacity_footer(
         .collect();
     if !keys.is_empty() {
         lines.push(format!("keys: {}", keys.join(", ")));
+    }
+    let groups: Vec<String> = c
+        .groups
+        .iter()
+        .map(|g| {
+            format!(
+                "{} {}/{} running{}",
+                g.name,
+                g.running,
+                g.parallel,
+                if g.queued > 0 {
+                    format!(" +{} queued", g.queued)
+                } else {
+                    String::new()
+                }
+            )
+        })
+        .collect();
+    if !groups.is_empty() {
+        lines.push(format!("groups: {}", groups.join(", ")));
+    }
+    if !c.paused.is_empty() {
+        lines.push(format!(
+            "paused: {} (`conductor resume`)",
+            c.paused.join(", ")
+        ));
     }
     let stale: Vec<String> = c
         .locks

@@ -24,6 +24,10 @@ pub struct Args {
     /// Serialization key (a user or project): one running task per key.
     #[arg(long, value_name = "KEY")]
     pub key: Option<String>,
+    /// Run in this group: at most its --parallel tasks of it run at once, root-wide
+    /// (`conductor group add NAME --parallel N` first).
+    #[arg(long, value_name = "NAME")]
+    pub group: Option<String>,
     /// Priority 0-9; higher runs first [default: 5].
     #[arg(long, value_name = "0-9", value_parser = clap::value_parser!(u8).range(0..=9))]
     pub priority: Option<u8>,
@@ -57,6 +61,7 @@ pub struct Args {
 pub fn task_from(args: &Args) -> anyhow::Result<Task> {
     let mut task = args.task.task()?;
     task.key = args.key.clone();
+    task.group = args.group.clone();
     task.priority = args.priority;
     task.max_attempts = args.max_attempts;
     for dep in &args.after {

@@ -37,6 +37,9 @@ pub struct Args {
     /// Only tasks with this key.
     #[arg(long, value_name = "KEY")]
     pub key: Option<String>,
+    /// Only tasks of this group (`conductor group list`).
+    #[arg(long, value_name = "GROUP")]
+    pub group: Option<String>,
     /// Only tasks labelled L (repeat: tasks with every one of them).
     #[arg(long = "label", value_name = "L")]
     pub labels: Vec<String>,
@@ -54,9 +57,9 @@ pub struct Args {
     #[arg(long, conflicts_with = "limit")]
     pub all: bool,
     /// Totals instead of tasks — count, how many succeeded and failed, cost, turns and
-    /// run time — per key, per agent and per day (the day it finished, UTC), over every
-    /// task the filters match (-n does not apply). With --json: {"root", "total",
-    /// "byKey", "byAgent", "byDay"}.
+    /// run time — per key, per group, per agent and per day (the day it finished, UTC),
+    /// over every task the filters match (-n does not apply). With --json: {"root",
+    /// "total", "byKey", "byGroup", "byAgent", "byDay"}.
     #[arg(long)]
     pub summary: bool,
     /// One JSON document: {"root", "tasks": [...]} with camelCase keys.
@@ -110,9 +113,23 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
         // A slot that does not exist is a mistake, not an empty list.
         client.root().existing_slot(slot)?;
     }
+    if let Some(g) = &args.group {
+        // So is a group that does not exist (one removed since keeps its tasks' records).
+        let removed = client
+            .list_tasks(&ListOptions {
+                group: Some(g.clone()),
+                limit: Some(1),
+                ..Default::default()
+            })?
+            .is_empty();
+        if removed {
+            crate::queue::groups::require(client.root(), g)?;
+        }
+    }
     let opts = ListOptions {
         states: args.state.clone(),
         key: args.key.clone(),
+        group: args.group.clone(),
         labels: args.labels.clone(),
         slot: args.slot,
         since: args.since,
@@ -180,6 +197,7 @@ pub fn render(
         ("TURNS", Col::Drop),
         ("WHERE", Col::Drop),
         ("KEY", Col::Drop),
+        ("GROUP", Col::Drop),
         ("PRI", Col::Drop),
         ("TRY", Col::Drop),
         ("AGENT", Col::Drop),
@@ -211,6 +229,7 @@ pub fn render(
             task.num_turns.map_or_else(dash, |n| n.to_string()),
             place(task),
             task.key.clone().unwrap_or_else(dash),
+            task.group.clone().unwrap_or_else(dash),
             task.priority.map_or_else(dash, |p| p.to_string()),
             match (task.attempt, task.max_attempts) {
                 (None, None) => dash(),
@@ -324,13 +343,14 @@ pub mod summary {
     pub struct Summary {
         pub total: Totals,
         pub by_key: Vec<Totals>,
+        pub by_group: Vec<Totals>,
         pub by_agent: Vec<Totals>,
         pub by_day: Vec<Totals>,
     }
 
     pub fn of(tasks: &[TaskSummary]) -> Summary {
         let mut total = Totals::default();
-        let mut by: [BTreeMap<String, Totals>; 3] = Default::default();
+        let mut by: [BTreeMap<String, Totals>; 4] = Default::default();
         for t in tasks {
             total.add(t);
             let day = t
@@ -342,6 +362,7 @@ pub mod summary {
                 .to_string();
             let names = [
                 t.key.clone().unwrap_or_else(|| "-".into()),
+                t.group.clone().unwrap_or_else(|| "-".into()),
                 t.agent.clone().unwrap_or_else(|| "-".into()),
                 day,
             ];
@@ -351,10 +372,11 @@ pub mod summary {
                 e.add(t);
             }
         }
-        let [k, a, d] = by.map(|m| m.into_values().collect::<Vec<_>>());
+        let [k, g, a, d] = by.map(|m| m.into_values().collect::<Vec<_>>());
         Summary {
             total,
             by_key: k,
+            by_group: g,
             by_agent: a,
             by_day: d,
         }
@@ -362,11 +384,17 @@ pub mod summary {
 
     pub fn render(s: &Summary, width: Option<usize>) -> String {
         let mut out = String::new();
+        // Per group only on a root that uses groups.
+        let grouped = s.by_group.iter().any(|g| g.name != "-");
         for (title, rows) in [
             ("KEY", &s.by_key),
+            ("GROUP", &s.by_group),
             ("AGENT", &s.by_agent),
             ("DAY", &s.by_day),
         ] {
+            if title == "GROUP" && !grouped {
+                continue;
+            }
             let mut t = Table::new(&[
                 (title, Col::Shrink),
                 ("TASKS", Col::Keep),

@@ -98,6 +98,11 @@ fn wait_tasks(client: &crate::Client, ids: &[crate::TaskId], args: &Args) -> any
         let left = deadline.map(|d| d.saturating_duration_since(std::time::Instant::now()));
         let carries_on = format!("task {id} carries on (wait again, or `conductor cancel {id}`)");
         let several = ids.len() > 1;
+        // Held back by a pause or its group's cap: said before the wait, which ends
+        // only once that lets it run.
+        if let Ok(Some(why)) = crate::queue::Queue::new(client.root().clone()).held_reason(id) {
+            eprintln!("task {id} is queued and waits: {why}");
+        }
         let print = |r: &crate::TaskResult| -> anyhow::Result<i32> {
             if !several {
                 return super::print_result(r, args.json);

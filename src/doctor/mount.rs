@@ -36,11 +36,29 @@ pub(super) fn check_mount(root: &Root) -> Check {
         return Check::ok("mount", format!("{at}: local, flocks and file events work"));
     }
     let lease = crate::inspect::lock_options(root).lease.as_secs();
-    let flocks = match m.flock_crosses_hosts() {
-        Some(true) => "flocks reach the server, so a slot's gate holds across hosts".to_string(),
+    // For FUSE the kernel either keeps an flock (on this client only) or passes it to the
+    // filesystem's server, and /proc/locks shows which; the type says what it should be.
+    let probed = fs_kind::flock_kept_by_kernel(root.path()).ok().flatten();
+    let (crosses, how) = match probed {
+        Some(kept) if m.fs_type.starts_with("fuse.") => (
+            Some(!kept),
+            if kept {
+                "probed: this client's kernel keeps them"
+            } else {
+                "probed: this client's kernel passes them to the filesystem"
+            },
+        ),
+        _ => (m.flock_crosses_hosts(), "by the mount's type and options"),
+    };
+    let flocks = match crosses {
+        Some(true) => format!(
+            "flocks reach the server ({how}), so a slot's gate holds across hosts; a holder \
+             on a host whose lease has run out (leaseSecs={lease}: paused, cut off) is taken \
+             over all the same, its flock notwithstanding"
+        ),
         Some(false) => format!(
-            "flocks stay on this client: a slot's gate (and each lock's guard) is local, and \
-             across hosts the lease decides (heartbeat age, leaseSecs={lease})"
+            "flocks stay on this client ({how}): a slot's gate (and each lock's guard) is \
+             local, and across hosts the lease decides (heartbeat age, leaseSecs={lease})"
         ),
         None => format!(
             "whether flocks reach other hosts depends on the server: across hosts conductor \
@@ -57,7 +75,7 @@ pub(super) fn check_mount(root: &Root) -> Check {
         "give every host the same config.json and keep their clocks in sync (NTP): leases \
          compare heartbeat times written on different hosts (README, \"Several hosts\")",
     );
-    if missing.is_empty() && m.flock_crosses_hosts() == Some(true) {
+    if missing.is_empty() && crosses == Some(true) {
         return Check::ok("mount", detail);
     }
     Check::warn("mount", detail, fix)
@@ -83,6 +101,11 @@ fn pickup(m: &MountInfo, sshfs: Option<&str>) -> String {
             "{base}, behind sshfs's directory cache: a task another host queued stays \
              hidden for up to dcache_timeout (20 s by default), one sent to an inbox about \
              2 s (the worker's rescan)"
+        ),
+        "fuse.glusterfs" => format!(
+            "{base}; a task another host queued waits up to about 1 s more in the client's \
+             metadata cache unless the volume has features.cache-invalidation and \
+             performance.cache-invalidation on (then about 0.1 s)"
         ),
         _ => format!("{base}, plus however long this client caches directory listings"),
     }

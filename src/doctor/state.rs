@@ -38,7 +38,7 @@ pub(super) fn check_locks(root: &Root) -> Check {
 pub(super) fn check_clocks(root: &Root) -> Check {
     use crate::dirlock::{read_lock, visible_skew, OwnerRead};
     let mut locks = Vec::new();
-    for dir in [root.keys_dir(), root.slots_dir()] {
+    for dir in [root.keys_dir(), root.slots_dir(), root.groups_dir()] {
         for (name, path, _) in crate::fsio::sorted_entries(&dir).unwrap_or_default() {
             if name.ends_with(".lock") {
                 locks.push(path);

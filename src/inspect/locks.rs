@@ -295,6 +295,7 @@ pub fn list_locks(root: &Root, opts: &LockOptions) -> Result<Vec<LockEntry>> {
     }
     dir_locks_in(&root.keys_dir(), LockKind::Key, opts, &mut out)?;
     dir_locks_in(&root.slots_dir(), LockKind::RunSlot, opts, &mut out)?;
+    dir_locks_in(&root.groups_dir(), LockKind::RunSlot, opts, &mut out)?;
     for (name, path, meta) in sorted_entries(&root.gates_dir())? {
         if meta.is_file() && !name.ends_with(".guard") && !name.ends_with(".tmp") {
             out.push(LockEntry::gate(format!(".locks/{name}"), &path)?);

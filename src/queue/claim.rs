@@ -7,14 +7,18 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime};
 
 use crate::config::Config;
-use crate::dirlock::{self, Acquire, DirLock, LockOptions};
+use crate::dirlock::{Acquire, DirLock, LockOptions};
 use crate::error::{Error, Result};
 use crate::fsio::{self, Durability};
 use crate::ids::{self, Place};
 use crate::layout::{Root, WorkerPaths};
 use crate::protocol::{Outcome, Task, TaskId, TaskResult};
 
+use super::groups::{self, GroupSlot};
+use super::held::is_held;
+use super::held::take_one_of;
 use super::order::{next_to_run, PendingName, PendingTask};
+use super::pause::Paused;
 use super::{Queue, ORIGIN_QUEUE};
 
 /// What a worker holds while it runs a queued task.
@@ -25,6 +29,8 @@ pub struct QueueClaim {
     pub slot_lock: DirLock,
     pub key_lock: Option<DirLock>,
     pub run_slot: Option<DirLock>,
+    /// One of its group's run slots (`groups/<name>.<i>.lock`), when it has a group.
+    pub group_slot: Option<DirLock>,
 }
 
 /// How long a pending file that does not parse must stay unchanged before it is
@@ -78,18 +84,12 @@ pub fn take_run_slot(root: &Root, config: &Config) -> Result<RunSlot> {
         return Ok(RunSlot::Uncapped);
     };
     let opts = config.lock_options();
-    for i in 0..max {
-        if let Acquire::Acquired(l) = DirLock::try_acquire(&root.slot_lock(i), &opts)? {
-            return Ok(RunSlot::Held(Box::new(l)));
-        }
+    if let Some(l) = take_one_of((0..max).map(|i| root.slot_lock(i)), &opts)? {
+        return Ok(RunSlot::Held(Box::new(l)));
     }
     Ok(RunSlot::AllBusy(format!(
         "all {max} run slots are busy (maxRunning {max})"
     )))
-}
-
-pub(crate) fn is_held(lock: &Path, opts: &LockOptions) -> bool {
-    matches!(dirlock::inspect(lock, opts), Ok(Some(h)) if !h.liveness.is_stale())
 }
 
 /// One look at `queue/pending/`, as a claim sees it.
@@ -102,6 +102,7 @@ struct Scan<'a> {
     served: HashMap<String, SystemTime>,
     now: SystemTime,
     opts: LockOptions,
+    paused: Paused,
 }
 
 impl Scan<'_> {
@@ -116,7 +117,7 @@ impl Scan<'_> {
     /// (and dropping) a run slot or a lock is an event that wakes every idle worker,
     /// and a scan that finds every key busy must not set off another. `Err` is what
     /// the claim comes to when there is none.
-    fn first_eligible(&mut self) -> Result<std::result::Result<PathBuf, Claim>> {
+    fn first_eligible(&mut self) -> Result<std::result::Result<(PathBuf, Option<String>), Claim>> {
         let mut held = HashSet::new();
         let mut retry: Option<Duration> = None;
         loop {
@@ -128,8 +129,8 @@ impl Scan<'_> {
                 held.insert(k);
                 continue;
             }
-            match look_at(&self.queue, &self.pending[i], self.config, self.serve)? {
-                Candidate::Ready => return Ok(Ok(self.pending[i].path.clone())),
+            match self.look_at(&self.pending[i])? {
+                Candidate::Ready(group) => return Ok(Ok((self.pending[i].path.clone(), group))),
                 Candidate::NotYet(wait) => {
                     retry = Some(retry.map_or(wait, |r| r.min(wait)));
                     self.pending.swap_remove(i);
@@ -139,6 +140,17 @@ impl Scan<'_> {
                 }
             }
         }
+    }
+
+    fn look_at(&self, c: &PendingTask) -> Result<Candidate> {
+        look_at(
+            &self.queue,
+            c,
+            self.config,
+            self.serve,
+            &self.paused,
+            &self.opts,
+        )
     }
 }
 
@@ -165,9 +177,10 @@ pub fn claim_next(
         served,
         now: SystemTime::now(),
         opts: config.lock_options(),
+        paused: Paused::load(root),
     };
-    let verified = match scan.first_eligible()? {
-        Ok(path) => path,
+    let (verified, first_group) = match scan.first_eligible()? {
+        Ok(found) => found,
         Err(nothing) => return Ok(nothing),
     };
     let run_slot = match take_run_slot(root, config)? {
@@ -182,17 +195,31 @@ pub fn claim_next(
     while let Some(i) = next_to_run(&scan.pending, &scan.served, &busy, scan.now) {
         let c = scan.pending.swap_remove(i);
         // Only the first candidate was looked at before the run slot was taken.
-        if c.path != verified
-            && !matches!(look_at(&scan.queue, &c, config, serve)?, Candidate::Ready)
-        {
-            continue;
-        }
+        let group = if c.path == verified {
+            first_group.clone()
+        } else {
+            match scan.look_at(&c)? {
+                Candidate::Ready(group) => group,
+                _ => continue,
+            }
+        };
         let key_lock = match scan.key_of(&c) {
             Some(k) => match DirLock::try_acquire(&root.key_lock(&k), &scan.opts)? {
                 Acquire::Acquired(l) => Some(l),
                 // Busy key: skip to another key's task, never wait on it.
                 Acquire::Held(_) => {
                     busy.insert(k);
+                    continue;
+                }
+            },
+            None => None,
+        };
+        // Its group's cap, held as the root's is: by one of the group's run slots.
+        let group_slot = match &group {
+            Some(g) => match groups::take_slot(root, g, &scan.opts)? {
+                GroupSlot::Held(l) => Some(*l),
+                GroupSlot::Full(why) | GroupSlot::Unknown(why) => {
+                    tracing::trace!("{} waits: {why}", c.path.display());
                     continue;
                 }
             },
@@ -222,6 +249,7 @@ pub fn claim_next(
             slot_lock: slot_lock.expect("taken before the rename"),
             key_lock,
             run_slot,
+            group_slot,
         })));
     }
     Ok(Claim::Nothing)
@@ -229,8 +257,9 @@ pub fn claim_next(
 
 /// What a look at a pending file (before claiming it) found.
 enum Candidate {
-    /// Claim it (a file that is no task is claimed too, and rejected with a reason).
-    Ready,
+    /// Claim it (a file that is no task is claimed too, and rejected with a reason),
+    /// once it holds one of its group's run slots (the group named).
+    Ready(Option<String>),
     /// It does not parse yet and may still be being written: look again after this.
     NotYet(Duration),
     /// Not now: it waits for its dependencies, was just withdrawn because one failed,
@@ -242,25 +271,41 @@ enum Candidate {
 /// linked) may be caught half-written: it is left alone until it parses or has been
 /// quiet for a while. A task with dependencies runs only once all have succeeded; if one
 /// never will, the task is withdrawn here and answered `cancelled` (the cascade: its
-/// own dependents see that answer on a later scan).
+/// own dependents see that answer on a later scan). A paused task, or one whose group
+/// runs as many as it allows, is left for a later scan (a resume or a group slot coming
+/// free wakes the workers).
 fn look_at(
     queue: &Queue,
     c: &PendingTask,
     config: &Config,
     serve: &dyn Fn(&Task) -> Serve,
+    paused: &Paused,
+    opts: &LockOptions,
 ) -> Result<Candidate> {
     let bytes = match fsio::read_bounded(&c.path, config.max_task_bytes()) {
         Ok(Some(b)) => b,
         Ok(None) => return Ok(Candidate::Skip),
-        Err(_) => return Ok(Candidate::Ready),
+        Err(_) => return Ok(Candidate::Ready(None)),
     };
     let task = match Task::from_bytes(&c.path, &bytes) {
         Ok(t) => t,
         Err(Error::BadFile { problem, .. }) if problem.may_be_incomplete() => {
-            return Ok(quiet_for(&c.path).map_or(Candidate::Ready, Candidate::NotYet))
+            return Ok(quiet_for(&c.path).map_or(Candidate::Ready(None), Candidate::NotYet))
         }
-        Err(_) => return Ok(Candidate::Ready),
+        Err(_) => return Ok(Candidate::Ready(None)),
     };
+    if paused
+        .task_reason(task.key.as_deref(), task.group.as_deref())
+        .is_some()
+    {
+        return Ok(Candidate::Skip);
+    }
+    if let Some(g) = &task.group {
+        if groups::full(queue.root(), g, opts).is_some() {
+            return Ok(Candidate::Skip);
+        }
+    }
+    let ready = Candidate::Ready(task.group.clone());
     // Deferred (its agent was usage-limited): not before its notBefore; look again then.
     let now = SystemTime::now();
     if let Some(due) = task.not_before().filter(|t| *t > now) {
@@ -272,10 +317,10 @@ fn look_at(
         Serve::Never => return Ok(Candidate::Skip),
     }
     if task.after.is_empty() {
-        return Ok(Candidate::Ready);
+        return Ok(ready);
     }
     match super::readiness(queue.root(), &task) {
-        super::Readiness::Ready => Ok(Candidate::Ready),
+        super::Readiness::Ready => Ok(ready),
         super::Readiness::Wait(ids) => {
             tracing::trace!("{} waits for {ids:?}", c.path.display());
             Ok(Candidate::Skip)

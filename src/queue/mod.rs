@@ -9,8 +9,11 @@
 
 mod claim;
 mod deps;
+pub mod groups;
+mod held;
 pub mod limits;
 mod order;
+pub mod pause;
 
 use serde::Serialize;
 use std::collections::{BTreeMap, HashMap};
@@ -30,12 +33,12 @@ use crate::protocol::{id_list, Outcome, Task, TaskId, TaskResult, SCHEMA};
 use crate::wait::{Awaited, OnDeath, Vigil, Wait};
 use crate::watch::{Interest, WatchMode};
 
-use claim::is_held;
 pub use claim::{
     claim_next, publish_queue_result, reject_in_hand, requeue, take_run_slot, Claim, QueueClaim,
     RunSlot, Serve,
 };
 pub use deps::{check_known, dep_state, dependency_state, readiness, DepState, Readiness};
+use held::is_held;
 use order::DEFAULT_PRIORITY;
 pub use order::{effective, next_to_run, order, PendingName, PendingTask, AGING_STEP};
 
@@ -87,6 +90,10 @@ pub struct Capacity {
     pub by_key: BTreeMap<String, KeyUse>,
     pub pending: PendingCount,
     pub locks: Vec<LockInfo>,
+    /// The pauses in force ("slot 2", "key alice", "group batch", "everything").
+    pub paused: Vec<String>,
+    /// Each group's cap and load.
+    pub groups: Vec<groups::GroupUse>,
 }
 
 /// The shared queue of one root.
@@ -112,7 +119,8 @@ impl Queue {
     /// return. Assigns an id if absent; an id already used anywhere on the root is
     /// refused ([`Error::IdTaken`], naming where it went), so is a dependency (`after`)
     /// the root has no record of ([`Error::UnknownDependency`]) and a `dir` that is no
-    /// directory of ours ([`Error::BadTaskDir`]).
+    /// directory of ours ([`Error::BadTaskDir`]), and a group the root does not have
+    /// ([`Error::UnknownGroup`], naming the ones it has).
     /// The root must exist ([`Error::NoRoot`] otherwise): submitting never makes one.
     pub fn submit(&self, task: &Task) -> Result<TaskId> {
         self.root.require_existing()?;
@@ -124,6 +132,9 @@ impl Queue {
         let bytes = task.to_bytes_checked(self.config()?.max_task_bytes())?;
         if let Some(dir) = &task.dir {
             crate::workdir::check(dir)?;
+        }
+        if let Some(g) = &task.group {
+            groups::require(&self.root, g)?;
         }
         // Before our own id is reserved: that order is what rules out cycles.
         deps::check_known(&self.root, &task, &id)?;
@@ -219,12 +230,42 @@ impl Queue {
             }
             None => None,
         };
-        let mut idle = idle_workers(&self.root)?;
+        let paused = pause::Paused::load(&self.root);
+        let (mut idle, paused_idle) = idle_workers(&self.root, &paused)?;
         let mut taken_keys: Vec<String> = Vec::new();
+        // Per group: its cap, and how many of it run or would be taken by this pass.
+        let mut group_load: HashMap<String, (u32, u32)> = HashMap::new();
         for t in &mut tasks {
-            if let Some(why) = self.dependency_wait(t, config.max_task_bytes()) {
-                t.waiting = Some(why);
-                continue;
+            // A file that is no task (yet) is claimed, and rejected, as it comes.
+            let task = Task::read(&t.path, config.max_task_bytes()).ok().flatten();
+            let task_group = task.as_ref().and_then(|t| t.group.clone());
+            if let Some(task) = &task {
+                let why = paused
+                    .task_reason(task.key.as_deref(), task.group.as_deref())
+                    .or_else(|| self.dependency_wait(t, task));
+                if why.is_some() {
+                    t.waiting = why;
+                    continue;
+                }
+            }
+            let group = task_group.as_deref().map(|g| {
+                let load = group_load.entry(g.to_string()).or_insert_with(|| {
+                    let cap = groups::read(&self.root, g)
+                        .ok()
+                        .flatten()
+                        .map(|x| x.parallel);
+                    (cap.unwrap_or(0), groups::running(&self.root, g, &opts))
+                });
+                (g, load)
+            });
+            if let Some((g, (cap, load))) = &group {
+                if load >= cap {
+                    t.waiting = Some(match cap {
+                        0 => format!("no group {g} (conductor group add {g} --parallel N)"),
+                        _ => format!("group {g} at its limit (parallel {cap})"),
+                    });
+                    continue;
+                }
             }
             let key_busy = config.per_key_serialization()
                 && t.key.as_ref().is_some_and(|k| {
@@ -237,6 +278,11 @@ impl Queue {
                     "no free slot (maxRunning {})",
                     config.max_running.unwrap_or(0)
                 ))
+            } else if idle == 0 && !paused_idle.is_empty() {
+                Some(format!(
+                    "paused (slot {}; no other idle worker)",
+                    paused_idle.join(", ")
+                ))
             } else if idle == 0 {
                 Some("no idle worker".to_string())
             } else {
@@ -247,21 +293,48 @@ impl Queue {
                 if let Some(k) = &t.key {
                     taken_keys.push(k.clone());
                 }
+                if let Some(g) = &task_group {
+                    if let Some((_, load)) = group_load.get_mut(g) {
+                        *load += 1;
+                    }
+                }
                 None
             };
         }
         Ok(tasks)
     }
 
+    /// Why pending task `id` is held back root-wide, if it is: a pause, its agent's
+    /// usage limit, or its group's cap ("group batch at its limit (parallel 1)").
+    /// `None` when it is not pending or nothing holds it.
+    pub fn held_reason(&self, id: &TaskId) -> Result<Option<String>> {
+        let Some(path) = self.root.pending_entry(id)? else {
+            return Ok(None);
+        };
+        let config = self.config()?;
+        let Some(task) = Task::read(&path, config.max_task_bytes()).ok().flatten() else {
+            return Ok(None);
+        };
+        let paused = pause::Paused::load(&self.root);
+        Ok(paused
+            .task_reason(task.key.as_deref(), task.group.as_deref())
+            .or_else(|| {
+                limits::waiting_reason(&self.root, task.not_before(), task.agent.as_deref())
+            })
+            .or_else(|| {
+                let g = task.group.as_deref()?;
+                groups::full(&self.root, g, &config.lock_options())
+            }))
+    }
+
     /// Fill in `t.after` from its file; why it waits for its dependencies, if it does.
-    fn dependency_wait(&self, t: &mut PendingTask, limit: u64) -> Option<String> {
-        let task = Task::read(&t.path, limit).ok()??;
+    fn dependency_wait(&self, t: &mut PendingTask, task: &Task) -> Option<String> {
         t.after = task.after.clone();
         let limited = limits::waiting_reason(&self.root, task.not_before(), task.agent.as_deref());
         if limited.is_some() {
             return limited;
         }
-        match readiness(&self.root, &task) {
+        match readiness(&self.root, task) {
             Readiness::Ready => None,
             Readiness::Wait(ids) => Some(format!("waiting for {}", id_list(&ids))),
             Readiness::Failed { reason, .. } => {
@@ -655,6 +728,12 @@ impl Queue {
             by_key,
             pending,
             locks,
+            paused: pause::Paused::load(&self.root)
+                .entries
+                .iter()
+                .map(|(t, _)| t.to_string())
+                .collect(),
+            groups: groups::usage(&self.root)?,
         })
     }
 }
@@ -675,6 +754,8 @@ pub fn init_root(root: &Root) -> Result<()> {
         root.keys_dir(),
         root.slots_dir(),
         root.agents_dir(),
+        root.groups_dir(),
+        root.paused_dir(),
         root.gates_dir(),
         root.ids_dir(),
     ] {
@@ -683,16 +764,22 @@ pub fn init_root(root: &Root) -> Result<()> {
     crate::trust::verify_root(root)
 }
 
-/// Workers with a live gate and nothing in hand.
-fn idle_workers(root: &Root) -> Result<u32> {
+/// How many workers have a live gate and nothing in hand, not paused; and the slots
+/// of those that would be but are paused.
+fn idle_workers(root: &Root, paused: &pause::Paused) -> Result<(u32, Vec<String>)> {
     let mut n = 0;
+    let mut held = Vec::new();
     for slot in root.slots()? {
         let w = root.worker(slot);
         if crate::gate::probe(&w.worker_gate())?.is_some() && !w.running().exists() {
-            n += 1;
+            if paused.slot(slot.0) {
+                held.push(slot.to_string());
+            } else {
+                n += 1;
+            }
         }
     }
-    Ok(n)
+    Ok((n, held))
 }
 /// `t` for `t`, `t-r1`, `t-r2` (see [`TaskId::retries`]).
 fn retry_base(id: &TaskId) -> String {

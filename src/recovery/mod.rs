@@ -472,7 +472,8 @@ fn free_shared_locks(root: &Root, task: Option<&Task>, lock_opts: &LockOptions) 
     if let Some(k) = task.and_then(|t| t.key.as_deref()) {
         dirlock::break_if_stale(&root.key_lock(k), lock_opts)?;
     }
-    break_stale_locks_in(&root.slots_dir(), lock_opts)
+    break_stale_locks_in(&root.slots_dir(), lock_opts)?;
+    break_stale_locks_in(&root.groups_dir(), lock_opts)
 }
 
 /// Put the task back for its next attempt. `false` when the inbox holds another task

@@ -40,6 +40,8 @@ pub struct ListOptions {
     pub states: Vec<TaskState>,
     /// Only tasks with this key.
     pub key: Option<String>,
+    /// Only tasks of this group.
+    pub group: Option<String>,
     /// Only tasks that carry every one of these labels.
     pub labels: Vec<String>,
     /// Only tasks delivered to, running on, or run by this slot.
@@ -104,6 +106,9 @@ pub struct TaskSummary {
     /// The slot whose inbox holds it, that runs it, or that ran it.
     pub slot: Option<u32>,
     pub key: Option<String>,
+    /// The group it runs in, if any.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub group: Option<String>,
     pub priority: Option<u8>,
     /// The prompt's start, whitespace folded (up to 120 characters).
     pub prompt_preview: Option<String>,
@@ -131,7 +136,9 @@ pub struct TaskSummary {
     /// The agent preset that ran it (the result's `agent`), else the one it names.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub agent: Option<String>,
-    /// A waiting task held back by its agent's usage limit: "rate-limited until 22:43".
+    /// Why a task that has not started waits, when something root-wide holds it:
+    /// "paused", "paused (key K)", "rate-limited until 22:43", "group G at its limit
+    /// (parallel N)".
     #[serde(skip_serializing_if = "Option::is_none")]
     pub waiting: Option<String>,
     /// Its branch and diffstat, when it ran in a worktree of its own.
@@ -310,6 +317,10 @@ fn matches(s: &TaskSummary, opts: &ListOptions) -> bool {
     };
     state_ok
         && opts.key.as_ref().is_none_or(|k| s.key.as_ref() == Some(k))
+        && opts
+            .group
+            .as_ref()
+            .is_none_or(|g| s.group.as_ref() == Some(g))
         && opts.slot.is_none_or(|slot| s.slot == Some(slot.0))
         && opts.labels.iter().all(|l| s.labels.contains(l))
 }
@@ -428,6 +439,7 @@ fn summarize(root: &Root, snap: &mut Snapshot, id: &TaskId, c: &Candidate) -> Re
             .as_ref()
             .and_then(|t| t.key.clone())
             .or_else(|| pending.and_then(|p| p.key.clone())),
+        group: task.as_ref().and_then(|t| t.group.clone()),
         priority: task
             .as_ref()
             .and_then(|t| t.priority)
@@ -454,7 +466,7 @@ fn summarize(root: &Root, snap: &mut Snapshot, id: &TaskId, c: &Candidate) -> Re
         env: task.as_ref().map(|t| t.env.clone()).unwrap_or_default(),
     };
     if let (TaskState::Waiting | TaskState::Queued, Some(t)) = (loc.state, &task) {
-        s.waiting = crate::queue::limits::waiting_reason(root, t.not_before(), t.agent.as_deref());
+        s.waiting = waiting_reason(root, t, loc.slot);
     }
     if let Some(r) = result {
         s.started_at = r.started_at;
@@ -470,6 +482,26 @@ fn summarize(root: &Root, snap: &mut Snapshot, id: &TaskId, c: &Candidate) -> Re
         running_since(root, slot, id, &mut s);
     }
     Ok(s)
+}
+
+/// Why a task that has not started waits for something root-wide, if it does: a pause
+/// (of everything, its slot, key or group), its agent's usage limit, its group's cap.
+fn waiting_reason(root: &Root, t: &Task, slot: Option<Slot>) -> Option<String> {
+    let paused = crate::queue::pause::Paused::load(root);
+    let slot_paused = slot
+        .filter(|s| paused.slot(s.0))
+        .map(|s| format!("paused (slot {s})"));
+    paused
+        .task_reason(t.key.as_deref(), t.group.as_deref())
+        .or(slot_paused)
+        .or_else(|| crate::queue::limits::waiting_reason(root, t.not_before(), t.agent.as_deref()))
+        .or_else(|| {
+            let g = t.group.as_deref()?;
+            let opts = crate::config::Config::load(&root.config_file())
+                .map(|c| c.lock_options())
+                .unwrap_or_default();
+            crate::queue::groups::full(root, g, &opts)
+        })
 }
 
 /// A running task's start and run time so far, from its slot's `status.json`.

@@ -1,10 +1,17 @@
 //! Polling that costs what it must: one `stat` per watched directory and file a tick,
 //! fast after a change, slower while nothing changes.
+//!
+//! Polling is what network and FUSE filesystems get (no change events cross hosts), so
+//! each `stat` asks the server (`statx` with `AT_STATX_FORCE_SYNC`: not the kernel's
+//! attribute cache, which would hide another host's change for its timeout), and a
+//! filesystem that keeps whole-second times (sshfs) is looked at again for a second
+//! after each change: a second change within the same second leaves the stamp equal.
 
+#[cfg(not(all(target_os = "linux", target_env = "gnu")))]
 use std::os::unix::fs::MetadataExt;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::thread::JoinHandle;
-use std::time::{Duration, SystemTime};
+use std::time::{Duration, Instant, SystemTime};
 
 use crossbeam_channel::{bounded, Receiver, RecvTimeoutError, Sender};
 
@@ -13,11 +20,57 @@ use super::{count_events, OnChange};
 /// After this long without a change the interval starts to grow.
 const STAY_FAST_FOR: Duration = Duration::from_secs(2);
 
+/// While idle, a poller stats about this many paths a second at most (a many-slot
+/// worker watches thousands) — but never waits longer than [`slowest`] allows, nor,
+/// watching a few, longer than [`IDLE_FLOOR`].
+const IDLE_STATS_PER_SEC: f64 = 100.0;
+
+/// The longest idle interval of a poller watching a few paths: what a change made
+/// on another host may wait before it is looked for.
+const IDLE_FLOOR: Duration = Duration::from_millis(200);
+
+/// How long a stamp in whole seconds is looked at again after it was first seen (by
+/// our clock): past the end of the second it names, with a margin.
+const COARSE_RECHECK: Duration = Duration::from_millis(1100);
+
 /// A file's identity and last change, as far as one `stat` tells. A directory's
 /// changes with every entry created, removed or renamed in it.
 type Stamp = Option<(i64, i64, i64, i64, u64, u64)>;
 
-fn stamp(path: &PathBuf) -> Stamp {
+/// The stamp as the server has it now.
+#[cfg(all(target_os = "linux", target_env = "gnu"))]
+fn stamp(path: &Path) -> Stamp {
+    use std::os::unix::ffi::OsStrExt;
+    let c = std::ffi::CString::new(path.as_os_str().as_bytes()).ok()?;
+    let mut st = std::mem::MaybeUninit::<nix::libc::statx>::zeroed();
+    // SAFETY: a valid C string and a buffer the size of `statx`, filled by the kernel
+    // on success (zeroed before, so every field is initialised either way).
+    let rc = unsafe {
+        nix::libc::statx(
+            nix::libc::AT_FDCWD,
+            c.as_ptr(),
+            nix::libc::AT_SYMLINK_NOFOLLOW | nix::libc::AT_STATX_FORCE_SYNC,
+            nix::libc::STATX_BASIC_STATS,
+            st.as_mut_ptr(),
+        )
+    };
+    if rc != 0 {
+        return None;
+    }
+    // SAFETY: zero-initialised and written by a successful statx.
+    let st = unsafe { st.assume_init() };
+    Some((
+        st.stx_mtime.tv_sec,
+        i64::from(st.stx_mtime.tv_nsec),
+        st.stx_ctime.tv_sec,
+        i64::from(st.stx_ctime.tv_nsec),
+        st.stx_ino,
+        st.stx_size,
+    ))
+}
+
+#[cfg(not(all(target_os = "linux", target_env = "gnu")))]
+fn stamp(path: &Path) -> Stamp {
     let m = std::fs::symlink_metadata(path).ok()?;
     Some((
         m.mtime(),
@@ -27,6 +80,22 @@ fn stamp(path: &PathBuf) -> Stamp {
         m.ino(),
         m.size(),
     ))
+}
+
+/// Whole seconds: both times without a fraction (sshfs; or a change exactly on a
+/// second, which costs one needless second of looking again).
+fn coarse(s: &Stamp) -> bool {
+    matches!(*s, Some((_, 0, _, 0, ..)))
+}
+
+/// Whether a path whose stamp is `s`, first seen at `seen_at`, must be looked at again
+/// although it has not changed: another change may have left it equal.
+fn look_again(s: &Stamp, seen_at: Instant) -> bool {
+    if coarse(s) {
+        // By our own clock, not the server's: the second it names is over by then.
+        return seen_at.elapsed() < COARSE_RECHECK;
+    }
+    too_recent(s)
 }
 
 /// A stamp this recent may be followed by another change within the same clock tick
@@ -42,10 +111,15 @@ fn too_recent(s: &Stamp) -> bool {
     now.saturating_sub(then) < Duration::from_millis(50)
 }
 
-/// The slowest a poller with this fastest interval gets: ten times slower, capped at
-/// a second (never faster than asked).
-pub(super) fn slowest(fastest: Duration) -> Duration {
-    (fastest * 10).min(Duration::from_secs(1)).max(fastest)
+/// The slowest a poller of `paths` paths with this fastest interval gets: at most ten
+/// times slower and at most a second, and no slower than [`IDLE_FLOOR`] unless that
+/// would stat more than [`IDLE_STATS_PER_SEC`] (never faster than asked).
+pub(super) fn slowest(fastest: Duration, paths: usize) -> Duration {
+    let by_budget = Duration::from_secs_f64(paths as f64 / IDLE_STATS_PER_SEC);
+    by_budget
+        .clamp(IDLE_FLOOR, Duration::from_secs(1))
+        .min(fastest * 10)
+        .max(fastest)
 }
 
 pub(super) struct Poller {
@@ -82,7 +156,10 @@ impl Drop for Poller {
 }
 
 fn poll_loop(paths: Vec<PathBuf>, fastest: Duration, on_change: OnChange, stop: Receiver<()>) {
-    let mut seen: Vec<Stamp> = paths.iter().map(stamp).collect();
+    let start = Instant::now();
+    // (stamp, when we first saw it)
+    let mut seen: Vec<(Stamp, Instant)> = paths.iter().map(|p| (stamp(p), start)).collect();
+    let slowest = slowest(fastest, paths.len());
     let mut interval = fastest;
     let mut quiet = Duration::ZERO;
     loop {
@@ -90,26 +167,28 @@ fn poll_loop(paths: Vec<PathBuf>, fastest: Duration, on_change: OnChange, stop: 
             Err(RecvTimeoutError::Timeout) => {}
             _ => return,
         }
-        let (mut changed, mut last) = (0, None);
-        for (path, seen_stamp) in paths.iter().zip(seen.iter_mut()) {
+        let (mut changed, mut rechecked, mut last) = (0, 0, None);
+        for (path, (seen_stamp, seen_at)) in paths.iter().zip(seen.iter_mut()) {
             let now = stamp(path);
-            if now != *seen_stamp || too_recent(&now) {
-                if now != *seen_stamp {
-                    changed += 1;
-                    last = Some(path);
-                }
+            if now != *seen_stamp {
+                changed += 1;
+                last = Some(path);
                 *seen_stamp = now;
+                *seen_at = Instant::now();
+                on_change(Some(path));
+            } else if look_again(&now, *seen_at) {
+                rechecked += 1;
                 on_change(Some(path));
             }
         }
         count_events(changed, last.map(PathBuf::as_path));
-        if changed > 0 {
+        if changed > 0 || rechecked > 0 {
             interval = fastest;
             quiet = Duration::ZERO;
         } else {
             quiet += interval;
             if quiet >= STAY_FAST_FOR {
-                interval = (interval * 2).min(slowest(fastest));
+                interval = (interval * 2).min(slowest);
             }
         }
     }
@@ -121,12 +200,26 @@ mod tests {
 
     #[test]
     fn the_interval_is_bounded_both_ways() {
-        assert_eq!(slowest(Duration::from_millis(100)), Duration::from_secs(1));
-        assert_eq!(
-            slowest(Duration::from_millis(10)),
-            Duration::from_millis(100)
-        );
-        assert_eq!(slowest(Duration::from_secs(3)), Duration::from_secs(3));
+        let ms = Duration::from_millis;
+        // A worker's few paths: another host's change waits at most 200 ms.
+        assert_eq!(slowest(ms(100), 4), ms(200));
+        // A thousand slots' worth: a second, as many stats a second as paths.
+        assert_eq!(slowest(ms(100), 3000), Duration::from_secs(1));
+        assert_eq!(slowest(ms(100), 50), ms(500));
+        assert_eq!(slowest(ms(10), 4), ms(100));
+        assert_eq!(slowest(Duration::from_secs(3), 4), Duration::from_secs(3));
+    }
+
+    #[test]
+    fn a_whole_second_stamp_is_looked_at_again_until_its_second_is_over() {
+        let whole = Some((1_000, 0, 1_000, 0, 7, 4096));
+        assert!(look_again(&whole, Instant::now()));
+        let long_ago = Instant::now() - Duration::from_secs(2);
+        assert!(!look_again(&whole, long_ago));
+        // Fine-grained and old: not again (a change would have changed it).
+        let fine = Some((1_000, 5, 1_000, 5, 7, 4096));
+        assert!(!look_again(&fine, Instant::now()));
+        assert!(!look_again(&None, Instant::now()));
     }
 
     #[test]

@@ -10,6 +10,8 @@ use super::Shared;
 pub(crate) struct Hold {
     pub key_lock: Option<DirLock>,
     pub run_slot: Option<DirLock>,
+    /// One of its group's run slots, when it has a group.
+    pub group_slot: Option<DirLock>,
     /// Came from the shared queue: its result is also linked into `queue/results/`.
     pub queued: bool,
 }
@@ -17,16 +19,30 @@ pub(crate) struct Hold {
 impl Hold {
     /// Every lock the task holds, for heartbeats.
     pub fn locks_mut(&mut self) -> impl Iterator<Item = &mut DirLock> {
-        [self.key_lock.as_mut(), self.run_slot.as_mut()]
-            .into_iter()
-            .flatten()
+        [
+            self.key_lock.as_mut(),
+            self.run_slot.as_mut(),
+            self.group_slot.as_mut(),
+        ]
+        .into_iter()
+        .flatten()
     }
 }
 
-/// Take what an inbox task needs to run now: a run slot under the root's cap (direct
-/// deliveries count too) and its key's lock (one running task per key holds for direct
-/// deliveries too). `None`: it must wait in the inbox.
-pub(crate) fn admit_inbox_task(shared: &Shared, key: Option<&str>) -> Result<Option<Hold>> {
+/// Take what an inbox task needs to run now: no pause of its key or group, a run slot
+/// under the root's cap (direct deliveries count too), its key's lock (one running task
+/// per key holds for direct deliveries too) and one of its group's run slots. `None`:
+/// it must wait in the inbox.
+pub(crate) fn admit_inbox_task(
+    shared: &Shared,
+    key: Option<&str>,
+    group: Option<&str>,
+) -> Result<Option<Hold>> {
+    let root = &shared.opts.root;
+    if let Some(why) = queue::pause::Paused::load(root).task_reason(key, group) {
+        tracing::debug!("task waits in the inbox: {why}");
+        return Ok(None);
+    }
     let run_slot = match queue::take_run_slot(&shared.opts.root, &shared.config)? {
         queue::RunSlot::Uncapped => None,
         queue::RunSlot::Held(l) => Some(*l),
@@ -47,9 +63,20 @@ pub(crate) fn admit_inbox_task(shared: &Shared, key: Option<&str>) -> Result<Opt
         }
         _ => None,
     };
+    let group_slot = match group {
+        Some(g) => match queue::groups::take_slot(root, g, &shared.lock_opts)? {
+            queue::groups::GroupSlot::Held(l) => Some(*l),
+            queue::groups::GroupSlot::Full(why) | queue::groups::GroupSlot::Unknown(why) => {
+                tracing::debug!("task waits in the inbox: {why}");
+                return Ok(None);
+            }
+        },
+        None => None,
+    };
     Ok(Some(Hold {
         key_lock,
         run_slot,
+        group_slot,
         // Whatever its file says: only a task claimed from queue/pending is queued.
         queued: false,
     }))

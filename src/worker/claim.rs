@@ -72,7 +72,8 @@ pub(crate) fn from_inbox(
             return Ok(Pickup::Ran);
         }
     }
-    let Some(hold) = admit::admit_inbox_task(shared, task.key.as_deref())? else {
+    let Some(hold) = admit::admit_inbox_task(shared, task.key.as_deref(), task.group.as_deref())?
+    else {
         return Ok(later);
     };
     let Some(task) = take_inbox(shared, slot, task, &bytes)? else {
@@ -164,6 +165,7 @@ pub(crate) fn from_queue(
     let hold = Hold {
         key_lock: claim.key_lock,
         run_slot: claim.run_slot,
+        group_slot: claim.group_slot,
         queued: true,
     };
     if slot.paths.result_for(&id).exists() {

@@ -266,9 +266,16 @@ fn check_startable(opts: &WorkerOptions) -> Result<PathBuf> {
 }
 
 /// The shared directories whose changes may make a queued task claimable: the queue,
-/// and key and run-slot locks coming free (a skipped task may have become eligible).
-fn shared_dirs(root: &Root) -> [PathBuf; 3] {
-    [root.queue_pending(), root.keys_dir(), root.slots_dir()]
+/// key and run-slot locks coming free (a skipped task may have become eligible), a
+/// group's cap or run slots, and pauses made or lifted.
+fn shared_dirs(root: &Root) -> [PathBuf; 5] {
+    [
+        root.queue_pending(),
+        root.keys_dir(),
+        root.slots_dir(),
+        root.groups_dir(),
+        root.paused_dir(),
+    ]
 }
 
 /// Whether a change at `p` in one of `shared` (or, when polling, to the directory
@@ -470,13 +477,17 @@ impl SlotServer {
         self.backoff = space::next_backoff(self.backoff);
     }
 
-    /// The inbox first, then the shared queue.
+    /// The inbox first, then the shared queue; neither while the slot is paused.
     fn look_once(
         &mut self,
         shared: &Shared,
         wake: &Receiver<()>,
         shutdown: &Receiver<()>,
     ) -> Result<Pickup> {
+        if crate::queue::pause::Paused::load(&shared.opts.root).slot(self.slot().0) {
+            // A resume (a change in paused/) wakes us.
+            return Ok(Pickup::Empty);
+        }
         let held_until = match claim::from_inbox(shared, self, wake, shutdown)? {
             Pickup::Empty => None,
             Pickup::Deferred(at) => Some(at),

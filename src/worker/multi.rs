@@ -488,11 +488,14 @@ fn watch_slots(
         .map(|(i, s)| (s.paths.dir.clone(), i))
         .collect();
     let shared_list = shared.clone();
+    let paused = opts.root.paused_dir();
     let on_change: OnChange = Arc::new(move |p: Option<&Path>| {
         {
             let mut d = dirty.lock().unwrap_or_else(|e| e.into_inner());
             match p {
                 None => d.all = true,
+                // A resume may free any slot's inbox task, not only queued ones.
+                Some(p) if p.parent() == Some(paused.as_path()) => d.all = true,
                 Some(p) if shared_change(&shared_list, p) => d.shared = true,
                 Some(p) => {
                     let name = p.file_name().and_then(|n| n.to_str()).unwrap_or("");

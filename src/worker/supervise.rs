@@ -29,6 +29,9 @@ enum Stop {
     /// A lock we held was taken over (we were judged gone: paused or cut off past the
     /// lease); the task is someone else's now.
     Fenced(String),
+    /// A pause made `--now` applies to it (names what was paused): it goes back where
+    /// it came from, to run once resumed.
+    Paused(String),
 }
 
 /// A claimed task on its way to its one result.
@@ -46,6 +49,9 @@ struct Run<'a> {
     agent: Option<(Preset, AgentCommand)>,
     /// The task's, else the worker's, else the root's.
     timeout: Option<Duration>,
+    /// Its key and group: what a pause made `--now` may name.
+    key: Option<String>,
+    group: Option<String>,
 }
 
 /// Run a claimed task to its one result. `Pickup::Stop` if asked to shut down.
@@ -100,6 +106,8 @@ pub(crate) fn run(
             .map(Duration::from_secs)
             .or(shared.opts.timeout)
             .or(shared.config.timeout_secs.map(Duration::from_secs)),
+        key: task.key.clone(),
+        group: task.group.clone(),
     };
     let preset = run.agent.as_ref().map_or(shared.opts.preset, |(p, _)| *p);
     if let Some(who) = cancel::requested(&slot.paths, &run.id, false) {
@@ -164,6 +172,26 @@ pub(crate) fn run(
     }
     let shutting_down = matches!(stop, Some(Stop::Interrupted(_)));
     let out = agent.finish();
+    if let Some(Stop::Paused(what)) = &stop {
+        if let Some(back) = run.put_back_paused(&task, what, &lock, &hold)? {
+            drop(lock);
+            drop(hold);
+            if let Some(t) = &tree {
+                // It runs again once resumed, in a worktree made afresh then.
+                crate::worktree::remove(&t.repo, &t.path, Some(&t.branch));
+                super::worktree::forget_record(&slot.paths.dir);
+            }
+            if let Err(e) = agent::ready_log(&slot.paths.output_log()) {
+                tracing::warn!("{e}");
+            }
+            tracing::info!("{back}");
+            return Ok(if shutting_down {
+                Pickup::Stop
+            } else {
+                Pickup::Ran
+            });
+        }
+    }
     let stopped = stop.is_some();
     let mut result = run.build_result(&out, stop);
     let limit = (!stopped && !result.success)
@@ -393,24 +421,14 @@ impl Run<'_> {
         let mut t = task.clone();
         t.id = Some(self.id.clone());
         t.not_before = Some(rfc3339(limit.until));
-        let running = self.slot.paths.running();
         let until = crate::protocol::rfc3339(limit.until);
-        if hold.queued {
-            crate::queue::requeue(root, &running, &t)?;
-        } else {
-            fsio::write_json(&running, &t, fsio::Durability::Durable)?;
-            match fsio::rename_noreplace(&running, &self.slot.paths.task()) {
-                Ok(()) => fsio::fsync_dir(&self.slot.paths.dir)?,
-                Err(e) if e.io_kind() == Some(std::io::ErrorKind::AlreadyExists) => {
-                    tracing::warn!(
-                        "task {}: cannot wait in the inbox for the reset ({until}): another \
-                         task was delivered meanwhile; it fails instead",
-                        self.id
-                    );
-                    return Ok(None);
-                }
-                Err(e) => return Err(e),
-            }
+        if !self.put_back(&t, hold)? {
+            tracing::warn!(
+                "task {}: cannot wait in the inbox for the reset ({until}): another \
+                 task was delivered meanwhile; it fails instead",
+                self.id
+            );
+            return Ok(None);
         }
         let mut idle = Status::new(WorkerState::Idle);
         idle.problem = Some(format!(
@@ -433,6 +451,78 @@ impl Run<'_> {
                 "in the inbox"
             }
         )))
+    }
+
+    /// Put `t` (this run's task, as it is to run next) back where it came from, nothing
+    /// published: `running.json` rewritten durably, then moved in one rename — into
+    /// `queue/pending/` (a queue task) or back to the inbox without replacing (an inbox
+    /// task). `false`: the inbox holds another task meanwhile, and `t` stays in hand.
+    fn put_back(&self, t: &Task, hold: &Hold) -> Result<bool> {
+        let running = self.slot.paths.running();
+        if hold.queued {
+            crate::queue::requeue(&self.shared.opts.root, &running, t)?;
+            return Ok(true);
+        }
+        fsio::write_json(&running, t, fsio::Durability::Durable)?;
+        match fsio::rename_noreplace(&running, &self.slot.paths.task()) {
+            Ok(()) => fsio::fsync_dir(&self.slot.paths.dir).map(|()| true),
+            Err(e) if e.io_kind() == Some(std::io::ErrorKind::AlreadyExists) => Ok(false),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// A pause made `--now` stopped the agent: put the task back (same attempt) to run
+    /// once resumed. `None` when it cannot go back (a lock was lost, or the inbox holds
+    /// another task): it ends `interrupted`.
+    fn put_back_paused(
+        &self,
+        task: &Task,
+        what: &str,
+        lock: &DirLock,
+        hold: &Hold,
+    ) -> Result<Option<String>> {
+        if still_held(lock, hold).is_some() {
+            return Ok(None);
+        }
+        let mut t = task.clone();
+        t.id = Some(self.id.clone());
+        if !self.put_back(&t, hold)? {
+            tracing::warn!(
+                "task {}: stopped by the pause of {what}, but cannot go back to the inbox: \
+                 another task was delivered meanwhile; it ends interrupted",
+                self.id
+            );
+            return Ok(None);
+        }
+        let whence = if hold.queued {
+            "the queue"
+        } else {
+            "the inbox"
+        };
+        let mut idle = Status::new(WorkerState::Idle);
+        idle.problem = Some(format!(
+            "task {} interrupted by the pause of {what}; back in {whence}",
+            self.id
+        ));
+        if let Err(e) = self.slot.board.publish(idle) {
+            tracing::warn!("{e}");
+        }
+        Ok(Some(format!(
+            "interrupted \"{}\" · task {}: {what} was paused --now; it waits in {whence} and \
+             runs again once resumed",
+            self.preview, self.id
+        )))
+    }
+
+    /// The pause made `--now` that applies to this run, if any.
+    fn paused_now(&self) -> Option<Stop> {
+        crate::queue::pause::Paused::load(&self.shared.opts.root)
+            .stops(
+                self.slot.slot().0,
+                self.key.as_deref(),
+                self.group.as_deref(),
+            )
+            .map(|t| Stop::Paused(t.to_string()))
     }
 
     /// `working` on this task; the agent's pid and start time are added by the caller.
@@ -487,6 +577,9 @@ impl Run<'_> {
                 if self.cancelled() {
                     return Some(Stop::Cancelled);
                 }
+                if let Some(paused) = self.paused_now() {
+                    return Some(paused);
+                }
                 if let Some(fenced) = self.beat(&mut status, agent, lock, hold) {
                     return Some(fenced);
                 }
@@ -512,6 +605,9 @@ impl Run<'_> {
                 recv(wake) -> _ => {
                     if self.cancelled() {
                         return Some(Stop::Cancelled);
+                    }
+                    if let Some(paused) = self.paused_now() {
+                        return Some(paused);
                     }
                 }
                 recv(shutdown) -> _ => return Some(self.interrupted()),
@@ -572,6 +668,12 @@ impl Run<'_> {
             ),
             Some(Stop::Cancelled) => (Outcome::Cancelled, Some("cancelled".to_string())),
             Some(Stop::Interrupted(why) | Stop::Fenced(why)) => (Outcome::Interrupted, Some(why)),
+            Some(Stop::Paused(what)) => (
+                Outcome::Interrupted,
+                Some(format!(
+                    "interrupted: {what} was paused --now, and the task could not be put back"
+                )),
+            ),
             None if out.status.success() => (Outcome::Success, None),
             None => (Outcome::Failure, Some(failure_reason(out, &stderr))),
         };
@@ -778,17 +880,27 @@ fn fenced(lost: &Error, epoch: u64) -> Stop {
 /// When the least recently renewed of the task's locks was last renewed
 /// ([`DirLock::renewed_at`]): what its fence counts from.
 fn renewed_at(lock: &DirLock, hold: &Hold) -> Duration {
-    [Some(lock), hold.key_lock.as_ref(), hold.run_slot.as_ref()]
-        .into_iter()
-        .flatten()
-        .map(DirLock::renewed_at)
-        .min()
-        .unwrap_or_default()
+    [
+        Some(lock),
+        hold.key_lock.as_ref(),
+        hold.run_slot.as_ref(),
+        hold.group_slot.as_ref(),
+    ]
+    .into_iter()
+    .flatten()
+    .map(DirLock::renewed_at)
+    .min()
+    .unwrap_or_default()
 }
 
 /// `None` while every lock the task holds is still ours; else why not.
 fn still_held(lock: &DirLock, hold: &Hold) -> Option<String> {
-    let held = [Some(lock), hold.key_lock.as_ref(), hold.run_slot.as_ref()];
+    let held = [
+        Some(lock),
+        hold.key_lock.as_ref(),
+        hold.run_slot.as_ref(),
+        hold.group_slot.as_ref(),
+    ];
     held.into_iter().flatten().find_map(|l| match l.check() {
         Err(e @ Error::LockLost { .. }) => match fenced(&e, l.epoch()) {
             Stop::Fenced(why) => Some(why),

@@ -550,3 +550,33 @@ fn the_dashboard_shows_a_worktree_tasks_branch_and_opens_its_diff() {
     drop(w);
     assert_nothing_left(t.path());
 }
+
+/// Issue 25, item 10: a paused slot says so in its row, and the queue says why its task
+/// waits; resumed, the slot runs it.
+#[test]
+fn a_paused_slot_and_its_held_task_show_on_the_dashboard_at_80x24() {
+    require!(prereq::tmux());
+    let t = TestRoot::new();
+    let _w = WorkerProc::start(&t, Slot(0), "cat", &[], &[]);
+    crate::harness::run_conductor(&t, &["pause", "--slot", "0"], 0);
+    let q = Queue::new(t.client.root().clone());
+    q.submit(&Task::new("held by the pause").with_id("held1"))
+        .unwrap();
+
+    let sh = Shell::start(&t);
+    sh.dashboard(&t, "dashboard");
+    let screen = sh.wait_for("paused (slot 0");
+    let row = screen
+        .lines()
+        .find(|l| l.contains("> 0 ") && !l.contains("slot 0"))
+        .unwrap_or_else(|| panic!("no row for slot 0:\n{screen}"));
+    assert!(row.contains("paused"), "{screen}");
+    assert!(screen.contains("held by the pause"), "{screen}");
+
+    crate::harness::run_conductor(&t, &["resume", "--slot", "0"], 0);
+    // The header counts it done once it ran; nothing says paused any more.
+    let screen = sh.wait_for("done 1");
+    assert!(!screen.contains("paused"), "{screen}");
+    sh.keys(&["q"]);
+    sh.assert_given_back(&t);
+}

@@ -103,8 +103,8 @@ fn initialize_answers_with_the_clients_protocol_and_lists_every_tool_with_its_sc
         assert_eq!(
             names,
             [
-                "cancel", "edit", "logs", "queue", "result", "retry", "send", "status", "submit",
-                "tasks", "totals", "wait"
+                "cancel", "edit", "logs", "pause", "queue", "result", "resume", "retry", "send",
+                "status", "submit", "tasks", "totals", "wait"
             ]
         );
         for tool in &tools {
@@ -503,7 +503,7 @@ fn malformed_lines_get_a_parse_error_and_stdout_stays_pure_json_rpc() {
             v["id"] == 3
                 && v["result"]["tools"]
                     .as_array()
-                    .is_some_and(|t| t.len() == 12)
+                    .is_some_and(|t| t.len() == 14)
         },
         "tools/list result",
     );
@@ -648,4 +648,71 @@ fn env_labels_and_edit_over_mcp() {
         drop(w);
     });
     assert_nothing_left(t.path());
+}
+
+/// Issue 25, items 10 and 13 over MCP: `submit` with a group (an unknown one refused by
+/// name), `tasks` by group, `pause`/`resume` of a group and a slot, with `queue` saying
+/// why a task waits.
+#[test]
+fn pause_resume_and_groups_over_mcp() {
+    let t = TestRoot::new();
+    t.client.create_worker(S0).unwrap();
+    runtime().block_on(async {
+        let mcp = connect(&t, &[]).await;
+        let refused =
+            tool_error(&call(&mcp, "submit", json!({"prompt": "x", "group": "nightly"})).await);
+        assert!(
+            refused.contains("no group nightly") && refused.contains("known groups: none"),
+            "{refused}"
+        );
+        conductor::queue::groups::add(t.client.root(), "nightly", 1).unwrap();
+        let sent = ok(&call(
+            &mcp,
+            "submit",
+            json!({"prompt": "x", "group": "nightly", "id": "g-1"}),
+        )
+        .await);
+        assert_eq!(sent["id"], "g-1");
+        let listed = ok(&call(&mcp, "tasks", json!({"group": "nightly"})).await);
+        assert_eq!(listed["tasks"][0]["id"], "g-1", "{listed}");
+        assert_eq!(listed["tasks"][0]["group"], "nightly", "{listed}");
+
+        let paused = ok(&call(&mcp, "pause", json!({"group": "nightly"})).await);
+        assert_eq!(
+            paused["paused"],
+            json!({"kind": "group", "name": "nightly"})
+        );
+        assert!(t.path().join("paused/group-nightly").is_file());
+        let queue = ok(&call(&mcp, "queue", json!({})).await);
+        assert_eq!(
+            queue["pending"][0]["waiting"], "paused (group nightly)",
+            "{queue}"
+        );
+        let listed = ok(&call(&mcp, "tasks", json!({"group": "nightly"})).await);
+        assert_eq!(listed["tasks"][0]["waiting"], "paused (group nightly)");
+        let waited = ok(&call(&mcp, "wait", json!({"ids": ["g-1"], "timeoutSecs": 0.1})).await);
+        assert_eq!(
+            waited["tasks"][0]["note"], "queued and waits: paused (group nightly)",
+            "{waited}"
+        );
+        let both = tool_error(&call(&mcp, "pause", json!({"slot": 0, "all": true})).await);
+        assert!(both.contains("exactly one"), "{both}");
+        let no_slot = tool_error(&call(&mcp, "pause", json!({"slot": 7})).await);
+        assert!(no_slot.contains('7'), "{no_slot}");
+        ok(&call(&mcp, "pause", json!({"slot": 0, "now": true})).await);
+        let status = ok(&call(&mcp, "status", json!({})).await);
+        assert_eq!(
+            status["paused"],
+            json!(["group nightly", "slot 0"]),
+            "{status}"
+        );
+        let resumed = ok(&call(&mcp, "resume", json!({"group": "nightly"})).await);
+        assert_eq!(resumed["wasPaused"], true);
+        let now = tool_error(&call(&mcp, "resume", json!({"slot": 0, "now": true})).await);
+        assert!(now.contains("pause only"), "{now}");
+        ok(&call(&mcp, "resume", json!({"slot": 0})).await);
+        assert!(!t.path().join("paused/slot-0").exists());
+        close(mcp).await;
+    });
+    crate::harness::assert_nothing_left(t.path());
 }

@@ -1,6 +1,7 @@
-//! Several hosts on one shared root (sshfs mounts + UTS/PID namespaces, see
+//! Several hosts on one shared root (sshfs or GlusterFS mounts + UTS/PID namespaces, see
 //! multihost_env.rs): no task lost, doubled or overlapped on its key, no worker exit, no
-//! lock of a live holder taken, nothing signalled across hosts.
+//! lock of a live holder taken, nothing signalled across hosts. Each scenario is a
+//! function of the filesystem, run by one test per filesystem.
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
@@ -9,7 +10,7 @@ use std::time::Duration;
 use serde_json::Value;
 
 use crate::harness::{agent, bin, wait_until};
-use crate::multihost_env::{self, Cache, Cluster, Host, HostProc};
+use crate::multihost_env::{self, Cache, Cluster, Fs, Host, HostProc};
 use crate::prereq::require;
 
 /// Generous: a whole burst over sshfs on a busy 2-core machine.
@@ -160,16 +161,31 @@ pub(crate) fn assert_all_running(workers: &mut [(&str, &mut HostProc)]) {
 }
 
 /// Two hosts, two workers each, tasks over three shared keys submitted from both.
-fn burst(cache: Cache, per_host: usize) {
-    require!(multihost_env::available());
+fn burst(fs: Fs, per_host: usize) {
+    require!(multihost_env::available_on(fs));
     // A cap below the worker count: run slots (slots/<i>.lock) change hands across hosts too.
-    let c = Cluster::start(&["hostA", "hostB"], cache, "{\"maxRunning\": 3}\n");
+    let c = Cluster::start_on(fs, &["hostA", "hostB"], "{\"maxRunning\": 3}\n");
     std::fs::create_dir(c.backing.join("runs")).expect("runs dir");
     let (a, b) = (&c.hosts[0], &c.hosts[1]);
     let mut a0 = worker(&c, a, 0);
     let mut a1 = worker(&c, a, 1);
     let mut b2 = worker(&c, b, 2);
     let mut b3 = worker(&c, b, 3);
+    let all = submit_keyed_from_both(&c, per_host);
+    wait_for_results(&c, &all, &mut [&mut a0, &mut a1, &mut b2, &mut b3]);
+    assert_all_running(&mut [
+        ("A0", &mut a0),
+        ("A1", &mut a1),
+        ("B2", &mut b2),
+        ("B3", &mut b3),
+    ]);
+    check_runs(&c, &all);
+}
+
+/// `per_host` tasks from each of the first two hosts, over three shared keys, both
+/// hosts submitting at once; their ids.
+fn submit_keyed_from_both(c: &Cluster, per_host: usize) -> Vec<String> {
+    let (a, b) = (&c.hosts[0], &c.hosts[1]);
     let tasks = |prefix: &str| -> Vec<(String, String, String)> {
         (0..per_host)
             .map(|i| {
@@ -183,24 +199,24 @@ fn burst(cache: Cache, per_host: usize) {
         s.spawn(|| submit_all(a, &ta));
         s.spawn(|| submit_all(b, &tb));
     });
-    let all: Vec<&String> = ta.iter().chain(&tb).map(|t| &t.0).collect();
+    ta.into_iter().chain(tb).map(|t| t.0).collect()
+}
+
+/// Wait (bounded) until every task of `all` has a result or a worker exits.
+fn wait_for_results(c: &Cluster, all: &[String], workers: &mut [&mut HostProc]) {
     let results = c.root.join("queue/results");
-    let mut left = all.clone();
+    let mut left: Vec<&String> = all.iter().collect();
     wait_until(BURST_BOUND, "every task's result", || {
         left.retain(|id| !results.join(format!("{id}.json")).exists());
-        left.is_empty()
-            || [&mut a0, &mut a1, &mut b2, &mut b3]
-                .iter_mut()
-                .any(|w| w.exited().is_some())
+        left.is_empty() || workers.iter_mut().any(|w| w.exited().is_some())
     });
-    assert_all_running(&mut [
-        ("A0", &mut a0),
-        ("A1", &mut a1),
-        ("B2", &mut b2),
-        ("B3", &mut b3),
-    ]);
-    for id in &all {
-        let r = queue_result(&c, id).unwrap_or_else(|| panic!("task {id} lost: no result"));
+}
+
+/// Every task of `all` succeeded and ran once, no two runs of a key overlapped, and —
+/// where hosts see each other's submissions promptly — both hosts ran some.
+fn check_runs(c: &Cluster, all: &[String]) {
+    for id in all {
+        let r = queue_result(c, id).unwrap_or_else(|| panic!("task {id} lost: no result"));
         assert_eq!(outcome(&r), "success", "task {id}: {r}");
     }
     let runs = runs(&c.backing.join("runs"));
@@ -231,7 +247,7 @@ fn burst(cache: Cache, per_host: usize) {
     // Sharing the work is only promised where each host sees the queue as it is: with
     // sshfs's 20 s directory cache a host may see `queue/pending` empty until the other
     // has drained it (seen once in a full run). What is promised there is checked above.
-    if cache == Cache::Off {
+    if c.fs.sees_others_promptly() {
         assert_eq!(hosts.len(), 2, "both hosts ran tasks: {hosts:?}");
     } else {
         eprintln!("hosts that ran tasks (default caches): {hosts:?}");
@@ -242,18 +258,125 @@ fn burst(cache: Cache, per_host: usize) {
 /// (with an old mtime), which made takeovers rename the next holder's lock away.
 #[test]
 fn a_burst_over_shared_keys_from_two_hosts_default_cache() {
-    burst(Cache::Default, 60);
+    burst(Fs::Sshfs(Cache::Default), 60);
 }
 
 #[test]
 fn a_burst_over_shared_keys_from_two_hosts_no_cache() {
-    burst(Cache::Off, 60);
+    burst(Fs::Sshfs(Cache::Off), 60);
 }
 
 #[test]
-fn the_same_slot_from_two_hosts_is_refused_on_the_second() {
-    require!(multihost_env::available());
-    let c = Cluster::start(&["hostA", "hostB"], Cache::Off, "{}\n");
+fn a_burst_over_shared_keys_from_two_hosts_on_glusterfs() {
+    burst(Fs::Gluster, 60);
+}
+
+/// One worker process per host serving four slots each (`0-3`, `4-7`): the multi-slot
+/// worker's one watcher and shared queue scan, across hosts.
+fn many_slot_workers(fs: Fs, per_host: usize) {
+    require!(multihost_env::available_on(fs));
+    let c = Cluster::start_on(fs, &["hostA", "hostB"], "{\"maxRunning\": 6}\n");
+    std::fs::create_dir(c.backing.join("runs")).expect("runs dir");
+    let mut wa = many_slot_worker(&c, &c.hosts[0], "0-3", 0..4);
+    let mut wb = many_slot_worker(&c, &c.hosts[1], "4-7", 4..8);
+    let all = submit_keyed_from_both(&c, per_host);
+    wait_for_results(&c, &all, &mut [&mut wa, &mut wb]);
+    assert_all_running(&mut [("A 0-3", &mut wa), ("B 4-7", &mut wb)]);
+    check_runs(&c, &all);
+}
+
+/// A worker on `host` serving `slots`, once every slot of `each` reports it.
+fn many_slot_worker(c: &Cluster, host: &Host, slots: &str, each: std::ops::Range<u32>) -> HostProc {
+    let log = c.scratch.join(format!("worker-{}-{slots}.log", host.name));
+    let runs = host.mount.join("runs");
+    let mut w = host.worker_for(
+        slots,
+        &agent("multihost.sh"),
+        &log,
+        &[("AGENT_LOG_DIR", runs.to_str().unwrap())],
+    );
+    wait_until(
+        BOUND,
+        &format!("slots {slots} on {} to serve", host.name),
+        || {
+            if let Some(st) = w.exited() {
+                panic!(
+                    "worker {slots} on {} exited ({st}):\n{}",
+                    host.name,
+                    w.stderr()
+                );
+            }
+            each.clone()
+                .all(|i| status(c, i).is_some_and(|s| s["host"] == host.name.as_str()))
+        },
+    );
+    w
+}
+
+#[test]
+fn many_slot_workers_on_both_hosts_no_cache() {
+    many_slot_workers(Fs::Sshfs(Cache::Off), 30);
+}
+
+#[test]
+fn many_slot_workers_on_both_hosts_on_glusterfs() {
+    many_slot_workers(Fs::Gluster, 30);
+}
+
+/// Tasks submitted on host B in quick succession (several within one second, which
+/// whole-second timestamps cannot tell apart), each run once by host A's worker.
+fn closely_spaced_submits(fs: Fs) {
+    require!(multihost_env::available_on(fs));
+    let c = Cluster::start_on(fs, &["hostA", "hostB"], "{}\n");
+    std::fs::create_dir(c.backing.join("runs")).expect("runs dir");
+    let mut a0 = worker(&c, &c.hosts[0], 0);
+    let b = &c.hosts[1];
+    let mut ids = Vec::new();
+    for round in 0..4 {
+        // Each round waits for the last one's results, so A's poller has slowed down
+        // when a round begins; then three submits back to back.
+        let tasks: Vec<(String, String, String)> = (0..3)
+            .map(|i| (format!("c{round}{i}"), format!("ck{i}"), "x 0".to_string()))
+            .collect();
+        let conductor = bin("conductor");
+        let script: Vec<String> = tasks
+            .iter()
+            .map(|(id, key, prompt)| {
+                format!(
+                    "{} submit -q --id {id} --key {key} '{prompt}' >/dev/null",
+                    conductor.display()
+                )
+            })
+            .collect();
+        b.sh(&format!("set -e\n{}", script.join("\n")));
+        let round_ids: Vec<String> = tasks.into_iter().map(|t| t.0).collect();
+        wait_for_results(&c, &round_ids, &mut [&mut a0]);
+        ids.extend(round_ids);
+    }
+    assert_all_running(&mut [("A0", &mut a0)]);
+    for id in &ids {
+        let r = queue_result(&c, id).unwrap_or_else(|| panic!("task {id} lost: no result"));
+        assert_eq!(outcome(&r), "success", "task {id}: {r}");
+    }
+    let runs = runs(&c.backing.join("runs"));
+    assert_eq!(runs.len(), ids.len(), "one run per task: {runs:?}");
+    assert!(runs.iter().all(|r| r.host == "hostA"), "{runs:?}");
+}
+
+#[test]
+fn closely_spaced_submits_on_one_host_all_run_on_the_other_no_cache() {
+    closely_spaced_submits(Fs::Sshfs(Cache::Off));
+}
+
+#[test]
+fn closely_spaced_submits_on_one_host_all_run_on_the_other_on_glusterfs() {
+    closely_spaced_submits(Fs::Gluster);
+}
+
+/// A second worker for a slot another host's worker serves is refused at once.
+fn the_same_slot_from_two_hosts(fs: Fs) {
+    require!(multihost_env::available_on(fs));
+    let c = Cluster::start_on(fs, &["hostA", "hostB"], "{}\n");
     std::fs::create_dir(c.backing.join("runs")).expect("runs dir");
     let (a, b) = (&c.hosts[0], &c.hosts[1]);
     let mut a0 = worker(&c, a, 0);
@@ -291,23 +414,26 @@ fn the_same_slot_from_two_hosts_is_refused_on_the_second() {
 }
 
 #[test]
+fn the_same_slot_from_two_hosts_is_refused_on_the_second() {
+    the_same_slot_from_two_hosts(Fs::Sshfs(Cache::Off));
+}
+
+#[test]
+fn the_same_slot_from_two_hosts_is_refused_on_the_second_on_glusterfs() {
+    the_same_slot_from_two_hosts(Fs::Gluster);
+}
+
+#[test]
 fn doctor_names_the_shared_mount_and_says_flocks_stay_local() {
     require!(multihost_env::available());
     let c = Cluster::start(&["hostA"], Cache::Default, "{\"leaseSecs\": 30}\n");
-    let (code, out, err) = c.hosts[0].conductor(&["doctor", "--agent", "cat", "--json"]);
-    assert!(code.is_some(), "doctor: {err}");
-    let checks: Value = serde_json::from_str(&out).expect("doctor --json");
-    let mount = checks["checks"]
-        .as_array()
-        .and_then(|a| a.iter().find(|c| c["name"] == "mount"))
-        .unwrap_or_else(|| panic!("no mount check in {out}"))
-        .clone();
+    let mount = doctor_mount_check(&c.hosts[0]);
     let detail = mount["detail"].as_str().unwrap();
     assert_eq!(mount["status"], "warn", "{mount}");
     for needle in [
         "fuse.sshfs",
         "root@127.0.0.1:",
-        "flocks stay on this client",
+        "flocks stay on this client (probed: this client's kernel keeps them)",
         "leaseSecs=30",
     ] {
         assert!(detail.contains(needle), "{needle:?} not in {detail}");
@@ -316,4 +442,35 @@ fn doctor_names_the_shared_mount_and_says_flocks_stay_local() {
         mount["fix"].as_str().unwrap().contains("dir_cache=no"),
         "{mount}"
     );
+}
+
+/// `doctor --json`'s mount check, run on `host`.
+fn doctor_mount_check(host: &Host) -> Value {
+    let (code, out, err) = host.conductor(&["doctor", "--agent", "cat", "--json"]);
+    assert!(code.is_some(), "doctor: {err}");
+    let checks: Value = serde_json::from_str(&out).expect("doctor --json");
+    checks["checks"]
+        .as_array()
+        .and_then(|a| a.iter().find(|c| c["name"] == "mount"))
+        .unwrap_or_else(|| panic!("no mount check in {out}"))
+        .clone()
+}
+
+/// GlusterFS's client passes flocks to the bricks: doctor must not say they stay local
+/// (it did, by the `fuse.` type alone), and says so from a probe.
+#[test]
+fn doctor_says_flocks_reach_the_server_on_glusterfs() {
+    require!(multihost_env::available_on(Fs::Gluster));
+    let c = Cluster::start_on(Fs::Gluster, &["hostA"], "{\"leaseSecs\": 30}\n");
+    let mount = doctor_mount_check(&c.hosts[0]);
+    let detail = mount["detail"].as_str().unwrap();
+    assert_eq!(mount["status"], "ok", "{mount}");
+    for needle in [
+        "fuse.glusterfs",
+        "flocks reach the server (probed: this client's kernel passes them to the filesystem)",
+        "leaseSecs=30",
+    ] {
+        assert!(detail.contains(needle), "{needle:?} not in {detail}");
+    }
+    assert!(!detail.contains("stay on this client"), "{detail}");
 }

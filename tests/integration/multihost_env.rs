@@ -1,5 +1,7 @@
-//! Several "hosts" on one machine: sshfs mounts of one backing directory over a private
-//! loopback sshd, each used from its own UTS + PID namespace (own hostname, colliding pids).
+//! Several "hosts" on one machine: mounts of one shared filesystem — sshfs over a private
+//! loopback sshd, or a GlusterFS volume in a network namespace of the test's own
+//! (multihost_gluster.rs) — each used from its own UTS + PID namespace (own hostname,
+//! colliding pids).
 
 #![allow(dead_code)]
 
@@ -11,15 +13,52 @@ use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
 
 use crate::harness::{bin, wait_until};
+use crate::multihost_gluster::GlusterServer;
 pub use crate::multihost_mounts::Cache;
 use crate::multihost_mounts::{mount, sshd_path, start_sshd, which, Mount, Owned};
 
-/// Whether the multi-host scenarios can run here; if not, why not (see `require!`).
-pub fn available() -> Result<(), String> {
-    if !nix::unistd::geteuid().is_root() {
-        return Err("not root (namespaces, FUSE mounts and sshd need root)".into());
+/// The shared filesystem the hosts mount.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Fs {
+    /// sshfs over a private loopback sshd, with these caches.
+    Sshfs(Cache),
+    /// A one-brick GlusterFS volume, each host its own FUSE client (default options).
+    Gluster,
+    /// The same with the volume's cache invalidation on (README's recommendation): the
+    /// server tells each client's metadata cache of changes.
+    GlusterInvalidating,
+}
+
+/// The volume options of `Fs::GlusterInvalidating`.
+pub const GLUSTER_INVALIDATION: &[(&str, &str)] = &[
+    ("features.cache-invalidation", "on"),
+    ("performance.cache-invalidation", "on"),
+];
+
+impl Fs {
+    /// Whether a host sees what another wrote without waiting out a cache of its own
+    /// (sshfs's 20 s directory cache is the one that does not).
+    pub fn sees_others_promptly(self) -> bool {
+        self != Fs::Sshfs(Cache::Default)
     }
-    for tool in ["sshfs", "ssh-keygen", "unshare", "nsenter"] {
+}
+
+/// Whether the multi-host scenarios can run here on `fs`; if not, why not (see
+/// `require!`).
+pub fn available_on(fs: Fs) -> Result<(), String> {
+    match fs {
+        Fs::Sshfs(_) => available(),
+        Fs::Gluster | Fs::GlusterInvalidating => {
+            hosts_available()?;
+            crate::multihost_gluster::available()
+        }
+    }
+}
+
+/// Whether the multi-host scenarios can run here on sshfs; if not, why not (see `require!`).
+pub fn available() -> Result<(), String> {
+    hosts_available()?;
+    for tool in ["sshfs", "ssh-keygen"] {
         if which(tool).is_none() {
             return Err(format!(
                 "{tool} is not installed (apt-get install sshfs openssh-server)"
@@ -28,6 +67,21 @@ pub fn available() -> Result<(), String> {
     }
     if sshd_path().is_none() {
         return Err("sshd is not installed (apt-get install openssh-server)".into());
+    }
+    Ok(())
+}
+
+/// Root, namespaces and FUSE: what every shared filesystem of the harness needs.
+fn hosts_available() -> Result<(), String> {
+    if !nix::unistd::geteuid().is_root() {
+        return Err("not root (namespaces, FUSE mounts and sshd need root)".into());
+    }
+    for tool in ["unshare", "nsenter"] {
+        if which(tool).is_none() {
+            return Err(format!(
+                "{tool} is not installed (apt-get install util-linux)"
+            ));
+        }
     }
     if which("fusermount3")
         .or_else(|| which("fusermount"))
@@ -129,8 +183,20 @@ impl Host {
 
     /// Start `conductor-worker SLOT` on this host; its stderr goes to `log`.
     pub fn worker(&self, slot: u32, agent: &Path, log: &Path, env: &[(&str, &str)]) -> HostProc {
+        self.worker_for(&slot.to_string(), agent, log, env)
+    }
+
+    /// Start `conductor-worker SLOTS` (`4-7`: one process serving them all) on this host;
+    /// its stderr goes to `log`.
+    pub fn worker_for(
+        &self,
+        slots: &str,
+        agent: &Path,
+        log: &Path,
+        env: &[(&str, &str)],
+    ) -> HostProc {
         let mut cmd = self.command(&bin("conductor-worker"));
-        cmd.arg(slot.to_string())
+        cmd.arg(slots)
             .arg(log.parent().expect("log dir"))
             .arg("--agent")
             .arg(agent)
@@ -309,13 +375,22 @@ impl Drop for HostProc {
     }
 }
 
-/// A backing directory, a private sshd serving it, one sshfs mount and one host per
-/// name. Dropped in order: hosts (and everything in them), mounts, sshd, temp dir.
+/// What serves the hosts' mounts.
+enum Server {
+    Sshd(#[allow(dead_code)] Owned),
+    Gluster(#[allow(dead_code)] GlusterServer),
+}
+
+/// A shared filesystem, its server, one mount and one host per name. Dropped in
+/// order: hosts (and everything in them), mounts, server, temp dir.
 pub struct Cluster {
     pub hosts: Vec<Host>,
     mounts: Vec<Mount>,
-    sshd: Owned,
-    /// The shared directory itself (what the server has: no client cache in the way).
+    server: Server,
+    pub fs: Fs,
+    /// The shared directory as the test sees it, with no client cache in the way: the
+    /// directory sshd serves; on GlusterFS a mount of the test's own with the kernel's
+    /// caches off.
     pub backing: PathBuf,
     /// The conductor root inside `backing`.
     pub root: PathBuf,
@@ -325,8 +400,13 @@ pub struct Cluster {
 }
 
 impl Cluster {
-    /// Set everything up; `config` is written as the root's `config.json`.
+    /// Set everything up on sshfs; `config` is written as the root's `config.json`.
     pub fn start(names: &[&str], cache: Cache, config: &str) -> Cluster {
+        Cluster::start_on(Fs::Sshfs(cache), names, config)
+    }
+
+    /// Set everything up on `fs`; `config` is written as the root's `config.json`.
+    pub fn start_on(fs: Fs, names: &[&str], config: &str) -> Cluster {
         let dir = tempfile::Builder::new()
             .prefix("conductor-mh-")
             .tempdir()
@@ -337,13 +417,46 @@ impl Cluster {
         for d in [&backing, &scratch] {
             std::fs::create_dir_all(d).expect("create dir");
         }
-        let (sshd, port) = start_sshd(&base);
         let mut mounts = Vec::new();
-        for name in names {
-            let mnt = base.join("mnt").join(name);
-            std::fs::create_dir_all(&mnt).expect("create mount point");
-            mounts.push(mount(&base, port, &backing, &mnt, cache));
-        }
+        let server = match fs {
+            Fs::Sshfs(cache) => {
+                let (sshd, port) = start_sshd(&base);
+                for name in names {
+                    let mnt = base.join("mnt").join(name);
+                    std::fs::create_dir_all(&mnt).expect("create mount point");
+                    mounts.push(mount(&base, port, &backing, &mnt, cache));
+                }
+                Server::Sshd(sshd)
+            }
+            Fs::Gluster | Fs::GlusterInvalidating => {
+                let options = if fs == Fs::GlusterInvalidating {
+                    GLUSTER_INVALIDATION
+                } else {
+                    &[]
+                };
+                let gluster = GlusterServer::start(&base, options);
+                // The test's own client, with the kernel's caches off.
+                mounts.push(gluster.mount(
+                    &backing,
+                    &[
+                        "--attribute-timeout=0",
+                        "--entry-timeout=0",
+                        "--negative-timeout=0",
+                    ],
+                ));
+                for name in names {
+                    let mnt = base.join("mnt").join(name);
+                    std::fs::create_dir_all(&mnt).expect("create mount point");
+                    mounts.push(gluster.mount(&mnt, &[]));
+                }
+                Server::Gluster(gluster)
+            }
+        };
+        let host_mounts: Vec<PathBuf> = mounts
+            .iter()
+            .map(|m| m.dir.clone())
+            .filter(|d| *d != backing)
+            .collect();
         let root = backing.join("root");
         let client = conductor::Client::new(conductor::Root::new(&root));
         client.init_queue().expect("init the shared root");
@@ -351,13 +464,14 @@ impl Cluster {
         // Hosts last: their mount namespaces copy the mounts that exist when they start.
         let hosts = names
             .iter()
-            .zip(&mounts)
-            .map(|(name, m)| start_host(name, &m.dir))
+            .zip(&host_mounts)
+            .map(|(name, m)| start_host(name, m))
             .collect();
         Cluster {
             hosts,
             mounts,
-            sshd,
+            server,
+            fs,
             backing,
             root,
             scratch,
@@ -367,10 +481,15 @@ impl Cluster {
 }
 
 impl Cluster {
-    /// The pid of the process serving host `i`'s mount (its sshfs): stopping it
-    /// freezes every filesystem call of that host, as a partition does.
+    /// The pid of the process serving host `i`'s mount (its sshfs or glusterfs client):
+    /// stopping it freezes every filesystem call of that host, as a partition does.
     pub fn fs_client(&self, i: usize) -> u32 {
-        self.mounts[i].client_pid().expect("sshfs of a live mount")
+        let dir = &self.hosts[i].mount;
+        self.mounts
+            .iter()
+            .find(|m| m.dir == *dir)
+            .and_then(Mount::client_pid)
+            .expect("the client of a live mount")
     }
 }
 

@@ -8,7 +8,7 @@ use crate::multihost::{
     assert_all_running, outcome, queue_result, result_copies, runs, status, submit_all,
     wait_seen_by, worker, BOUND,
 };
-use crate::multihost_env::{self, Cache, Cluster};
+use crate::multihost_env::{self, Cache, Cluster, Fs};
 use crate::prereq::require;
 
 /// Short enough to keep the scenarios quick, three heartbeats (2 s) long.
@@ -37,10 +37,10 @@ fn running_on_b(c: &Cluster, id: &str, hold: &str) -> crate::multihost_env::Host
     w
 }
 
-#[test]
-fn a_killed_hosts_task_is_interrupted_once_by_the_other_after_the_lease() {
-    require!(multihost_env::available());
-    let mut c = Cluster::start(&["hostA", "hostB"], Cache::Off, LEASE_CONFIG);
+/// Host B dies with its task running: host A interrupts it once, after the lease.
+fn killed_host(fs: Fs) {
+    require!(multihost_env::available_on(fs));
+    let mut c = Cluster::start_on(fs, &["hostA", "hostB"], LEASE_CONFIG);
     std::fs::create_dir(c.backing.join("runs")).expect("runs dir");
     let b1 = running_on_b(&c, "t1", "never");
     let st = status(&c, 1).unwrap();
@@ -88,9 +88,21 @@ fn a_killed_hosts_task_is_interrupted_once_by_the_other_after_the_lease() {
 }
 
 #[test]
-fn a_host_paused_past_its_lease_publishes_no_second_success() {
-    require!(multihost_env::available());
-    let c = Cluster::start(&["hostA", "hostB"], Cache::Off, LEASE_CONFIG);
+fn a_killed_hosts_task_is_interrupted_once_by_the_other_after_the_lease() {
+    killed_host(Fs::Sshfs(Cache::Off));
+}
+
+#[test]
+fn a_killed_hosts_task_is_interrupted_once_by_the_other_after_the_lease_on_glusterfs() {
+    killed_host(Fs::Gluster);
+}
+
+/// Host B stops (SIGSTOP) past its lease with its task running: host A ends the task
+/// and runs the key's next one, and B publishes no second result when it resumes. On
+/// GlusterFS B's flocks stay held by its (running) FUSE client all along.
+fn paused_host(fs: Fs) {
+    require!(multihost_env::available_on(fs));
+    let c = Cluster::start_on(fs, &["hostA", "hostB"], LEASE_CONFIG);
     std::fs::create_dir(c.backing.join("runs")).expect("runs dir");
     let mut b1 = running_on_b(&c, "t1", "go");
     let agent = status(&c, 1).unwrap()["agentPid"].as_u64().unwrap() as u32;
@@ -135,6 +147,19 @@ fn a_host_paused_past_its_lease_publishes_no_second_success() {
     }
     assert_all_running(&mut [("A0", &mut a0), ("B1", &mut b1)]);
 }
+
+#[test]
+fn a_host_paused_past_its_lease_publishes_no_second_success() {
+    paused_host(Fs::Sshfs(Cache::Off));
+}
+
+#[test]
+fn a_host_paused_past_its_lease_publishes_no_second_success_on_glusterfs() {
+    paused_host(Fs::Gluster);
+}
+
+// A partition (a host's filesystem client frozen while its agent runs) is
+// multihost_partition.rs's `a_partition`, run there on sshfs and on GlusterFS.
 
 #[test]
 fn a_pid_only_lock_from_another_host_is_not_taken_over_while_fresh() {

@@ -1,5 +1,6 @@
 //! The sshfs side of the multi-host harness: a private sshd on a loopback port (its own
-//! keys and config in a temp dir) and one `sshfs -f` mount per host, undone on drop.
+//! keys and config in a temp dir) and one `sshfs -f` mount per host, undone on drop
+//! (the GlusterFS side is multihost_gluster.rs).
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -62,7 +63,7 @@ impl Drop for Owned {
 }
 
 /// Whether `dir` is a mount point now (from our own mountinfo).
-fn is_mounted(dir: &Path) -> bool {
+pub(crate) fn is_mounted(dir: &Path) -> bool {
     let want = dir.display().to_string();
     std::fs::read_to_string("/proc/self/mountinfo")
         .unwrap_or_default()
@@ -70,16 +71,42 @@ fn is_mounted(dir: &Path) -> bool {
         .any(|l| l.split(' ').nth(4) == Some(want.as_str()))
 }
 
-/// One sshfs mount, served by an `sshfs -f` child: unmounted, then killed, on drop.
+/// One FUSE mount, served by a child of ours (`sshfs -f`, `glusterfs -N`): unmounted,
+/// then killed, on drop.
 pub(crate) struct Mount {
     pub(crate) dir: PathBuf,
-    sshfs: Option<Owned>,
+    client: Option<Owned>,
 }
 
 impl Mount {
-    /// The pid of the `sshfs` process serving this mount (its filesystem client).
+    /// The mount `client` (just started, logging to `log`) makes at `mnt`, once it shows
+    /// in our mountinfo; panics with the log if it does not within 20 s.
+    pub(crate) fn wait_for(client: Child, mnt: &Path, log: &Path) -> Mount {
+        let mut m = Mount {
+            dir: mnt.to_path_buf(),
+            client: Some(Owned(client)),
+        };
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while !is_mounted(mnt) {
+            let client = &mut m.client.as_mut().expect("client").0;
+            if Instant::now() >= deadline || matches!(client.try_wait(), Ok(Some(_))) {
+                panic!(
+                    "{} was not mounted; the log of its client:\n{}",
+                    mnt.display(),
+                    std::fs::read_to_string(log).unwrap_or_default()
+                );
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        m
+    }
+}
+
+impl Mount {
+    /// The pid of the process serving this mount (its filesystem client: `sshfs`,
+    /// `glusterfs`).
     pub(crate) fn client_pid(&self) -> Option<u32> {
-        self.sshfs.as_ref().map(|o| o.0.id())
+        self.client.as_ref().map(|o| o.0.id())
     }
 }
 
@@ -99,7 +126,7 @@ impl Drop for Mount {
                 let _ = Command::new("umount").arg("-l").arg(&self.dir).status();
             }
         }
-        self.sshfs.take();
+        self.client.take();
     }
 }
 
@@ -182,21 +209,5 @@ pub(crate) fn mount(base: &Path, port: u16, backing: &Path, mnt: &Path, cache: C
         .stderr(std::fs::File::create(base.join("sshfs.log")).expect("sshfs log"))
         .spawn()
         .expect("start sshfs");
-    let mut m = Mount {
-        dir: mnt.to_path_buf(),
-        sshfs: Some(Owned(sshfs)),
-    };
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while !is_mounted(mnt) {
-        let sshfs = &mut m.sshfs.as_mut().expect("sshfs").0;
-        if Instant::now() >= deadline || matches!(sshfs.try_wait(), Ok(Some(_))) {
-            panic!(
-                "sshfs did not mount {}; its log:\n{}",
-                mnt.display(),
-                std::fs::read_to_string(base.join("sshfs.log")).unwrap_or_default()
-            );
-        }
-        std::thread::sleep(Duration::from_millis(10));
-    }
-    m
+    Mount::wait_for(sshfs, mnt, &base.join("sshfs.log"))
 }

@@ -24,6 +24,8 @@ pub enum SlotState {
     Done,
     /// Idle; its last task did not succeed.
     Failed,
+    /// Idle and paused (`conductor pause`): it takes no new task until resumed.
+    Paused,
 }
 
 impl SlotState {
@@ -34,6 +36,7 @@ impl SlotState {
             SlotState::Working => "working",
             SlotState::Done => "done",
             SlotState::Failed => "failed",
+            SlotState::Paused => "paused",
         }
     }
 }
@@ -146,7 +149,17 @@ impl Reader {
             problems.push(e.to_string());
             Vec::new()
         });
-        let slots = reports.iter().map(|r| self.slot_row(root, r)).collect();
+        let paused = crate::queue::pause::Paused::load(root);
+        let slots = reports
+            .iter()
+            .map(|r| {
+                let mut row = self.slot_row(root, r);
+                if paused.slot(r.slot) && row.state != SlotState::Working {
+                    row.state = SlotState::Paused;
+                }
+                row
+            })
+            .collect();
         let pending = Queue::new(root.clone()).pending().unwrap_or_else(|e| {
             problems.push(e.to_string());
             Vec::new()

@@ -280,7 +280,7 @@ pub fn output(name: &str) -> Option<Map<String, Value>> {
                 "type": "object",
                 "properties": {
                     "root": {"type": "string"}, "total": totals,
-                    "byKey": list, "byAgent": list, "byDay": list,
+                    "byKey": list, "byGroup": list, "byAgent": list, "byDay": list,
                 },
                 "required": ["root", "total", "byKey", "byAgent", "byDay"],
             })
@@ -329,6 +329,19 @@ pub fn output(name: &str) -> Option<Map<String, Value>> {
             "type": "object",
             "properties": {"id": id, "done": {"type": "string"}, "message": {"type": "string"}},
             "required": ["id", "done", "message"],
+        }),
+        "pause" => json!({
+            "type": "object",
+            "properties": {
+                "paused": {}, "already": {"type": "boolean"}, "now": {"type": "boolean"},
+                "file": {"type": "string"},
+            },
+            "required": ["paused", "already", "now", "file"],
+        }),
+        "resume" => json!({
+            "type": "object",
+            "properties": {"resumed": {}, "wasPaused": {"type": "boolean"}},
+            "required": ["resumed", "wasPaused"],
         }),
         "logs" => json!({
             "type": "object",

@@ -22,6 +22,7 @@ use serde_json::{json, Value};
 
 use super::handles::{self, Handle, Origin};
 use super::{reply, resources, schema, waits};
+use crate::queue::pause::{self, Target};
 use crate::queue::Queue;
 use crate::tasks::{Cursor, ListOptions, TaskState};
 use crate::wait::Hub;
@@ -99,6 +100,9 @@ pub struct SubmitArgs {
     /// The model the agent uses for this task (the claude, codex and gemini presets pass
     /// it on; a plain command ignores it).
     pub model: Option<String>,
+    /// The group it runs in (made with `conductor group add NAME --parallel N`): at
+    /// most that many tasks of the group run at once.
+    pub group: Option<String>,
     /// Narrow the tools the worker lets its agent use unattended to these (claude
     /// preset; `[]`: none, e.g. `["Read"]` for a read-only task): each must be one the
     /// worker allows, and the worker's others are denied to this task's agent. Asking
@@ -240,6 +244,8 @@ pub struct TasksArgs {
     pub states: Vec<String>,
     /// Only tasks with this key.
     pub key: Option<String>,
+    /// Only tasks of this group.
+    pub group: Option<String>,
     /// Only tasks that carry every one of these labels.
     #[serde(default)]
     pub labels: Vec<String>,
@@ -253,6 +259,56 @@ pub struct TasksArgs {
     pub limit: Option<usize>,
     /// Where to go on from: the `nextCursor` of the previous page (same filters).
     pub cursor: Option<String>,
+}
+
+#[derive(Debug, Default, Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct PauseArgs {
+    /// One worker slot: it takes no new task (a task sent to it waits in its inbox).
+    pub slot: Option<u32>,
+    /// Every task with this key.
+    pub key: Option<String>,
+    /// Every task of this group.
+    pub group: Option<String>,
+    /// Everything: no worker of the root starts a task.
+    #[serde(default)]
+    pub all: bool,
+    /// pause only: also stop the running tasks it names and put them back, to run
+    /// again once resumed.
+    #[serde(default)]
+    pub now: bool,
+}
+
+impl PauseArgs {
+    /// The one thing named (exactly one of slot, key, group, all).
+    fn target(&self, root: &crate::Root) -> crate::Result<std::result::Result<Target, String>> {
+        let given = [
+            self.slot.is_some(),
+            self.key.is_some(),
+            self.group.is_some(),
+            self.all,
+        ];
+        if given.iter().filter(|g| **g).count() != 1 {
+            return Ok(Err(
+                "name exactly one of slot, key, group or all (true)".to_string()
+            ));
+        }
+        Ok(Ok(if let Some(n) = self.slot {
+            let slot = match Slot::checked(n) {
+                Ok(s) => s,
+                Err(e) => return Ok(Err(e.to_string())),
+            };
+            root.existing_slot(slot)?;
+            Target::Slot(n)
+        } else if let Some(k) = &self.key {
+            Target::Key(k.clone())
+        } else if let Some(g) = &self.group {
+            crate::queue::groups::require(root, g)?;
+            Target::Group(g.clone())
+        } else {
+            Target::All
+        }))
+    }
 }
 
 #[derive(Debug, Deserialize, schemars::JsonSchema)]
@@ -1060,6 +1116,72 @@ impl Conductor {
     }
 
     #[tool(
+        description = "Pause new pickups of one worker slot, a key, a group or all: no \
+        task it names starts until `resume` (running ones go on; with now: true they are \
+        stopped and put back, to run again once resumed). `queue` and `tasks` then say \
+        `paused`; `status` lists the pauses.",
+        annotations(
+            read_only_hint = false,
+            destructive_hint = false,
+            idempotent_hint = true,
+            open_world_hint = false
+        )
+    )]
+    async fn pause(
+        &self,
+        Parameters(args): Parameters<PauseArgs>,
+    ) -> Result<CallToolResult, ErrorData> {
+        self.blocking(move |client| {
+            let target = match args.target(client.root())? {
+                Ok(t) => t,
+                Err(msg) => return Ok(Err(msg)),
+            };
+            let fresh = pause::pause(client.root(), &target, args.now)?;
+            Ok(Ok(json!({
+                "paused": target,
+                "already": !fresh,
+                "now": args.now,
+                "file": client.root().paused_dir().join(target.file_name()),
+            })))
+        })
+        .await
+    }
+
+    #[tool(
+        description = "Resume what `pause` paused (the same slot, key or group; all: \
+        every pause in force): its tasks start again.",
+        annotations(
+            read_only_hint = false,
+            destructive_hint = false,
+            idempotent_hint = true,
+            open_world_hint = false
+        )
+    )]
+    async fn resume(
+        &self,
+        Parameters(args): Parameters<PauseArgs>,
+    ) -> Result<CallToolResult, ErrorData> {
+        self.blocking(move |client| {
+            if args.now {
+                return Ok(Err("now applies to pause only".to_string()));
+            }
+            let target = match args.target(client.root())? {
+                Ok(t) => t,
+                Err(msg) => return Ok(Err(msg)),
+            };
+            if target == Target::All {
+                let lifted = pause::resume_all(client.root())?;
+                return Ok(Ok(
+                    json!({ "resumed": lifted, "wasPaused": !lifted.is_empty() }),
+                ));
+            }
+            let was = pause::resume(client.root(), &target)?;
+            Ok(Ok(json!({ "resumed": target, "wasPaused": was })))
+        })
+        .await
+    }
+
+    #[tool(
         description = "What a task's agent has printed: the end of its live output \
         while it runs, of its kept log once it has finished. Use it to check on a long \
         task's progress, or to read more of an output than `result` returned.",
@@ -1311,6 +1433,7 @@ fn submit_task(a: SubmitArgs) -> std::result::Result<Task, String> {
     task.base = a.base;
     task.include_uncommitted = a.include_uncommitted;
     task.model = a.model;
+    task.group = a.group;
     task.allowed_tools = a.allowed_tools;
     task.permission_mode = a.permission_mode;
     task.env = a.env;
@@ -1413,6 +1536,7 @@ fn list_options(a: TasksArgs) -> std::result::Result<ListOptions, String> {
     Ok(ListOptions {
         states,
         key: a.key,
+        group: a.group,
         labels: a.labels,
         slot,
         since,

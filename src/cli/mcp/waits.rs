@@ -299,8 +299,15 @@ fn answer(
                 tasks.push(reply::finished(id, &r, output_chars));
                 continue;
             }
-            Outcome::Stopped(note) => note,
-            Outcome::Pending(_) => None,
+            Outcome::Stopped(Some(note)) => Some(note),
+            // Not finished within the wait: held back by a pause or its group's cap?
+            Outcome::Stopped(None) | Outcome::Pending(_) => {
+                crate::queue::Queue::new(client.root().clone())
+                    .held_reason(id)
+                    .ok()
+                    .flatten()
+                    .map(|why| format!("queued and waits: {why}"))
+            }
         };
         all = false;
         let loc = client
