@@ -115,23 +115,15 @@ fn task_spooler(dir: &Path, files: &[PathBuf]) -> Duration {
     took
 }
 
+/// As a user runs it: a private root (under `dir`, through `TMPDIR`), deleted after.
 fn conductor_run(dir: &Path, list: &Path) -> Duration {
-    let root = dir.join("run-root");
     let t = Instant::now();
     run_quiet(
         Command::new(bin("conductor"))
-            .args([
-                "run",
-                "--workers",
-                "2",
-                "--agent",
-                "cat",
-                "--json",
-                "--root",
-            ])
-            .arg(&root)
+            .args(["run", "--workers", "2", "--agent", "cat", "--json"])
             .arg("-f")
             .arg(list)
+            .env("TMPDIR", dir)
             .current_dir(dir),
     );
     t.elapsed()

@@ -74,6 +74,12 @@ pub struct Config {
     /// How long the callback may run before it is stopped (TERM, then KILL); default 60.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub callback_timeout_secs: Option<u64>,
+    /// Whether the root's processes fsync what they write (default on). Off, a crash
+    /// of the machine may lose or tear what was written since the kernel last flushed;
+    /// a crashed or killed *process* loses nothing either way. `conductor run` turns it
+    /// off in the private root it deletes afterwards.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fsync: Option<bool>,
 }
 
 /// `callback` as a string, or an error that names the field (serde's own says only
@@ -107,6 +113,7 @@ impl Default for Config {
             worktree_retention_secs: None,
             callback: None,
             callback_timeout_secs: None,
+            fsync: None,
         }
     }
 }
@@ -231,6 +238,11 @@ impl Config {
     /// How long a task's callback may run (default 60 s).
     pub fn callback_timeout(&self) -> Duration {
         Duration::from_secs(self.callback_timeout_secs.unwrap_or(60))
+    }
+
+    /// Whether writes are fsynced (default on; see [`Config::fsync`](Config#structfield.fsync)).
+    pub fn fsync(&self) -> bool {
+        self.fsync.unwrap_or(true)
     }
 
     pub fn max_task_bytes(&self) -> u64 {

@@ -328,6 +328,7 @@ impl Worker {
         let slot = SlotServer::take(&opts.root, opts.slot, opts.preset_names())?;
         crate::queue::init_root(&opts.root)?;
         let config = Config::load(&opts.root.config_file())?;
+        crate::fsio::set_fsync(config.fsync());
         let lock_opts = config.lock_options();
         let (watcher, wake) = watch_slot(&opts.root, &slot.paths, opts.watch)?;
         // Before `idle` is announced: whoever saw `idle` finds dead holders' locks gone.

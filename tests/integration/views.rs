@@ -196,7 +196,20 @@ fn run_names_how_each_task_ended_and_totals_the_cost() {
         .find_map(|l| l.strip_prefix("kept the root: "))
         .unwrap_or_else(|| panic!("{stderr}"));
     assert!(std::path::Path::new(kept).join("workers/0").is_dir());
+    // The private root is written without fsyncs (synced once at the end when kept);
+    // the user's own root (--root) keeps the default, fsyncs on.
+    let config: Value =
+        serde_json::from_slice(&fs::read(std::path::Path::new(kept).join("config.json")).unwrap())
+            .unwrap();
+    assert_eq!(config["fsync"], false, "{config}");
     fs::remove_dir_all(kept).unwrap();
+    let own = t.dir.path().join("own-root");
+    let own_s = own.display().to_string();
+    let (code, stdout, _) =
+        conductor_with(&t, &["run", "--root", &own_s, "--agent", "cat", "d"], &[]);
+    assert_eq!(code, 0, "{stdout}");
+    let config = fs::read_to_string(own.join("config.json")).unwrap_or_default();
+    assert!(!config.contains("fsync"), "{config}");
 }
 
 #[test]
