@@ -580,3 +580,18 @@ fn a_paused_slot_and_its_held_task_show_on_the_dashboard_at_80x24() {
     sh.keys(&["q"]);
     sh.assert_given_back(&t);
 }
+
+/// A dashboard whose terminal goes away (the window closed, the tmux server killed)
+/// exits: its key reader saw endless end-of-file and quitting waited for it for ever,
+/// which left dashboards spinning at half a core for over an hour after their tests.
+#[test]
+fn a_dashboard_whose_terminal_hangs_up_exits() {
+    require!(prereq::tmux());
+    let t = TestRoot::new();
+    t.client.create_worker(Slot(0)).unwrap();
+    let sh = Shell::start(&t);
+    sh.type_line(&format!("{} dashboard", bin("conductor").display()));
+    sh.wait_for("SLOT");
+    drop(sh);
+    assert_nothing_left(t.path());
+}

@@ -106,6 +106,9 @@ struct KeyReader {
 /// How long the reader waits for input before it looks at its stop flag again.
 const KEY_POLL: Duration = Duration::from_millis(50);
 
+/// How long quitting waits for the reader to notice.
+const READER_PATIENCE: Duration = Duration::from_millis(500);
+
 impl KeyReader {
     fn spawn() -> KeyReader {
         let (tx, rx) = bounded(16);
@@ -113,6 +116,11 @@ impl KeyReader {
         let stopped = stop.clone();
         let thread = std::thread::spawn(move || {
             while !stopped.load(Ordering::Relaxed) {
+                // A hung-up terminal (its window closed, its tmux server killed) reads
+                // as endless end-of-file, and is no terminal any more to an ioctl.
+                if !std::io::stdin().is_terminal() {
+                    return;
+                }
                 match event::poll(KEY_POLL) {
                     Ok(true) => {}
                     Ok(false) => continue,
@@ -136,14 +144,23 @@ impl KeyReader {
         }
     }
 
-    /// Stop reading the terminal and wait until the thread has.
+    /// Stop reading the terminal and wait until the thread has — at most
+    /// [`READER_PATIENCE`]: on a hung-up terminal crossterm's poll can keep reading
+    /// end-of-file without returning, and a dashboard waiting for it spun for ever
+    /// after its tmux server was killed.
     fn stop(&mut self) {
         self.stop.store(true, Ordering::Relaxed);
+        let deadline = std::time::Instant::now() + READER_PATIENCE;
         // A reader blocked on a full channel wakes when the receiver goes; ours stays,
         // so drain what it may be trying to send.
         while let Some(thread) = self.thread.as_ref() {
             if thread.is_finished() {
                 let _ = self.thread.take().map(JoinHandle::join);
+                break;
+            }
+            if std::time::Instant::now() >= deadline {
+                // Left behind: the process is about to exit.
+                self.thread = None;
                 break;
             }
             let _ = self.rx.recv_timeout(KEY_POLL);
