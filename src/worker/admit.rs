@@ -35,11 +35,11 @@ impl Hold {
 /// it must wait in the inbox.
 pub(crate) fn admit_inbox_task(
     shared: &Shared,
+    paused: &queue::pause::Paused,
     key: Option<&str>,
     group: Option<&str>,
 ) -> Result<Option<Hold>> {
-    let root = &shared.opts.root;
-    if let Some(why) = queue::pause::Paused::load(root).task_reason(key, group) {
+    if let Some(why) = paused.task_reason(key, group) {
         tracing::debug!("task waits in the inbox: {why}");
         return Ok(None);
     }
@@ -64,7 +64,7 @@ pub(crate) fn admit_inbox_task(
         _ => None,
     };
     let group_slot = match group {
-        Some(g) => match queue::groups::take_slot(root, g, &shared.lock_opts)? {
+        Some(g) => match queue::groups::take_slot(&shared.opts.root, g, &shared.lock_opts)? {
             queue::groups::GroupSlot::Held(l) => Some(*l),
             queue::groups::GroupSlot::Full(why) | queue::groups::GroupSlot::Unknown(why) => {
                 tracing::debug!("task waits in the inbox: {why}");

@@ -32,9 +32,11 @@ fn slot_lock(shared: &Shared, slot: &SlotServer) -> Result<Option<DirLock>> {
 }
 
 /// Look at the inbox once; claim and run a task if there is one.
+/// `paused`: the pauses in force, as this look read them.
 pub(crate) fn from_inbox(
     shared: &Shared,
     slot: &SlotServer,
+    paused: &queue::pause::Paused,
     wake: &Receiver<()>,
     shutdown: &Receiver<()>,
 ) -> Result<Pickup> {
@@ -72,7 +74,8 @@ pub(crate) fn from_inbox(
             return Ok(Pickup::Ran);
         }
     }
-    let Some(hold) = admit::admit_inbox_task(shared, task.key.as_deref(), task.group.as_deref())?
+    let Some(hold) =
+        admit::admit_inbox_task(shared, paused, task.key.as_deref(), task.group.as_deref())?
     else {
         return Ok(later);
     };

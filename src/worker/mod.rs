@@ -485,11 +485,12 @@ impl SlotServer {
         wake: &Receiver<()>,
         shutdown: &Receiver<()>,
     ) -> Result<Pickup> {
-        if crate::queue::pause::Paused::load(&shared.opts.root).slot(self.slot().0) {
+        let paused = crate::queue::pause::Paused::load(&shared.opts.root);
+        if paused.slot(self.slot().0) {
             // A resume (a change in paused/) wakes us.
             return Ok(Pickup::Empty);
         }
-        let held_until = match claim::from_inbox(shared, self, wake, shutdown)? {
+        let held_until = match claim::from_inbox(shared, self, &paused, wake, shutdown)? {
             Pickup::Empty => None,
             Pickup::Deferred(at) => Some(at),
             other => return Ok(other),
