@@ -313,6 +313,14 @@ fn follow_activity(
     }
 }
 
+/// One plain progress line on stderr in one write: `eprintln!` writes each piece of its
+/// format on its own (stderr is unbuffered), ~10 writes a line, two lines a task.
+fn say(mut line: String) {
+    use std::io::Write;
+    line.push('\n');
+    let _ = std::io::stderr().lock().write_all(line.as_bytes());
+}
+
 /// Progress on stderr: live spinners on a terminal, plain lines otherwise.
 pub struct Display {
     bars: Option<(MultiProgress, Vec<ProgressBar>, ProgressBar)>,
@@ -454,10 +462,10 @@ impl Display {
                             )),
                         );
                     }
-                    None => eprintln!(
+                    None => say(format!(
                         "[worker {slot}] #{} started: {preview} (task {id})",
                         index + 1
-                    ),
+                    )),
                 }
             }
             Progress::Finished {
@@ -483,7 +491,7 @@ impl Display {
                             summary.set_message(format!("({} not ok)", self.failed));
                         }
                     }
-                    None => eprintln!(
+                    None => say(format!(
                         "[worker {slot}] #{} {} in {took}: {}{}",
                         index + 1,
                         result.outcome_label(),
@@ -493,7 +501,7 @@ impl Display {
                             .as_deref()
                             .map(|e| format!(" ({e})"))
                             .unwrap_or_default()
-                    ),
+                    )),
                 }
             }
         }
