@@ -1,6 +1,7 @@
 //! The agent process: spawned in its own group once recorded, prompt on stdin, output
 //! drained concurrently, every process it left stopped when it ends.
 
+mod helpers;
 mod live;
 mod low_fds;
 mod output;
@@ -17,7 +18,6 @@ use std::path::{Path, PathBuf};
 use std::process::ExitStatus;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
-use std::thread::JoinHandle;
 use std::time::Duration;
 
 use crossbeam_channel::{bounded, Receiver};
@@ -245,7 +245,7 @@ fn start_recorded(
     reap::register_leader(pid);
     let start_time = crate::procfs::stat(pid).map(|s| s.start_time);
     let (exit_tx, exited) = bounded(1);
-    let waiter = spawn_named("agent-wait", move || {
+    let waiter = on_helper(move || {
         wait_exited_unreaped(pid);
         let _ = exit_tx.send(());
     });
@@ -294,13 +294,13 @@ impl Streams {
         let err_log = Arc::clone(&log);
         feed_stdin(stdin, prompt)?;
         let threads = [
-            spawn_named("agent-stdout", move || {
+            on_helper(move || {
                 if let Err(e) = live::drain_stdout(out, form, &log, cap, &counter, &out_buf) {
                     tracing::warn!("reading agent stdout: {e}");
                 }
                 let _ = out_done.send(());
             }),
-            spawn_named("agent-stderr", move || {
+            on_helper(move || {
                 if let Err(e) = live::drain_tail(err, STDERR_TAIL, &err_buf, &err_log) {
                     tracing::warn!("reading agent stderr: {e}");
                 }
@@ -337,7 +337,7 @@ fn feed_stdin(stdin: File, prompt: String) -> io::Result<()> {
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
                 set_nonblocking(&stdin, false)?;
                 let rest = bytes[written..].to_vec();
-                return spawn_named("agent-stdin", move || {
+                return on_helper(move || {
                     let _ = stdin.write_all(&rest);
                 })
                 .map(drop);
@@ -606,8 +606,9 @@ pub fn signal_group(pgid: u32, sig: Signal) {
     }
 }
 
-fn spawn_named(name: &str, f: impl FnOnce() + Send + 'static) -> io::Result<JoinHandle<()>> {
-    std::thread::Builder::new().name(name.to_string()).spawn(f)
+/// Run `f` on a helper thread (kept for later tasks: [`helpers`]); nobody joins it.
+fn on_helper(f: impl FnOnce() + Send + 'static) -> io::Result<()> {
+    helpers::run(f)
 }
 
 #[cfg(test)]
