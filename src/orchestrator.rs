@@ -96,8 +96,15 @@ impl Orchestrator {
                 purpose: "to run tasks on",
             });
         }
+        // The checks write_task makes before every delivery, made once for the run: the
+        // slots' directories (each worker re-checks its own before every claim) and the
+        // root's task size limit.
+        for &slot in &self.slots {
+            crate::trust::verify_for_slot(self.client.root(), slot)?;
+        }
+        let limit = crate::Config::load(&self.client.root().config_file())?.max_task_bytes();
         let (_watcher, wake) = self.watch_results()?;
-        let mut run = Run::new(tasks);
+        let mut run = Run::new(tasks, limit);
         let mut stopping = false;
         loop {
             if !stopping {
@@ -133,8 +140,14 @@ impl Orchestrator {
             })
             .collect::<Result<_>>()?;
         let (tx, wake) = bounded(1);
-        let everything: Interest = Arc::new(|_| true);
-        let watcher = DirWatcher::new(&dirs, self.watch, everything, tx)?;
+        // A result is published by a link of its final name: the temporary file made
+        // before it (a dot-name) says nothing yet, and waking for it costs a look at
+        // every outstanding slot.
+        let arrivals: Interest = Arc::new(|path: &std::path::Path| {
+            path.file_name()
+                .is_none_or(|n| !n.as_encoded_bytes().starts_with(b"."))
+        });
+        let watcher = DirWatcher::new(&dirs, self.watch, arrivals, tx)?;
         Ok((watcher, wake))
     }
 
@@ -192,14 +205,17 @@ impl Orchestrator {
 /// One [`Orchestrator::run_all`] under way: the tasks still to deliver, the task each
 /// slot has in hand, and the results so far, by input position.
 struct Run {
+    /// The root's task size limit, read once.
+    limit: u64,
     pending: VecDeque<(usize, Task)>,
     outstanding: HashMap<Slot, (usize, TaskId)>,
     results: Vec<Option<TaskResult>>,
 }
 
 impl Run {
-    fn new(tasks: Vec<Task>) -> Run {
+    fn new(tasks: Vec<Task>, limit: u64) -> Run {
         Run {
+            limit,
             results: vec![None; tasks.len()],
             pending: tasks.into_iter().enumerate().collect(),
             outstanding: HashMap::new(),
@@ -220,7 +236,7 @@ impl Run {
             let Some((index, task)) = self.pending.pop_front() else {
                 break;
             };
-            match client.write_task(slot, &task) {
+            match client.write_task_checked(slot, &task, self.limit) {
                 Ok(id) => {
                     on_progress(Progress::Started {
                         index,
