@@ -242,7 +242,7 @@ impl DirWatcher {
         if let Some((interval, reason)) = poll_reason(dirs, mode) {
             return Self::walk_poll(dirs, interval, reason, on_change);
         }
-        match Self::native(dirs, on_change.clone())? {
+        match Self::native(dirs, &[], on_change.clone())? {
             Ok(w) => Ok(w),
             Err(reason) => Self::walk_poll(dirs, DEFAULT_POLL_INTERVAL, reason, on_change),
         }
@@ -259,11 +259,25 @@ impl DirWatcher {
         mode: WatchMode,
         on_change: OnChange,
     ) -> Result<Self> {
+        Self::watch_changes_and_inboxes(dirs, &[], files, mode, on_change)
+    }
+
+    /// [`DirWatcher::watch_changes`], and `inboxes` too, where only a file's arrival
+    /// (created, linked, renamed in, or closed after writing) is told when events are
+    /// native: what a worker watches its slot's directory for.
+    pub fn watch_changes_and_inboxes(
+        dirs: &[PathBuf],
+        inboxes: &[PathBuf],
+        files: &[PathBuf],
+        mode: WatchMode,
+        on_change: OnChange,
+    ) -> Result<Self> {
+        let all: Vec<PathBuf> = inboxes.iter().chain(dirs).cloned().collect();
         let stat_poll = |interval: Duration, reason: String, on_change: OnChange| {
-            let paths: Vec<PathBuf> = dirs.iter().chain(files).cloned().collect();
+            let paths: Vec<PathBuf> = all.iter().chain(files).cloned().collect();
             let poller =
                 poll::Poller::start(paths, interval, on_change).map_err(|e| Error::Watch {
-                    path: dirs[0].clone(),
+                    path: all[0].clone(),
                     source: notify::Error::io(e),
                 })?;
             Ok(DirWatcher {
@@ -271,10 +285,10 @@ impl DirWatcher {
                 kind: WatcherKind::Poll { interval, reason },
             })
         };
-        if let Some((interval, reason)) = poll_reason(dirs, mode) {
+        if let Some((interval, reason)) = poll_reason(&all, mode) {
             return stat_poll(interval, reason, on_change);
         }
-        match Self::native(dirs, on_change.clone())? {
+        match Self::native(dirs, inboxes, on_change.clone())? {
             Ok(w) => Ok(w),
             Err(reason) => stat_poll(DEFAULT_POLL_INTERVAL, reason, on_change),
         }
@@ -282,8 +296,12 @@ impl DirWatcher {
 
     /// The native watcher, or why it cannot be had (to poll instead).
     #[cfg(target_os = "linux")]
-    fn native(dirs: &[PathBuf], on_change: OnChange) -> Result<std::result::Result<Self, String>> {
-        match native::Native::start(dirs, on_change) {
+    fn native(
+        dirs: &[PathBuf],
+        inboxes: &[PathBuf],
+        on_change: OnChange,
+    ) -> Result<std::result::Result<Self, String>> {
+        match native::Native::start(dirs, inboxes, on_change) {
             Ok(n) => Ok(Ok(DirWatcher {
                 _inner: Inner::Native(n),
                 kind: WatcherKind::Native,
@@ -305,10 +323,14 @@ impl DirWatcher {
     }
 
     #[cfg(not(target_os = "linux"))]
-    fn native(dirs: &[PathBuf], on_change: OnChange) -> Result<std::result::Result<Self, String>> {
+    fn native(
+        dirs: &[PathBuf],
+        inboxes: &[PathBuf],
+        on_change: OnChange,
+    ) -> Result<std::result::Result<Self, String>> {
         let native = RecommendedWatcher::new(notify_handler(on_change), Config::default())
             .and_then(|mut w| {
-                for d in dirs {
+                for d in dirs.iter().chain(inboxes) {
                     w.watch(d, RecursiveMode::NonRecursive)?;
                 }
                 Ok(w)

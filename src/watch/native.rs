@@ -27,6 +27,20 @@ fn change_mask() -> WatchMask {
         | WatchMask::ONLYDIR
 }
 
+/// What a slot's inbox directory needs to be watched for: a file arriving there (linked,
+/// renamed in, or written in place and closed), and the directory itself going. Its
+/// worker's own bookkeeping there — status rewrites, the agent's output, a lock's guard,
+/// a result's temporary file — modifies, deletes and moves away, and woke the watcher
+/// ~13 times a task for nothing.
+fn arrival_mask() -> WatchMask {
+    WatchMask::CREATE
+        | WatchMask::CLOSE_WRITE
+        | WatchMask::MOVED_TO
+        | WatchMask::DELETE_SELF
+        | WatchMask::MOVE_SELF
+        | WatchMask::ONLYDIR
+}
+
 /// Why native watching could not start.
 pub(super) enum NativeError {
     /// A directory to watch is missing: the caller's error.
@@ -42,12 +56,21 @@ pub(super) struct Native {
 }
 
 impl Native {
-    pub(super) fn start(dirs: &[PathBuf], on_change: OnChange) -> Result<Native, NativeError> {
+    /// Watch `dirs` for every change and `inboxes` for arrivals only.
+    pub(super) fn start(
+        dirs: &[PathBuf],
+        inboxes: &[PathBuf],
+        on_change: OnChange,
+    ) -> Result<Native, NativeError> {
         let ino = Inotify::init().map_err(NativeError::Unavailable)?;
         let mut dir_of = HashMap::new();
         let mut watches = ino.watches();
-        for d in dirs {
-            match watches.add(d, change_mask()) {
+        let masked = dirs
+            .iter()
+            .map(|d| (d, change_mask()))
+            .chain(inboxes.iter().map(|d| (d, arrival_mask())));
+        for (d, mask) in masked {
+            match watches.add(d, mask) {
                 Ok(wd) => {
                     dir_of.insert(wd, d.clone());
                 }

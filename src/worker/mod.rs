@@ -309,11 +309,16 @@ fn watch_slot(
             let _ = tx.try_send(());
         }
     });
-    let mut dirs = vec![paths.dir.clone()];
-    dirs.extend(shared.iter().cloned());
+    let dirs: Vec<PathBuf> = shared.to_vec();
     let mut polled = paths.wake_files().to_vec();
     polled.extend(shared);
-    let watcher = DirWatcher::watch_changes(&dirs, &polled, mode, on_change)?;
+    let watcher = DirWatcher::watch_changes_and_inboxes(
+        &dirs,
+        std::slice::from_ref(&paths.dir),
+        &polled,
+        mode,
+        on_change,
+    )?;
     Ok((watcher, wake))
 }
 

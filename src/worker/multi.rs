@@ -512,9 +512,8 @@ fn watch_slots(
         }
         let _ = wake.try_send(());
     });
-    let mut dirs: Vec<PathBuf> = servers.iter().map(|s| s.paths.dir.clone()).collect();
-    dirs.extend(shared.iter().cloned());
+    let inboxes: Vec<PathBuf> = servers.iter().map(|s| s.paths.dir.clone()).collect();
     let mut polled: Vec<PathBuf> = servers.iter().flat_map(|s| s.paths.wake_files()).collect();
-    polled.extend(shared);
-    DirWatcher::watch_changes(&dirs, &polled, opts.watch, on_change)
+    polled.extend(shared.iter().cloned());
+    DirWatcher::watch_changes_and_inboxes(&shared, &inboxes, &polled, opts.watch, on_change)
 }
