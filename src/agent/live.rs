@@ -1,6 +1,7 @@
 //! The live log (`output.log`): the agent's stdout, as printed or rendered from its
 //! event stream, and its stderr lines, marked, merged so neither cuts into the other.
 
+#[cfg(test)]
 use std::io::{self, Read};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -185,36 +186,47 @@ impl Lines {
     }
 }
 
-/// Read stdout to its end: into the live log (as is, or rendered) and, up to `cap`
-/// bytes, into memory for the result. With `Stream`, the final `result` event is kept
-/// whole as `final_event`.
-pub(super) fn drain_stdout(
-    mut out: impl Read,
-    form: StdoutForm,
-    log: &SharedLog,
+/// stdout's reader: each chunk read goes into the live log (as is, or rendered) and,
+/// up to `cap` bytes, into memory for the result. With `Stream`, the final `result`
+/// event is kept whole as `final_event`.
+pub(super) struct OutDrain {
+    stream: Option<(Option<LogSink>, Lines, StreamRenderer)>,
+    final_event: Option<Vec<u8>>,
+    limit_event: Option<Vec<u8>>,
+    log: SharedLog,
     cap: usize,
-    counter: &AtomicU64,
-    shared: &Mutex<Captured>,
-) -> io::Result<()> {
-    let mut stream = match form {
-        StdoutForm::Raw => None,
-        StdoutForm::Stream { raw, line_cap } => {
-            Some((raw, Lines::new(line_cap), StreamRenderer::new()))
-        }
-    };
-    let mut final_event = None;
-    let mut limit_event = None;
-    let mut buf = vec![0u8; 64 * 1024];
-    let outcome = loop {
-        let n = match out.read(&mut buf) {
-            Ok(0) => break Ok(()),
-            Ok(n) => n,
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-            Err(e) => break Err(e),
+    counter: Arc<AtomicU64>,
+    shared: Arc<Mutex<Captured>>,
+}
+
+impl OutDrain {
+    pub(super) fn new(
+        form: StdoutForm,
+        log: SharedLog,
+        cap: usize,
+        counter: Arc<AtomicU64>,
+        shared: Arc<Mutex<Captured>>,
+    ) -> OutDrain {
+        let stream = match form {
+            StdoutForm::Raw => None,
+            StdoutForm::Stream { raw, line_cap } => {
+                Some((raw, Lines::new(line_cap), StreamRenderer::new()))
+            }
         };
-        let chunk = &buf[..n];
-        match stream.as_mut() {
-            None => lock_log(log).write_out(chunk),
+        OutDrain {
+            stream,
+            final_event: None,
+            limit_event: None,
+            log,
+            cap,
+            counter,
+            shared,
+        }
+    }
+
+    pub(super) fn feed(&mut self, chunk: &[u8]) {
+        match self.stream.as_mut() {
+            None => lock_log(&self.log).write_out(chunk),
             Some((raw, lines, renderer)) => {
                 if let Some(raw) = raw {
                     raw.write(chunk);
@@ -223,40 +235,78 @@ pub(super) fn drain_stdout(
                     chunk,
                     lines,
                     renderer,
-                    log,
-                    &mut final_event,
-                    &mut limit_event,
+                    &self.log,
+                    &mut self.final_event,
+                    &mut self.limit_event,
                 );
             }
         }
-        let mut c = shared.lock().unwrap_or_else(|p| p.into_inner());
-        let room = cap.saturating_sub(c.kept.len());
-        c.kept.extend_from_slice(&chunk[..n.min(room)]);
-        c.total += n as u64;
-        counter.store(c.total, Ordering::Relaxed);
-    };
-    if let Some((raw, mut lines, mut renderer)) = stream {
-        let mut last = Vec::new();
-        lines.end(&mut |l| {
-            if renderer.render(l, &mut last) == LineKind::Result {
-                final_event = Some(renderer.final_event(l));
+        let mut c = self.shared.lock().unwrap_or_else(|p| p.into_inner());
+        let room = self.cap.saturating_sub(c.kept.len());
+        c.kept.extend_from_slice(&chunk[..chunk.len().min(room)]);
+        c.total += chunk.len() as u64;
+        self.counter.store(c.total, Ordering::Relaxed);
+    }
+
+    /// stdout has ended (or failed): the last line, the log's end for this reader.
+    pub(super) fn finish(mut self) {
+        if let Some((raw, mut lines, mut renderer)) = self.stream.take() {
+            let mut last = Vec::new();
+            let (final_event, limit_event) = (&mut self.final_event, &mut self.limit_event);
+            lines.end(&mut |l| {
+                if renderer.render(l, &mut last) == LineKind::Result {
+                    *final_event = Some(renderer.final_event(l));
+                }
+                keep_limit_event(l, limit_event);
+            });
+            renderer.finish(&mut last);
+            lock_log(&self.log).write_out(&last);
+            if let Some(raw) = raw {
+                raw.finish();
             }
-            keep_limit_event(l, &mut limit_event);
-        });
-        renderer.finish(&mut last);
-        lock_log(log).write_out(&last);
-        if let Some(raw) = raw {
-            raw.finish();
+        }
+        {
+            let mut c = self.shared.lock().unwrap_or_else(|p| p.into_inner());
+            c.final_event = self.final_event.take();
+            c.limit_event = self.limit_event.take();
+        }
+        lock_log(&self.log).reader_done();
+    }
+}
+
+/// Read `input` to its end into `feed`.
+#[cfg(test)]
+fn drain_with(mut input: impl Read, size: usize, mut feed: impl FnMut(&[u8])) -> io::Result<()> {
+    let mut buf = vec![0u8; size];
+    loop {
+        match input.read(&mut buf) {
+            Ok(0) => return Ok(()),
+            Ok(n) => feed(&buf[..n]),
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
         }
     }
-    {
-        let mut c = shared.lock().unwrap_or_else(|p| p.into_inner());
-        c.final_event = final_event;
-        c.limit_event = limit_event;
-    }
-    lock_log(log).reader_done();
+}
+
+/// Read stdout to its end through an [`OutDrain`].
+#[cfg(test)]
+pub(super) fn drain_stdout(
+    out: impl Read,
+    form: StdoutForm,
+    log: &SharedLog,
+    cap: usize,
+    counter: Arc<AtomicU64>,
+    shared: Arc<Mutex<Captured>>,
+) -> io::Result<()> {
+    let mut drain = OutDrain::new(form, Arc::clone(log), cap, counter, shared);
+    let outcome = drain_with(out, OUT_CHUNK, |c| drain.feed(c));
+    drain.finish();
     outcome
 }
+
+/// The largest read of stdout / of stderr.
+pub(super) const OUT_CHUNK: usize = 64 * 1024;
+pub(super) const ERR_CHUNK: usize = 16 * 1024;
 
 /// Keep a Claude Code `rate_limit_event` line (the last one wins): a run refused by a
 /// usage limit says its exact reset there ([`crate::preset::Preset::rate_limit`]).
@@ -287,34 +337,56 @@ fn render_lines(
     }
 }
 
-/// Keep the last `keep` bytes (the error line is at the end), and copy each line into
-/// the live log, marked.
-pub(super) fn drain_tail(
-    mut err: impl Read,
+/// stderr's reader: keeps the last `keep` bytes (the error line is at the end), and
+/// copies each line into the live log, marked.
+pub(super) struct ErrDrain {
+    lines: Lines,
     keep: usize,
-    shared: &Mutex<Captured>,
-    log: &SharedLog,
-) -> io::Result<()> {
-    let mut buf = vec![0u8; 16 * 1024];
-    let mut lines = Lines::new(ERR_LINE_CAP);
-    let outcome = loop {
-        let n = match err.read(&mut buf) {
-            Ok(0) => break Ok(()),
-            Ok(n) => n,
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-            Err(e) => break Err(e),
-        };
-        lines.feed(&buf[..n], &mut |l| lock_log(log).write_err_line(l));
-        let mut c = shared.lock().unwrap_or_else(|p| p.into_inner());
-        c.kept.extend_from_slice(&buf[..n]);
-        c.total += n as u64;
-        if c.kept.len() > keep {
-            let excess = c.kept.len() - keep;
+    shared: Arc<Mutex<Captured>>,
+    log: SharedLog,
+}
+
+impl ErrDrain {
+    pub(super) fn new(keep: usize, shared: Arc<Mutex<Captured>>, log: SharedLog) -> ErrDrain {
+        ErrDrain {
+            lines: Lines::new(ERR_LINE_CAP),
+            keep,
+            shared,
+            log,
+        }
+    }
+
+    pub(super) fn feed(&mut self, chunk: &[u8]) {
+        let log = &self.log;
+        self.lines
+            .feed(chunk, &mut |l| lock_log(log).write_err_line(l));
+        let mut c = self.shared.lock().unwrap_or_else(|p| p.into_inner());
+        c.kept.extend_from_slice(chunk);
+        c.total += chunk.len() as u64;
+        if c.kept.len() > self.keep {
+            let excess = c.kept.len() - self.keep;
             c.kept.drain(..excess);
         }
-    };
-    lines.end(&mut |l| lock_log(log).write_err_line(l));
-    lock_log(log).reader_done();
+    }
+
+    pub(super) fn finish(mut self) {
+        let log = &self.log;
+        self.lines.end(&mut |l| lock_log(log).write_err_line(l));
+        lock_log(&self.log).reader_done();
+    }
+}
+
+/// Read stderr to its end through an [`ErrDrain`].
+#[cfg(test)]
+pub(super) fn drain_tail(
+    err: impl Read,
+    keep: usize,
+    shared: Arc<Mutex<Captured>>,
+    log: &SharedLog,
+) -> io::Result<()> {
+    let mut drain = ErrDrain::new(keep, shared, Arc::clone(log));
+    let outcome = drain_with(err, ERR_CHUNK, |c| drain.feed(c));
+    drain.finish();
     outcome
 }
 
@@ -366,16 +438,16 @@ mod tests {
             r#"{"type":"assistant","message":{"content":[{"type":"text","text":"hi"}]}}"#,
             r#"{"type":"assistant","message":{"content":[{"type":"tool_use","name":"Read","input":{"file_path":"a.rs"}}]}}"#,
         );
-        let shared = Mutex::new(Captured::default());
+        let shared = Arc::new(Mutex::new(Captured::default()));
         // Read a few bytes at a time: lines cross the reads.
         let reader = io::BufReader::with_capacity(7, input.as_bytes());
-        let counter = AtomicU64::new(0);
+        let counter = Arc::new(AtomicU64::new(0));
         let form = StdoutForm::Stream {
             raw,
             line_cap: 1024,
         };
-        drain_stdout(reader, form, &log, 1 << 20, &counter, &shared).unwrap();
-        drain_tail(&b"oops\nno newline"[..], 1024, &shared_default(), &log).unwrap();
+        drain_stdout(reader, form, &log, 1 << 20, counter, Arc::clone(&shared)).unwrap();
+        drain_tail(&b"oops\nno newline"[..], 1024, shared_default(), &log).unwrap();
         assert_eq!(
             fs::read_to_string(&path).unwrap(),
             "hi\n{broken\n› Read a.rs\n✓ done · 1 turn\nstderr│ oops\nstderr│ no newline\n"
@@ -386,8 +458,8 @@ mod tests {
         assert_eq!(c.total, input.len() as u64);
     }
 
-    fn shared_default() -> Mutex<Captured> {
-        Mutex::new(Captured::default())
+    fn shared_default() -> Arc<Mutex<Captured>> {
+        Arc::new(Mutex::new(Captured::default()))
     }
 
     #[test]

@@ -13,6 +13,7 @@ use std::collections::BTreeMap;
 use std::ffi::{OsStr, OsString};
 use std::fs::File;
 use std::io::{self, Write};
+use std::os::fd::OwnedFd;
 use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
 use std::process::ExitStatus;
@@ -20,7 +21,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use crossbeam_channel::{bounded, Receiver};
+use crossbeam_channel::{bounded, Receiver, Sender};
+use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
 use nix::sys::signal::{killpg, Signal};
 use nix::unistd::Pid;
 
@@ -217,12 +219,16 @@ fn spawn_spec<'a>(
     })
 }
 
+/// How the agent's exit is told: by its pidfd, polled by the helper that reads its
+/// output ([`serve_io`]), or — a kernel without `pidfd_open` — by a helper of its own.
+type ExitWatch = Option<(OwnedFd, Sender<()>)>;
+
 /// Start the agent, which records itself at `record` before it execs: the child, its
-/// start time, and the channel that fires on its exit.
+/// start time, the channel that fires on its exit, and what must fire it.
 fn start_recorded(
     launch: &Launch<'_>,
     record: &Path,
-) -> Result<(AgentProcess, Option<u64>, Receiver<()>)> {
+) -> Result<(AgentProcess, Option<u64>, Receiver<()>, ExitWatch)> {
     // Not found when the worker started: look again (it may be installed since).
     let found_now;
     let program = match launch.program_path {
@@ -245,6 +251,10 @@ fn start_recorded(
     reap::register_leader(pid);
     let start_time = crate::procfs::stat(pid).map(|s| s.start_time);
     let (exit_tx, exited) = bounded(1);
+    match pidfd_open(pid) {
+        Ok(fd) => return Ok((child, start_time, exited, Some((fd, exit_tx)))),
+        Err(e) => tracing::debug!("no pidfd for agent {pid} ({e}): a helper waits for it"),
+    }
     let waiter = on_helper(move || {
         wait_exited_unreaped(pid);
         let _ = exit_tx.send(());
@@ -256,7 +266,19 @@ fn start_recorded(
         let _ = child.wait();
         return Err(spawn_error(launch, THREAD_HINT, e));
     }
-    Ok((child, start_time, exited))
+    Ok((child, start_time, exited, None))
+}
+
+/// A descriptor that becomes readable when process `pid` (our unreaped child) exits.
+fn pidfd_open(pid: u32) -> io::Result<OwnedFd> {
+    use std::os::fd::FromRawFd;
+    // SAFETY: pidfd_open takes a pid and flags and returns a new descriptor or -1.
+    let fd = unsafe { nix::libc::syscall(nix::libc::SYS_pidfd_open, pid as nix::libc::pid_t, 0) };
+    if fd < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: a descriptor just returned to us and owned by nothing else.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd as i32) })
 }
 
 /// The threads feeding the agent its prompt and collecting its output.
@@ -271,53 +293,143 @@ struct Streams {
 
 impl Streams {
     /// Write `prompt` to the child's stdin; copy its stdout to `log` in `form` (keeping
-    /// `inline_cap` bytes) and its stderr's lines, marked; keep the tail of its stderr.
-    /// Fails when a thread cannot be started.
+    /// `inline_cap` bytes) and its stderr's lines, marked; keep the tail of its stderr;
+    /// fire `exit` when the leader exits. Fails when a thread cannot be started.
     fn start(
         child: &mut AgentProcess,
         prompt: String,
         (log, form): (SharedLog, StdoutForm),
         cap: usize,
+        exit: ExitWatch,
     ) -> io::Result<Streams> {
         let output_bytes = Arc::new(AtomicU64::new(0));
         let stdout: SharedCapture = Arc::default();
         let stderr: SharedCapture = Arc::default();
         let (done_tx, readers_done) = bounded::<()>(2);
-        let shared_log = Arc::clone(&log);
 
         let stdin = child.stdin.take().expect("stdin piped");
         let out = child.stdout.take().expect("stdout piped");
         let err = child.stderr.take().expect("stderr piped");
-        let counter = Arc::clone(&output_bytes);
-        let (out_buf, err_buf) = (Arc::clone(&stdout), Arc::clone(&stderr));
-        let out_done = done_tx.clone();
-        let err_log = Arc::clone(&log);
+        let out_drain = live::OutDrain::new(
+            form,
+            Arc::clone(&log),
+            cap,
+            Arc::clone(&output_bytes),
+            Arc::clone(&stdout),
+        );
+        let err_drain = live::ErrDrain::new(STDERR_TAIL, Arc::clone(&stderr), Arc::clone(&log));
         feed_stdin(stdin, prompt)?;
-        let threads = [
-            on_helper(move || {
-                if let Err(e) = live::drain_stdout(out, form, &log, cap, &counter, &out_buf) {
-                    tracing::warn!("reading agent stdout: {e}");
-                }
-                let _ = out_done.send(());
-            }),
-            on_helper(move || {
-                if let Err(e) = live::drain_tail(err, STDERR_TAIL, &err_buf, &err_log) {
-                    tracing::warn!("reading agent stderr: {e}");
-                }
-                let _ = done_tx.send(());
-            }),
-        ];
-        if let Some(e) = threads.into_iter().find_map(Result::err) {
-            return Err(e);
-        }
+        on_helper(move || serve_io((out, out_drain), (err, err_drain), exit, &done_tx))?;
         Ok(Streams {
             output_bytes,
             stdout,
             stderr,
             readers_done,
-            log: shared_log,
+            log,
         })
     }
+}
+
+/// A running agent's one helper: reads its stdout and stderr as they come (each end
+/// sends on `done`) and tells of the leader's exit by its pidfd — the work of three
+/// blocking threads, and their wake-ups, in one poll loop.
+fn serve_io(
+    out: (File, live::OutDrain),
+    err: (File, live::ErrDrain),
+    exit: ExitWatch,
+    done: &Sender<()>,
+) {
+    use std::io::Read;
+    use std::os::fd::AsFd;
+    let (mut out, mut err, mut exit) = (Some(out), Some(err), exit);
+    let mut buf = vec![0u8; live::OUT_CHUNK];
+    while out.is_some() || err.is_some() || exit.is_some() {
+        let ready = {
+            let mut fds = Vec::with_capacity(3);
+            let mut which = Vec::with_capacity(3);
+            if let Some((f, _)) = &out {
+                fds.push(PollFd::new(f.as_fd(), PollFlags::POLLIN));
+                which.push(Source::Out);
+            }
+            if let Some((f, _)) = &err {
+                fds.push(PollFd::new(f.as_fd(), PollFlags::POLLIN));
+                which.push(Source::Err);
+            }
+            if let Some((fd, _)) = &exit {
+                fds.push(PollFd::new(fd.as_fd(), PollFlags::POLLIN));
+                which.push(Source::Exit);
+            }
+            match poll(&mut fds, PollTimeout::NONE) {
+                Ok(_) => {}
+                Err(nix::errno::Errno::EINTR) => continue,
+                Err(e) => {
+                    // Cannot happen with valid descriptors; end rather than spin.
+                    tracing::warn!("polling the agent's output: {e}");
+                    break;
+                }
+            }
+            fds.iter()
+                .zip(&which)
+                .filter(|(f, _)| f.revents().is_some_and(|r| !r.is_empty()))
+                .map(|(_, w)| *w)
+                .collect::<Vec<_>>()
+        };
+        for source in ready {
+            match source {
+                Source::Out => {
+                    let (f, drain) = out.as_mut().expect("polled");
+                    match f.read(&mut buf) {
+                        Ok(n) if n > 0 => drain.feed(&buf[..n]),
+                        Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                        ended => {
+                            if let Err(e) = ended {
+                                tracing::warn!("reading agent stdout: {e}");
+                            }
+                            out.take().expect("polled").1.finish();
+                            let _ = done.send(());
+                        }
+                    }
+                }
+                Source::Err => {
+                    let (f, drain) = err.as_mut().expect("polled");
+                    match f.read(&mut buf[..live::ERR_CHUNK]) {
+                        Ok(n) if n > 0 => drain.feed(&buf[..n]),
+                        Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                        ended => {
+                            if let Err(e) = ended {
+                                tracing::warn!("reading agent stderr: {e}");
+                            }
+                            err.take().expect("polled").1.finish();
+                            let _ = done.send(());
+                        }
+                    }
+                }
+                Source::Exit => {
+                    let _ = exit.take().expect("polled").1.send(());
+                }
+            }
+        }
+    }
+    // Only after a failed poll: finish what is left so nobody waits on it.
+    if let Some((_, d)) = out {
+        d.finish();
+        let _ = done.send(());
+    }
+    if let Some((_, d)) = err {
+        d.finish();
+        let _ = done.send(());
+    }
+    if let Some((_, tx)) = exit {
+        let _ = tx.send(());
+    }
+}
+
+/// What [`serve_io`] polls.
+#[derive(Clone, Copy)]
+enum Source {
+    Out,
+    Err,
+    Exit,
 }
 
 /// Give the agent its prompt and close its stdin. A prompt that fits in the pipe's
@@ -448,10 +560,16 @@ impl Agent {
                 line_cap: launch.inline_cap,
             },
         };
-        let (mut child, start_time, exit_rx) = start_recorded(&launch, record)?;
+        let (mut child, start_time, exit_rx, exit_watch) = start_recorded(&launch, record)?;
         let pid = child.id();
         let prompt = std::mem::take(&mut launch.prompt);
-        let streams = match Streams::start(&mut child, prompt, (log, form), launch.inline_cap) {
+        let streams = match Streams::start(
+            &mut child,
+            prompt,
+            (log, form),
+            launch.inline_cap,
+            exit_watch,
+        ) {
             Ok(s) => s,
             Err(e) => {
                 // Out of threads (a container's pids limit): do not leave the agent running.
