@@ -54,6 +54,11 @@ pub fn nonce() -> String {
 
 /// Create a directory (and its parents) with mode 0700.
 pub fn ensure_dir(path: &Path) -> Result<()> {
+    // Nearly always there already: one look, where mkdir's "exists" and the look std
+    // makes after it were two (~4 a task on a worker's path).
+    if fs::metadata(path).is_ok_and(|m| m.is_dir()) {
+        return Ok(());
+    }
     // "Exists" from mkdir, then "not found" from the look that follows: another host
     // made it, and this client still has its earlier miss cached (GlusterFS, for about
     // its entry timeout). Looked at again, bounded.
