@@ -172,9 +172,18 @@ impl<'a, T> Wait<'a, T> {
                 Err(e) => break Err(e),
             }
         };
-        // Its inotify instance is closed by its own thread, not waited for (see
+        // On Linux its inotify instance is closed by its own thread, not waited for (see
         // watch::native): the answer is not held back by the ~12 ms that close blocks.
+        // `notify`'s watchers elsewhere join their thread on drop: done on another.
+        #[cfg(target_os = "linux")]
         drop(watcher);
+        #[cfg(not(target_os = "linux"))]
+        if let Err(e) = std::thread::Builder::new()
+            .name("wait-teardown".into())
+            .spawn(move || drop(watcher))
+        {
+            tracing::debug!("no thread to tear a watcher down on ({e}); doing it here");
+        }
         ended
     }
 }

@@ -363,9 +363,11 @@ fn serve_io(
                 Ok(_) => {}
                 Err(nix::errno::Errno::EINTR) => continue,
                 Err(e) => {
-                    // Cannot happen with valid descriptors; end rather than spin.
-                    tracing::warn!("polling the agent's output: {e}");
-                    break;
+                    // Only a shortage (ENOMEM) with these descriptors: ending here would
+                    // tell of an exit that did not happen. Look again in a moment.
+                    tracing::warn!("polling the agent's output: {e}; trying again");
+                    std::thread::sleep(Duration::from_millis(10));
+                    continue;
                 }
             }
             fds.iter()
@@ -409,18 +411,6 @@ fn serve_io(
                 }
             }
         }
-    }
-    // Only after a failed poll: finish what is left so nobody waits on it.
-    if let Some((_, d)) = out {
-        d.finish();
-        let _ = done.send(());
-    }
-    if let Some((_, d)) = err {
-        d.finish();
-        let _ = done.send(());
-    }
-    if let Some((_, tx)) = exit {
-        let _ = tx.send(());
     }
 }
 

@@ -451,11 +451,12 @@ impl MultiWorker {
     }
 }
 
-/// A gate descriptor per slot and four per running agent (its pipes and log) must fit
-/// under the soft open-file limit, often 1024: raise it, up to the hard limit, if short.
+/// A gate descriptor per slot and up to six per running agent (its pipes, its log, its
+/// pidfd, a long prompt's stdin writer) must fit under the soft open-file limit, often
+/// 1024: raise it, up to the hard limit, if short.
 fn raise_open_file_limit(slots: usize) {
     use nix::sys::resource::{getrlimit, setrlimit, Resource};
-    let needed = (slots as u64) * 5 + 64;
+    let needed = (slots as u64) * 7 + 64;
     let Ok((soft, hard)) = getrlimit(Resource::RLIMIT_NOFILE) else {
         return;
     };
