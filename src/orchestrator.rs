@@ -147,7 +147,7 @@ impl Orchestrator {
             path.file_name()
                 .is_none_or(|n| !n.as_encoded_bytes().starts_with(b"."))
         });
-        let watcher = DirWatcher::new(&dirs, self.watch, arrivals, tx)?;
+        let watcher = DirWatcher::published(&dirs, self.watch, arrivals, tx)?;
         Ok((watcher, wake))
     }
 

@@ -149,6 +149,18 @@ impl DebugCounter {
     }
 }
 
+/// How a directory is watched where events are native (polling looks at everything).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum How {
+    /// Every change.
+    Changes,
+    /// Files arriving, by any writer (created, linked, renamed in, closed after writing):
+    /// a slot's inbox.
+    Arrivals,
+    /// Files published whole, by a link or a rename: a slot's `results/`.
+    Published,
+}
+
 /// Told of each changed path (or a watched directory itself), or `None` when
 /// anything may have changed (events lost, a backend error).
 pub type OnChange = Arc<dyn Fn(Option<&Path>) + Send + Sync>;
@@ -233,6 +245,28 @@ impl DirWatcher {
         interest: Interest,
         wake: Sender<()>,
     ) -> Result<Self> {
+        Self::new_as(dirs, How::Changes, mode, interest, wake)
+    }
+
+    /// [`DirWatcher::new`] for directories whose files are only ever published whole, by
+    /// a link or a rename (a slot's `results/`): native events are asked for a name
+    /// appearing only, not for the publisher's writes to its temporary file.
+    pub fn published(
+        dirs: &[PathBuf],
+        mode: WatchMode,
+        interest: Interest,
+        wake: Sender<()>,
+    ) -> Result<Self> {
+        Self::new_as(dirs, How::Published, mode, interest, wake)
+    }
+
+    fn new_as(
+        dirs: &[PathBuf],
+        how: How,
+        mode: WatchMode,
+        interest: Interest,
+        wake: Sender<()>,
+    ) -> Result<Self> {
         let on_change: OnChange = Arc::new(move |p: Option<&Path>| {
             if p.is_none_or(|p| interest(p)) {
                 // A full channel already holds a pending wake-up: nothing is lost.
@@ -242,7 +276,8 @@ impl DirWatcher {
         if let Some((interval, reason)) = poll_reason(dirs, mode) {
             return Self::walk_poll(dirs, interval, reason, on_change);
         }
-        match Self::native(dirs, &[], on_change.clone())? {
+        let watched: Vec<_> = dirs.iter().map(|d| (d, how)).collect();
+        match Self::native(&watched, on_change.clone())? {
             Ok(w) => Ok(w),
             Err(reason) => Self::walk_poll(dirs, DEFAULT_POLL_INTERVAL, reason, on_change),
         }
@@ -288,7 +323,12 @@ impl DirWatcher {
         if let Some((interval, reason)) = poll_reason(&all, mode) {
             return stat_poll(interval, reason, on_change);
         }
-        match Self::native(dirs, inboxes, on_change.clone())? {
+        let watched: Vec<_> = dirs
+            .iter()
+            .map(|d| (d, How::Changes))
+            .chain(inboxes.iter().map(|d| (d, How::Arrivals)))
+            .collect();
+        match Self::native(&watched, on_change.clone())? {
             Ok(w) => Ok(w),
             Err(reason) => stat_poll(DEFAULT_POLL_INTERVAL, reason, on_change),
         }
@@ -297,11 +337,10 @@ impl DirWatcher {
     /// The native watcher, or why it cannot be had (to poll instead).
     #[cfg(target_os = "linux")]
     fn native(
-        dirs: &[PathBuf],
-        inboxes: &[PathBuf],
+        dirs: &[(&PathBuf, How)],
         on_change: OnChange,
     ) -> Result<std::result::Result<Self, String>> {
-        match native::Native::start(dirs, inboxes, on_change) {
+        match native::Native::start(dirs, on_change) {
             Ok(n) => Ok(Ok(DirWatcher {
                 _inner: Inner::Native(n),
                 kind: WatcherKind::Native,
@@ -324,13 +363,12 @@ impl DirWatcher {
 
     #[cfg(not(target_os = "linux"))]
     fn native(
-        dirs: &[PathBuf],
-        inboxes: &[PathBuf],
+        dirs: &[(&PathBuf, How)],
         on_change: OnChange,
     ) -> Result<std::result::Result<Self, String>> {
         let native = RecommendedWatcher::new(notify_handler(on_change), Config::default())
             .and_then(|mut w| {
-                for d in dirs.iter().chain(inboxes) {
+                for (d, _) in dirs {
                     w.watch(d, RecursiveMode::NonRecursive)?;
                 }
                 Ok(w)

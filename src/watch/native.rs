@@ -9,7 +9,7 @@ use std::thread::JoinHandle;
 use inotify::{EventMask, Inotify, WatchMask};
 use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
 
-use super::{count_events, OnChange};
+use super::{count_events, How, OnChange};
 
 /// What changes a directory's contents or a file in it. Left out on purpose:
 /// `IN_OPEN`, `IN_ACCESS` and `IN_CLOSE_NOWRITE`, which every `ls`, `conductor status`
@@ -41,6 +41,25 @@ fn arrival_mask() -> WatchMask {
         | WatchMask::ONLYDIR
 }
 
+/// What a directory of published files needs to be watched for when each file is
+/// published whole, by a link or a rename (a slot's `results/`): the name appearing,
+/// and the directory going. The publisher's temporary file still makes one `IN_CREATE`.
+fn published_mask() -> WatchMask {
+    WatchMask::CREATE
+        | WatchMask::MOVED_TO
+        | WatchMask::DELETE_SELF
+        | WatchMask::MOVE_SELF
+        | WatchMask::ONLYDIR
+}
+
+fn mask(how: How) -> WatchMask {
+    match how {
+        How::Changes => change_mask(),
+        How::Arrivals => arrival_mask(),
+        How::Published => published_mask(),
+    }
+}
+
 /// Why native watching could not start.
 pub(super) enum NativeError {
     /// A directory to watch is missing: the caller's error.
@@ -56,21 +75,16 @@ pub(super) struct Native {
 }
 
 impl Native {
-    /// Watch `dirs` for every change and `inboxes` for arrivals only.
+    /// Watch each directory as it says.
     pub(super) fn start(
-        dirs: &[PathBuf],
-        inboxes: &[PathBuf],
+        dirs: &[(&PathBuf, How)],
         on_change: OnChange,
     ) -> Result<Native, NativeError> {
         let ino = Inotify::init().map_err(NativeError::Unavailable)?;
         let mut dir_of = HashMap::new();
         let mut watches = ino.watches();
-        let masked = dirs
-            .iter()
-            .map(|d| (d, change_mask()))
-            .chain(inboxes.iter().map(|d| (d, arrival_mask())));
-        for (d, mask) in masked {
-            match watches.add(d, mask) {
+        for &(d, how) in dirs {
+            match watches.add(d, mask(how)) {
                 Ok(wd) => {
                     dir_of.insert(wd, d.clone());
                 }
