@@ -13,8 +13,8 @@ use std::time::{Instant, SystemTime};
 use crossbeam_channel::{bounded, select, unbounded, Receiver, Sender};
 
 use super::{
-    check_startable, config_stamp, shared_change, shared_dirs, sweep_election::SweepElection,
-    Pickup, Shared, SlotServer, WorkerOptions,
+    check_startable, config_stamp, listed_dirs, shared_change, shared_dirs,
+    sweep_election::SweepElection, Pickup, Shared, SlotServer, WorkerOptions,
 };
 use crate::config::Config;
 use crate::error::{Error, Result};
@@ -515,6 +515,8 @@ fn watch_slots(
     let mut dirs: Vec<PathBuf> = servers.iter().map(|s| s.paths.dir.clone()).collect();
     dirs.extend(shared.iter().cloned());
     let mut polled: Vec<PathBuf> = servers.iter().flat_map(|s| s.paths.wake_files()).collect();
-    polled.extend(shared);
-    DirWatcher::watch_changes(&dirs, &polled, opts.watch, on_change)
+    polled.extend(shared.iter().cloned());
+    // Only the queue is read first (on GlusterFS), whatever the number of slots.
+    let listed = listed_dirs(&opts.root);
+    DirWatcher::watch_changes(&dirs, &polled, &listed, opts.watch, on_change)
 }
