@@ -472,6 +472,12 @@ fn doctor_names_the_shared_mount_and_says_flocks_stay_local() {
         mount["fix"].as_str().unwrap().contains("dir_cache=no"),
         "{mount}"
     );
+    // The host's PID namespace hides the sshfs process, whose command line is the only
+    // place sshfs's own options show: doctor says it cannot tell, not that one is missing.
+    assert!(
+        detail.contains("whether sshfs's directory cache is off cannot be told here"),
+        "{detail}"
+    );
 }
 
 /// `doctor --json`'s mount check, run on `host`.
