@@ -115,9 +115,10 @@ fn pickup(m: &MountInfo, sshfs: Option<&str>) -> String {
              2 s (the worker's rescan)"
         ),
         "fuse.glusterfs" => format!(
-            "{base}; a task another host queued waits up to about 1 s more in the client's \
-             metadata cache unless the volume has features.cache-invalidation and \
-             performance.cache-invalidation on (then about 0.1 s)"
+            "{base}; the queue is read before each look, which the client's metadata cache \
+             (1 s) cannot answer: a task another host queued starts in about 0.1 s; a lock or \
+             pause another host changed may be seen up to about 1 s later unless the volume \
+             has features.cache-invalidation and performance.cache-invalidation on"
         ),
         _ => format!("{base}, plus however long this client caches directory listings"),
     }
