@@ -18,8 +18,8 @@
 //! getxattr, or a re-read of a directory kept open — fresh for 2,000 entries, not for
 //! a few — did not do it.) So the directories a caller names as *listed* are read (one
 //! `getdents`, whatever their size) before each `stat` on such a filesystem: a worker
-//! names only the queue, never its slot directories — each read is three requests to
-//! the server where a stat is none.
+//! names only the queue, never its slot directories — each read is a few requests to
+//! the server (opendir, readdirp) where a stat answered by md-cache is none.
 
 #[cfg(not(all(target_os = "linux", target_env = "gnu")))]
 use std::os::unix::fs::MetadataExt;
@@ -150,7 +150,7 @@ pub(super) enum Look {
 /// The stamp of `path`, looked at as `look` says.
 fn look_at(path: &Path, look: Look) -> Stamp {
     if look == Look::ReadThenStat {
-        // One `getdents` (one FUSE READDIR of a page), not the whole listing: what
+        // One `getdents` (one FUSE READDIR), not the whole listing: what
         // refreshes the client's cached attributes is the request reaching the server.
         // A failure here shows in the stat below (a directory gone), or not at all.
         if let Ok(mut entries) = std::fs::read_dir(path) {

@@ -281,9 +281,9 @@ fn shared_dirs(root: &Root) -> [PathBuf; 5] {
 /// The directory where other hosts add entries nobody can predict the names of and
 /// whose news is worth the most: the queue. On GlusterFS it is read before each poll's
 /// stat (a request that reaches the server, where a stat is answered from the client's
-/// cache for up to 1 s). The locks and pauses are not: each read costs three requests
+/// cache for up to 1 s). The locks and pauses are not: each read costs a few requests
 /// to the server, and a freed lock seen up to a second late delays only a task that was
-/// waiting anyway (measured idle cost on GlusterFS: README, BENCHMARKS).
+/// waiting anyway (idle cost on GlusterFS, measured: BENCHMARKS, "Several hosts").
 fn listed_dirs(root: &Root) -> [PathBuf; 1] {
     [root.queue_pending()]
 }
