@@ -3,7 +3,8 @@
 //! caches on and off and on GlusterFS.
 //!
 //! `cargo bench --bench multihost` (as root; `-- --samples N` for the pickup sample size,
-//! `-- --fs sshfs-default|sshfs-off|gluster|gluster-inval` for one filesystem only). Pickup: a task is
+//! `-- --fs sshfs-default|sshfs-off|gluster|gluster-inval|nfs` for one filesystem only;
+//! NFS runs only where the kernel has an NFS client). Pickup: a task is
 //! submitted (queue) or sent (inbox) on host B, one at a time, and picked up by a worker
 //! on host A: from `conductor` returning on B to the agent's first line on A (both hosts
 //! are namespaces of one machine: one clock). Before each submit the bench waits 0, 0.3,
@@ -20,6 +21,11 @@ mod multihost_gluster;
 #[path = "../tests/integration/multihost_mounts.rs"]
 #[allow(dead_code)]
 mod multihost_mounts;
+#[path = "../tests/integration/multihost_nfs.rs"]
+mod multihost_nfs;
+#[path = "../tests/integration/prereq.rs"]
+#[allow(unused_macros, unused_imports)]
+mod prereq;
 
 use std::path::Path;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
@@ -171,6 +177,7 @@ fn main() {
             "gluster-inval",
             "GlusterFS cache invalidation on",
         ),
+        (Fs::Nfs, "nfs", "NFS (kernel client, nfs-ganesha)"),
     ] {
         if only.as_deref().is_some_and(|o| o != key) {
             continue;

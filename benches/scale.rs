@@ -254,7 +254,7 @@ fn one_task_each(
     let on_change: conductor::watch::OnChange =
         Arc::new(move |p: Option<&Path>| drop(tx.send(p.map(Path::to_path_buf))));
     let _watcher =
-        conductor::watch::DirWatcher::watch_changes(&dirs, &[], WatchMode::Auto, on_change)
+        conductor::watch::DirWatcher::watch_changes(&dirs, &[], &[], WatchMode::Auto, on_change)
             .expect("watch results/");
     let t0 = Instant::now();
     let mut written = HashMap::with_capacity(n as usize);

@@ -118,6 +118,15 @@ impl MountInfo {
             )
     }
 
+    /// Whether this filesystem's client answers even a forced `stat` of a directory
+    /// (`statx` with `AT_STATX_FORCE_SYNC`) from a cache of its own, while reading the
+    /// directory asks the server (and refreshes that cache): GlusterFS's FUSE client,
+    /// whose md-cache keeps attributes 1 s with the volume's defaults. A poller reads
+    /// such a directory before its `stat` to see another host's new entry promptly.
+    pub fn stat_needs_a_read_first(&self) -> bool {
+        self.fs_type == "fuse.glusterfs"
+    }
+
     /// Whether an flock taken on one host is seen by another, by the mount's type and
     /// options: the Linux NFS client turns flocks into server locks unless `local_lock`
     /// says otherwise, CephFS, GFS2/OCFS2 and GlusterFS (its FUSE client passes them to
@@ -396,6 +405,9 @@ mod tests {
         .unwrap();
         assert!(m.is_shared());
         assert_eq!(m.flock_crosses_hosts(), Some(true));
+        assert!(m.stat_needs_a_read_first());
+        let sshfs = mount_containing(Path::new("/mnt/shared root/sub/q"), TABLE).unwrap();
+        assert!(!sshfs.stat_needs_a_read_first());
     }
 
     #[cfg(target_os = "linux")]

@@ -324,7 +324,7 @@ impl Hub {
                 }
             }
         });
-        let next = DirWatcher::watch_changes(&list, &[], self.inner.mode, on_change)?;
+        let next = DirWatcher::watch_changes(&list, &[], &[], self.inner.mode, on_change)?;
         // The old watcher goes only once the new one is armed; its thread may be
         // delivering, which takes the waiters' lock, never this one.
         let old = watched.watcher.replace(next);

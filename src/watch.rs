@@ -287,14 +287,18 @@ impl DirWatcher {
     /// only `dirs` and `files` are stat'ed (no directory is walked, the server asked
     /// each time), every `interval` after a change and slower while nothing changes —
     /// 200 ms for a few paths, up to 1 s for thousands (at most ten times slower):
-    /// name in `files` what may be rewritten in place.
+    /// name in `files` what may be rewritten in place. Name in `listed` the few of
+    /// `dirs` where other hosts add entries of names nobody can predict (the queue): on
+    /// a filesystem whose client answers a `stat` from its own cache (GlusterFS) they
+    /// are read before each `stat` — a request that reaches the server.
     pub fn watch_changes(
         dirs: &[PathBuf],
         files: &[PathBuf],
+        listed: &[PathBuf],
         mode: WatchMode,
         on_change: OnChange,
     ) -> Result<Self> {
-        Self::watch_changes_and_inboxes(dirs, &[], files, mode, on_change)
+        Self::watch_changes_and_inboxes(dirs, &[], files, listed, mode, on_change)
     }
 
     /// [`DirWatcher::watch_changes`], and `inboxes` too, where only a file's arrival
@@ -304,12 +308,20 @@ impl DirWatcher {
         dirs: &[PathBuf],
         inboxes: &[PathBuf],
         files: &[PathBuf],
+        listed: &[PathBuf],
         mode: WatchMode,
         on_change: OnChange,
     ) -> Result<Self> {
         let all: Vec<PathBuf> = inboxes.iter().chain(dirs).cloned().collect();
         let stat_poll = |interval: Duration, reason: String, on_change: OnChange| {
-            let paths: Vec<PathBuf> = all.iter().chain(files).cloned().collect();
+            // A path named both as a directory and as a file is looked at once.
+            let mut unique = std::collections::HashSet::new();
+            let paths: Vec<(PathBuf, poll::Look)> = all
+                .iter()
+                .chain(files)
+                .filter(|p| unique.insert(*p))
+                .map(|p| (p.clone(), look_for(p, listed)))
+                .collect();
             let poller =
                 poll::Poller::start(paths, interval, on_change).map_err(|e| Error::Watch {
                     path: all[0].clone(),
@@ -426,6 +438,27 @@ impl DirWatcher {
     /// between polls), not reported by the kernel.
     pub fn is_polling(&self) -> bool {
         matches!(self.kind, WatcherKind::Poll { .. })
+    }
+}
+
+/// How the poller looks at `path`: read first when it is one of `listed` and on a
+/// filesystem whose client caches a directory's attributes past a forced `stat`.
+fn look_for(path: &PathBuf, listed: &[PathBuf]) -> poll::Look {
+    if !listed.contains(path) {
+        return poll::Look::Stat;
+    }
+    let read_first = crate::fs_kind::mount_of(path)
+        .ok()
+        .flatten()
+        .is_some_and(|m| m.stat_needs_a_read_first());
+    if read_first {
+        tracing::debug!(
+            "{} is read before each stat: its filesystem's client caches its attributes",
+            path.display()
+        );
+        poll::Look::ReadThenStat
+    } else {
+        poll::Look::Stat
     }
 }
 

@@ -71,6 +71,9 @@ pub(super) fn check_mount(root: &Root) -> Check {
     if !missing.is_empty() {
         fix = format!("for quicker pickup mount with {}; ", missing.join(","));
     }
+    if m.fs_type == "fuse.sshfs" && sshfs.is_none() {
+        fix = format!("unless this sshfs runs with -o dir_cache=no, remount it so; {fix}");
+    }
     fix.push_str(
         "give every host the same config.json and keep their clocks in sync (NTP): leases \
          compare heartbeat times written on different hosts (README, \"Several hosts\")",
@@ -97,15 +100,25 @@ fn pickup(m: &MountInfo, sshfs: Option<&str>) -> String {
         "fuse.sshfs" if sshfs.is_some_and(|o| o.contains("dir_cache=no")) => {
             format!("{base}; directory cache off: about 0.1–0.2 s")
         }
+        // sshfs keeps its own options out of /proc/mounts; they are read from its
+        // process, which another PID namespace (a container) or a gone `ps` hides.
+        "fuse.sshfs" if sshfs.is_none() => format!(
+            "{base}; whether sshfs's directory cache is off cannot be told here (sshfs's \
+             options are not in /proc/mounts, and no sshfs process serving this mount is \
+             visible from here): with it on (the default) a task another host queued stays \
+             hidden for up to dcache_timeout (20 s by default), one sent to an inbox about \
+             2 s (the worker's rescan); nothing a client does sees past it"
+        ),
         "fuse.sshfs" => format!(
             "{base}, behind sshfs's directory cache: a task another host queued stays \
              hidden for up to dcache_timeout (20 s by default), one sent to an inbox about \
              2 s (the worker's rescan)"
         ),
         "fuse.glusterfs" => format!(
-            "{base}; a task another host queued waits up to about 1 s more in the client's \
-             metadata cache unless the volume has features.cache-invalidation and \
-             performance.cache-invalidation on (then about 0.1 s)"
+            "{base}; the queue is read before each look, which the client's metadata cache \
+             (1 s) cannot answer: a task another host queued starts in about 0.1 s; a lock or \
+             pause another host changed may be seen up to about 1 s later unless the volume \
+             has features.cache-invalidation and performance.cache-invalidation on"
         ),
         _ => format!("{base}, plus however long this client caches directory listings"),
     }
@@ -132,11 +145,9 @@ fn missing_options(m: &MountInfo, sshfs: Option<&str>) -> Vec<&'static str> {
             want.push("actimeo=1");
         }
         "9p" if m.option("cache").is_some_and(|c| c != "none") => want.push("cache=none"),
-        "fuse.sshfs" => {
-            let o = sshfs.unwrap_or("");
-            if !o.contains("dir_cache=no") {
-                want.push("dir_cache=no");
-            }
+        // Unknown options are said to be unknown (check_mount), not missing.
+        "fuse.sshfs" if sshfs.is_some_and(|o| !o.contains("dir_cache=no")) => {
+            want.push("dir_cache=no");
         }
         _ => {}
     }
@@ -175,7 +186,10 @@ mod tests {
         assert_eq!(missing_options(&m, Some("reconnect")), ["dir_cache=no"]);
         assert!(missing_options(&m, Some("reconnect,dir_cache=no")).is_empty());
         assert!(pickup(&m, Some("dir_cache=no")).contains("0.1–0.2 s"));
-        assert!(pickup(&m, None).contains("20 s by default"));
+        assert!(pickup(&m, Some("reconnect")).contains("20 s by default"));
+        // Not found (another PID namespace): unknown, not missing.
+        assert!(missing_options(&m, None).is_empty());
+        assert!(pickup(&m, None).contains("cannot be told here"));
     }
 
     #[test]

@@ -278,6 +278,16 @@ fn shared_dirs(root: &Root) -> [PathBuf; 5] {
     ]
 }
 
+/// The directory where other hosts add entries nobody can predict the names of and
+/// whose news is worth the most: the queue. On GlusterFS it is read before each poll's
+/// stat (a request that reaches the server, where a stat is answered from the client's
+/// cache for up to 1 s). The locks and pauses are not: each read costs a few requests
+/// to the server, and a freed lock seen up to a second late delays only a task that was
+/// waiting anyway (idle cost on GlusterFS, measured: BENCHMARKS, "Several hosts").
+fn listed_dirs(root: &Root) -> [PathBuf; 1] {
+    [root.queue_pending()]
+}
+
 /// Whether a change at `p` in one of `shared` (or, when polling, to the directory
 /// itself) is worth a look at the queue: not a lock's guard or spare, not a temp file.
 fn shared_change(shared: &[PathBuf], p: &Path) -> bool {
@@ -311,11 +321,12 @@ fn watch_slot(
     });
     let dirs: Vec<PathBuf> = shared.to_vec();
     let mut polled = paths.wake_files().to_vec();
-    polled.extend(shared);
+    polled.extend(shared.iter().cloned());
     let watcher = DirWatcher::watch_changes_and_inboxes(
         &dirs,
         std::slice::from_ref(&paths.dir),
         &polled,
+        &listed_dirs(root),
         mode,
         on_change,
     )?;

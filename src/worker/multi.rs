@@ -13,8 +13,8 @@ use std::time::{Instant, SystemTime};
 use crossbeam_channel::{bounded, select, unbounded, Receiver, Sender};
 
 use super::{
-    check_startable, config_stamp, shared_change, shared_dirs, sweep_election::SweepElection,
-    Pickup, Shared, SlotServer, WorkerOptions,
+    check_startable, config_stamp, listed_dirs, shared_change, shared_dirs,
+    sweep_election::SweepElection, Pickup, Shared, SlotServer, WorkerOptions,
 };
 use crate::config::Config;
 use crate::error::{Error, Result};
@@ -516,5 +516,14 @@ fn watch_slots(
     let inboxes: Vec<PathBuf> = servers.iter().map(|s| s.paths.dir.clone()).collect();
     let mut polled: Vec<PathBuf> = servers.iter().flat_map(|s| s.paths.wake_files()).collect();
     polled.extend(shared.iter().cloned());
-    DirWatcher::watch_changes_and_inboxes(&shared, &inboxes, &polled, opts.watch, on_change)
+    // Only the queue is read first (on GlusterFS), whatever the number of slots.
+    let listed = listed_dirs(&opts.root);
+    DirWatcher::watch_changes_and_inboxes(
+        &shared,
+        &inboxes,
+        &polled,
+        &listed,
+        opts.watch,
+        on_change,
+    )
 }

@@ -28,6 +28,7 @@ mod multihost_env;
 mod multihost_faults;
 mod multihost_gluster;
 mod multihost_mounts;
+mod multihost_nfs;
 mod multihost_partition;
 mod multihost_skew;
 mod orchestrator;

@@ -1,7 +1,8 @@
 //! Several "hosts" on one machine: mounts of one shared filesystem — sshfs over a private
-//! loopback sshd, or a GlusterFS volume in a network namespace of the test's own
-//! (multihost_gluster.rs) — each used from its own UTS + PID namespace (own hostname,
-//! colliding pids).
+//! loopback sshd, a GlusterFS volume in a network namespace of the test's own
+//! (multihost_gluster.rs), or an nfs-ganesha export there mounted by the kernel's NFS
+//! client (multihost_nfs.rs, where the kernel has one) — each used from its own UTS + PID
+//! namespace (own hostname, colliding pids).
 
 #![allow(dead_code)]
 
@@ -16,6 +17,7 @@ use crate::harness::{bin, wait_until};
 use crate::multihost_gluster::GlusterServer;
 pub use crate::multihost_mounts::Cache;
 use crate::multihost_mounts::{mount, sshd_path, start_sshd, which, Mount, Owned};
+use crate::multihost_nfs::NfsServer;
 
 /// The shared filesystem the hosts mount.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -27,6 +29,31 @@ pub enum Fs {
     /// The same with the volume's cache invalidation on (README's recommendation): the
     /// server tells each client's metadata cache of changes.
     GlusterInvalidating,
+    /// nfs-ganesha (VFS FSAL) exporting the backing directory, each host a kernel NFSv4
+    /// mount with README's options (`lookupcache=positive,actimeo=1`). Only where the
+    /// kernel has an NFS client: see [`nfs_skips`].
+    Nfs,
+}
+
+/// The options of each host's NFS mount (README's table).
+pub const NFS_HOST_OPTIONS: &str = "lookupcache=positive,actimeo=1";
+
+/// Issue 27 asks that the NFS scenarios run where a kernel NFS mount works and say why
+/// they skip otherwise, under `CI=true` too: no kernel NFS client is something CI's
+/// installs cannot fix (this project's machines have none). Called first by each NFS
+/// test; true when it skipped (the test then returns). Whatever else NFS needs is
+/// checked by `available_on(Fs::Nfs)`, and fails under CI when missing.
+pub fn nfs_skips() -> bool {
+    match crate::multihost_nfs::kernel_client_missing() {
+        None => false,
+        Some(why) => {
+            crate::prereq::skip_allowed_in_ci(
+                &why,
+                "issue 27: the NFS scenarios run only where a kernel NFS mount works",
+            );
+            true
+        }
+    }
 }
 
 /// The volume options of `Fs::GlusterInvalidating`.
@@ -51,6 +78,10 @@ pub fn available_on(fs: Fs) -> Result<(), String> {
         Fs::Gluster | Fs::GlusterInvalidating => {
             hosts_available()?;
             crate::multihost_gluster::available()
+        }
+        Fs::Nfs => {
+            hosts_available()?;
+            crate::multihost_nfs::available()
         }
     }
 }
@@ -379,6 +410,7 @@ impl Drop for HostProc {
 enum Server {
     Sshd(#[allow(dead_code)] Owned),
     Gluster(#[allow(dead_code)] GlusterServer),
+    Nfs(#[allow(dead_code)] NfsServer),
 }
 
 /// A shared filesystem, its server, one mount and one host per name. Dropped in
@@ -389,8 +421,8 @@ pub struct Cluster {
     server: Server,
     pub fs: Fs,
     /// The shared directory as the test sees it, with no client cache in the way: the
-    /// directory sshd serves; on GlusterFS a mount of the test's own with the kernel's
-    /// caches off.
+    /// directory sshd or ganesha serves; on GlusterFS a mount of the test's own with the
+    /// kernel's caches off.
     pub backing: PathBuf,
     /// The conductor root inside `backing`.
     pub root: PathBuf,
@@ -451,6 +483,16 @@ impl Cluster {
                 }
                 Server::Gluster(gluster)
             }
+            Fs::Nfs => {
+                // The test reads the exported directory itself, as with sshfs.
+                let nfs = NfsServer::start(&base, &backing);
+                for name in names {
+                    let mnt = base.join("mnt").join(name);
+                    std::fs::create_dir_all(&mnt).expect("create mount point");
+                    mounts.push(nfs.mount(&mnt, NFS_HOST_OPTIONS));
+                }
+                Server::Nfs(nfs)
+            }
         };
         let host_mounts: Vec<PathBuf> = mounts
             .iter()
@@ -482,7 +524,8 @@ impl Cluster {
 
 impl Cluster {
     /// The pid of the process serving host `i`'s mount (its sshfs or glusterfs client):
-    /// stopping it freezes every filesystem call of that host, as a partition does.
+    /// stopping it freezes every filesystem call of that host, as a partition does. A
+    /// kernel NFS mount has none (no partition scenario on NFS).
     pub fn fs_client(&self, i: usize) -> u32 {
         let dir = &self.hosts[i].mount;
         self.mounts

@@ -97,6 +97,13 @@ fn a_killed_hosts_task_is_interrupted_once_by_the_other_after_the_lease_on_glust
     killed_host(Fs::Gluster);
 }
 
+#[test]
+fn a_killed_hosts_task_is_interrupted_once_by_the_other_after_the_lease_on_nfs() {
+    if !crate::multihost_env::nfs_skips() {
+        killed_host(Fs::Nfs);
+    }
+}
+
 /// Host B stops (SIGSTOP) past its lease with its task running: host A ends the task
 /// and runs the key's next one, and B publishes no second result when it resumes. On
 /// GlusterFS B's flocks stay held by its (running) FUSE client all along.
@@ -158,8 +165,17 @@ fn a_host_paused_past_its_lease_publishes_no_second_success_on_glusterfs() {
     paused_host(Fs::Gluster);
 }
 
+#[test]
+fn a_host_paused_past_its_lease_publishes_no_second_success_on_nfs() {
+    if !crate::multihost_env::nfs_skips() {
+        paused_host(Fs::Nfs);
+    }
+}
+
 // A partition (a host's filesystem client frozen while its agent runs) is
-// multihost_partition.rs's `a_partition`, run there on sshfs and on GlusterFS.
+// multihost_partition.rs's `a_partition`, run there on sshfs and on GlusterFS. Not on
+// NFS: the kernel's client is no process to freeze, and the hosts' mounts share one
+// network namespace, so one host cannot be cut off alone.
 
 #[test]
 fn a_pid_only_lock_from_another_host_is_not_taken_over_while_fresh() {

@@ -103,6 +103,14 @@ impl Mount {
 }
 
 impl Mount {
+    /// A kernel mount (NFS) at `mnt`, made already: served by no process of ours.
+    pub(crate) fn kernel(mnt: &Path) -> Mount {
+        Mount {
+            dir: mnt.to_path_buf(),
+            client: None,
+        }
+    }
+
     /// The pid of the process serving this mount (its filesystem client: `sshfs`,
     /// `glusterfs`).
     pub(crate) fn client_pid(&self) -> Option<u32> {
