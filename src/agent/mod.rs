@@ -342,7 +342,9 @@ fn serve_io(
     use std::io::Read;
     use std::os::fd::AsFd;
     let (mut out, mut err, mut exit) = (Some(out), Some(err), exit);
-    let mut buf = vec![0u8; live::OUT_CHUNK];
+    // Small until an agent fills it: a thousand agents at once each had 64 KiB of
+    // zeroed (so resident) buffer, however little they printed.
+    let mut buf = vec![0u8; FIRST_CHUNK];
     while out.is_some() || err.is_some() || exit.is_some() {
         let ready = {
             let mut fds = Vec::with_capacity(3);
@@ -381,7 +383,12 @@ fn serve_io(
                 Source::Out => {
                     let (f, drain) = out.as_mut().expect("polled");
                     match f.read(&mut buf) {
-                        Ok(n) if n > 0 => drain.feed(&buf[..n]),
+                        Ok(n) if n > 0 => {
+                            drain.feed(&buf[..n]);
+                            if n == buf.len() && n < live::OUT_CHUNK {
+                                buf.resize(n * 2, 0);
+                            }
+                        }
                         Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
                         ended => {
                             if let Err(e) = ended {
@@ -394,7 +401,8 @@ fn serve_io(
                 }
                 Source::Err => {
                     let (f, drain) = err.as_mut().expect("polled");
-                    match f.read(&mut buf[..live::ERR_CHUNK]) {
+                    let room = buf.len().min(live::ERR_CHUNK);
+                    match f.read(&mut buf[..room]) {
                         Ok(n) if n > 0 => drain.feed(&buf[..n]),
                         Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
                         ended => {
@@ -413,6 +421,10 @@ fn serve_io(
         }
     }
 }
+
+/// [`serve_io`]'s first read size; it doubles, up to [`live::OUT_CHUNK`], each time
+/// stdout fills it.
+const FIRST_CHUNK: usize = 4096;
 
 /// What [`serve_io`] polls.
 #[derive(Clone, Copy)]

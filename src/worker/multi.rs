@@ -519,11 +519,6 @@ fn watch_slots(
     // Only the queue is read first (on GlusterFS), whatever the number of slots.
     let listed = listed_dirs(&opts.root);
     DirWatcher::watch_changes_and_inboxes(
-        &shared,
-        &inboxes,
-        &polled,
-        &listed,
-        opts.watch,
-        on_change,
+        &shared, &inboxes, &polled, &listed, opts.watch, on_change,
     )
 }
