@@ -406,12 +406,24 @@ pub fn run_worker(args: WorkerArgs) -> anyhow::Result<()> {
         );
     }
     if args.show_output {
+        // Armed, and holding the live log it will read, before the worker takes its
+        // first task: made on the thread, it could open the log only after a quick
+        // first task had already moved it to tasks/ (seen once in CI, the pane empty).
         let log = opts.root.worker(opts.slot).output_log();
-        let mode = opts.watch;
-        std::thread::Builder::new()
-            .name("show-output".into())
-            .spawn(move || show_output(&log, mode, width))
-            .map_err(|e| anyhow::anyhow!("cannot start the output thread: {e}"))?;
+        // The first task's log made now (as after every task), so it is the file held.
+        if let Err(e) = crate::agent::ready_log(&log) {
+            tracing::warn!("readying {}: {e}", log.display());
+        }
+        match crate::inspect::LogFollower::new(&log, opts.watch) {
+            Ok(mut follower) => {
+                let first = follower.next_chunk();
+                std::thread::Builder::new()
+                    .name("show-output".into())
+                    .spawn(move || show_output(follower, first, width))
+                    .map_err(|e| anyhow::anyhow!("cannot start the output thread: {e}"))?;
+            }
+            Err(e) => tracing::warn!("not showing the agents' output: {e}"),
+        }
     }
     worker.run(&shutdown)?;
     tracing::info!("worker stopped");
@@ -424,19 +436,17 @@ const SHOW_PARTIAL_AFTER: Duration = Duration::from_millis(300);
 /// Print the slot's live log as it grows, across its tasks (as `logs N -f`), each line
 /// marked `│ ` and cut to `width`; for as long as the worker runs (the thread goes
 /// with the process).
-fn show_output(log: &std::path::Path, mode: WatchMode, width: Option<usize>) {
-    let mut follower = match crate::inspect::LogFollower::new(log, mode) {
-        Ok(f) => f,
-        Err(e) => {
-            tracing::warn!("not showing the agents' output: {e}");
-            return;
-        }
-    };
+fn show_output(
+    mut follower: crate::inspect::LogFollower,
+    first: crate::Result<Option<Vec<u8>>>,
+    width: Option<usize>,
+) {
     let mut partial: Vec<u8> = Vec::new();
     let mut last_data = std::time::Instant::now();
+    let mut first = Some(first);
     loop {
         loop {
-            match follower.next_chunk() {
+            match first.take().unwrap_or_else(|| follower.next_chunk()) {
                 Ok(Some(chunk)) => {
                     partial.extend_from_slice(&chunk);
                     last_data = std::time::Instant::now();

@@ -866,3 +866,66 @@ fn output_to_a_closed_pipe_ends_quietly() {
     assert!(!stderr.contains("panicked"), "{stderr}");
     assert_eq!(out.status.code(), Some(0), "{stderr}");
 }
+
+/// A task already waiting when a `--show-output` worker starts (what a launcher pane
+/// runs) is shown in full: the follower holds the first task's log before the worker
+/// takes a task. Its thread used to open the log only when it got to it; a quick first
+/// task could be over and its log moved to `tasks/` by then, and the pane stayed empty
+/// (seen once in CI in `launch_lays_out_titled_panes_and_its_workers_serve_tasks`; the
+/// race is narrow: this test did not catch it here in 10 rounds, even on one CPU).
+#[test]
+fn a_task_waiting_at_start_is_shown_by_a_show_output_worker() {
+    use std::io::Read;
+    for round in 0..10 {
+        let t = TestRoot::new();
+        t.client.create_worker(Slot(0)).unwrap();
+        let prompt = format!("waiting before the worker started {round}");
+        let id = t
+            .client
+            .write_task(Slot(0), &Task::new(prompt.clone()))
+            .unwrap();
+        let mut worker = Command::new(bin("conductor"))
+            .args(["worker", "0"])
+            .arg(t.path())
+            .args(["--agent", "cat", "--show-output", "--root"])
+            .arg(t.path())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let res = t.client.wait_for_result(Slot(0), &id, BOUND).unwrap();
+        assert_eq!(res.output, prompt);
+        // The line is printed right after the task; stop the worker once it is there
+        // (or the bound passes) and read everything it printed.
+        let stdout = worker.stdout.take().unwrap();
+        let (tx, rx) = crossbeam_channel::bounded(1);
+        let wanted = format!("│ {prompt}");
+        std::thread::spawn(move || {
+            let mut all = String::new();
+            let mut r = std::io::BufReader::new(stdout);
+            let mut buf = [0u8; 4096];
+            loop {
+                match r.read(&mut buf) {
+                    Ok(0) | Err(_) => break,
+                    Ok(n) => {
+                        all.push_str(&String::from_utf8_lossy(&buf[..n]));
+                        if all.contains(&wanted) {
+                            let _ = tx.send(all.clone());
+                        }
+                    }
+                }
+            }
+            let _ = tx.send(all);
+        });
+        let shown = rx.recv_timeout(BOUND).unwrap_or_default();
+        let _ = nix::sys::signal::kill(
+            nix::unistd::Pid::from_raw(worker.id() as i32),
+            nix::sys::signal::Signal::SIGTERM,
+        );
+        let _ = worker.wait();
+        assert!(
+            shown.contains(&format!("│ {prompt}")),
+            "round {round}: the waiting task's output was not shown:\n{shown}"
+        );
+    }
+}
