@@ -31,6 +31,23 @@ pub fn of(_path: &Path) -> Result<Option<FsKind>> {
     Ok(None)
 }
 
+/// [`of`] for an open file or directory; `None` when it cannot be told.
+pub fn of_fd(fd: impl std::os::fd::AsFd) -> Option<FsKind> {
+    #[cfg(target_os = "linux")]
+    {
+        // f_type's width differs between platforms.
+        #[allow(clippy::unnecessary_cast)]
+        nix::sys::statfs::fstatfs(fd)
+            .ok()
+            .map(|st| by_magic(st.filesystem_type().0 as i64))
+    }
+    #[cfg(not(target_os = "linux"))]
+    {
+        let _ = fd;
+        None
+    }
+}
+
 /// A filesystem by its statfs magic number.
 pub fn by_magic(magic: i64) -> FsKind {
     let (name, eventless) = match magic {
@@ -229,6 +246,7 @@ pub fn flock_kept_by_kernel(dir: &Path) -> Result<Option<bool>> {
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.subsec_nanos())
         .unwrap_or(0);
+    // Not fsio::nonce: fsio stands on this module, not the other way round.
     let path = dir.join(format!(".flock-probe.{}.{nanos}", std::process::id()));
     let io = |op: &'static str, e: std::io::Error| crate::error::Error::io(op, &path, e);
     let file = std::fs::OpenOptions::new()

@@ -359,18 +359,7 @@ pub fn write_new_via(tmp_dir: &Path, path: &Path, bytes: &[u8]) -> Result<()> {
 
 /// Whether `dir` is on a filesystem other hosts may share (no local change events).
 fn dir_is_shared(dir: &Dir) -> bool {
-    #[cfg(target_os = "linux")]
-    {
-        // f_type's width differs between platforms.
-        #[allow(clippy::unnecessary_cast)]
-        nix::sys::statfs::fstatfs(&dir.fd)
-            .is_ok_and(|st| crate::fs_kind::by_magic(st.filesystem_type().0 as i64).eventless)
-    }
-    #[cfg(not(target_os = "linux"))]
-    {
-        let _ = dir;
-        false
-    }
+    crate::fs_kind::of_fd(&dir.fd).is_some_and(|k| k.eventless)
 }
 
 /// Create and remove a temp name (a dot name: never an entry) in `dir`, so that its

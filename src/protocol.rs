@@ -281,6 +281,14 @@ pub struct Task {
 
 /// A group's name: 1–64 of `A-Z a-z 0-9 - _` (it names files under `groups/` and
 /// `paused/`).
+/// A key must be what a task id may be (it names a lock directory and a pause file);
+/// the reason, if not, speaks of a key.
+pub fn check_key_name(key: &str) -> std::result::Result<(), String> {
+    TaskId::Text(key.to_string())
+        .validate()
+        .map_err(|e| e.replacen("task id", "key", 1))
+}
+
 pub fn check_group_name(name: &str) -> std::result::Result<(), String> {
     if name.is_empty()
         || name.len() > 64
@@ -392,9 +400,7 @@ impl Task {
             }
         }
         if let Some(k) = &self.key {
-            TaskId::Text(k.clone())
-                .validate()
-                .map_err(|e| e.replacen("task id", "key", 1))?;
+            check_key_name(k)?;
         }
         if let Some(g) = &self.group {
             check_group_name(g)?;

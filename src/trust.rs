@@ -146,7 +146,7 @@ fn check_dir(dir: &Path, meta: &Metadata) -> Result<()> {
             ),
         ));
     }
-    let me = euid();
+    let me = crate::host::euid();
     if meta.uid() != me {
         return Err(refuse(
             dir,
@@ -175,13 +175,6 @@ fn check_dir(dir: &Path, meta: &Metadata) -> Result<()> {
         ));
     }
     Ok(())
-}
-
-/// This process's effective uid, asked once: every check compares each directory's owner
-/// with it (~25 directories a delivery and a claim), and it does not change.
-fn euid() -> u32 {
-    static EUID: std::sync::OnceLock<u32> = std::sync::OnceLock::new();
-    *EUID.get_or_init(|| nix::unistd::geteuid().as_raw())
 }
 
 fn refuse(dir: &Path, why: String) -> Error {

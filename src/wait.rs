@@ -132,7 +132,7 @@ impl<'a, T> Wait<'a, T> {
     /// few times and needs no watcher at all; a longer one is woken by a watcher of its
     /// own, armed before its next look, so no change slips between them.
     ///
-    /// Why look first: dropping an inotify instance blocks its closer for ~12 ms on this
+    /// Why look first: dropping an inotify instance blocks its closer for ~12–16 ms on this
     /// kernel (the reader thread's close), which every wait paid — most of a library
     /// round trip whose worker side takes ~1.3 ms on tmpfs — and a process that closes
     /// its last instance pays it again at exit.
@@ -173,7 +173,7 @@ impl<'a, T> Wait<'a, T> {
             }
         };
         // On Linux its inotify instance is closed by its own thread, not waited for (see
-        // watch::native): the answer is not held back by the ~12 ms that close blocks.
+        // watch::native): the answer is not held back by the ~12–16 ms that close blocks.
         // `notify`'s watchers elsewhere join their thread on drop: done on another.
         #[cfg(target_os = "linux")]
         drop(watcher);

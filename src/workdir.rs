@@ -46,7 +46,7 @@ pub fn check_for(dir: &Path, uid: u32) -> Result<()> {
 
 /// [`check_for`] the current (effective) user.
 pub fn check(dir: &Path) -> Result<()> {
-    check_for(dir, nix::unistd::geteuid().as_raw())
+    check_for(dir, crate::host::euid())
 }
 
 #[cfg(test)]
@@ -56,7 +56,7 @@ mod tests {
     #[test]
     fn only_an_existing_directory_of_ours_is_accepted() {
         let t = tempfile::tempdir().unwrap();
-        let me = nix::unistd::geteuid().as_raw();
+        let me = crate::host::euid();
         check_for(t.path(), me).unwrap();
         let reason = |p: &Path, uid| match check_for(p, uid) {
             Err(Error::BadTaskDir { reason, .. }) => reason,

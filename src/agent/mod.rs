@@ -255,7 +255,7 @@ fn start_recorded(
         Ok(fd) => return Ok((child, start_time, exited, Some((fd, exit_tx)))),
         Err(e) => tracing::debug!("no pidfd for agent {pid} ({e}): a helper waits for it"),
     }
-    let waiter = on_helper(move || {
+    let waiter = helpers::run(move || {
         wait_exited_unreaped(pid);
         let _ = exit_tx.send(());
     });
@@ -319,7 +319,7 @@ impl Streams {
         );
         let err_drain = live::ErrDrain::new(STDERR_TAIL, Arc::clone(&stderr), Arc::clone(&log));
         feed_stdin(stdin, prompt)?;
-        on_helper(move || serve_io((out, out_drain), (err, err_drain), exit, &done_tx))?;
+        helpers::run(move || serve_io((out, out_drain), (err, err_drain), exit, &done_tx))?;
         Ok(Streams {
             output_bytes,
             stdout,
@@ -451,7 +451,7 @@ fn feed_stdin(stdin: File, prompt: String) -> io::Result<()> {
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
                 set_nonblocking(&stdin, false)?;
                 let rest = bytes[written..].to_vec();
-                return on_helper(move || {
+                return helpers::run(move || {
                     let _ = stdin.write_all(&rest);
                 })
                 .map(drop);
@@ -724,11 +724,6 @@ pub fn signal_group(pgid: u32, sig: Signal) {
             let _ = killpg(Pid::from_raw(raw), sig);
         }
     }
-}
-
-/// Run `f` on a helper thread (kept for later tasks: [`helpers`]); nobody joins it.
-fn on_helper(f: impl FnOnce() + Send + 'static) -> io::Result<()> {
-    helpers::run(f)
 }
 
 #[cfg(test)]

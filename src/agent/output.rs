@@ -29,10 +29,7 @@ const MARKER_ROOM: u64 = 256;
 /// ours with no other name. Anything else (a planted hard link, a symlink, a FIFO) is
 /// never opened for writing.
 fn is_fresh(m: &fs::Metadata) -> bool {
-    m.file_type().is_file()
-        && m.nlink() == 1
-        && m.len() == 0
-        && m.uid() == nix::unistd::geteuid().as_raw()
+    m.file_type().is_file() && m.nlink() == 1 && m.len() == 0 && m.uid() == crate::host::euid()
 }
 
 /// A new private file; `read` too for the tail's ring.

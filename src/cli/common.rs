@@ -409,17 +409,17 @@ pub fn run_worker(args: WorkerArgs) -> anyhow::Result<()> {
         // Armed, and holding the live log it will read, before the worker takes its
         // first task: made on the thread, it could open the log only after a quick
         // first task had already moved it to tasks/ (seen once in CI, the pane empty).
+        // `LogFollower::new` opens the file it follows.
         let log = opts.root.worker(opts.slot).output_log();
         // The first task's log made now (as after every task), so it is the file held.
         if let Err(e) = crate::agent::ready_log(&log) {
             tracing::warn!("readying {}: {e}", log.display());
         }
         match crate::inspect::LogFollower::new(&log, opts.watch) {
-            Ok(mut follower) => {
-                let first = follower.next_chunk();
+            Ok(follower) => {
                 std::thread::Builder::new()
                     .name("show-output".into())
-                    .spawn(move || show_output(follower, first, width))
+                    .spawn(move || show_output(follower, width))
                     .map_err(|e| anyhow::anyhow!("cannot start the output thread: {e}"))?;
             }
             Err(e) => tracing::warn!("not showing the agents' output: {e}"),
@@ -436,17 +436,12 @@ const SHOW_PARTIAL_AFTER: Duration = Duration::from_millis(300);
 /// Print the slot's live log as it grows, across its tasks (as `logs N -f`), each line
 /// marked `│ ` and cut to `width`; for as long as the worker runs (the thread goes
 /// with the process).
-fn show_output(
-    mut follower: crate::inspect::LogFollower,
-    first: crate::Result<Option<Vec<u8>>>,
-    width: Option<usize>,
-) {
+fn show_output(mut follower: crate::inspect::LogFollower, width: Option<usize>) {
     let mut partial: Vec<u8> = Vec::new();
     let mut last_data = std::time::Instant::now();
-    let mut first = Some(first);
     loop {
         loop {
-            match first.take().unwrap_or_else(|| follower.next_chunk()) {
+            match follower.next_chunk() {
                 Ok(Some(chunk)) => {
                     partial.extend_from_slice(&chunk);
                     last_data = std::time::Instant::now();

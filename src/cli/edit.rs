@@ -3,10 +3,9 @@
 use std::path::{Path, PathBuf};
 
 use crate::cli::usage::CliError;
-use crate::tasks::edit::not_editable_reason;
+use crate::tasks::edit::{not_editable_reason, TaskEdit};
 use crate::{Error, Task, TaskId};
 
-use super::send::EnvLabelArgs;
 use super::{emit, emit_json, RootArg};
 use crate::cli::common::exit;
 
@@ -67,97 +66,56 @@ fn parse_env_or_clear(s: &str) -> Result<Option<(String, String)>, String> {
     super::send::parse_env_arg(s).map(Some)
 }
 
-/// What the options change, as one function on the task.
-struct Changes {
-    prompt: Option<String>,
-    priority: Option<u8>,
-    key: Option<Option<String>>,
-    after: Option<Vec<TaskId>>,
-    env: Option<EnvLabelArgs>,
-    labels: Option<Vec<String>>,
-}
-
-impl Changes {
-    fn from(args: &Args, root: &crate::Root) -> anyhow::Result<Changes> {
-        let prompt = match (&args.prompt, &args.file) {
-            (None, None) => None,
-            (p, f) => Some(super::send::read_prompt(p.clone(), f.as_ref())?),
-        };
-        let after = match &args.after {
-            None => None,
-            Some(list) => {
-                let mut ids = Vec::new();
-                for dep in list.iter().filter(|d| !d.is_empty()) {
-                    ids.push(crate::ids::resolve(root, &super::task_id_arg(dep)?)?);
-                }
-                Some(ids)
+/// What the options change. Labels are given as a list: one named twice is kept once
+/// (as `--label` on `send` and `submit` does), where the MCP tool refuses the list.
+fn changes(args: &Args, root: &crate::Root) -> anyhow::Result<TaskEdit> {
+    let prompt = match (&args.prompt, &args.file) {
+        (None, None) => None,
+        (p, f) => Some(super::send::read_prompt(p.clone(), f.as_ref())?),
+    };
+    let after = match &args.after {
+        None => None,
+        Some(list) => {
+            let mut ids = Vec::new();
+            for dep in list.iter().filter(|d| !d.is_empty()) {
+                ids.push(crate::ids::resolve(root, &super::task_id_arg(dep)?)?);
             }
-        };
-        Ok(Changes {
-            prompt,
-            priority: args.priority,
-            key: args
-                .key
-                .as_ref()
-                .map(|k| (!k.is_empty()).then(|| k.clone())),
-            after,
-            env: args.env_labels.env.as_ref().map(|list| EnvLabelArgs {
-                env: list.iter().flatten().cloned().collect(),
-                labels: Vec::new(),
-            }),
-            labels: args
-                .env_labels
-                .labels
-                .as_ref()
-                .map(|l| l.iter().filter(|l| !l.is_empty()).cloned().collect()),
-        })
-    }
-
-    fn any(&self) -> bool {
-        self.prompt.is_some()
-            || self.priority.is_some()
-            || self.key.is_some()
-            || self.after.is_some()
-            || self.env.is_some()
-            || self.labels.is_some()
-    }
-
-    fn apply(self, task: &mut Task) {
-        if let Some(p) = self.prompt {
-            task.prompt = p;
+            Some(ids)
         }
-        if let Some(p) = self.priority {
-            task.priority = Some(p);
-        }
-        if let Some(k) = self.key {
-            task.key = k;
-        }
-        if let Some(a) = self.after {
-            task.after = a;
-        }
-        if let Some(e) = self.env {
-            task.env = e.env.into_iter().collect();
-        }
-        if let Some(l) = self.labels {
-            task.labels = Vec::new();
-            EnvLabelArgs {
-                env: Vec::new(),
-                labels: l,
+    };
+    let labels = args.env_labels.labels.as_ref().map(|given| {
+        let mut kept: Vec<String> = Vec::new();
+        for l in given.iter().filter(|l| !l.is_empty()) {
+            if !kept.contains(l) {
+                kept.push(l.clone());
             }
-            .apply(task);
         }
-    }
+        kept
+    });
+    Ok(TaskEdit {
+        prompt,
+        priority: args.priority,
+        key: args
+            .key
+            .as_ref()
+            .map(|k| (!k.is_empty()).then(|| k.clone())),
+        after,
+        env: args
+            .env_labels
+            .env
+            .as_ref()
+            .map(|list| list.iter().flatten().cloned().collect()),
+        labels,
+    })
 }
 
 pub fn run(args: Args) -> anyhow::Result<i32> {
     let client = args.root.client()?;
     let root = client.root();
     let id = crate::ids::resolve(root, &super::task_id_arg(&args.id)?)?;
-    let changes = Changes::from(&args, root)?;
-    if changes.prompt.as_ref().is_some_and(|p| p.trim().is_empty()) {
-        anyhow::bail!(CliError::Usage(format!(
-            "the new prompt is empty; task {id} is unchanged"
-        )));
+    let changes = changes(&args, root)?;
+    if let Some(why) = changes.refusal(&id) {
+        anyhow::bail!(CliError::Usage(why));
     }
     let edited = if changes.any() {
         client.edit_task(&id, None, |t| changes.apply(t))?

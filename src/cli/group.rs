@@ -64,7 +64,7 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
         Action::Set { name, parallel } => {
             crate::trust::verify_root(root)?;
             let g = groups::set(root, &name, parallel)?;
-            let running = groups::running(root, &name, &config_opts(root));
+            let running = groups::running(root, &name, &crate::inspect::lock_options(root));
             let mut text =
                 format!("group {name}: at most {parallel} of its tasks run at once from now\n");
             if running > parallel {
@@ -114,10 +114,4 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
         emit(&said.1)?;
     }
     Ok(exit::OK)
-}
-
-fn config_opts(root: &crate::Root) -> crate::dirlock::LockOptions {
-    crate::config::Config::load(&root.config_file())
-        .map(|c| c.lock_options())
-        .unwrap_or_default()
 }

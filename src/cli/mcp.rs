@@ -28,7 +28,8 @@ pub use tools::{Conductor, WAIT_CAP_SECS};
 #[command(after_help = "\
 Speaks the Model Context Protocol (JSON-RPC, one message per line) on stdin/stdout, for an \
 agent that orchestrates the workers: `claude mcp add conductor -- conductor mcp`. Tools: \
-submit, send, wait, result, retry, tasks, totals, queue, status, cancel, logs; resources \
+submit, send, wait, result, retry, tasks, totals, queue, status, cancel, logs, edit, pause, \
+resume; resources \
 conductor://tasks/{id} and conductor://tasks/{id}/log. Logs go to stderr. Ends when stdin \
 closes.
 

@@ -96,12 +96,7 @@ fn stopping(client: &crate::Client, target: &Target) -> anyhow::Result<Vec<Strin
     })?;
     Ok(running
         .into_iter()
-        .filter(|t| match target {
-            Target::All => true,
-            Target::Slot(n) => t.slot == Some(*n),
-            Target::Key(k) => t.key.as_deref() == Some(k.as_str()),
-            Target::Group(g) => t.group.as_deref() == Some(g.as_str()),
-        })
+        .filter(|t| target.matches(t.slot, t.key.as_deref(), t.group.as_deref()))
         .map(|t| t.id.to_string())
         .collect())
 }

@@ -114,16 +114,19 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
         client.root().existing_slot(slot)?;
     }
     if let Some(g) = &args.group {
-        // So is a group that does not exist (one removed since keeps its tasks' records).
-        let removed = client
-            .list_tasks(&ListOptions {
-                group: Some(g.clone()),
-                limit: Some(1),
-                ..Default::default()
-            })?
-            .is_empty();
-        if removed {
-            crate::queue::groups::require(client.root(), g)?;
+        // So is a group that does not exist (one removed since keeps its tasks' records):
+        // its file first, the listing only when there is none.
+        let root = client.root();
+        if crate::queue::groups::require(root, g).is_err()
+            && client
+                .list_tasks(&ListOptions {
+                    group: Some(g.clone()),
+                    limit: Some(1),
+                    ..Default::default()
+                })?
+                .is_empty()
+        {
+            crate::queue::groups::require(root, g)?;
         }
     }
     let opts = ListOptions {

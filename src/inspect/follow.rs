@@ -46,8 +46,10 @@ impl fmt::Debug for LogFollower {
 const FOLLOW_CHUNK: usize = 64 * 1024;
 
 impl LogFollower {
-    /// Follow `path` from the start of the file it names now (if any). The watcher is
-    /// armed before the first read, so nothing written afterwards can be missed.
+    /// Follow `path` from the start of the file it names now (if any), opened here: the
+    /// file is held from the start even if it is renamed away (a finished task's log
+    /// moved to `tasks/`) before the first read. The watcher is armed before that, so
+    /// nothing written afterwards can be missed.
     pub fn new(path: &Path, mode: WatchMode) -> Result<LogFollower> {
         let dir = match path.parent() {
             Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
@@ -62,9 +64,15 @@ impl LogFollower {
         let (tx, wake) = bounded(1);
         let interest: Interest = Arc::new(move |p: &Path| p.file_name() == Some(name.as_os_str()));
         let watcher = DirWatcher::new(&[dir], mode, interest, tx)?;
+        // A file that cannot be opened now is tried again (and its error told) by the
+        // first `next_chunk`, as before.
+        let file = fsio::open_regular(path)
+            .ok()
+            .flatten()
+            .map(|(f, m)| (f, (m.dev(), m.ino())));
         Ok(LogFollower {
             path: path.to_path_buf(),
-            file: None,
+            file,
             pos: 0,
             watcher,
             wake,

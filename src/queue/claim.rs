@@ -102,7 +102,7 @@ struct Scan<'a> {
     served: HashMap<String, SystemTime>,
     now: SystemTime,
     opts: LockOptions,
-    paused: Paused,
+    paused: &'a Paused,
 }
 
 impl Scan<'_> {
@@ -148,7 +148,7 @@ impl Scan<'_> {
             c,
             self.config,
             self.serve,
-            &self.paused,
+            self.paused,
             &self.opts,
         )
     }
@@ -165,6 +165,20 @@ pub fn claim_next(
     serve: &dyn Fn(&Task) -> Serve,
     take_slot_lock: impl FnOnce() -> Result<Option<DirLock>>,
 ) -> Result<Claim> {
+    let paused = Paused::load(root);
+    claim_next_seeing(root, worker, config, serve, take_slot_lock, &paused)
+}
+
+/// [`claim_next`] with the pauses as the caller's look read them (a worker reads
+/// `paused/` once per look, for its inbox and the queue alike).
+pub(crate) fn claim_next_seeing(
+    root: &Root,
+    worker: &WorkerPaths,
+    config: &Config,
+    serve: &dyn Fn(&Task) -> Serve,
+    take_slot_lock: impl FnOnce() -> Result<Option<DirLock>>,
+    paused: &Paused,
+) -> Result<Claim> {
     let queue = Queue::new(root.clone());
     let pending = queue.scan()?;
     let served = queue.served_times(&pending);
@@ -177,7 +191,7 @@ pub fn claim_next(
         served,
         now: SystemTime::now(),
         opts: config.lock_options(),
-        paused: Paused::load(root),
+        paused,
     };
     let (verified, first_group) = match scan.first_eligible()? {
         Ok(found) => found,

@@ -211,10 +211,16 @@ pub fn full(root: &Root, name: &str, opts: &LockOptions) -> Option<String> {
 }
 
 fn at_cap(g: &Group) -> String {
-    format!("group {} at its limit (parallel {})", g.name, g.parallel)
+    at_limit(&g.name, g.parallel)
 }
 
-fn unknown(name: &str) -> String {
+/// Why a task of group `name` waits while `parallel` of its tasks run.
+pub(crate) fn at_limit(name: &str, parallel: u32) -> String {
+    format!("group {name} at its limit (parallel {parallel})")
+}
+
+/// Why a task of group `name` waits while no such group is defined.
+pub(crate) fn unknown(name: &str) -> String {
     format!("no group {name} (conductor group add {name} --parallel N)")
 }
 

@@ -33,6 +33,7 @@ use crate::protocol::{id_list, Outcome, Task, TaskId, TaskResult, SCHEMA};
 use crate::wait::{Awaited, OnDeath, Vigil, Wait};
 use crate::watch::{Interest, WatchMode};
 
+pub(crate) use claim::claim_next_seeing;
 pub use claim::{
     claim_next, publish_queue_result, reject_in_hand, requeue, take_run_slot, Claim, QueueClaim,
     RunSlot, Serve,
@@ -261,8 +262,8 @@ impl Queue {
             if let Some((g, (cap, load))) = &group {
                 if load >= cap {
                     t.waiting = Some(match cap {
-                        0 => format!("no group {g} (conductor group add {g} --parallel N)"),
-                        _ => format!("group {g} at its limit (parallel {cap})"),
+                        0 => groups::unknown(g),
+                        _ => groups::at_limit(g, *cap),
                     });
                     continue;
                 }
@@ -304,7 +305,7 @@ impl Queue {
         Ok(tasks)
     }
 
-    /// Why pending task `id` is held back root-wide, if it is: a pause, its agent's
+    /// Why pending task `id` is held back root-wide, if it is ([`root_wide_wait`]): a pause, its agent's
     /// usage limit, or its group's cap ("group batch at its limit (parallel 1)").
     /// `None` when it is not pending or nothing holds it.
     pub fn held_reason(&self, id: &TaskId) -> Result<Option<String>> {
@@ -316,15 +317,13 @@ impl Queue {
             return Ok(None);
         };
         let paused = pause::Paused::load(&self.root);
-        Ok(paused
-            .task_reason(task.key.as_deref(), task.group.as_deref())
-            .or_else(|| {
-                limits::waiting_reason(&self.root, task.not_before(), task.agent.as_deref())
-            })
-            .or_else(|| {
-                let g = task.group.as_deref()?;
-                groups::full(&self.root, g, &config.lock_options())
-            }))
+        Ok(root_wide_wait(
+            &self.root,
+            &task,
+            None,
+            &paused,
+            &config.lock_options(),
+        ))
     }
 
     /// Fill in `t.after` from its file; why it waits for its dependencies, if it does.
@@ -797,4 +796,24 @@ fn retry_number(id: &TaskId) -> u32 {
         Some((_, n)) => n.parse().unwrap_or(0),
         None => 0,
     }
+}
+
+/// Why task `t` waits for something root-wide, if it does: a pause (of everything, of
+/// `slot` when it is in a slot's inbox, of its key or group), its agent's usage limit,
+/// its group's cap. `paused` and `opts` are the caller's one read of them.
+pub(crate) fn root_wide_wait(
+    root: &Root,
+    t: &Task,
+    slot: Option<u32>,
+    paused: &pause::Paused,
+    opts: &crate::dirlock::LockOptions,
+) -> Option<String> {
+    let slot_paused = slot
+        .filter(|&s| paused.slot(s))
+        .map(|s| format!("paused (slot {s})"));
+    paused
+        .task_reason(t.key.as_deref(), t.group.as_deref())
+        .or(slot_paused)
+        .or_else(|| limits::waiting_reason(root, t.not_before(), t.agent.as_deref()))
+        .or_else(|| groups::full(root, t.group.as_deref()?, opts))
 }

@@ -16,7 +16,7 @@ use serde::{Deserialize, Serialize};
 use crate::error::{Error, Result};
 use crate::fsio::{self, Durability};
 use crate::layout::Root;
-use crate::protocol::{check_group_name, now_rfc3339, TaskId, SCHEMA};
+use crate::protocol::{check_group_name, check_key_name, now_rfc3339, SCHEMA};
 
 /// What a pause stops.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -29,6 +29,17 @@ pub enum Target {
 }
 
 impl Target {
+    /// Whether this pause names a task of `key` and `group` on slot `slot` (`None`: on
+    /// no slot yet).
+    pub fn matches(&self, slot: Option<u32>, key: Option<&str>, group: Option<&str>) -> bool {
+        match self {
+            Target::All => true,
+            Target::Slot(n) => slot == Some(*n),
+            Target::Key(k) => key == Some(k.as_str()),
+            Target::Group(g) => group == Some(g.as_str()),
+        }
+    }
+
     /// Its file's name under `paused/`.
     pub fn file_name(&self) -> String {
         match self {
@@ -58,9 +69,7 @@ impl Target {
             reason,
         };
         match self {
-            Target::Key(k) => TaskId::Text(k.clone())
-                .validate()
-                .map_err(|e| bad("key", e.replacen("task id", "key", 1))),
+            Target::Key(k) => check_key_name(k).map_err(|r| bad("key", r)),
             Target::Group(g) => check_group_name(g).map_err(|r| bad("group", r)),
             _ => Ok(()),
         }
@@ -215,12 +224,7 @@ impl Paused {
             .iter()
             .filter(|(_, now)| *now)
             .map(|(t, _)| t)
-            .find(|t| match t {
-                Target::All => true,
-                Target::Slot(n) => *n == slot,
-                Target::Key(k) => key == Some(k.as_str()),
-                Target::Group(g) => group == Some(g.as_str()),
-            })
+            .find(|t| t.matches(Some(slot), key, group))
     }
 }
 

@@ -58,6 +58,61 @@ pub fn not_editable_reason(root: &Root, id: &TaskId) -> Result<String> {
     })
 }
 
+/// The fields an edit sets, each `None` when left as it was: what `conductor edit`'s
+/// options and the MCP `edit` tool both say, applied the one way.
+#[derive(Debug, Default)]
+pub struct TaskEdit {
+    pub prompt: Option<String>,
+    pub priority: Option<u8>,
+    /// `Some(None)` takes the key away.
+    pub key: Option<Option<String>>,
+    pub after: Option<Vec<TaskId>>,
+    pub env: Option<std::collections::BTreeMap<String, String>>,
+    pub labels: Option<Vec<String>>,
+}
+
+impl TaskEdit {
+    /// Whether it changes anything at all.
+    pub fn any(&self) -> bool {
+        self.prompt.is_some()
+            || self.priority.is_some()
+            || self.key.is_some()
+            || self.after.is_some()
+            || self.env.is_some()
+            || self.labels.is_some()
+    }
+
+    /// Why it may not be made, checked before the entry is touched: a prompt left empty.
+    pub fn refusal(&self, id: &TaskId) -> Option<String> {
+        self.prompt
+            .as_ref()
+            .is_some_and(|p| p.trim().is_empty())
+            .then(|| format!("the new prompt is empty; task {id} is unchanged"))
+    }
+
+    /// Set what it names on `task`.
+    pub fn apply(self, task: &mut Task) {
+        if let Some(p) = self.prompt {
+            task.prompt = p;
+        }
+        if let Some(p) = self.priority {
+            task.priority = Some(p);
+        }
+        if let Some(k) = self.key {
+            task.key = k;
+        }
+        if let Some(a) = self.after {
+            task.after = a;
+        }
+        if let Some(e) = self.env {
+            task.env = e;
+        }
+        if let Some(l) = self.labels {
+            task.labels = l;
+        }
+    }
+}
+
 /// Edit queued task `id`: `change` is applied to the task as it waits and the result
 /// replaces it atomically (see the module's notes). With `seen`, the edit is refused if
 /// the task is no longer exactly that (someone else edited it meanwhile). Returns the

@@ -159,6 +159,9 @@ struct Snapshot {
     pending: HashMap<String, (PathBuf, PendingName)>,
     /// `queue/rejected/` by id, read only if a withdrawn queue task is shown.
     queue_rejected: Option<HashMap<String, PathBuf>>,
+    /// The pauses in force and the lock timings, read only if a waiting task is shown
+    /// (they said why it waits; read once, not once per task).
+    root_wide: Option<(crate::queue::pause::Paused, crate::dirlock::LockOptions)>,
 }
 
 impl Snapshot {
@@ -185,6 +188,7 @@ impl Snapshot {
             running,
             pending,
             queue_rejected: None,
+            root_wide: None,
         })
     }
 
@@ -466,7 +470,13 @@ fn summarize(root: &Root, snap: &mut Snapshot, id: &TaskId, c: &Candidate) -> Re
         env: task.as_ref().map(|t| t.env.clone()).unwrap_or_default(),
     };
     if let (TaskState::Waiting | TaskState::Queued, Some(t)) = (loc.state, &task) {
-        s.waiting = waiting_reason(root, t, loc.slot);
+        let (paused, opts) = snap.root_wide.get_or_insert_with(|| {
+            let opts = crate::config::Config::load(&root.config_file())
+                .map(|c| c.lock_options())
+                .unwrap_or_default();
+            (crate::queue::pause::Paused::load(root), opts)
+        });
+        s.waiting = crate::queue::root_wide_wait(root, t, loc.slot.map(|s| s.0), paused, opts);
     }
     if let Some(r) = result {
         s.started_at = r.started_at;
@@ -482,26 +492,6 @@ fn summarize(root: &Root, snap: &mut Snapshot, id: &TaskId, c: &Candidate) -> Re
         running_since(root, slot, id, &mut s);
     }
     Ok(s)
-}
-
-/// Why a task that has not started waits for something root-wide, if it does: a pause
-/// (of everything, its slot, key or group), its agent's usage limit, its group's cap.
-fn waiting_reason(root: &Root, t: &Task, slot: Option<Slot>) -> Option<String> {
-    let paused = crate::queue::pause::Paused::load(root);
-    let slot_paused = slot
-        .filter(|s| paused.slot(s.0))
-        .map(|s| format!("paused (slot {s})"));
-    paused
-        .task_reason(t.key.as_deref(), t.group.as_deref())
-        .or(slot_paused)
-        .or_else(|| crate::queue::limits::waiting_reason(root, t.not_before(), t.agent.as_deref()))
-        .or_else(|| {
-            let g = t.group.as_deref()?;
-            let opts = crate::config::Config::load(&root.config_file())
-                .map(|c| c.lock_options())
-                .unwrap_or_default();
-            crate::queue::groups::full(root, g, &opts)
-        })
 }
 
 /// A running task's start and run time so far, from its slot's `status.json`.

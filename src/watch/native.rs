@@ -4,7 +4,6 @@ use std::collections::HashMap;
 use std::io;
 use std::os::fd::{AsFd, OwnedFd};
 use std::path::{Path, PathBuf};
-use std::thread::JoinHandle;
 
 use inotify::{EventMask, Inotify, WatchMask};
 use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
@@ -70,8 +69,13 @@ pub(super) enum NativeError {
 
 /// One inotify instance and the thread reading it.
 pub(super) struct Native {
-    stop: Option<OwnedFd>,
-    thread: Option<JoinHandle<()>>,
+    /// Closing it (the watcher dropped) makes the reader's poll return: the thread exits
+    /// and closes the inotify instance on its own. It is not waited for: that close
+    /// blocks ~16 ms on this kernel (the instance's marks are freed after an SRCU grace
+    /// period) and every owner — a wait that has its answer, `conductor run` stopping its
+    /// workers — has better things to do meanwhile. The instance is gone a few
+    /// milliseconds later; a process that exits first still waits for it.
+    _stop: OwnedFd,
 }
 
 impl Native {
@@ -101,27 +105,12 @@ impl Native {
         }
         let (stop_r, stop_w) =
             nix::unistd::pipe().map_err(|e| NativeError::Unavailable(e.into()))?;
-        let thread = std::thread::Builder::new()
+        // Detached: see `_stop`.
+        std::thread::Builder::new()
             .name("conductor-inotify".into())
             .spawn(move || read_loop(ino, stop_r, dir_of, on_change))
             .map_err(NativeError::Unavailable)?;
-        Ok(Native {
-            stop: Some(stop_w),
-            thread: Some(thread),
-        })
-    }
-}
-
-impl Drop for Native {
-    fn drop(&mut self) {
-        // Closing the pipe's write end makes the reader's poll return: it exits and
-        // closes the inotify instance on its own. It is not waited for: that close
-        // blocks ~16 ms on this kernel (the instance's marks are freed after an SRCU
-        // grace period) and every owner — a wait that has its answer, `conductor run`
-        // stopping its workers — has better things to do meanwhile. The instance is
-        // gone a few milliseconds later; a process that exits first still waits for it.
-        drop(self.stop.take());
-        drop(self.thread.take());
+        Ok(Native { _stop: stop_w })
     }
 }
 

@@ -17,6 +17,17 @@ pub(crate) struct Hold {
 }
 
 impl Hold {
+    /// Every lock the task holds beside its slot's.
+    pub fn locks(&self) -> impl Iterator<Item = &DirLock> {
+        [
+            self.key_lock.as_ref(),
+            self.run_slot.as_ref(),
+            self.group_slot.as_ref(),
+        ]
+        .into_iter()
+        .flatten()
+    }
+
     /// Every lock the task holds, for heartbeats.
     pub fn locks_mut(&mut self) -> impl Iterator<Item = &mut DirLock> {
         [

@@ -183,7 +183,9 @@ pub(super) fn run(
         .name("callback".into())
         .spawn(watch)
     {
+        // Its waiter reaps it: the group id may be someone else's after that.
         crate::agent::signal_group(pid, Signal::SIGKILL);
+        live().retain(|p| *p != pid);
         tracing::warn!(
             "callback for task {}: cannot start a thread to watch it: {e}",
             result.task_id

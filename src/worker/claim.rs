@@ -128,9 +128,11 @@ fn take_inbox(shared: &Shared, slot: &SlotServer, task: Task, read: &[u8]) -> Re
 }
 
 /// With an empty inbox: pull the best eligible task from the shared queue.
+/// `paused`: the pauses in force, as this look read them.
 pub(crate) fn from_queue(
     shared: &Shared,
     slot: &SlotServer,
+    paused: &queue::pause::Paused,
     wake: &Receiver<()>,
     shutdown: &Receiver<()>,
 ) -> Result<Pickup> {
@@ -148,12 +150,13 @@ pub(crate) fn from_queue(
         Acquire::Held(_) => Ok(None),
     };
     let serve = |t: &Task| serve(shared, t);
-    let claim = match queue::claim_next(
+    let claim = match queue::claim_next_seeing(
         &shared.opts.root,
         &slot.paths,
         &shared.config,
         &serve,
         take_lock,
+        paused,
     )? {
         queue::Claim::Taken(claim) => claim,
         queue::Claim::NotYet(wait) => return Ok(Pickup::NotYet(Instant::now() + wait)),

@@ -217,14 +217,39 @@ mod tests {
 
     const BOUND: Duration = Duration::from_secs(10);
 
-    /// `sh -c script` as the leader of a group of its own (as an agent is).
-    fn group(script: &str) -> Child {
-        Command::new("sh")
-            .args(["-c", script])
-            .process_group(0)
-            .stdin(Stdio::null())
-            .spawn()
-            .expect("spawn sh")
+    /// `sh -c script` as the leader of a group of its own (as an agent is), killed and
+    /// reaped when the test ends however it ends.
+    fn group(script: &str) -> Leader {
+        Leader(
+            Command::new("sh")
+                .args(["-c", script])
+                .process_group(0)
+                .stdin(Stdio::null())
+                .spawn()
+                .expect("spawn sh"),
+        )
+    }
+
+    struct Leader(Child);
+
+    impl std::ops::Deref for Leader {
+        type Target = Child;
+        fn deref(&self) -> &Child {
+            &self.0
+        }
+    }
+
+    impl std::ops::DerefMut for Leader {
+        fn deref_mut(&mut self) -> &mut Child {
+            &mut self.0
+        }
+    }
+
+    impl Drop for Leader {
+        fn drop(&mut self) {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
     }
 
     /// Wait (bounded) for `child` to exit, without reaping it before the fence is

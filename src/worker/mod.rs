@@ -511,7 +511,7 @@ impl SlotServer {
             Pickup::Deferred(at) => Some(at),
             other => return Ok(other),
         };
-        let queued = claim::from_queue(shared, self, wake, shutdown)?;
+        let queued = claim::from_queue(shared, self, &paused, wake, shutdown)?;
         Ok(match (held_until, queued) {
             (Some(at), Pickup::Empty) => Pickup::NotYet(at),
             (Some(at), Pickup::NotYet(b) | Pickup::Deferred(b)) => Pickup::NotYet(at.min(b)),

@@ -880,34 +880,24 @@ fn fenced(lost: &Error, epoch: u64) -> Stop {
 /// When the least recently renewed of the task's locks was last renewed
 /// ([`DirLock::renewed_at`]): what its fence counts from.
 fn renewed_at(lock: &DirLock, hold: &Hold) -> Duration {
-    [
-        Some(lock),
-        hold.key_lock.as_ref(),
-        hold.run_slot.as_ref(),
-        hold.group_slot.as_ref(),
-    ]
-    .into_iter()
-    .flatten()
-    .map(DirLock::renewed_at)
-    .min()
-    .unwrap_or_default()
+    std::iter::once(lock)
+        .chain(hold.locks())
+        .map(DirLock::renewed_at)
+        .min()
+        .unwrap_or_default()
 }
 
 /// `None` while every lock the task holds is still ours; else why not.
 fn still_held(lock: &DirLock, hold: &Hold) -> Option<String> {
-    let held = [
-        Some(lock),
-        hold.key_lock.as_ref(),
-        hold.run_slot.as_ref(),
-        hold.group_slot.as_ref(),
-    ];
-    held.into_iter().flatten().find_map(|l| match l.check() {
-        Err(e @ Error::LockLost { .. }) => match fenced(&e, l.epoch()) {
-            Stop::Fenced(why) => Some(why),
+    std::iter::once(lock)
+        .chain(hold.locks())
+        .find_map(|l| match l.check() {
+            Err(e @ Error::LockLost { .. }) => match fenced(&e, l.epoch()) {
+                Stop::Fenced(why) => Some(why),
+                _ => None,
+            },
             _ => None,
-        },
-        _ => None,
-    })
+        })
 }
 
 /// `exit status 3: <last stderr line>`, or the signal that killed the agent.

@@ -8,89 +8,26 @@
 //! file HOLD (if given) before its nap.
 
 use std::fs;
-use std::path::Path;
 use std::time::Duration;
 
 use conductor::queue::Queue;
 use conductor::{Slot, TaskId};
 use serde_json::Value;
 
-use crate::harness::{keyed_worker, run_conductor, wait_until, TestRoot, WorkerProc};
+use crate::harness::{
+    keyed_runs, keyed_worker, max_concurrent, run_conductor, starts_of, wait_until, worker_stderrs,
+    TestRoot, WorkerProc,
+};
 
 /// Generous: two cores, busy, other tests running beside us.
 const BOUND: Duration = Duration::from_secs(120);
-
-/// One agent run as logged: (task id, start ns, end ns if it ended).
-#[derive(Debug, Clone)]
-struct Run {
-    id: String,
-    start: u128,
-    end: Option<u128>,
-}
-
-fn runs(log: &Path) -> Vec<Run> {
-    let text = fs::read_to_string(log).unwrap_or_default();
-    let mut out: Vec<Run> = Vec::new();
-    for line in text.lines() {
-        let parts: Vec<&str> = line.split_whitespace().collect();
-        let [what, id, _key, ns] = parts[..] else {
-            panic!("bad agent log line {line:?}");
-        };
-        let ns: u128 = ns.parse().unwrap();
-        match what {
-            "start" => out.push(Run {
-                id: id.into(),
-                start: ns,
-                end: None,
-            }),
-            "end" => {
-                let r = out
-                    .iter_mut()
-                    .rev()
-                    .find(|r| r.id == id && r.end.is_none())
-                    .unwrap_or_else(|| panic!("end without start: {line:?}"));
-                r.end = Some(ns);
-            }
-            _ => panic!("bad agent log line {line:?}"),
-        }
-    }
-    out
-}
-
-fn starts_of(log: &Path, id: &str) -> usize {
-    runs(log).iter().filter(|r| r.id == id).count()
-}
-
-/// The most agents that ever ran at once, from the logged intervals.
-fn max_concurrent(all: &[Run]) -> usize {
-    let mut events: Vec<(u128, i32)> = Vec::new();
-    for r in all {
-        events.push((r.start, 1));
-        events.push((r.end.expect("every run ended"), -1));
-    }
-    // At equal times, count ends first: touching intervals do not overlap.
-    events.sort();
-    let (mut now, mut most) = (0i32, 0i32);
-    for (_, d) in events {
-        now += d;
-        most = most.max(now);
-    }
-    most as usize
-}
-
-fn stderrs(ws: &[WorkerProc]) -> String {
-    ws.iter()
-        .map(|w| format!("--- worker {} (pid {}):\n{}", w.slot, w.pid, w.stderr()))
-        .collect::<Vec<_>>()
-        .join("\n")
-}
 
 #[track_caller]
 fn finished(q: &Queue, id: &str, ws: &[WorkerProc]) -> conductor::TaskResult {
     let r = q
         .wait_for_result(&TaskId::from(id), BOUND)
-        .unwrap_or_else(|e| panic!("no result for {id}: {e}\n{}", stderrs(ws)));
-    assert!(r.success, "{id}: {r:?}\n{}", stderrs(ws));
+        .unwrap_or_else(|e| panic!("no result for {id}: {e}\n{}", worker_stderrs(ws)));
+    assert!(r.success, "{id}: {r:?}\n{}", worker_stderrs(ws));
     r
 }
 
@@ -123,7 +60,7 @@ fn a_group_of_one_runs_its_three_tasks_one_at_a_time_on_three_idle_workers() {
     for id in ["s1", "s2", "s3"] {
         finished(&q, id, &ws);
     }
-    let all = runs(&log);
+    let all = keyed_runs(&log);
     assert_eq!(all.len(), 3, "each ran once: {all:?}");
     assert_eq!(
         max_concurrent(&all),
@@ -162,7 +99,7 @@ fn group_set_lets_more_run_at_once_without_restarting_workers() {
         run_conductor(&t, &["submit", "--group", "batch", "--id", id, &prompt], 0);
     }
     wait_until(BOUND, "one task of the group to start", || {
-        runs(&log).len() == 1
+        keyed_runs(&log).len() == 1
     });
     // The two others wait for the group, and say so everywhere a user looks.
     let waiting = pending(&q);
@@ -208,7 +145,7 @@ fn group_set_lets_more_run_at_once_without_restarting_workers() {
     // Two at once from now: the running one still holds (no HOLD file yet).
     run_conductor(&t, &["group", "set", "batch", "--parallel", "2"], 0);
     wait_until(BOUND, "a second task of the group to start", || {
-        runs(&log).len() == 2
+        keyed_runs(&log).len() == 2
     });
     let waiting = pending(&q);
     assert_eq!(
@@ -222,7 +159,7 @@ fn group_set_lets_more_run_at_once_without_restarting_workers() {
     for id in ["b1", "b2", "b3"] {
         finished(&q, id, &ws);
     }
-    let all = runs(&log);
+    let all = keyed_runs(&log);
     assert_eq!(all.len(), 3, "{all:?}");
     assert_eq!(max_concurrent(&all), 2, "{all:?}");
     run_conductor(&t, &["group", "rm", "batch"], 0);
@@ -345,7 +282,11 @@ fn a_paused_slot_takes_nothing_until_resumed_and_says_so() {
     run_conductor(&t, &["submit", "--id", "p-q", "b 0"], 0);
     // Held, as a bounded wait shows (it would end at once if the task ran).
     run_conductor(&t, &["wait", "p-q", "--timeout", "1"], 1);
-    assert!(runs(&log).is_empty(), "a paused slot ran {:?}", runs(&log));
+    assert!(
+        keyed_runs(&log).is_empty(),
+        "a paused slot ran {:?}",
+        keyed_runs(&log)
+    );
     let status = run_conductor(&t, &["status"], 0).stdout;
     let row = status
         .lines()
@@ -381,7 +322,7 @@ fn a_paused_slot_takes_nothing_until_resumed_and_says_so() {
     assert!(!t.path().join("paused/slot-0").exists());
     t.client
         .wait_for_result(Slot(0), &TaskId::from("p-in"), BOUND)
-        .unwrap_or_else(|e| panic!("p-in: {e}\n{}", stderrs(&ws)));
+        .unwrap_or_else(|e| panic!("p-in: {e}\n{}", worker_stderrs(&ws)));
     finished(&q, "p-q", &ws);
     assert_eq!((starts_of(&log, "p-in"), starts_of(&log, "p-q")), (1, 1));
     let again = run_conductor(&t, &["resume", "--slot", "0"], 0);
@@ -427,12 +368,12 @@ fn pause_now_requeues_the_running_task_and_it_runs_once_after_resume() {
     // It could finish now, but the slot is paused: a bounded wait sees it held.
     fs::write(&hold, "").unwrap();
     run_conductor(&t, &["wait", "n1", "--timeout", "1"], 1);
-    assert_eq!(starts_of(&log, "n1"), 1, "{:?}", runs(&log));
+    assert_eq!(starts_of(&log, "n1"), 1, "{:?}", keyed_runs(&log));
 
     run_conductor(&t, &["resume", "--slot", "0"], 0);
     let r = finished(&q, "n1", &ws);
     assert_eq!(r.attempt, Some(1), "the same attempt: {r:?}");
-    let all = runs(&log);
+    let all = keyed_runs(&log);
     assert_eq!(
         all.len(),
         2,

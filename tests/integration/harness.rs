@@ -651,6 +651,78 @@ pub fn keyed_worker(t: &TestRoot, slot: conductor::Slot, log: &Path) -> WorkerPr
     )
 }
 
+/// One run of the keyed agent as it logged it: task id, key, start ns, end ns if it
+/// ended.
+#[derive(Debug, Clone)]
+pub struct KeyedRun {
+    pub id: String,
+    pub key: String,
+    pub start: u128,
+    pub end: Option<u128>,
+}
+
+/// The keyed agent's log, parsed: one entry per start line, in log order, with its end.
+pub fn keyed_runs(log: &Path) -> Vec<KeyedRun> {
+    let text = std::fs::read_to_string(log).unwrap_or_default();
+    let mut out: Vec<KeyedRun> = Vec::new();
+    for line in text.lines() {
+        let parts: Vec<&str> = line.split_whitespace().collect();
+        let [what, id, key, ns] = parts[..] else {
+            panic!("bad agent log line {line:?}");
+        };
+        let ns: u128 = ns.parse().unwrap();
+        match what {
+            "start" => out.push(KeyedRun {
+                id: id.into(),
+                key: key.into(),
+                start: ns,
+                end: None,
+            }),
+            "end" => {
+                let r = out
+                    .iter_mut()
+                    .rev()
+                    .find(|r| r.id == id && r.end.is_none())
+                    .unwrap_or_else(|| panic!("end without start: {line:?}"));
+                r.end = Some(ns);
+            }
+            _ => panic!("bad agent log line {line:?}"),
+        }
+    }
+    out
+}
+
+/// How many times the keyed agent started task `id`.
+pub fn starts_of(log: &Path, id: &str) -> usize {
+    keyed_runs(log).iter().filter(|r| r.id == id).count()
+}
+
+/// The most agents that ever ran at once, from the logged intervals (each inside the
+/// agent's life, so this never overstates it).
+pub fn max_concurrent(all: &[KeyedRun]) -> usize {
+    let mut events: Vec<(u128, i32)> = Vec::new();
+    for r in all {
+        events.push((r.start, 1));
+        events.push((r.end.expect("every run ended"), -1));
+    }
+    // At equal times, count ends first: touching intervals do not overlap.
+    events.sort();
+    let (mut now, mut most) = (0i32, 0i32);
+    for (_, d) in events {
+        now += d;
+        most = most.max(now);
+    }
+    most as usize
+}
+
+/// Every worker's stderr, each under its slot and pid: what a failed assertion quotes.
+pub fn worker_stderrs(ws: &[WorkerProc]) -> String {
+    ws.iter()
+        .map(|w| format!("--- worker {} (pid {}):\n{}", w.slot, w.pid, w.stderr()))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
 /// A child process killed and reaped when dropped, whatever the test's assertions did.
 pub struct Reaped(pub std::process::Child);
 

@@ -884,20 +884,23 @@ fn a_task_waiting_at_start_is_shown_by_a_show_output_worker() {
             .client
             .write_task(Slot(0), &Task::new(prompt.clone()))
             .unwrap();
-        let mut worker = Command::new(bin("conductor"))
-            .args(["worker", "0"])
-            .arg(t.path())
-            .args(["--agent", "cat", "--show-output", "--root"])
-            .arg(t.path())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
+        // Killed and reaped on every way out, a failed assertion included.
+        let mut worker = crate::harness::Reaped(
+            Command::new(bin("conductor"))
+                .args(["worker", "0"])
+                .arg(t.path())
+                .args(["--agent", "cat", "--show-output", "--root"])
+                .arg(t.path())
+                .stdout(Stdio::piped())
+                .stderr(Stdio::null())
+                .spawn()
+                .unwrap(),
+        );
         let res = t.client.wait_for_result(Slot(0), &id, BOUND).unwrap();
         assert_eq!(res.output, prompt);
         // The line is printed right after the task; stop the worker once it is there
         // (or the bound passes) and read everything it printed.
-        let stdout = worker.stdout.take().unwrap();
+        let stdout = worker.0.stdout.take().unwrap();
         let (tx, rx) = crossbeam_channel::bounded(1);
         let wanted = format!("│ {prompt}");
         std::thread::spawn(move || {
@@ -919,10 +922,10 @@ fn a_task_waiting_at_start_is_shown_by_a_show_output_worker() {
         });
         let shown = rx.recv_timeout(BOUND).unwrap_or_default();
         let _ = nix::sys::signal::kill(
-            nix::unistd::Pid::from_raw(worker.id() as i32),
+            nix::unistd::Pid::from_raw(worker.0.id() as i32),
             nix::sys::signal::Signal::SIGTERM,
         );
-        let _ = worker.wait();
+        let _ = worker.0.wait();
         assert!(
             shown.contains(&format!("│ {prompt}")),
             "round {round}: the waiting task's output was not shown:\n{shown}"

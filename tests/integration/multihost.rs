@@ -164,7 +164,7 @@ pub(crate) fn assert_all_running(workers: &mut [(&str, &mut HostProc)]) {
 
 /// Two hosts, two workers each, tasks over three shared keys submitted from both.
 fn burst(fs: Fs, per_host: usize) {
-    require!(multihost_env::available_on(fs));
+    multihost_env::require_fs!(fs);
     // A cap below the worker count: run slots (slots/<i>.lock) change hands across hosts too.
     let c = Cluster::start_on(fs, &["hostA", "hostB"], "{\"maxRunning\": 3}\n");
     std::fs::create_dir(c.backing.join("runs")).expect("runs dir");
@@ -275,15 +275,13 @@ fn a_burst_over_shared_keys_from_two_hosts_on_glusterfs() {
 
 #[test]
 fn a_burst_over_shared_keys_from_two_hosts_on_nfs() {
-    if !multihost_env::nfs_skips() {
-        burst(Fs::Nfs, 60);
-    }
+    burst(Fs::Nfs, 60);
 }
 
 /// One worker process per host serving four slots each (`0-3`, `4-7`): the multi-slot
 /// worker's one watcher and shared queue scan, across hosts.
 fn many_slot_workers(fs: Fs, per_host: usize) {
-    require!(multihost_env::available_on(fs));
+    multihost_env::require_fs!(fs);
     let c = Cluster::start_on(fs, &["hostA", "hostB"], "{\"maxRunning\": 6}\n");
     std::fs::create_dir(c.backing.join("runs")).expect("runs dir");
     let mut wa = many_slot_worker(&c, &c.hosts[0], "0-3", 0..4);
@@ -334,15 +332,13 @@ fn many_slot_workers_on_both_hosts_on_glusterfs() {
 
 #[test]
 fn many_slot_workers_on_both_hosts_on_nfs() {
-    if !multihost_env::nfs_skips() {
-        many_slot_workers(Fs::Nfs, 30);
-    }
+    many_slot_workers(Fs::Nfs, 30);
 }
 
 /// Tasks submitted on host B in quick succession (several within one second, which
 /// whole-second timestamps cannot tell apart), each run once by host A's worker.
 fn closely_spaced_submits(fs: Fs) {
-    require!(multihost_env::available_on(fs));
+    multihost_env::require_fs!(fs);
     let c = Cluster::start_on(fs, &["hostA", "hostB"], "{}\n");
     std::fs::create_dir(c.backing.join("runs")).expect("runs dir");
     let mut a0 = worker(&c, &c.hosts[0], 0);
@@ -391,14 +387,12 @@ fn closely_spaced_submits_on_one_host_all_run_on_the_other_on_glusterfs() {
 
 #[test]
 fn closely_spaced_submits_on_one_host_all_run_on_the_other_on_nfs() {
-    if !multihost_env::nfs_skips() {
-        closely_spaced_submits(Fs::Nfs);
-    }
+    closely_spaced_submits(Fs::Nfs);
 }
 
 /// A second worker for a slot another host's worker serves is refused at once.
 fn the_same_slot_from_two_hosts(fs: Fs) {
-    require!(multihost_env::available_on(fs));
+    multihost_env::require_fs!(fs);
     let c = Cluster::start_on(fs, &["hostA", "hostB"], "{}\n");
     std::fs::create_dir(c.backing.join("runs")).expect("runs dir");
     let (a, b) = (&c.hosts[0], &c.hosts[1]);
@@ -448,9 +442,7 @@ fn the_same_slot_from_two_hosts_is_refused_on_the_second_on_glusterfs() {
 
 #[test]
 fn the_same_slot_from_two_hosts_is_refused_on_the_second_on_nfs() {
-    if !multihost_env::nfs_skips() {
-        the_same_slot_from_two_hosts(Fs::Nfs);
-    }
+    the_same_slot_from_two_hosts(Fs::Nfs);
 }
 
 #[test]
@@ -496,7 +488,7 @@ fn doctor_mount_check(host: &Host) -> Value {
 /// (it did, by the `fuse.` type alone), and says so from a probe.
 #[test]
 fn doctor_says_flocks_reach_the_server_on_glusterfs() {
-    require!(multihost_env::available_on(Fs::Gluster));
+    multihost_env::require_fs!(Fs::Gluster);
     let c = Cluster::start_on(Fs::Gluster, &["hostA"], "{\"leaseSecs\": 30}\n");
     let mount = doctor_mount_check(&c.hosts[0]);
     let detail = mount["detail"].as_str().unwrap();
@@ -516,10 +508,7 @@ fn doctor_says_flocks_reach_the_server_on_glusterfs() {
 /// recommended options the hosts' mounts have.
 #[test]
 fn doctor_says_flocks_reach_the_server_on_nfs() {
-    if multihost_env::nfs_skips() {
-        return;
-    }
-    require!(multihost_env::available_on(Fs::Nfs));
+    multihost_env::require_fs!(Fs::Nfs);
     let c = Cluster::start_on(Fs::Nfs, &["hostA"], "{\"leaseSecs\": 30}\n");
     let mount = doctor_mount_check(&c.hosts[0]);
     let detail = mount["detail"].as_str().unwrap();

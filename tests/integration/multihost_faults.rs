@@ -39,7 +39,7 @@ fn running_on_b(c: &Cluster, id: &str, hold: &str) -> crate::multihost_env::Host
 
 /// Host B dies with its task running: host A interrupts it once, after the lease.
 fn killed_host(fs: Fs) {
-    require!(multihost_env::available_on(fs));
+    multihost_env::require_fs!(fs);
     let mut c = Cluster::start_on(fs, &["hostA", "hostB"], LEASE_CONFIG);
     std::fs::create_dir(c.backing.join("runs")).expect("runs dir");
     let b1 = running_on_b(&c, "t1", "never");
@@ -99,16 +99,14 @@ fn a_killed_hosts_task_is_interrupted_once_by_the_other_after_the_lease_on_glust
 
 #[test]
 fn a_killed_hosts_task_is_interrupted_once_by_the_other_after_the_lease_on_nfs() {
-    if !crate::multihost_env::nfs_skips() {
-        killed_host(Fs::Nfs);
-    }
+    killed_host(Fs::Nfs);
 }
 
 /// Host B stops (SIGSTOP) past its lease with its task running: host A ends the task
 /// and runs the key's next one, and B publishes no second result when it resumes. On
 /// GlusterFS B's flocks stay held by its (running) FUSE client all along.
 fn paused_host(fs: Fs) {
-    require!(multihost_env::available_on(fs));
+    multihost_env::require_fs!(fs);
     let c = Cluster::start_on(fs, &["hostA", "hostB"], LEASE_CONFIG);
     std::fs::create_dir(c.backing.join("runs")).expect("runs dir");
     let mut b1 = running_on_b(&c, "t1", "go");
@@ -167,9 +165,7 @@ fn a_host_paused_past_its_lease_publishes_no_second_success_on_glusterfs() {
 
 #[test]
 fn a_host_paused_past_its_lease_publishes_no_second_success_on_nfs() {
-    if !crate::multihost_env::nfs_skips() {
-        paused_host(Fs::Nfs);
-    }
+    paused_host(Fs::Nfs);
 }
 
 // A partition (a host's filesystem client frozen while its agent runs) is

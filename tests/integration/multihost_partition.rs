@@ -261,7 +261,7 @@ fn a_partitioned_host_stops_its_agent_before_the_other_runs_the_key_on_sshfs() {
 
 #[test]
 fn a_partitioned_host_stops_its_agent_before_the_other_runs_the_key_on_glusterfs() {
-    require!(multihost_env::available_on(multihost_env::Fs::Gluster));
+    multihost_env::require_fs!(multihost_env::Fs::Gluster);
     let c = Cluster::start_on(
         multihost_env::Fs::Gluster,
         &["hostA", "hostB"],

@@ -17,8 +17,10 @@ use conductor::queue::Queue;
 use conductor::{Outcome, Slot, Task, TaskId, TaskResult, WorkerState};
 use serde_json::Value;
 
-use crate::harness::keyed_worker;
 use crate::harness::{assert_nothing_left, bin, wait_until, ChildProc, Ran, TestRoot, WorkerProc};
+use crate::harness::{
+    keyed_runs, keyed_worker, max_concurrent, starts_of, worker_stderrs, KeyedRun,
+};
 
 /// Generous: two cores, busy, other tests running beside us.
 const BOUND: Duration = Duration::from_secs(120);
@@ -29,13 +31,6 @@ fn workers(t: &TestRoot, n: u32, log: &Path) -> Vec<WorkerProc> {
 }
 
 /// Every worker's stderr, for failure messages.
-fn stderrs(ws: &[WorkerProc]) -> String {
-    ws.iter()
-        .map(|w| format!("--- worker {} (pid {}):\n{}", w.slot, w.pid, w.stderr()))
-        .collect::<Vec<_>>()
-        .join("\n")
-}
-
 fn write_config(t: &TestRoot, json: &str) {
     fs::write(t.path().join("config.json"), json).unwrap();
 }
@@ -55,51 +50,7 @@ fn submit(q: &Queue, task: &Task) -> TaskId {
 #[track_caller]
 fn result_of(q: &Queue, id: &str, ws: &[WorkerProc]) -> TaskResult {
     q.wait_for_result(&TaskId::from(id), BOUND)
-        .unwrap_or_else(|e| panic!("no result for {id}: {e}\n{}", stderrs(ws)))
-}
-
-/// One agent run as logged: (task id, key, start ns, end ns if it ended).
-#[derive(Debug, Clone)]
-struct Run {
-    id: String,
-    key: String,
-    start: u128,
-    end: Option<u128>,
-}
-
-/// The agent log, parsed: one entry per start line, in log order, with its end.
-fn runs(log: &Path) -> Vec<Run> {
-    let text = fs::read_to_string(log).unwrap_or_default();
-    let mut out: Vec<Run> = Vec::new();
-    for line in text.lines() {
-        let parts: Vec<&str> = line.split_whitespace().collect();
-        let [what, id, key, ns] = parts[..] else {
-            panic!("bad agent log line {line:?}");
-        };
-        let ns: u128 = ns.parse().unwrap();
-        match what {
-            "start" => out.push(Run {
-                id: id.into(),
-                key: key.into(),
-                start: ns,
-                end: None,
-            }),
-            "end" => {
-                let r = out
-                    .iter_mut()
-                    .rev()
-                    .find(|r| r.id == id && r.end.is_none())
-                    .unwrap_or_else(|| panic!("end without start: {line:?}"));
-                r.end = Some(ns);
-            }
-            _ => panic!("bad agent log line {line:?}"),
-        }
-    }
-    out
-}
-
-fn starts_of(log: &Path, id: &str) -> usize {
-    runs(log).iter().filter(|r| r.id == id).count()
+        .unwrap_or_else(|e| panic!("no result for {id}: {e}\n{}", worker_stderrs(ws)))
 }
 
 /// Wait until the agent logged the start of `id`.
@@ -110,33 +61,15 @@ fn wait_started(log: &Path, id: &str, ws: &[WorkerProc]) {
             Instant::now() < deadline,
             "task {id} never started; agent log:\n{}\n{}",
             fs::read_to_string(log).unwrap_or_default(),
-            stderrs(ws)
+            worker_stderrs(ws)
         );
         std::thread::sleep(Duration::from_millis(5));
     }
 }
 
-/// The most agents that ever ran at once, from the logged intervals (each inside
-/// the agent's life, so this never overstates it).
-fn max_concurrent(all: &[Run]) -> usize {
-    let mut events: Vec<(u128, i32)> = Vec::new();
-    for r in all {
-        events.push((r.start, 1));
-        events.push((r.end.expect("every run ended"), -1));
-    }
-    // At equal times, count ends first: touching intervals do not overlap.
-    events.sort();
-    let (mut now, mut most) = (0i32, 0i32);
-    for (_, d) in events {
-        now += d;
-        most = most.max(now);
-    }
-    most as usize
-}
-
 /// Panics if two runs of one key overlap.
-fn assert_keys_serialized(all: &[Run]) {
-    let mut by_key: HashMap<&str, Vec<&Run>> = HashMap::new();
+fn assert_keys_serialized(all: &[KeyedRun]) {
+    let mut by_key: HashMap<&str, Vec<&KeyedRun>> = HashMap::new();
     for r in all {
         by_key.entry(&r.key).or_default().push(r);
     }
@@ -185,7 +118,7 @@ fn wait_all_results(q: &Queue, ids: &[String], ws: &[WorkerProc]) {
             ids.len(),
             &missing[..missing.len().min(5)],
             q.pending().map(|p| p.len()).map_err(|e| e.to_string()),
-            stderrs(ws)
+            worker_stderrs(ws)
         );
         std::thread::sleep(Duration::from_millis(20));
     }
@@ -194,7 +127,7 @@ fn wait_all_results(q: &Queue, ids: &[String], ws: &[WorkerProc]) {
 /// Every task succeeded once: one queue result with its output, one worker copy,
 /// one agent run; nothing left pending.
 fn assert_each_ran_once(t: &TestRoot, q: &Queue, ids: &[String], log: &Path) {
-    let all = runs(log);
+    let all = keyed_runs(log);
     let mut starts: HashMap<&str, usize> = HashMap::new();
     for r in &all {
         *starts.entry(r.id.as_str()).or_default() += 1;
@@ -224,7 +157,7 @@ fn assert_each_ran_once(t: &TestRoot, q: &Queue, ids: &[String], log: &Path) {
 }
 
 /// 60 tasks over 3 keys on 4 workers; returns the runs.
-fn sixty_over_three_keys(t: &TestRoot) -> Vec<Run> {
+fn sixty_over_three_keys(t: &TestRoot) -> Vec<KeyedRun> {
     let log = t.dir.path().join("agent.log");
     let ws = workers(t, 4, &log);
     let q = Queue::new(t.client.root().clone());
@@ -238,7 +171,7 @@ fn sixty_over_three_keys(t: &TestRoot) -> Vec<Run> {
     }
     wait_all_results(&q, &ids, &ws);
     assert_each_ran_once(t, &q, &ids, &log);
-    let all = runs(&log);
+    let all = keyed_runs(&log);
     assert_keys_serialized(&all);
     drop(ws);
     assert_nothing_left(t.path());
@@ -296,7 +229,7 @@ fn a_priority_nine_task_overtakes_twenty_waiting_ones() {
     fs::write(&hold, "").unwrap();
     wait_all_results(&q, &ids, &ws);
     assert_each_ran_once(&t, &q, &ids, &log);
-    let order: Vec<String> = runs(&log).into_iter().map(|r| r.id).collect();
+    let order: Vec<String> = keyed_runs(&log).into_iter().map(|r| r.id).collect();
     let mut want = vec!["busy".to_string(), "urgent".to_string()];
     want.extend((0..20).map(|i| format!("p5-{i:02}")));
     assert_eq!(order, want, "run order");
@@ -329,7 +262,7 @@ fn a_key_with_few_tasks_is_not_starved_behind_a_key_with_many() {
     wait_all_results(&q, &ids, &ws);
     assert_each_ran_once(&t, &q, &ids, &log);
 
-    let all = runs(&log);
+    let all = keyed_runs(&log);
     let last_end = |key: &str| {
         all.iter()
             .filter(|r| r.key == key)
@@ -384,7 +317,7 @@ done"#;
         .collect();
     wait_all_results(&q, &ids, &ws);
     assert_each_ran_once(&t, &q, &ids, &log);
-    assert_keys_serialized(&runs(&log));
+    assert_keys_serialized(&keyed_runs(&log));
     assert_eq!(
         fs::read_dir(t.client.root().queue_results())
             .unwrap()
@@ -525,7 +458,7 @@ fn bad_queue_entries_are_rejected_with_reasons_and_the_queue_goes_on() {
                 fs::read_dir(&pending)
                     .map(|d| d.flatten().map(|e| e.file_name()).collect::<Vec<_>>())
                     .ok(),
-                stderrs(&ws)
+                worker_stderrs(&ws)
             );
             std::thread::sleep(Duration::from_millis(10));
         }
@@ -569,7 +502,10 @@ fn bad_queue_entries_are_rejected_with_reasons_and_the_queue_goes_on() {
     assert_eq!(wt.outcome, Some(Outcome::Rejected), "{wt:?}");
     // None of them ran.
     assert_eq!(
-        runs(&log).iter().map(|r| r.id.as_str()).collect::<Vec<_>>(),
+        keyed_runs(&log)
+            .iter()
+            .map(|r| r.id.as_str())
+            .collect::<Vec<_>>(),
         vec!["good"]
     );
     // And the queue still serves.
@@ -887,7 +823,7 @@ fn an_inbox_task_reusing_a_queued_id_is_rejected_and_the_queued_one_runs() {
         .filter(|e| e.file_name().to_string_lossy().ends_with(".reason"))
         .map(|e| fs::read_to_string(e.path()).unwrap())
         .collect();
-    assert_eq!(reasons.len(), 1, "{reasons:?}\n{}", stderrs(&ws));
+    assert_eq!(reasons.len(), 1, "{reasons:?}\n{}", worker_stderrs(&ws));
     assert!(reasons[0].contains("the shared queue"), "{reasons:?}");
     assert_eq!(
         t.client

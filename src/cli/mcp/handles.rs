@@ -81,11 +81,7 @@ pub fn detailed(
         .with_poll_interval_ms(POLL_INTERVAL_MS)
     };
     if !loc.state.is_finished() {
-        let message = match (loc.state, loc.slot) {
-            (TaskState::Running, Some(s)) => format!("running on worker slot {s}"),
-            (TaskState::Waiting, Some(s)) => format!("waiting in worker slot {s}'s inbox"),
-            (state, _) => state.to_string(),
-        };
+        let message = where_message(loc.state, loc.slot);
         return Ok(Some(DetailedTask::new(base(message), TaskPayload::Working)));
     }
     let result = client.result_of(id)?;
@@ -167,4 +163,13 @@ pub async fn tell(peer: &Peer<RoleServer>, task: DetailedTask) -> bool {
     peer.send_notification(ServerNotification::TaskStatusNotification(note))
         .await
         .is_ok()
+}
+
+/// What an unfinished task's status message says: where it runs or waits.
+pub(super) fn where_message(state: TaskState, slot: Option<impl std::fmt::Display>) -> String {
+    match (state, slot) {
+        (TaskState::Running, Some(s)) => format!("running on worker slot {s}"),
+        (TaskState::Waiting, Some(s)) => format!("waiting in worker slot {s}'s inbox"),
+        (state, _) => state.to_string(),
+    }
 }

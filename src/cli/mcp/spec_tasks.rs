@@ -203,11 +203,7 @@ fn status_of(state: TaskState) -> &'static str {
 
 /// A listed task as the spec's `Task`.
 fn listed(s: &TaskSummary, handle: Option<&Handle>) -> Value {
-    let message = match (s.state, s.slot) {
-        (TaskState::Running, Some(n)) => format!("running on worker slot {n}"),
-        (TaskState::Waiting, Some(n)) => format!("waiting in worker slot {n}'s inbox"),
-        (state, _) => state.to_string(),
-    };
+    let message = super::handles::where_message(s.state, s.slot);
     let updated = s
         .finished_at
         .as_ref()

@@ -55,7 +55,8 @@ what a task's agent has printed so far, `cancel` stops a task, `retry` runs a fi
 one again (resuming its agent's session), `totals` sums up counts and costs, `edit` changes a queued one. `submit` \
 with `continueFrom` hands a finished task's output on to the next, with `wait: true` it \
 waits for the answer itself. Submit independent tasks first, then wait for them \
-together: they run in parallel. Resources \
+together: they run in parallel. `pause` and `resume` stop and restart new pickups of a \
+slot, a key, a group or all. Resources \
 conductor://tasks/{id} and conductor://tasks/{id}/log can be read and subscribed to.";
 
 #[derive(Debug, Deserialize, schemars::JsonSchema)]
@@ -854,33 +855,20 @@ impl Conductor {
             Ok(a) => a,
             Err(msg) => return to_call(Err(msg)),
         };
-        if args.prompt.as_ref().is_some_and(|p| p.trim().is_empty()) {
-            return to_call(Err(format!(
-                "the new prompt is empty; task {id} is unchanged"
-            )));
+        let edit = crate::tasks::edit::TaskEdit {
+            prompt: args.prompt,
+            priority: args.priority,
+            key: args.key.map(|k| (!k.is_empty()).then_some(k)),
+            after,
+            env: args.env,
+            labels: args.labels,
+        };
+        if let Some(why) = edit.refusal(&id) {
+            return to_call(Err(why));
         }
         let given = args.id.clone();
         self.blocking(move |client| {
-            let task = client.edit_task(&id, None, |t| {
-                if let Some(p) = args.prompt {
-                    t.prompt = p;
-                }
-                if let Some(p) = args.priority {
-                    t.priority = Some(p);
-                }
-                if let Some(k) = args.key {
-                    t.key = (!k.is_empty()).then_some(k);
-                }
-                if let Some(a) = after {
-                    t.after = a;
-                }
-                if let Some(e) = args.env {
-                    t.env = e;
-                }
-                if let Some(l) = args.labels {
-                    t.labels = l;
-                }
-            })?;
+            let task = client.edit_task(&id, None, |t| edit.apply(t))?;
             let v = json!({ "id": id, "state": "queued", "task": task });
             Ok(echo_id(Ok(v), &given))
         })
