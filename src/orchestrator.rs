@@ -18,6 +18,14 @@ use crate::watch::{DirWatcher, Interest, WatchMode};
 /// ready to run ever waits for it.
 pub const RECHECK: Duration = Duration::from_millis(500);
 
+/// Whether `stop` has fired: a message, or its sender gone.
+fn stop_requested(stop: &Receiver<()>) -> bool {
+    matches!(
+        stop.try_recv(),
+        Ok(()) | Err(crossbeam_channel::TryRecvError::Disconnected)
+    )
+}
+
 /// What happened, for progress displays. `index` is the task's position in the input.
 #[derive(Debug, Clone, Copy)]
 pub enum Progress<'a> {
@@ -105,9 +113,20 @@ impl Orchestrator {
         let limit = crate::Config::load(&self.client.root().config_file())?.max_task_bytes();
         let (_watcher, wake) = self.watch_results()?;
         let mut run = Run::new(tasks, limit);
+        // Fires once; then `never`: a stop whose sender is gone would be ready on every
+        // select, and the loop would spin without ever reaching the recheck (seen: a
+        // `conductor run` at a full core after Ctrl-C, waiting for a task no one held).
+        let mut stop = self.stop.clone();
         let mut stopping = false;
         loop {
-            if !stopping {
+            if !stopping && stop_requested(&stop) {
+                (stopping, stop) = (true, never());
+            }
+            if stopping {
+                // A task delivered but not yet claimed would wait in its inbox for a
+                // worker that is stopping too: take it back, answered `cancelled`.
+                run.withdraw_unclaimed(&self.client)?;
+            } else {
                 run.deliver(&self.client, &self.slots, &mut on_progress)?;
             }
             let freed = run.collect(&self.client, &mut on_progress)?;
@@ -122,7 +141,7 @@ impl Orchestrator {
             }
             select! {
                 recv(wake) -> _ => {}
-                recv(self.stop) -> _ => stopping = true,
+                recv(stop) -> _ => (stopping, stop) = (true, never()),
                 default(self.recheck) => self.check_workers_alive(&run.outstanding)?,
             }
         }
@@ -248,6 +267,21 @@ impl Run {
                 // Someone else's task is waiting there: try another slot.
                 Err(Error::InboxBusy { .. }) => self.pending.push_front((index, task)),
                 Err(e) => return Err(e),
+            }
+        }
+        Ok(())
+    }
+
+    /// Withdraw every outstanding task still in its slot's inbox (the rename that
+    /// withdraws it and a worker's claim cannot both succeed); each gets its `cancelled`
+    /// result there, which [`Run::collect`] takes in. One a worker claimed first gets
+    /// its result from that worker.
+    fn withdraw_unclaimed(&self, client: &Client) -> Result<()> {
+        for (slot, (_, id)) in &self.outstanding {
+            // Only what is ours and still there: most were claimed long ago.
+            let inbox = crate::inspect::read_task_file(&client.worker(*slot).task());
+            if inbox.and_then(|f| f.task_id).as_ref() == Some(id) {
+                crate::tasks::withdraw::withdraw_inbox(client.root(), *slot, id)?;
             }
         }
         Ok(())

@@ -516,3 +516,40 @@ fn a_freed_slot_takes_its_next_task_without_waiting_for_a_timer() {
         .enumerate()
         .all(|(i, r)| r.output == format!("t{i}")));
 }
+
+/// A stop that comes after a task was delivered but before any worker claimed it: the
+/// task is taken back from the inbox and comes back `cancelled`, and `run_all` ends.
+/// Before, a stop channel whose sender was gone was ready on every select: the loop
+/// spun at a full core, never reached its recheck, and waited for ever on a task no
+/// worker held (seen after Ctrl-C in `views_tmux::after_ctrl_c_…`, one run in ten).
+#[test]
+fn a_stop_after_a_delivery_takes_the_unclaimed_task_back_and_ends() {
+    let t = TestRoot::new();
+    let slot = Slot(0);
+    t.client.create_worker(slot).unwrap();
+    // A worker that holds its gate but never claims: the task stays in the inbox.
+    let _gate =
+        conductor::gate::Gate::acquire(&t.client.worker(slot).worker_gate(), "test").unwrap();
+    let (stop_tx, stop) = crossbeam_channel::bounded::<()>(1);
+    let orch = Orchestrator::new(t.client.clone(), vec![slot]).with_stop(stop);
+    let (done, finished) = crossbeam_channel::bounded(1);
+    std::thread::spawn(move || {
+        let tasks = vec![Task::new("delivered"), Task::new("never delivered")];
+        let _ = done.send(orch.run_all(tasks, |_| {}));
+    });
+    let inbox = t.client.worker(slot).task();
+    wait_until(BOUND, "the first task in the inbox", || inbox.exists());
+    // As `conductor run`'s interrupt thread does: one message, then the sender goes.
+    stop_tx.send(()).unwrap();
+    drop(stop_tx);
+    let results = finished
+        .recv_timeout(BOUND)
+        .expect("run_all never ended after the stop")
+        .unwrap();
+    let outcomes: Vec<Option<Outcome>> = results.iter().map(|r| r.outcome).collect();
+    assert_eq!(
+        outcomes,
+        [Some(Outcome::Cancelled), Some(Outcome::Cancelled)]
+    );
+    assert!(!inbox.exists(), "the unclaimed task was left in the inbox");
+}
