@@ -81,9 +81,10 @@ impl Orchestrator {
         self
     }
 
-    /// When `stop` fires (or its sender is dropped), deliver nothing more: tasks already
-    /// delivered still get their results (a stopping worker writes `interrupted`), and
-    /// tasks never delivered come back `cancelled` without having run.
+    /// When `stop` fires (or its sender is dropped), deliver nothing more: tasks a worker
+    /// already claimed still get their results (a stopping worker writes `interrupted`),
+    /// a task still in its inbox is withdrawn, and it and the tasks never delivered come
+    /// back `cancelled` without having run.
     pub fn with_stop(mut self, stop: Receiver<()>) -> Orchestrator {
         self.stop = stop;
         self
