@@ -97,6 +97,7 @@ impl Client {
         task.schema = SCHEMA;
         // Only a worker that claims a task from queue/pending makes it a queue task.
         task.origin = None;
+        let generated = task.id.is_none();
         let id = task.id.get_or_insert_with(TaskId::generate).clone();
         let bytes = task.to_bytes_checked(limit)?;
         if !task.after.is_empty() {
@@ -109,7 +110,11 @@ impl Client {
             crate::workdir::check(dir)?;
         }
         let place = Place::Worker(slot);
-        ids::reserve(&self.root, &id, place)?;
+        if generated {
+            ids::reserve_fresh(&self.root, &id, place)?;
+        } else {
+            ids::reserve(&self.root, &id, place)?;
+        }
         match self.deliver(&w, &bytes) {
             Ok(()) => Ok(id),
             Err(e) => {

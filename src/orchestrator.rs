@@ -1,7 +1,8 @@
 //! Orchestration patterns over worker slots: fan-out/fan-in and sequential pipelines.
 
 use std::collections::{HashMap, VecDeque};
-use std::sync::Arc;
+use std::path::Path;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use crossbeam_channel::{bounded, never, select, Receiver};
@@ -11,7 +12,7 @@ use crate::error::{Error, Result};
 use crate::gate;
 use crate::layout::Slot;
 use crate::protocol::{Outcome, Task, TaskId, TaskResult};
-use crate::watch::{DirWatcher, Interest, WatchMode};
+use crate::watch::{DirWatcher, OnChange, WatchMode};
 
 /// How often outstanding tasks are re-checked without an event, and dead workers noticed
 /// (the default of [`Orchestrator::with_recheck`]). A safety net only: no task that is
@@ -112,8 +113,12 @@ impl Orchestrator {
             crate::trust::verify_for_slot(self.client.root(), slot)?;
         }
         let limit = crate::Config::load(&self.client.root().config_file())?.max_task_bytes();
-        let (_watcher, wake) = self.watch_results()?;
+        let (_watcher, wake, arrived) = self.watch_results()?;
         let mut run = Run::new(tasks, limit);
+        // Which slots' results to look for: all at first, then those a result's name
+        // appeared for (every outstanding one again after events were lost, on the
+        // recheck, and once stopping).
+        let mut look = Look::All;
         // Fires once; then `never`: a stop whose sender is gone would be ready on every
         // select, and the loop would spin without ever reaching the recheck (seen: a
         // `conductor run` at a full core after Ctrl-C, waiting for a task no one held).
@@ -130,7 +135,7 @@ impl Orchestrator {
             } else {
                 run.deliver(&self.client, &self.slots, &mut on_progress)?;
             }
-            let freed = run.collect(&self.client, &mut on_progress)?;
+            let freed = run.collect(&self.client, &look, &mut on_progress)?;
             if run.outstanding.is_empty() && (run.pending.is_empty() || stopping) {
                 break;
             }
@@ -138,19 +143,30 @@ impl Orchestrator {
             // already have been consumed (both slots finishing in one pass), and waiting
             // for the next one would put the recheck timer on a ready task's path.
             if freed > 0 && !stopping && !run.pending.is_empty() {
+                look = arrived.take();
                 continue;
             }
             select! {
-                recv(wake) -> _ => {}
-                recv(stop) -> _ => (stopping, stop) = (true, never()),
-                default(self.recheck) => self.check_workers_alive(&run.outstanding)?,
+                recv(wake) -> _ => look = arrived.take(),
+                recv(stop) -> _ => {
+                    (stopping, stop) = (true, never());
+                    look = Look::All;
+                }
+                default(self.recheck) => {
+                    self.check_workers_alive(&run.outstanding)?;
+                    look = Look::All;
+                }
+            }
+            if stopping {
+                look = Look::All;
             }
         }
         Ok(run.into_results())
     }
 
-    /// Watch every slot's `results/`: the receiver wakes on any change there.
-    fn watch_results(&self) -> Result<(DirWatcher, Receiver<()>)> {
+    /// Watch every slot's `results/`: the receiver wakes when a result's name appears
+    /// there, and [`Arrivals`] says in which slots.
+    fn watch_results(&self) -> Result<(DirWatcher, Receiver<()>, Arc<Arrivals>)> {
         let dirs: Vec<_> = self
             .slots
             .iter()
@@ -160,15 +176,16 @@ impl Orchestrator {
             })
             .collect::<Result<_>>()?;
         let (tx, wake) = bounded(1);
-        // A result is published by a link of its final name: the temporary file made
-        // before it (a dot-name) says nothing yet, and waking for it costs a look at
-        // every outstanding slot.
-        let arrivals: Interest = Arc::new(|path: &std::path::Path| {
-            path.file_name()
-                .is_none_or(|n| !n.as_encoded_bytes().starts_with(b"."))
+        let arrived = Arc::new(Arrivals::default());
+        let (told, slots, watched) = (arrived.clone(), self.slots.clone(), dirs.clone());
+        let on_change: OnChange = Arc::new(move |path: Option<&Path>| {
+            if told.note(path, &watched, &slots) {
+                // A full channel already holds a pending wake-up: nothing is lost.
+                let _ = tx.try_send(());
+            }
         });
-        let watcher = DirWatcher::published(&dirs, self.watch, arrivals, tx)?;
-        Ok((watcher, wake))
+        let watcher = DirWatcher::published(&dirs, self.watch, on_change)?;
+        Ok((watcher, wake, arrived))
     }
 
     /// A worker that died with our task in hand will never answer: say so instead of
@@ -219,6 +236,57 @@ impl Orchestrator {
             }
         }
         Ok(done)
+    }
+}
+
+/// Which slots [`Run::collect`] looks at.
+enum Look {
+    All,
+    Slots(Vec<Slot>),
+}
+
+/// The slots whose `results/` a name appeared in since the orchestrator last asked.
+/// Looking only there, not for every outstanding task's result on every wake-up, saves
+/// the orchestrator a failed `open` per other slot each time.
+#[derive(Default)]
+struct Arrivals(Mutex<(bool, Vec<Slot>)>);
+
+impl Arrivals {
+    /// Note a change at `path` (`None`: anything may have changed) in one of `dirs`,
+    /// the `results/` of `slots` in order; whether it is worth a wake-up. Noted before
+    /// the wake-up is sent, so a wake-up always finds its slot here.
+    fn note(&self, path: Option<&Path>, dirs: &[std::path::PathBuf], slots: &[Slot]) -> bool {
+        let mut seen = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        let Some(path) = path else {
+            seen.0 = true;
+            return true;
+        };
+        // A result is published by a link of its final name: the temporary file made
+        // before it (a dot-name) says nothing yet.
+        if path
+            .file_name()
+            .is_some_and(|n| n.as_encoded_bytes().starts_with(b"."))
+        {
+            return false;
+        }
+        match dirs.iter().position(|d| Some(d.as_path()) == path.parent()) {
+            Some(i) if !seen.1.contains(&slots[i]) => seen.1.push(slots[i]),
+            Some(_) => {}
+            // A watched directory itself, or a path we cannot place: look everywhere.
+            None => seen.0 = true,
+        }
+        true
+    }
+
+    /// What was noted since the last call, forgotten now.
+    fn take(&self) -> Look {
+        let mut seen = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        let (all, slots) = std::mem::take(&mut *seen);
+        if all {
+            Look::All
+        } else {
+            Look::Slots(slots)
+        }
     }
 }
 
@@ -288,14 +356,21 @@ impl Run {
         Ok(())
     }
 
-    /// Take in every result that has arrived, freeing its slot; how many did.
+    /// Take in every result that has arrived in the slots `look` names, freeing its
+    /// slot; how many did.
     fn collect(
         &mut self,
         client: &Client,
+        look: &Look,
         on_progress: &mut impl FnMut(Progress<'_>),
     ) -> Result<usize> {
         let mut finished = Vec::new();
         for (slot, (_, id)) in &self.outstanding {
+            if let Look::Slots(named) = look {
+                if !named.contains(slot) {
+                    continue;
+                }
+            }
             if let Some(result) = client.read_result_for(*slot, id)? {
                 finished.push((*slot, result));
             }

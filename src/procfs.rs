@@ -30,7 +30,22 @@ impl Stat {
 /// `/proc/<pid>/stat` of `pid`; `None` when the process is gone, the platform has no
 /// procfs, or the line does not parse. The one reader of that file.
 pub fn stat(pid: u32) -> Option<Stat> {
-    parse_stat(&fs::read_to_string(format!("/proc/{pid}/stat")).ok()?)
+    // One buffer that holds any stat line (52 numbers and a 16-byte name): an open and
+    // two reads, where `read_to_string` asks the size, then reads in growing steps (8
+    // calls; it is read for every agent a worker starts).
+    use std::io::Read;
+    let mut file = fs::File::open(format!("/proc/{pid}/stat")).ok()?;
+    let mut buf = [0u8; 2048];
+    let mut len = 0;
+    while len < buf.len() {
+        match file.read(&mut buf[len..]) {
+            Ok(0) => break,
+            Ok(n) => len += n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(_) => return None,
+        }
+    }
+    parse_stat(std::str::from_utf8(&buf[..len]).ok()?)
 }
 
 /// Fields are counted after the command name, which may itself hold spaces and ')'.

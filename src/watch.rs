@@ -245,34 +245,24 @@ impl DirWatcher {
         interest: Interest,
         wake: Sender<()>,
     ) -> Result<Self> {
-        Self::new_as(dirs, How::Changes, mode, interest, wake)
-    }
-
-    /// [`DirWatcher::new`] for directories whose files are only ever published whole, by
-    /// a link or a rename (a slot's `results/`): native events are asked for a name
-    /// appearing only, not for the publisher's writes to its temporary file.
-    pub fn published(
-        dirs: &[PathBuf],
-        mode: WatchMode,
-        interest: Interest,
-        wake: Sender<()>,
-    ) -> Result<Self> {
-        Self::new_as(dirs, How::Published, mode, interest, wake)
-    }
-
-    fn new_as(
-        dirs: &[PathBuf],
-        how: How,
-        mode: WatchMode,
-        interest: Interest,
-        wake: Sender<()>,
-    ) -> Result<Self> {
         let on_change: OnChange = Arc::new(move |p: Option<&Path>| {
             if p.is_none_or(|p| interest(p)) {
                 // A full channel already holds a pending wake-up: nothing is lost.
                 let _ = wake.try_send(());
             }
         });
+        Self::new_as(dirs, How::Changes, mode, on_change)
+    }
+
+    /// Tell `on_change` of each name appearing in `dirs`, directories whose files are
+    /// only ever published whole, by a link or a rename (a slot's `results/`): native
+    /// events are asked for a name appearing only, not for the publisher's writes to
+    /// its temporary file (whose name appearing is still told).
+    pub fn published(dirs: &[PathBuf], mode: WatchMode, on_change: OnChange) -> Result<Self> {
+        Self::new_as(dirs, How::Published, mode, on_change)
+    }
+
+    fn new_as(dirs: &[PathBuf], how: How, mode: WatchMode, on_change: OnChange) -> Result<Self> {
         if let Some((interval, reason)) = poll_reason(dirs, mode) {
             return Self::walk_poll(dirs, interval, reason, on_change);
         }

@@ -223,12 +223,12 @@ fn spawn_spec<'a>(
 /// output ([`serve_io`]), or — a kernel without `pidfd_open` — by a helper of its own.
 type ExitWatch = Option<(OwnedFd, Sender<()>)>;
 
-/// Start the agent, which records itself at `record` before it execs: the child, its
-/// start time, the channel that fires on its exit, and what must fire it.
+/// Start the agent, which records itself at `record` before it execs: the child, the
+/// channel that fires on its exit, and what must fire it.
 fn start_recorded(
     launch: &Launch<'_>,
     record: &Path,
-) -> Result<(AgentProcess, Option<u64>, Receiver<()>, ExitWatch)> {
+) -> Result<(AgentProcess, Receiver<()>, ExitWatch)> {
     // Not found when the worker started: look again (it may be installed since).
     let found_now;
     let program = match launch.program_path {
@@ -249,10 +249,9 @@ fn start_recorded(
     })?;
     let pid = child.id();
     reap::register_leader(pid);
-    let start_time = crate::procfs::stat(pid).map(|s| s.start_time);
     let (exit_tx, exited) = bounded(1);
     match pidfd_open(pid) {
-        Ok(fd) => return Ok((child, start_time, exited, Some((fd, exit_tx)))),
+        Ok(fd) => return Ok((child, exited, Some((fd, exit_tx)))),
         Err(e) => tracing::debug!("no pidfd for agent {pid} ({e}): a helper waits for it"),
     }
     let waiter = helpers::run(move || {
@@ -266,7 +265,7 @@ fn start_recorded(
         let _ = child.wait();
         return Err(spawn_error(launch, THREAD_HINT, e));
     }
-    Ok((child, start_time, exited, None))
+    Ok((child, exited, None))
 }
 
 /// A descriptor that becomes readable when process `pid` (our unreaped child) exits.
@@ -562,7 +561,7 @@ impl Agent {
                 line_cap: launch.inline_cap,
             },
         };
-        let (mut child, start_time, exit_rx, exit_watch) = start_recorded(&launch, record)?;
+        let (mut child, exit_rx, exit_watch) = start_recorded(&launch, record)?;
         let pid = child.id();
         let prompt = std::mem::take(&mut launch.prompt);
         let streams = match Streams::start(
@@ -581,6 +580,9 @@ impl Agent {
                 return Err(spawn_error(&launch, THREAD_HINT, e));
             }
         };
+        // Read once the prompt is on its way (the agent may be waiting for it): the
+        // process stays ours, unreaped, until we wait for it, so its entry is there.
+        let start_time = crate::procfs::stat(pid).map(|s| s.start_time);
         Ok(Agent {
             pid,
             start_time,

@@ -87,23 +87,25 @@ pub fn swap_in_at_via(
             let _ = nix::unistd::unlinkat(dir, next, nix::unistd::UnlinkatFlags::NoRemoveDir);
             Ok(File::from(open(OFlag::O_EXCL)?))
         };
-        let file = match open(OFlag::empty()) {
-            Err(Errno::ELOOP | Errno::ENXIO) => fresh()?,
+        // With the length it had: only we write this name, so it is still that after
+        // our write unless the write made it longer (no second `stat` a publish).
+        let (file, had) = match open(OFlag::empty()) {
+            Err(Errno::ELOOP | Errno::ENXIO) => (fresh()?, 0),
             Err(e) => return Err(e.into()),
             Ok(fd) => {
                 let file = File::from(fd);
                 let meta = file.metadata()?;
                 if meta.file_type().is_file() && meta.nlink() == 1 {
-                    file
+                    (file, meta.len())
                 } else {
                     drop(file);
-                    fresh()?
+                    (fresh()?, 0)
                 }
             }
         };
         file.write_all_at(bytes, 0)?;
         let len = bytes.len() as u64;
-        if file.metadata()?.len() > len {
+        if had > len {
             file.set_len(len)?;
         }
         Ok(())
