@@ -12,6 +12,11 @@
 //! - `conductor submit` ×N: N `conductor submit` processes into a root two running
 //!   workers serve, then a wait for every result (workers started before the clock).
 //!
+//! - two references for the `submit` row, which starts a process per task one after
+//!   another: N `true` processes and N `conductor --version` processes, each run to its
+//!   end before the next, as the submit loop runs its submits. No client that starts a
+//!   process per task can beat the first; no `conductor` subcommand the second.
+//!
 //! Medians over the rounds, and each as a ratio of the floor's median.
 
 use std::path::{Path, PathBuf};
@@ -182,6 +187,17 @@ fn conductor_submit(dir: &Path, n: usize) -> Duration {
     took
 }
 
+/// `n` processes of `program`, one after another, each waited for (as the submit loop
+/// waits for each `conductor submit`).
+fn serial_starts(program: &Path, args: &[&str], n: usize) -> Duration {
+    let t = Instant::now();
+    for _ in 0..n {
+        let out = Command::new(program).args(args).output().expect("spawn");
+        assert!(out.status.success(), "{} failed", program.display());
+    }
+    t.elapsed()
+}
+
 fn median(v: &mut [Duration]) -> Duration {
     v.sort();
     v[v.len() / 2]
@@ -211,7 +227,14 @@ fn main() {
         ("tsp -S 2", Vec::new()),
         ("conductor run --workers 2", Vec::new()),
         ("conductor submit ×N + 2 workers", Vec::new()),
+        ("(N × `true`, one after another)", Vec::new()),
+        ("(N × `conductor --version`, in turn)", Vec::new()),
     ];
+    // The program, not the shell's builtin of that name.
+    let true_bin = std::env::split_paths(&std::env::var_os("PATH").unwrap_or_default())
+        .map(|d| d.join("true"))
+        .find(|p| p.is_file())
+        .expect("a `true` program on PATH");
     for round in 0..rounds {
         let dir = tempfile::tempdir_in(&base).unwrap();
         let (files, list) = prompts(dir.path(), n);
@@ -223,7 +246,9 @@ fn main() {
                 1 if with_tsp => task_spooler(dir.path(), &files),
                 1 => continue,
                 2 => conductor_run(dir.path(), &list),
-                _ => conductor_submit(dir.path(), n),
+                3 => conductor_submit(dir.path(), n),
+                4 => serial_starts(&true_bin, &[], n),
+                _ => serial_starts(&bin("conductor"), &["--version"], n),
             };
             rows[row].1.push(took);
         }
