@@ -431,6 +431,87 @@ impl DirWatcher {
     }
 }
 
+/// A native watcher that the waiting thread reads itself ([`InlineWatcher::wait`]), with
+/// no thread of its own. For a worker: the kernel's wake-up goes straight to it (no
+/// reader thread in between), and the changes its own bookkeeping makes beside its inbox
+/// while it works are read in one batch at its next wait, not by a reader woken a few
+/// times a task. Only where events are native (Linux inotify): elsewhere, and where a
+/// filesystem has no events, [`InlineWatcher::start`] answers `None` and the caller
+/// uses a [`DirWatcher`].
+pub struct InlineWatcher {
+    #[cfg(target_os = "linux")]
+    inner: native::Inline,
+}
+
+impl std::fmt::Debug for InlineWatcher {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("InlineWatcher")
+    }
+}
+
+impl InlineWatcher {
+    /// Watch `dirs` for every change and `inboxes` for files arriving (as
+    /// [`DirWatcher::watch_changes_and_inboxes`] does), telling `on_change` of each
+    /// changed path when the owner waits. `None` when events would not be native.
+    pub fn start(
+        dirs: &[PathBuf],
+        inboxes: &[PathBuf],
+        mode: WatchMode,
+        on_change: OnChange,
+    ) -> Result<Option<InlineWatcher>> {
+        let all: Vec<PathBuf> = inboxes.iter().chain(dirs).cloned().collect();
+        if poll_reason(&all, mode).is_some() {
+            return Ok(None);
+        }
+        Self::start_native(dirs, inboxes, on_change)
+    }
+
+    #[cfg(target_os = "linux")]
+    fn start_native(
+        dirs: &[PathBuf],
+        inboxes: &[PathBuf],
+        on_change: OnChange,
+    ) -> Result<Option<InlineWatcher>> {
+        let watched: Vec<_> = dirs
+            .iter()
+            .map(|d| (d, How::Changes))
+            .chain(inboxes.iter().map(|d| (d, How::Arrivals)))
+            .collect();
+        match native::Inline::start(&watched, on_change) {
+            Ok(inner) => Ok(Some(InlineWatcher { inner })),
+            Err(native::NativeError::Missing(path, e)) => Err(Error::Watch {
+                path: path.clone(),
+                source: notify::Error::io(e).add_path(path),
+            }),
+            // The caller's `DirWatcher` tries again, and says why it polls instead.
+            Err(native::NativeError::Unavailable(_)) => Ok(None),
+        }
+    }
+
+    #[cfg(not(target_os = "linux"))]
+    fn start_native(
+        _dirs: &[PathBuf],
+        _inboxes: &[PathBuf],
+        _on_change: OnChange,
+    ) -> Result<Option<InlineWatcher>> {
+        Ok(None)
+    }
+
+    /// Tell what changed since the last wait, then wait at most `timeout` for a change
+    /// or for one of `fds` to become readable (or hang up); what changed is told before
+    /// this returns. Returns the readable ones, bit `i` for `fds[i]`. Returns after any
+    /// change, wanted or not: the caller waits again for what it wants.
+    #[cfg(target_os = "linux")]
+    pub fn wait(&self, fds: &[std::os::fd::BorrowedFd<'_>], timeout: Duration) -> u64 {
+        self.inner.wait(fds, timeout)
+    }
+
+    #[cfg(not(target_os = "linux"))]
+    pub fn wait(&self, _fds: &[std::os::fd::BorrowedFd<'_>], _timeout: Duration) -> u64 {
+        unreachable!("never started off Linux")
+    }
+}
+
 /// How the poller looks at `path`: read first when it is one of `listed` and on a
 /// filesystem whose client caches a directory's attributes past a forced `stat`.
 fn look_for(path: &PathBuf, listed: &[PathBuf]) -> poll::Look {

@@ -506,6 +506,9 @@ pub struct Agent {
     child: AgentProcess,
     /// Fires once the leader has exited (it is left unreaped).
     exit_rx: Receiver<()>,
+    /// The leader's pidfd (a copy of the helper's): readable once it has exited, for a
+    /// caller that waits on descriptors. `None` without pidfds.
+    exit_fd: Option<OwnedFd>,
     exit_seen: bool,
     output_bytes: Arc<AtomicU64>,
     stdout: SharedCapture,
@@ -562,6 +565,7 @@ impl Agent {
             },
         };
         let (mut child, exit_rx, exit_watch) = start_recorded(&launch, record)?;
+        let exit_fd = exit_watch.as_ref().and_then(|(fd, _)| fd.try_clone().ok());
         let pid = child.id();
         let prompt = std::mem::take(&mut launch.prompt);
         let streams = match Streams::start(
@@ -589,6 +593,7 @@ impl Agent {
             marker: task_marker(&launch.task_id),
             child,
             exit_rx,
+            exit_fd,
             exit_seen: false,
             output_bytes: streams.output_bytes,
             stdout: streams.stdout,
@@ -616,6 +621,14 @@ impl Agent {
     /// Fires once the agent has exited (for `select!`); then call [`Agent::note_exit`].
     pub fn exit_channel(&self) -> &Receiver<()> {
         &self.exit_rx
+    }
+
+    /// Readable once the agent's leader has exited (then call [`Agent::note_exit`]), for
+    /// a caller that waits on descriptors; `None` where pidfds are not to be had (then
+    /// [`Agent::exit_channel`]).
+    pub fn exit_fd(&self) -> Option<std::os::fd::BorrowedFd<'_>> {
+        use std::os::fd::AsFd;
+        self.exit_fd.as_ref().map(AsFd::as_fd)
     }
 
     /// Record that [`Agent::exit_channel`] fired.

@@ -2,8 +2,9 @@
 
 use std::collections::HashMap;
 use std::io;
-use std::os::fd::{AsFd, OwnedFd};
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 use inotify::{EventMask, Inotify, WatchMask};
 use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
@@ -84,25 +85,7 @@ impl Native {
         dirs: &[(&PathBuf, How)],
         on_change: OnChange,
     ) -> Result<Native, NativeError> {
-        let ino = Inotify::init().map_err(NativeError::Unavailable)?;
-        let mut dir_of = HashMap::new();
-        let mut watches = ino.watches();
-        for &(d, how) in dirs {
-            match watches.add(d, mask(how)) {
-                Ok(wd) => {
-                    dir_of.insert(wd, d.clone());
-                }
-                Err(e)
-                    if matches!(
-                        e.raw_os_error(),
-                        Some(nix::libc::ENOENT | nix::libc::ENOTDIR)
-                    ) =>
-                {
-                    return Err(NativeError::Missing(d.clone(), e))
-                }
-                Err(e) => return Err(NativeError::Unavailable(e)),
-            }
-        }
+        let (ino, dir_of) = open(dirs)?;
         let (stop_r, stop_w) =
             nix::unistd::pipe().map_err(|e| NativeError::Unavailable(e.into()))?;
         // Detached: see `_stop`.
@@ -114,12 +97,128 @@ impl Native {
     }
 }
 
-fn read_loop(
-    mut ino: Inotify,
-    stop: OwnedFd,
-    dir_of: HashMap<inotify::WatchDescriptor, PathBuf>,
+type DirOf = HashMap<inotify::WatchDescriptor, PathBuf>;
+
+/// An inotify instance watching each directory as it says.
+fn open(dirs: &[(&PathBuf, How)]) -> Result<(Inotify, DirOf), NativeError> {
+    let ino = Inotify::init().map_err(NativeError::Unavailable)?;
+    let mut dir_of = HashMap::new();
+    let mut watches = ino.watches();
+    for &(d, how) in dirs {
+        match watches.add(d, mask(how)) {
+            Ok(wd) => {
+                dir_of.insert(wd, d.clone());
+            }
+            Err(e)
+                if matches!(
+                    e.raw_os_error(),
+                    Some(nix::libc::ENOENT | nix::libc::ENOTDIR)
+                ) =>
+            {
+                return Err(NativeError::Missing(d.clone(), e))
+            }
+            Err(e) => return Err(NativeError::Unavailable(e)),
+        }
+    }
+    Ok((ino, dir_of))
+}
+
+/// Read every event waiting (none: at once) and tell `on_change` of each; how many, or
+/// `None` when the instance failed (after telling `on_change` that anything may have
+/// changed).
+fn drain(ino: &mut Inotify, dir_of: &DirOf, on_change: &OnChange, buf: &mut [u8]) -> Option<usize> {
+    let mut told = 0;
+    loop {
+        match ino.read_events(buf) {
+            Ok(events) => {
+                let (mut n, mut last) = (0, None);
+                for ev in events {
+                    n += 1;
+                    let dir = dir_of.get(&ev.wd);
+                    // Only the batch's last path is kept for the debug counter:
+                    // joined once, after the loop.
+                    last = dir.map(|d| (d, ev.name));
+                    deliver(dir, ev.mask, ev.name.map(Path::new), on_change);
+                }
+                let last = last.map(|(d, name)| name.map_or_else(|| d.clone(), |n| d.join(n)));
+                count_events(n, last.as_deref());
+                told += n as usize;
+            }
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Some(told),
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(_) => {
+                on_change(None);
+                return None;
+            }
+        }
+    }
+}
+
+/// An inotify instance read by the thread that waits for it ([`Inline::wait`]), with no
+/// thread of its own: the kernel wakes the waiting thread itself, and what changed while
+/// nobody waited — its owner's own writes beside the inbox — is read in one batch at the
+/// next wait instead of waking a reader thread a few times a task.
+pub(super) struct Inline {
+    ino: std::sync::Mutex<Inotify>,
+    dir_of: DirOf,
     on_change: OnChange,
-) {
+}
+
+impl Inline {
+    pub(super) fn start(
+        dirs: &[(&PathBuf, How)],
+        on_change: OnChange,
+    ) -> Result<Inline, NativeError> {
+        let (ino, dir_of) = open(dirs)?;
+        Ok(Inline {
+            ino: std::sync::Mutex::new(ino),
+            dir_of,
+            on_change,
+        })
+    }
+
+    /// Tell what changed since the last call; if nothing did, wait at most `timeout` for
+    /// a change or for one of `fds` to be readable (or hung up), and tell what changed.
+    /// Returns the readable ones among `fds`, bit `i` for `fds[i]` (none when it
+    /// returned at once for changes already waiting: the caller looks at what it was
+    /// told first, then waits again).
+    pub(super) fn wait(&self, fds: &[BorrowedFd<'_>], timeout: Duration) -> u64 {
+        let mut ino = self.ino.lock().unwrap_or_else(|e| e.into_inner());
+        let mut buf = [0u8; 8192];
+        match drain(&mut ino, &self.dir_of, &self.on_change, &mut buf) {
+            Some(0) => {}
+            // Told something (or that anything may have changed): the caller's turn.
+            _ => return 0,
+        }
+        let mut polled: Vec<PollFd<'_>> = Vec::with_capacity(fds.len() + 1);
+        polled.push(PollFd::new(ino.as_fd(), PollFlags::POLLIN));
+        polled.extend(fds.iter().map(|fd| PollFd::new(*fd, PollFlags::POLLIN)));
+        // Whole milliseconds, rounded up: a wait of less than one must not spin.
+        let ms = timeout.as_micros().div_ceil(1000).min(i32::MAX as u128) as i32;
+        let timeout = PollTimeout::try_from(ms).unwrap_or(PollTimeout::MAX);
+        match poll(&mut polled, timeout) {
+            Ok(_) => {}
+            Err(nix::errno::Errno::EINTR) => return 0,
+            Err(_) => {
+                (self.on_change)(None);
+                return 0;
+            }
+        }
+        let ready = polled[1..]
+            .iter()
+            .enumerate()
+            .filter(|(_, p)| p.revents().is_some_and(|r| !r.is_empty()))
+            .fold(0u64, |bits, (i, _)| bits | (1 << i));
+        let changed = polled[0].revents().is_some_and(|r| !r.is_empty());
+        drop(polled);
+        if changed {
+            drain(&mut ino, &self.dir_of, &self.on_change, &mut buf);
+        }
+        ready
+    }
+}
+
+fn read_loop(mut ino: Inotify, stop: OwnedFd, dir_of: DirOf, on_change: OnChange) {
     let mut buf = [0u8; 8192];
     loop {
         let mut fds = [
@@ -137,28 +236,8 @@ fn read_loop(
         if fds[1].revents().is_some_and(|r| !r.is_empty()) {
             return;
         }
-        loop {
-            match ino.read_events(&mut buf) {
-                Ok(events) => {
-                    let (mut n, mut last) = (0, None);
-                    for ev in events {
-                        n += 1;
-                        let dir = dir_of.get(&ev.wd);
-                        // Only the batch's last path is kept for the debug counter:
-                        // joined once, after the loop.
-                        last = dir.map(|d| (d, ev.name));
-                        deliver(dir, ev.mask, ev.name.map(Path::new), &on_change);
-                    }
-                    let last = last.map(|(d, name)| name.map_or_else(|| d.clone(), |n| d.join(n)));
-                    count_events(n, last.as_deref());
-                }
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-                Err(_) => {
-                    on_change(None);
-                    return;
-                }
-            }
+        if drain(&mut ino, &dir_of, &on_change, &mut buf).is_none() {
+            return;
         }
     }
 }
@@ -173,5 +252,75 @@ fn deliver(dir: Option<&PathBuf>, mask: EventMask, name: Option<&Path>, on_chang
         // The directory itself changed (moved, removed): re-read everything.
         (Some(_), None) => on_change(None),
         (None, _) => {}
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::fd::AsFd;
+    use std::sync::{Arc, Mutex};
+    use std::time::Instant;
+
+    /// An inline watcher of a temporary directory (arrivals), and the paths it told.
+    fn watched() -> (tempfile::TempDir, Inline, Arc<Mutex<Vec<PathBuf>>>) {
+        let dir = tempfile::tempdir().unwrap();
+        let told = Arc::new(Mutex::new(Vec::new()));
+        let sink = told.clone();
+        let on_change: OnChange = Arc::new(move |p: Option<&Path>| {
+            sink.lock()
+                .unwrap()
+                .push(p.map_or_else(PathBuf::new, Path::to_path_buf));
+        });
+        let path = dir.path().to_path_buf();
+        let inline = Inline::start(&[(&path, How::Arrivals)], on_change)
+            .unwrap_or_else(|_| panic!("inotify"));
+        (dir, inline, told)
+    }
+
+    #[test]
+    fn changes_made_while_nobody_waits_are_told_at_the_next_wait_without_blocking() {
+        let (dir, inline, told) = watched();
+        std::fs::write(dir.path().join("a"), "1").unwrap();
+        std::fs::write(dir.path().join("b"), "2").unwrap();
+        let t = Instant::now();
+        assert_eq!(inline.wait(&[], Duration::from_secs(30)), 0);
+        assert!(
+            t.elapsed() < Duration::from_secs(20),
+            "blocked with changes waiting"
+        );
+        let told = told.lock().unwrap().clone();
+        for name in ["a", "b"] {
+            assert!(
+                told.contains(&dir.path().join(name)),
+                "{name} not told: {told:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_wait_ends_for_a_change_a_readable_descriptor_or_its_time() {
+        let (dir, inline, told) = watched();
+        // Nothing: the time runs out, nothing told, nothing ready.
+        assert_eq!(inline.wait(&[], Duration::from_millis(20)), 0);
+        assert!(told.lock().unwrap().is_empty());
+        // A file arriving from another thread ends a long wait and is told.
+        let arrive = dir.path().join("task.json");
+        let writer = {
+            let arrive = arrive.clone();
+            std::thread::spawn(move || std::fs::write(arrive, "{}").unwrap())
+        };
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while !told.lock().unwrap().contains(&arrive) {
+            assert!(Instant::now() < deadline, "the arrival was never told");
+            inline.wait(&[], Duration::from_secs(30));
+        }
+        writer.join().unwrap();
+        // A readable descriptor among several is named by its bit.
+        let (quiet_r, _quiet_w) = nix::unistd::pipe().unwrap();
+        let (ready_r, ready_w) = nix::unistd::pipe().unwrap();
+        nix::unistd::write(&ready_w, b"x").unwrap();
+        let bits = inline.wait(&[quiet_r.as_fd(), ready_r.as_fd()], Duration::from_secs(30));
+        assert_eq!(bits, 0b10);
     }
 }

@@ -14,6 +14,7 @@ mod cancel;
 mod claim;
 mod fence;
 mod inbox;
+mod inline;
 mod multi;
 mod space;
 mod status;
@@ -38,7 +39,7 @@ use crate::gate::Gate;
 use crate::layout::{Root, Slot, WorkerPaths};
 use crate::preset::Preset;
 use crate::protocol::{Status, WorkerState};
-use crate::watch::{DirWatcher, WatchMode};
+use crate::watch::{DirWatcher, InlineWatcher, WatchMode, WatcherKind};
 
 pub use crate::recovery::{recover_abandoned, recover_slot, RecoveryReport};
 
@@ -155,6 +156,10 @@ pub(crate) struct SlotServer {
     /// Why the disk is too full to take a task (pickup waits), while it is.
     disk_full: Option<String>,
     backoff: Duration,
+    /// The slot's watcher when this worker's own thread reads it (a single-slot worker
+    /// with native events): [`Worker::run`]'s wait between looks and the agent's
+    /// supervision wait on it. `None`: a watcher's thread feeds the wake-up channel.
+    pub inline: Option<inline::InlineWait>,
 }
 
 impl SlotServer {
@@ -183,6 +188,7 @@ impl SlotServer {
             board,
             disk_full: None,
             backoff: space::FIRST_BACKOFF,
+            inline: None,
         })
     }
 
@@ -229,7 +235,8 @@ pub(crate) enum Pickup {
 pub struct Worker {
     shared: Shared,
     slot: SlotServer,
-    watcher: DirWatcher,
+    /// `None` when the slot's watcher is read inline ([`SlotServer::inline`]).
+    watcher: Option<DirWatcher>,
     wake: Receiver<()>,
     recovery: RecoveryReport,
     sweep_election: sweep_election::SweepElection,
@@ -300,12 +307,13 @@ fn shared_change(shared: &[PathBuf], p: &Path) -> bool {
         && p.parent().is_some_and(|d| shared.iter().any(|s| s == d))
 }
 
-/// Watch the slot's inbox and cancel file and the shared directories.
+/// Watch the slot's inbox and cancel file and the shared directories: read inline by
+/// the worker's thread where events are native, else by a watcher's thread.
 fn watch_slot(
     root: &Root,
     paths: &WorkerPaths,
     mode: WatchMode,
-) -> Result<(DirWatcher, Receiver<()>)> {
+) -> Result<(Option<DirWatcher>, Option<InlineWatcher>, Receiver<()>)> {
     let (tx, wake) = bounded(1);
     let shared = shared_dirs(root);
     let shared_dirs = shared.clone();
@@ -320,17 +328,21 @@ fn watch_slot(
         }
     });
     let dirs: Vec<PathBuf> = shared.to_vec();
+    let inbox = std::slice::from_ref(&paths.dir);
+    if let Some(inline) = InlineWatcher::start(&dirs, inbox, mode, on_change.clone())? {
+        return Ok((None, Some(inline), wake));
+    }
     let mut polled = paths.wake_files().to_vec();
     polled.extend(shared.iter().cloned());
     let watcher = DirWatcher::watch_changes_and_inboxes(
         &dirs,
-        std::slice::from_ref(&paths.dir),
+        inbox,
         &polled,
         &listed_dirs(root),
         mode,
         on_change,
     )?;
-    Ok((watcher, wake))
+    Ok((Some(watcher), None, wake))
 }
 
 impl Worker {
@@ -346,7 +358,9 @@ impl Worker {
         let config = Config::load(&opts.root.config_file())?;
         crate::fsio::set_fsync(config.fsync());
         let lock_opts = config.lock_options();
-        let (watcher, wake) = watch_slot(&opts.root, &slot.paths, opts.watch)?;
+        let (watcher, inline, wake) = watch_slot(&opts.root, &slot.paths, opts.watch)?;
+        let mut slot = slot;
+        slot.inline = inline.map(inline::InlineWait::new);
         // Before `idle` is announced: whoever saw `idle` finds dead holders' locks gone.
         crate::recovery::free_dead_shared_locks(&opts.root, &lock_opts)?;
         let recovery = slot.recover_and_announce(&lock_opts)?;
@@ -377,7 +391,9 @@ impl Worker {
             self.slot.paths.dir.display(),
             opts.project_dir.display(),
             opts.agent,
-            self.watcher.kind()
+            self.watcher
+                .as_ref()
+                .map_or(&WatcherKind::Native, DirWatcher::kind)
         )
     }
 
@@ -389,6 +405,12 @@ impl Worker {
     pub fn run(&mut self, shutdown: &Receiver<()>) -> Result<()> {
         // Callbacks still running when the worker stops are stopped with it.
         let _callbacks = callback::StopOnDrop;
+        // Waits that poll descriptors learn of `shutdown` from a descriptor too.
+        let slot_dir = self.slot.paths.dir.clone();
+        let _told = match &mut self.slot.inline {
+            Some(inline) => Some(inline.tell_stop_of(shutdown, &slot_dir)?),
+            None => None,
+        };
         let mut next_recovery = Instant::now() + self.shared.opts.rescan;
         let mut seen_config = config_stamp(&self.shared.opts.root);
         loop {
@@ -424,6 +446,12 @@ impl Worker {
             let mut wait = self.shared.opts.rescan;
             if let Some(at) = retry_at {
                 wait = wait.min(at.saturating_duration_since(Instant::now()));
+            }
+            if let Some(inline) = &self.slot.inline {
+                if inline.wait_for_wake(&self.wake, wait) == inline::Woke::Stop {
+                    return Ok(());
+                }
+                continue;
             }
             select! {
                 recv(self.wake) -> _ => {}

@@ -590,8 +590,29 @@ impl Run<'_> {
             if let Some(d) = deadline {
                 wait = wait.min(d.saturating_duration_since(now));
             }
-            select! {
-                recv(agent.exit_channel()) -> _ => {
+            let event = match (&self.slot.inline, agent.exit_fd()) {
+                // This thread reads the slot's watcher and waits on the agent's pidfd.
+                (Some(inline), Some(exit_fd)) => {
+                    let seen = inline.wait_once(Some(exit_fd), wait);
+                    if seen.extra {
+                        Watched::Exit
+                    } else if seen.stop {
+                        Watched::Stop
+                    } else if wake.try_recv().is_ok() {
+                        Watched::Wake
+                    } else {
+                        Watched::Quiet
+                    }
+                }
+                _ => select! {
+                    recv(agent.exit_channel()) -> _ => Watched::Exit,
+                    recv(wake) -> _ => Watched::Wake,
+                    recv(shutdown) -> _ => Watched::Stop,
+                    default(wait) => Watched::Quiet,
+                },
+            };
+            match event {
+                Watched::Exit => {
                     agent.note_exit();
                     // Stopped by its fence: its locks went unrenewed for too long.
                     if let Some(why) = fence.fired() {
@@ -602,7 +623,7 @@ impl Run<'_> {
                     // dying of that same stop request is an interruption, not a failure.
                     return (!shutdown.is_empty()).then(|| self.interrupted());
                 }
-                recv(wake) -> _ => {
+                Watched::Wake => {
                     if self.cancelled() {
                         return Some(Stop::Cancelled);
                     }
@@ -610,8 +631,8 @@ impl Run<'_> {
                         return Some(paused);
                     }
                 }
-                recv(shutdown) -> _ => return Some(self.interrupted()),
-                default(wait) => {}
+                Watched::Stop => return Some(self.interrupted()),
+                Watched::Quiet => {}
             }
         }
     }
@@ -870,6 +891,18 @@ impl Run<'_> {
 }
 
 /// Why a holder is fenced: `lost` names the lock taken over.
+/// What ended one wait of [`Run::watch`].
+enum Watched {
+    /// The agent's leader exited.
+    Exit,
+    /// A change worth a look: a cancel, a pause.
+    Wake,
+    /// The worker is told to stop.
+    Stop,
+    /// The time ran out, or only changes of no interest came.
+    Quiet,
+}
+
 fn fenced(lost: &Error, epoch: u64) -> Stop {
     Stop::Fenced(format!(
         "interrupted: fenced at epoch {epoch}: {lost}; the agent was stopped and nothing \
