@@ -147,6 +147,12 @@ pub struct Launch<'a> {
     /// Set when stdout is Claude Code's `stream-json`: the live log then shows each
     /// event rendered readable, and the raw lines are kept here (capped like the log).
     pub stream_raw: Option<&'a Path>,
+    /// The spawning thread serves the agent's output itself while it waits for the
+    /// agent ([`Agent::io_fds`], [`Agent::pump`]), instead of a helper thread woken a few
+    /// times a task and handing the exit over. Taken only where the leader has a pidfd;
+    /// any other path than a plain exit ([`Agent::stop`], [`Agent::finish`] early) hands
+    /// the output to a helper first, so it never waits unread.
+    pub serve_inline: bool,
 }
 
 /// What a spawn error says when a helper thread could not be started.
@@ -282,6 +288,8 @@ fn pidfd_open(pid: u32) -> io::Result<OwnedFd> {
 
 /// The threads feeding the agent its prompt and collecting its output.
 struct Streams {
+    /// The output and exit watch, when the spawning thread serves them itself.
+    inline_io: Option<InlineIo>,
     output_bytes: Arc<AtomicU64>,
     stdout: SharedCapture,
     stderr: SharedCapture,
@@ -300,6 +308,7 @@ impl Streams {
         (log, form): (SharedLog, StdoutForm),
         cap: usize,
         exit: ExitWatch,
+        serve_inline: bool,
     ) -> io::Result<Streams> {
         let output_bytes = Arc::new(AtomicU64::new(0));
         let stdout: SharedCapture = Arc::default();
@@ -318,8 +327,30 @@ impl Streams {
         );
         let err_drain = live::ErrDrain::new(STDERR_TAIL, Arc::clone(&stderr), Arc::clone(&log));
         feed_stdin(stdin, prompt)?;
-        helpers::run(move || serve_io((out, out_drain), (err, err_drain), exit, &done_tx))?;
+        let inline_io = if serve_inline && exit.is_some() {
+            // Read until the pipe is empty, never waiting: the caller polls.
+            set_nonblocking(&out, true)?;
+            set_nonblocking(&err, true)?;
+            Some(InlineIo {
+                out: Some((out, out_drain)),
+                err: Some((err, err_drain)),
+                exit,
+                done: done_tx,
+                buf: vec![0u8; FIRST_CHUNK],
+            })
+        } else {
+            helpers::run(move || {
+                serve_io(
+                    Some((out, out_drain)),
+                    Some((err, err_drain)),
+                    exit,
+                    &done_tx,
+                )
+            })?;
+            None
+        };
         Ok(Streams {
+            inline_io,
             output_bytes,
             stdout,
             stderr,
@@ -333,14 +364,13 @@ impl Streams {
 /// sends on `done`) and tells of the leader's exit by its pidfd — the work of three
 /// blocking threads, and their wake-ups, in one poll loop.
 fn serve_io(
-    out: (File, live::OutDrain),
-    err: (File, live::ErrDrain),
+    out: Option<(File, live::OutDrain)>,
+    err: Option<(File, live::ErrDrain)>,
     exit: ExitWatch,
     done: &Sender<()>,
 ) {
-    use std::io::Read;
     use std::os::fd::AsFd;
-    let (mut out, mut err, mut exit) = (Some(out), Some(err), exit);
+    let (mut out, mut err, mut exit) = (out, err, exit);
     // Small until an agent fills it: a thousand agents at once each had 64 KiB of
     // zeroed (so resident) buffer, however little they printed.
     let mut buf = vec![0u8; FIRST_CHUNK];
@@ -380,42 +410,128 @@ fn serve_io(
         for source in ready {
             match source {
                 Source::Out => {
-                    let (f, drain) = out.as_mut().expect("polled");
-                    match f.read(&mut buf) {
-                        Ok(n) if n > 0 => {
-                            drain.feed(&buf[..n]);
-                            if n == buf.len() && n < live::OUT_CHUNK {
-                                buf.resize(n * 2, 0);
-                            }
-                        }
-                        Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                        ended => {
-                            if let Err(e) = ended {
-                                tracing::warn!("reading agent stdout: {e}");
-                            }
-                            out.take().expect("polled").1.finish();
-                            let _ = done.send(());
-                        }
-                    }
+                    read_out(&mut out, &mut buf, done);
                 }
                 Source::Err => {
-                    let (f, drain) = err.as_mut().expect("polled");
-                    let room = buf.len().min(live::ERR_CHUNK);
-                    match f.read(&mut buf[..room]) {
-                        Ok(n) if n > 0 => drain.feed(&buf[..n]),
-                        Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                        ended => {
-                            if let Err(e) = ended {
-                                tracing::warn!("reading agent stderr: {e}");
-                            }
-                            err.take().expect("polled").1.finish();
-                            let _ = done.send(());
-                        }
-                    }
+                    read_err(&mut err, &mut buf, done);
                 }
                 Source::Exit => {
                     let _ = exit.take().expect("polled").1.send(());
                 }
+            }
+        }
+    }
+}
+
+/// One read of the agent's stdout into its drain; at its end (or a failed read) the
+/// drain is finished, the stream dropped and `done` told. `false` when nothing was
+/// there to read (a non-blocking pipe, empty) or the stream is gone.
+fn read_out(
+    out: &mut Option<(File, live::OutDrain)>,
+    buf: &mut Vec<u8>,
+    done: &Sender<()>,
+) -> bool {
+    use std::io::Read;
+    let Some((f, drain)) = out.as_mut() else {
+        return false;
+    };
+    match f.read(buf) {
+        Ok(n) if n > 0 => {
+            drain.feed(&buf[..n]);
+            if n == buf.len() && n < live::OUT_CHUNK {
+                buf.resize(n * 2, 0);
+            }
+            true
+        }
+        Err(e) if e.kind() == io::ErrorKind::Interrupted => true,
+        Err(e) if e.kind() == io::ErrorKind::WouldBlock => false,
+        ended => {
+            if let Err(e) = ended {
+                tracing::warn!("reading agent stdout: {e}");
+            }
+            out.take().expect("open").1.finish();
+            let _ = done.send(());
+            false
+        }
+    }
+}
+
+/// [`read_out`] for stderr.
+fn read_err(err: &mut Option<(File, live::ErrDrain)>, buf: &mut [u8], done: &Sender<()>) -> bool {
+    use std::io::Read;
+    let Some((f, drain)) = err.as_mut() else {
+        return false;
+    };
+    let room = buf.len().min(live::ERR_CHUNK);
+    match f.read(&mut buf[..room]) {
+        Ok(n) if n > 0 => {
+            drain.feed(&buf[..n]);
+            true
+        }
+        Err(e) if e.kind() == io::ErrorKind::Interrupted => true,
+        Err(e) if e.kind() == io::ErrorKind::WouldBlock => false,
+        ended => {
+            if let Err(e) = ended {
+                tracing::warn!("reading agent stderr: {e}");
+            }
+            err.take().expect("open").1.finish();
+            let _ = done.send(());
+            false
+        }
+    }
+}
+
+/// An agent's output and exit watch served by the thread that spawned it (see
+/// [`Launch::serve_inline`]).
+struct InlineIo {
+    out: Option<(File, live::OutDrain)>,
+    err: Option<(File, live::ErrDrain)>,
+    exit: ExitWatch,
+    done: Sender<()>,
+    buf: Vec<u8>,
+}
+
+impl std::fmt::Debug for InlineIo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("InlineIo")
+            .field("out", &self.out.is_some())
+            .field("err", &self.err.is_some())
+            .field("exit", &self.exit.is_some())
+            .finish()
+    }
+}
+
+impl InlineIo {
+    /// Read whatever both pipes hold now, without waiting.
+    fn pump(&mut self) {
+        while read_out(&mut self.out, &mut self.buf, &self.done) {}
+        while read_err(&mut self.err, &mut self.buf, &self.done) {}
+    }
+
+    fn is_done(&self) -> bool {
+        self.out.is_none() && self.err.is_none() && self.exit.is_none()
+    }
+
+    /// Hand what is left to a helper (as if it had been served there from the start).
+    /// Without a thread to be had (a pids limit reached meanwhile) the rest of the
+    /// output is not kept, and the exit is told at once: a caller stopping the agent
+    /// then goes on to kill its group without its grace.
+    fn hand_off(self) {
+        if self.is_done() {
+            return;
+        }
+        let InlineIo {
+            out,
+            err,
+            exit,
+            done,
+            ..
+        } = self;
+        let told = exit.as_ref().map(|(_, tx)| tx.clone());
+        if let Err(e) = helpers::run(move || serve_io(out, err, exit, &done)) {
+            tracing::warn!("no thread to read the agent's output ({e}): the rest is not kept");
+            if let Some(tx) = told {
+                let _ = tx.send(());
             }
         }
     }
@@ -510,6 +626,9 @@ pub struct Agent {
     /// caller that waits on descriptors. `None` without pidfds.
     exit_fd: Option<OwnedFd>,
     exit_seen: bool,
+    /// The output and exit watch while the spawning thread serves them
+    /// ([`Launch::serve_inline`]).
+    inline_io: Option<InlineIo>,
     output_bytes: Arc<AtomicU64>,
     stdout: SharedCapture,
     stderr: SharedCapture,
@@ -574,6 +693,7 @@ impl Agent {
             (log, form),
             launch.inline_cap,
             exit_watch,
+            launch.serve_inline,
         ) {
             Ok(s) => s,
             Err(e) => {
@@ -595,6 +715,7 @@ impl Agent {
             exit_rx,
             exit_fd,
             exit_seen: false,
+            inline_io: streams.inline_io,
             output_bytes: streams.output_bytes,
             stdout: streams.stdout,
             stderr: streams.stderr,
@@ -631,9 +752,48 @@ impl Agent {
         self.exit_fd.as_ref().map(AsFd::as_fd)
     }
 
-    /// Record that [`Agent::exit_channel`] fired.
+    /// The output pipes still open while this thread serves them
+    /// ([`Launch::serve_inline`]): wait for them with [`Agent::exit_fd`], then
+    /// [`Agent::pump`]. Empty otherwise.
+    pub fn io_fds(&self) -> Vec<std::os::fd::BorrowedFd<'_>> {
+        use std::os::fd::AsFd;
+        let Some(io) = &self.inline_io else {
+            return Vec::new();
+        };
+        let out = io.out.as_ref().map(|(f, _)| f.as_fd());
+        let err = io.err.as_ref().map(|(f, _)| f.as_fd());
+        out.into_iter().chain(err).collect()
+    }
+
+    /// Read what the agent has written so far, without waiting (this thread serves its
+    /// output: [`Launch::serve_inline`]).
+    pub fn pump(&mut self) {
+        if let Some(io) = &mut self.inline_io {
+            io.pump();
+        }
+    }
+
+    /// Record that the agent's leader exited ([`Agent::exit_channel`] fired, or
+    /// [`Agent::exit_fd`] became readable). Output this thread serves is read to its end
+    /// if it has one already; whatever is still open (a process of the agent's holds the
+    /// pipes) goes to a helper.
     pub fn note_exit(&mut self) {
         self.exit_seen = true;
+        if let Some(mut io) = self.inline_io.take() {
+            if let Some((_, tx)) = io.exit.take() {
+                let _ = tx.send(());
+            }
+            io.pump();
+            io.hand_off();
+        }
+    }
+
+    /// The output this thread served, handed to a helper: for any wait that does not
+    /// poll the pipes itself.
+    fn serve_elsewhere(&mut self) {
+        if let Some(io) = self.inline_io.take() {
+            io.hand_off();
+        }
     }
 
     /// SIGTERM the group, wait up to `grace` for the agent to exit, then SIGKILL it.
@@ -641,6 +801,7 @@ impl Agent {
         if self.exit_seen {
             return;
         }
+        self.serve_elsewhere();
         signal_group(self.pid, Signal::SIGTERM);
         if self.exit_rx.recv_timeout(grace).is_err() {
             tracing::warn!(
@@ -656,6 +817,7 @@ impl Agent {
     /// Wait for the agent to exit (if not yet seen), stop whatever it left running (in
     /// its group or escaped from it), reap it, and collect the output.
     pub fn finish(mut self) -> AgentOutput {
+        self.serve_elsewhere();
         if !self.exit_seen {
             let _ = self.exit_rx.recv();
             self.exit_seen = true;
@@ -761,6 +923,7 @@ mod tests {
             inline_cap: 1024,
             log_cap: 1 << 20,
             stream_raw: None,
+            serve_inline: false,
         }
     }
 

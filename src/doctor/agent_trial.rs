@@ -117,6 +117,7 @@ pub fn try_agent(preset: Preset, timeout: Duration) -> Check {
         inline_cap: 1 << 20,
         log_cap: 1 << 20,
         stream_raw: preset.streams().then_some(raw.as_path()),
+        serve_inline: false,
     };
     let started = Instant::now();
     let mut agent = match Agent::spawn(launch, &dir.path().join(".agent.json")) {

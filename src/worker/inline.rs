@@ -40,8 +40,8 @@ pub(crate) enum Woke {
 #[derive(Debug, Clone, Copy, Default)]
 pub(crate) struct Seen {
     pub stop: bool,
-    /// The descriptor the caller added (the agent's pidfd) is readable.
-    pub extra: bool,
+    /// Which of the descriptors the caller added are readable: bit `i` for `extra[i]`.
+    pub extra: u64,
 }
 
 /// While it lives, a thread turns the worker's stop channel into a readable descriptor;
@@ -104,29 +104,31 @@ impl InlineWait {
             if left.is_zero() {
                 return Woke::Timeout;
             }
-            if self.wait_once(None, left).stop {
+            if self.wait_once(&[], left).stop {
                 return Woke::Stop;
             }
         }
     }
 
     /// One round: tell the changes waiting, or wait at most `timeout` for one, for the
-    /// stop descriptor or for `extra` (the agent's pidfd) to become readable.
-    pub fn wait_once(&self, extra: Option<BorrowedFd<'_>>, timeout: Duration) -> Seen {
-        let mut fds = Vec::with_capacity(2);
+    /// stop descriptor or for one of `extra` (the agent's pidfd and output pipes) to
+    /// become readable.
+    pub fn wait_once(&self, extra: &[BorrowedFd<'_>], timeout: Duration) -> Seen {
+        let mut fds = Vec::with_capacity(extra.len() + 1);
+        fds.extend_from_slice(extra);
         let stop_at = self.stop_fd().map(|fd| {
             fds.push(fd);
             fds.len() - 1
         });
-        let extra_at = extra.map(|fd| {
-            fds.push(fd);
-            fds.len() - 1
-        });
         let ready = self.watcher.wait(&fds, timeout);
-        let is_ready = |at: Option<usize>| at.is_some_and(|i| ready & (1 << i) != 0);
+        let extra_bits = if extra.len() >= 64 {
+            u64::MAX
+        } else {
+            (1u64 << extra.len()) - 1
+        };
         Seen {
-            stop: is_ready(stop_at),
-            extra: is_ready(extra_at),
+            stop: stop_at.is_some_and(|i| ready & (1 << i) != 0),
+            extra: ready & extra_bits,
         }
     }
 }

@@ -372,6 +372,8 @@ impl Run<'_> {
             inline_cap: opts.inline_output,
             log_cap: opts.log_cap,
             stream_raw: stream_raw.as_deref(),
+            // Its thread reads the slot's watcher itself: it reads the agent's output too.
+            serve_inline: self.slot.inline.is_some(),
         };
         // The agent runs only once its record names it, so recovery can always find it.
         Agent::spawn(launch, &paths.agent_record())
@@ -593,8 +595,14 @@ impl Run<'_> {
             let event = match (&self.slot.inline, agent.exit_fd()) {
                 // This thread reads the slot's watcher and waits on the agent's pidfd.
                 (Some(inline), Some(exit_fd)) => {
-                    let seen = inline.wait_once(Some(exit_fd), wait);
-                    if seen.extra {
+                    // The pidfd first, then the output pipes this thread serves.
+                    let mut fds = vec![exit_fd];
+                    fds.extend(agent.io_fds());
+                    let seen = inline.wait_once(&fds, wait);
+                    if seen.extra & !1 != 0 {
+                        agent.pump();
+                    }
+                    if seen.extra & 1 != 0 {
                         Watched::Exit
                     } else if seen.stop {
                         Watched::Stop
