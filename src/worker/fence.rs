@@ -22,6 +22,13 @@ use crate::host::boot_clock;
 /// clock, which a suspend stops, and its deadlines on the boot clock, which it does not.
 const LONGEST_NAP: Duration = Duration::from_millis(500);
 
+/// How long the fencing thread keeps napping after its last fence is dropped, before it
+/// sleeps until the next is armed. While it naps, arming a fence does not wake it: the
+/// nearest deadline is three quarters of a lease away and a nap ends within
+/// [`LONGEST_NAP`]. A worker taking task after task would otherwise wake it once a
+/// task; an idle one still costs no wake-up once this has passed.
+const NAP_ON_FOR: Duration = Duration::from_secs(30);
+
 /// When a holder stops its agent.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Policy {
@@ -71,6 +78,9 @@ struct Entry {
 struct Registry {
     next: u64,
     entries: HashMap<u64, Entry>,
+    /// The thread sleeps until woken (no fence armed for [`NAP_ON_FOR`]): arming must
+    /// wake it.
+    asleep: bool,
 }
 
 struct Fences {
@@ -106,6 +116,8 @@ fn registry(f: &Fences) -> MutexGuard<'_, Registry> {
 /// file, no log line (stderr may be a file on the very mount that hangs).
 fn watch(f: &Fences) {
     let mut reg = registry(f);
+    // Boot-clock time the last fence was seen gone; `None` while there are some.
+    let mut empty_since: Option<Duration> = None;
     loop {
         let now = boot_clock();
         let mut next: Option<Duration> = None;
@@ -136,6 +148,16 @@ fn watch(f: &Fences) {
             };
             next = Some(next.map_or(due, |n| n.min(due)));
         }
+        if reg.entries.is_empty() {
+            let since = *empty_since.get_or_insert(now);
+            if now.saturating_sub(since) < NAP_ON_FOR {
+                // Nothing to fence, but a fence is likely soon: nap, so arming it need
+                // not wake us.
+                next = Some(now + LONGEST_NAP);
+            }
+        } else {
+            empty_since = None;
+        }
         reg = match next {
             Some(due) => {
                 let nap = due.saturating_sub(now).min(LONGEST_NAP);
@@ -144,7 +166,14 @@ fn watch(f: &Fences) {
                     .unwrap_or_else(|p| p.into_inner())
                     .0
             }
-            None => f.changed.wait(reg).unwrap_or_else(|p| p.into_inner()),
+            None => {
+                reg.asleep = true;
+                let mut woken = f.changed.wait(reg).unwrap_or_else(|p| p.into_inner());
+                // Cleared by the arm that woke us, unless woken spuriously.
+                woken.asleep = false;
+                empty_since = None;
+                woken
+            }
         };
     }
 }
@@ -173,8 +202,12 @@ pub(crate) fn arm(pgid: u32, policy: Policy, renewed: Duration) -> Fence {
             fired_after: None,
         },
     );
+    // A napping thread looks within `LONGEST_NAP`, long before this fence's deadline.
+    let wake = std::mem::take(&mut reg.asleep);
     drop(reg);
-    f.changed.notify_all();
+    if wake {
+        f.changed.notify_all();
+    }
     Fence { id }
 }
 
@@ -374,6 +407,33 @@ mod tests {
         let (status, _) = exit_within(&mut agent, BOUND).expect("killed at once");
         assert_eq!(status.signal(), Some(Signal::SIGKILL as i32), "{status:?}");
         assert!(fence.fired().is_some());
+        drop(fence);
+    }
+
+    #[test]
+    fn a_fence_armed_while_the_thread_naps_is_kept_without_waking_it() {
+        // A fence armed and dropped, as by a task just ended: the thread then naps for
+        // `NAP_ON_FOR` instead of sleeping until woken, so the next arm wakes nobody.
+        let first = group("exec sleep 100");
+        drop(arm(
+            first.id(),
+            Policy::for_lease(Duration::from_secs(120), Duration::from_secs(5)),
+            boot_clock(),
+        ));
+        assert!(
+            !registry(fences()).asleep,
+            "asleep right after a fence was dropped"
+        );
+        // Due at once: found by the napping thread within a nap, never missed.
+        let mut agent = group("exec sleep 100");
+        let policy = Policy {
+            after: Duration::from_millis(200),
+            grace: Duration::from_secs(60),
+        };
+        let long_ago = boot_clock().saturating_sub(Duration::from_secs(61));
+        let fence = arm(agent.id(), policy, long_ago);
+        let (status, _) = exit_within(&mut agent, BOUND).expect("killed by the napping thread");
+        assert_eq!(status.signal(), Some(Signal::SIGKILL as i32), "{status:?}");
         drop(fence);
     }
 
