@@ -3,7 +3,7 @@
 use std::collections::{HashMap, VecDeque};
 use std::path::Path;
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use crossbeam_channel::{bounded, never, select, Receiver};
 
@@ -12,7 +12,7 @@ use crate::error::{Error, Result};
 use crate::gate;
 use crate::layout::Slot;
 use crate::protocol::{Outcome, Task, TaskId, TaskResult};
-use crate::watch::{DirWatcher, OnChange, WatchMode};
+use crate::watch::{DirWatcher, InlineWatcher, OnChange, ReadySignal, WatchMode};
 
 /// How often outstanding tasks are re-checked without an event, and dead workers noticed
 /// (the default of [`Orchestrator::with_recheck`]). A safety net only: no task that is
@@ -113,7 +113,15 @@ impl Orchestrator {
             crate::trust::verify_for_slot(self.client.root(), slot)?;
         }
         let limit = crate::Config::load(&self.client.root().config_file())?.max_task_bytes();
-        let (_watcher, wake, arrived) = self.watch_results()?;
+        let (watcher, wake, arrived) = self.watch_results()?;
+        // Read inline, the watcher is waited on with the stop channel as a descriptor
+        // (dropped once it fired: it stays readable).
+        let mut stop_signal = match &watcher {
+            ResultsWatch::Inline(_) => {
+                Some(ReadySignal::of(&self.stop, self.client.root().path())?)
+            }
+            ResultsWatch::Thread(_) => None,
+        };
         let mut run = Run::new(tasks, limit);
         // Which slots' results to look for: all at first, then those a result's name
         // appeared for (every outstanding one again after events were lost, on the
@@ -146,13 +154,24 @@ impl Orchestrator {
                 look = arrived.take();
                 continue;
             }
-            select! {
-                recv(wake) -> _ => look = arrived.take(),
-                recv(stop) -> _ => {
+            let woke = match &watcher {
+                ResultsWatch::Inline(w) => {
+                    wait_inline(w, &wake, stop_signal.as_ref(), self.recheck)
+                }
+                ResultsWatch::Thread(_) => select! {
+                    recv(wake) -> _ => Woke::Arrived,
+                    recv(stop) -> _ => Woke::Stop,
+                    default(self.recheck) => Woke::Recheck,
+                },
+            };
+            match woke {
+                Woke::Arrived => look = arrived.take(),
+                Woke::Stop => {
                     (stopping, stop) = (true, never());
+                    stop_signal = None;
                     look = Look::All;
                 }
-                default(self.recheck) => {
+                Woke::Recheck => {
                     self.check_workers_alive(&run.outstanding)?;
                     look = Look::All;
                 }
@@ -166,7 +185,7 @@ impl Orchestrator {
 
     /// Watch every slot's `results/`: the receiver wakes when a result's name appears
     /// there, and [`Arrivals`] says in which slots.
-    fn watch_results(&self) -> Result<(DirWatcher, Receiver<()>, Arc<Arrivals>)> {
+    fn watch_results(&self) -> Result<(ResultsWatch, Receiver<()>, Arc<Arrivals>)> {
         let dirs: Vec<_> = self
             .slots
             .iter()
@@ -184,7 +203,10 @@ impl Orchestrator {
                 let _ = tx.try_send(());
             }
         });
-        let watcher = DirWatcher::published(&dirs, self.watch, on_change)?;
+        let watcher = match InlineWatcher::published(&dirs, self.watch, on_change.clone())? {
+            Some(inline) => ResultsWatch::Inline(inline),
+            None => ResultsWatch::Thread(DirWatcher::published(&dirs, self.watch, on_change)?),
+        };
         Ok((watcher, wake, arrived))
     }
 
@@ -236,6 +258,48 @@ impl Orchestrator {
             }
         }
         Ok(done)
+    }
+}
+
+/// The orchestrator's watch of the slots' `results/`: read by its own thread where
+/// events are native (the kernel wakes it directly when a result appears, not a reader
+/// thread that then hands it a wake-up), else by a watcher's thread.
+enum ResultsWatch {
+    Inline(InlineWatcher),
+    Thread(#[allow(dead_code)] DirWatcher),
+}
+
+/// What ended a wait of [`Orchestrator::run_all`].
+enum Woke {
+    /// A result's name appeared.
+    Arrived,
+    /// The stop channel fired.
+    Stop,
+    /// The recheck interval passed without either.
+    Recheck,
+}
+
+/// Wait on the inline watcher until a result's name appears (its wake-up taken), the
+/// stop fires, or `recheck` passes.
+fn wait_inline(
+    watcher: &InlineWatcher,
+    wake: &Receiver<()>,
+    stop: Option<&ReadySignal>,
+    recheck: Duration,
+) -> Woke {
+    let deadline = Instant::now() + recheck;
+    let fds: Vec<_> = stop.map(ReadySignal::fd).into_iter().collect();
+    loop {
+        if wake.try_recv().is_ok() {
+            return Woke::Arrived;
+        }
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return Woke::Recheck;
+        }
+        if watcher.wait(&fds, left) & 1 != 0 {
+            return Woke::Stop;
+        }
     }
 }
 

@@ -466,6 +466,19 @@ impl InlineWatcher {
         Self::start_native(dirs, inboxes, on_change)
     }
 
+    /// [`DirWatcher::published`], read inline: each name appearing in `dirs` is told.
+    pub fn published(
+        dirs: &[PathBuf],
+        mode: WatchMode,
+        on_change: OnChange,
+    ) -> Result<Option<InlineWatcher>> {
+        if poll_reason(dirs, mode).is_some() {
+            return Ok(None);
+        }
+        let watched: Vec<_> = dirs.iter().map(|d| (d, How::Published)).collect();
+        Self::start_watched(&watched, on_change)
+    }
+
     #[cfg(target_os = "linux")]
     fn start_native(
         dirs: &[PathBuf],
@@ -477,7 +490,15 @@ impl InlineWatcher {
             .map(|d| (d, How::Changes))
             .chain(inboxes.iter().map(|d| (d, How::Arrivals)))
             .collect();
-        match native::Inline::start(&watched, on_change) {
+        Self::start_watched(&watched, on_change)
+    }
+
+    #[cfg(target_os = "linux")]
+    fn start_watched(
+        watched: &[(&PathBuf, How)],
+        on_change: OnChange,
+    ) -> Result<Option<InlineWatcher>> {
+        match native::Inline::start(watched, on_change) {
             Ok(inner) => Ok(Some(InlineWatcher { inner })),
             Err(native::NativeError::Missing(path, e)) => Err(Error::Watch {
                 path: path.clone(),
@@ -497,6 +518,14 @@ impl InlineWatcher {
         Ok(None)
     }
 
+    #[cfg(not(target_os = "linux"))]
+    fn start_watched(
+        _watched: &[(&PathBuf, How)],
+        _on_change: OnChange,
+    ) -> Result<Option<InlineWatcher>> {
+        Ok(None)
+    }
+
     /// Tell what changed since the last wait, then wait at most `timeout` for a change
     /// or for one of `fds` to become readable (or hang up); what changed is told before
     /// this returns. Returns the readable ones, bit `i` for `fds[i]`. Returns after any
@@ -509,6 +538,56 @@ impl InlineWatcher {
     #[cfg(not(target_os = "linux"))]
     pub fn wait(&self, _fds: &[std::os::fd::BorrowedFd<'_>], _timeout: Duration) -> u64 {
         unreachable!("never started off Linux")
+    }
+}
+
+/// A descriptor that becomes readable once a channel is ready (a message waiting, or
+/// its senders gone), for a thread that waits on descriptors ([`InlineWatcher::wait`])
+/// rather than on channels. A thread of its own only *looks* at the channel
+/// (`Select::ready`): the message stays there for whoever takes it. Dropped, the thread
+/// ends.
+pub struct ReadySignal {
+    fd: std::os::fd::OwnedFd,
+    _done: crossbeam_channel::Sender<()>,
+}
+
+impl std::fmt::Debug for ReadySignal {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ReadySignal").field("fd", &self.fd).finish()
+    }
+}
+
+impl ReadySignal {
+    /// Watch `channel`; `whose` (a slot's directory, a root) names the waiter in an
+    /// error (out of descriptors or threads).
+    pub fn of(channel: &crossbeam_channel::Receiver<()>, whose: &Path) -> Result<ReadySignal> {
+        use nix::fcntl::OFlag;
+        let (read, write) = nix::unistd::pipe2(OFlag::O_CLOEXEC | OFlag::O_NONBLOCK)
+            .map_err(|e| Error::io("make a stop signal's pipe for", whose, e.into()))?;
+        let (done, ended) = crossbeam_channel::bounded::<()>(0);
+        let channel = channel.clone();
+        std::thread::Builder::new()
+            .name("stop-signal".into())
+            .spawn(move || {
+                let mut select = crossbeam_channel::Select::new();
+                let ready = select.recv(&channel);
+                select.recv(&ended);
+                if select.ready() == ready {
+                    let _ = nix::unistd::write(&write, b"x");
+                }
+                // Dropping `write` hangs the pipe up: readable too, if nobody wrote.
+            })
+            .map_err(|e| Error::io("start a stop signal's thread for", whose, e))?;
+        Ok(ReadySignal {
+            fd: read,
+            _done: done,
+        })
+    }
+
+    /// Readable once the channel was ready (and for good after).
+    pub fn fd(&self) -> std::os::fd::BorrowedFd<'_> {
+        use std::os::fd::AsFd;
+        self.fd.as_fd()
     }
 }
 

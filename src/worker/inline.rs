@@ -8,21 +8,21 @@
 //! arrival wakes the worker directly (`conductor run`, 400 `cat` tasks: context switches
 //! −44 %, CPU −8 %).
 
-use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+use std::os::fd::BorrowedFd;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use crossbeam_channel::{bounded, Receiver, Select, Sender};
+use crossbeam_channel::Receiver;
 
-use crate::error::{Error, Result};
-use crate::watch::InlineWatcher;
+use crate::error::Result;
+use crate::watch::{InlineWatcher, ReadySignal};
 
 /// The slot's inline watcher, and the descriptor that is readable once the worker is
 /// told to stop (while [`crate::worker::Worker::run`] runs).
 #[derive(Debug)]
 pub(crate) struct InlineWait {
     watcher: InlineWatcher,
-    stop: Option<OwnedFd>,
+    stop: Option<ReadySignal>,
 }
 
 /// Why [`InlineWait::wait_for_wake`] returned.
@@ -44,12 +44,6 @@ pub(crate) struct Seen {
     pub extra: u64,
 }
 
-/// While it lives, a thread turns the worker's stop channel into a readable descriptor;
-/// dropped, the thread ends.
-pub(crate) struct StopTeller {
-    _done: Sender<()>,
-}
-
 impl InlineWait {
     pub fn new(watcher: InlineWatcher) -> InlineWait {
         InlineWait {
@@ -59,36 +53,22 @@ impl InlineWait {
     }
 
     /// Make the stop descriptor readable when `shutdown` fires (a message, or its sender
-    /// gone). The thread that waits for it only looks (`Select::ready`): the message
-    /// stays for the run loop and the agent's supervision, which take it as before.
-    /// `slot_dir` names the worker in an error (out of descriptors or threads).
-    pub fn tell_stop_of(&mut self, shutdown: &Receiver<()>, slot_dir: &Path) -> Result<StopTeller> {
-        let pipe_error =
-            |e: nix::errno::Errno| Error::io("make the stop signal's pipe for", slot_dir, e.into());
-        let (read, write) =
-            nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC | nix::fcntl::OFlag::O_NONBLOCK)
-                .map_err(pipe_error)?;
-        let (done, ended) = bounded::<()>(0);
-        let shutdown = shutdown.clone();
-        std::thread::Builder::new()
-            .name("worker-stop".into())
-            .spawn(move || {
-                let mut select = Select::new();
-                let stop = select.recv(&shutdown);
-                select.recv(&ended);
-                if select.ready() == stop {
-                    let _ = nix::unistd::write(&write, b"x");
-                }
-                // Dropping `write` hangs the pipe up: readable too, if nobody wrote.
-            })
-            .map_err(|e| Error::io("start the stop signal's thread for", slot_dir, e))?;
-        self.stop = Some(read);
-        Ok(StopTeller { _done: done })
+    /// gone), while `Worker::run` runs; the message stays for the run loop and the
+    /// agent's supervision, which take it as before. `slot_dir` names the worker in an
+    /// error (out of descriptors or threads).
+    pub fn tell_stop_of(&mut self, shutdown: &Receiver<()>, slot_dir: &Path) -> Result<()> {
+        self.stop = Some(ReadySignal::of(shutdown, slot_dir)?);
+        Ok(())
+    }
+
+    /// Drop the stop descriptor (and its thread): the run it was for is over.
+    pub fn forget_stop(&mut self) {
+        self.stop = None;
     }
 
     /// The stop descriptor, while one is set.
     fn stop_fd(&self) -> Option<BorrowedFd<'_>> {
-        self.stop.as_ref().map(AsFd::as_fd)
+        self.stop.as_ref().map(ReadySignal::fd)
     }
 
     /// Wait until `wake` holds a wake-up (taken), the worker is told to stop, or
@@ -136,6 +116,7 @@ impl InlineWait {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crossbeam_channel::bounded;
     use std::path::PathBuf;
     use std::sync::Arc;
 
@@ -182,7 +163,7 @@ mod tests {
     fn a_stop_ends_the_wait_and_its_message_stays_for_the_loop() {
         let (_dir, mut wait, wake) = waiting();
         let (stop, shutdown) = bounded::<()>(1);
-        let _teller = wait.tell_stop_of(&shutdown, Path::new("/slot")).unwrap();
+        wait.tell_stop_of(&shutdown, Path::new("/slot")).unwrap();
         stop.send(()).unwrap();
         assert_eq!(
             wait.wait_for_wake(&wake, Duration::from_secs(30)),
@@ -194,7 +175,7 @@ mod tests {
         );
         // A stop by the sender going away ends the wait too.
         let (stop, shutdown) = bounded::<()>(1);
-        let _teller = wait.tell_stop_of(&shutdown, Path::new("/slot")).unwrap();
+        wait.tell_stop_of(&shutdown, Path::new("/slot")).unwrap();
         drop(stop);
         assert_eq!(
             wait.wait_for_wake(&wake, Duration::from_secs(30)),

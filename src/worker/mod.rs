@@ -407,10 +407,18 @@ impl Worker {
         let _callbacks = callback::StopOnDrop;
         // Waits that poll descriptors learn of `shutdown` from a descriptor too.
         let slot_dir = self.slot.paths.dir.clone();
-        let _told = match &mut self.slot.inline {
-            Some(inline) => Some(inline.tell_stop_of(shutdown, &slot_dir)?),
-            None => None,
-        };
+        if let Some(inline) = &mut self.slot.inline {
+            inline.tell_stop_of(shutdown, &slot_dir)?;
+        }
+        let served = self.serve(shutdown);
+        // The signal's thread ends with the run.
+        if let Some(inline) = &mut self.slot.inline {
+            inline.forget_stop();
+        }
+        served
+    }
+
+    fn serve(&mut self, shutdown: &Receiver<()>) -> Result<()> {
         let mut next_recovery = Instant::now() + self.shared.opts.rescan;
         let mut seen_config = config_stamp(&self.shared.opts.root);
         loop {
