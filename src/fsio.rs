@@ -414,6 +414,13 @@ pub fn open_regular(path: &Path) -> Result<Option<(File, fs::Metadata)>> {
 /// Read a whole file, refusing symlinks, non-regular files and files over `limit`.
 /// A missing file is `Ok(None)`.
 pub fn read_bounded(path: &Path, limit: u64) -> Result<Option<Vec<u8>>> {
+    Ok(read_bounded_open(path, limit)?.map(|(_, _, bytes)| bytes))
+}
+
+/// [`read_bounded`], and the file still open with what `fstat` said of it when opened:
+/// for a caller that renames the file and must know what it holds after (the same
+/// inode, read again through the descriptor: [`reread_bounded`]).
+pub fn read_bounded_open(path: &Path, limit: u64) -> Result<Option<(File, fs::Metadata, Vec<u8>)>> {
     let Some((mut f, meta)) = open_regular(path)? else {
         return Ok(None);
     };
@@ -441,7 +448,26 @@ pub fn read_bounded(path: &Path, limit: u64) -> Result<Option<Vec<u8>>> {
             },
         ));
     }
-    Ok(Some(buf))
+    Ok(Some((f, meta, buf)))
+}
+
+/// What `file` holds now, from its start, up to `limit` + 1 bytes (one past the limit
+/// tells a file grown too large): the same file read again through its descriptor,
+/// wherever its name went meanwhile.
+pub fn reread_bounded(file: &File, limit: u64) -> io::Result<Vec<u8>> {
+    use std::os::unix::fs::FileExt;
+    let mut buf = Vec::new();
+    let mut chunk = [0u8; 8192];
+    while (buf.len() as u64) <= limit {
+        let want = (limit + 1 - buf.len() as u64).min(chunk.len() as u64) as usize;
+        match file.read_at(&mut chunk[..want], buf.len() as u64) {
+            Ok(0) => break,
+            Ok(n) => buf.extend_from_slice(&chunk[..n]),
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(buf)
 }
 
 /// Parse JSON bytes read from `path`, with errors that name the file.
@@ -603,6 +629,26 @@ pub fn read_head(path: &Path, limit: usize) -> Option<Vec<u8>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The claim's case: the inbox read, renamed, rewritten in place under its new name
+    /// by a non-atomic client; read again through the descriptor, what it holds now.
+    #[test]
+    fn a_file_read_again_through_its_descriptor_is_what_its_new_name_holds() {
+        let dir = tempfile::tempdir().unwrap();
+        let (inbox, running) = (
+            dir.path().join("task.json"),
+            dir.path().join("running.json"),
+        );
+        fs::write(&inbox, "first").unwrap();
+        let (file, meta, bytes) = read_bounded_open(&inbox, 100).unwrap().unwrap();
+        assert_eq!((bytes.as_slice(), meta.len()), (&b"first"[..], 5));
+        fs::rename(&inbox, &running).unwrap();
+        fs::write(&running, "second, longer").unwrap();
+        assert_eq!(reread_bounded(&file, 100).unwrap(), b"second, longer");
+        // One byte past the limit tells a file grown too large.
+        assert_eq!(reread_bounded(&file, 3).unwrap().len(), 4);
+    }
+
     use std::os::unix::fs::MetadataExt;
 
     /// The announcement changes the directory's times (what a poller on another host

@@ -61,7 +61,7 @@ pub(crate) fn from_inbox(
             rejected_callback(shared, slot, id.as_ref(), &reason);
             return Ok(Pickup::Ran);
         }
-        Inbox::Ready { task, bytes } => (*task, bytes),
+        Inbox::Ready { task, bytes, file } => (*task, (bytes, file)),
     };
     match serve(shared, &task) {
         queue::Serve::Now => {}
@@ -79,7 +79,7 @@ pub(crate) fn from_inbox(
     else {
         return Ok(later);
     };
-    let Some(task) = take_inbox(shared, slot, task, &bytes)? else {
+    let Some(task) = take_inbox(shared, slot, task, bytes)? else {
         return Ok(Pickup::Empty);
     };
     tracing::debug!(
@@ -91,21 +91,47 @@ pub(crate) fn from_inbox(
 
 /// Rename the inbox to `running.json` (durably) and return what it holds now; `None`
 /// when it was withdrawn first.
-fn take_inbox(shared: &Shared, slot: &SlotServer, task: Task, read: &[u8]) -> Result<Option<Task>> {
+/// `read`: the bytes read from the inbox, and the inbox still open (with its `fstat`).
+fn take_inbox(
+    shared: &Shared,
+    slot: &SlotServer,
+    task: Task,
+    (read, (file, meta)): (Vec<u8>, (fs::File, fs::Metadata)),
+) -> Result<Option<Task>> {
     let (inbox, running) = (slot.paths.task(), slot.paths.running());
     match fs::rename(&inbox, &running) {
         Ok(()) => {}
         Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
         Err(e) => return Err(Error::io("claim (rename to running.json)", &inbox, e)),
     }
-    inbox::make_private(&running);
+    // Normally the rename moved the very file we read and hold open: it is made private
+    // and read again through that descriptor, not by opening `running.json` twice more.
+    // A client that replaced `task.json` by a new file after our read had that one
+    // renamed instead: it is handled by its name.
+    let mut renamed_ours = fs::symlink_metadata(&running).is_ok_and(|m| {
+        use std::os::unix::fs::MetadataExt;
+        m.ino() == meta.ino() && m.dev() == meta.dev()
+    });
+    if renamed_ours {
+        renamed_ours = inbox::make_private_open(&running, &file, &meta);
+    } else {
+        inbox::make_private(&running);
+    }
     // The claim must survive a power loss, or task.json could reappear and the task
     // run a second time.
     fsio::fsync_dir(&slot.paths.dir)?;
     // A non-atomic client may have rewritten the file in place between our read and
     // the rename: what is in running.json now is what runs.
-    let task = match fsio::read_bounded(&running, shared.config.max_task_bytes()) {
-        Ok(Some(now)) if now != read => match Task::from_bytes(&running, &now) {
+    let limit = shared.config.max_task_bytes();
+    let now = if renamed_ours {
+        fsio::reread_bounded(&file, limit)
+            .ok()
+            .filter(|b| b.len() as u64 <= limit)
+    } else {
+        fsio::read_bounded(&running, limit).ok().flatten()
+    };
+    let task = match now {
+        Some(now) if now != read => match Task::from_bytes(&running, &now) {
             Ok(mut newer) if newer.id == task.id => {
                 tracing::warn!(
                     "task.json changed while it was being claimed; running what it holds now"

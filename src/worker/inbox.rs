@@ -21,14 +21,20 @@ pub(crate) enum Inbox {
     /// Cannot be run: quarantine it, answering `id` when one could be read.
     Bad { reason: String, id: Option<TaskId> },
     /// A task ready to claim, with the bytes it was read from.
-    Ready { task: Box<Task>, bytes: Vec<u8> },
+    /// `file`: the inbox still open (with what `fstat` said when it was opened), for
+    /// the claim to read again after its rename ([`crate::fsio::reread_bounded`]).
+    Ready {
+        task: Box<Task>,
+        bytes: Vec<u8>,
+        file: (std::fs::File, std::fs::Metadata),
+    },
 }
 
 /// Read and judge the inbox file.
 pub(crate) fn read(shared: &Shared, slot: &SlotServer) -> Result<Inbox> {
     let inbox = slot.paths.task();
-    let bytes = match read_bytes(&inbox, shared.config.max_task_bytes())? {
-        Ok(b) => b,
+    let (file, meta, bytes) = match read_bytes(&inbox, shared.config.max_task_bytes())? {
+        Ok(read) => read,
         Err(state) => return Ok(state),
     };
     let mut task = match Task::from_bytes(&inbox, &bytes) {
@@ -57,13 +63,16 @@ pub(crate) fn read(shared: &Shared, slot: &SlotServer) -> Result<Inbox> {
     Ok(Inbox::Ready {
         task: Box::new(task),
         bytes,
+        file: (file, meta),
     })
 }
 
 /// The inbox file's bytes, or (`Err`) the state it is in when it cannot be read.
-fn read_bytes(inbox: &Path, limit: u64) -> Result<std::result::Result<Vec<u8>, Inbox>> {
-    Ok(match fsio::read_bounded(inbox, limit) {
-        Ok(Some(b)) => Ok(b),
+type Read = (std::fs::File, std::fs::Metadata, Vec<u8>);
+
+fn read_bytes(inbox: &Path, limit: u64) -> Result<std::result::Result<Read, Inbox>> {
+    Ok(match fsio::read_bounded_open(inbox, limit) {
+        Ok(Some(read)) => Ok(read),
         Ok(None) => Err(Inbox::Empty),
         Err(Error::BadFile { problem, .. }) => {
             // Too large to read whole: its head may still name the id it waits under.
@@ -121,7 +130,7 @@ fn refusal(shared: &Shared, slot: &SlotServer, task: &Task) -> Option<String> {
 /// name (a hard link from outside the root) is not chmod'ed — that would change the
 /// other name's file too — but replaced by a private copy under this name.
 pub(crate) fn make_private(path: &Path) {
-    use std::os::unix::fs::{MetadataExt, OpenOptionsExt, PermissionsExt};
+    use std::os::unix::fs::OpenOptionsExt;
     let opened = fs::OpenOptions::new()
         .read(true)
         .custom_flags((nix::fcntl::OFlag::O_NOFOLLOW | nix::fcntl::OFlag::O_NONBLOCK).bits())
@@ -132,9 +141,23 @@ pub(crate) fn make_private(path: &Path) {
     let Ok(meta) = file.metadata() else {
         return;
     };
-    if !meta.is_file() {
-        return;
+    make_private_open(path, &file, &meta);
+}
+
+/// [`make_private`] for the file at `path` already open as `file`, `meta` what `fstat`
+/// said of it then: nothing more to do (no call at all) when it was private and had no
+/// other name. The claim's case: the inbox it read, renamed to `running.json`. Whether
+/// `path` still names `file` after (not when a private copy replaced it).
+pub(crate) fn make_private_open(path: &Path, file: &fs::File, meta: &fs::Metadata) -> bool {
+    use std::os::unix::fs::{MetadataExt, PermissionsExt};
+    if !meta.is_file() || (meta.mode() & 0o777 == 0o600 && meta.nlink() == 1) {
+        return true;
     }
+    // Another name when opened may be gone now (a publisher's temporary link): look again.
+    let meta = match file.metadata() {
+        Ok(now) => now,
+        Err(_) => return true,
+    };
     if meta.nlink() > 1 {
         const LIMIT: u64 = 64 * 1024 * 1024;
         let copied = fsio::read_bounded(path, LIMIT).and_then(|bytes| match bytes {
@@ -148,11 +171,12 @@ pub(crate) fn make_private(path: &Path) {
             ),
             Err(e) => tracing::warn!("cannot make {} private: {e}", path.display()),
         }
-        return;
+        return false;
     }
     if let Err(e) = file.set_permissions(fs::Permissions::from_mode(0o600)) {
         tracing::debug!("cannot make {} private: {e}", path.display());
     }
+    true
 }
 
 /// `Some(wait)` while an unparseable inbox file may still be mid-write.
