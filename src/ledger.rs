@@ -74,7 +74,8 @@ impl Ledger<'_> {
         if let Err(e) = tell(finished_status(result)) {
             tracing::warn!("publishing status after task {}: {e}", result.task_id);
         }
-        retire_running(self.paths, &result.task_id)?;
+        // Recorded as `tasks/<id>.json` above: only `running.json` goes now.
+        fsio::remove_file_if_exists(&self.paths.running())?;
         Ok(Published::Published)
     }
 
