@@ -501,11 +501,24 @@ impl std::fmt::Debug for InlineIo {
     }
 }
 
+/// Most reads of each pipe one [`InlineIo::pump`] makes: an agent that writes faster than
+/// its output is handled would otherwise keep the worker's thread reading, away from its
+/// deadlines, cancels and heartbeats; what is left is read at the next wait.
+const PUMP_READS: usize = 16;
+
 impl InlineIo {
-    /// Read whatever both pipes hold now, without waiting.
+    /// Read what both pipes hold now, without waiting (at most [`PUMP_READS`] reads each).
     fn pump(&mut self) {
-        while read_out(&mut self.out, &mut self.buf, &self.done) {}
-        while read_err(&mut self.err, &mut self.buf, &self.done) {}
+        for _ in 0..PUMP_READS {
+            if !read_out(&mut self.out, &mut self.buf, &self.done) {
+                break;
+            }
+        }
+        for _ in 0..PUMP_READS {
+            if !read_err(&mut self.err, &mut self.buf, &self.done) {
+                break;
+            }
+        }
     }
 
     fn is_done(&self) -> bool {
@@ -684,7 +697,13 @@ impl Agent {
             },
         };
         let (mut child, exit_rx, exit_watch) = start_recorded(&launch, record)?;
-        let exit_fd = exit_watch.as_ref().and_then(|(fd, _)| fd.try_clone().ok());
+        // The caller polls this copy of the pidfd; without one (out of descriptors) a
+        // helper serves the agent as it would everywhere else.
+        let exit_fd = if launch.serve_inline {
+            exit_watch.as_ref().and_then(|(fd, _)| fd.try_clone().ok())
+        } else {
+            None
+        };
         let pid = child.id();
         let prompt = std::mem::take(&mut launch.prompt);
         let streams = match Streams::start(
@@ -693,7 +712,7 @@ impl Agent {
             (log, form),
             launch.inline_cap,
             exit_watch,
-            launch.serve_inline,
+            exit_fd.is_some(),
         ) {
             Ok(s) => s,
             Err(e) => {

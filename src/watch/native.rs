@@ -154,6 +154,10 @@ fn drain(ino: &mut Inotify, dir_of: &DirOf, on_change: &OnChange, buf: &mut [u8]
     }
 }
 
+/// How long a wait pauses after its inotify instance or `poll` failed (a shortage: only
+/// ENOMEM is expected), so that a caller looking again at once does not spin.
+const FAILED_BACKOFF: Duration = Duration::from_millis(10);
+
 /// An inotify instance read by the thread that waits for it ([`Inline::wait`]), with no
 /// thread of its own: the kernel wakes the waiting thread itself, and what changed while
 /// nobody waited — its owner's own writes beside the inbox — is read in one batch at the
@@ -187,8 +191,13 @@ impl Inline {
         let mut buf = [0u8; 8192];
         match drain(&mut ino, &self.dir_of, &self.on_change, &mut buf) {
             Some(0) => {}
-            // Told something (or that anything may have changed): the caller's turn.
-            _ => return 0,
+            Some(_) => return 0,
+            // Told that anything may have changed: the caller looks again, but a failing
+            // instance must not make its loop spin.
+            None => {
+                std::thread::sleep(FAILED_BACKOFF.min(timeout));
+                return 0;
+            }
         }
         let mut polled: Vec<PollFd<'_>> = Vec::with_capacity(fds.len() + 1);
         polled.push(PollFd::new(ino.as_fd(), PollFlags::POLLIN));
@@ -200,7 +209,9 @@ impl Inline {
             Ok(_) => {}
             Err(nix::errno::Errno::EINTR) => return 0,
             Err(_) => {
+                drop(polled);
                 (self.on_change)(None);
+                std::thread::sleep(FAILED_BACKOFF);
                 return 0;
             }
         }

@@ -145,19 +145,22 @@ pub(crate) fn make_private(path: &Path) {
 }
 
 /// [`make_private`] for the file at `path` already open as `file`, `meta` what `fstat`
-/// said of it then: nothing more to do (no call at all) when it was private and had no
-/// other name. The claim's case: the inbox it read, renamed to `running.json`. Whether
-/// `path` still names `file` after (not when a private copy replaced it).
+/// said of it then. The claim's case: the inbox it read, renamed to `running.json`. Its
+/// links are counted again now (one made since the read must not be chmod'ed through,
+/// and a publisher's temporary one may be gone). Whether `path` still names `file` after
+/// (not when a private copy replaced it).
 pub(crate) fn make_private_open(path: &Path, file: &fs::File, meta: &fs::Metadata) -> bool {
     use std::os::unix::fs::{MetadataExt, PermissionsExt};
-    if !meta.is_file() || (meta.mode() & 0o777 == 0o600 && meta.nlink() == 1) {
+    if !meta.is_file() {
         return true;
     }
-    // Another name when opened may be gone now (a publisher's temporary link): look again.
     let meta = match file.metadata() {
         Ok(now) => now,
         Err(_) => return true,
     };
+    if meta.mode() & 0o777 == 0o600 && meta.nlink() == 1 {
+        return true;
+    }
     if meta.nlink() > 1 {
         const LIMIT: u64 = 64 * 1024 * 1024;
         let copied = fsio::read_bounded(path, LIMIT).and_then(|bytes| match bytes {

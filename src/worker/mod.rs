@@ -457,6 +457,8 @@ impl Worker {
             }
             if let Some(inline) = &self.slot.inline {
                 if inline.wait_for_wake(&self.wake, wait) == inline::Woke::Stop {
+                    // Taken, as the select below takes it.
+                    let _ = shutdown.try_recv();
                     return Ok(());
                 }
                 continue;

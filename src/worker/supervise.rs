@@ -605,6 +605,26 @@ impl Run<'_> {
                     if seen.extra & 1 != 0 {
                         Watched::Exit
                     } else if seen.stop {
+                        // Taken, as the select below takes it: a second stop request
+                        // is then one more message (a full disk's retry waits for it).
+                        let _ = shutdown.try_recv();
+                        Watched::Stop
+                    } else if wake.try_recv().is_ok() {
+                        Watched::Wake
+                    } else {
+                        Watched::Quiet
+                    }
+                }
+                // No pidfd to poll (a kernel without `pidfd_open`, or no descriptor for a
+                // copy): a helper serves the agent and tells its exit on the channel,
+                // looked at between short waits on the watcher, which only this thread
+                // reads.
+                (Some(inline), None) => {
+                    let seen = inline.wait_once(&[], wait.min(EXIT_LOOK));
+                    if agent.exit_channel().try_recv().is_ok() {
+                        Watched::Exit
+                    } else if seen.stop {
+                        let _ = shutdown.try_recv();
                         Watched::Stop
                     } else if wake.try_recv().is_ok() {
                         Watched::Wake
@@ -899,6 +919,9 @@ impl Run<'_> {
 }
 
 /// Why a holder is fenced: `lost` names the lock taken over.
+/// How often an agent's exit is looked for where it cannot be polled (see [`Run::watch`]).
+const EXIT_LOOK: Duration = Duration::from_millis(20);
+
 /// What ended one wait of [`Run::watch`].
 enum Watched {
     /// The agent's leader exited.
