@@ -3,7 +3,7 @@
 use std::collections::{HashMap, VecDeque};
 use std::path::Path;
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use crossbeam_channel::{bounded, never, select, Receiver};
 
@@ -12,7 +12,7 @@ use crate::error::{Error, Result};
 use crate::gate;
 use crate::layout::Slot;
 use crate::protocol::{Outcome, Task, TaskId, TaskResult};
-use crate::watch::{DirWatcher, InlineWatcher, OnChange, ReadySignal, WatchMode};
+use crate::watch::{DirWatcher, InlineWatcher, OnChange, ReadySignal, Waited, WatchMode};
 
 /// How often outstanding tasks are re-checked without an event, and dead workers noticed
 /// (the default of [`Orchestrator::with_recheck`]). A safety net only: no task that is
@@ -156,7 +156,11 @@ impl Orchestrator {
             }
             let woke = match &watcher {
                 ResultsWatch::Inline(w) => {
-                    wait_inline(w, &wake, stop_signal.as_ref(), self.recheck)
+                    match w.wait_for_wake(&wake, stop_signal.as_ref(), self.recheck) {
+                        Waited::Wake => Woke::Arrived,
+                        Waited::Stop => Woke::Stop,
+                        Waited::Timeout => Woke::Recheck,
+                    }
                 }
                 ResultsWatch::Thread(_) => select! {
                     recv(wake) -> _ => Woke::Arrived,
@@ -277,30 +281,6 @@ enum Woke {
     Stop,
     /// The recheck interval passed without either.
     Recheck,
-}
-
-/// Wait on the inline watcher until a result's name appears (its wake-up taken), the
-/// stop fires, or `recheck` passes.
-fn wait_inline(
-    watcher: &InlineWatcher,
-    wake: &Receiver<()>,
-    stop: Option<&ReadySignal>,
-    recheck: Duration,
-) -> Woke {
-    let deadline = Instant::now() + recheck;
-    let fds: Vec<_> = stop.map(ReadySignal::fd).into_iter().collect();
-    loop {
-        if wake.try_recv().is_ok() {
-            return Woke::Arrived;
-        }
-        let left = deadline.saturating_duration_since(Instant::now());
-        if left.is_zero() {
-            return Woke::Recheck;
-        }
-        if watcher.wait(&fds, left) & 1 != 0 {
-            return Woke::Stop;
-        }
-    }
 }
 
 /// Which slots [`Run::collect`] looks at.

@@ -539,6 +539,41 @@ impl InlineWatcher {
     pub fn wait(&self, _fds: &[std::os::fd::BorrowedFd<'_>], _timeout: Duration) -> u64 {
         unreachable!("never started off Linux")
     }
+
+    /// Wait until `wake` holds a wake-up (taken) — sent by this watcher's `on_change` for
+    /// a change worth one —, `stop` is readable, or `timeout` passes.
+    pub fn wait_for_wake(
+        &self,
+        wake: &crossbeam_channel::Receiver<()>,
+        stop: Option<&ReadySignal>,
+        timeout: Duration,
+    ) -> Waited {
+        let deadline = std::time::Instant::now() + timeout;
+        let fds: Vec<_> = stop.map(ReadySignal::fd).into_iter().collect();
+        loop {
+            if wake.try_recv().is_ok() {
+                return Waited::Wake;
+            }
+            let left = deadline.saturating_duration_since(std::time::Instant::now());
+            if left.is_zero() {
+                return Waited::Timeout;
+            }
+            if self.wait(&fds, left) & 1 != 0 {
+                return Waited::Stop;
+            }
+        }
+    }
+}
+
+/// Why [`InlineWatcher::wait_for_wake`] returned.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Waited {
+    /// A wake-up was taken from the channel.
+    Wake,
+    /// The stop descriptor is readable.
+    Stop,
+    /// The time ran out.
+    Timeout,
 }
 
 /// A descriptor that becomes readable once a channel is ready (a message waiting, or

@@ -199,6 +199,31 @@ pub(super) struct OutDrain {
     shared: Arc<Mutex<Captured>>,
 }
 
+/// What one of an agent's output pipes is read into: fed each chunk read, finished at
+/// the pipe's end.
+pub(super) trait Drain {
+    fn feed(&mut self, chunk: &[u8]);
+    fn finish(self);
+}
+
+impl Drain for OutDrain {
+    fn feed(&mut self, chunk: &[u8]) {
+        OutDrain::feed(self, chunk)
+    }
+    fn finish(self) {
+        OutDrain::finish(self)
+    }
+}
+
+impl Drain for ErrDrain {
+    fn feed(&mut self, chunk: &[u8]) {
+        ErrDrain::feed(self, chunk)
+    }
+    fn finish(self) {
+        ErrDrain::finish(self)
+    }
+}
+
 impl OutDrain {
     pub(super) fn new(
         form: StdoutForm,

@@ -423,62 +423,57 @@ fn serve_io(
     }
 }
 
-/// One read of the agent's stdout into its drain; at its end (or a failed read) the
-/// drain is finished, the stream dropped and `done` told. `false` when nothing was
-/// there to read (a non-blocking pipe, empty) or the stream is gone.
+/// One read of an agent's output pipe (`what`: "stdout", "stderr") into its drain, at
+/// most `room` bytes of `buf`: `Some(n)` when `n` bytes were fed (0: interrupted, read
+/// again), `None` when there is nothing to read now (a non-blocking pipe, empty) or the
+/// stream is gone. At its end (or a failed read) the drain is finished, the stream
+/// dropped and `done` told.
+fn read_stream<D: live::Drain>(
+    stream: &mut Option<(File, D)>,
+    buf: &mut [u8],
+    done: &Sender<()>,
+    what: &str,
+) -> Option<usize> {
+    use std::io::Read;
+    let (f, drain) = stream.as_mut()?;
+    match f.read(buf) {
+        Ok(n) if n > 0 => {
+            drain.feed(&buf[..n]);
+            Some(n)
+        }
+        Err(e) if e.kind() == io::ErrorKind::Interrupted => Some(0),
+        Err(e) if e.kind() == io::ErrorKind::WouldBlock => None,
+        ended => {
+            if let Err(e) = ended {
+                tracing::warn!("reading agent {what}: {e}");
+            }
+            stream.take().expect("open").1.finish();
+            let _ = done.send(());
+            None
+        }
+    }
+}
+
+/// [`read_stream`] for stdout, whose buffer doubles, up to [`live::OUT_CHUNK`], each
+/// time a read fills it; whether to read again.
 fn read_out(
     out: &mut Option<(File, live::OutDrain)>,
     buf: &mut Vec<u8>,
     done: &Sender<()>,
 ) -> bool {
-    use std::io::Read;
-    let Some((f, drain)) = out.as_mut() else {
+    let Some(n) = read_stream(out, buf, done, "stdout") else {
         return false;
     };
-    match f.read(buf) {
-        Ok(n) if n > 0 => {
-            drain.feed(&buf[..n]);
-            if n == buf.len() && n < live::OUT_CHUNK {
-                buf.resize(n * 2, 0);
-            }
-            true
-        }
-        Err(e) if e.kind() == io::ErrorKind::Interrupted => true,
-        Err(e) if e.kind() == io::ErrorKind::WouldBlock => false,
-        ended => {
-            if let Err(e) = ended {
-                tracing::warn!("reading agent stdout: {e}");
-            }
-            out.take().expect("open").1.finish();
-            let _ = done.send(());
-            false
-        }
+    if n == buf.len() && n < live::OUT_CHUNK {
+        buf.resize(n * 2, 0);
     }
+    true
 }
 
-/// [`read_out`] for stderr.
+/// [`read_stream`] for stderr, at most [`live::ERR_CHUNK`] at a time.
 fn read_err(err: &mut Option<(File, live::ErrDrain)>, buf: &mut [u8], done: &Sender<()>) -> bool {
-    use std::io::Read;
-    let Some((f, drain)) = err.as_mut() else {
-        return false;
-    };
     let room = buf.len().min(live::ERR_CHUNK);
-    match f.read(&mut buf[..room]) {
-        Ok(n) if n > 0 => {
-            drain.feed(&buf[..n]);
-            true
-        }
-        Err(e) if e.kind() == io::ErrorKind::Interrupted => true,
-        Err(e) if e.kind() == io::ErrorKind::WouldBlock => false,
-        ended => {
-            if let Err(e) = ended {
-                tracing::warn!("reading agent stderr: {e}");
-            }
-            err.take().expect("open").1.finish();
-            let _ = done.send(());
-            false
-        }
-    }
+    read_stream(err, &mut buf[..room], done, "stderr").is_some()
 }
 
 /// An agent's output and exit watch served by the thread that spawned it (see
@@ -635,9 +630,6 @@ pub struct Agent {
     child: AgentProcess,
     /// Fires once the leader has exited (it is left unreaped).
     exit_rx: Receiver<()>,
-    /// The leader's pidfd (a copy of the helper's): readable once it has exited, for a
-    /// caller that waits on descriptors. `None` without pidfds.
-    exit_fd: Option<OwnedFd>,
     exit_seen: bool,
     /// The output and exit watch while the spawning thread serves them
     /// ([`Launch::serve_inline`]).
@@ -697,13 +689,6 @@ impl Agent {
             },
         };
         let (mut child, exit_rx, exit_watch) = start_recorded(&launch, record)?;
-        // The caller polls this copy of the pidfd; without one (out of descriptors) a
-        // helper serves the agent as it would everywhere else.
-        let exit_fd = if launch.serve_inline {
-            exit_watch.as_ref().and_then(|(fd, _)| fd.try_clone().ok())
-        } else {
-            None
-        };
         let pid = child.id();
         let prompt = std::mem::take(&mut launch.prompt);
         let streams = match Streams::start(
@@ -712,7 +697,7 @@ impl Agent {
             (log, form),
             launch.inline_cap,
             exit_watch,
-            exit_fd.is_some(),
+            launch.serve_inline,
         ) {
             Ok(s) => s,
             Err(e) => {
@@ -732,7 +717,6 @@ impl Agent {
             marker: task_marker(&launch.task_id),
             child,
             exit_rx,
-            exit_fd,
             exit_seen: false,
             inline_io: streams.inline_io,
             output_bytes: streams.output_bytes,
@@ -763,12 +747,13 @@ impl Agent {
         &self.exit_rx
     }
 
-    /// Readable once the agent's leader has exited (then call [`Agent::note_exit`]), for
-    /// a caller that waits on descriptors; `None` where pidfds are not to be had (then
-    /// [`Agent::exit_channel`]).
+    /// The leader's pidfd while this thread serves the agent ([`Launch::serve_inline`]):
+    /// readable once it has exited (then call [`Agent::note_exit`]). `None` otherwise — a
+    /// helper serves it, and tells the exit on [`Agent::exit_channel`].
     pub fn exit_fd(&self) -> Option<std::os::fd::BorrowedFd<'_>> {
         use std::os::fd::AsFd;
-        self.exit_fd.as_ref().map(AsFd::as_fd)
+        let (fd, _) = self.inline_io.as_ref()?.exit.as_ref()?;
+        Some(fd.as_fd())
     }
 
     /// The output pipes still open while this thread serves them

@@ -394,9 +394,9 @@ mod tests {
         drop(fence);
     }
 
-    #[test]
-    fn a_holder_that_wakes_past_the_grace_kills_at_once() {
-        // As after a pause: the last renewal is older than `after` + `grace` already.
+    /// An agent fenced with its last renewal older than `after` + `grace` already (as
+    /// after a pause): SIGKILLed at once. Its fence, fired.
+    fn killed_at_once() -> Fence {
         let mut agent = group("exec sleep 100");
         let policy = Policy {
             after: Duration::from_millis(200),
@@ -406,8 +406,13 @@ mod tests {
         let fence = arm(agent.id(), policy, long_ago);
         let (status, _) = exit_within(&mut agent, BOUND).expect("killed at once");
         assert_eq!(status.signal(), Some(Signal::SIGKILL as i32), "{status:?}");
+        fence
+    }
+
+    #[test]
+    fn a_holder_that_wakes_past_the_grace_kills_at_once() {
+        let fence = killed_at_once();
         assert!(fence.fired().is_some());
-        drop(fence);
     }
 
     #[test]
@@ -425,16 +430,7 @@ mod tests {
             "asleep right after a fence was dropped"
         );
         // Due at once: found by the napping thread within a nap, never missed.
-        let mut agent = group("exec sleep 100");
-        let policy = Policy {
-            after: Duration::from_millis(200),
-            grace: Duration::from_secs(60),
-        };
-        let long_ago = boot_clock().saturating_sub(Duration::from_secs(61));
-        let fence = arm(agent.id(), policy, long_ago);
-        let (status, _) = exit_within(&mut agent, BOUND).expect("killed by the napping thread");
-        assert_eq!(status.signal(), Some(Signal::SIGKILL as i32), "{status:?}");
-        drop(fence);
+        drop(killed_at_once());
     }
 
     #[test]

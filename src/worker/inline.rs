@@ -10,12 +10,12 @@
 
 use std::os::fd::BorrowedFd;
 use std::path::Path;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use crossbeam_channel::Receiver;
 
 use crate::error::Result;
-use crate::watch::{InlineWatcher, ReadySignal};
+use crate::watch::{InlineWatcher, ReadySignal, Waited};
 
 /// The slot's inline watcher, and the descriptor that is readable once the worker is
 /// told to stop (while [`crate::worker::Worker::run`] runs).
@@ -23,17 +23,6 @@ use crate::watch::{InlineWatcher, ReadySignal};
 pub(crate) struct InlineWait {
     watcher: InlineWatcher,
     stop: Option<ReadySignal>,
-}
-
-/// Why [`InlineWait::wait_for_wake`] returned.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Woke {
-    /// A wake-up was taken from the channel.
-    Wake,
-    /// The worker is told to stop.
-    Stop,
-    /// The time ran out.
-    Timeout,
 }
 
 /// What one round of [`InlineWait::wait_once`] saw besides the changes it told.
@@ -72,22 +61,10 @@ impl InlineWait {
     }
 
     /// Wait until `wake` holds a wake-up (taken), the worker is told to stop, or
-    /// `timeout` passes. Changes the watcher reads meanwhile go to its `on_change`,
-    /// which sends the wake-ups worth one.
-    pub fn wait_for_wake(&self, wake: &Receiver<()>, timeout: Duration) -> Woke {
-        let deadline = Instant::now() + timeout;
-        loop {
-            if wake.try_recv().is_ok() {
-                return Woke::Wake;
-            }
-            let left = deadline.saturating_duration_since(Instant::now());
-            if left.is_zero() {
-                return Woke::Timeout;
-            }
-            if self.wait_once(&[], left).stop {
-                return Woke::Stop;
-            }
-        }
+    /// `timeout` passes.
+    pub fn wait_for_wake(&self, wake: &Receiver<()>, timeout: Duration) -> Waited {
+        self.watcher
+            .wait_for_wake(wake, self.stop.as_ref(), timeout)
     }
 
     /// One round: tell the changes waiting, or wait at most `timeout` for one, for the
@@ -149,12 +126,12 @@ mod tests {
         std::fs::write(dir.path().join("status.json"), "{}").unwrap();
         assert_eq!(
             wait.wait_for_wake(&wake, Duration::from_millis(50)),
-            Woke::Timeout
+            Waited::Timeout
         );
         std::fs::write(dir.path().join("task.json"), "{}").unwrap();
         assert_eq!(
             wait.wait_for_wake(&wake, Duration::from_secs(30)),
-            Woke::Wake
+            Waited::Wake
         );
         assert!(wake.is_empty(), "the wake-up was left in the channel");
     }
@@ -167,7 +144,7 @@ mod tests {
         stop.send(()).unwrap();
         assert_eq!(
             wait.wait_for_wake(&wake, Duration::from_secs(30)),
-            Woke::Stop
+            Waited::Stop
         );
         assert!(
             shutdown.try_recv().is_ok(),
@@ -179,7 +156,7 @@ mod tests {
         drop(stop);
         assert_eq!(
             wait.wait_for_wake(&wake, Duration::from_secs(30)),
-            Woke::Stop
+            Waited::Stop
         );
     }
 }

@@ -456,7 +456,7 @@ impl Worker {
                 wait = wait.min(at.saturating_duration_since(Instant::now()));
             }
             if let Some(inline) = &self.slot.inline {
-                if inline.wait_for_wake(&self.wake, wait) == inline::Woke::Stop {
+                if inline.wait_for_wake(&self.wake, wait) == crate::watch::Waited::Stop {
                     // Taken, as the select below takes it.
                     let _ = shutdown.try_recv();
                     return Ok(());

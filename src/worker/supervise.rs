@@ -592,19 +592,31 @@ impl Run<'_> {
             if let Some(d) = deadline {
                 wait = wait.min(d.saturating_duration_since(now));
             }
-            let event = match (&self.slot.inline, agent.exit_fd()) {
-                // This thread reads the slot's watcher and waits on the agent's pidfd.
-                (Some(inline), Some(exit_fd)) => {
-                    // The pidfd first, then the output pipes this thread serves.
-                    let mut fds = vec![exit_fd];
-                    fds.extend(agent.io_fds());
-                    let seen = inline.wait_once(&fds, wait);
-                    if seen.extra & !1 != 0 {
-                        agent.pump();
-                    }
-                    if seen.extra & 1 != 0 {
+            let event = match &self.slot.inline {
+                // This thread reads the slot's watcher (and, when it serves the agent, its
+                // pidfd and pipes). Without a pidfd to poll (a kernel without
+                // `pidfd_open`) a helper serves the agent and tells its exit on the
+                // channel, looked at between short waits.
+                Some(inline) => {
+                    let (exited, stop) = match agent.exit_fd() {
+                        Some(exit_fd) => {
+                            // The pidfd first, then the output pipes.
+                            let mut fds = vec![exit_fd];
+                            fds.extend(agent.io_fds());
+                            let seen = inline.wait_once(&fds, wait);
+                            if seen.extra & !1 != 0 {
+                                agent.pump();
+                            }
+                            (seen.extra & 1 != 0, seen.stop)
+                        }
+                        None => {
+                            let seen = inline.wait_once(&[], wait.min(EXIT_LOOK));
+                            (agent.exit_channel().try_recv().is_ok(), seen.stop)
+                        }
+                    };
+                    if exited {
                         Watched::Exit
-                    } else if seen.stop {
+                    } else if stop {
                         // Taken, as the select below takes it: a second stop request
                         // is then one more message (a full disk's retry waits for it).
                         let _ = shutdown.try_recv();
@@ -615,24 +627,7 @@ impl Run<'_> {
                         Watched::Quiet
                     }
                 }
-                // No pidfd to poll (a kernel without `pidfd_open`, or no descriptor for a
-                // copy): a helper serves the agent and tells its exit on the channel,
-                // looked at between short waits on the watcher, which only this thread
-                // reads.
-                (Some(inline), None) => {
-                    let seen = inline.wait_once(&[], wait.min(EXIT_LOOK));
-                    if agent.exit_channel().try_recv().is_ok() {
-                        Watched::Exit
-                    } else if seen.stop {
-                        let _ = shutdown.try_recv();
-                        Watched::Stop
-                    } else if wake.try_recv().is_ok() {
-                        Watched::Wake
-                    } else {
-                        Watched::Quiet
-                    }
-                }
-                _ => select! {
+                None => select! {
                     recv(agent.exit_channel()) -> _ => Watched::Exit,
                     recv(wake) -> _ => Watched::Wake,
                     recv(shutdown) -> _ => Watched::Stop,
