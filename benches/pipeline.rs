@@ -1,9 +1,12 @@
 //! The pipeline benchmark: pickup latency, round trip, throughput, idle cost.
 //!
-//! `cargo bench --bench pipeline` (add `-- --tasks N` to change the sample size).
-//! Runs real `conductor-worker` processes on a private temp root. The agent is this
-//! same binary in agent mode: it prints the wall-clock instant it started, then
-//! copies stdin to stdout like `cat`.
+//! `cargo bench --bench pipeline` (add `-- --tasks N` to change the sample size,
+//! `--latency-only` for pickup and round trips alone, `CONDUCTOR_BENCH_WORKER=PATH` to
+//! measure another build's `conductor-worker`). Runs real `conductor-worker` processes
+//! on a private temp root. The agent is this same binary in agent mode: it prints the
+//! wall-clock instant it started, then copies stdin to stdout like `cat`. Pickup is set
+//! beside its floor: a minimal inotify worker (one rename to claim, std's spawn, one
+//! rename to publish) running the same agent.
 
 use std::io::{Read, Write};
 use std::path::Path;
@@ -15,6 +18,8 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use conductor::{Client, Root, Slot, Status, Task, TaskId, WorkerState};
 
 const AGENT_MODE: &str = "CONDUCTOR_BENCH_AGENT";
+/// Run as the floor worker, serving the directory this variable names.
+const FLOOR_MODE: &str = "CONDUCTOR_BENCH_FLOOR";
 const BOUND: Duration = Duration::from_secs(60);
 
 fn now_ns() -> u128 {
@@ -31,6 +36,13 @@ fn agent_main() {
     let mut out = std::io::stdout().lock();
     writeln!(out, "{started}").unwrap();
     out.write_all(&input).unwrap();
+}
+
+/// The worker binary to measure: this build's, or another build's named by
+/// `CONDUCTOR_BENCH_WORKER` (to compare two trees with one harness).
+fn worker_program() -> std::ffi::OsString {
+    std::env::var_os("CONDUCTOR_BENCH_WORKER")
+        .unwrap_or_else(|| env!("CARGO_BIN_EXE_conductor-worker").into())
 }
 
 struct Workers {
@@ -50,7 +62,7 @@ fn start_workers(client: &Client, n: u32, project: &Path) -> Workers {
     let me = std::env::current_exe().unwrap();
     let mut children = Vec::new();
     for i in 0..n {
-        let child = Command::new(env!("CARGO_BIN_EXE_conductor-worker"))
+        let child = Command::new(worker_program())
             .arg(i.to_string())
             .arg(project)
             .arg("--agent")
@@ -333,6 +345,9 @@ fn main() {
     if std::env::var_os(AGENT_MODE).is_some() {
         return agent_main();
     }
+    if let Some(dir) = std::env::var_os(FLOOR_MODE) {
+        return floor_worker_main(Path::new(&dir));
+    }
     let args: Vec<String> = std::env::args().collect();
     let flag = |name: &str| {
         args.iter()
@@ -349,6 +364,8 @@ fn main() {
         .map(std::path::PathBuf::from)
         .unwrap_or_else(std::env::temp_dir);
     let tempdir = || tempfile::tempdir_in(&base).unwrap();
+    // Pickup and round trips beside the floor, nothing else (to compare trees).
+    let latency_only = args.iter().any(|a| a == "--latency-only");
 
     let dir = tempdir();
     let client = Client::new(Root::new(dir.path().join("root")));
@@ -361,14 +378,20 @@ fn main() {
         base.display()
     );
 
-    fs_costs(dir.path());
-    spawn_costs();
+    if !latency_only {
+        fs_costs(dir.path());
+        spawn_costs();
+    }
     {
         let workers = start_workers(&client, 1, dir.path());
         if idle_secs > 0 {
             idle_cost(workers.children[0].id(), idle_secs);
         }
         latency(&client, tasks);
+        floor_latency(&base, tasks);
+        if latency_only {
+            return;
+        }
         send_wait(&client, tasks.min(200));
         throughput(&client, 1, tasks);
     }
@@ -458,4 +481,112 @@ fn claim_latency(root: &Root, pending: usize, claims: usize) {
         &format!("claim, {}-{pending} pending", pending - claims),
         samples,
     );
+}
+
+/// Blocking reads of one inotify instance watching one directory: the names of the
+/// entries the mask's events were about, in order.
+struct DirEvents {
+    fd: std::os::fd::OwnedFd,
+    pending: std::collections::VecDeque<String>,
+}
+
+impl DirEvents {
+    fn watch(dir: &Path, mask: u32) -> DirEvents {
+        use std::os::fd::FromRawFd;
+        use std::os::unix::ffi::OsStrExt;
+        // SAFETY: plain syscalls on a descriptor we own; the path is NUL-terminated.
+        unsafe {
+            let fd = nix::libc::inotify_init1(nix::libc::IN_CLOEXEC);
+            assert!(fd >= 0, "inotify_init1");
+            let c = std::ffi::CString::new(dir.as_os_str().as_bytes()).unwrap();
+            assert!(nix::libc::inotify_add_watch(fd, c.as_ptr(), mask) >= 0);
+            DirEvents {
+                fd: std::os::fd::OwnedFd::from_raw_fd(fd),
+                pending: Default::default(),
+            }
+        }
+    }
+
+    fn next_name(&mut self) -> String {
+        use std::os::fd::AsRawFd;
+        let header = std::mem::size_of::<nix::libc::inotify_event>();
+        while self.pending.is_empty() {
+            let mut buf = [0u8; 4096];
+            // SAFETY: reading into a buffer we own, of the length we pass.
+            let n =
+                unsafe { nix::libc::read(self.fd.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len()) };
+            assert!(n > 0, "inotify read");
+            let mut at = 0;
+            while at + header <= n as usize {
+                let len = u32::from_ne_bytes(buf[at + 12..at + 16].try_into().unwrap()) as usize;
+                let name = &buf[at + header..at + header + len];
+                let name = name.split(|b| *b == 0).next().unwrap_or_default();
+                self.pending
+                    .push_back(String::from_utf8_lossy(name).into_owned());
+                at += header + len;
+            }
+        }
+        self.pending.pop_front().unwrap()
+    }
+}
+
+/// The floor a worker's pickup is measured against: the least a file-fed worker can
+/// do. It waits on inotify for `task.json` to be renamed into its directory, claims it
+/// by one rename, runs the same agent with the file as stdin (std's spawn), and
+/// publishes the agent's output by a rename. No lock, no status, no records.
+fn floor_worker_main(dir: &Path) {
+    let mut events = DirEvents::watch(dir, nix::libc::IN_MOVED_TO);
+    let me = std::env::current_exe().unwrap();
+    std::fs::write(dir.join(".ready.tmp"), "").unwrap();
+    std::fs::rename(dir.join(".ready.tmp"), dir.join("ready")).unwrap();
+    loop {
+        if events.next_name() != "task.json" {
+            continue;
+        }
+        let running = dir.join("running");
+        std::fs::rename(dir.join("task.json"), &running).unwrap();
+        let out = Command::new(&me)
+            .env(AGENT_MODE, "1")
+            .env_remove(FLOOR_MODE)
+            .stdin(std::fs::File::open(&running).unwrap())
+            .stderr(Stdio::null())
+            .output()
+            .unwrap();
+        let tmp = dir.join(".result.tmp");
+        std::fs::write(&tmp, &out.stdout).unwrap();
+        std::fs::rename(&tmp, dir.join("result")).unwrap();
+    }
+}
+
+/// Pickup and round trip of the floor worker, measured as `latency` measures
+/// conductor's: from the task file's rename to the agent's first instant, and to the
+/// result's rename seen by a watcher armed beforehand.
+fn floor_latency(base: &Path, tasks: usize) {
+    let dir = tempfile::tempdir_in(base).unwrap();
+    let mut results = DirEvents::watch(dir.path(), nix::libc::IN_MOVED_TO);
+    let worker = Command::new(std::env::current_exe().unwrap())
+        .env(FLOOR_MODE, dir.path())
+        .env_remove(AGENT_MODE)
+        .spawn()
+        .expect("start the floor worker");
+    let _workers = Workers {
+        children: vec![worker],
+    };
+    while results.next_name() != "ready" {}
+    let mut pickup = Vec::with_capacity(tasks);
+    let mut trip = Vec::with_capacity(tasks);
+    for i in 0..tasks {
+        let tmp = dir.path().join(".task.tmp");
+        std::fs::write(&tmp, format!("floor {i}")).unwrap();
+        std::fs::rename(&tmp, dir.path().join("task.json")).unwrap();
+        let linked = Instant::now();
+        let written_ns = now_ns();
+        while results.next_name() != "result" {}
+        trip.push(linked.elapsed().as_secs_f64() * 1e3);
+        let out = std::fs::read_to_string(dir.path().join("result")).unwrap();
+        let started: u128 = out.lines().next().unwrap().parse().unwrap();
+        pickup.push((started as f64 - written_ns as f64) / 1e6);
+    }
+    summary("floor: pickup", pickup);
+    summary("floor: trip (task → result)", trip);
 }
