@@ -9,7 +9,6 @@ mod reap;
 mod spawn;
 pub mod stream;
 
-use std::collections::BTreeMap;
 use std::ffi::{OsStr, OsString};
 use std::fs::File;
 use std::io::{self, Write};
@@ -205,23 +204,25 @@ fn spawn_spec<'a>(
             ))
         }
     };
-    let mut env: BTreeMap<OsString, OsString> = std::env::vars_os().collect();
+    // Over the worker's own environment: the task's, then ours (which win).
+    let mut env: Vec<(OsString, OsString)> = Vec::new();
     for (k, v) in &launch.task_env {
-        env.insert(k.into(), v.into());
+        env.push((k.into(), v.into()));
     }
     for (k, v) in &launch.env {
-        env.insert(k.into(), v.into());
+        env.push((k.into(), v.into()));
     }
-    env.insert(ENV_TASK_ID.into(), launch.task_id.clone().into());
+    env.push((ENV_TASK_ID.into(), launch.task_id.clone().into()));
     let argv = std::iter::once(program.as_os_str())
         .chain(launch.command.args.iter().map(OsStr::new))
         .collect();
     Ok(SpawnSpec {
         program,
         argv,
-        env: env.into_iter().collect(),
+        env,
         cwd: launch.cwd,
         record: SelfRecord::new(record, &launch.task_id)?,
+        stdin: launch.prompt.as_bytes(),
     })
 }
 
@@ -315,7 +316,8 @@ impl Streams {
         let stderr: SharedCapture = Arc::default();
         let (done_tx, readers_done) = bounded::<()>(2);
 
-        let stdin = child.stdin.take().expect("stdin piped");
+        // What the pipe did not take before the agent started.
+        let (stdin, written) = (child.stdin.take(), child.stdin_written);
         let out = child.stdout.take().expect("stdout piped");
         let err = child.stderr.take().expect("stderr piped");
         let out_drain = live::OutDrain::new(
@@ -326,7 +328,9 @@ impl Streams {
             Arc::clone(&stdout),
         );
         let err_drain = live::ErrDrain::new(STDERR_TAIL, Arc::clone(&stderr), Arc::clone(&log));
-        feed_stdin(stdin, prompt)?;
+        if let Some(stdin) = stdin {
+            feed_stdin(stdin, &prompt.as_bytes()[written..])?;
+        }
         let inline_io = if serve_inline && exit.is_some() {
             // Read until the pipe is empty, never waiting: the caller polls.
             set_nonblocking(&out, true)?;
@@ -557,14 +561,13 @@ enum Source {
     Exit,
 }
 
-/// Give the agent its prompt and close its stdin. A prompt that fits in the pipe's
-/// buffer (64 KiB on Linux: nearly all) is written at once, without a thread; the rest
-/// of a longer one is written by a thread of its own, as the agent reads. EPIPE just
-/// means the agent does not read its stdin: not our failure.
-fn feed_stdin(stdin: File, prompt: String) -> io::Result<()> {
+/// Give the agent the rest of its prompt (what did not fit in the pipe before it
+/// started) and close its stdin: what the pipe takes now is written at once, the rest
+/// by a thread of its own, as the agent reads. EPIPE just means the agent does not read
+/// its stdin: not our failure.
+fn feed_stdin(stdin: File, bytes: &[u8]) -> io::Result<()> {
     let mut stdin = stdin;
     set_nonblocking(&stdin, true)?;
-    let bytes = prompt.as_bytes();
     let mut written = 0;
     while written < bytes.len() {
         match stdin.write(&bytes[written..]) {

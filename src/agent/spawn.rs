@@ -52,7 +52,58 @@ const CHILD_STACK: usize = 64 * 1024;
 /// child's exec — seconds, with hundreds of slots starting at once. A spawn returns once
 /// its child has exec'd, so under this lock no child sees another's pipe ends before
 /// they are in their owner's hands.
-static SPAWN_LOCK: Mutex<()> = Mutex::new(());
+/// The lock also keeps the child's stack between spawns (allocated by the first).
+static SPAWN_LOCK: Mutex<Option<Box<[u8]>>> = Mutex::new(None);
+
+/// This process's environment as `NAME=value` strings ready for `execve`, read once.
+///
+/// Copying the whole environment into a map and then into C strings at every spawn
+/// cost ~25 µs of a task's pickup (some 200 allocations for ~40 variables). conductor
+/// never changes its own environment (nothing in it calls `set_var`), so what a worker
+/// started with is what each of its agents inherits.
+fn inherited_env() -> &'static [(OsString, CString)] {
+    static INHERITED: std::sync::OnceLock<Vec<(OsString, CString)>> = std::sync::OnceLock::new();
+    INHERITED.get_or_init(|| {
+        std::env::vars_os()
+            .filter_map(|(k, v)| Some((k.clone(), env_entry(&k, &v).ok()?)))
+            .collect()
+    })
+}
+
+/// `NAME=value` as one C string.
+fn env_entry(name: &OsStr, value: &OsStr) -> io::Result<CString> {
+    let mut entry = Vec::with_capacity(name.len() + value.len() + 1);
+    entry.extend_from_slice(name.as_bytes());
+    entry.push(b'=');
+    entry.extend_from_slice(value.as_bytes());
+    CString::new(entry).map_err(|_| {
+        io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!(
+                "the environment variable {} holds a NUL byte",
+                name.to_string_lossy()
+            ),
+        )
+    })
+}
+
+/// The child's `envp`: the inherited entries not overridden, then `set` (the last
+/// pair of a name wins). The pointers borrow from `set` and [`inherited_env`].
+fn child_env(set: &[(OsString, CString)]) -> Vec<*const libc::c_char> {
+    let overridden = |name: &OsStr| set.iter().any(|(k, _)| k == name);
+    let mut envp: Vec<*const libc::c_char> = inherited_env()
+        .iter()
+        .filter(|(k, _)| !overridden(k))
+        .map(|(_, e)| e.as_ptr())
+        .collect();
+    for (i, (k, e)) in set.iter().enumerate() {
+        if !set[i + 1..].iter().any(|(later, _)| later == k) {
+            envp.push(e.as_ptr());
+        }
+    }
+    envp.push(std::ptr::null());
+    envp
+}
 
 /// Where the child records itself, and the record with its pid field still blank.
 pub(super) struct SelfRecord {
@@ -87,22 +138,30 @@ impl SelfRecord {
     }
 }
 
-/// What to start: a resolved program, its argv and whole environment, its directory.
+/// What to start: a resolved program, its argv and environment, its directory.
 pub(super) struct SpawnSpec<'a> {
     pub program: &'a Path,
     /// argv, `argv[0]` included.
     pub argv: Vec<&'a OsStr>,
-    /// The complete environment of the child.
+    /// The child's environment: ours, with these set (a later pair wins over an
+    /// earlier one of the same name).
     pub env: Vec<(OsString, OsString)>,
     pub cwd: &'a Path,
     pub record: SelfRecord,
+    /// What the child reads on its stdin (the prompt), written into the pipe before it
+    /// starts as far as the pipe holds it.
+    pub stdin: &'a [u8],
 }
 
 /// A started agent: its pid (also its process group) and our ends of its stdio pipes.
 #[derive(Debug)]
 pub(super) struct AgentProcess {
     pid: u32,
+    /// Our end of its stdin, non-blocking, while `stdin_written` is short of the whole
+    /// input; `None` once all of it is in the pipe (the end closed: the child reads it
+    /// to its end).
     pub stdin: Option<File>,
+    pub stdin_written: usize,
     pub stdout: Option<File>,
     pub stderr: Option<File>,
     status: Option<ExitStatus>,
@@ -198,16 +257,15 @@ pub(super) fn spawn(spec: SpawnSpec<'_>) -> Result<AgentProcess, SpawnError> {
         env,
         cwd,
         mut record,
+        stdin,
     } = spec;
     let program = c_string(program.as_os_str())?;
     let argv: Vec<CString> = argv.into_iter().map(c_string).collect::<io::Result<_>>()?;
-    let env: Vec<CString> = env
-        .iter()
+    let env: Vec<(OsString, CString)> = env
+        .into_iter()
         .map(|(k, v)| {
-            let mut entry = k.clone();
-            entry.push("=");
-            entry.push(v);
-            c_string(&entry)
+            let entry = env_entry(&k, &v)?;
+            Ok((k, entry))
         })
         .collect::<io::Result<_>>()?;
     let cwd = c_string(cwd.as_os_str())?;
@@ -218,11 +276,14 @@ pub(super) fn spawn(spec: SpawnSpec<'_>) -> Result<AgentProcess, SpawnError> {
         .collect();
     let argv_ptrs = null_terminated(&argv);
     let sh_argv_ptrs = null_terminated(&sh_argv);
-    let env_ptrs = null_terminated(&env);
-    let mut stack = vec![0u8; CHILD_STACK];
+    let env_ptrs = child_env(&env);
 
-    let _one_spawn = SPAWN_LOCK.lock().unwrap_or_else(|p| p.into_inner());
+    let mut one_spawn = SPAWN_LOCK.lock().unwrap_or_else(|p| p.into_inner());
+    let stack = one_spawn.get_or_insert_with(|| vec![0u8; CHILD_STACK].into_boxed_slice());
     let (stdin_child, stdin_ours) = stdio_pipe()?;
+    // The input goes in first: a child that starts reading finds it there instead of
+    // blocking until this thread, woken after the exec, gets round to writing it.
+    let (stdin_ours, stdin_written) = prefill(stdin_ours, stdin)?;
     let (stdout_ours, stdout_child) = stdio_pipe()?;
     let (stderr_ours, stderr_child) = stdio_pipe()?;
     let ends = [
@@ -252,14 +313,15 @@ pub(super) fn spawn(spec: SpawnSpec<'_>) -> Result<AgentProcess, SpawnError> {
         error: 0,
         step: Step::Start,
     };
-    let pid = clone_vfork(&mut plan, &mut stack)?;
+    let pid = clone_vfork(&mut plan, stack)?;
     drop(lent);
     drop((stdin_child, stdout_child, stderr_child));
     // SAFETY: the child has exec'd or exited (CLONE_VFORK): nothing writes `plan` now.
     let (error, step) = unsafe { (std::ptr::read_volatile(&plan.error), plan.step) };
     let mut child = AgentProcess {
         pid: pid as u32,
-        stdin: Some(File::from(stdin_ours)),
+        stdin: stdin_ours.map(File::from),
+        stdin_written,
         stdout: Some(File::from(stdout_ours)),
         stderr: Some(File::from(stderr_ours)),
         status: None,
@@ -481,6 +543,27 @@ fn null_terminated(strings: &[CString]) -> Vec<*const libc::c_char> {
         .collect()
 }
 
+/// Write what of `input` the empty pipe behind `ours` takes without blocking (64 KiB
+/// on Linux by default: nearly every prompt). All of it: the end is closed, `None`.
+/// Otherwise the end stays, non-blocking, for the rest.
+fn prefill(ours: OwnedFd, input: &[u8]) -> io::Result<(Option<OwnedFd>, usize)> {
+    use nix::fcntl::{fcntl, FcntlArg, OFlag};
+    if input.is_empty() {
+        return Ok((None, 0));
+    }
+    fcntl(&ours, FcntlArg::F_SETFL(OFlag::O_NONBLOCK)).map_err(io::Error::from)?;
+    let mut written = 0;
+    while written < input.len() {
+        match nix::unistd::write(&ours, &input[written..]) {
+            Ok(n) => written += n,
+            Err(nix::errno::Errno::EINTR) => {}
+            Err(nix::errno::Errno::EAGAIN) => return Ok((Some(ours), written)),
+            Err(e) => return Err(e.into()),
+        }
+    }
+    Ok((None, written))
+}
+
 /// A close-on-exec pipe for one of the child's stdio streams, both ends numbered 3 or
 /// above (so the child's `dup2` onto 0–2 can never clobber another end): (read end,
 /// write end).
@@ -517,4 +600,122 @@ pub(super) fn become_subreaper() {
             );
         }
     });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn entries(envp: &[*const libc::c_char]) -> Vec<String> {
+        assert!(envp.last().is_some_and(|p| p.is_null()), "null-terminated");
+        envp[..envp.len() - 1]
+            .iter()
+            // SAFETY: the pointers borrow live C strings (the test's and the cache's).
+            .map(|p| {
+                unsafe { std::ffi::CStr::from_ptr(*p) }
+                    .to_string_lossy()
+                    .into_owned()
+            })
+            .collect()
+    }
+
+    #[test]
+    fn the_child_env_is_ours_with_the_set_names_replaced_and_the_last_pair_winning() {
+        let path = std::env::var_os("PATH").expect("tests run with PATH");
+        let set: Vec<(OsString, CString)> = [("PATH", "/only/here"), ("A_X", "1"), ("A_X", "2")]
+            .into_iter()
+            .map(|(k, v)| {
+                let k = OsString::from(k);
+                let e = env_entry(&k, OsStr::new(v)).unwrap();
+                (k, e)
+            })
+            .collect();
+        let env = entries(&child_env(&set));
+        let named = |name: &str| {
+            env.iter()
+                .filter(|e| e.split('=').next() == Some(name))
+                .cloned()
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(named("PATH"), ["PATH=/only/here"], "ours was {path:?}");
+        assert_eq!(named("A_X"), ["A_X=2"]);
+        // Everything else we have is passed on as it is.
+        let inherited = std::env::vars_os().filter(|(k, _)| k != "PATH").count();
+        assert_eq!(env.len(), inherited + 2);
+    }
+
+    /// Starts `cat` with `input` on its stdin: what the pipe took before the child
+    /// started, and the child.
+    fn cat_with(dir: &Path, input: &[u8]) -> AgentProcess {
+        let record = SelfRecord::new(&dir.join("agent.json"), "t1").unwrap();
+        spawn(SpawnSpec {
+            program: Path::new("/bin/cat"),
+            argv: vec![OsStr::new("cat")],
+            env: Vec::new(),
+            cwd: dir,
+            record,
+            stdin: input,
+        })
+        .unwrap_or_else(|e| panic!("spawn cat: {}", e.source))
+    }
+
+    #[test]
+    fn the_input_is_in_the_pipe_and_its_end_closed_before_the_child_starts() {
+        use std::io::Read;
+        let dir = tempfile::tempdir().unwrap();
+        let mut child = cat_with(dir.path(), b"hello");
+        assert!(
+            child.stdin.is_none(),
+            "all of it written: nothing left to feed"
+        );
+        assert_eq!(child.stdin_written, 5);
+        let mut out = String::new();
+        child
+            .stdout
+            .take()
+            .unwrap()
+            .read_to_string(&mut out)
+            .unwrap();
+        assert_eq!(out, "hello");
+        assert!(child.wait().unwrap().success());
+    }
+
+    #[test]
+    fn what_the_pipe_cannot_hold_is_left_to_write_after_the_start() {
+        use std::io::{Read, Write};
+        let dir = tempfile::tempdir().unwrap();
+        let input = vec![b'p'; 1024 * 1024 + 17];
+        let mut child = cat_with(dir.path(), &input);
+        let written = child.stdin_written;
+        assert!(written > 0 && written < input.len(), "{written}");
+        let mut stdin = child.stdin.take().expect("the rest is ours to write");
+        let mut stdout = child.stdout.take().unwrap();
+        let reader = std::thread::spawn(move || {
+            let mut n = 0;
+            let mut buf = [0u8; 65536];
+            loop {
+                match stdout.read(&mut buf) {
+                    Ok(0) => return n,
+                    Ok(k) => n += k,
+                    Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                    Err(e) => panic!("{e}"),
+                }
+            }
+        });
+        // Left non-blocking: the writer of the rest decides how to wait.
+        use nix::fcntl::{fcntl, FcntlArg, OFlag};
+        let flags = OFlag::from_bits_truncate(fcntl(&stdin, FcntlArg::F_GETFL).unwrap());
+        assert!(flags.contains(OFlag::O_NONBLOCK));
+        fcntl(&stdin, FcntlArg::F_SETFL(OFlag::empty())).unwrap();
+        stdin.write_all(&input[written..]).unwrap();
+        drop(stdin);
+        assert_eq!(reader.join().unwrap(), input.len());
+        assert!(child.wait().unwrap().success());
+    }
+
+    #[test]
+    fn a_nul_in_a_value_is_refused_with_the_variable_named() {
+        let e = env_entry(OsStr::new("BAD"), OsStr::new("a\0b")).unwrap_err();
+        assert!(e.to_string().contains("BAD"), "{e}");
+    }
 }
