@@ -298,8 +298,23 @@ pub fn write_new(path: &Path, bytes: &[u8], durability: Durability) -> Result<()
 /// many filesystems. Only for whitespace-tolerant text (JSON, a pid) that nobody else
 /// reads while we write it. An unchanged file is not written at all.
 pub fn overwrite_padded(path: &Path, text: &[u8]) -> Result<()> {
-    use std::os::unix::fs::FileExt;
     let (dir, name) = Dir::of(path)?;
+    overwrite_padded_at(&dir, name, text)
+}
+
+/// [`overwrite_padded`] for several files of one directory, opened once: `(name, text)`
+/// in order, stopping at the first failure.
+pub fn overwrite_padded_in(dir: &Path, files: &[(&str, &[u8])]) -> Result<()> {
+    let dir = Dir::open(dir)?;
+    for (name, text) in files {
+        overwrite_padded_at(&dir, OsStr::new(name), text)?;
+    }
+    Ok(())
+}
+
+fn overwrite_padded_at(dir: &Dir, name: &OsStr, text: &[u8]) -> Result<()> {
+    use std::os::unix::fs::FileExt;
+    let path = &dir.path.join(name);
     let flags = OFlag::O_RDWR | OFlag::O_CREAT | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC;
     let f = fcntl::openat(&dir.fd, name, flags, Mode::from_bits_truncate(0o600))
         .map(File::from)

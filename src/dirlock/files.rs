@@ -92,8 +92,13 @@ pub(super) fn place(path: &Path, owner: &LockOwner, reusable: bool) -> Result<bo
     let parked = reusable && fs::symlink_metadata(&spare).is_ok_and(|m| m.is_dir());
     let written = if parked {
         // In place: nobody else looks at a spare.
-        fsio::overwrite_padded(&pid_file(&spare), format!("{}\n", owner.pid).as_bytes())
-            .and_then(|()| fsio::overwrite_padded(&owner_file(&spare), &fsio::to_json_bytes(owner)))
+        fsio::overwrite_padded_in(
+            &spare,
+            &[
+                ("pid", format!("{}\n", owner.pid).as_bytes()),
+                ("owner.json", &fsio::to_json_bytes(owner)),
+            ],
+        )
     } else {
         // A leftover under our name is from an earlier process with our pid.
         bury(&spare);
