@@ -31,6 +31,14 @@ fn slot_lock(shared: &Shared, slot: &SlotServer) -> Result<Option<DirLock>> {
     }
 }
 
+/// Whether `queue/pending/` holds anything but temp and hidden names (a task, or a
+/// malformed file to reject): worth a claim.
+pub(crate) fn queue_has_tasks(root: &crate::layout::Root) -> bool {
+    fs::read_dir(root.queue_pending())
+        .map(|mut d| d.any(|e| e.is_ok_and(|e| !e.file_name().to_string_lossy().starts_with('.'))))
+        .unwrap_or(false)
+}
+
 /// Look at the inbox once; claim and run a task if there is one.
 /// `paused`: the pauses in force, as this look read them.
 pub(crate) fn from_inbox(
@@ -163,12 +171,6 @@ pub(crate) fn from_queue(
     shutdown: &Receiver<()>,
 ) -> Result<Pickup> {
     let pending = shared.opts.root.queue_pending();
-    let any = fs::read_dir(&pending)
-        .map(|mut d| d.any(|e| e.is_ok_and(|e| !e.file_name().to_string_lossy().starts_with('.'))))
-        .unwrap_or(false);
-    if !any {
-        return Ok(Pickup::Empty);
-    }
     crate::trust::verify_task_dirs(&shared.opts.root, &slot.paths)?;
     let (lock_dir, lock_opts) = (slot.paths.lock_dir(), shared.lock_opts);
     let take_lock = || match DirLock::try_acquire_reusable(&lock_dir, &lock_opts)? {

@@ -16,6 +16,7 @@ mod fence;
 mod inbox;
 mod inline;
 mod multi;
+mod shared_seen;
 mod space;
 mod status;
 mod supervise;
@@ -40,6 +41,7 @@ use crate::layout::{Root, Slot, WorkerPaths};
 use crate::preset::Preset;
 use crate::protocol::{Status, WorkerState};
 use crate::watch::{DirWatcher, InlineWatcher, WatchMode, WatcherKind};
+use shared_seen::{SharedNews, SharedSeen};
 
 pub use crate::recovery::{recover_abandoned, recover_slot, RecoveryReport};
 
@@ -160,6 +162,9 @@ pub(crate) struct SlotServer {
     /// with native events): [`Worker::run`]'s wait between looks and the agent's
     /// supervision wait on it. `None`: a watcher's thread feeds the wake-up channel.
     pub inline: Option<inline::InlineWait>,
+    /// The last reading of the pauses and the queue, kept while the inline watcher is
+    /// silent about them.
+    shared_seen: SharedSeen,
 }
 
 impl SlotServer {
@@ -189,6 +194,7 @@ impl SlotServer {
             disk_full: None,
             backoff: space::FIRST_BACKOFF,
             inline: None,
+            shared_seen: SharedSeen::default(),
         })
     }
 
@@ -313,15 +319,21 @@ fn watch_slot(
     root: &Root,
     paths: &WorkerPaths,
     mode: WatchMode,
+    news: SharedNews,
 ) -> Result<(Option<DirWatcher>, Option<InlineWatcher>, Receiver<()>)> {
     let (tx, wake) = bounded(1);
     let shared = shared_dirs(root);
     let shared_dirs = shared.clone();
     let on_change: crate::watch::OnChange = Arc::new(move |p: Option<&Path>| {
-        let relevant = p.is_none_or(|p| {
-            let name = p.file_name().and_then(|n| n.to_str()).unwrap_or("");
-            WorkerPaths::WAKE_NAMES.contains(&name) || shared_change(&shared_dirs, p)
-        });
+        let in_shared = p.is_none_or(|p| shared_change(&shared_dirs, p));
+        if in_shared {
+            news.tell();
+        }
+        let relevant = in_shared
+            || p.is_some_and(|p| {
+                let name = p.file_name().and_then(|n| n.to_str()).unwrap_or("");
+                WorkerPaths::WAKE_NAMES.contains(&name)
+            });
         if relevant {
             // A full channel already holds a pending wake-up: nothing is lost.
             let _ = tx.try_send(());
@@ -358,8 +370,15 @@ impl Worker {
         let config = Config::load(&opts.root.config_file())?;
         crate::fsio::set_fsync(config.fsync());
         let lock_opts = config.lock_options();
-        let (watcher, inline, wake) = watch_slot(&opts.root, &slot.paths, opts.watch)?;
+        let news = SharedNews::default();
+        let (watcher, inline, wake) =
+            watch_slot(&opts.root, &slot.paths, opts.watch, news.clone())?;
         let mut slot = slot;
+        if inline.is_some() {
+            // Read by this thread, the watcher sees every change to the shared
+            // directories before the next look: a silent one leaves the last reading.
+            slot.shared_seen = SharedSeen::kept_while_silent(news);
+        }
         slot.inline = inline.map(inline::InlineWait::new);
         // Before `idle` is announced: whoever saw `idle` finds dead holders' locks gone.
         crate::recovery::free_dead_shared_locks(&opts.root, &lock_opts)?;
@@ -539,7 +558,10 @@ impl SlotServer {
         wake: &Receiver<()>,
         shutdown: &Receiver<()>,
     ) -> Result<Pickup> {
-        let paused = crate::queue::pause::Paused::load(&shared.opts.root);
+        let paused = self
+            .shared_seen
+            .begin_look(&shared.opts.root, shared.opts.rescan)
+            .clone();
         if paused.slot(self.slot().0) {
             // A resume (a change in paused/) wakes us.
             return Ok(Pickup::Empty);
@@ -549,7 +571,11 @@ impl SlotServer {
             Pickup::Deferred(at) => Some(at),
             other => return Ok(other),
         };
-        let queued = claim::from_queue(shared, self, &paused, wake, shutdown)?;
+        let queued = if self.shared_seen.queue_empty(&shared.opts.root) {
+            Pickup::Empty
+        } else {
+            claim::from_queue(shared, self, &paused, wake, shutdown)?
+        };
         Ok(match (held_until, queued) {
             (Some(at), Pickup::Empty) => Pickup::NotYet(at),
             (Some(at), Pickup::NotYet(b) | Pickup::Deferred(b)) => Pickup::NotYet(at.min(b)),
