@@ -540,6 +540,18 @@ impl InlineWatcher {
         unreachable!("never started off Linux")
     }
 
+    /// Tell the changes already waiting, without waiting for any (one `read` when there
+    /// are none): for a caller about to trust that nothing it was not told of changed.
+    #[cfg(target_os = "linux")]
+    pub fn tell_waiting(&self) {
+        self.inner.tell_waiting();
+    }
+
+    #[cfg(not(target_os = "linux"))]
+    pub fn tell_waiting(&self) {
+        unreachable!("never started off Linux")
+    }
+
     /// Wait until `wake` holds a wake-up (taken) — sent by this watcher's `on_change` for
     /// a change worth one —, `stop` is readable, or `timeout` passes.
     pub fn wait_for_wake(

@@ -64,9 +64,18 @@ static SPAWN_LOCK: Mutex<Option<Box<[u8]>>> = Mutex::new(None);
 fn inherited_env() -> &'static [(OsString, CString)] {
     static INHERITED: std::sync::OnceLock<Vec<(OsString, CString)>> = std::sync::OnceLock::new();
     INHERITED.get_or_init(|| {
-        std::env::vars_os()
-            .filter_map(|(k, v)| Some((k.clone(), env_entry(&k, &v).ok()?)))
-            .collect()
+        let mut entries: Vec<(OsString, CString)> = Vec::new();
+        for (k, v) in std::env::vars_os() {
+            let Ok(entry) = env_entry(&k, &v) else {
+                continue;
+            };
+            // A name given twice: the later value, once (as a map of them kept it).
+            match entries.iter_mut().find(|(seen, _)| *seen == k) {
+                Some(earlier) => earlier.1 = entry,
+                None => entries.push((k, entry)),
+            }
+        }
+        entries
     })
 }
 
@@ -555,6 +564,7 @@ fn prefill(ours: OwnedFd, input: &[u8]) -> io::Result<(Option<OwnedFd>, usize)> 
     let mut written = 0;
     while written < input.len() {
         match nix::unistd::write(&ours, &input[written..]) {
+            Ok(0) => return Ok((Some(ours), written)),
             Ok(n) => written += n,
             Err(nix::errno::Errno::EINTR) => {}
             Err(nix::errno::Errno::EAGAIN) => return Ok((Some(ours), written)),

@@ -181,6 +181,14 @@ impl Inline {
         })
     }
 
+    /// Tell what changed since the last call, and return.
+    pub(super) fn tell_waiting(&self) {
+        let mut ino = self.ino.lock().unwrap_or_else(|e| e.into_inner());
+        let mut buf = [0u8; 8192];
+        // A failing instance has told `on_change` that anything may have changed.
+        let _ = drain(&mut ino, &self.dir_of, &self.on_change, &mut buf);
+    }
+
     /// Tell what changed since the last call; if nothing did, wait at most `timeout` for
     /// a change or for one of `fds` to be readable (or hung up), and tell what changed.
     /// Returns the readable ones among `fds`, bit `i` for `fds[i]` (none when it

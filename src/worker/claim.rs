@@ -32,11 +32,11 @@ fn slot_lock(shared: &Shared, slot: &SlotServer) -> Result<Option<DirLock>> {
 }
 
 /// Whether `queue/pending/` holds anything but temp and hidden names (a task, or a
-/// malformed file to reject): worth a claim.
-pub(crate) fn queue_has_tasks(root: &crate::layout::Root) -> bool {
+/// malformed file to reject): worth a claim. `None`: it cannot be read.
+pub(crate) fn queue_has_tasks(root: &crate::layout::Root) -> Option<bool> {
     fs::read_dir(root.queue_pending())
         .map(|mut d| d.any(|e| e.is_ok_and(|e| !e.file_name().to_string_lossy().starts_with('.'))))
-        .unwrap_or(false)
+        .ok()
 }
 
 /// Look at the inbox once; claim and run a task if there is one.

@@ -60,6 +60,12 @@ impl InlineWait {
         self.stop.as_ref().map(ReadySignal::fd)
     }
 
+    /// Tell the watcher's changes already waiting (the worker's own since its last wait,
+    /// and anyone's), without waiting.
+    pub fn tell_waiting(&self) {
+        self.watcher.tell_waiting();
+    }
+
     /// Wait until `wake` holds a wake-up (taken), the worker is told to stop, or
     /// `timeout` passes.
     pub fn wait_for_wake(&self, wake: &Receiver<()>, timeout: Duration) -> Waited {

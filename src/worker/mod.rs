@@ -375,8 +375,9 @@ impl Worker {
             watch_slot(&opts.root, &slot.paths, opts.watch, news.clone())?;
         let mut slot = slot;
         if inline.is_some() {
-            // Read by this thread, the watcher sees every change to the shared
-            // directories before the next look: a silent one leaves the last reading.
+            // Read by this thread (at each wait, and at the start of each look), the
+            // watcher has told every change to the shared directories before a look
+            // decides: a silent one leaves the last reading.
             slot.shared_seen = SharedSeen::kept_while_silent(news);
         }
         slot.inline = inline.map(inline::InlineWait::new);
@@ -558,6 +559,12 @@ impl SlotServer {
         wake: &Receiver<()>,
         shutdown: &Receiver<()>,
     ) -> Result<Pickup> {
+        if let Some(inline) = &self.inline {
+            // The watcher is read only while this thread waits: what changed since its
+            // last wait (a pause made while a task ran) must be told before the last
+            // reading of the shared directories is trusted.
+            inline.tell_waiting();
+        }
         let paused = self
             .shared_seen
             .begin_look(&shared.opts.root, shared.opts.rescan)
@@ -626,4 +633,49 @@ impl Shared {
 fn config_stamp(root: &Root) -> Option<(SystemTime, u64)> {
     let m = std::fs::metadata(root.config_file()).ok()?;
     Some((m.modified().ok()?, m.len()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The slot's inline watcher, as `Worker::start` arms it, and the kept reading it
+    /// feeds.
+    fn watched_slot() -> (tempfile::TempDir, Root, inline::InlineWait, SharedSeen) {
+        let dir = tempfile::tempdir().unwrap();
+        let root = Root::new(dir.path().join("root"));
+        crate::queue::init_root(&root).unwrap();
+        let paths = root.worker(Slot(0));
+        fsio::ensure_dir(&paths.dir).unwrap();
+        paths.create_dirs().unwrap();
+        let news = SharedNews::default();
+        let (_, inline, _wake) = watch_slot(&root, &paths, WatchMode::Auto, news.clone()).unwrap();
+        let inline = inline::InlineWait::new(inline.expect("native events in a temp dir"));
+        (dir, root, inline, SharedSeen::kept_while_silent(news))
+    }
+
+    #[test]
+    fn a_pause_made_since_the_last_wait_is_seen_once_the_waiting_changes_are_told() {
+        let (_d, root, inline, mut seen) = watched_slot();
+        let rescan = Duration::from_secs(3600);
+        assert!(!seen.begin_look(&root, rescan).slot(0));
+        // Made while the worker was busy (it reads its watcher only when it waits).
+        crate::queue::pause::pause(&root, &crate::queue::pause::Target::Slot(0), false).unwrap();
+        inline.tell_waiting();
+        assert!(seen.begin_look(&root, rescan).slot(0));
+    }
+
+    #[test]
+    fn a_task_queued_since_the_last_wait_is_seen_once_the_waiting_changes_are_told() {
+        let (_d, root, inline, mut seen) = watched_slot();
+        let rescan = Duration::from_secs(3600);
+        seen.begin_look(&root, rescan);
+        assert!(seen.queue_empty(&root));
+        crate::queue::Queue::new(root.clone())
+            .submit(&crate::Task::new("x"))
+            .unwrap();
+        inline.tell_waiting();
+        seen.begin_look(&root, rescan);
+        assert!(!seen.queue_empty(&root));
+    }
 }

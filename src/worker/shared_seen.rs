@@ -2,6 +2,10 @@
 //! the queue had anything), kept between its looks while its inline watcher saw no
 //! change there.
 //!
+//! The watcher is read by the worker's own thread only when it waits, so a look first
+//! reads what is waiting ([`super::inline::InlineWait::tell_waiting`]): a pause made
+//! while a task ran is told before the look decides.
+//!
 //! Why: every look read `paused/` and listed `queue/pending/` (ten calls), about twice a
 //! task, although on a busy slot fed through its inbox neither had changed. A watcher
 //! read by the worker's own thread sees every local change to those directories (a lost
@@ -65,11 +69,16 @@ impl SharedSeen {
         &self.paused
     }
 
-    /// Whether the queue holds no task, read once per reading of the pauses.
+    /// Whether the queue holds no task, read once per reading of the pauses (an
+    /// unreadable `queue/pending/` counts as empty, and is read again next time).
     pub fn queue_empty(&mut self, root: &Root) -> bool {
-        *self
-            .queue_empty
-            .get_or_insert_with(|| !super::claim::queue_has_tasks(root))
+        if let Some(empty) = self.queue_empty {
+            return empty;
+        }
+        match super::claim::queue_has_tasks(root) {
+            Some(any) => *self.queue_empty.insert(!any),
+            None => true,
+        }
     }
 }
 
