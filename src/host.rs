@@ -171,6 +171,19 @@ pub fn euid() -> u32 {
     *EUID.get_or_init(|| nix::unistd::geteuid().as_raw())
 }
 
+/// A descriptor that becomes readable when process `pid` (a child of ours, not yet
+/// reaped) exits: its `pidfd` (Linux 5.3 on).
+pub fn pidfd_open(pid: u32) -> std::io::Result<std::os::fd::OwnedFd> {
+    use std::os::fd::FromRawFd;
+    // SAFETY: pidfd_open takes a pid and flags and returns a new descriptor or -1.
+    let fd = unsafe { nix::libc::syscall(nix::libc::SYS_pidfd_open, pid as nix::libc::pid_t, 0) };
+    if fd < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    // SAFETY: a descriptor just returned to us and owned by nothing else.
+    Ok(unsafe { std::os::fd::OwnedFd::from_raw_fd(fd as i32) })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -439,8 +439,26 @@ impl DirWatcher {
 /// filesystem has no events, [`InlineWatcher::start`] answers `None` and the caller
 /// uses a [`DirWatcher`].
 pub struct InlineWatcher {
+    /// Taken only by `drop`.
     #[cfg(target_os = "linux")]
-    inner: native::Inline,
+    inner: std::mem::ManuallyDrop<native::Inline>,
+}
+
+/// The inotify instance is closed on a short-lived thread of its own, as a
+/// [`DirWatcher`]'s reader closes its own: the close blocks ~12–20 ms here (its marks
+/// wait for an SRCU grace period), and the owner has better things to do meanwhile — a
+/// `conductor run` stops its workers, whose own closes then wait out the same period.
+#[cfg(target_os = "linux")]
+impl Drop for InlineWatcher {
+    fn drop(&mut self) {
+        // SAFETY: taken once, here; `self.inner` is not used again.
+        let inner = unsafe { std::mem::ManuallyDrop::take(&mut self.inner) };
+        // Not spawned (no thread to be had): the closure, and the instance with it, is
+        // dropped here instead.
+        let _ = std::thread::Builder::new()
+            .name("watch-close".into())
+            .spawn(move || drop(inner));
+    }
 }
 
 impl std::fmt::Debug for InlineWatcher {
@@ -499,7 +517,9 @@ impl InlineWatcher {
         on_change: OnChange,
     ) -> Result<Option<InlineWatcher>> {
         match native::Inline::start(watched, on_change) {
-            Ok(inner) => Ok(Some(InlineWatcher { inner })),
+            Ok(inner) => Ok(Some(InlineWatcher {
+                inner: std::mem::ManuallyDrop::new(inner),
+            })),
             Err(native::NativeError::Missing(path, e)) => Err(Error::Watch {
                 path: path.clone(),
                 source: notify::Error::io(e).add_path(path),

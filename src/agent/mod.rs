@@ -275,17 +275,7 @@ fn start_recorded(
     Ok((child, exited, None))
 }
 
-/// A descriptor that becomes readable when process `pid` (our unreaped child) exits.
-fn pidfd_open(pid: u32) -> io::Result<OwnedFd> {
-    use std::os::fd::FromRawFd;
-    // SAFETY: pidfd_open takes a pid and flags and returns a new descriptor or -1.
-    let fd = unsafe { nix::libc::syscall(nix::libc::SYS_pidfd_open, pid as nix::libc::pid_t, 0) };
-    if fd < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    // SAFETY: a descriptor just returned to us and owned by nothing else.
-    Ok(unsafe { OwnedFd::from_raw_fd(fd as i32) })
-}
+use crate::host::pidfd_open;
 
 /// The threads feeding the agent its prompt and collecting its output.
 struct Streams {
