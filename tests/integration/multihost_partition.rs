@@ -68,9 +68,13 @@ pub(crate) fn local_runs(dir: &Path) -> Vec<LocalRun> {
                         termed: false,
                     })
                 }
-                ("alive", Some(r)) if f.len() == 2 => r.last = r.last.max(ns(1)),
+                // An empty time: the `date` inside was killed with the agent's group
+                // (SIGKILL after the grace) while the shell went on to write the line.
+                ("alive", Some(r)) if f.len() == 2 => {
+                    r.last = r.last.max(f[1].parse().unwrap_or(0));
+                }
                 ("term", Some(r)) if f.len() == 2 => {
-                    r.last = r.last.max(ns(1));
+                    r.last = r.last.max(f[1].parse().unwrap_or(0));
                     r.termed = true;
                 }
                 ("end", Some(r)) if f.len() == 4 => {
