@@ -55,6 +55,9 @@ pub struct Orchestrator {
     watch: WatchMode,
     stop: Receiver<()>,
     recheck: Duration,
+    /// The workers were started by us and are woken through these, not by file events
+    /// ([`crate::pool::WorkerPool::spawn_woken`]).
+    pipes: Option<crate::pool::WakePipes>,
 }
 
 impl Orchestrator {
@@ -66,7 +69,16 @@ impl Orchestrator {
             watch: WatchMode::Auto,
             stop: never(),
             recheck: RECHECK,
+            pipes: None,
         }
+    }
+
+    /// Wake the workers through `pipes` after each delivery, and learn of their results
+    /// from them, instead of by file events: for workers this process started with
+    /// [`crate::pool::WorkerPool::spawn_woken`] (`run_all` only).
+    pub fn with_wake_pipes(mut self, pipes: crate::pool::WakePipes) -> Orchestrator {
+        self.pipes = Some(pipes);
+        self
     }
 
     /// Re-check outstanding tasks and workers' liveness this often without an event
@@ -141,7 +153,12 @@ impl Orchestrator {
                 // worker that is stopping too: take it back, answered `cancelled`.
                 run.withdraw_unclaimed(&self.client)?;
             } else {
-                run.deliver(&self.client, &self.slots, &mut on_progress)?;
+                run.deliver(
+                    &self.client,
+                    &self.slots,
+                    self.pipes.as_ref(),
+                    &mut on_progress,
+                )?;
             }
             let freed = run.collect(&self.client, &look, &mut on_progress)?;
             if run.outstanding.is_empty() && (run.pending.is_empty() || stopping) {
@@ -207,6 +224,19 @@ impl Orchestrator {
                 let _ = tx.try_send(());
             }
         });
+        #[cfg(target_os = "linux")]
+        if let Some(told) = self.pipes.as_ref().and_then(|p| p.told.as_ref()) {
+            let told = told.try_clone().map_err(|e| {
+                Error::io("read the workers' pipe for", self.client.root().path(), e)
+            })?;
+            // Every worker gone: the recheck finds out whose task is left (as it does
+            // for a worker that died without a word).
+            let inline =
+                InlineWatcher::from_pipe(told, on_change, Box::new(|| {})).map_err(|e| {
+                    Error::io("read the workers' pipe for", self.client.root().path(), e)
+                })?;
+            return Ok((ResultsWatch::Inline(inline), wake, arrived));
+        }
         let watcher = match InlineWatcher::published(&dirs, self.watch, on_change.clone())? {
             Some(inline) => ResultsWatch::Inline(inline),
             None => ResultsWatch::Thread(DirWatcher::published(&dirs, self.watch, on_change)?),
@@ -359,6 +389,7 @@ impl Run {
         &mut self,
         client: &Client,
         slots: &[Slot],
+        pipes: Option<&crate::pool::WakePipes>,
         on_progress: &mut impl FnMut(Progress<'_>),
     ) -> Result<()> {
         for &slot in slots {
@@ -370,6 +401,9 @@ impl Run {
             };
             match client.write_task_checked(slot, &task, self.limit) {
                 Ok(id) => {
+                    if let Some(pipes) = pipes {
+                        pipes.wake(slot);
+                    }
                     on_progress(Progress::Started {
                         index,
                         slot,

@@ -5,6 +5,7 @@
 
 use std::ffi::OsString;
 use std::io;
+use std::os::fd::OwnedFd;
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -134,19 +135,43 @@ impl WorkerPool {
     /// `workers/N/worker.log` (mode 0600: it quotes prompts and agent output). Does not wait: see [`WorkerPool::wait_ready`].
     pub fn spawn(root: &Root, slots: &[Slot], cmd: &WorkerCommand) -> Result<WorkerPool> {
         let groups: Vec<Vec<Slot>> = slots.iter().map(|&s| vec![s]).collect();
-        Self::spawn_groups(root, groups, cmd)
+        Self::spawn_groups(root, groups, cmd, None)
+    }
+
+    /// [`WorkerPool::spawn`], each worker woken through a pipe of ours rather than by
+    /// file events (`--wake-pipes`): for a root nobody else uses. The pipes' ends to
+    /// wake them by, and to be told on.
+    pub fn spawn_woken(
+        root: &Root,
+        slots: &[Slot],
+        cmd: &WorkerCommand,
+    ) -> Result<(WorkerPool, WakePipes)> {
+        let (told, tell) =
+            cloexec_pipe().map_err(|e| Error::io("make a pipe for", root.path(), e))?;
+        let mut pipes = WakePipes {
+            told: Some(told),
+            wake: Vec::new(),
+        };
+        let groups: Vec<Vec<Slot>> = slots.iter().map(|&s| vec![s]).collect();
+        let pool = Self::spawn_groups(root, groups, cmd, Some((&tell, &mut pipes.wake)))?;
+        // Ours closed now: the workers hold the only writing ends, so the pipe ends
+        // when they have all gone.
+        drop(tell);
+        Ok((pool, pipes))
     }
 
     /// Start one many-slot worker serving all of `slots`; its output goes to the first
     /// slot's `worker.log`.
     pub fn spawn_many(root: &Root, slots: &[Slot], cmd: &WorkerCommand) -> Result<WorkerPool> {
-        Self::spawn_groups(root, vec![slots.to_vec()], cmd)
+        Self::spawn_groups(root, vec![slots.to_vec()], cmd, None)
     }
 
+    /// `woken`: the pipe every worker tells on, and where each worker's waking end goes.
     fn spawn_groups(
         root: &Root,
         groups: Vec<Vec<Slot>>,
         cmd: &WorkerCommand,
+        mut woken: Option<(&OwnedFd, &mut Vec<(Slot, std::fs::File)>)>,
     ) -> Result<WorkerPool> {
         // The root once, not once per slot (a thousand slots made it quadratic).
         crate::trust::verify_root(root)?;
@@ -162,7 +187,8 @@ impl WorkerPool {
                 root.worker(slot).create_files()?;
             }
             let log = fsio::create_private(&log_path(root, first))?;
-            let child = Command::new(&cmd.program)
+            let mut command = Command::new(&cmd.program);
+            command
                 .args(&cmd.leading_args)
                 .arg(crate::layout::SlotList(slots.clone()).to_string())
                 .arg(&cmd.dir)
@@ -170,12 +196,28 @@ impl WorkerPool {
                 .arg(root.path())
                 .args(&cmd.extra_args)
                 .env(ENV_HOME, root.path())
-                .env_remove(ENV_WORKER)
-                .stdin(Stdio::null())
-                .stdout(
-                    log.try_clone()
-                        .map_err(|e| Error::io("duplicate", log_path(root, first), e))?,
-                )
+                .env_remove(ENV_WORKER);
+            let dup_err = |e| Error::io("duplicate", log_path(root, first), e);
+            match woken.as_mut() {
+                Some((tell, wake)) => {
+                    let (woken_end, waking_end) =
+                        cloexec_pipe().map_err(|e| Error::io("make a pipe for", root.path(), e))?;
+                    // Ours never blocks: a full pipe already holds news enough.
+                    set_nonblocking(&waking_end)
+                        .map_err(|e| Error::io("make a pipe for", root.path(), e))?;
+                    wake.push((first, std::fs::File::from(waking_end)));
+                    command
+                        .arg("--wake-pipes")
+                        .stdin(Stdio::from(woken_end))
+                        .stdout(Stdio::from(tell.try_clone().map_err(dup_err)?));
+                }
+                None => {
+                    command
+                        .stdin(Stdio::null())
+                        .stdout(log.try_clone().map_err(dup_err)?);
+                }
+            }
+            let child = command
                 .stderr(log)
                 .spawn()
                 .map_err(|e| Error::io("run", &cmd.program, e))?;
@@ -273,6 +315,40 @@ impl WorkerPool {
         }
         self.children.clear();
     }
+}
+
+/// The pipes a process wakes the workers it started through, and is told on
+/// ([`WorkerPool::spawn_woken`]).
+#[derive(Debug)]
+pub struct WakePipes {
+    /// Readable when a worker has ended a task; at its end when every worker is gone.
+    pub told: Option<OwnedFd>,
+    /// Each slot's waking end.
+    pub wake: Vec<(Slot, std::fs::File)>,
+}
+
+impl WakePipes {
+    /// Wake `slot`'s worker: a task is in its inbox.
+    pub fn wake(&self, slot: Slot) {
+        use std::io::Write;
+        if let Some((_, end)) = self.wake.iter().find(|(s, _)| *s == slot) {
+            let mut end: &std::fs::File = end;
+            // Full (it has news waiting) or gone (its exit is seen elsewhere): nothing to do.
+            let _ = end.write(b"w");
+        }
+    }
+}
+
+/// A close-on-exec pipe: (read end, write end).
+fn cloexec_pipe() -> io::Result<(OwnedFd, OwnedFd)> {
+    nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).map_err(io::Error::from)
+}
+
+fn set_nonblocking(fd: &OwnedFd) -> io::Result<()> {
+    use nix::fcntl::{fcntl, FcntlArg, OFlag};
+    let flags = OFlag::from_bits_truncate(fcntl(fd, FcntlArg::F_GETFL)?);
+    fcntl(fd, FcntlArg::F_SETFL(flags | OFlag::O_NONBLOCK))?;
+    Ok(())
 }
 
 impl Drop for WorkerPool {

@@ -5,6 +5,10 @@
 
 #[cfg(target_os = "linux")]
 mod native;
+#[cfg(target_os = "linux")]
+mod pipe;
+#[cfg(target_os = "linux")]
+pub use pipe::OnEnd;
 mod poll;
 
 use std::ffi::OsStr;
@@ -441,7 +445,15 @@ impl DirWatcher {
 pub struct InlineWatcher {
     /// Taken only by `drop`.
     #[cfg(target_os = "linux")]
-    inner: std::mem::ManuallyDrop<native::Inline>,
+    inner: std::mem::ManuallyDrop<Source>,
+}
+
+/// Where an [`InlineWatcher`]'s news comes from.
+#[cfg(target_os = "linux")]
+enum Source {
+    Inotify(native::Inline),
+    /// Bytes on a pipe from a process that owns the other end: "look again".
+    Pipe(pipe::PipeNews),
 }
 
 /// The inotify instance is closed on a short-lived thread of its own, as a
@@ -453,11 +465,13 @@ impl Drop for InlineWatcher {
     fn drop(&mut self) {
         // SAFETY: taken once, here; `self.inner` is not used again.
         let inner = unsafe { std::mem::ManuallyDrop::take(&mut self.inner) };
-        // Not spawned (no thread to be had): the closure, and the instance with it, is
-        // dropped here instead.
-        let _ = std::thread::Builder::new()
-            .name("watch-close".into())
-            .spawn(move || drop(inner));
+        if let Source::Inotify(inotify) = inner {
+            // Not spawned (no thread to be had): the closure, and the instance with it,
+            // is dropped here instead.
+            let _ = std::thread::Builder::new()
+                .name("watch-close".into())
+                .spawn(move || drop(inotify));
+        }
     }
 }
 
@@ -482,6 +496,23 @@ impl InlineWatcher {
             return Ok(None);
         }
         Self::start_native(dirs, inboxes, on_change)
+    }
+
+    /// News from the read end of a pipe instead of the filesystem: each batch of bytes is
+    /// told as "anything may have changed" (`on_change(None)`), and once every writer
+    /// has closed its end, `on_end` runs (once). For a process and the workers it owns
+    /// (`pool::WakePipes`): no inotify instance, no event per file operation.
+    #[cfg(target_os = "linux")]
+    pub fn from_pipe(
+        read_end: std::os::fd::OwnedFd,
+        on_change: OnChange,
+        on_end: OnEnd,
+    ) -> std::io::Result<InlineWatcher> {
+        Ok(InlineWatcher {
+            inner: std::mem::ManuallyDrop::new(Source::Pipe(pipe::PipeNews::new(
+                read_end, on_change, on_end,
+            )?)),
+        })
     }
 
     /// [`DirWatcher::published`], read inline: each name appearing in `dirs` is told.
@@ -518,7 +549,7 @@ impl InlineWatcher {
     ) -> Result<Option<InlineWatcher>> {
         match native::Inline::start(watched, on_change) {
             Ok(inner) => Ok(Some(InlineWatcher {
-                inner: std::mem::ManuallyDrop::new(inner),
+                inner: std::mem::ManuallyDrop::new(Source::Inotify(inner)),
             })),
             Err(native::NativeError::Missing(path, e)) => Err(Error::Watch {
                 path: path.clone(),
@@ -552,7 +583,10 @@ impl InlineWatcher {
     /// change, wanted or not: the caller waits again for what it wants.
     #[cfg(target_os = "linux")]
     pub fn wait(&self, fds: &[std::os::fd::BorrowedFd<'_>], timeout: Duration) -> u64 {
-        self.inner.wait(fds, timeout)
+        match &*self.inner {
+            Source::Inotify(i) => i.wait(fds, timeout),
+            Source::Pipe(p) => p.wait(fds, timeout),
+        }
     }
 
     #[cfg(not(target_os = "linux"))]
@@ -564,7 +598,12 @@ impl InlineWatcher {
     /// are none): for a caller about to trust that nothing it was not told of changed.
     #[cfg(target_os = "linux")]
     pub fn tell_waiting(&self) {
-        self.inner.tell_waiting();
+        match &*self.inner {
+            Source::Inotify(i) => i.tell_waiting(),
+            Source::Pipe(p) => {
+                p.tell_waiting();
+            }
+        }
     }
 
     #[cfg(not(target_os = "linux"))]

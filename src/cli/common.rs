@@ -271,6 +271,11 @@ pub struct WorkerArgs {
     /// conductor-launch's worker panes run. One slot only.
     #[arg(long)]
     pub show_output: bool,
+    /// Started by `conductor run`, which owns this worker: stdin is the pipe it is woken
+    /// through (its end stops the worker), stdout the pipe it tells of each ended task
+    /// on; nothing is watched by file events. One slot only.
+    #[arg(long, hide = true)]
+    pub wake_pipes: bool,
 }
 
 /// The workers' agent command: `--agent`'s line, else the preset's (narrowed by
@@ -364,6 +369,12 @@ pub fn run_worker(args: WorkerArgs) -> anyhow::Result<()> {
     if let Some(interval) = args.poll {
         opts.watch = WatchMode::Poll(interval.max(Duration::from_millis(1)));
     }
+    opts.wake_pipes = args.wake_pipes;
+    if args.wake_pipes && args.slot.0.len() > 1 {
+        anyhow::bail!(super::usage::CliError::Usage(
+            "--wake-pipes is for a worker of one slot".to_string()
+        ));
+    }
 
     let (tx, shutdown) = crossbeam_channel::bounded(1);
     ctrlc::set_handler(move || {
@@ -397,13 +408,18 @@ pub fn run_worker(args: WorkerArgs) -> anyhow::Result<()> {
     };
     // Cut to a terminal's width like the log lines after it (a narrow pane never wraps).
     let width = super::table::width();
-    println!("{}", super::table::fit_line(&worker.describe(), width));
+    // With --wake-pipes stdout is the owner's pipe: what we say goes to the log (stderr).
+    let say = |line: String| {
+        if args.wake_pipes {
+            eprintln!("{line}");
+        } else {
+            println!("{line}");
+        }
+    };
+    say(super::table::fit_line(&worker.describe(), width));
     let rec = worker.recovery();
     if !rec.is_empty() {
-        println!(
-            "{}",
-            super::table::fit_line(&format!("recovered: {rec}"), width)
-        );
+        say(super::table::fit_line(&format!("recovered: {rec}"), width));
     }
     if args.show_output {
         // Armed, and holding the live log it will read, before the worker takes its

@@ -25,6 +25,7 @@ mod worktree;
 
 pub use multi::MultiWorker;
 
+use std::os::fd::AsFd;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
@@ -91,6 +92,12 @@ pub struct WorkerOptions {
     /// wait for the reset instead of failing (`--no-defer-rate-limited`, or config
     /// `deferRateLimited: false`, turns it off).
     pub defer_rate_limited: bool,
+    /// Started by a process that owns it (`conductor run`, `pool::WakePipes`): stdin is
+    /// a pipe whose bytes mean "look again" (its end: the owner is gone, stop), and
+    /// stdout a pipe this worker writes a byte to after each task it ends. Its inbox
+    /// and the shared directories are then not watched (no inotify instance); the
+    /// rescan stays the safety net.
+    pub wake_pipes: bool,
 }
 
 impl WorkerOptions {
@@ -112,6 +119,7 @@ impl WorkerOptions {
             allow_nested: false,
             more_agents: Vec::new(),
             defer_rate_limited: true,
+            wake_pipes: false,
         }
     }
 
@@ -146,6 +154,19 @@ pub(crate) struct Shared {
     pub lock_opts: LockOptions,
     /// The agent program found on PATH at start.
     pub agent_path: Option<PathBuf>,
+    /// Where the owner is told that a task ended ([`WorkerOptions::wake_pipes`]).
+    pub tell_owner: Option<std::fs::File>,
+}
+
+impl Shared {
+    /// Tell the process that owns this worker that a task ended (a result to collect):
+    /// one byte, never waiting (a full pipe already holds news enough).
+    fn tell_owner(&self) {
+        if let Some(mut out) = self.tell_owner.as_ref() {
+            use std::io::Write;
+            let _ = out.write(b"r");
+        }
+    }
 }
 
 /// One slot's own state: its files, its gate, its status board, whether its disk is full.
@@ -315,6 +336,46 @@ fn shared_change(shared: &[PathBuf], p: &Path) -> bool {
 
 /// Watch the slot's inbox and cancel file and the shared directories: read inline by
 /// the worker's thread where events are native, else by a watcher's thread.
+/// The wake-ups of a worker its owner feeds through stdin ([`WorkerOptions::wake_pipes`]):
+/// every byte is news of anything; the pipe's end stops the worker as SIGTERM would.
+fn owner_pipes(
+    paths: &WorkerPaths,
+    news: SharedNews,
+) -> Result<(Option<DirWatcher>, Option<InlineWatcher>, Receiver<()>)> {
+    let (tx, wake) = bounded(1);
+    let on_change: crate::watch::OnChange = Arc::new(move |_: Option<&Path>| {
+        news.tell();
+        let _ = tx.try_send(());
+    });
+    let stdin = std::io::stdin()
+        .as_fd()
+        .try_clone_to_owned()
+        .map_err(|e| Error::io("take the owner's pipe (stdin) of", &paths.dir, e))?;
+    let on_end: crate::watch::OnEnd = Box::new(|| {
+        tracing::info!("the process that started this worker is gone: stopping");
+        let _ = nix::sys::signal::kill(nix::unistd::getpid(), nix::sys::signal::Signal::SIGTERM);
+    });
+    let inline = InlineWatcher::from_pipe(stdin, on_change, on_end)
+        .map_err(|e| Error::io("read the owner's pipe (stdin) of", &paths.dir, e))?;
+    Ok((None, Some(inline), wake))
+}
+
+/// Our end of the pipe the owner is told on (stdout), never blocking.
+fn owner_out(paths: &WorkerPaths) -> Result<std::fs::File> {
+    use nix::fcntl::{fcntl, FcntlArg, OFlag};
+    let out = std::io::stdout()
+        .as_fd()
+        .try_clone_to_owned()
+        .map_err(|e| Error::io("take the owner's pipe (stdout) of", &paths.dir, e))?;
+    let flags = OFlag::from_bits_truncate(
+        fcntl(&out, FcntlArg::F_GETFL)
+            .map_err(|e| Error::io("read flags of stdout for", &paths.dir, e.into()))?,
+    );
+    fcntl(&out, FcntlArg::F_SETFL(flags | OFlag::O_NONBLOCK))
+        .map_err(|e| Error::io("make stdout non-blocking for", &paths.dir, e.into()))?;
+    Ok(std::fs::File::from(out))
+}
+
 fn watch_slot(
     root: &Root,
     paths: &WorkerPaths,
@@ -371,8 +432,16 @@ impl Worker {
         crate::fsio::set_fsync(config.fsync());
         let lock_opts = config.lock_options();
         let news = SharedNews::default();
-        let (watcher, inline, wake) =
-            watch_slot(&opts.root, &slot.paths, opts.watch, news.clone())?;
+        let (watcher, inline, wake) = if opts.wake_pipes {
+            owner_pipes(&slot.paths, news.clone())?
+        } else {
+            watch_slot(&opts.root, &slot.paths, opts.watch, news.clone())?
+        };
+        let tell_owner = if opts.wake_pipes {
+            Some(owner_out(&slot.paths)?)
+        } else {
+            None
+        };
         let mut slot = slot;
         if inline.is_some() {
             // Read by this thread (at each wait, and at the start of each look), the
@@ -390,6 +459,7 @@ impl Worker {
             config,
             lock_opts,
             agent_path,
+            tell_owner,
         };
         Ok(Worker {
             shared,
@@ -411,9 +481,14 @@ impl Worker {
             self.slot.paths.dir.display(),
             opts.project_dir.display(),
             opts.agent,
-            self.watcher
-                .as_ref()
-                .map_or(&WatcherKind::Native, DirWatcher::kind)
+            if opts.wake_pipes {
+                "its owner's pipe".to_string()
+            } else {
+                self.watcher
+                    .as_ref()
+                    .map_or(&WatcherKind::Native, DirWatcher::kind)
+                    .to_string()
+            }
         )
     }
 
@@ -466,7 +541,10 @@ impl Worker {
                 next_recovery = Instant::now() + self.shared.opts.rescan;
             }
             let retry_at = match self.slot.look_if_room(&self.shared, &self.wake, shutdown)? {
-                Pickup::Ran => continue,
+                Pickup::Ran => {
+                    self.shared.tell_owner();
+                    continue;
+                }
                 Pickup::Stop => return Ok(()),
                 Pickup::Empty => None,
                 Pickup::NotYet(when) | Pickup::Deferred(when) => Some(when),

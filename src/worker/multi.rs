@@ -131,6 +131,8 @@ impl MultiWorker {
             config,
             lock_opts,
             agent_path,
+            // A many-slot worker is always watched by its files.
+            tell_owner: None,
         });
         let entries = servers
             .into_iter()
@@ -442,6 +444,7 @@ impl MultiWorker {
                     lock_opts: config.lock_options(),
                     config,
                     agent_path: old.agent_path.clone(),
+                    tell_owner: None,
                 });
             }
             Err(e) => {

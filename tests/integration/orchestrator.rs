@@ -270,6 +270,66 @@ fn ctrl_c_stops_the_run_and_leaves_no_process() {
     assert_nothing_left(t.path());
 }
 
+/// The inotify instances process `pid` holds (its descriptors naming one).
+fn inotify_instances(pid: u32) -> usize {
+    fs::read_dir(format!("/proc/{pid}/fd"))
+        .map(|d| {
+            d.flatten()
+                .filter(|e| {
+                    fs::read_link(e.path()).is_ok_and(|l| l.to_string_lossy().contains("inotify"))
+                })
+                .count()
+        })
+        .unwrap_or(0)
+}
+
+#[test]
+fn a_run_on_its_own_root_wakes_its_workers_by_pipe_and_they_go_with_it() {
+    let t = TestRoot::new();
+    let tmp = t.path().join("tmp");
+    fs::create_dir(&tmp).unwrap();
+    let mut run = conductor(&t)
+        .env("TMPDIR", &tmp)
+        .args(["run", "--workers", "2", "--json", "--agent"])
+        .arg(agent("slow.sh"))
+        .args(["a", "b"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut root = None;
+    wait_until(BOUND, "the run's private root", || {
+        root = fs::read_dir(&tmp)
+            .unwrap()
+            .flatten()
+            .map(|e| e.path())
+            .find(|p| p.to_string_lossy().contains("conductor-run-"));
+        root.is_some()
+    });
+    let root = root.unwrap();
+    let client = conductor::Client::new(Root::new(&root));
+    let mut workers = Vec::new();
+    wait_until(BOUND, "both tasks running", || {
+        workers = (0..2)
+            .filter_map(|i| match client.read_status(Slot(i)) {
+                Ok(Some(s)) if s.status == conductor::WorkerState::Working => s.worker_pid,
+                _ => None,
+            })
+            .collect();
+        workers.len() == 2
+    });
+    // Woken through the run's pipes: no file events, so no inotify instance (whose
+    // close costs each worker ~20 ms at exit).
+    for &pid in &workers {
+        assert_eq!(inotify_instances(pid), 0, "worker {pid} watches files");
+    }
+    // The run killed outright: its end of the pipes closes, and its workers stop,
+    // their agents with them, instead of serving a root nobody will read or delete.
+    run.kill().unwrap();
+    run.wait().unwrap();
+    assert_nothing_left(&root);
+}
+
 #[test]
 fn claude_preset_lifts_the_json_and_retry_resumes_the_session() {
     let t = TestRoot::new();

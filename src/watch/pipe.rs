@@ -1,0 +1,171 @@
+//! News read from a pipe instead of inotify: a process that owns the other end wakes its
+//! reader with a byte (`conductor run` and its workers, see `pool::WakePipes`).
+//!
+//! Why: every inotify instance costs its process ~20 ms at exit here (its marks wait out
+//! an SRCU grace period), and each file operation in a watched directory costs the
+//! kernel an event. Between a process and the workers it started and owns, a pipe says
+//! the same — "look again" — for neither.
+
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Mutex;
+use std::time::Duration;
+
+use nix::errno::Errno;
+use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
+
+use super::OnChange;
+
+/// What to do once every writer has closed its end (once).
+pub type OnEnd = Box<dyn FnOnce() + Send>;
+
+pub(super) struct PipeNews {
+    /// The read end, non-blocking.
+    fd: OwnedFd,
+    on_change: OnChange,
+    on_end: Mutex<Option<OnEnd>>,
+    /// Until every writer has closed its end: then it is readable for ever, and not
+    /// waited on any more.
+    open: AtomicBool,
+}
+
+impl PipeNews {
+    pub fn new(fd: OwnedFd, on_change: OnChange, on_end: OnEnd) -> std::io::Result<PipeNews> {
+        use nix::fcntl::{fcntl, FcntlArg, OFlag};
+        let flags = OFlag::from_bits_truncate(fcntl(&fd, FcntlArg::F_GETFL)?);
+        fcntl(&fd, FcntlArg::F_SETFL(flags | OFlag::O_NONBLOCK))?;
+        Ok(PipeNews {
+            fd,
+            on_change,
+            on_end: Mutex::new(Some(on_end)),
+            open: AtomicBool::new(true),
+        })
+    }
+
+    /// Read every byte waiting; told as "anything may have changed" when there was any,
+    /// or when the writers are gone (then `on_end` too). Whether anything was told.
+    pub fn tell_waiting(&self) -> bool {
+        if !self.open.load(Ordering::SeqCst) {
+            return false;
+        }
+        let mut buf = [0u8; 256];
+        let mut told = false;
+        loop {
+            match nix::unistd::read(&self.fd, &mut buf) {
+                Ok(0) | Err(Errno::EBADF | Errno::EINVAL | Errno::EIO) => {
+                    self.open.store(false, Ordering::SeqCst);
+                    (self.on_change)(None);
+                    let end = self.on_end.lock().unwrap_or_else(|e| e.into_inner()).take();
+                    if let Some(end) = end {
+                        end();
+                    }
+                    return true;
+                }
+                Ok(_) => told = true,
+                Err(Errno::EINTR) => {}
+                Err(_) => break,
+            }
+        }
+        if told {
+            (self.on_change)(None);
+        }
+        told
+    }
+
+    /// As [`super::InlineWatcher::wait`]: tell what is waiting, or wait at most
+    /// `timeout` for a byte or for one of `fds`; the readable ones among `fds`.
+    pub fn wait(&self, fds: &[BorrowedFd<'_>], timeout: Duration) -> u64 {
+        if self.tell_waiting() {
+            return 0;
+        }
+        let open = self.open.load(Ordering::SeqCst);
+        let mut polled: Vec<PollFd<'_>> = Vec::with_capacity(fds.len() + 1);
+        if open {
+            polled.push(PollFd::new(self.fd.as_fd(), PollFlags::POLLIN));
+        }
+        let first = polled.len();
+        polled.extend(fds.iter().map(|fd| PollFd::new(*fd, PollFlags::POLLIN)));
+        let ms = timeout.as_micros().div_ceil(1000).min(i32::MAX as u128) as i32;
+        match poll(
+            &mut polled,
+            PollTimeout::try_from(ms).unwrap_or(PollTimeout::MAX),
+        ) {
+            Ok(_) | Err(Errno::EINTR) => {}
+            Err(_) => {
+                drop(polled);
+                (self.on_change)(None);
+                std::thread::sleep(Duration::from_millis(10).min(timeout));
+                return 0;
+            }
+        }
+        let ready = polled[first..]
+            .iter()
+            .enumerate()
+            .filter(|(_, p)| p.revents().is_some_and(|r| !r.is_empty()))
+            .fold(0u64, |bits, (i, _)| bits | (1 << i));
+        let news = open && polled[0].revents().is_some_and(|r| !r.is_empty());
+        drop(polled);
+        if news {
+            self.tell_waiting();
+        }
+        ready
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::AtomicUsize;
+    use std::sync::Arc;
+
+    fn news() -> (PipeNews, OwnedFd, Arc<AtomicUsize>, Arc<AtomicBool>) {
+        let (r, w) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).unwrap();
+        let told = Arc::new(AtomicUsize::new(0));
+        let ended = Arc::new(AtomicBool::new(false));
+        let (t, e) = (told.clone(), ended.clone());
+        let on_change: OnChange = Arc::new(move |p| {
+            assert!(
+                p.is_none(),
+                "a pipe tells only that anything may have changed"
+            );
+            t.fetch_add(1, Ordering::SeqCst);
+        });
+        let news = PipeNews::new(
+            r,
+            on_change,
+            Box::new(move || e.store(true, Ordering::SeqCst)),
+        )
+        .unwrap();
+        (news, w, told, ended)
+    }
+
+    #[test]
+    fn bytes_waiting_are_told_once_and_a_quiet_pipe_times_out() {
+        let (news, w, told, _) = news();
+        nix::unistd::write(&w, b"abc").unwrap();
+        assert_eq!(news.wait(&[], Duration::from_secs(30)), 0);
+        assert_eq!(told.load(Ordering::SeqCst), 1, "one batch, one telling");
+        assert_eq!(news.wait(&[], Duration::from_millis(20)), 0);
+        assert_eq!(told.load(Ordering::SeqCst), 1);
+    }
+
+    #[test]
+    fn the_writers_gone_is_told_once_then_the_pipe_is_not_waited_on() {
+        let (news, w, told, ended) = news();
+        drop(w);
+        assert_eq!(news.wait(&[], Duration::from_secs(30)), 0);
+        assert!(ended.load(Ordering::SeqCst));
+        assert_eq!(told.load(Ordering::SeqCst), 1);
+        // Readable for ever now, but not waited on: nothing more is told.
+        news.wait(&[], Duration::from_millis(20));
+        assert_eq!(told.load(Ordering::SeqCst), 1);
+    }
+
+    #[test]
+    fn another_descriptor_ends_the_wait_with_its_bit() {
+        let (news, _w, _, _) = news();
+        let (r2, w2) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).unwrap();
+        nix::unistd::write(&w2, b"x").unwrap();
+        assert_eq!(news.wait(&[r2.as_fd()], Duration::from_secs(30)), 1);
+    }
+}
