@@ -31,7 +31,7 @@ pub const DEFAULT_STOP_GRACE: Duration = Duration::from_secs(10);
 /// is waited for on its pidfd, to the instant (this pause only without one).
 const POLL: Duration = Duration::from_millis(10);
 
-/// The longest pause between looks at workers of at most [`MANY_SLOT_FROM`] slots in
+/// The longest pause between looks at workers of fewer than [`MANY_SLOT_FROM`] slots in
 /// all: a look reads each slot's status and gate (~10 calls), so for a few slots a
 /// millisecond costs nothing, and a worker seen up at 5.5 ms is not seen at 7.75 ms.
 const POLL_FEW: Duration = Duration::from_millis(1);
@@ -238,7 +238,7 @@ impl WorkerPool {
         let mut ready = vec![false; self.children.len()];
         let mut pause = FIRST_POLL;
         let slots: usize = self.children.iter().map(|(s, _)| s.len()).sum();
-        let cap = if slots <= MANY_SLOT_FROM {
+        let cap = if slots < MANY_SLOT_FROM {
             POLL_FEW
         } else {
             POLL

@@ -370,9 +370,11 @@ pub fn run_worker(args: WorkerArgs) -> anyhow::Result<()> {
         opts.watch = WatchMode::Poll(interval.max(Duration::from_millis(1)));
     }
     opts.wake_pipes = args.wake_pipes;
-    if args.wake_pipes && args.slot.0.len() > 1 {
+    if args.wake_pipes && (args.slot.0.len() > 1 || args.show_output) {
         anyhow::bail!(super::usage::CliError::Usage(
-            "--wake-pipes is for a worker of one slot".to_string()
+            "--wake-pipes is for a worker of one slot that prints nothing on stdout (not \
+             with --show-output)"
+                .to_string()
         ));
     }
 

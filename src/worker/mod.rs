@@ -158,7 +158,22 @@ pub(crate) struct Shared {
     pub tell_owner: Option<std::fs::File>,
 }
 
+/// How often a worker its owner wakes through pipes looks again while idle: its owner
+/// wakes it for what it delivers, but tasks others put in (an agent's `conductor
+/// submit` or `send` into the run's root) tell no one.
+const WOKEN_IDLE_LOOK: Duration = Duration::from_millis(100);
+
 impl Shared {
+    /// The longest an idle look waits for news: the rescan, or, woken through pipes,
+    /// [`WOKEN_IDLE_LOOK`] (nothing else tells it of a task another process put in).
+    fn idle_look(&self) -> Duration {
+        if self.tell_owner.is_some() {
+            WOKEN_IDLE_LOOK
+        } else {
+            self.opts.rescan
+        }
+    }
+
     /// Tell the process that owns this worker that a task ended (a result to collect):
     /// one byte, never waiting (a full pipe already holds news enough).
     fn tell_owner(&self) {
@@ -533,11 +548,14 @@ impl Worker {
             // workers' locks) must not starve recovery of a dead worker's slot.
             if Instant::now() >= next_recovery {
                 let own = [self.slot.slot()];
-                self.sweep_election.sweep_if_due(
+                if self.sweep_election.sweep_if_due(
                     &self.shared.opts.root,
                     &own,
                     &self.shared.lock_opts,
-                );
+                ) {
+                    // It may have ended another slot's task: news for an owner.
+                    self.shared.tell_owner();
+                }
                 next_recovery = Instant::now() + self.shared.opts.rescan;
             }
             let retry_at = match self.slot.look_if_room(&self.shared, &self.wake, shutdown)? {
@@ -545,11 +563,15 @@ impl Worker {
                     self.shared.tell_owner();
                     continue;
                 }
-                Pickup::Stop => return Ok(()),
+                Pickup::Stop => {
+                    // Stopping with a task just ended (interrupted): its result is out.
+                    self.shared.tell_owner();
+                    return Ok(());
+                }
                 Pickup::Empty => None,
                 Pickup::NotYet(when) | Pickup::Deferred(when) => Some(when),
             };
-            let mut wait = self.shared.opts.rescan;
+            let mut wait = self.shared.opts.rescan.min(self.shared.idle_look());
             if let Some(at) = retry_at {
                 wait = wait.min(at.saturating_duration_since(Instant::now()));
             }
@@ -645,7 +667,10 @@ impl SlotServer {
         }
         let paused = self
             .shared_seen
-            .begin_look(&shared.opts.root, shared.opts.rescan)
+            .begin_look(
+                &shared.opts.root,
+                shared.opts.rescan.min(shared.idle_look()),
+            )
             .clone();
         if paused.slot(self.slot().0) {
             // A resume (a change in paused/) wakes us.

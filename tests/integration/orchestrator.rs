@@ -331,6 +331,33 @@ fn a_run_on_its_own_root_wakes_its_workers_by_pipe_and_they_go_with_it() {
 }
 
 #[test]
+fn an_agent_of_a_woken_run_hands_work_to_the_runs_queue_and_gets_it_back() {
+    // Tasks the run did not deliver wake no one: its idle worker finds them by looking.
+    let t = TestRoot::new();
+    let tmp = t.path().join("tmp");
+    fs::create_dir(&tmp).unwrap();
+    let out = conductor(&t)
+        .env("TMPDIR", &tmp)
+        .env("CONDUCTOR_BIN", bin("conductor"))
+        .args(["run", "--workers", "2", "--json", "--agent"])
+        .arg(agent("delegate.sh"))
+        .arg("delegate")
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(
+        doc["results"][0]["output"].as_str().map(str::trim),
+        Some("got: done half"),
+        "{doc}"
+    );
+}
+
+#[test]
 fn claude_preset_lifts_the_json_and_retry_resumes_the_session() {
     let t = TestRoot::new();
     let fake = agent("fake_claude.sh").display().to_string();
