@@ -47,17 +47,11 @@ fn next_pause(pause: Duration, cap: Duration) -> Duration {
 /// Wait at most `limit` for child `pid` (not reaped) to exit: on its pidfd, to the
 /// instant; without one, by sleeping `pause` (which grows).
 fn wait_for_exit(pid: u32, limit: Duration, pause: &mut Duration) {
-    use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
     use std::os::fd::AsFd;
     match crate::host::pidfd_open(pid) {
         Ok(fd) => {
-            let ms = limit.as_micros().div_ceil(1000).min(i32::MAX as u128) as i32;
-            let mut fds = [PollFd::new(fd.as_fd(), PollFlags::POLLIN)];
-            // Woken early (EINTR) or late: the caller looks again either way.
-            let _ = poll(
-                &mut fds,
-                PollTimeout::try_from(ms).unwrap_or(PollTimeout::MAX),
-            );
+            // Woken early or late, or failed: the caller looks again either way.
+            let _ = crate::watch::poll_readable(None, &[fd.as_fd()], limit);
         }
         Err(_) => {
             std::thread::sleep((*pause).min(limit));
@@ -203,7 +197,7 @@ impl WorkerPool {
                     let (woken_end, waking_end) =
                         cloexec_pipe().map_err(|e| Error::io("make a pipe for", root.path(), e))?;
                     // Ours never blocks: a full pipe already holds news enough.
-                    set_nonblocking(&waking_end)
+                    fsio::set_nonblocking(&waking_end, true)
                         .map_err(|e| Error::io("make a pipe for", root.path(), e))?;
                     wake.push((first, std::fs::File::from(waking_end)));
                     command
@@ -342,13 +336,6 @@ impl WakePipes {
 /// A close-on-exec pipe: (read end, write end).
 fn cloexec_pipe() -> io::Result<(OwnedFd, OwnedFd)> {
     nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).map_err(io::Error::from)
-}
-
-fn set_nonblocking(fd: &OwnedFd) -> io::Result<()> {
-    use nix::fcntl::{fcntl, FcntlArg, OFlag};
-    let flags = OFlag::from_bits_truncate(fcntl(fd, FcntlArg::F_GETFL)?);
-    fcntl(fd, FcntlArg::F_SETFL(flags | OFlag::O_NONBLOCK))?;
-    Ok(())
 }
 
 impl Drop for WorkerPool {

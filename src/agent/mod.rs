@@ -323,8 +323,8 @@ impl Streams {
         }
         let inline_io = if serve_inline && exit.is_some() {
             // Read until the pipe is empty, never waiting: the caller polls.
-            set_nonblocking(&out, true)?;
-            set_nonblocking(&err, true)?;
+            crate::fsio::set_nonblocking(&out, true)?;
+            crate::fsio::set_nonblocking(&err, true)?;
             Some(InlineIo {
                 out: Some((out, out_drain)),
                 err: Some((err, err_drain)),
@@ -557,7 +557,7 @@ enum Source {
 /// its stdin: not our failure.
 fn feed_stdin(stdin: File, bytes: &[u8]) -> io::Result<()> {
     let mut stdin = stdin;
-    set_nonblocking(&stdin, true)?;
+    crate::fsio::set_nonblocking(&stdin, true)?;
     let mut written = 0;
     while written < bytes.len() {
         match stdin.write(&bytes[written..]) {
@@ -565,7 +565,7 @@ fn feed_stdin(stdin: File, bytes: &[u8]) -> io::Result<()> {
             Ok(n) => written += n,
             Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
-                set_nonblocking(&stdin, false)?;
+                crate::fsio::set_nonblocking(&stdin, false)?;
                 let rest = bytes[written..].to_vec();
                 return helpers::run(move || {
                     let _ = stdin.write_all(&rest);
@@ -576,19 +576,6 @@ fn feed_stdin(stdin: File, bytes: &[u8]) -> io::Result<()> {
         }
     }
     Ok(())
-}
-
-fn set_nonblocking(file: &File, on: bool) -> io::Result<()> {
-    use nix::fcntl::{fcntl, FcntlArg, OFlag};
-    let flags = OFlag::from_bits_truncate(fcntl(file, FcntlArg::F_GETFL).map_err(io::Error::from)?);
-    let flags = if on {
-        flags | OFlag::O_NONBLOCK
-    } else {
-        flags - OFlag::O_NONBLOCK
-    };
-    fcntl(file, FcntlArg::F_SETFL(flags))
-        .map(drop)
-        .map_err(io::Error::from)
 }
 
 /// The task's id in every agent's environment: its presence ties a process to its task.

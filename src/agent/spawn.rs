@@ -556,11 +556,10 @@ fn null_terminated(strings: &[CString]) -> Vec<*const libc::c_char> {
 /// on Linux by default: nearly every prompt). All of it: the end is closed, `None`.
 /// Otherwise the end stays, non-blocking, for the rest.
 fn prefill(ours: OwnedFd, input: &[u8]) -> io::Result<(Option<OwnedFd>, usize)> {
-    use nix::fcntl::{fcntl, FcntlArg, OFlag};
     if input.is_empty() {
         return Ok((None, 0));
     }
-    fcntl(&ours, FcntlArg::F_SETFL(OFlag::O_NONBLOCK)).map_err(io::Error::from)?;
+    crate::fsio::set_nonblocking(&ours, true)?;
     let mut written = 0;
     while written < input.len() {
         match nix::unistd::write(&ours, &input[written..]) {

@@ -207,29 +207,14 @@ impl Inline {
                 return 0;
             }
         }
-        let mut polled: Vec<PollFd<'_>> = Vec::with_capacity(fds.len() + 1);
-        polled.push(PollFd::new(ino.as_fd(), PollFlags::POLLIN));
-        polled.extend(fds.iter().map(|fd| PollFd::new(*fd, PollFlags::POLLIN)));
-        // Whole milliseconds, rounded up: a wait of less than one must not spin.
-        let ms = timeout.as_micros().div_ceil(1000).min(i32::MAX as u128) as i32;
-        let timeout = PollTimeout::try_from(ms).unwrap_or(PollTimeout::MAX);
-        match poll(&mut polled, timeout) {
-            Ok(_) => {}
-            Err(nix::errno::Errno::EINTR) => return 0,
+        let (changed, ready) = match super::poll_readable(Some(ino.as_fd()), fds, timeout) {
+            Ok(seen) => seen,
             Err(_) => {
-                drop(polled);
                 (self.on_change)(None);
                 std::thread::sleep(FAILED_BACKOFF);
                 return 0;
             }
-        }
-        let ready = polled[1..]
-            .iter()
-            .enumerate()
-            .filter(|(_, p)| p.revents().is_some_and(|r| !r.is_empty()))
-            .fold(0u64, |bits, (i, _)| bits | (1 << i));
-        let changed = polled[0].revents().is_some_and(|r| !r.is_empty());
-        drop(polled);
+        };
         if changed {
             drain(&mut ino, &self.dir_of, &self.on_change, &mut buf);
         }

@@ -12,7 +12,6 @@ use std::sync::Mutex;
 use std::time::Duration;
 
 use nix::errno::Errno;
-use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
 
 use super::OnChange;
 
@@ -31,9 +30,7 @@ pub(super) struct PipeNews {
 
 impl PipeNews {
     pub fn new(fd: OwnedFd, on_change: OnChange, on_end: OnEnd) -> std::io::Result<PipeNews> {
-        use nix::fcntl::{fcntl, FcntlArg, OFlag};
-        let flags = OFlag::from_bits_truncate(fcntl(&fd, FcntlArg::F_GETFL)?);
-        fcntl(&fd, FcntlArg::F_SETFL(flags | OFlag::O_NONBLOCK))?;
+        crate::fsio::set_nonblocking(&fd, true)?;
         Ok(PipeNews {
             fd,
             on_change,
@@ -78,33 +75,16 @@ impl PipeNews {
         if self.tell_waiting() {
             return 0;
         }
-        let open = self.open.load(Ordering::SeqCst);
-        let mut polled: Vec<PollFd<'_>> = Vec::with_capacity(fds.len() + 1);
-        if open {
-            polled.push(PollFd::new(self.fd.as_fd(), PollFlags::POLLIN));
-        }
-        let first = polled.len();
-        polled.extend(fds.iter().map(|fd| PollFd::new(*fd, PollFlags::POLLIN)));
-        let ms = timeout.as_micros().div_ceil(1000).min(i32::MAX as u128) as i32;
-        match poll(
-            &mut polled,
-            PollTimeout::try_from(ms).unwrap_or(PollTimeout::MAX),
-        ) {
-            Ok(_) | Err(Errno::EINTR) => {}
+        // Once every writer is gone the pipe is readable for ever: not waited on.
+        let own = self.open.load(Ordering::SeqCst).then(|| self.fd.as_fd());
+        let (news, ready) = match super::poll_readable(own, fds, timeout) {
+            Ok(seen) => seen,
             Err(_) => {
-                drop(polled);
                 (self.on_change)(None);
                 std::thread::sleep(Duration::from_millis(10).min(timeout));
                 return 0;
             }
-        }
-        let ready = polled[first..]
-            .iter()
-            .enumerate()
-            .filter(|(_, p)| p.revents().is_some_and(|r| !r.is_empty()))
-            .fold(0u64, |bits, (i, _)| bits | (1 << i));
-        let news = open && polled[0].revents().is_some_and(|r| !r.is_empty());
-        drop(polled);
+        };
         if news {
             self.tell_waiting();
         }

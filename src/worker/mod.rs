@@ -168,7 +168,7 @@ impl Shared {
     /// [`WOKEN_IDLE_LOOK`] (nothing else tells it of a task another process put in).
     fn idle_look(&self) -> Duration {
         if self.tell_owner.is_some() {
-            WOKEN_IDLE_LOOK
+            self.opts.rescan.min(WOKEN_IDLE_LOOK)
         } else {
             self.opts.rescan
         }
@@ -377,17 +377,12 @@ fn owner_pipes(
 
 /// Our end of the pipe the owner is told on (stdout), never blocking.
 fn owner_out(paths: &WorkerPaths) -> Result<std::fs::File> {
-    use nix::fcntl::{fcntl, FcntlArg, OFlag};
     let out = std::io::stdout()
         .as_fd()
         .try_clone_to_owned()
         .map_err(|e| Error::io("take the owner's pipe (stdout) of", &paths.dir, e))?;
-    let flags = OFlag::from_bits_truncate(
-        fcntl(&out, FcntlArg::F_GETFL)
-            .map_err(|e| Error::io("read flags of stdout for", &paths.dir, e.into()))?,
-    );
-    fcntl(&out, FcntlArg::F_SETFL(flags | OFlag::O_NONBLOCK))
-        .map_err(|e| Error::io("make stdout non-blocking for", &paths.dir, e.into()))?;
+    fsio::set_nonblocking(&out, true)
+        .map_err(|e| Error::io("make stdout non-blocking for", &paths.dir, e))?;
     Ok(std::fs::File::from(out))
 }
 
@@ -571,7 +566,7 @@ impl Worker {
                 Pickup::Empty => None,
                 Pickup::NotYet(when) | Pickup::Deferred(when) => Some(when),
             };
-            let mut wait = self.shared.opts.rescan.min(self.shared.idle_look());
+            let mut wait = self.shared.idle_look();
             if let Some(at) = retry_at {
                 wait = wait.min(at.saturating_duration_since(Instant::now()));
             }
@@ -667,10 +662,7 @@ impl SlotServer {
         }
         let paused = self
             .shared_seen
-            .begin_look(
-                &shared.opts.root,
-                shared.opts.rescan.min(shared.idle_look()),
-            )
+            .begin_look(&shared.opts.root, shared.idle_look())
             .clone();
         if paused.slot(self.slot().0) {
             // A resume (a change in paused/) wakes us.

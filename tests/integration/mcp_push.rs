@@ -139,14 +139,7 @@ fn holdings(pid: u32) -> (u64, usize) {
         .find_map(|l| l.strip_prefix("Threads:"))
         .and_then(|v| v.trim().parse().ok())
         .unwrap();
-    let inotify = std::fs::read_dir(format!("/proc/{pid}/fd"))
-        .unwrap()
-        .flatten()
-        .filter(|e| {
-            std::fs::read_link(e.path()).is_ok_and(|l| l.to_string_lossy() == "anon_inode:inotify")
-        })
-        .count();
-    (threads, inotify)
+    (threads, crate::harness::inotify_instances(pid))
 }
 
 #[test]

@@ -14,7 +14,9 @@ use conductor::worker::{Worker, WorkerOptions};
 use conductor::{Outcome, Root, Slot, Task, TaskId, TaskResult};
 use serde_json::Value;
 
-use crate::harness::{agent, assert_nothing_left, bin, wait_until, TestRoot};
+use crate::harness::{
+    agent, assert_nothing_left, bin, inotify_instances, run_conductor_env, wait_until, TestRoot,
+};
 
 const BOUND: Duration = Duration::from_secs(60);
 
@@ -270,19 +272,6 @@ fn ctrl_c_stops_the_run_and_leaves_no_process() {
     assert_nothing_left(t.path());
 }
 
-/// The inotify instances process `pid` holds (its descriptors naming one).
-fn inotify_instances(pid: u32) -> usize {
-    fs::read_dir(format!("/proc/{pid}/fd"))
-        .map(|d| {
-            d.flatten()
-                .filter(|e| {
-                    fs::read_link(e.path()).is_ok_and(|l| l.to_string_lossy().contains("inotify"))
-                })
-                .count()
-        })
-        .unwrap_or(0)
-}
-
 #[test]
 fn a_run_on_its_own_root_wakes_its_workers_by_pipe_and_they_go_with_it() {
     let t = TestRoot::new();
@@ -336,20 +325,29 @@ fn an_agent_of_a_woken_run_hands_work_to_the_runs_queue_and_gets_it_back() {
     let t = TestRoot::new();
     let tmp = t.path().join("tmp");
     fs::create_dir(&tmp).unwrap();
-    let out = conductor(&t)
-        .env("TMPDIR", &tmp)
-        .env("CONDUCTOR_BIN", bin("conductor"))
-        .args(["run", "--workers", "2", "--json", "--agent"])
-        .arg(agent("delegate.sh"))
-        .arg("delegate")
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
+    let env = [
+        ("TMPDIR".to_string(), tmp.display().to_string()),
+        (
+            "CONDUCTOR_BIN".to_string(),
+            bin("conductor").display().to_string(),
+        ),
+    ];
+    let delegate = agent("delegate.sh").display().to_string();
+    let r = run_conductor_env(
+        &t,
+        &[
+            "run",
+            "--workers",
+            "2",
+            "--json",
+            "--agent",
+            &delegate,
+            "delegate",
+        ],
+        &env,
+        0,
     );
-    let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let doc: Value = serde_json::from_str(&r.stdout).unwrap();
     assert_eq!(
         doc["results"][0]["output"].as_str().map(str::trim),
         Some("got: done half"),
