@@ -30,7 +30,8 @@ fn stop_requested(stop: &Receiver<()>) -> bool {
 /// What happened, for progress displays. `index` is the task's position in the input.
 #[derive(Debug, Clone, Copy)]
 pub enum Progress<'a> {
-    /// Delivered to a worker's inbox.
+    /// Delivered to a worker's inbox; or, for a task kept waiting in a busy worker's
+    /// inbox (a run that wakes its workers through pipes), when the task before it ended.
     Started {
         index: usize,
         slot: Slot,
@@ -47,7 +48,10 @@ pub enum Progress<'a> {
 /// Fans tasks out over a set of worker slots and collects the results.
 ///
 /// Each slot gets one task at a time, so every worker is used and a slow task never
-/// holds others up behind it. Results come back in input order.
+/// holds others up behind it. Workers that tell when they start a task (see
+/// [`Orchestrator::with_wake_pipes`]) also get the next one in their inbox while they
+/// run one; should it still wait there when nothing else is left, it moves to an idle
+/// slot. Results come back in input order.
 #[derive(Debug)]
 pub struct Orchestrator {
     client: Client,
@@ -74,8 +78,9 @@ impl Orchestrator {
     }
 
     /// Wake the workers through `pipes` after each delivery, and learn of their results
-    /// from them, instead of by file events: for workers this process started with
-    /// [`crate::pool::WorkerPool::spawn_woken`] (`run_all` only).
+    /// and of each task's start from them, instead of by file events: for workers this
+    /// process started with [`crate::pool::WorkerPool::spawn_woken`] (`run_all` only).
+    /// Told of a start, the run puts the slot's next task in its inbox.
     pub fn with_wake_pipes(mut self, pipes: crate::pool::WakePipes) -> Orchestrator {
         self.pipes = Some(pipes);
         self
@@ -134,7 +139,7 @@ impl Orchestrator {
             }
             ResultsWatch::Thread(_) => None,
         };
-        let mut run = Run::new(tasks, limit);
+        let mut run = Run::new(tasks, limit, self.pipes.is_some());
         // Which slots' results to look for: all at first, then those a result's name
         // appeared for (every outstanding one again after events were lost, on the
         // recheck, and once stopping).
@@ -167,7 +172,7 @@ impl Orchestrator {
             // A slot freed just now takes its next task at once: its result's event may
             // already have been consumed (both slots finishing in one pass), and waiting
             // for the next one would put the recheck timer on a ready task's path.
-            if freed > 0 && !stopping && !run.pending.is_empty() {
+            if freed > 0 && !stopping && (!run.pending.is_empty() || !run.waiting.is_empty()) {
                 look = arrived.take();
                 continue;
             }
@@ -371,20 +376,39 @@ struct Run {
     limit: u64,
     pending: VecDeque<(usize, Task)>,
     outstanding: HashMap<Slot, (usize, TaskId)>,
+    /// Workers that tell us when they start a task ([`Orchestrator::with_wake_pipes`]):
+    /// a slot's next task waits in its inbox while its task runs, so the worker takes
+    /// it the moment that one ends instead of after a round trip through this process
+    /// (its result read, the next task written, the worker woken). Each slot holds at
+    /// most one so; what still waits when the tasks run out goes to an idle slot.
+    waiting: HashMap<Slot, Waiting>,
+    keep_filled: bool,
     results: Vec<Option<TaskResult>>,
 }
 
+/// A task delivered to a slot's inbox behind the one the slot has in hand.
+struct Waiting {
+    index: usize,
+    id: TaskId,
+    /// As delivered, to give to another slot should it still wait when one goes idle.
+    task: Task,
+}
+
 impl Run {
-    fn new(tasks: Vec<Task>, limit: u64) -> Run {
+    fn new(tasks: Vec<Task>, limit: u64, keep_filled: bool) -> Run {
         Run {
             limit,
             results: vec![None; tasks.len()],
             pending: tasks.into_iter().enumerate().collect(),
             outstanding: HashMap::new(),
+            waiting: HashMap::new(),
+            keep_filled,
         }
     }
 
-    /// Give every slot without a task of ours the next pending task.
+    /// Give every slot without a task of ours the next pending task, and, keeping
+    /// inboxes filled, every slot whose worker took its task from its inbox the one
+    /// after.
     fn deliver(
         &mut self,
         client: &Client,
@@ -392,8 +416,22 @@ impl Run {
         pipes: Option<&crate::pool::WakePipes>,
         on_progress: &mut impl FnMut(Progress<'_>),
     ) -> Result<()> {
-        for &slot in slots {
-            if self.outstanding.contains_key(&slot) {
+        if self.keep_filled && self.pending.is_empty() {
+            self.move_waiting_to_idle(client, slots)?;
+        }
+        // Slots without a task first: a task waits behind another only when none is idle.
+        let (idle, busy): (Vec<Slot>, Vec<Slot>) = slots
+            .iter()
+            .partition(|s| !self.outstanding.contains_key(s));
+        for slot in idle.into_iter().chain(busy) {
+            let behind = self.outstanding.contains_key(&slot);
+            if behind
+                && (!self.keep_filled
+                    || self.waiting.contains_key(&slot)
+                    || self.pending.is_empty()
+                    // Not yet taken from its inbox: that is the one place a task waits.
+                    || client.worker(slot).task().symlink_metadata().is_ok())
+            {
                 continue;
             }
             let Some((index, task)) = self.pending.pop_front() else {
@@ -403,6 +441,12 @@ impl Run {
                 Ok(id) => {
                     if let Some(pipes) = pipes {
                         pipes.wake(slot);
+                    }
+                    if behind {
+                        let mut task = task;
+                        task.id = Some(id.clone());
+                        self.waiting.insert(slot, Waiting { index, id, task });
+                        continue;
                     }
                     on_progress(Progress::Started {
                         index,
@@ -419,12 +463,42 @@ impl Run {
         Ok(())
     }
 
+    /// With nothing left to deliver, a task still waiting behind another slot's task
+    /// goes to a slot that has none: a long task never holds up the one queued behind
+    /// it while another worker idles.
+    fn move_waiting_to_idle(&mut self, client: &Client, slots: &[Slot]) -> Result<()> {
+        let idle = slots
+            .iter()
+            .filter(|s| !self.outstanding.contains_key(s))
+            .count();
+        for _ in 0..idle {
+            let Some(&from) = self.waiting.keys().next() else {
+                break;
+            };
+            let w = self.waiting.remove(&from).expect("waiting slot");
+            if crate::tasks::withdraw::take_back(client.root(), from, &w.id)? {
+                self.pending.push_back((w.index, w.task));
+            } else {
+                // Its worker took it first: it runs there, after the task in hand.
+                self.waiting.insert(from, w);
+                break;
+            }
+        }
+        Ok(())
+    }
+
     /// Withdraw every outstanding task still in its slot's inbox (the rename that
     /// withdraws it and a worker's claim cannot both succeed); each gets its `cancelled`
     /// result there, which [`Run::collect`] takes in. One a worker claimed first gets
     /// its result from that worker.
     fn withdraw_unclaimed(&self, client: &Client) -> Result<()> {
-        for (slot, (_, id)) in &self.outstanding {
+        let queued = self.waiting.iter().map(|(s, w)| (s, &w.id));
+        for (slot, id) in self
+            .outstanding
+            .iter()
+            .map(|(s, (_, id))| (s, id))
+            .chain(queued)
+        {
             // Only what is ours and still there: most were claimed long ago.
             let inbox = crate::inspect::read_task_file(&client.worker(*slot).task());
             if inbox.and_then(|f| f.task_id).as_ref() == Some(id) {
@@ -435,35 +509,52 @@ impl Run {
     }
 
     /// Take in every result that has arrived in the slots `look` names, freeing its
-    /// slot; how many did.
+    /// slot (or handing it the task waiting behind, whose result may be there too);
+    /// how many arrived.
     fn collect(
         &mut self,
         client: &Client,
         look: &Look,
         on_progress: &mut impl FnMut(Progress<'_>),
     ) -> Result<usize> {
-        let mut finished = Vec::new();
-        for (slot, (_, id)) in &self.outstanding {
-            if let Look::Slots(named) = look {
-                if !named.contains(slot) {
+        let mut arrived = 0;
+        let mut candidates: Vec<Slot> = match look {
+            Look::All => self.outstanding.keys().copied().collect(),
+            Look::Slots(named) => named
+                .iter()
+                .copied()
+                .filter(|s| self.outstanding.contains_key(s))
+                .collect(),
+        };
+        while !candidates.is_empty() {
+            let mut next = Vec::new();
+            for slot in candidates {
+                let (index, id) = &self.outstanding[&slot];
+                let Some(result) = client.read_result_for(slot, id)? else {
                     continue;
+                };
+                let index = *index;
+                self.outstanding.remove(&slot);
+                arrived += 1;
+                on_progress(Progress::Finished {
+                    index,
+                    slot,
+                    result: &result,
+                });
+                self.results[index] = Some(result);
+                if let Some(w) = self.waiting.remove(&slot) {
+                    on_progress(Progress::Started {
+                        index: w.index,
+                        slot,
+                        id: &w.id,
+                    });
+                    self.outstanding.insert(slot, (w.index, w.id));
+                    next.push(slot);
                 }
             }
-            if let Some(result) = client.read_result_for(*slot, id)? {
-                finished.push((*slot, result));
-            }
+            candidates = next;
         }
-        let freed = finished.len();
-        for (slot, result) in finished {
-            let (index, _) = self.outstanding.remove(&slot).expect("outstanding slot");
-            on_progress(Progress::Finished {
-                index,
-                slot,
-                result: &result,
-            });
-            self.results[index] = Some(result);
-        }
-        Ok(freed)
+        Ok(arrived)
     }
 
     /// Every task's result in input order; tasks never delivered come back cancelled.
@@ -480,5 +571,200 @@ impl Run {
             .into_iter()
             .map(|r| r.expect("every task has a result"))
             .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::layout::Root;
+    use std::io::Write;
+    use std::os::fd::OwnedFd;
+    use std::time::Instant;
+
+    /// The test plays both workers of a woken run: it claims, tells and answers.
+    struct FakeWorkers {
+        client: Client,
+        told: std::fs::File,
+        woken: Vec<OwnedFd>,
+    }
+
+    const BOUND: Duration = Duration::from_secs(10);
+
+    fn wait_until(what: &str, mut done: impl FnMut() -> bool) {
+        let start = Instant::now();
+        while !done() {
+            assert!(start.elapsed() < BOUND, "timed out waiting until {what}");
+            std::thread::sleep(Duration::from_millis(1));
+        }
+    }
+
+    impl FakeWorkers {
+        fn new(client: &Client, slots: &[Slot]) -> (FakeWorkers, crate::pool::WakePipes) {
+            let (told_r, told_w) = nix::unistd::pipe().unwrap();
+            let mut wake = Vec::new();
+            let mut woken = Vec::new();
+            for &slot in slots {
+                client.create_worker(slot).unwrap();
+                let (r, w) = nix::unistd::pipe().unwrap();
+                wake.push((slot, std::fs::File::from(w)));
+                woken.push(r);
+            }
+            let pipes = crate::pool::WakePipes {
+                told: Some(told_r),
+                wake,
+            };
+            let fake = FakeWorkers {
+                client: client.clone(),
+                told: std::fs::File::from(told_w),
+                woken,
+            };
+            (fake, pipes)
+        }
+
+        fn inbox(&self, slot: Slot) -> Option<TaskId> {
+            crate::inspect::read_task_file(&self.client.worker(slot).task()).and_then(|f| f.task_id)
+        }
+
+        /// Take the task in `slot`'s inbox, as a worker's claim does.
+        fn claim(&self, slot: Slot) -> TaskId {
+            let w = self.client.worker(slot);
+            wait_until(&format!("worker {slot} has a task"), || w.task().exists());
+            let id = self.inbox(slot).expect("a task with an id");
+            std::fs::rename(w.task(), w.running()).unwrap();
+            id
+        }
+
+        fn tell(&self) {
+            // The run may have ended (its end of the pipe closed).
+            let _ = (&self.told).write_all(b"r");
+        }
+
+        fn finish(&self, slot: Slot, id: &TaskId) {
+            let w = self.client.worker(slot);
+            let mut r = TaskResult::failed(id.clone(), Outcome::Success, "");
+            r.success = true;
+            r.output = format!("ran on {slot}");
+            crate::fsio::write_json(&w.result_for(id), &r, crate::fsio::Durability::Atomic)
+                .unwrap();
+            let _ = std::fs::remove_file(w.running());
+            self.tell();
+        }
+    }
+
+    fn tasks(prompts: &[&str]) -> Vec<Task> {
+        prompts.iter().map(|p| Task::new(*p)).collect()
+    }
+
+    #[test]
+    fn a_woken_run_keeps_the_next_task_in_a_busy_slots_inbox() {
+        let dir = tempfile::tempdir().unwrap();
+        let client = Client::new(Root::new(dir.path()));
+        let slot = Slot(0);
+        let (fake, pipes) = FakeWorkers::new(&client, &[slot]);
+        let orch = Orchestrator::new(client.clone(), vec![slot])
+            .with_wake_pipes(pipes)
+            .with_recheck(Duration::from_secs(60));
+        let run = std::thread::spawn(move || orch.run_all(tasks(&["a", "b", "c"]), |_| {}));
+        let first = fake.claim(slot);
+        fake.tell();
+        // While the first runs, the second waits in the inbox; the third is not sent.
+        wait_until("the second task waits in the inbox", || {
+            fake.inbox(slot).is_some()
+        });
+        let second = fake.inbox(slot).unwrap();
+        assert_ne!(second, first);
+        fake.finish(slot, &first);
+        let second_claimed = fake.claim(slot);
+        assert_eq!(second_claimed, second);
+        fake.tell();
+        wait_until("the third task waits in the inbox", || {
+            fake.inbox(slot).is_some()
+        });
+        fake.finish(slot, &second);
+        let third = fake.claim(slot);
+        fake.finish(slot, &third);
+        let results = run.join().unwrap().unwrap();
+        let ids: Vec<_> = results.iter().map(|r| r.task_id.clone()).collect();
+        assert_eq!(ids, [first, second, third]);
+        assert!(results.iter().all(|r| r.success));
+        drop(fake.woken);
+    }
+
+    #[test]
+    fn a_stopped_run_takes_back_the_task_waiting_behind_and_answers_it_cancelled() {
+        let dir = tempfile::tempdir().unwrap();
+        let client = Client::new(Root::new(dir.path()));
+        let slot = Slot(0);
+        let (fake, pipes) = FakeWorkers::new(&client, &[slot]);
+        let (stop, stopped) = bounded(1);
+        let orch = Orchestrator::new(client.clone(), vec![slot])
+            .with_wake_pipes(pipes)
+            .with_stop(stopped)
+            .with_recheck(Duration::from_secs(60));
+        let run = std::thread::spawn(move || orch.run_all(tasks(&["a", "b", "c"]), |_| {}));
+        let first = fake.claim(slot);
+        fake.tell();
+        wait_until("the second task waits in the inbox", || {
+            fake.inbox(slot).is_some()
+        });
+        stop.send(()).unwrap();
+        wait_until("the waiting task withdrawn", || fake.inbox(slot).is_none());
+        fake.finish(slot, &first);
+        let results = run.join().unwrap().unwrap();
+        assert!(results[0].success);
+        assert_eq!(
+            results[1].outcome,
+            Some(Outcome::Cancelled),
+            "{:?}",
+            results[1]
+        );
+        assert_eq!(
+            results[2].outcome,
+            Some(Outcome::Cancelled),
+            "{:?}",
+            results[2]
+        );
+        drop(fake.woken);
+    }
+
+    #[test]
+    fn a_task_waiting_behind_a_long_one_goes_to_the_slot_that_is_idle() {
+        let dir = tempfile::tempdir().unwrap();
+        let client = Client::new(Root::new(dir.path()));
+        let (a, b) = (Slot(0), Slot(1));
+        let (fake, pipes) = FakeWorkers::new(&client, &[a, b]);
+        let orch = Orchestrator::new(client.clone(), vec![a, b])
+            .with_wake_pipes(pipes)
+            .with_recheck(Duration::from_secs(60));
+        let run =
+            std::thread::spawn(move || orch.run_all(tasks(&["long", "short", "queued"]), |_| {}));
+        // Both take their first task; then the third waits behind the first slot's.
+        let long = fake.claim(a);
+        let short = fake.claim(b);
+        fake.tell();
+        wait_until("the third task waits behind the long one", || {
+            fake.inbox(a).is_some()
+        });
+        let queued = fake.inbox(a).unwrap();
+        // The other slot ends its task while the long one runs on: it gets the third.
+        fake.finish(b, &short);
+        wait_until("the third task moves to the idle slot", || {
+            fake.inbox(b).as_ref() == Some(&queued)
+        });
+        assert_eq!(fake.inbox(a), None, "taken out of the busy slot's inbox");
+        assert_eq!(
+            crate::ids::lookup(client.root(), &queued).unwrap(),
+            Some(crate::ids::Place::Worker(b)),
+            "its id now names the slot it went to"
+        );
+        assert_eq!(fake.claim(b), queued);
+        fake.finish(b, &queued);
+        fake.finish(a, &long);
+        let results = run.join().unwrap().unwrap();
+        assert_eq!(results[2].task_id, queued);
+        assert_eq!(results[2].output, "ran on 1");
+        assert!(results.iter().all(|r| r.success));
+        drop(fake.woken);
     }
 }

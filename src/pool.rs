@@ -315,7 +315,8 @@ impl WorkerPool {
 /// ([`WorkerPool::spawn_woken`]).
 #[derive(Debug)]
 pub struct WakePipes {
-    /// Readable when a worker has ended a task; at its end when every worker is gone.
+    /// Readable when a worker has started or ended a task; at its end when every worker
+    /// is gone.
     pub told: Option<OwnedFd>,
     /// Each slot's waking end.
     pub wake: Vec<(Slot, std::fs::File)>,

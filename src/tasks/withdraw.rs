@@ -116,6 +116,29 @@ pub(crate) fn withdraw_inbox(root: &Root, slot: Slot, id: &TaskId) -> Result<boo
     Ok(true)
 }
 
+/// Take task `id` back out of `slot`'s inbox undelivered, to give it to another slot:
+/// no result, its id free again. `Ok(false)` when the inbox no longer holds it (its
+/// worker claimed it first; the rename that takes it back and the claim cannot both
+/// succeed).
+pub(crate) fn take_back(root: &Root, slot: Slot, id: &TaskId) -> Result<bool> {
+    let w = root.worker(slot);
+    let inbox = w.task();
+    let aside = w.dir.join(format!(".{id}.taken-back.json"));
+    match fs::rename(&inbox, &aside) {
+        Ok(()) => {}
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(false),
+        Err(e) => return Err(Error::io("take back (move out of the inbox)", &inbox, e)),
+    }
+    let moved = read_task_file(&aside).and_then(|f| f.task_id);
+    if moved.as_ref() != Some(id) {
+        // The worker claimed ours and another task was delivered since: that one stays.
+        return put_back(&w, &aside, id, moved).map(|()| false);
+    }
+    crate::ids::release(root, id, crate::ids::Place::Worker(slot))?;
+    fsio::remove_file_if_exists(&aside)?;
+    Ok(true)
+}
+
 /// Return a task withdrawn by mistake to the inbox; if the inbox was filled again
 /// meanwhile, it stays withdrawn and is answered (its waiters must not hang).
 fn put_back(

@@ -94,7 +94,7 @@ pub struct WorkerOptions {
     pub defer_rate_limited: bool,
     /// Started by a process that owns it (`conductor run`, `pool::WakePipes`): stdin is
     /// a pipe whose bytes mean "look again" (its end: the owner is gone, stop), and
-    /// stdout a pipe this worker writes a byte to after each task it ends. Its inbox
+    /// stdout a pipe this worker writes a byte to as each task starts and ends. Its inbox
     /// and the shared directories are then not watched (no inotify instance); the
     /// rescan stays the safety net.
     pub wake_pipes: bool,
@@ -154,7 +154,7 @@ pub(crate) struct Shared {
     pub lock_opts: LockOptions,
     /// The agent program found on PATH at start.
     pub agent_path: Option<PathBuf>,
-    /// Where the owner is told that a task ended ([`WorkerOptions::wake_pipes`]).
+    /// Where the owner is told that a task started or ended ([`WorkerOptions::wake_pipes`]).
     pub tell_owner: Option<std::fs::File>,
 }
 
@@ -174,9 +174,10 @@ impl Shared {
         }
     }
 
-    /// Tell the process that owns this worker that a task ended (a result to collect):
-    /// one byte, never waiting (a full pipe already holds news enough).
-    fn tell_owner(&self) {
+    /// Tell the process that owns this worker that a task started (its inbox is free
+    /// for the next) or ended (a result to collect): one byte, never waiting (a full
+    /// pipe already holds news enough).
+    pub(crate) fn tell_owner(&self) {
         if let Some(mut out) = self.tell_owner.as_ref() {
             use std::io::Write;
             let _ = out.write(b"r");

@@ -157,6 +157,8 @@ pub(crate) fn run(
         fence::Policy::for_lease(shared.lock_opts.lease, shared.opts.kill_grace),
         renewed_at(&lock, &hold),
     );
+    // Its inbox is empty again: an owner keeping it filled may deliver the next task.
+    shared.tell_owner();
     tracing::info!(
         "started \"{}\" · task {} · pid {} · {}us after claim",
         run.preview,

@@ -320,6 +320,97 @@ fn a_run_on_its_own_root_wakes_its_workers_by_pipe_and_they_go_with_it() {
 }
 
 #[test]
+fn a_woken_run_gives_a_busy_worker_its_next_task_before_the_first_ends() {
+    let t = TestRoot::new();
+    let tmp = t.path().join("tmp");
+    fs::create_dir(&tmp).unwrap();
+    // Each task runs until the file its prompt names exists.
+    let (first, second) = (t.path().join("go-first"), t.path().join("go-second"));
+    let mut run = conductor(&t)
+        .env("TMPDIR", &tmp)
+        .args(["run", "--workers", "1", "--json", "--agent"])
+        .arg(agent("step.sh"))
+        .arg(&first)
+        .arg(&second)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut root = None;
+    wait_until(BOUND, "the run's private root", || {
+        root = fs::read_dir(&tmp)
+            .unwrap()
+            .flatten()
+            .map(|e| e.path())
+            .find(|p| p.to_string_lossy().contains("conductor-run-"));
+        root.is_some()
+    });
+    let client = conductor::Client::new(Root::new(root.unwrap()));
+    // The worker told the run it started the first: the second waits in its inbox, to
+    // be taken the moment the first ends rather than after a round trip to the run.
+    wait_until(
+        BOUND,
+        "the second task waiting in the busy worker's inbox",
+        || client.read_task(Slot(0)).ok().flatten().is_some(),
+    );
+    wait_until(BOUND, "the first task's status", || {
+        client.read_status(Slot(0)).ok().flatten().map(|s| s.status)
+            == Some(conductor::WorkerState::Working)
+    });
+    assert!(client.read_task(Slot(0)).unwrap().is_some());
+    fs::write(&first, "").unwrap();
+    fs::write(&second, "").unwrap();
+    wait_until(BOUND, "the run's end", || run.try_wait().unwrap().is_some());
+    let mut text = String::new();
+    std::io::Read::read_to_string(&mut run.stdout.take().unwrap(), &mut text).unwrap();
+    assert!(run.wait().unwrap().success(), "{text}");
+    let v: serde_json::Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(v["succeeded"], 2, "{text}");
+}
+
+/// Whether a byte arrives on `fd` within `bound`; reads what is there.
+fn told_within(fd: &std::os::fd::OwnedFd, bound: Duration) -> bool {
+    use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
+    use std::os::fd::AsFd;
+    let mut fds = [PollFd::new(fd.as_fd(), PollFlags::POLLIN)];
+    let ms = PollTimeout::try_from(bound.as_millis() as i32).unwrap();
+    if poll(&mut fds, ms).unwrap() == 0 {
+        return false;
+    }
+    let mut byte = [0u8; 64];
+    nix::unistd::read(fd, &mut byte).unwrap() > 0
+}
+
+#[test]
+fn a_woken_worker_tells_its_owner_when_it_starts_a_task_and_when_it_ends_it() {
+    let t = TestRoot::new();
+    let hold = t.path().join("go");
+    let cmd = conductor::pool::WorkerCommand {
+        program: bin("conductor-worker"),
+        leading_args: Vec::new(),
+        dir: t.path().to_path_buf(),
+        extra_args: vec!["--agent".into(), agent("step.sh").into()],
+    };
+    let slot = Slot(0);
+    let (mut pool, pipes) =
+        conductor::pool::WorkerPool::spawn_woken(t.client.root(), &[slot], &cmd).unwrap();
+    let told = pipes.told.as_ref().unwrap();
+    pool.wait_ready(BOUND).unwrap();
+    // Drain what its start said, if anything.
+    while told_within(told, Duration::ZERO) {}
+    let task = Task::new(hold.display().to_string());
+    t.client.write_task(slot, &task).unwrap();
+    pipes.wake(slot);
+    // The agent waits for `go`, which does not exist yet: a byte now says it started
+    // (its inbox is free for the next task), not that it ended.
+    assert!(told_within(told, BOUND), "no word of the task's start");
+    assert!(t.client.read_task(slot).unwrap().is_none(), "claimed");
+    fs::write(&hold, "").unwrap();
+    assert!(told_within(told, BOUND), "no word of the task's end");
+    drop(pool);
+}
+
+#[test]
 fn an_agent_of_a_woken_run_hands_work_to_the_runs_queue_and_gets_it_back() {
     // Tasks the run did not deliver wake no one: its idle worker finds them by looking.
     let t = TestRoot::new();
