@@ -353,14 +353,15 @@ fn shared_change(shared: &[PathBuf], p: &Path) -> bool {
 /// Watch the slot's inbox and cancel file and the shared directories: read inline by
 /// the worker's thread where events are native, else by a watcher's thread.
 /// The wake-ups of a worker its owner feeds through stdin ([`WorkerOptions::wake_pipes`]):
-/// every byte is news of anything; the pipe's end stops the worker as SIGTERM would.
+/// every byte is news of its inbox; the pipe's end stops the worker as SIGTERM would.
+/// The pauses and the queue, which others may change in the owner's root without a
+/// word, are not news to it: their reading is kept no longer than an idle look
+/// ([`Shared::idle_look`]), as a task put in the queue waits that long for an idle one.
 fn owner_pipes(
     paths: &WorkerPaths,
-    news: SharedNews,
 ) -> Result<(Option<DirWatcher>, Option<InlineWatcher>, Receiver<()>)> {
     let (tx, wake) = bounded(1);
     let on_change: crate::watch::OnChange = Arc::new(move |_: Option<&Path>| {
-        news.tell();
         let _ = tx.try_send(());
     });
     let stdin = std::io::stdin()
@@ -444,7 +445,7 @@ impl Worker {
         let lock_opts = config.lock_options();
         let news = SharedNews::default();
         let (watcher, inline, wake) = if opts.wake_pipes {
-            owner_pipes(&slot.paths, news.clone())?
+            owner_pipes(&slot.paths)?
         } else {
             watch_slot(&opts.root, &slot.paths, opts.watch, news.clone())?
         };
@@ -457,7 +458,8 @@ impl Worker {
         if inline.is_some() {
             // Read by this thread (at each wait, and at the start of each look), the
             // watcher has told every change to the shared directories before a look
-            // decides: a silent one leaves the last reading.
+            // decides: a silent one leaves the last reading. (The owner's pipe tells
+            // none: then it is the reading's age alone.)
             slot.shared_seen = SharedSeen::kept_while_silent(news);
         }
         slot.inline = inline.map(inline::InlineWait::new);

@@ -12,7 +12,9 @@
 //! event says "anything may have changed"), so while it is silent about them the last
 //! reading stands. Kept for at most the rescan interval all the same, as the looks that
 //! follow a timer are; without an inline watcher (polling, or a many-slot worker) every
-//! look reads them as before.
+//! look reads them as before. A worker woken through its owner's pipe is told of its
+//! inbox only (the shared directories are not watched): its reading is kept for at most
+//! an idle look (`Shared::idle_look`, 100 ms).
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;

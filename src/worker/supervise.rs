@@ -648,6 +648,9 @@ impl Run<'_> {
                     // dying of that same stop request is an interruption, not a failure.
                     return (!shutdown.is_empty()).then(|| self.interrupted());
                 }
+                // A byte from a woken worker's owner is news of its inbox (the next task
+                // put behind this one), not of a cancel or pause: those wait for the beat.
+                Watched::Wake if self.shared.tell_owner.is_some() => {}
                 Watched::Wake => {
                     if self.cancelled() {
                         return Some(Stop::Cancelled);
