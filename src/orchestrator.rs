@@ -51,7 +51,8 @@ pub enum Progress<'a> {
 /// holds others up behind it. Workers that tell when they start a task (see
 /// [`Orchestrator::with_wake_pipes`]) also get the next one in their inbox while they
 /// run one; should it still wait there when nothing else is left, it moves to an idle
-/// slot. Results come back in input order.
+/// slot (under a new id, unless it came with one of its own: then it stays). Results
+/// come back in input order.
 #[derive(Debug)]
 pub struct Orchestrator {
     client: Client,
@@ -62,6 +63,8 @@ pub struct Orchestrator {
     /// The workers were started by us and are woken through these, not by file events
     /// ([`crate::pool::WorkerPool::spawn_woken`]).
     pipes: Option<crate::pool::WakePipes>,
+    /// With `pipes`: put a busy slot's next task in its inbox (see [`Orchestrator::keep_inboxes_filled`]).
+    keep_filled: bool,
 }
 
 impl Orchestrator {
@@ -74,6 +77,7 @@ impl Orchestrator {
             stop: never(),
             recheck: RECHECK,
             pipes: None,
+            keep_filled: true,
         }
     }
 
@@ -83,6 +87,15 @@ impl Orchestrator {
     /// Told of a start, the run puts the slot's next task in its inbox.
     pub fn with_wake_pipes(mut self, pipes: crate::pool::WakePipes) -> Orchestrator {
         self.pipes = Some(pipes);
+        self
+    }
+
+    /// Whether a run woken through pipes puts a busy slot's next task in its inbox
+    /// (default: yes). Not for workers that may put a stopped task back into that
+    /// inbox — a usage limit's deferral (the claude and codex presets) — which then
+    /// finds it taken and fails the task instead: for those, no.
+    pub fn keep_inboxes_filled(mut self, yes: bool) -> Orchestrator {
+        self.keep_filled = yes;
         self
     }
 
@@ -139,7 +152,7 @@ impl Orchestrator {
             }
             ResultsWatch::Thread(_) => None,
         };
-        let mut run = Run::new(tasks, limit, self.pipes.is_some());
+        let mut run = Run::new(tasks, limit, self.pipes.is_some() && self.keep_filled);
         // Which slots' results to look for: all at first, then those a result's name
         // appeared for (every outstanding one again after events were lost, on the
         // recheck, and once stopping).
@@ -390,7 +403,8 @@ struct Run {
 struct Waiting {
     index: usize,
     id: TaskId,
-    /// As delivered, to give to another slot should it still wait when one goes idle.
+    /// As given to the run, to give to another slot should it still wait when one goes
+    /// idle.
     task: Task,
 }
 
@@ -443,8 +457,6 @@ impl Run {
                         pipes.wake(slot);
                     }
                     if behind {
-                        let mut task = task;
-                        task.id = Some(id.clone());
                         self.waiting.insert(slot, Waiting { index, id, task });
                         continue;
                     }
@@ -467,21 +479,30 @@ impl Run {
     /// goes to a slot that has none: a long task never holds up the one queued behind
     /// it while another worker idles.
     fn move_waiting_to_idle(&mut self, client: &Client, slots: &[Slot]) -> Result<()> {
-        let idle = slots
+        let mut idle = slots
             .iter()
             .filter(|s| !self.outstanding.contains_key(s))
             .count();
-        for _ in 0..idle {
-            let Some(&from) = self.waiting.keys().next() else {
+        // Only tasks whose id the run made: such a task goes out again under a new id,
+        // so a worker that read it just before it was taken back (and registered its
+        // id for its own slot, then found the inbox empty) leaves nothing in its way.
+        let movable: Vec<Slot> = self
+            .waiting
+            .iter()
+            .filter(|(_, w)| w.task.id.is_none())
+            .map(|(s, _)| *s)
+            .collect();
+        for from in movable {
+            if idle == 0 {
                 break;
-            };
-            let w = self.waiting.remove(&from).expect("waiting slot");
-            if crate::tasks::withdraw::take_back(client.root(), from, &w.id)? {
+            }
+            let id = &self.waiting[&from].id;
+            // Not there: its worker took it (it runs there next), or someone withdrew
+            // it (its result is read when the task before it ends).
+            if crate::tasks::withdraw::take_back(client.root(), from, id)? {
+                let w = self.waiting.remove(&from).expect("waiting slot");
                 self.pending.push_back((w.index, w.task));
-            } else {
-                // Its worker took it first: it runs there, after the task in hand.
-                self.waiting.insert(from, w);
-                break;
+                idle -= 1;
             }
         }
         Ok(())
@@ -747,22 +768,24 @@ mod tests {
             fake.inbox(a).is_some()
         });
         let queued = fake.inbox(a).unwrap();
-        // The other slot ends its task while the long one runs on: it gets the third.
+        // The other slot ends its task while the long one runs on: it gets the third,
+        // under a new id (the old one given back).
         fake.finish(b, &short);
         wait_until("the third task moves to the idle slot", || {
-            fake.inbox(b).as_ref() == Some(&queued)
+            fake.inbox(b).is_some()
         });
         assert_eq!(fake.inbox(a), None, "taken out of the busy slot's inbox");
+        let moved = fake.claim(b);
+        assert_ne!(moved, queued);
+        assert_eq!(crate::ids::lookup(client.root(), &queued).unwrap(), None);
         assert_eq!(
-            crate::ids::lookup(client.root(), &queued).unwrap(),
+            crate::ids::lookup(client.root(), &moved).unwrap(),
             Some(crate::ids::Place::Worker(b)),
-            "its id now names the slot it went to"
         );
-        assert_eq!(fake.claim(b), queued);
-        fake.finish(b, &queued);
+        fake.finish(b, &moved);
         fake.finish(a, &long);
         let results = run.join().unwrap().unwrap();
-        assert_eq!(results[2].task_id, queued);
+        assert_eq!(results[2].task_id, moved);
         assert_eq!(results[2].output, "ran on 1");
         assert!(results.iter().all(|r| r.success));
         drop(fake.woken);

@@ -193,7 +193,13 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
     let (stop, interrupted) = stop_on_interrupt(workers.pids(), display.live())?;
     let mut orchestrator = Orchestrator::new(client.clone(), slots.clone()).with_stop(stop);
     if let Some(pipes) = pipes {
-        orchestrator = orchestrator.with_wake_pipes(pipes);
+        // Workers that defer a usage-limited task put it back into their inbox: it
+        // must be free then (and their agents' tasks are long enough for the run's
+        // round trip between two of them not to matter).
+        let may_defer = matches!(args.preset, Some(Preset::Claude | Preset::Codex));
+        orchestrator = orchestrator
+            .with_wake_pipes(pipes)
+            .keep_inboxes_filled(!may_defer);
     }
     let results = if args.chain {
         run_chain(&orchestrator, tasks, |p| display.progress(p))

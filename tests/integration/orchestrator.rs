@@ -350,14 +350,18 @@ fn a_woken_run_gives_a_busy_worker_its_next_task_before_the_first_ends() {
     // be taken the moment the first ends rather than after a round trip to the run.
     wait_until(
         BOUND,
-        "the second task waiting in the busy worker's inbox",
-        || client.read_task(Slot(0)).ok().flatten().is_some(),
+        "the second task waiting while the first runs",
+        || {
+            let running = client
+                .read_status(Slot(0))
+                .ok()
+                .flatten()
+                .filter(|s| s.status == conductor::WorkerState::Working)
+                .and_then(|s| s.task_id);
+            let waiting = client.read_task(Slot(0)).ok().flatten().and_then(|t| t.id);
+            matches!((running, waiting), (Some(r), Some(w)) if r != w)
+        },
     );
-    wait_until(BOUND, "the first task's status", || {
-        client.read_status(Slot(0)).ok().flatten().map(|s| s.status)
-            == Some(conductor::WorkerState::Working)
-    });
-    assert!(client.read_task(Slot(0)).unwrap().is_some());
     fs::write(&first, "").unwrap();
     fs::write(&second, "").unwrap();
     wait_until(BOUND, "the run's end", || run.try_wait().unwrap().is_some());

@@ -1091,6 +1091,56 @@ fn claude_usage_limit_defers_the_task_until_the_reset_then_runs_it() {
 }
 
 #[test]
+fn a_claude_run_defers_a_usage_limited_task_in_its_inbox_and_runs_it_after_the_reset() {
+    // `conductor run` keeps no second task waiting in the inbox of a claude worker: the
+    // deferred task goes back there, and runs, with the one after it, once the limit
+    // resets.
+    let Some(agents) = need_agent("claude") else {
+        return;
+    };
+    let t = TestRoot::new();
+    let dir = task_dir(&t);
+    let reset = unix_now() + 10;
+    let server = ModelServer::start(
+        t.dir.path(),
+        usage_limited_script(reset, &["done after the reset", "done after the reset"]),
+    );
+    let mut env = subscriber_env(&t, &agents, &server);
+    let tmp = t.dir.path().join("tmp");
+    fs::create_dir(&tmp).unwrap();
+    env.push(("TMPDIR".into(), tmp.display().to_string()));
+    let ran = run_conductor_env(
+        &t,
+        &[
+            "run",
+            "--workers",
+            "1",
+            "--preset",
+            "claude",
+            "--json",
+            "--dir",
+            dir.to_str().unwrap(),
+            "first task",
+            "second task",
+        ],
+        &env,
+        0,
+    );
+    let v: Value = serde_json::from_str(&ran.stdout).unwrap();
+    assert_eq!(v["succeeded"], 2, "{}\n{}", ran.stdout, ran.stderr);
+    for r in v["results"].as_array().unwrap() {
+        assert_eq!(r["output"], "done after the reset", "{r}");
+    }
+    let sent = server.scripted();
+    assert_eq!(
+        sent.iter()
+            .map(|r| r["status"].as_u64().unwrap())
+            .collect::<Vec<_>>(),
+        [429, 200, 200]
+    );
+}
+
+#[test]
 fn claude_usage_limit_fails_the_task_when_deferral_is_off() {
     let Some(agents) = need_agent("claude") else {
         return;
