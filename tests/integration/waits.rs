@@ -465,7 +465,13 @@ fn several_waits_say_which_output_is_which_and_submit_wait_names_its_task() {
         .wait_for_status(S1, &[conductor::WorkerState::Working], BOUND)
         .unwrap();
     let mut waiting = Bg::spawn(&t, &["submit", "behind the hold", "--wait"], true);
-    waiting.wait_stderr("the id on stderr", "submitted task ");
+    // The whole line: stderr is unbuffered, so the id may come in a write of its own.
+    wait_until(BOUND, "the id on stderr", || {
+        waiting
+            .stderr()
+            .lines()
+            .any(|l| l.starts_with("submitted task ") && l.contains(';'))
+    });
     let said = waiting.stderr();
     let id = said
         .split("submitted task ")
