@@ -1,6 +1,6 @@
 //! Orchestration patterns over worker slots: fan-out/fan-in and sequential pipelines.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -91,9 +91,10 @@ impl Orchestrator {
     }
 
     /// Whether a run woken through pipes puts a busy slot's next task in its inbox
-    /// (default: yes). Not for workers that may put a stopped task back into that
-    /// inbox — a usage limit's deferral (the claude and codex presets) — which then
-    /// finds it taken and fails the task instead: for those, no.
+    /// (default: yes). `conductor run` says no for the claude and codex presets: their
+    /// tasks take minutes (the round trip saved is nothing), and a usage limit sends
+    /// their stopped tasks back to the inbox (the worker would first have to ask for it,
+    /// as after a `pause --now`).
     pub fn keep_inboxes_filled(mut self, yes: bool) -> Orchestrator {
         self.keep_filled = yes;
         self
@@ -166,6 +167,7 @@ impl Orchestrator {
             if !stopping && stop_requested(&stop) {
                 (stopping, stop) = (true, never());
             }
+            run.give_inboxes_back(&self.client, arrived.take_inbox_wanted())?;
             if stopping {
                 // A task delivered but not yet claimed would wait in its inbox for a
                 // worker that is stopping too: take it back, answered `cancelled`.
@@ -249,10 +251,14 @@ impl Orchestrator {
             })?;
             // Every worker gone: the recheck finds out whose task is left (as it does
             // for a worker that died without a word).
-            let inline =
-                InlineWatcher::from_pipe(told, on_change, Box::new(|| {})).map_err(|e| {
-                    Error::io("read the workers' pipe for", self.client.root().path(), e)
-                })?;
+            let said = arrived.clone();
+            let inline = InlineWatcher::from_pipe_reading_bytes(
+                told,
+                Box::new(move |bytes| said.note_bytes(bytes)),
+                on_change,
+                Box::new(|| {}),
+            )
+            .map_err(|e| Error::io("read the workers' pipe for", self.client.root().path(), e))?;
             return Ok((ResultsWatch::Inline(inline), wake, arrived));
         }
         let watcher = match InlineWatcher::published(&dirs, self.watch, on_change.clone())? {
@@ -339,9 +345,17 @@ enum Look {
 
 /// The slots whose `results/` a name appeared in since the orchestrator last asked.
 /// Looking only there, not for every outstanding task's result on every wake-up, saves
-/// the orchestrator a failed `open` per other slot each time.
+/// the orchestrator a failed `open` per other slot each time. Woken workers also ask
+/// here for their inbox back ([`crate::pool::slot_wanting_inbox`]).
 #[derive(Default)]
-struct Arrivals(Mutex<(bool, Vec<Slot>)>);
+struct Arrivals(Mutex<Seen>);
+
+#[derive(Default)]
+struct Seen {
+    all: bool,
+    slots: Vec<Slot>,
+    inbox_wanted: Vec<Slot>,
+}
 
 impl Arrivals {
     /// Note a change at `path` (`None`: anything may have changed) in one of `dirs`,
@@ -350,7 +364,7 @@ impl Arrivals {
     fn note(&self, path: Option<&Path>, dirs: &[std::path::PathBuf], slots: &[Slot]) -> bool {
         let mut seen = self.0.lock().unwrap_or_else(|e| e.into_inner());
         let Some(path) = path else {
-            seen.0 = true;
+            seen.all = true;
             return true;
         };
         // A result is published by a link of its final name: the temporary file made
@@ -362,23 +376,42 @@ impl Arrivals {
             return false;
         }
         match dirs.iter().position(|d| Some(d.as_path()) == path.parent()) {
-            Some(i) if !seen.1.contains(&slots[i]) => seen.1.push(slots[i]),
+            Some(i) if !seen.slots.contains(&slots[i]) => seen.slots.push(slots[i]),
             Some(_) => {}
             // A watched directory itself, or a path we cannot place: look everywhere.
-            None => seen.0 = true,
+            None => seen.all = true,
         }
         true
+    }
+
+    /// Note what woken workers said: the bytes read from their pipe.
+    fn note_bytes(&self, bytes: &[u8]) {
+        let wanted = bytes
+            .iter()
+            .filter_map(|&b| crate::pool::slot_wanting_inbox(b));
+        let mut seen = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        for slot in wanted {
+            if !seen.inbox_wanted.contains(&slot) {
+                seen.inbox_wanted.push(slot);
+            }
+        }
     }
 
     /// What was noted since the last call, forgotten now.
     fn take(&self) -> Look {
         let mut seen = self.0.lock().unwrap_or_else(|e| e.into_inner());
-        let (all, slots) = std::mem::take(&mut *seen);
-        if all {
+        let slots = std::mem::take(&mut seen.slots);
+        if std::mem::take(&mut seen.all) {
             Look::All
         } else {
             Look::Slots(slots)
         }
+    }
+
+    /// The slots whose workers asked for their inbox back since the last call.
+    fn take_inbox_wanted(&self) -> Vec<Slot> {
+        let mut seen = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        std::mem::take(&mut seen.inbox_wanted)
     }
 }
 
@@ -396,6 +429,9 @@ struct Run {
     /// most one so; what still waits when the tasks run out goes to an idle slot.
     waiting: HashMap<Slot, Waiting>,
     keep_filled: bool,
+    /// Slots whose workers asked for their inbox back: none is filled again until the
+    /// task in hand there ends.
+    unfilled: HashSet<Slot>,
     results: Vec<Option<TaskResult>>,
 }
 
@@ -417,6 +453,7 @@ impl Run {
             outstanding: HashMap::new(),
             waiting: HashMap::new(),
             keep_filled,
+            unfilled: HashSet::new(),
         }
     }
 
@@ -442,6 +479,7 @@ impl Run {
             if behind
                 && (!self.keep_filled
                     || self.waiting.contains_key(&slot)
+                    || self.unfilled.contains(&slot)
                     || self.pending.is_empty()
                     // Not yet taken from its inbox: that is the one place a task waits.
                     || client.worker(slot).task().symlink_metadata().is_ok())
@@ -470,6 +508,26 @@ impl Run {
                 // Someone else's task is waiting there: try another slot.
                 Err(Error::InboxBusy { .. }) => self.pending.push_front((index, task)),
                 Err(e) => return Err(e),
+            }
+        }
+        Ok(())
+    }
+
+    /// Take back the task waiting in each of `slots`' inbox: its worker must put the task
+    /// it had in hand back there (stopped by a `pause --now`). The taken task is the next
+    /// to deliver, elsewhere or there once the slot is free again.
+    fn give_inboxes_back(&mut self, client: &Client, slots: Vec<Slot>) -> Result<()> {
+        for slot in slots {
+            if !self.outstanding.contains_key(&slot) {
+                continue;
+            }
+            self.unfilled.insert(slot);
+            let Some(w) = self.waiting.get(&slot) else {
+                continue;
+            };
+            if crate::tasks::withdraw::take_back(client.root(), slot, &w.id)? {
+                let w = self.waiting.remove(&slot).expect("waiting slot");
+                self.pending.push_front((w.index, w.task));
             }
         }
         Ok(())
@@ -556,6 +614,7 @@ impl Run {
                 };
                 let index = *index;
                 self.outstanding.remove(&slot);
+                self.unfilled.remove(&slot);
                 arrived += 1;
                 on_progress(Progress::Finished {
                     index,
@@ -746,6 +805,42 @@ mod tests {
             "{:?}",
             results[2]
         );
+        drop(fake.woken);
+    }
+
+    #[test]
+    fn a_worker_asking_for_its_inbox_back_gets_it_and_the_task_there_runs_later() {
+        let dir = tempfile::tempdir().unwrap();
+        let client = Client::new(Root::new(dir.path()));
+        let slot = Slot(0);
+        let (fake, pipes) = FakeWorkers::new(&client, &[slot]);
+        let orch = Orchestrator::new(client.clone(), vec![slot])
+            .with_wake_pipes(pipes)
+            .with_recheck(Duration::from_secs(60));
+        let run = std::thread::spawn(move || orch.run_all(tasks(&["a", "b"]), |_| {}));
+        let first = fake.claim(slot);
+        fake.tell();
+        wait_until("the second task waits in the inbox", || {
+            fake.inbox(slot).is_some()
+        });
+        let behind = fake.inbox(slot).unwrap();
+        // Stopped by a `pause --now`, the first must go back where the second waits.
+        let ask = crate::pool::inbox_wanted_byte(slot).unwrap();
+        (&fake.told).write_all(&[ask]).unwrap();
+        wait_until("the inbox given back", || fake.inbox(slot).is_none());
+        assert_eq!(crate::ids::lookup(client.root(), &behind).unwrap(), None);
+        let w = client.worker(slot);
+        std::fs::rename(w.running(), w.task()).unwrap();
+        // Resumed: the first runs again and ends; then the second comes.
+        assert_eq!(fake.claim(slot), first);
+        fake.tell();
+        fake.finish(slot, &first);
+        let second = fake.claim(slot);
+        fake.finish(slot, &second);
+        let results = run.join().unwrap().unwrap();
+        assert_eq!(results[0].task_id, first);
+        assert_eq!(results[1].task_id, second);
+        assert!(results.iter().all(|r| r.success));
         drop(fake.woken);
     }
 

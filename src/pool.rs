@@ -334,6 +334,21 @@ impl WakePipes {
     }
 }
 
+/// The byte a woken worker of `slot` writes to ask its owner for its inbox back (it must
+/// put its stopped task there: a `pause --now`), when the slot has one (below 127).
+/// Any other byte means "a task started or ended".
+pub(crate) fn inbox_wanted_byte(slot: Slot) -> Option<u8> {
+    u8::try_from(slot.0)
+        .ok()
+        .filter(|&s| s < 0x7f)
+        .map(|s| 0x80 | s)
+}
+
+/// The slot whose worker asks for its inbox back with `byte`, if it is such a byte.
+pub(crate) fn slot_wanting_inbox(byte: u8) -> Option<Slot> {
+    (byte & 0x80 != 0 && byte != 0xff).then(|| Slot(u32::from(byte & 0x7f)))
+}
+
 /// A close-on-exec pipe: (read end, write end).
 fn cloexec_pipe() -> io::Result<(OwnedFd, OwnedFd)> {
     nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).map_err(io::Error::from)
@@ -356,6 +371,19 @@ mod tests {
     use std::fs::Permissions;
     use std::os::unix::fs::PermissionsExt;
     use std::path::Path;
+
+    #[test]
+    fn a_slots_ask_for_its_inbox_is_told_from_a_tell() {
+        for n in [0, 1, 15, 126] {
+            let byte = inbox_wanted_byte(Slot(n)).unwrap();
+            assert_eq!(slot_wanting_inbox(byte), Some(Slot(n)));
+        }
+        assert_eq!(inbox_wanted_byte(Slot(127)), None);
+        assert_eq!(inbox_wanted_byte(Slot(4000)), None);
+        for tell in [b'r', b'w', 0, 0x7f, 0xff] {
+            assert_eq!(slot_wanting_inbox(tell), None, "{tell}");
+        }
+    }
 
     #[test]
     fn a_worker_log_is_private_and_an_old_one_is_narrowed() {

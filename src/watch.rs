@@ -8,7 +8,7 @@ mod native;
 #[cfg(target_os = "linux")]
 mod pipe;
 #[cfg(target_os = "linux")]
-pub use pipe::OnEnd;
+pub use pipe::{OnBytes, OnEnd};
 mod poll;
 
 use std::ffi::OsStr;
@@ -512,6 +512,20 @@ impl InlineWatcher {
             inner: std::mem::ManuallyDrop::new(Source::Pipe(pipe::PipeNews::new(
                 read_end, on_change, on_end,
             )?)),
+        })
+    }
+
+    /// [`InlineWatcher::from_pipe`], each byte read also handed to `on_bytes`.
+    #[cfg(target_os = "linux")]
+    pub fn from_pipe_reading_bytes(
+        read_end: std::os::fd::OwnedFd,
+        on_bytes: OnBytes,
+        on_change: OnChange,
+        on_end: OnEnd,
+    ) -> std::io::Result<InlineWatcher> {
+        let news = pipe::PipeNews::new(read_end, on_change, on_end)?.reading_bytes(on_bytes);
+        Ok(InlineWatcher {
+            inner: std::mem::ManuallyDrop::new(Source::Pipe(news)),
         })
     }
 

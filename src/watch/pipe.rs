@@ -18,10 +18,15 @@ use super::OnChange;
 /// What to do once every writer has closed its end (once).
 pub type OnEnd = Box<dyn FnOnce() + Send>;
 
+/// What to do with the bytes read, as they are read (before `on_change` is told): for
+/// a reader whose writers say more than "look again".
+pub type OnBytes = Box<dyn Fn(&[u8]) + Send + Sync>;
+
 pub(super) struct PipeNews {
     /// The read end, non-blocking.
     fd: OwnedFd,
     on_change: OnChange,
+    on_bytes: Option<OnBytes>,
     on_end: Mutex<Option<OnEnd>>,
     /// Until every writer has closed its end: then it is readable for ever, and not
     /// waited on any more.
@@ -34,9 +39,16 @@ impl PipeNews {
         Ok(PipeNews {
             fd,
             on_change,
+            on_bytes: None,
             on_end: Mutex::new(Some(on_end)),
             open: AtomicBool::new(true),
         })
+    }
+
+    /// Hand every byte read to `on_bytes` too.
+    pub fn reading_bytes(mut self, on_bytes: OnBytes) -> PipeNews {
+        self.on_bytes = Some(on_bytes);
+        self
     }
 
     /// Read every byte waiting; told as "anything may have changed" when there was any,
@@ -58,7 +70,12 @@ impl PipeNews {
                     }
                     return true;
                 }
-                Ok(_) => told = true,
+                Ok(n) => {
+                    if let Some(on_bytes) = &self.on_bytes {
+                        on_bytes(&buf[..n]);
+                    }
+                    told = true;
+                }
                 Err(Errno::EINTR) => {}
                 Err(_) => break,
             }
@@ -126,6 +143,21 @@ mod tests {
         assert_eq!(news.wait(&[], Duration::from_secs(30)), 0);
         assert_eq!(told.load(Ordering::SeqCst), 1, "one batch, one telling");
         assert_eq!(news.wait(&[], Duration::from_millis(20)), 0);
+        assert_eq!(told.load(Ordering::SeqCst), 1);
+    }
+
+    #[test]
+    fn the_bytes_read_are_handed_on_before_the_telling() {
+        let (news, w, told, _) = news();
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let (s, t) = (seen.clone(), told.clone());
+        let news = news.reading_bytes(Box::new(move |b| {
+            assert_eq!(t.load(Ordering::SeqCst), 0, "handed on before the telling");
+            s.lock().unwrap().extend_from_slice(b);
+        }));
+        nix::unistd::write(&w, b"r\x83r").unwrap();
+        assert_eq!(news.wait(&[], Duration::from_secs(30)), 0);
+        assert_eq!(*seen.lock().unwrap(), b"r\x83r");
         assert_eq!(told.load(Ordering::SeqCst), 1);
     }
 

@@ -183,6 +183,19 @@ impl Shared {
             let _ = out.write(b"r");
         }
     }
+
+    /// Ask the owner to take back the task it put in `slot`'s inbox behind the one this
+    /// worker had in hand (which must go back there); whether it was asked.
+    pub(crate) fn ask_owner_for_inbox(&self, slot: Slot) -> bool {
+        let (Some(mut out), Some(byte)) = (
+            self.tell_owner.as_ref(),
+            crate::pool::inbox_wanted_byte(slot),
+        ) else {
+            return false;
+        };
+        use std::io::Write;
+        out.write(&[byte]).is_ok()
+    }
 }
 
 /// One slot's own state: its files, its gate, its status board, whether its disk is full.

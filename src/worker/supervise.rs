@@ -54,7 +54,10 @@ struct Run<'a> {
     group: Option<String>,
 }
 
-/// Run a claimed task to its one result. `Pickup::Stop` if asked to shut down.
+/// How long a worker whose inbox its owner filled waits, once it asked, for the owner
+/// to take that task back so that its stopped one can go back there.
+const OWNER_GIVES_BACK: Duration = Duration::from_secs(2);
+
 /// How long a task waits out a passing shortage before its agent can start.
 const TRANSIENT_SPAWN_BOUND: Duration = Duration::from_secs(120);
 
@@ -80,6 +83,7 @@ fn is_transient(e: &crate::error::Error) -> bool {
     }
 }
 
+/// Run a claimed task to its one result. `Pickup::Stop` if asked to shut down.
 pub(crate) fn run(
     shared: &Shared,
     slot: &SlotServer,
@@ -468,10 +472,25 @@ impl Run<'_> {
             return Ok(true);
         }
         fsio::write_json(&running, t, fsio::Durability::Durable)?;
-        match fsio::rename_noreplace(&running, &self.slot.paths.task()) {
-            Ok(()) => fsio::fsync_dir(&self.slot.paths.dir).map(|()| true),
-            Err(e) if e.io_kind() == Some(std::io::ErrorKind::AlreadyExists) => Ok(false),
-            Err(e) => Err(e),
+        let inbox = self.slot.paths.task();
+        let taken = |e: &Error| e.io_kind() == Some(std::io::ErrorKind::AlreadyExists);
+        let mut asked: Option<Instant> = None;
+        loop {
+            match fsio::rename_noreplace(&running, &inbox) {
+                Ok(()) => return fsio::fsync_dir(&self.slot.paths.dir).map(|()| true),
+                Err(e) if !taken(&e) => return Err(e),
+                Err(_) => {}
+            }
+            // A run that keeps its workers' inboxes filled put the next task there: it
+            // takes that one back when asked, in a moment.
+            match asked {
+                None if self.shared.ask_owner_for_inbox(self.slot.slot()) => {
+                    asked = Some(Instant::now());
+                }
+                Some(at) if at.elapsed() < OWNER_GIVES_BACK => {}
+                _ => return Ok(false),
+            }
+            std::thread::sleep(Duration::from_millis(2));
         }
     }
 

@@ -15,7 +15,8 @@ use conductor::{Outcome, Root, Slot, Task, TaskId, TaskResult};
 use serde_json::Value;
 
 use crate::harness::{
-    agent, assert_nothing_left, bin, inotify_instances, run_conductor_env, wait_until, TestRoot,
+    agent, assert_nothing_left, bin, inotify_instances, run_conductor, run_conductor_env,
+    wait_until, Bg, TestRoot,
 };
 
 const BOUND: Duration = Duration::from_secs(60);
@@ -286,16 +287,7 @@ fn a_run_on_its_own_root_wakes_its_workers_by_pipe_and_they_go_with_it() {
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
-    let mut root = None;
-    wait_until(BOUND, "the run's private root", || {
-        root = fs::read_dir(&tmp)
-            .unwrap()
-            .flatten()
-            .map(|e| e.path())
-            .find(|p| p.to_string_lossy().contains("conductor-run-"));
-        root.is_some()
-    });
-    let root = root.unwrap();
+    let root = private_root(&tmp);
     let client = conductor::Client::new(Root::new(&root));
     let mut workers = Vec::new();
     wait_until(BOUND, "both tasks running", || {
@@ -326,50 +318,114 @@ fn a_woken_run_gives_a_busy_worker_its_next_task_before_the_first_ends() {
     fs::create_dir(&tmp).unwrap();
     // Each task runs until the file its prompt names exists.
     let (first, second) = (t.path().join("go-first"), t.path().join("go-second"));
-    let mut run = conductor(&t)
-        .env("TMPDIR", &tmp)
-        .args(["run", "--workers", "1", "--json", "--agent"])
-        .arg(agent("step.sh"))
-        .arg(&first)
-        .arg(&second)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut root = None;
-    wait_until(BOUND, "the run's private root", || {
-        root = fs::read_dir(&tmp)
-            .unwrap()
-            .flatten()
-            .map(|e| e.path())
-            .find(|p| p.to_string_lossy().contains("conductor-run-"));
-        root.is_some()
-    });
-    let client = conductor::Client::new(Root::new(root.unwrap()));
+    let step = agent("step.sh");
+    let mut run = Bg::spawn_env(
+        &t,
+        &[
+            "run",
+            "--workers",
+            "1",
+            "--json",
+            "--agent",
+            step.to_str().unwrap(),
+            first.to_str().unwrap(),
+            second.to_str().unwrap(),
+        ],
+        &[("TMPDIR", tmp.to_str().unwrap())],
+    );
+    let client = conductor::Client::new(Root::new(private_root(&tmp)));
     // The worker told the run it started the first: the second waits in its inbox, to
     // be taken the moment the first ends rather than after a round trip to the run.
     wait_until(
         BOUND,
         "the second task waiting while the first runs",
         || {
-            let running = client
-                .read_status(Slot(0))
-                .ok()
-                .flatten()
-                .filter(|s| s.status == conductor::WorkerState::Working)
-                .and_then(|s| s.task_id);
+            let running = running_task(&client);
             let waiting = client.read_task(Slot(0)).ok().flatten().and_then(|t| t.id);
-            matches!((running, waiting), (Some(r), Some(w)) if r != w)
+            running.is_some() && waiting.is_some() && waiting != running
         },
     );
     fs::write(&first, "").unwrap();
     fs::write(&second, "").unwrap();
-    wait_until(BOUND, "the run's end", || run.try_wait().unwrap().is_some());
-    let mut text = String::new();
-    std::io::Read::read_to_string(&mut run.stdout.take().unwrap(), &mut text).unwrap();
-    assert!(run.wait().unwrap().success(), "{text}");
-    let v: serde_json::Value = serde_json::from_str(&text).unwrap();
-    assert_eq!(v["succeeded"], 2, "{text}");
+    assert!(run.wait_exit().success(), "{}", run.stderr());
+    let v: serde_json::Value = serde_json::from_str(&run.stdout()).unwrap();
+    assert_eq!(v["succeeded"], 2, "{}", run.stdout());
+}
+
+/// The task slot 0 runs now, by its status.
+fn running_task(client: &conductor::Client) -> Option<TaskId> {
+    client
+        .read_status(Slot(0))
+        .ok()
+        .flatten()
+        .filter(|s| s.status == conductor::WorkerState::Working)
+        .and_then(|s| s.task_id)
+}
+
+/// The private root of the `conductor run` whose `TMPDIR` is `tmp`, once it exists.
+fn private_root(tmp: &Path) -> PathBuf {
+    let mut root = None;
+    wait_until(BOUND, "the run's private root", || {
+        root = fs::read_dir(tmp)
+            .unwrap()
+            .flatten()
+            .map(|e| e.path())
+            .find(|p| p.to_string_lossy().contains("conductor-run-"));
+        root.is_some()
+    });
+    root.unwrap()
+}
+
+#[test]
+fn a_pause_now_in_a_woken_run_puts_the_task_back_though_the_next_waited_in_its_inbox() {
+    let t = TestRoot::new();
+    let tmp = t.path().join("tmp");
+    fs::create_dir(&tmp).unwrap();
+    let (first, second) = (t.path().join("go-first"), t.path().join("go-second"));
+    let step = agent("step.sh");
+    let mut run = Bg::spawn_env(
+        &t,
+        &[
+            "run",
+            "--workers",
+            "1",
+            "--json",
+            "--agent",
+            step.to_str().unwrap(),
+            first.to_str().unwrap(),
+            second.to_str().unwrap(),
+        ],
+        &[("TMPDIR", tmp.to_str().unwrap())],
+    );
+    let root = private_root(&tmp);
+    let client = conductor::Client::new(Root::new(&root));
+    let mut running = None;
+    wait_until(
+        BOUND,
+        "the second task waiting while the first runs",
+        || {
+            running = running_task(&client);
+            let waiting = client.read_task(Slot(0)).ok().flatten().and_then(|t| t.id);
+            running.is_some() && waiting.is_some() && waiting != running
+        },
+    );
+    let root_arg = root.to_str().unwrap();
+    run_conductor(
+        &t,
+        &["pause", "--now", "--slot", "0", "--root", root_arg],
+        0,
+    );
+    // Stopped at its worker's next beat, the first goes back to the inbox: the run
+    // takes the second out of the way when the worker asks.
+    wait_until(BOUND, "the first task back in its inbox", || {
+        client.read_task(Slot(0)).ok().flatten().and_then(|t| t.id) == running
+    });
+    fs::write(&first, "").unwrap();
+    fs::write(&second, "").unwrap();
+    run_conductor(&t, &["resume", "--all", "--root", root_arg], 0);
+    assert!(run.wait_exit().success(), "{}", run.stderr());
+    let v: serde_json::Value = serde_json::from_str(&run.stdout()).unwrap();
+    assert_eq!(v["succeeded"], 2, "{}", run.stdout());
 }
 
 /// Whether a byte arrives on `fd` within `bound`; reads what is there.
