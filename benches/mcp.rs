@@ -294,16 +294,7 @@ fn holdings(pid: u32) -> (u64, u64, usize) {
             .and_then(|v| v.parse().ok())
             .unwrap_or(0)
     };
-    let inotify = std::fs::read_dir(format!("/proc/{pid}/fd"))
-        .map(|d| {
-            d.flatten()
-                .filter(|e| {
-                    std::fs::read_link(e.path())
-                        .is_ok_and(|l| l.to_string_lossy() == "anon_inode:inotify")
-                })
-                .count()
-        })
-        .unwrap_or(0);
+    let inotify = conductor::procfs::inotify_instances(pid);
     (field("VmRSS:"), field("Threads:"), inotify)
 }
 

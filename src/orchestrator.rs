@@ -476,14 +476,7 @@ impl Run {
             .partition(|s| !self.outstanding.contains_key(s));
         for slot in idle.into_iter().chain(busy) {
             let behind = self.outstanding.contains_key(&slot);
-            if behind
-                && (!self.keep_filled
-                    || self.waiting.contains_key(&slot)
-                    || self.unfilled.contains(&slot)
-                    || self.pending.is_empty()
-                    // Not yet taken from its inbox: that is the one place a task waits.
-                    || client.worker(slot).task().symlink_metadata().is_ok())
-            {
+            if behind && !self.room_behind(client, slot) {
                 continue;
             }
             let Some((index, task)) = self.pending.pop_front() else {
@@ -513,6 +506,32 @@ impl Run {
         Ok(())
     }
 
+    /// Whether busy `slot` may take the next task into its inbox now: inboxes are kept
+    /// filled, there is a next task, the slot has none waiting and did not ask for its
+    /// inbox back, and its worker took its task out of the inbox (the one place a task
+    /// waits).
+    fn room_behind(&self, client: &Client, slot: Slot) -> bool {
+        self.keep_filled
+            && !self.pending.is_empty()
+            && !self.waiting.contains_key(&slot)
+            && !self.unfilled.contains(&slot)
+            && client.worker(slot).task().symlink_metadata().is_err()
+    }
+
+    /// Take the task waiting in `slot`'s inbox back out of it, undelivered (its index and
+    /// the task as given); `None` when it is no longer there (its worker took it, or
+    /// someone withdrew it: its result is read when the task before it ends).
+    fn take_back_waiting(&mut self, client: &Client, slot: Slot) -> Result<Option<(usize, Task)>> {
+        let Some(w) = self.waiting.get(&slot) else {
+            return Ok(None);
+        };
+        if !crate::tasks::withdraw::take_back(client.root(), slot, &w.id)? {
+            return Ok(None);
+        }
+        let w = self.waiting.remove(&slot).expect("waiting slot");
+        Ok(Some((w.index, w.task)))
+    }
+
     /// Take back the task waiting in each of `slots`' inbox: its worker must put the task
     /// it had in hand back there (stopped by a `pause --now`). The taken task is the next
     /// to deliver, elsewhere or there once the slot is free again.
@@ -522,12 +541,8 @@ impl Run {
                 continue;
             }
             self.unfilled.insert(slot);
-            let Some(w) = self.waiting.get(&slot) else {
-                continue;
-            };
-            if crate::tasks::withdraw::take_back(client.root(), slot, &w.id)? {
-                let w = self.waiting.remove(&slot).expect("waiting slot");
-                self.pending.push_front((w.index, w.task));
+            if let Some(taken) = self.take_back_waiting(client, slot)? {
+                self.pending.push_front(taken);
             }
         }
         Ok(())
@@ -554,12 +569,8 @@ impl Run {
             if idle == 0 {
                 break;
             }
-            let id = &self.waiting[&from].id;
-            // Not there: its worker took it (it runs there next), or someone withdrew
-            // it (its result is read when the task before it ends).
-            if crate::tasks::withdraw::take_back(client.root(), from, id)? {
-                let w = self.waiting.remove(&from).expect("waiting slot");
-                self.pending.push_back((w.index, w.task));
+            if let Some(taken) = self.take_back_waiting(client, from)? {
+                self.pending.push_back(taken);
                 idle -= 1;
             }
         }
@@ -660,14 +671,20 @@ mod tests {
     use crate::layout::Root;
     use std::io::Write;
     use std::os::fd::OwnedFd;
+    use std::thread::JoinHandle;
     use std::time::Instant;
 
-    /// The test plays both workers of a woken run: it claims, tells and answers.
+    /// A woken run on a fresh root whose workers the test plays: it claims, tells and
+    /// answers.
     struct FakeWorkers {
+        _dir: tempfile::TempDir,
         client: Client,
         told: std::fs::File,
-        woken: Vec<OwnedFd>,
+        /// The workers' ends of the wake pipes, held open while the run lasts.
+        _woken: Vec<OwnedFd>,
     }
+
+    type Running = JoinHandle<Result<Vec<TaskResult>>>;
 
     const BOUND: Duration = Duration::from_secs(10);
 
@@ -680,7 +697,15 @@ mod tests {
     }
 
     impl FakeWorkers {
-        fn new(client: &Client, slots: &[Slot]) -> (FakeWorkers, crate::pool::WakePipes) {
+        /// `run_all` of `prompts` over `slots` on its own thread, stopped by `stop`
+        /// if given; the recheck far off, so only the test's words move it.
+        fn run(
+            slots: &[Slot],
+            prompts: &[&str],
+            stop: Option<Receiver<()>>,
+        ) -> (FakeWorkers, Running) {
+            let dir = tempfile::tempdir().unwrap();
+            let client = Client::new(Root::new(dir.path()));
             let (told_r, told_w) = nix::unistd::pipe().unwrap();
             let mut wake = Vec::new();
             let mut woken = Vec::new();
@@ -694,16 +719,31 @@ mod tests {
                 told: Some(told_r),
                 wake,
             };
+            let mut orch = Orchestrator::new(client.clone(), slots.to_vec())
+                .with_wake_pipes(pipes)
+                .with_recheck(Duration::from_secs(60));
+            if let Some(stop) = stop {
+                orch = orch.with_stop(stop);
+            }
+            let tasks: Vec<Task> = prompts.iter().map(|p| Task::new(*p)).collect();
+            let running = std::thread::spawn(move || orch.run_all(tasks, |_| {}));
             let fake = FakeWorkers {
-                client: client.clone(),
+                _dir: dir,
+                client,
                 told: std::fs::File::from(told_w),
-                woken,
+                _woken: woken,
             };
-            (fake, pipes)
+            (fake, running)
         }
 
         fn inbox(&self, slot: Slot) -> Option<TaskId> {
             crate::inspect::read_task_file(&self.client.worker(slot).task()).and_then(|f| f.task_id)
+        }
+
+        /// The task that comes to wait in `slot`'s inbox (`what` it is, for a timeout).
+        fn waiting(&self, slot: Slot, what: &str) -> TaskId {
+            wait_until(what, || self.inbox(slot).is_some());
+            self.inbox(slot).unwrap()
         }
 
         /// Take the task in `slot`'s inbox, as a worker's claim does.
@@ -732,35 +772,20 @@ mod tests {
         }
     }
 
-    fn tasks(prompts: &[&str]) -> Vec<Task> {
-        prompts.iter().map(|p| Task::new(*p)).collect()
-    }
-
     #[test]
     fn a_woken_run_keeps_the_next_task_in_a_busy_slots_inbox() {
-        let dir = tempfile::tempdir().unwrap();
-        let client = Client::new(Root::new(dir.path()));
         let slot = Slot(0);
-        let (fake, pipes) = FakeWorkers::new(&client, &[slot]);
-        let orch = Orchestrator::new(client.clone(), vec![slot])
-            .with_wake_pipes(pipes)
-            .with_recheck(Duration::from_secs(60));
-        let run = std::thread::spawn(move || orch.run_all(tasks(&["a", "b", "c"]), |_| {}));
+        let (fake, run) = FakeWorkers::run(&[slot], &["a", "b", "c"], None);
         let first = fake.claim(slot);
         fake.tell();
         // While the first runs, the second waits in the inbox; the third is not sent.
-        wait_until("the second task waits in the inbox", || {
-            fake.inbox(slot).is_some()
-        });
-        let second = fake.inbox(slot).unwrap();
+        let second = fake.waiting(slot, "the second task waits in the inbox");
         assert_ne!(second, first);
         fake.finish(slot, &first);
         let second_claimed = fake.claim(slot);
         assert_eq!(second_claimed, second);
         fake.tell();
-        wait_until("the third task waits in the inbox", || {
-            fake.inbox(slot).is_some()
-        });
+        fake.waiting(slot, "the third task waits in the inbox");
         fake.finish(slot, &second);
         let third = fake.claim(slot);
         fake.finish(slot, &third);
@@ -768,73 +793,44 @@ mod tests {
         let ids: Vec<_> = results.iter().map(|r| r.task_id.clone()).collect();
         assert_eq!(ids, [first, second, third]);
         assert!(results.iter().all(|r| r.success));
-        drop(fake.woken);
     }
 
     #[test]
     fn a_stopped_run_takes_back_the_task_waiting_behind_and_answers_it_cancelled() {
-        let dir = tempfile::tempdir().unwrap();
-        let client = Client::new(Root::new(dir.path()));
         let slot = Slot(0);
-        let (fake, pipes) = FakeWorkers::new(&client, &[slot]);
         let (stop, stopped) = bounded(1);
-        let orch = Orchestrator::new(client.clone(), vec![slot])
-            .with_wake_pipes(pipes)
-            .with_stop(stopped)
-            .with_recheck(Duration::from_secs(60));
-        let run = std::thread::spawn(move || orch.run_all(tasks(&["a", "b", "c"]), |_| {}));
+        let (fake, run) = FakeWorkers::run(&[slot], &["a", "b", "c"], Some(stopped));
         let first = fake.claim(slot);
         fake.tell();
-        wait_until("the second task waits in the inbox", || {
-            fake.inbox(slot).is_some()
-        });
+        fake.waiting(slot, "the second task waits in the inbox");
         stop.send(()).unwrap();
         wait_until("the waiting task withdrawn", || fake.inbox(slot).is_none());
         fake.finish(slot, &first);
         let results = run.join().unwrap().unwrap();
         assert!(results[0].success);
-        assert_eq!(
-            results[1].outcome,
-            Some(Outcome::Cancelled),
-            "{:?}",
-            results[1]
-        );
-        assert_eq!(
-            results[2].outcome,
-            Some(Outcome::Cancelled),
-            "{:?}",
-            results[2]
-        );
-        drop(fake.woken);
+        for r in &results[1..] {
+            assert_eq!(r.outcome, Some(Outcome::Cancelled), "{r:?}");
+        }
     }
 
     #[test]
     fn a_worker_asking_for_its_inbox_back_gets_it_and_the_task_there_runs_later() {
-        let dir = tempfile::tempdir().unwrap();
-        let client = Client::new(Root::new(dir.path()));
         let slot = Slot(0);
-        let (fake, pipes) = FakeWorkers::new(&client, &[slot]);
-        let orch = Orchestrator::new(client.clone(), vec![slot])
-            .with_wake_pipes(pipes)
-            .with_recheck(Duration::from_secs(60));
-        let run = std::thread::spawn(move || orch.run_all(tasks(&["a", "b"]), |_| {}));
+        let (fake, run) = FakeWorkers::run(&[slot], &["a", "b"], None);
         let first = fake.claim(slot);
         fake.tell();
-        wait_until("the second task waits in the inbox", || {
-            fake.inbox(slot).is_some()
-        });
-        let behind = fake.inbox(slot).unwrap();
+        let behind = fake.waiting(slot, "the second task waits in the inbox");
         // Stopped by a `pause --now`, the first must go back where the second waits.
         let ask = crate::pool::inbox_wanted_byte(slot).unwrap();
         (&fake.told).write_all(&[ask]).unwrap();
         // Its id given back too (after the rename that emptied the inbox).
         wait_until("the inbox given back", || {
             fake.inbox(slot).is_none()
-                && crate::ids::lookup(client.root(), &behind)
+                && crate::ids::lookup(fake.client.root(), &behind)
                     .unwrap()
                     .is_none()
         });
-        let w = client.worker(slot);
+        let w = fake.client.worker(slot);
         std::fs::rename(w.running(), w.task()).unwrap();
         // Resumed: the first runs again and ends; then the second comes.
         assert_eq!(fake.claim(slot), first);
@@ -846,40 +842,28 @@ mod tests {
         assert_eq!(results[0].task_id, first);
         assert_eq!(results[1].task_id, second);
         assert!(results.iter().all(|r| r.success));
-        drop(fake.woken);
     }
 
     #[test]
     fn a_task_waiting_behind_a_long_one_goes_to_the_slot_that_is_idle() {
-        let dir = tempfile::tempdir().unwrap();
-        let client = Client::new(Root::new(dir.path()));
         let (a, b) = (Slot(0), Slot(1));
-        let (fake, pipes) = FakeWorkers::new(&client, &[a, b]);
-        let orch = Orchestrator::new(client.clone(), vec![a, b])
-            .with_wake_pipes(pipes)
-            .with_recheck(Duration::from_secs(60));
-        let run =
-            std::thread::spawn(move || orch.run_all(tasks(&["long", "short", "queued"]), |_| {}));
+        let (fake, run) = FakeWorkers::run(&[a, b], &["long", "short", "queued"], None);
         // Both take their first task; then the third waits behind the first slot's.
         let long = fake.claim(a);
         let short = fake.claim(b);
         fake.tell();
-        wait_until("the third task waits behind the long one", || {
-            fake.inbox(a).is_some()
-        });
-        let queued = fake.inbox(a).unwrap();
+        let queued = fake.waiting(a, "the third task waits behind the long one");
         // The other slot ends its task while the long one runs on: it gets the third,
         // under a new id (the old one given back).
         fake.finish(b, &short);
-        wait_until("the third task moves to the idle slot", || {
-            fake.inbox(b).is_some()
-        });
+        fake.waiting(b, "the third task moves to the idle slot");
         assert_eq!(fake.inbox(a), None, "taken out of the busy slot's inbox");
         let moved = fake.claim(b);
         assert_ne!(moved, queued);
-        assert_eq!(crate::ids::lookup(client.root(), &queued).unwrap(), None);
+        let root = fake.client.root();
+        assert_eq!(crate::ids::lookup(root, &queued).unwrap(), None);
         assert_eq!(
-            crate::ids::lookup(client.root(), &moved).unwrap(),
+            crate::ids::lookup(root, &moved).unwrap(),
             Some(crate::ids::Place::Worker(b)),
         );
         fake.finish(b, &moved);
@@ -888,6 +872,5 @@ mod tests {
         assert_eq!(results[2].task_id, moved);
         assert_eq!(results[2].output, "ran on 1");
         assert!(results.iter().all(|r| r.success));
-        drop(fake.woken);
     }
 }

@@ -78,6 +78,21 @@ fn parse_uid(status: &str) -> Option<u32> {
     line["Uid:".len()..].split_whitespace().next()?.parse().ok()
 }
 
+/// How many inotify instances `pid` holds: its descriptors naming one (readable only for
+/// our own processes; 0 when unreadable). Each costs its process a wait at close, and a
+/// user has 128 by default.
+pub fn inotify_instances(pid: u32) -> usize {
+    fs::read_dir(format!("/proc/{pid}/fd"))
+        .map(|d| {
+            d.flatten()
+                .filter(|e| {
+                    fs::read_link(e.path()).is_ok_and(|l| l.as_os_str() == "anon_inode:inotify")
+                })
+                .count()
+        })
+        .unwrap_or(0)
+}
+
 /// Whether `entry` (`NAME=value`) is one of `pid`'s environment strings. Readable only
 /// for our own processes; a zombie has none.
 pub fn environ_has(pid: u32, entry: &str) -> bool {

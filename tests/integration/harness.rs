@@ -732,17 +732,3 @@ impl Drop for Reaped {
         let _ = self.0.wait();
     }
 }
-
-/// How many inotify instances process `pid` holds (its descriptors naming one).
-pub fn inotify_instances(pid: u32) -> usize {
-    std::fs::read_dir(format!("/proc/{pid}/fd"))
-        .map(|d| {
-            d.flatten()
-                .filter(|e| {
-                    std::fs::read_link(e.path())
-                        .is_ok_and(|l| l.to_string_lossy() == "anon_inode:inotify")
-                })
-                .count()
-        })
-        .unwrap_or(0)
-}

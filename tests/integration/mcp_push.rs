@@ -139,7 +139,7 @@ fn holdings(pid: u32) -> (u64, usize) {
         .find_map(|l| l.strip_prefix("Threads:"))
         .and_then(|v| v.trim().parse().ok())
         .unwrap();
-    (threads, crate::harness::inotify_instances(pid))
+    (threads, conductor::procfs::inotify_instances(pid))
 }
 
 #[test]

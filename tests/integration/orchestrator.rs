@@ -15,8 +15,7 @@ use conductor::{Outcome, Root, Slot, Task, TaskId, TaskResult};
 use serde_json::Value;
 
 use crate::harness::{
-    agent, assert_nothing_left, bin, inotify_instances, run_conductor, run_conductor_env,
-    wait_until, Bg, TestRoot,
+    agent, assert_nothing_left, bin, run_conductor, run_conductor_env, wait_until, Bg, TestRoot,
 };
 
 const BOUND: Duration = Duration::from_secs(60);
@@ -302,7 +301,11 @@ fn a_run_on_its_own_root_wakes_its_workers_by_pipe_and_they_go_with_it() {
     // Woken through the run's pipes: no file events, so no inotify instance (whose
     // close costs each worker ~20 ms at exit).
     for &pid in &workers {
-        assert_eq!(inotify_instances(pid), 0, "worker {pid} watches files");
+        assert_eq!(
+            conductor::procfs::inotify_instances(pid),
+            0,
+            "worker {pid} watches files"
+        );
     }
     // The run killed outright: its end of the pipes closes, and its workers stop,
     // their agents with them, instead of serving a root nobody will read or delete.
@@ -311,55 +314,80 @@ fn a_run_on_its_own_root_wakes_its_workers_by_pipe_and_they_go_with_it() {
     assert_nothing_left(&root);
 }
 
-#[test]
-fn a_woken_run_gives_a_busy_worker_its_next_task_before_the_first_ends() {
-    let t = TestRoot::new();
-    let tmp = t.path().join("tmp");
-    fs::create_dir(&tmp).unwrap();
-    // Each task runs until the file its prompt names exists.
-    let (first, second) = (t.path().join("go-first"), t.path().join("go-second"));
-    let step = agent("step.sh");
-    let mut run = Bg::spawn_env(
-        &t,
-        &[
-            "run",
-            "--workers",
-            "1",
-            "--json",
-            "--agent",
-            step.to_str().unwrap(),
-            first.to_str().unwrap(),
-            second.to_str().unwrap(),
-        ],
-        &[("TMPDIR", tmp.to_str().unwrap())],
-    );
-    let client = conductor::Client::new(Root::new(private_root(&tmp)));
-    // The worker told the run it started the first: the second waits in its inbox, to
-    // be taken the moment the first ends rather than after a round trip to the run.
-    wait_until(
-        BOUND,
-        "the second task waiting while the first runs",
-        || {
-            let running = running_task(&client);
-            let waiting = client.read_task(Slot(0)).ok().flatten().and_then(|t| t.id);
-            running.is_some() && waiting.is_some() && waiting != running
-        },
-    );
-    fs::write(&first, "").unwrap();
-    fs::write(&second, "").unwrap();
-    assert!(run.wait_exit().success(), "{}", run.stderr());
-    let v: serde_json::Value = serde_json::from_str(&run.stdout()).unwrap();
-    assert_eq!(v["succeeded"], 2, "{}", run.stdout());
+/// A `conductor run --workers 1` of two `step.sh` tasks (each runs until the file its
+/// prompt names exists), once its first task runs and the second waits in the busy
+/// worker's inbox.
+struct TwoSteps {
+    run: Bg,
+    root: PathBuf,
+    client: conductor::Client,
+    first: PathBuf,
+    second: PathBuf,
+    /// The id of the task running.
+    running: TaskId,
 }
 
-/// The task slot 0 runs now, by its status.
-fn running_task(client: &conductor::Client) -> Option<TaskId> {
-    client
-        .read_status(Slot(0))
-        .ok()
-        .flatten()
-        .filter(|s| s.status == conductor::WorkerState::Working)
-        .and_then(|s| s.task_id)
+impl TwoSteps {
+    fn start(t: &TestRoot) -> TwoSteps {
+        let tmp = t.path().join("tmp");
+        fs::create_dir(&tmp).unwrap();
+        let (first, second) = (t.path().join("go-first"), t.path().join("go-second"));
+        let step = agent("step.sh");
+        let run = Bg::spawn_env(
+            t,
+            &[
+                "run",
+                "--workers",
+                "1",
+                "--json",
+                "--agent",
+                step.to_str().unwrap(),
+                first.to_str().unwrap(),
+                second.to_str().unwrap(),
+            ],
+            &[("TMPDIR", tmp.to_str().unwrap())],
+        );
+        let root = private_root(&tmp);
+        let client = conductor::Client::new(Root::new(&root));
+        // The worker told the run it started the first: the second waits in its inbox,
+        // to be taken the moment the first ends rather than after a round trip.
+        let mut running = None;
+        wait_until(
+            BOUND,
+            "the second task waiting while the first runs",
+            || {
+                running = client
+                    .read_status(Slot(0))
+                    .ok()
+                    .flatten()
+                    .filter(|s| s.status == conductor::WorkerState::Working)
+                    .and_then(|s| s.task_id);
+                let waiting = client.read_task(Slot(0)).ok().flatten().and_then(|t| t.id);
+                running.is_some() && waiting.is_some() && waiting != running
+            },
+        );
+        TwoSteps {
+            run,
+            root,
+            client,
+            first,
+            second,
+            running: running.unwrap(),
+        }
+    }
+
+    /// Let both tasks end once they run.
+    fn release(&self) {
+        fs::write(&self.first, "").unwrap();
+        fs::write(&self.second, "").unwrap();
+    }
+
+    /// The run ends, both tasks succeeded.
+    fn both_succeed(mut self) {
+        assert!(self.run.wait_exit().success(), "{}", self.run.stderr());
+        let v: serde_json::Value = serde_json::from_str(&self.run.stdout()).unwrap();
+        assert_eq!(v["succeeded"], 2, "{}", self.run.stdout());
+    }
 }
 
 /// The private root of the `conductor run` whose `TMPDIR` is `tmp`, once it exists.
@@ -377,39 +405,18 @@ fn private_root(tmp: &Path) -> PathBuf {
 }
 
 #[test]
+fn a_woken_run_gives_a_busy_worker_its_next_task_before_the_first_ends() {
+    let t = TestRoot::new();
+    let steps = TwoSteps::start(&t);
+    steps.release();
+    steps.both_succeed();
+}
+
+#[test]
 fn a_pause_now_in_a_woken_run_puts_the_task_back_though_the_next_waited_in_its_inbox() {
     let t = TestRoot::new();
-    let tmp = t.path().join("tmp");
-    fs::create_dir(&tmp).unwrap();
-    let (first, second) = (t.path().join("go-first"), t.path().join("go-second"));
-    let step = agent("step.sh");
-    let mut run = Bg::spawn_env(
-        &t,
-        &[
-            "run",
-            "--workers",
-            "1",
-            "--json",
-            "--agent",
-            step.to_str().unwrap(),
-            first.to_str().unwrap(),
-            second.to_str().unwrap(),
-        ],
-        &[("TMPDIR", tmp.to_str().unwrap())],
-    );
-    let root = private_root(&tmp);
-    let client = conductor::Client::new(Root::new(&root));
-    let mut running = None;
-    wait_until(
-        BOUND,
-        "the second task waiting while the first runs",
-        || {
-            running = running_task(&client);
-            let waiting = client.read_task(Slot(0)).ok().flatten().and_then(|t| t.id);
-            running.is_some() && waiting.is_some() && waiting != running
-        },
-    );
-    let root_arg = root.to_str().unwrap();
+    let steps = TwoSteps::start(&t);
+    let root_arg = steps.root.to_str().unwrap();
     run_conductor(
         &t,
         &["pause", "--now", "--slot", "0", "--root", root_arg],
@@ -418,14 +425,17 @@ fn a_pause_now_in_a_woken_run_puts_the_task_back_though_the_next_waited_in_its_i
     // Stopped at its worker's next beat, the first goes back to the inbox: the run
     // takes the second out of the way when the worker asks.
     wait_until(BOUND, "the first task back in its inbox", || {
-        client.read_task(Slot(0)).ok().flatten().and_then(|t| t.id) == running
+        steps
+            .client
+            .read_task(Slot(0))
+            .ok()
+            .flatten()
+            .and_then(|t| t.id)
+            == Some(steps.running.clone())
     });
-    fs::write(&first, "").unwrap();
-    fs::write(&second, "").unwrap();
+    steps.release();
     run_conductor(&t, &["resume", "--all", "--root", root_arg], 0);
-    assert!(run.wait_exit().success(), "{}", run.stderr());
-    let v: serde_json::Value = serde_json::from_str(&run.stdout()).unwrap();
-    assert_eq!(v["succeeded"], 2, "{}", run.stdout());
+    steps.both_succeed();
 }
 
 /// Whether a byte arrives on `fd` within `bound`; reads what is there.

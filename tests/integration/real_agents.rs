@@ -1024,19 +1024,30 @@ fn queue_result(t: &TestRoot, id: &str) -> Option<TaskResult> {
     TaskResult::read(&path).ok().flatten()
 }
 
+/// A subscriber's Claude Code meeting a usage limit that resets in 10 s, then answering
+/// "done after the reset" twice: the task directory, the reset (Unix seconds), the
+/// server and the environment.
+fn limited_for_ten_seconds(
+    t: &TestRoot,
+    agents: &Path,
+) -> (PathBuf, u64, ModelServer, Vec<(String, String)>) {
+    let dir = task_dir(t);
+    let reset = unix_now() + 10;
+    let server = ModelServer::start(
+        t.dir.path(),
+        usage_limited_script(reset, &["done after the reset", "done after the reset"]),
+    );
+    let env = subscriber_env(t, agents, &server);
+    (dir, reset, server, env)
+}
+
 #[test]
 fn claude_usage_limit_defers_the_task_until_the_reset_then_runs_it() {
     let Some(agents) = need_agent("claude") else {
         return;
     };
     let t = TestRoot::new();
-    let dir = task_dir(&t);
-    let reset = unix_now() + 10;
-    let server = ModelServer::start(
-        t.dir.path(),
-        usage_limited_script(reset, &["done after the reset", "done after the reset"]),
-    );
-    let env = subscriber_env(&t, &agents, &server);
+    let (dir, reset, server, env) = limited_for_ten_seconds(&t, &agents);
     let w = RealWorker::start(&t, &["--preset", "claude"], &env);
     submit_queued(&t, "lim1", "first task", &dir);
 
@@ -1099,13 +1110,7 @@ fn a_claude_run_defers_a_usage_limited_task_in_its_inbox_and_runs_it_after_the_r
         return;
     };
     let t = TestRoot::new();
-    let dir = task_dir(&t);
-    let reset = unix_now() + 10;
-    let server = ModelServer::start(
-        t.dir.path(),
-        usage_limited_script(reset, &["done after the reset", "done after the reset"]),
-    );
-    let mut env = subscriber_env(&t, &agents, &server);
+    let (dir, _, server, mut env) = limited_for_ten_seconds(&t, &agents);
     let tmp = t.dir.path().join("tmp");
     fs::create_dir(&tmp).unwrap();
     env.push(("TMPDIR".into(), tmp.display().to_string()));
