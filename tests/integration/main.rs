@@ -35,6 +35,7 @@ mod orchestrator;
 mod protocol;
 mod queue;
 mod real_agents;
+mod rooms;
 mod scale;
 mod tasks;
 mod trust;
