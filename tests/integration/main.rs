@@ -37,6 +37,7 @@ mod queue;
 mod real_agents;
 mod rooms;
 mod scale;
+mod submit_batch;
 mod tasks;
 mod trust;
 mod views;
