@@ -22,6 +22,7 @@ mod locks;
 mod mcp;
 mod mcp_cli;
 mod mcp_push;
+mod mcp_review;
 mod mcp_spec_tasks;
 mod multihost;
 mod multihost_env;

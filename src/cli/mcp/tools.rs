@@ -353,7 +353,7 @@ pub enum IdArg {
 }
 
 impl IdArg {
-    fn id(&self) -> std::result::Result<TaskId, String> {
+    pub(super) fn id(&self) -> std::result::Result<TaskId, String> {
         match self {
             IdArg::Number(n) => Ok(TaskId::Number(*n)),
             IdArg::Text(s) => task_id(s),
@@ -361,7 +361,7 @@ impl IdArg {
     }
 
     /// The id as it was given.
-    fn echo(&self) -> Value {
+    pub(super) fn echo(&self) -> Value {
         match self {
             IdArg::Number(n) => json!(n),
             IdArg::Text(s) => json!(s),
@@ -370,7 +370,7 @@ impl IdArg {
 }
 
 /// `reply` with its `id` as the client gave it.
-fn echo_id(reply: Reply, given: &IdArg) -> Reply {
+pub(super) fn echo_id(reply: Reply, given: &IdArg) -> Reply {
     reply.map(|mut v| {
         if v.get("id").is_some() {
             v["id"] = given.echo();
@@ -410,9 +410,9 @@ impl Drop for Waiting {
 }
 
 /// A tool's answer: JSON, or a message for a tool error.
-type Reply = std::result::Result<Value, String>;
+pub(super) type Reply = std::result::Result<Value, String>;
 
-fn to_call(reply: Reply) -> std::result::Result<CallToolResult, ErrorData> {
+pub(super) fn to_call(reply: Reply) -> std::result::Result<CallToolResult, ErrorData> {
     Ok(match reply {
         Ok(v) => CallToolResult::structured(v),
         Err(msg) => CallToolResult::error(vec![ContentBlock::text(msg)]),
@@ -429,7 +429,7 @@ fn ids(list: &[IdArg]) -> std::result::Result<Vec<TaskId>, String> {
 
 impl Conductor {
     pub fn new(client: Client) -> Conductor {
-        let mut tool_router = Self::tool_router();
+        let mut tool_router = Self::tool_router() + Self::review_router();
         for route in tool_router.map.values_mut() {
             let mut input = Value::Object((*route.attr.input_schema).clone());
             schema::plain_optionals(&mut input);
@@ -455,7 +455,7 @@ impl Conductor {
 
     /// Run `f` on the client off the async thread (every library call blocks), with
     /// the root checked first; a library error becomes the tool error's message.
-    async fn blocking(
+    pub(super) async fn blocking(
         &self,
         f: impl FnOnce(&Client) -> crate::Result<Reply> + Send + 'static,
     ) -> std::result::Result<CallToolResult, ErrorData> {
