@@ -12,6 +12,7 @@ mod review;
 pub mod schema;
 mod spec_tasks;
 mod stdio;
+mod task_calls;
 mod tools;
 mod waits;
 

@@ -21,6 +21,7 @@ mod live;
 mod locks;
 mod mcp;
 mod mcp_cli;
+mod mcp_handles;
 mod mcp_push;
 mod mcp_review;
 mod mcp_spec_tasks;
