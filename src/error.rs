@@ -424,6 +424,18 @@ pub enum Error {
         why: String,
     },
 
+    /// The task has not finished, so its worktree's change is not known yet.
+    #[error("task {id} has not finished (it is {state}); `conductor wait {id}` waits for it")]
+    TaskUnfinished { id: String, state: String },
+
+    /// `discard` left the task's branch or worktree behind (the warnings logged say why).
+    #[error("task {id}: could not remove {branch} or its worktree {} (see the warnings logged)", path.display())]
+    NotDiscarded {
+        id: String,
+        branch: String,
+        path: PathBuf,
+    },
+
     /// The task ran without a worktree, so it has no branch to diff, merge or discard.
     #[error("task {id} did not run in a worktree (its result has no branch)")]
     NoWorktree { id: String },
@@ -580,6 +592,7 @@ impl Error {
             | BareRepository { .. }
             | BadBase { .. }
             | NoWorktree { .. }
+            | TaskUnfinished { .. }
             | BranchGone { .. } => ExitClass::Usage,
             NobodyServes { .. }
             | WorkerDied { .. }
@@ -595,6 +608,7 @@ impl Error {
             | Command { .. }
             | CallFailed { .. }
             | UncommittedNotCopied { .. }
+            | NotDiscarded { .. }
             | MergeConflict { .. } => ExitClass::Failure,
         }
     }

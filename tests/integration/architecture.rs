@@ -38,7 +38,14 @@ const FLOORS: &[(&str, &[&str])] = &[
     ),
     (
         "roles",
-        &["recovery", "tasks", "orchestrator", "worker", "pool"],
+        &[
+            "recovery",
+            "tasks",
+            "review",
+            "orchestrator",
+            "worker",
+            "pool",
+        ],
     ),
     ("surface", &["launch", "cli"]),
 ];
