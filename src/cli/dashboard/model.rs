@@ -60,6 +60,8 @@ pub struct SlotRow {
     pub inbox: Option<TaskId>,
     /// The ended task's branch and diffstat, when it ran in a worktree of its own.
     pub worktree: Option<crate::protocol::WorktreeChange>,
+    /// What the ended task's agent was refused, as every view warns of it.
+    pub refused: Option<String>,
 }
 
 /// One pending queue task.
@@ -214,6 +216,7 @@ impl Reader {
             agent: r.agent.clone(),
             inbox: r.inbox.as_ref().and_then(|f| f.task_id.clone()),
             worktree: r.worktree.clone().filter(|_| ended.is_some()),
+            refused: crate::protocol::denial::warning(&r.denials).filter(|_| ended.is_some()),
         }
     }
 
