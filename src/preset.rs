@@ -8,6 +8,7 @@ use serde_json::Value;
 
 use crate::error::Error;
 use crate::protocol::TaskResult;
+use crate::text::first_line;
 
 mod denials;
 
@@ -830,13 +831,6 @@ fn interpret_gemini(r: &mut TaskResult) {
         (None, Some(w)) => w,
         (None, None) => String::new(),
     };
-}
-
-fn first_line(s: &str) -> &str {
-    s.lines()
-        .find(|l| !l.trim().is_empty())
-        .unwrap_or("")
-        .trim()
 }
 
 #[cfg(test)]
