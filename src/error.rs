@@ -395,6 +395,14 @@ pub enum Error {
     #[error("task directory {}: {reason}", path.display())]
     BadTaskDir { path: PathBuf, reason: String },
 
+    /// The folder that holds a repository's task worktrees cannot be made (by default
+    /// `<repo>.conductor-worktrees`, next to the repository).
+    #[error("cannot make the folder for task worktrees {} ({source}); set \"worktreeDir\" in the root's config.json to a writable absolute path", folder.display())]
+    WorktreeFolder {
+        folder: PathBuf,
+        source: std::io::Error,
+    },
+
     /// A worktree was asked for in a directory that is in no git repository.
     #[error("{} is not in a git repository, so it cannot have a worktree ({stderr})", dir.display())]
     NotARepository { dir: PathBuf, stderr: String },
@@ -609,6 +617,7 @@ impl Error {
             | CallFailed { .. }
             | UncommittedNotCopied { .. }
             | NotDiscarded { .. }
+            | WorktreeFolder { .. }
             | MergeConflict { .. } => ExitClass::Failure,
         }
     }
