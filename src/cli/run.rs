@@ -196,7 +196,10 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
         // Workers that defer a usage-limited task put it back into their inbox: it
         // must be free then (and their agents' tasks are long enough for the run's
         // round trip between two of them not to matter).
-        let may_defer = matches!(args.preset, Some(Preset::Claude | Preset::Codex));
+        let may_defer = matches!(
+            args.preset,
+            Some(Preset::Claude | Preset::Codex | Preset::Gemini)
+        );
         orchestrator = orchestrator
             .with_wake_pipes(pipes)
             .keep_inboxes_filled(!may_defer);

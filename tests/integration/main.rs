@@ -17,6 +17,7 @@ mod groups;
 mod hosts;
 mod launch;
 mod lease_renewer;
+mod limits;
 mod live;
 mod locks;
 mod mcp;
