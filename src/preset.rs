@@ -9,8 +9,10 @@ use crate::error::Error;
 use crate::protocol::TaskResult;
 
 mod limits;
+mod stopped;
 
 pub use limits::{local_offset_secs, RateLimit, MAX_DEFERRALS};
+pub use stopped::STOPPED_OUTPUT_CAP;
 
 /// The tools the claude preset lets Claude Code use without asking: edit files and run
 /// commands (Bash runs any command, in the task's directory or anywhere the worker's

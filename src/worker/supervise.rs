@@ -203,6 +203,9 @@ pub(crate) fn run(
     let limit = (!stopped && !result.success)
         .then(|| preset.rate_limit(&result.output, out.limit_event.as_deref()))
         .flatten();
+    if stopped {
+        preset.lift_stopped(&mut result, &run.slot.paths.task_log(&run.id));
+    }
     preset.interpret(&mut result);
     result.agent = Some(preset.to_string());
     if let Some(limit) = limit {

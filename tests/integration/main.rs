@@ -37,6 +37,7 @@ mod protocol;
 mod queue;
 mod real_agents;
 mod scale;
+mod stopped;
 mod tasks;
 mod trust;
 mod views;
