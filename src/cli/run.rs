@@ -350,6 +350,9 @@ fn print_run(
         if !turns.is_empty() {
             doc["numTurns"] = serde_json::json!(turns.iter().sum::<u64>());
         }
+        if let Some(branches) = super::worktrees_repo::branches_json(results) {
+            doc["branches"] = branches;
+        }
         return super::emit_json(&doc);
     }
     super::emit(&run_view::render_results(
@@ -366,6 +369,11 @@ fn print_run(
         "{}",
         super::table::fit_line(&summary, super::table::stderr_width())
     );
+    // The branches outlive a private root: `diff`/`merge`/`discard` find them in the
+    // repository.
+    for line in super::worktrees_repo::next_steps(results) {
+        eprintln!("{line}");
+    }
     if let Some(root) = kept.filter(|_| args.keep) {
         // What the run wrote without fsyncs becomes durable at once.
         let synced = std::fs::File::open(root.path())

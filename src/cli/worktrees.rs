@@ -4,6 +4,7 @@
 use std::path::PathBuf;
 use std::process::Command;
 
+use super::worktrees_repo::locate;
 use super::RootArg;
 use crate::cli::common::exit;
 use crate::protocol::{TaskId, WorktreeChange};
@@ -23,6 +24,10 @@ pub struct DiffArgs {
     /// Only the diffstat.
     #[arg(long)]
     pub stat: bool,
+    /// The repository to look in for branch `conductor/ID` when no conductor root knows
+    /// the task (after `run --worktree`; default: the current directory).
+    #[arg(long, value_name = "DIR")]
+    pub dir: Option<PathBuf>,
     #[command(flatten)]
     pub root: RootArg,
 }
@@ -51,6 +56,10 @@ pub struct MergeArgs {
     /// Take the task's whole change as one new commit.
     #[arg(long)]
     pub squash: bool,
+    /// The repository to look in for branch `conductor/ID` when no conductor root knows
+    /// the task (after `run --worktree`; default: the current directory).
+    #[arg(long, value_name = "DIR")]
+    pub dir: Option<PathBuf>,
     #[command(flatten)]
     pub root: RootArg,
 }
@@ -64,12 +73,16 @@ pub struct DiscardArgs {
     /// The task's id.
     #[arg(value_parser = super::task_id_arg)]
     pub id: TaskId,
+    /// The repository to look in for branch `conductor/ID` when no conductor root knows
+    /// the task (after `run --worktree`; default: the current directory).
+    #[arg(long, value_name = "DIR")]
+    pub dir: Option<PathBuf>,
     #[command(flatten)]
     pub root: RootArg,
 }
 
 /// The worktree change task `id`'s result records.
-fn change_of(client: &Client, id: &TaskId) -> anyhow::Result<WorktreeChange> {
+pub(super) fn change_of(client: &Client, id: &TaskId) -> anyhow::Result<WorktreeChange> {
     let Some(r) = client.result_of(id)? else {
         return Err(match client.find_task(id)? {
             Some(loc) => anyhow::anyhow!(
@@ -88,9 +101,8 @@ fn change_of(client: &Client, id: &TaskId) -> anyhow::Result<WorktreeChange> {
 }
 
 pub fn run_diff(mut args: DiffArgs) -> anyhow::Result<i32> {
-    let client = args.root.client()?;
-    args.id = crate::ids::resolve(client.root(), &args.id)?;
-    let change = change_of(&client, &args.id)?;
+    let (id, change) = locate(&args.root, &args.id, args.dir.as_deref())?;
+    args.id = id;
     if !change.kept {
         super::emit(&format!("task {} changed nothing\n", args.id))?;
         return Ok(exit::OK);
@@ -112,11 +124,7 @@ pub fn run_diff(mut args: DiffArgs) -> anyhow::Result<i32> {
     })
 }
 
-pub fn run_merge(mut args: MergeArgs) -> anyhow::Result<i32> {
-    let client = args.root.client()?;
-    if let Some(id) = &args.id {
-        args.id = Some(crate::ids::resolve(client.root(), id)?);
-    }
+pub fn run_merge(args: MergeArgs) -> anyhow::Result<i32> {
     let how = if args.rebase {
         MergeHow::Rebase
     } else if args.squash {
@@ -125,8 +133,8 @@ pub fn run_merge(mut args: MergeArgs) -> anyhow::Result<i32> {
         MergeHow::Merge
     };
     let todo: Vec<(TaskId, WorktreeChange)> = match &args.id {
-        Some(id) => vec![(id.clone(), change_of(&client, id)?)],
-        None => mergeable(&client)?,
+        Some(id) => vec![locate(&args.root, id, args.dir.as_deref())?],
+        None => mergeable(&args.root.client()?)?,
     };
     if todo.is_empty() {
         eprintln!("no finished task has a branch left to merge");
@@ -190,9 +198,8 @@ fn merge_message(id: &TaskId, change: &WorktreeChange, how: MergeHow) -> String 
 }
 
 pub fn run_discard(mut args: DiscardArgs) -> anyhow::Result<i32> {
-    let client = args.root.client()?;
-    args.id = crate::ids::resolve(client.root(), &args.id)?;
-    let change = change_of(&client, &args.id)?;
+    let (id, change) = locate(&args.root, &args.id, args.dir.as_deref())?;
+    args.id = id;
     let repo = Repo::of(&change.repo)?;
     let had_branch = repo.branch_exists(&change.branch)?;
     let had_tree = change.path.exists();

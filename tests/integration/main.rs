@@ -36,6 +36,7 @@ mod orchestrator;
 mod protocol;
 mod queue;
 mod real_agents;
+mod run_worktree;
 mod scale;
 mod stopped;
 mod tasks;
