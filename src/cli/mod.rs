@@ -242,6 +242,7 @@ fn dispatch(command: Command) -> anyhow::Result<i32> {
     match command {
         Command::Run(a) => run::run(a),
         Command::Send(a) => send::run(a),
+        Command::Submit(a) if a.batch => batch::run(&a),
         Command::Submit(a) => submit::run(a),
         Command::Queue(a) => queue::run(a),
         Command::Dashboard(a) => dashboard::run(a),

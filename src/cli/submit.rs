@@ -100,9 +100,6 @@ pub fn with_options(args: &Args, mut task: Task) -> anyhow::Result<Task> {
 }
 
 pub fn run(args: Args) -> anyhow::Result<i32> {
-    if args.batch {
-        return super::batch::run(&args);
-    }
     let client = args.root.client()?;
     let mut task = task_from(&args)?;
     for dep in &mut task.after {

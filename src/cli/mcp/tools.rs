@@ -19,8 +19,8 @@ use rmcp::{schemars, tool, tool_handler, tool_router, ErrorData, ServerHandler};
 use serde::Deserialize;
 use serde_json::{json, Value};
 
+use super::handles::handle_origin;
 use super::handles::{self, Handle};
-use super::task_calls::handle_origin;
 use super::{reply, resources, schema, waits};
 use crate::queue::pause::{self, Target};
 use crate::queue::Queue;
