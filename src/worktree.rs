@@ -268,11 +268,18 @@ pub struct Request<'a> {
 pub fn plan(req: &Request<'_>) -> Result<WorktreeRecord> {
     let repo = Repo::of(req.dir)?;
     let branch = task_branch(req.id);
-    let path = repo.task_worktree_path(req.id, req.folder);
+    let fresh = repo.task_worktree_path(req.id, req.folder);
+    // An earlier attempt's worktree is where it was made: here, or where an earlier
+    // version made it (under the git directory) before a crash and an upgrade.
+    let old = repo.common_dir.join(FOLDER).join(req.id.to_string());
+    let earlier = [&fresh, &old]
+        .into_iter()
+        .find(|p| p.exists() && repo.has_worktree_on(p, &branch));
+    let reused = earlier.is_some();
+    let path = earlier.cloned().unwrap_or(fresh);
     let mut notes = Vec::new();
     let rev = req.base.unwrap_or("HEAD");
     let resolved = repo.resolve(rev)?;
-    let reused = path.exists() && repo.has_worktree_on(&path, &branch);
     let base_commit = if reused {
         // An earlier attempt of this task (re-delivered after a crash): go on from its
         // committed partial work; the base is where the branch left `rev`.

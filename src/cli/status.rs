@@ -300,6 +300,10 @@ fn slot_row(r: &SlotReport) -> (Vec<String>, Vec<String>, Vec<String>) {
     for p in &r.problems {
         notes.push(format!("? {p}"));
     }
+    // The slot's last task: what its agent was refused.
+    if let Some(w) = crate::protocol::denial::warning(&r.denials) {
+        notes.push(format!("warning: {w}"));
+    }
     (cells, notes, advice)
 }
 

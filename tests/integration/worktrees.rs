@@ -722,6 +722,35 @@ fn worktrees_in_the_old_place_under_the_git_dir_are_still_recovered_discarded_an
         new.join("n1")
     );
     assert_eq!(worktree_count(&repo), 2);
+
+    // An attempt the earlier version started there (its worktree and a commit of partial
+    // work, as a crash left them) goes on in it, not in a fresh one.
+    let earlier = old.join("r1");
+    git(
+        &repo,
+        &[
+            "worktree",
+            "add",
+            "--quiet",
+            "-b",
+            "conductor/r1",
+            earlier.to_str().unwrap(),
+        ],
+    );
+    std::fs::write(earlier.join("first.txt"), "first\n").unwrap();
+    git(&earlier, &["add", "."]);
+    git(&earlier, &["commit", "--quiet", "-m", "partial"]);
+    let r = send_worktree_task(&t, &repo, "r1", "WRITE second.txt second");
+    let w = &r["worktree"];
+    assert_eq!(Path::new(w["path"].as_str().unwrap()), earlier, "{r:#}");
+    assert!(
+        w["note"]
+            .as_str()
+            .unwrap()
+            .contains("continues the worktree"),
+        "{r:#}"
+    );
+    assert_eq!(w["filesChanged"], 2, "{r:#}");
 }
 
 /// The default folder next to the repository cannot be made (here a file is in its way;
