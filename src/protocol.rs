@@ -10,6 +10,7 @@ use serde_json::Value;
 use crate::error::{Error, FileProblem, Result};
 
 mod agent_record;
+pub mod approval;
 mod env_labels;
 pub(crate) mod salvage;
 mod scheduling;

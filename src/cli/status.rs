@@ -17,7 +17,8 @@ use crate::cli::common::exit;
 
 #[derive(Debug, clap::Args)]
 #[command(after_help = "\
-Columns: SLOT; STATE (idle/working/done/error, - without status.json); AGE (time in \
+Columns: SLOT; STATE (idle/working/done/error, - without status.json; `needs approval` while its agent \
+asks a person to allow a tool call: `conductor approve|deny ID`); AGE (time in \
 this state; while working, since the task started); PROMPT (the start of its task's prompt); ID; \
 COST and TURNS (what the agent reported, once it finished; claude preset); BEAT (since the last heartbeat, while \
 working); AGENT (the preset that runs or ran the task, and while it runs the agent's pid); \
@@ -254,6 +255,7 @@ fn slot_row(r: &SlotReport) -> (Vec<String>, Vec<String>, Vec<String>) {
         // `failed`, as `tasks` says it (the protocol's word is `error`).
         dash(r.state.map(|s| match s {
             crate::WorkerState::Error => "failed".to_string(),
+            _ if r.approval.is_some() => crate::tasks::TaskState::NeedsApproval.to_string(),
             s => s.to_string(),
         })),
         dash(r.status_age.map(format_age)),
@@ -296,6 +298,12 @@ fn slot_row(r: &SlotReport) -> (Vec<String>, Vec<String>, Vec<String>) {
             }
         }
         advice = fixes;
+    }
+    if let (Some(q), Some(id)) = (&r.approval, &r.task_id) {
+        notes.push(format!("! asks to use {}", q.summary()));
+        advice.push(format!(
+            "`conductor approve {id}` lets it, `conductor deny {id} --reason …` refuses it"
+        ));
     }
     for p in &r.problems {
         notes.push(format!("? {p}"));

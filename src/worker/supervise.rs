@@ -145,6 +145,7 @@ pub(crate) fn run(
         Ok(c) => c,
         Err(r) => return run.end(*concluded(r), lock, hold, shutdown),
     };
+    let command = super::approval::arm(shared, slot.slot(), &run.id, preset, command);
     let mut agent = match run.spawn_patiently(&task, &command, cwd, shutdown) {
         Ok(a) => a,
         Err(NotStarted::Failed(r)) => return run.end(*concluded(r), lock, hold, shutdown),
@@ -178,6 +179,7 @@ pub(crate) fn run(
     }
     let shutting_down = matches!(stop, Some(Stop::Interrupted(_)));
     let out = agent.finish();
+    super::approval::clear(&slot.paths.dir);
     if let Some(Stop::Paused(what)) = &stop {
         if let Some(back) = run.put_back_paused(&task, what, &lock, &hold)? {
             drop(lock);

@@ -38,7 +38,14 @@ const FLOORS: &[(&str, &[&str])] = &[
     ),
     (
         "roles",
-        &["recovery", "tasks", "orchestrator", "worker", "pool"],
+        &[
+            "recovery",
+            "tasks",
+            "orchestrator",
+            "worker",
+            "pool",
+            "approval",
+        ],
     ),
     ("surface", &["launch", "cli"]),
 ];
