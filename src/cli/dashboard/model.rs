@@ -60,6 +60,9 @@ pub struct SlotRow {
     pub inbox: Option<TaskId>,
     /// The ended task's branch and diffstat, when it ran in a worktree of its own.
     pub worktree: Option<crate::protocol::WorktreeChange>,
+    /// What the running task's agent asks a person to allow (`Bash: make deploy`):
+    /// the slot shows `needs approval` until it is answered (`a` / `x`).
+    pub approval: Option<String>,
 }
 
 /// One pending queue task.
@@ -214,6 +217,7 @@ impl Reader {
             agent: r.agent.clone(),
             inbox: r.inbox.as_ref().and_then(|f| f.task_id.clone()),
             worktree: r.worktree.clone().filter(|_| ended.is_some()),
+            approval: r.approval.as_ref().map(|q| q.summary()),
         }
     }
 

@@ -20,13 +20,15 @@ const WAIT_WIDTH: usize = 30;
 const KEYS: &str = "↑↓/jk select · Enter output · d diff · c cancel · ? keys · q quit";
 
 /// What `?` shows: every key, by mode.
-const HELP: [&str; 13] = [
+const HELP: [&str; 15] = [
     "In the list",
     "  ↑ ↓  j k     select a worker or a queued task",
     "  g G  Home End  the first / the last",
     "  Enter        the selected task's whole output",
     "  d            its change: git diff of a --worktree task's branch",
     "  c            cancel the selected running or queued task (y/n)",
+    "  a            approve what the selected task's agent asks (y/n)",
+    "  x            deny it (y/n): the agent is told a person denied it",
     "  ?            these keys",
     "  q  Esc  Ctrl-C  quit",
     "In the output",
@@ -58,6 +60,16 @@ pub fn draw(frame: &mut Frame<'_>, ui: &mut Ui) {
             fit(&format!("Cancel task {what}? y/n"), width(area)),
             reversed(),
         ),
+        (Mode::ConfirmAnswer { what, decision, .. }, _) => {
+            let verb = match decision {
+                crate::approval::Decision::Allow => "Approve",
+                crate::approval::Decision::Deny => "Deny",
+            };
+            Line::styled(
+                fit(&format!("{verb} task {what}? y/n"), width(area)),
+                reversed(),
+            )
+        }
         (Mode::Output { .. }, _) => Line::raw(fit(
             "↑↓/jk scroll · PgUp/PgDn · g/G top/end · Esc back",
             width(area),
@@ -79,12 +91,29 @@ pub fn draw(frame: &mut Frame<'_>, ui: &mut Ui) {
                 };
                 Line::styled(fit(&format!("! {p}{more}"), width(area)), bold())
             }
-            None => Line::raw(fit(KEYS, width(area))),
+            None => match asking(ui) {
+                Some(asks) => Line::styled(
+                    fit(
+                        &format!("needs approval: {asks} · a approve · x deny"),
+                        width(area),
+                    ),
+                    bold(),
+                ),
+                None => Line::raw(fit(KEYS, width(area))),
+            },
         },
     };
     frame.render_widget(Paragraph::new(line), footer);
     if ui.help {
         draw_help(frame, body);
+    }
+}
+
+/// What the selected task's agent asks a person to allow, if it asks.
+fn asking(ui: &Ui) -> Option<&str> {
+    match ui.selection()? {
+        super::state::Selected::Slot(r) => r.approval.as_deref(),
+        _ => None,
     }
 }
 
@@ -193,6 +222,9 @@ fn slot_cells(r: &SlotRow, task_width: usize) -> Row<'static> {
     };
     if let Some(w) = r.worktree.as_ref().filter(|w| w.kept) {
         task = format!("[+{} -{}] {task}", w.insertions, w.deletions);
+    }
+    if let Some(asks) = &r.approval {
+        task = format!("needs approval · {asks}");
     }
     if r.inbox.is_some() {
         task = format!("[+1 in inbox] {task}");
@@ -414,6 +446,7 @@ mod tests {
             },
             inbox: None,
             worktree: None,
+            approval: None,
         };
         Snapshot {
             root: "/tmp/root".into(),
