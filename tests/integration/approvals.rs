@@ -194,6 +194,8 @@ fn a_question_is_answered_over_mcp_and_listed_as_needing_approval() {
     fs::write(w.dir.join("approval.json"), q.to_string()).unwrap();
     let listed = listed(&t, "m1");
     assert_eq!(listed["state"], "needs approval", "{listed}");
+    let table = run_conductor(&t, &["tasks"], 0).stdout;
+    assert!(table.contains("needs approval"), "{table}");
     let only = run_conductor(&t, &["tasks", "--state", "needs-approval"], 0).stdout;
     assert!(only.contains("m1"), "{only}");
     let running = run_conductor(&t, &["tasks", "--state", "running"], 0).stdout;
