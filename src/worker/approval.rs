@@ -114,6 +114,8 @@ pub(super) fn arm(
     if !wanted(&shared.config, preset, &command.args) {
         return command;
     }
+    // What a worker that died mid-question left is no question of this task's.
+    clear(&shared.opts.root.worker(slot).dir);
     let Some(program) = program() else {
         tracing::warn!(
             "task {id}: approvals are on, but no `conductor` program was found beside this \
