@@ -505,6 +505,28 @@ mod tests {
     }
 
     #[test]
+    fn a_task_that_needs_approval_says_what_it_asks_and_the_keys_that_answer() {
+        let mut snap = sample();
+        snap.slots[0].approval = Some("Bash: make deploy".into());
+        let mut ui = Ui::new(snap);
+        let all = screen(&mut ui, 80, 24).join("\n");
+        assert!(all.contains("needs approval · Bash: make deploy"), "{all}");
+        assert!(
+            all.contains("needs approval: Bash: make deploy · a approve · x deny"),
+            "{all}"
+        );
+        ui.on_key(ratatui::crossterm::event::KeyEvent::new(
+            ratatui::crossterm::event::KeyCode::Char('x'),
+            ratatui::crossterm::event::KeyModifiers::NONE,
+        ));
+        let all = screen(&mut ui, 80, 24).join("\n");
+        assert!(
+            all.contains("Deny task t0's Bash: make deploy? y/n"),
+            "{all}"
+        );
+    }
+
+    #[test]
     fn eight_slots_and_a_long_queue_still_fit_80x24() {
         let mut snap = sample();
         snap.slots = (0..8)
