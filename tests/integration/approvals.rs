@@ -25,11 +25,22 @@ fn listed(t: &TestRoot, id: &str) -> Value {
         .unwrap_or(Value::Null)
 }
 
+/// Task `id` as the library lists it (what `tasks --json` prints), cheaply.
+fn summary(t: &TestRoot, id: &str) -> Value {
+    let all = t
+        .client
+        .list_tasks(&conductor::tasks::ListOptions::default())
+        .expect("list tasks");
+    all.into_iter()
+        .find(|s| s.id.to_string() == id)
+        .map_or(Value::Null, |s| serde_json::to_value(s).unwrap())
+}
+
 /// Wait until task `id` needs approval for a command containing `needle`.
 fn asked(t: &TestRoot, w: &RealWorker, id: &str, needle: &str) -> Value {
     let mut seen = Value::Null;
     wait_until(BOUND, &format!("task {id} to ask about {needle}"), || {
-        seen = listed(t, id);
+        seen = summary(t, id);
         if seen["state"] == "done" || seen["state"] == "failed" {
             panic!("the task ended without asking: {seen}\n{}", w.stderr());
         }
@@ -67,7 +78,9 @@ fn claude_asks_for_bash_it_may_not_use_and_a_person_approves_one_call_and_denies
     );
     let id = submit(&t, "ask1", "make the files", &dir);
 
-    let first = asked(&t, &w, "ask1", "approved.txt");
+    asked(&t, &w, "ask1", "approved.txt");
+    let first = listed(&t, "ask1");
+    assert_eq!(first["state"], "needs approval", "{first}");
     assert_eq!(first["approval"]["toolName"], "Bash", "{first}");
     let status = run_conductor(&t, &["status"], 0).stdout;
     assert!(status.contains("needs approval"), "{status}");
