@@ -16,7 +16,7 @@ use serde_json::json;
 use super::Shared;
 use crate::agent::AgentCommand;
 use crate::config::Config;
-use crate::layout::Slot;
+use crate::layout::WorkerPaths;
 use crate::preset::{Preset, CLAUDE_ALLOWED_TOOLS};
 use crate::protocol::TaskId;
 
@@ -106,7 +106,7 @@ fn program() -> Option<PathBuf> {
 /// ([`wanted`]); as it is otherwise.
 pub(super) fn arm(
     shared: &Shared,
-    slot: Slot,
+    paths: &WorkerPaths,
     id: &TaskId,
     preset: Preset,
     mut command: AgentCommand,
@@ -114,8 +114,8 @@ pub(super) fn arm(
     if !wanted(&shared.config, preset, &command.args) {
         return command;
     }
-    // What a worker that died mid-question left is no question of this task's.
-    clear(&shared.opts.root.worker(slot).dir);
+    // What an asker killed mid-question left is no question of this task's.
+    clear(&paths.dir);
     let Some(program) = program() else {
         tracing::warn!(
             "task {id}: approvals are on, but no `conductor` program was found beside this \
@@ -130,7 +130,7 @@ pub(super) fn arm(
         "args": [
             SUBCOMMAND,
             "--root", shared.opts.root.path(),
-            "--slot", slot.to_string(),
+            "--slot", paths.slot.to_string(),
             "--task", id.to_string(),
             "--timeout-secs", timeout.as_secs().to_string(),
         ],

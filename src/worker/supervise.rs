@@ -145,7 +145,6 @@ pub(crate) fn run(
         Ok(c) => c,
         Err(r) => return run.end(*concluded(r), lock, hold, shutdown),
     };
-    let command = super::approval::arm(shared, slot.slot(), &run.id, preset, command);
     let mut agent = match run.spawn_patiently(&task, &command, cwd, shutdown) {
         Ok(a) => a,
         Err(NotStarted::Failed(r)) => return run.end(*concluded(r), lock, hold, shutdown),
@@ -179,7 +178,6 @@ pub(crate) fn run(
     }
     let shutting_down = matches!(stop, Some(Stop::Interrupted(_)));
     let out = agent.finish();
-    super::approval::clear(&slot.paths.dir);
     if let Some(Stop::Paused(what)) = &stop {
         if let Some(back) = run.put_back_paused(&task, what, &lock, &hold)? {
             drop(lock);
@@ -352,6 +350,8 @@ impl Run<'_> {
             .map(|c| c.to_string())
             .unwrap_or_else(|| "null".into());
         let (opts, paths) = (&self.shared.opts, &self.slot.paths);
+        let preset = self.agent.as_ref().map_or(opts.preset, |(p, _)| *p);
+        let command = &super::approval::arm(self.shared, paths, &self.id, preset, command.clone());
         let stream_raw = self.streams().then(|| paths.output_stream());
         // The program found on PATH at start is the default preset's; another preset's
         // is looked up as it starts.
@@ -838,6 +838,7 @@ impl Run<'_> {
         }
         // The result tells of the worktree now; the slot's record of it is done.
         super::worktree::forget_record(&self.slot.paths.dir);
+        super::approval::clear(&self.slot.paths.dir);
         tracing::info!(
             "{} \"{}\" in {}{} · task {}",
             &r.outcome_label(),
