@@ -21,6 +21,8 @@ pub const MAX_LOCK_GRACE_SECS: u64 = 3600;
 pub const MAX_CALLBACK_CHARS: usize = 4096;
 /// Longest `callbackTimeoutSecs` (a day).
 pub const MAX_CALLBACK_TIMEOUT_SECS: u64 = 24 * 3600;
+/// Longest `approvalTimeoutSecs` (a day).
+pub const MAX_APPROVAL_TIMEOUT_SECS: u64 = 24 * 3600;
 
 fn schema_v1() -> u32 {
     SCHEMA
@@ -81,6 +83,14 @@ pub struct Config {
     /// off in the private root it deletes afterwards.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub fsync: Option<bool>,
+    /// Whether a claude-preset agent asks a person (`conductor approve`/`deny`) for a tool
+    /// call its worker does not pre-approve, instead of being refused. Absent: on when the
+    /// worker pre-approves fewer tools than the preset's default (see `worker::approval`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub approvals: Option<bool>,
+    /// How long such a question waits for an answer before it is denied; default 600.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub approval_timeout_secs: Option<u64>,
 }
 
 /// `callback` as a string, or an error that names the field (serde's own says only
@@ -115,6 +125,8 @@ impl Default for Config {
             callback: None,
             callback_timeout_secs: None,
             fsync: None,
+            approvals: None,
+            approval_timeout_secs: None,
         }
     }
 }
@@ -203,6 +215,13 @@ impl Config {
             "leave it out for the default 60",
         )?;
         within(
+            "approvalTimeoutSecs",
+            self.approval_timeout_secs,
+            1,
+            MAX_APPROVAL_TIMEOUT_SECS,
+            "leave it out for the default 600",
+        )?;
+        within(
             "maxTaskBytes",
             self.max_task_bytes,
             MIN_TASK_BYTES,
@@ -246,6 +265,11 @@ impl Config {
         self.fsync.unwrap_or(true)
     }
 
+    /// How long an agent's question waits for a person before it is denied (default 600 s).
+    pub fn approval_timeout(&self) -> Duration {
+        Duration::from_secs(self.approval_timeout_secs.unwrap_or(600))
+    }
+
     pub fn max_task_bytes(&self) -> u64 {
         self.max_task_bytes.unwrap_or(fsio::TASK_SIZE_LIMIT)
     }
@@ -278,6 +302,8 @@ mod tests {
             (r#"{"callback": "  "}"#, "callback must be"),
             (r#"{"callbackTimeoutSecs": 0}"#, "callbackTimeoutSecs 0"),
             (r#"{"callbackTimeoutSecs": 86401}"#, "callbackTimeoutSecs"),
+            (r#"{"approvalTimeoutSecs": 0}"#, "approvalTimeoutSecs 0"),
+            (r#"{"approvalTimeoutSecs": 86401}"#, "approvalTimeoutSecs"),
         ] {
             let why = parsed(json).validate().expect_err(json);
             assert!(why.starts_with(field), "{json}: {why}");

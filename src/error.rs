@@ -118,6 +118,13 @@ pub enum Error {
         reason: String,
     },
 
+    #[error("task {id} asks no approval: {why}")]
+    NoQuestion {
+        id: String,
+        /// Where it is instead: "it is queued", "its question was already answered".
+        why: String,
+    },
+
     #[error("task id {id} is already used: it went to {place} ({}); ids are unique across the root, so send it with a new id", path.display())]
     IdTaken {
         id: String,
@@ -568,6 +575,7 @@ impl Error {
             | CancelMidWrite { .. }
             | CancelKeptMoving { .. }
             | NotEditable { .. }
+            | NoQuestion { .. }
             | BranchExists { .. }
             | RepoDirty { .. }
             | DetachedHead { .. }

@@ -38,6 +38,7 @@
 //! ```
 
 pub mod agent;
+pub mod approval;
 #[cfg(feature = "cli")]
 pub mod cli;
 pub mod client;

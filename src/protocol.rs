@@ -10,6 +10,7 @@ use serde_json::Value;
 use crate::error::{Error, FileProblem, Result};
 
 mod agent_record;
+pub mod approval;
 pub mod denial;
 mod env_labels;
 pub(crate) mod salvage;

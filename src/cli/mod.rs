@@ -4,6 +4,8 @@
 //! `main`s that call [`conductor_main`], [`worker_main`](common::worker_main) or [`launch_main`](launch::launch_main); each
 //! subcommand is a module here with an `Args` (clap) and a `run`.
 
+pub mod approval_mcp;
+pub mod approve;
 mod batch;
 pub mod cancel;
 pub mod common;
@@ -158,6 +160,13 @@ enum Command {
     Wait(wait::Args),
     /// Cancel a task: withdrawn if it waits, stopped if it runs.
     Cancel(cancel::Args),
+    /// Let the tool call a task's agent asks about run (the task `needs approval`).
+    Approve(approve::ApproveArgs),
+    /// Refuse the tool call a task's agent asks about; --reason is what it is told.
+    Deny(approve::DenyArgs),
+    /// The permission tool a worker gives its claude agent (MCP on stdio; internal).
+    #[command(hide = true)]
+    ApprovalMcp(approval_mcp::Args),
     /// Stop new pickups of a slot, key, group or everything (--now: running ones too).
     Pause(pause::Args),
     /// Let a paused slot, key, group or everything start tasks again.
@@ -252,6 +261,9 @@ fn dispatch(command: Command) -> anyhow::Result<i32> {
         Command::Logs(a) => logs::run(a),
         Command::Wait(a) => wait::run(a),
         Command::Cancel(a) => cancel::run(a),
+        Command::Approve(a) => approve::run_approve(a),
+        Command::Deny(a) => approve::run_deny(a),
+        Command::ApprovalMcp(a) => approval_mcp::run(a),
         Command::Pause(a) => pause::run(a),
         Command::Resume(a) => pause::run_resume(a),
         Command::Group(a) => group::run(a),

@@ -17,7 +17,8 @@ use crate::cli::common::exit;
 
 #[derive(Debug, clap::Args)]
 #[command(after_help = "\
-Columns: SLOT; STATE (idle/working/done/error, - without status.json); AGE (time in \
+Columns: SLOT; STATE (idle/working/done/error, - without status.json; `needs approval` while its agent \
+asks a person to allow a tool call: `conductor approve|deny ID`); AGE (time in \
 this state; while working, since the task started); PROMPT (the start of its task's prompt); ID; \
 COST and TURNS (what the agent reported, once it finished; claude preset); BEAT (since the last heartbeat, while \
 working); AGENT (the preset that runs or ran the task, and while it runs the agent's pid); \
@@ -215,6 +216,26 @@ pub fn cost(c: Option<f64>) -> String {
     c.map_or_else(|| "-".to_string(), |c| format!("${c:.4}"))
 }
 
+/// The STATE cell: `failed`, as `tasks` says it (the protocol's word is `error`); `needs
+/// approval` while the running agent waits for a person's answer.
+fn state_word(r: &SlotReport) -> String {
+    dash(r.state.map(|s| match s {
+        crate::WorkerState::Error => "failed".to_string(),
+        _ if r.approval.is_some() => crate::tasks::TaskState::NeedsApproval.to_string(),
+        s => s.to_string(),
+    }))
+}
+
+/// What the running agent asks a person, under its row, and the commands that answer.
+fn asking(r: &SlotReport, notes: &mut Vec<String>, advice: &mut Vec<String>) {
+    if let (Some(q), Some(id)) = (&r.approval, &r.task_id) {
+        notes.push(format!("! asks to use {}", q.summary()));
+        advice.push(format!(
+            "`conductor approve {id}` lets it, `conductor deny {id} --reason …` refuses it"
+        ));
+    }
+}
+
 /// One slot's table cells, the notes under them and the fixes its flags call for.
 fn slot_row(r: &SlotReport) -> (Vec<String>, Vec<String>, Vec<String>) {
     let mut advice = Vec::new();
@@ -251,11 +272,7 @@ fn slot_row(r: &SlotReport) -> (Vec<String>, Vec<String>, Vec<String>) {
     let id = r.task_id.as_ref().map(|t| t.to_string());
     let cells = vec![
         r.slot.to_string(),
-        // `failed`, as `tasks` says it (the protocol's word is `error`).
-        dash(r.state.map(|s| match s {
-            crate::WorkerState::Error => "failed".to_string(),
-            s => s.to_string(),
-        })),
+        state_word(r),
         dash(r.status_age.map(format_age)),
         dash(r.prompt_preview.clone().or_else(|| id.clone())),
         dash(id),
@@ -297,6 +314,7 @@ fn slot_row(r: &SlotReport) -> (Vec<String>, Vec<String>, Vec<String>) {
         }
         advice = fixes;
     }
+    asking(r, &mut notes, &mut advice);
     for p in &r.problems {
         notes.push(format!("? {p}"));
     }

@@ -101,6 +101,10 @@ pub struct SlotReport {
     /// The tool calls the finished task's agent was refused (its result's `denials`).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub denials: Vec<crate::protocol::Denial>,
+    /// What the running task's agent asks a person to allow (`conductor approve|deny`),
+    /// while it waits for the answer: the slot `needs approval`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub approval: Option<crate::protocol::approval::Question>,
     pub flags: Vec<Flag>,
     /// Files that could not be read, in words.
     pub problems: Vec<String>,
@@ -243,6 +247,9 @@ pub fn slot_report(root: &Root, slot: Slot, opts: &LockOptions) -> Result<SlotRe
             .or_else(|| presets.first().cloned()),
         None => ran_by,
     };
+    let approval = working
+        .and_then(|s| s.task_id.as_ref())
+        .and_then(|id| crate::protocol::approval::question_of(&paths.dir, id));
     Ok(SlotReport {
         slot: slot.0,
         dir: paths.dir.clone(),
@@ -275,6 +282,7 @@ pub fn slot_report(root: &Root, slot: Slot, opts: &LockOptions) -> Result<SlotRe
         inbox: files.inbox,
         worktree,
         denials,
+        approval,
         flags,
         problems: files.problems,
     })

@@ -153,6 +153,10 @@ pub struct TaskSummary {
     /// The variables it sets in its agent's environment (`env`), if any.
     #[serde(skip_serializing_if = "std::collections::BTreeMap::is_empty")]
     pub env: std::collections::BTreeMap<String, String>,
+    /// What its agent asks a person to allow, while it waits for the answer (state
+    /// `needs approval`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub approval: Option<crate::protocol::approval::Question>,
 }
 
 /// What the slots and the queue hold right now, read once per listing.
@@ -320,7 +324,9 @@ fn matches(s: &TaskSummary, opts: &ListOptions) -> bool {
     let state_ok = if opts.states.is_empty() {
         s.state != TaskState::Gone
     } else {
+        // A task waiting for an approval is running all the same.
         opts.states.contains(&s.state)
+            || (s.state == TaskState::NeedsApproval && opts.states.contains(&TaskState::Running))
     };
     state_ok
         && opts.key.as_ref().is_none_or(|k| s.key.as_ref() == Some(k))
@@ -472,6 +478,7 @@ fn summarize(root: &Root, snap: &mut Snapshot, id: &TaskId, c: &Candidate) -> Re
         denials: Vec::new(),
         labels: task.as_ref().map(|t| t.labels.clone()).unwrap_or_default(),
         env: task.as_ref().map(|t| t.env.clone()).unwrap_or_default(),
+        approval: None,
     };
     if let (TaskState::Waiting | TaskState::Queued, Some(t)) = (loc.state, &task) {
         let (paused, opts) = snap.root_wide.get_or_insert_with(|| {
@@ -495,6 +502,10 @@ fn summarize(root: &Root, snap: &mut Snapshot, id: &TaskId, c: &Candidate) -> Re
         s.denials = r.denials;
     } else if let (TaskState::Running, Some(slot)) = (loc.state, loc.slot) {
         running_since(root, slot, id, &mut s);
+        s.approval = crate::protocol::approval::question_of(&root.worker(slot).dir, id);
+        if s.approval.is_some() {
+            s.state = TaskState::NeedsApproval;
+        }
     }
     Ok(s)
 }

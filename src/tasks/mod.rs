@@ -52,6 +52,11 @@ pub enum TaskState {
     Queued,
     /// Claimed: in some slot's `running.json`.
     Running,
+    /// Running, and its agent waits for a person to allow a tool call
+    /// (`conductor approve|deny`, see [`crate::approval`]). Only listings say it: [`find`]
+    /// reports such a task `Running`, which is what it is to every other command.
+    #[serde(rename = "needs approval")]
+    NeedsApproval,
     Done,
     Failed,
     Timeout,
@@ -66,10 +71,11 @@ pub enum TaskState {
 }
 
 impl TaskState {
-    pub const ALL: [TaskState; 11] = [
+    pub const ALL: [TaskState; 12] = [
         TaskState::Waiting,
         TaskState::Queued,
         TaskState::Running,
+        TaskState::NeedsApproval,
         TaskState::Done,
         TaskState::Failed,
         TaskState::Timeout,
@@ -99,7 +105,7 @@ impl TaskState {
     pub fn is_finished(self) -> bool {
         !matches!(
             self,
-            TaskState::Waiting | TaskState::Queued | TaskState::Running
+            TaskState::Waiting | TaskState::Queued | TaskState::Running | TaskState::NeedsApproval
         )
     }
 
@@ -108,6 +114,7 @@ impl TaskState {
             TaskState::Waiting => "waiting",
             TaskState::Queued => "queued",
             TaskState::Running => "running",
+            TaskState::NeedsApproval => "needs approval",
             TaskState::Done => "done",
             TaskState::Failed => "failed",
             TaskState::Timeout => "timeout",
@@ -130,6 +137,10 @@ impl FromStr for TaskState {
     type Err = String;
 
     fn from_str(s: &str) -> std::result::Result<TaskState, String> {
+        // One word on a command line: `--state needs-approval`.
+        if matches!(s, "needs-approval" | "needs_approval" | "approval") {
+            return Ok(TaskState::NeedsApproval);
+        }
         TaskState::ALL
             .into_iter()
             .find(|t| t.as_str() == s)

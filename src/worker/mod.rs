@@ -9,6 +9,7 @@
 //! many slots from one process ([`multi`]); [`sweep_election`] elects who sweeps the root.
 
 mod admit;
+pub mod approval;
 mod callback;
 mod cancel;
 mod claim;

@@ -361,6 +361,8 @@ impl Run<'_> {
             .map(|c| c.to_string())
             .unwrap_or_else(|| "null".into());
         let (opts, paths) = (&self.shared.opts, &self.slot.paths);
+        let preset = self.agent.as_ref().map_or(opts.preset, |(p, _)| *p);
+        let command = &super::approval::arm(self.shared, paths, &self.id, preset, command.clone());
         let stream_raw = self.streams().then(|| paths.output_stream());
         // The program found on PATH at start is the default preset's; another preset's
         // is looked up as it starts.
@@ -854,6 +856,7 @@ impl Run<'_> {
         }
         // The result tells of the worktree now; the slot's record of it is done.
         super::worktree::forget_record(&self.slot.paths.dir);
+        super::approval::clear(&self.slot.paths.dir);
         tracing::info!(
             "{} \"{}\" in {}{} · task {}",
             &r.outcome_label(),

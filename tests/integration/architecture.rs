@@ -45,6 +45,7 @@ const FLOORS: &[(&str, &[&str])] = &[
             "orchestrator",
             "worker",
             "pool",
+            "approval",
         ],
     ),
     ("surface", &["launch", "cli"]),

@@ -3,6 +3,7 @@
 mod harness;
 mod prereq;
 
+mod approvals;
 mod architecture;
 mod cli;
 mod client;

@@ -103,8 +103,9 @@ fn initialize_answers_with_the_clients_protocol_and_lists_every_tool_with_its_sc
         assert_eq!(
             names,
             [
-                "cancel", "diff", "discard", "edit", "logs", "merge", "pause", "queue", "result",
-                "resume", "retry", "send", "status", "submit", "tasks", "totals", "wait"
+                "approve", "cancel", "deny", "diff", "discard", "edit", "logs", "merge", "pause",
+                "queue", "result", "resume", "retry", "send", "status", "submit", "tasks",
+                "totals", "wait"
             ]
         );
         for tool in &tools {
@@ -503,7 +504,7 @@ fn malformed_lines_get_a_parse_error_and_stdout_stays_pure_json_rpc() {
             v["id"] == 3
                 && v["result"]["tools"]
                     .as_array()
-                    .is_some_and(|t| t.len() == 14)
+                    .is_some_and(|t| t.len() == 19)
         },
         "tools/list result",
     );

@@ -23,7 +23,7 @@ use crate::harness::{
 
 const S0: Slot = Slot(0);
 /// A real CLI starting, talking to the server and running tools: seconds, not minutes.
-const BOUND: Duration = Duration::from_secs(90);
+pub(crate) const BOUND: Duration = Duration::from_secs(90);
 
 /// The folder holding the installed CLIs' launchers (`claude`, `codex`, `gemini`, `node`).
 fn agents_bin() -> PathBuf {
@@ -41,7 +41,7 @@ fn agents_bin() -> PathBuf {
 
 /// What a test needs to run agent `name`: its launcher and python3 for the server.
 /// `None` (after [`crate::prereq::skip_or_fail`]) when something is missing.
-fn need_agent(name: &str) -> Option<PathBuf> {
+pub(crate) fn need_agent(name: &str) -> Option<PathBuf> {
     let bin = agents_bin();
     let exe = bin.join(name);
     if !is_executable(&exe) {
@@ -69,14 +69,14 @@ fn is_executable(p: &Path) -> bool {
 }
 
 /// The scripted model server on 127.0.0.1, killed when dropped.
-struct ModelServer {
+pub(crate) struct ModelServer {
     child: std::process::Child,
     port: u16,
     record: PathBuf,
 }
 
 impl ModelServer {
-    fn start(dir: &Path, script: Value) -> ModelServer {
+    pub(crate) fn start(dir: &Path, script: Value) -> ModelServer {
         let script_path = dir.join("script.json");
         fs::write(&script_path, serde_json::to_vec_pretty(&script).unwrap()).unwrap();
         let record = dir.join("requests.jsonl");
@@ -115,7 +115,7 @@ impl ModelServer {
         }
     }
 
-    fn url(&self) -> String {
+    pub(crate) fn url(&self) -> String {
         format!("http://127.0.0.1:{}", self.port)
     }
 
@@ -129,7 +129,7 @@ impl ModelServer {
     }
 
     /// The requests that took a turn of the script.
-    fn scripted(&self) -> Vec<Value> {
+    pub(crate) fn scripted(&self) -> Vec<Value> {
         self.requests()
             .into_iter()
             .filter(|r| r["kind"] == "scripted")
@@ -146,13 +146,13 @@ impl Drop for ModelServer {
 
 /// A worker started the way a user starts one: `conductor-worker 0 DIR --preset P`
 /// and no `--agent`, so the preset's own command line runs, found on PATH.
-struct RealWorker {
+pub(crate) struct RealWorker {
     child: Option<std::process::Child>,
     stderr: PathBuf,
 }
 
 impl RealWorker {
-    fn start(t: &TestRoot, extra: &[&str], env: &[(String, String)]) -> RealWorker {
+    pub(crate) fn start(t: &TestRoot, extra: &[&str], env: &[(String, String)]) -> RealWorker {
         let stderr = t.dir.path().join("worker.stderr");
         let mut cmd = Command::new(bin("conductor-worker"));
         cmd.arg(S0.to_string())
@@ -188,7 +188,7 @@ impl RealWorker {
         }
     }
 
-    fn stderr(&self) -> String {
+    pub(crate) fn stderr(&self) -> String {
         fs::read_to_string(&self.stderr).unwrap_or_default()
     }
 }
@@ -204,7 +204,7 @@ impl Drop for RealWorker {
 /// The environment Claude Code gets: its own HOME (settings, sessions and credentials go
 /// to the test's temp dir), an API key the server accepts, the server as its API, no
 /// traffic anywhere else, and short retries.
-fn claude_env(
+pub(crate) fn claude_env(
     t: &TestRoot,
     agents: &Path,
     server: &ModelServer,
@@ -234,26 +234,26 @@ fn claude_env(
 }
 
 /// A fresh directory for a task to work in.
-fn task_dir(t: &TestRoot) -> PathBuf {
+pub(crate) fn task_dir(t: &TestRoot) -> PathBuf {
     let dir = t.dir.path().join("work");
     fs::create_dir_all(&dir).unwrap();
     dir.canonicalize().unwrap()
 }
 
-fn submit(t: &TestRoot, id: &str, prompt: &str, dir: &Path) -> TaskId {
+pub(crate) fn submit(t: &TestRoot, id: &str, prompt: &str, dir: &Path) -> TaskId {
     let mut task = Task::new(prompt).with_id(id);
     task.dir = Some(dir.to_path_buf());
     t.client.write_task(S0, &task).expect("write_task")
 }
 
-fn result_of(t: &TestRoot, id: &TaskId, w: &RealWorker) -> TaskResult {
+pub(crate) fn result_of(t: &TestRoot, id: &TaskId, w: &RealWorker) -> TaskResult {
     t.client
         .wait_for_result(S0, id, BOUND)
         .unwrap_or_else(|e| panic!("no result for {id}: {e}\nworker:\n{}", w.stderr()))
 }
 
 /// The task's live log as conductor rendered it (`tasks/<id>.log`).
-fn task_log(t: &TestRoot, id: &TaskId) -> String {
+pub(crate) fn task_log(t: &TestRoot, id: &TaskId) -> String {
     fs::read_to_string(t.client.worker(S0).task_log(id)).unwrap_or_default()
 }
 
@@ -339,7 +339,7 @@ fn assert_stream_rendered(t: &TestRoot, id: &TaskId, quiet: &[&str]) {
 }
 
 /// All the text a request carried in its messages (prompts, answers, tool results).
-fn conversation_text(request: &Value) -> String {
+pub(crate) fn conversation_text(request: &Value) -> String {
     request["body"]["messages"].to_string()
 }
 

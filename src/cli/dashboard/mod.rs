@@ -240,6 +240,7 @@ impl Dashboard {
                         Action::OpenOutput => { self.open_output(); self.draw(term)?; }
                         Action::OpenDiff => { self.open_diff(); self.draw(term)?; }
                         Action::Cancel(id) => { self.cancel(&id); dirty = true; self.draw(term)?; }
+                        Action::Answer(id, decision) => { self.answer(&id, decision); dirty = true; self.draw(term)?; }
                     },
                     Ok(Input::Resize) => self.draw(term)?,
                     // The terminal is gone: nobody is left to look.
@@ -467,6 +468,22 @@ impl Dashboard {
             }
             Err(e) => format!("cannot cancel task {id}: {e}"),
         });
+    }
+
+    /// `a` / `x` confirmed: answer task `id`'s question.
+    fn answer(&mut self, id: &TaskId, decision: crate::approval::Decision) {
+        use crate::approval::Decision;
+        let reason = (decision == Decision::Deny)
+            .then(|| "a person denied this tool call (conductor dashboard)".to_string());
+        self.ui.message = Some(
+            match crate::approval::answer(&self.root, id, decision, reason, "dashboard") {
+                Ok(q) if decision == Decision::Allow => {
+                    format!("approved task {id}'s {}", q.summary())
+                }
+                Ok(q) => format!("denied task {id}'s {}", q.summary()),
+                Err(e) => format!("cannot answer: {e}"),
+            },
+        );
     }
 }
 

@@ -62,6 +62,9 @@ pub struct SlotRow {
     pub worktree: Option<crate::protocol::WorktreeChange>,
     /// What the ended task's agent was refused, as every view warns of it.
     pub refused: Option<String>,
+    /// What the running task's agent asks a person to allow (`Bash: make deploy`):
+    /// the slot shows `needs approval` until it is answered (`a` / `x`).
+    pub approval: Option<String>,
 }
 
 /// One pending queue task.
@@ -217,6 +220,7 @@ impl Reader {
             inbox: r.inbox.as_ref().and_then(|f| f.task_id.clone()),
             worktree: r.worktree.clone().filter(|_| ended.is_some()),
             refused: crate::protocol::denial::warning(&r.denials).filter(|_| ended.is_some()),
+            approval: r.approval.as_ref().map(|q| q.summary()),
         }
     }
 

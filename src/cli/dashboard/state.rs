@@ -18,6 +18,12 @@ pub enum Mode {
     },
     /// `c` was pressed: cancel `id` on `y`.
     Confirm { id: TaskId, what: String },
+    /// `a` or `x` was pressed: answer `id`'s question with `decision` on `y`.
+    ConfirmAnswer {
+        id: TaskId,
+        what: String,
+        decision: crate::approval::Decision,
+    },
 }
 
 /// What the event loop must do after a key.
@@ -33,6 +39,8 @@ pub enum Action {
     /// output view.
     OpenDiff,
     Cancel(TaskId),
+    /// Answer the question task `id`'s agent waits on.
+    Answer(TaskId, crate::approval::Decision),
 }
 
 /// Which item is selected, kept by identity across snapshots.
@@ -141,6 +149,24 @@ impl Ui {
         Some((id.clone(), format!("{id} ({words})")))
     }
 
+    /// `a` / `x`: ask y/n before answering the selected task's question.
+    fn ask_answer(&mut self, decision: crate::approval::Decision) -> Action {
+        let target = match self.selection() {
+            Some(Selected::Slot(r)) => r.approval.clone().zip(r.task_id.clone()),
+            _ => None,
+        };
+        match target {
+            Some((asks, id)) => {
+                let what = format!("{id}'s {asks}");
+                self.mode = Mode::ConfirmAnswer { id, what, decision };
+            }
+            None => {
+                self.message = Some("nothing to answer: select a task that needs approval".into())
+            }
+        }
+        Action::Redraw
+    }
+
     /// Show `lines` as the whole output of `title`, following its end.
     pub fn open_output(&mut self, title: String, lines: Vec<String>) {
         self.mode = Mode::Output {
@@ -171,7 +197,8 @@ impl Ui {
             self.help = false;
             return Action::Redraw;
         }
-        if key.code == KeyCode::Char('?') && !matches!(self.mode, Mode::Confirm { .. }) {
+        let asking = matches!(self.mode, Mode::Confirm { .. } | Mode::ConfirmAnswer { .. });
+        if key.code == KeyCode::Char('?') && !asking {
             self.help = true;
             return Action::Redraw;
         }
@@ -184,6 +211,16 @@ impl Ui {
                     Action::Cancel(id)
                 } else {
                     self.message = Some(format!("task {id} not cancelled"));
+                    Action::Redraw
+                }
+            }
+            Mode::ConfirmAnswer { id, decision, .. } => {
+                let (id, decision) = (id.clone(), *decision);
+                self.mode = Mode::List;
+                if matches!(key.code, KeyCode::Char('y') | KeyCode::Char('Y')) {
+                    Action::Answer(id, decision)
+                } else {
+                    self.message = Some(format!("task {id}'s question not answered"));
                     Action::Redraw
                 }
             }
@@ -219,6 +256,8 @@ impl Ui {
             KeyCode::End | KeyCode::Char('G') => self.selected = last,
             KeyCode::Enter => return Action::OpenOutput,
             KeyCode::Char('d') => return Action::OpenDiff,
+            KeyCode::Char('a') => return self.ask_answer(crate::approval::Decision::Allow),
+            KeyCode::Char('x') => return self.ask_answer(crate::approval::Decision::Deny),
             KeyCode::Char('c') => {
                 match self.cancel_target() {
                     Some((id, what)) => self.mode = Mode::Confirm { id, what },
@@ -259,6 +298,7 @@ mod tests {
             inbox: None,
             worktree: None,
             refused: None,
+            approval: None,
         }
     }
 
@@ -332,6 +372,34 @@ mod tests {
         ui.on_key(key(KeyCode::Char('c')));
         let id = TaskId::parse("t1").unwrap();
         assert_eq!(ui.on_key(key(KeyCode::Char('y'))), Action::Cancel(id));
+    }
+
+    #[test]
+    fn approve_and_deny_ask_first_and_only_for_a_task_that_needs_approval() {
+        use crate::approval::Decision;
+        let mut asking = slot(1, SlotState::Working, Some("t1"));
+        asking.approval = Some("Bash: make deploy".into());
+        let mut ui = Ui::new(snap(
+            vec![slot(0, SlotState::Working, Some("t0")), asking],
+            vec![],
+        ));
+        assert_eq!(ui.on_key(key(KeyCode::Char('a'))), Action::Redraw);
+        assert_eq!(ui.mode, Mode::List, "t0 asks nothing");
+        assert!(ui.message.as_deref().unwrap().contains("nothing to answer"));
+        ui.on_key(key(KeyCode::Down));
+        ui.on_key(key(KeyCode::Char('x')));
+        assert!(
+            matches!(&ui.mode, Mode::ConfirmAnswer { what, decision: Decision::Deny, .. }
+                if what.contains("Bash: make deploy"))
+        );
+        assert_eq!(ui.on_key(key(KeyCode::Char('n'))), Action::Redraw);
+        assert_eq!(ui.mode, Mode::List);
+        ui.on_key(key(KeyCode::Char('a')));
+        let id = TaskId::parse("t1").unwrap();
+        assert_eq!(
+            ui.on_key(key(KeyCode::Char('y'))),
+            Action::Answer(id, Decision::Allow)
+        );
     }
 
     #[test]

@@ -20,13 +20,15 @@ const WAIT_WIDTH: usize = 30;
 const KEYS: &str = "↑↓/jk select · Enter output · d diff · c cancel · ? keys · q quit";
 
 /// What `?` shows: every key, by mode.
-const HELP: [&str; 13] = [
+const HELP: [&str; 15] = [
     "In the list",
     "  ↑ ↓  j k     select a worker or a queued task",
     "  g G  Home End  the first / the last",
     "  Enter        the selected task's whole output",
     "  d            its change: git diff of a --worktree task's branch",
     "  c            cancel the selected running or queued task (y/n)",
+    "  a            approve what the selected task's agent asks (y/n)",
+    "  x            deny it (y/n): the agent is told a person denied it",
     "  ?            these keys",
     "  q  Esc  Ctrl-C  quit",
     "In the output",
@@ -58,6 +60,16 @@ pub fn draw(frame: &mut Frame<'_>, ui: &mut Ui) {
             fit(&format!("Cancel task {what}? y/n"), width(area)),
             reversed(),
         ),
+        (Mode::ConfirmAnswer { what, decision, .. }, _) => {
+            let verb = match decision {
+                crate::approval::Decision::Allow => "Approve",
+                crate::approval::Decision::Deny => "Deny",
+            };
+            Line::styled(
+                fit(&format!("{verb} task {what}? y/n"), width(area)),
+                reversed(),
+            )
+        }
         (Mode::Output { .. }, _) => Line::raw(fit(
             "↑↓/jk scroll · PgUp/PgDn · g/G top/end · Esc back",
             width(area),
@@ -79,12 +91,29 @@ pub fn draw(frame: &mut Frame<'_>, ui: &mut Ui) {
                 };
                 Line::styled(fit(&format!("! {p}{more}"), width(area)), bold())
             }
-            None => Line::raw(fit(KEYS, width(area))),
+            None => match asking(ui) {
+                Some(asks) => Line::styled(
+                    fit(
+                        &format!("needs approval: {asks} · a approve · x deny"),
+                        width(area),
+                    ),
+                    bold(),
+                ),
+                None => Line::raw(fit(KEYS, width(area))),
+            },
         },
     };
     frame.render_widget(Paragraph::new(line), footer);
     if ui.help {
         draw_help(frame, body);
+    }
+}
+
+/// What the selected task's agent asks a person to allow, if it asks.
+fn asking(ui: &Ui) -> Option<&str> {
+    match ui.selection()? {
+        super::state::Selected::Slot(r) => r.approval.as_deref(),
+        _ => None,
     }
 }
 
@@ -196,6 +225,9 @@ fn slot_cells(r: &SlotRow, task_width: usize) -> Row<'static> {
     }
     if r.refused.is_some() {
         task = format!("[refused] {task}");
+    }
+    if let Some(asks) = &r.approval {
+        task = format!("needs approval · {asks}");
     }
     if r.inbox.is_some() {
         task = format!("[+1 in inbox] {task}");
@@ -418,6 +450,7 @@ mod tests {
             inbox: None,
             worktree: None,
             refused: None,
+            approval: None,
         };
         Snapshot {
             root: "/tmp/root".into(),
@@ -473,6 +506,28 @@ mod tests {
         assert!(!all.contains("tick 1\n"), "only the tail fits:\n{all}");
         // The long prompt was cut with a mark, not wrapped.
         assert!(all.contains('…'), "{all}");
+    }
+
+    #[test]
+    fn a_task_that_needs_approval_says_what_it_asks_and_the_keys_that_answer() {
+        let mut snap = sample();
+        snap.slots[0].approval = Some("Bash: make deploy".into());
+        let mut ui = Ui::new(snap);
+        let all = screen(&mut ui, 80, 24).join("\n");
+        assert!(all.contains("needs approval · Bash: make deploy"), "{all}");
+        assert!(
+            all.contains("needs approval: Bash: make deploy · a approve · x deny"),
+            "{all}"
+        );
+        ui.on_key(ratatui::crossterm::event::KeyEvent::new(
+            ratatui::crossterm::event::KeyCode::Char('x'),
+            ratatui::crossterm::event::KeyModifiers::NONE,
+        ));
+        let all = screen(&mut ui, 80, 24).join("\n");
+        assert!(
+            all.contains("Deny task t0's Bash: make deploy? y/n"),
+            "{all}"
+        );
     }
 
     #[test]

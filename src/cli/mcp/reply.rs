@@ -66,7 +66,28 @@ pub fn location_view(loc: &TaskLocation, note: Option<String>) -> Value {
     if let Some(n) = note {
         v["note"] = json!(n);
     }
+    asking(loc, &mut v);
     v
+}
+
+/// A running task whose agent waits for a person's answer: its state says so
+/// (`needs approval`, as `tasks` has it) and `approval` is the question.
+fn asking(loc: &TaskLocation, v: &mut Value) {
+    let (TaskState::Running, Some(file)) = (loc.state, &loc.file) else {
+        return;
+    };
+    let Some(q) = file
+        .parent()
+        .and_then(|dir| crate::protocol::approval::question_of(dir, &loc.id))
+    else {
+        return;
+    };
+    v["state"] = json!(TaskState::NeedsApproval);
+    v["note"] = json!(format!(
+        "its agent asks to use {}: answer with the `approve` or `deny` tool",
+        q.summary()
+    ));
+    v["approval"] = json!(q);
 }
 
 /// Task `id`: its state and, when it has finished, its result.

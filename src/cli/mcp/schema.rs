@@ -353,6 +353,14 @@ pub fn output(name: &str) -> Option<Map<String, Value>> {
             "required": ["id", "state"],
         }),
         "diff" | "merge" | "discard" => review_output(name, id),
+        "approve" | "deny" => json!({
+            "type": "object",
+            "properties": {
+                "id": id, "decision": {"type": "string", "enum": ["allow", "deny"]},
+                "reason": {}, "question": {"type": "object"},
+            },
+            "required": ["id", "decision", "question"],
+        }),
         _ => return None,
     };
     Some(obj(schema))

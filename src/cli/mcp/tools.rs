@@ -21,6 +21,10 @@ use serde_json::{json, Value};
 
 use super::handles::handle_origin;
 use super::handles::{self, Handle};
+
+// `approve` and `deny`, in a file of their own (a child module: they use this server's helpers).
+#[path = "approval.rs"]
+mod approval;
 use super::{reply, resources, schema, waits};
 use crate::queue::pause::{self, Target};
 use crate::queue::Queue;
@@ -429,7 +433,7 @@ fn ids(list: &[IdArg]) -> std::result::Result<Vec<TaskId>, String> {
 
 impl Conductor {
     pub fn new(client: Client) -> Conductor {
-        let mut tool_router = Self::tool_router() + Self::review_router();
+        let mut tool_router = Self::tool_router() + Self::review_router() + Self::approval_router();
         for route in tool_router.map.values_mut() {
             let mut input = Value::Object((*route.attr.input_schema).clone());
             schema::plain_optionals(&mut input);
