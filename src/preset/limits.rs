@@ -5,6 +5,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use serde_json::Value;
 
 use super::{first_line, Preset};
+use crate::protocol::TaskResult;
 
 /// At most this many deferrals of one task: a limit met again after the fifth ends the
 /// task `failure` with the agent's words (a provider that keeps refusing past its own
@@ -42,6 +43,17 @@ impl RateLimit {
         } else {
             now + STILL_LIMITED_WAIT
         })
+    }
+
+    /// A limit met again after [`MAX_DEFERRALS`] deferrals fails the task: its error says
+    /// conductor stopped waiting (a task deferred fewer times is left as it is).
+    pub fn note_gave_up(&self, result: &mut TaskResult, deferrals: u32) {
+        if deferrals >= MAX_DEFERRALS {
+            let why = result.error.take().unwrap_or_else(|| self.message.clone());
+            result.error = Some(format!(
+                "{why} (still limited after {MAX_DEFERRALS} deferrals: conductor stopped waiting)"
+            ));
+        }
     }
 }
 
@@ -455,5 +467,21 @@ mod tests {
         );
         // Deferred MAX_DEFERRALS times already: no more.
         assert_eq!(ahead.next_run(MAX_DEFERRALS, now), None);
+        // …and its failure says why it was not waited for again.
+        let mut r = TaskResult::failed(
+            crate::protocol::TaskId::from("t"),
+            crate::protocol::Outcome::Failure,
+            "gemini reported an error: quota",
+        );
+        ahead.note_gave_up(&mut r, MAX_DEFERRALS - 1);
+        assert_eq!(r.error.as_deref(), Some("gemini reported an error: quota"));
+        ahead.note_gave_up(&mut r, MAX_DEFERRALS);
+        assert_eq!(
+            r.error.as_deref(),
+            Some(
+                "gemini reported an error: quota (still limited after 5 deferrals: conductor \
+                 stopped waiting)"
+            )
+        );
     }
 }
