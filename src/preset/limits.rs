@@ -125,15 +125,17 @@ fn claude_rate_limit(output: &str, limit_event: Option<&[u8]>) -> Option<RateLim
 /// "try again at H:MM AM" read as the end of that local minute, or a 429 it gave up
 /// retrying ("try again in 3s" when it says so, else [`UNSTATED_WAIT`]).
 fn codex_rate_limit(output: &str, now: SystemTime) -> Option<RateLimit> {
-    let message = output.lines().rev().find_map(|l| {
+    // Only the last failure counts: an earlier retry's 429 that Codex got past is none.
+    let last = output.lines().rev().find_map(|l| {
         let e: Value = serde_json::from_str(l).ok()?;
         let msg = match e.get("type").and_then(Value::as_str)? {
             "turn.failed" => e.get("error")?.get("message")?.as_str()?,
             "error" => e.get("message")?.as_str()?,
             _ => return None,
         };
-        (msg.contains("usage limit") || msg.contains("429")).then(|| first_line(msg).to_string())
+        Some(first_line(msg).to_string())
     })?;
+    let message = Some(last).filter(|m| m.contains("usage limit") || m.contains("429"))?;
     let until = if let Some(at) = message.split("try again at ").nth(1) {
         named_minute_end(at, now)?
     } else {
@@ -392,6 +394,13 @@ mod tests {
         let limit = codex_rate_limit(&out, now).unwrap();
         assert_eq!(limit.until, now + Duration::from_millis(3200));
         let out = codex_limit("exceeded retry limit, last status: 503 Service Unavailable");
+        assert_eq!(codex_rate_limit(&out, now), None);
+        // A 429 it retried past, then another failure: not a limit.
+        let out = format!(
+            "{}\n{}",
+            serde_json::json!({"type": "error", "message": "Reconnecting... 429 Too Many Requests"}),
+            json_line("turn.failed", "stream disconnected: 503")
+        );
         assert_eq!(codex_rate_limit(&out, now), None);
     }
 
