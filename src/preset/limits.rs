@@ -84,7 +84,7 @@ impl Preset {
         now: SystemTime,
     ) -> Option<RateLimit> {
         match self {
-            Preset::Claude => claude_rate_limit(output, limit_event),
+            Preset::Claude => claude_rate_limit(output, limit_event, now),
             Preset::Codex => codex_rate_limit(output, now),
             Preset::Gemini => gemini_rate_limit(output, now),
             Preset::Command => None,
@@ -92,7 +92,14 @@ impl Preset {
     }
 }
 
-fn claude_rate_limit(output: &str, limit_event: Option<&[u8]>) -> Option<RateLimit> {
+/// Claude's limit: a subscription's usage limit with its exact reset, or a 429 it gave
+/// up retrying (an API key's rate limit: Claude Code honours `retry-after` itself and
+/// says no time when it gives up) waited [`UNSTATED_WAIT`].
+fn claude_rate_limit(
+    output: &str,
+    limit_event: Option<&[u8]>,
+    now: SystemTime,
+) -> Option<RateLimit> {
     let Ok(Value::Object(result)) = serde_json::from_str::<Value>(output.trim()) else {
         return None;
     };
@@ -102,23 +109,22 @@ fn claude_rate_limit(output: &str, limit_event: Option<&[u8]>) -> Option<RateLim
     if !is_error || !limited {
         return None;
     }
-    let info = limit_event
+    let resets = limit_event
         .and_then(|l| serde_json::from_slice::<Value>(l).ok())
-        .and_then(|e| e.get("rate_limit_info").cloned())?;
-    if info.get("status").and_then(Value::as_str) != Some("rejected") {
-        return None;
-    }
-    let resets = info.get("resetsAt").and_then(Value::as_u64)?;
+        .and_then(|e| e.get("rate_limit_info").cloned())
+        .filter(|info| info.get("status").and_then(Value::as_str) == Some("rejected"))
+        .and_then(|info| info.get("resetsAt").and_then(Value::as_u64));
     let message = result
         .get("result")
         .and_then(Value::as_str)
         .map(first_line)
         .unwrap_or("usage limit reached")
         .to_string();
-    Some(RateLimit {
-        until: UNIX_EPOCH + Duration::from_secs(resets),
-        message,
-    })
+    let until = match resets {
+        Some(secs) => UNIX_EPOCH + Duration::from_secs(secs),
+        None => now + UNSTATED_WAIT,
+    };
+    Some(RateLimit { until, message })
 }
 
 /// Codex's limit from its last `turn.failed` (or `error`) event: a usage limit with its
@@ -321,8 +327,16 @@ mod tests {
             limit.message,
             "You've hit your 5-hour limit · resets 12:02am (UTC)"
         );
-        // No reset known, or no limit at all: not a deferral.
-        assert_eq!(Preset::Claude.rate_limit(result, None), None);
+        // No reset known (an API key's 429 Claude Code gave up retrying): the default
+        // wait; no limit at all: not a deferral.
+        let now = at(1_795_651_000);
+        let bare = r#"{"type":"result","is_error":true,"api_error_status":429,"api_error_type":"rate_limit_error","result":"API Error: Request rejected (429) · per-minute rate limit"}"#;
+        let limit = Preset::Claude.rate_limit_at(bare, None, now).unwrap();
+        assert_eq!(limit.until, now + UNSTATED_WAIT);
+        assert_eq!(
+            limit.message,
+            "API Error: Request rejected (429) · per-minute rate limit"
+        );
         let overloaded = result
             .replace("429", "529")
             .replace("usage_limit_reached", "x");
