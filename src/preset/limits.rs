@@ -5,6 +5,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use serde_json::Value;
 
 use super::{first_line, Preset};
+use crate::protocol::TaskResult;
 
 /// At most this many deferrals of one task: a limit met again after the fifth ends the
 /// task `failure` with the agent's words (a provider that keeps refusing past its own
@@ -43,6 +44,17 @@ impl RateLimit {
             now + STILL_LIMITED_WAIT
         })
     }
+
+    /// A limit met again after [`MAX_DEFERRALS`] deferrals fails the task: its error says
+    /// conductor stopped waiting (a task deferred fewer times is left as it is).
+    pub fn note_gave_up(&self, result: &mut TaskResult, deferrals: u32) {
+        if deferrals >= MAX_DEFERRALS {
+            let why = result.error.take().unwrap_or_else(|| self.message.clone());
+            result.error = Some(format!(
+                "{why} (still limited after {MAX_DEFERRALS} deferrals: conductor stopped waiting)"
+            ));
+        }
+    }
 }
 
 impl Preset {
@@ -72,7 +84,7 @@ impl Preset {
         now: SystemTime,
     ) -> Option<RateLimit> {
         match self {
-            Preset::Claude => claude_rate_limit(output, limit_event),
+            Preset::Claude => claude_rate_limit(output, limit_event, now),
             Preset::Codex => codex_rate_limit(output, now),
             Preset::Gemini => gemini_rate_limit(output, now),
             Preset::Command => None,
@@ -80,7 +92,14 @@ impl Preset {
     }
 }
 
-fn claude_rate_limit(output: &str, limit_event: Option<&[u8]>) -> Option<RateLimit> {
+/// Claude's limit: a subscription's usage limit with its exact reset, or a 429 it gave
+/// up retrying (an API key's rate limit: Claude Code honours `retry-after` itself and
+/// says no time when it gives up) waited [`UNSTATED_WAIT`].
+fn claude_rate_limit(
+    output: &str,
+    limit_event: Option<&[u8]>,
+    now: SystemTime,
+) -> Option<RateLimit> {
     let Ok(Value::Object(result)) = serde_json::from_str::<Value>(output.trim()) else {
         return None;
     };
@@ -90,38 +109,39 @@ fn claude_rate_limit(output: &str, limit_event: Option<&[u8]>) -> Option<RateLim
     if !is_error || !limited {
         return None;
     }
-    let info = limit_event
+    let resets = limit_event
         .and_then(|l| serde_json::from_slice::<Value>(l).ok())
-        .and_then(|e| e.get("rate_limit_info").cloned())?;
-    if info.get("status").and_then(Value::as_str) != Some("rejected") {
-        return None;
-    }
-    let resets = info.get("resetsAt").and_then(Value::as_u64)?;
+        .and_then(|e| e.get("rate_limit_info").cloned())
+        .filter(|info| info.get("status").and_then(Value::as_str) == Some("rejected"))
+        .and_then(|info| info.get("resetsAt").and_then(Value::as_u64));
     let message = result
         .get("result")
         .and_then(Value::as_str)
         .map(first_line)
         .unwrap_or("usage limit reached")
         .to_string();
-    Some(RateLimit {
-        until: UNIX_EPOCH + Duration::from_secs(resets),
-        message,
-    })
+    let until = match resets {
+        Some(secs) => UNIX_EPOCH + Duration::from_secs(secs),
+        None => now + UNSTATED_WAIT,
+    };
+    Some(RateLimit { until, message })
 }
 
 /// Codex's limit from its last `turn.failed` (or `error`) event: a usage limit with its
 /// "try again at H:MM AM" read as the end of that local minute, or a 429 it gave up
 /// retrying ("try again in 3s" when it says so, else [`UNSTATED_WAIT`]).
 fn codex_rate_limit(output: &str, now: SystemTime) -> Option<RateLimit> {
-    let message = output.lines().rev().find_map(|l| {
+    // Only the last failure counts: an earlier retry's 429 that Codex got past is none.
+    let last = output.lines().rev().find_map(|l| {
         let e: Value = serde_json::from_str(l).ok()?;
         let msg = match e.get("type").and_then(Value::as_str)? {
             "turn.failed" => e.get("error")?.get("message")?.as_str()?,
             "error" => e.get("message")?.as_str()?,
             _ => return None,
         };
-        (msg.contains("usage limit") || msg.contains("429")).then(|| first_line(msg).to_string())
+        Some(first_line(msg).to_string())
     })?;
+    let message = Some(last).filter(|m| m.contains("usage limit") || m.contains("429"))?;
     let until = if let Some(at) = message.split("try again at ").nth(1) {
         named_minute_end(at, now)?
     } else {
@@ -307,8 +327,16 @@ mod tests {
             limit.message,
             "You've hit your 5-hour limit · resets 12:02am (UTC)"
         );
-        // No reset known, or no limit at all: not a deferral.
-        assert_eq!(Preset::Claude.rate_limit(result, None), None);
+        // No reset known (an API key's 429 Claude Code gave up retrying): the default
+        // wait; no limit at all: not a deferral.
+        let now = at(1_795_651_000);
+        let bare = r#"{"type":"result","is_error":true,"api_error_status":429,"api_error_type":"rate_limit_error","result":"API Error: Request rejected (429) · per-minute rate limit"}"#;
+        let limit = Preset::Claude.rate_limit_at(bare, None, now).unwrap();
+        assert_eq!(limit.until, now + UNSTATED_WAIT);
+        assert_eq!(
+            limit.message,
+            "API Error: Request rejected (429) · per-minute rate limit"
+        );
         let overloaded = result
             .replace("429", "529")
             .replace("usage_limit_reached", "x");
@@ -380,6 +408,13 @@ mod tests {
         let limit = codex_rate_limit(&out, now).unwrap();
         assert_eq!(limit.until, now + Duration::from_millis(3200));
         let out = codex_limit("exceeded retry limit, last status: 503 Service Unavailable");
+        assert_eq!(codex_rate_limit(&out, now), None);
+        // A 429 it retried past, then another failure: not a limit.
+        let out = format!(
+            "{}\n{}",
+            serde_json::json!({"type": "error", "message": "Reconnecting... 429 Too Many Requests"}),
+            json_line("turn.failed", "stream disconnected: 503")
+        );
         assert_eq!(codex_rate_limit(&out, now), None);
     }
 
@@ -455,5 +490,21 @@ mod tests {
         );
         // Deferred MAX_DEFERRALS times already: no more.
         assert_eq!(ahead.next_run(MAX_DEFERRALS, now), None);
+        // …and its failure says why it was not waited for again.
+        let mut r = TaskResult::failed(
+            crate::protocol::TaskId::from("t"),
+            crate::protocol::Outcome::Failure,
+            "gemini reported an error: quota",
+        );
+        ahead.note_gave_up(&mut r, MAX_DEFERRALS - 1);
+        assert_eq!(r.error.as_deref(), Some("gemini reported an error: quota"));
+        ahead.note_gave_up(&mut r, MAX_DEFERRALS);
+        assert_eq!(
+            r.error.as_deref(),
+            Some(
+                "gemini reported an error: quota (still limited after 5 deferrals: conductor \
+                 stopped waiting)"
+            )
+        );
     }
 }

@@ -223,13 +223,7 @@ pub(crate) fn run(
             tracing::info!("{deferred}");
             return Ok(Pickup::Ran);
         }
-        if task.deferrals.unwrap_or(0) >= crate::preset::MAX_DEFERRALS {
-            let why = result.error.take().unwrap_or_default();
-            result.error = Some(format!(
-                "{why} (still limited after {} deferrals: conductor stopped waiting)",
-                crate::preset::MAX_DEFERRALS
-            ));
-        }
+        limit.note_gave_up(&mut result, task.deferrals.unwrap_or(0));
     }
     if let Some(t) = &tree {
         let stopped = result

@@ -1611,6 +1611,7 @@ fn claude_cancelled_or_shut_down_leaves_none_of_its_processes_behind() {
         Some(conductor::protocol::Outcome::Cancelled),
         "{r:?}"
     );
+    assert_stopped_reads_as_text(&r);
     assert_no_task_process("cancel1");
 
     // The worker stopped (SIGTERM) mid-task: the same.
@@ -1628,7 +1629,19 @@ fn claude_cancelled_or_shut_down_leaves_none_of_its_processes_behind() {
         Some(conductor::protocol::Outcome::Interrupted),
         "{r:?}"
     );
+    assert_stopped_reads_as_text(&r);
     assert_nothing_left(t.path());
+}
+
+/// A claude task stopped mid-run: its output is the rendered log (the Bash call it was
+/// in), not the raw events, with the session its init event named and its turns so far.
+#[track_caller]
+fn assert_stopped_reads_as_text(r: &TaskResult) {
+    assert!(!r.output.contains("{\"type\""), "raw events: {}", r.output);
+    assert!(r.output.contains("› Bash tail -f"), "{}", r.output);
+    let session = r.session_id.as_deref().expect("the init event's session");
+    assert_eq!(session.len(), 36, "a UUID: {session}");
+    assert!(r.num_turns.is_some_and(|n| n >= 1), "{r:?}");
 }
 
 #[test]
