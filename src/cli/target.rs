@@ -12,8 +12,9 @@ slot forms still work: with --slot N the arguments are task ids on worker slot N
 without it a first argument that is the number of an existing slot (workers/N/) is that \
 slot, the rest task ids on it. Anything else is a task id. A task whose id is the number \
 of an existing slot is named with --task ID. A task id may be shortened to any prefix of at \
-least 4 characters that starts no other id (as `tasks` and `status` show it on a narrow \
-screen).";
+least 4 characters that starts no other id (as `tasks`, `status` and `queue` show it on a \
+terminal): a generated id's first 6 characters always do. A prefix of a task and its \
+retries names the task; PREFIX-rN names its retry N.";
 
 /// `[ARGS…] [--slot N] [--task ID]…`, shared by the task commands.
 #[derive(Debug, Clone, clap::Args)]
@@ -77,7 +78,7 @@ pub fn id_on(root: &Root, given: &str) -> anyhow::Result<TaskId> {
 }
 
 /// The shortest a view shows a shortened id (what [`id_on`] takes back).
-pub const SHOWN_PREFIX: usize = 8;
+pub const SHOWN_PREFIX: usize = crate::protocol::id_gen::HANDLE_LEN;
 
 /// Task ids as a view on a screen `width` wide shows them: whole when unbounded (a
 /// pipe, a script), else each cut to the shortest prefix of at least [`SHOWN_PREFIX`]

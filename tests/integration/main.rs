@@ -36,6 +36,7 @@ mod protocol;
 mod queue;
 mod real_agents;
 mod scale;
+mod short_ids;
 mod tasks;
 mod trust;
 mod views;
