@@ -251,13 +251,20 @@ fn slot_row(r: &SlotReport) -> (Vec<String>, Vec<String>, Vec<String>) {
     let id = r.task_id.as_ref().map(|t| t.to_string());
     let cells = vec![
         r.slot.to_string(),
-        // `failed`, as `tasks` says it (the protocol's word is `error`).
+        // `failed`, as `tasks` says it (the protocol's word is `error`); `rejected`
+        // for a file that was no task, its reason where its prompt would be.
         dash(r.state.map(|s| match s {
+            crate::WorkerState::Error if r.rejected.is_some() => "rejected".to_string(),
             crate::WorkerState::Error => "failed".to_string(),
             s => s.to_string(),
         })),
         dash(r.status_age.map(format_age)),
-        dash(r.prompt_preview.clone().or_else(|| id.clone())),
+        dash(
+            r.prompt_preview
+                .clone()
+                .or_else(|| r.rejected.clone())
+                .or_else(|| id.clone()),
+        ),
         dash(id),
         cost(r.cost_usd),
         dash(r.num_turns.map(|n| n.to_string())),

@@ -98,6 +98,10 @@ pub struct SlotReport {
     /// (its result's `worktree`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub worktree: Option<crate::protocol::WorktreeChange>,
+    /// Why the slot's last task was refused (its result's outcome is `rejected`: a
+    /// file that was no task, say one written by hand).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub rejected: Option<String>,
     pub flags: Vec<Flag>,
     /// Files that could not be read, in words.
     pub problems: Vec<String>,
@@ -227,6 +231,10 @@ pub fn slot_report(root: &Root, slot: Slot, opts: &LockOptions) -> Result<SlotRe
         result.as_ref().and_then(|r| r.cost_usd),
         result.as_ref().and_then(|r| r.num_turns),
     );
+    let rejected = result
+        .as_ref()
+        .filter(|r| r.outcome == Some(crate::protocol::Outcome::Rejected))
+        .map(|r| r.error.clone().unwrap_or_else(|| "rejected".into()));
     let (ran_by, worktree) = result.map_or((None, None), |r| (r.agent, r.worktree));
     let presets = status.map(|s| s.presets.clone()).unwrap_or_default();
     let agent = match working {
@@ -269,6 +277,7 @@ pub fn slot_report(root: &Root, slot: Slot, opts: &LockOptions) -> Result<SlotRe
         running: files.running,
         inbox: files.inbox,
         worktree,
+        rejected,
         flags,
         problems: files.problems,
     })

@@ -35,6 +35,7 @@ mod orchestrator;
 mod protocol;
 mod queue;
 mod real_agents;
+mod rough_edges;
 mod scale;
 mod short_ids;
 mod tasks;

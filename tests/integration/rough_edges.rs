@@ -1,0 +1,51 @@
+//! Issue 36, item 9: the rough edges a new user hit, each reproduced and fixed.
+
+use std::fs;
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use conductor::{Slot, TaskId};
+use serde_json::Value;
+
+use crate::harness::{bin, keyed_worker, run_conductor, run_conductor_env, wait_until, TestRoot};
+use crate::harness::{Ran, WorkerProc};
+
+const BOUND: Duration = Duration::from_secs(60);
+const S0: Slot = Slot(0);
+
+fn env(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
+    pairs
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect()
+}
+
+/// reason where the prompt goes (it said `failed`, the id in PROMPT).
+#[test]
+fn a_bad_task_file_written_by_hand_is_listed_rejected_with_its_reason() {
+    let t = TestRoot::new();
+    let _w = WorkerProc::start(&t, S0, "cat", &[], &[]);
+    let w = t.client.worker(S0);
+    let staged = t.dir.path().join("bad.json");
+    fs::write(&staged, "{\"id\": \"hand1\", \"prompt\": ").unwrap();
+    fs::rename(&staged, w.task()).unwrap();
+    let id = TaskId::from("hand1");
+    wait_until(BOUND, "the rejection's result", || {
+        w.result_for(&id).exists()
+    });
+    let listed = run_conductor(&t, &["tasks", "--state", "rejected"], 0).stdout;
+    assert!(
+        listed.contains("hand1") && listed.contains("rejected"),
+        "{listed}"
+    );
+    let status = run_conductor_env(&t, &["status"], &env(&[("COLUMNS", "120")]), 0).stdout;
+    let row = status
+        .lines()
+        .find(|l| l.starts_with("0 "))
+        .unwrap_or_else(|| panic!("no row for slot 0:\n{status}"));
+    assert!(row.contains("rejected"), "{status}");
+    assert!(
+        row.contains("not valid JSON"),
+        "the reason goes where the prompt would: {row}"
+    );
+}
