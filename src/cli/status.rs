@@ -376,8 +376,9 @@ pub fn capacity_footer(
     }
     if !c.paused.is_empty() {
         lines.push(format!(
-            "paused: {} (`conductor resume`)",
-            c.paused.join(", ")
+            "paused: {} (`{}`)",
+            c.paused.join(", "),
+            super::pause::resume_hint(&c.paused)
         ));
     }
     let stale: Vec<String> = c

@@ -49,3 +49,29 @@ fn a_bad_task_file_written_by_hand_is_listed_rejected_with_its_reason() {
         "the reason goes where the prompt would: {row}"
     );
 }
+
+/// `conductor resume` is a usage error).
+#[test]
+fn send_and_status_hint_a_resume_command_that_works() {
+    let t = TestRoot::new();
+    t.client.create_worker(S0).unwrap();
+    run_conductor(&t, &["pause", "--slot", "0"], 0);
+    let sent = run_conductor(&t, &["send", "0", "--id", "held1", "a prompt"], 0);
+    assert!(
+        sent.stderr.contains("(`conductor resume --slot 0`)"),
+        "{}",
+        sent.stderr
+    );
+    let status = run_conductor(&t, &["status"], 0).stdout;
+    assert!(
+        status.contains("paused: slot 0 (`conductor resume --slot 0`)"),
+        "{status}"
+    );
+    // Two pauses: `--all` lifts both.
+    run_conductor(&t, &["pause", "--key", "k"], 0);
+    let status = run_conductor(&t, &["status"], 0).stdout;
+    assert!(status.contains("(`conductor resume --all`)"), "{status}");
+    run_conductor(&t, &["resume", "--all"], 0);
+    run_conductor(&t, &["pause", "--slot", "0"], 0);
+    run_conductor(&t, &["resume", "--slot", "0"], 0);
+}
