@@ -75,3 +75,24 @@ fn send_and_status_hint_a_resume_command_that_works() {
     run_conductor(&t, &["pause", "--slot", "0"], 0);
     run_conductor(&t, &["resume", "--slot", "0"], 0);
 }
+
+/// at once again, so it says so and names the command that runs the chain again.
+#[test]
+fn retrying_a_task_its_failed_dependency_cancelled_names_retry_with_dependents() {
+    let t = TestRoot::new();
+    let log = t.dir.path().join("agent.log");
+    let _w = keyed_worker(&t, S0, &log);
+    run_conductor(&t, &["submit", "--id", "b7", "x fail"], 0);
+    run_conductor(&t, &["submit", "--id", "t7", "--after", "b7", "x 0"], 0);
+    run_conductor(&t, &["submit", "--id", "s7", "--after", "t7", "x 0"], 0);
+    run_conductor(&t, &["wait", "s7", "--timeout", "60"], 1);
+    let again: Ran = run_conductor(&t, &["retry", "s7"], 0);
+    assert_eq!(again.stdout.trim(), "s7-r1");
+    assert!(
+        again
+            .stderr
+            .contains("`conductor retry b7 --with-dependents`"),
+        "the hint names the chain's first failure: {}",
+        again.stderr
+    );
+}
