@@ -96,3 +96,24 @@ fn retrying_a_task_its_failed_dependency_cancelled_names_retry_with_dependents()
         again.stderr
     );
 }
+
+/// `run` with one prompt starts one worker, not `-n`'s three.
+#[test]
+fn run_starts_no_more_workers_than_prompts() {
+    let t = TestRoot::new();
+    let root = t.path().to_str().unwrap().to_string();
+    let ran = run_conductor(
+        &t,
+        &[
+            "run", "-n", "3", "--agent", "cat", "--json", "--root", &root, "only one",
+        ],
+        0,
+    );
+    let doc: Value = serde_json::from_str(&ran.stdout).unwrap();
+    assert_eq!(doc["workers"], 1, "{doc}");
+    assert!(t.path().join("workers/0").is_dir());
+    assert!(
+        !t.path().join("workers/1").exists(),
+        "a second slot was made"
+    );
+}
