@@ -117,3 +117,21 @@ fn run_starts_no_more_workers_than_prompts() {
         "a second slot was made"
     );
 }
+
+/// starting `vi` on no terminal.
+#[test]
+fn edit_without_a_terminal_or_an_editor_is_refused_clearly() {
+    let t = TestRoot::new();
+    run_conductor(&t, &["submit", "--id", "e7", "a prompt"], 0);
+    let r = run_conductor_env(
+        &t,
+        &["edit", "e7"],
+        &env(&[("EDITOR", ""), ("VISUAL", "")]),
+        2,
+    );
+    assert!(
+        r.stderr.contains("no terminal") && r.stderr.contains("--prompt"),
+        "{}",
+        r.stderr
+    );
+}
