@@ -35,6 +35,7 @@ pub mod tasks;
 pub mod usage;
 pub mod wait;
 pub mod waiting;
+mod worker_defaults;
 pub mod worktrees;
 
 use std::path::PathBuf;

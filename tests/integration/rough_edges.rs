@@ -135,3 +135,33 @@ fn edit_without_a_terminal_or_an_editor_is_refused_clearly() {
         r.stderr
     );
 }
+
+/// `conductor worker 0` with no DIR and no agent says which directory and agent it took.
+#[test]
+fn a_worker_given_no_dir_and_no_agent_says_what_it_serves_with() {
+    let t = TestRoot::new();
+    t.client.create_worker(S0).unwrap();
+    let here = t.dir.path().join("here");
+    fs::create_dir_all(&here).unwrap();
+    let err = t.dir.path().join("worker.err");
+    let mut child = Command::new(bin("conductor"))
+        .args(["worker", "0", "--root"])
+        .arg(t.path())
+        .current_dir(&here)
+        .env_remove("CONDUCTOR_WORKER")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(fs::File::create(&err).unwrap())
+        .spawn()
+        .unwrap();
+    wait_until(BOUND, "the note on stderr", || {
+        fs::read_to_string(&err).is_ok_and(|s| s.contains("note: no DIR and no agent given"))
+    });
+    let _ = child.kill();
+    let _ = child.wait();
+    let said = fs::read_to_string(&err).unwrap();
+    assert!(said.contains(&here.display().to_string()), "{said}");
+    // Given them, nothing is said.
+    let w = WorkerProc::start(&t, S0, "cat", &[], &[]);
+    assert!(!w.stderr().contains("note: no DIR"), "{}", w.stderr());
+}
