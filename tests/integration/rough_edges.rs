@@ -20,6 +20,8 @@ fn env(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
         .collect()
 }
 
+/// A task.json written by hand that is no task (bad JSON, but its id readable): `tasks`
+/// lists it as `rejected` (it was invisible), and `status` says `rejected` with the
 /// reason where the prompt goes (it said `failed`, the id in PROMPT).
 #[test]
 fn a_bad_task_file_written_by_hand_is_listed_rejected_with_its_reason() {
@@ -50,6 +52,7 @@ fn a_bad_task_file_written_by_hand_is_listed_rejected_with_its_reason() {
     );
 }
 
+/// `send` to a paused slot and `status` hint a resume command that works (a bare
 /// `conductor resume` is a usage error).
 #[test]
 fn send_and_status_hint_a_resume_command_that_works() {
@@ -76,6 +79,7 @@ fn send_and_status_hint_a_resume_command_that_works() {
     run_conductor(&t, &["resume", "--slot", "0"], 0);
 }
 
+/// `retry` of a task whose dependency failed, which never ran: the retry is cancelled
 /// at once again, so it says so and names the command that runs the chain again.
 #[test]
 fn retrying_a_task_its_failed_dependency_cancelled_names_retry_with_dependents() {
@@ -118,6 +122,7 @@ fn run_starts_no_more_workers_than_prompts() {
     );
 }
 
+/// `edit` with no terminal and no $EDITOR refuses, saying what to give, instead of
 /// starting `vi` on no terminal.
 #[test]
 fn edit_without_a_terminal_or_an_editor_is_refused_clearly() {
@@ -164,4 +169,45 @@ fn a_worker_given_no_dir_and_no_agent_says_what_it_serves_with() {
     // Given them, nothing is said.
     let w = WorkerProc::start(&t, S0, "cat", &[], &[]);
     assert!(!w.stderr().contains("note: no DIR"), "{}", w.stderr());
+}
+
+/// `gc --older-than 1w` echoes `1w` (it said `7days`).
+#[test]
+fn gc_echoes_its_limit_as_typed() {
+    let t = TestRoot::new();
+    let out = run_conductor(&t, &["gc", "--older-than", "1w"], 0).stdout;
+    assert!(out.contains("older than 1w;"), "{out}");
+    assert!(!out.contains("days"), "{out}");
+}
+
+/// `doctor --agent claud` suggests the preset `claude` (it said `install claud`), and
+/// its counts agree with their nouns (`1 warning`, not `1 warnings`).
+#[test]
+fn doctor_suggests_the_nearest_preset_and_counts_in_words() {
+    let t = TestRoot::new();
+    let r = run_conductor(&t, &["doctor", "--agent", "claud"], 1);
+    assert!(
+        r.stdout.contains("did you mean the preset claude"),
+        "{}",
+        r.stdout
+    );
+    assert!(!r.stdout.contains("install claud"), "{}", r.stdout);
+    let summary = r.stdout.lines().last().unwrap_or_default().to_string();
+    // `15 checks: 13 ok, 1 warning, 1 failed`
+    let words: Vec<&str> = summary
+        .split([' ', ',', ':'])
+        .filter(|w| !w.is_empty())
+        .collect();
+    for pair in words.windows(2) {
+        if let (Ok(n), noun) = (pair[0].parse::<usize>(), pair[1]) {
+            if noun.starts_with("warning") || noun.starts_with("check") {
+                assert_eq!(n == 1, !noun.ends_with('s'), "{summary}");
+            }
+        }
+    }
+    assert!(
+        !r.stdout.contains("(ies)") && !r.stdout.contains("(s)"),
+        "{}",
+        r.stdout
+    );
 }
