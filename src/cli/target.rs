@@ -93,6 +93,23 @@ pub fn shown_ids(root: &Root, ids: &[String], width: Option<usize>) -> Vec<Strin
     }
 }
 
+/// A task id as a view with no room to spare names it without reading the root: a
+/// generated id by its handle (unique on its root by construction; a retry's with its
+/// `-rN`), any other whole.
+pub fn handle_of(id: &TaskId) -> String {
+    let text = id.to_string();
+    let len = crate::protocol::id_gen::HANDLE_LEN;
+    if !crate::protocol::id_gen::is_generated(&text) {
+        return text;
+    }
+    match text.rsplit_once("-r") {
+        Some((_, n)) if !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()) => {
+            format!("{}-r{n}", &text[..len])
+        }
+        _ => text[..len].to_string(),
+    }
+}
+
 /// The one task id of a command that takes one.
 pub fn single(ids: Vec<TaskId>, command: &str) -> anyhow::Result<TaskId> {
     let mut ids = ids.into_iter();
@@ -111,4 +128,24 @@ pub fn at_most_one(ids: Vec<TaskId>, command: &str) -> anyhow::Result<Option<Tas
         .into());
     }
     Ok(ids.into_iter().next())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_generated_id_is_named_by_its_handle_and_others_whole() {
+        let id = |s: &str| TaskId::parse(s).unwrap();
+        assert_eq!(handle_of(&id("kq3x9a-1795439873131-4242-0")), "kq3x9a");
+        assert_eq!(
+            handle_of(&id("kq3x9a-1795439873131-4242-0-r2")),
+            "kq3x9a-r2"
+        );
+        assert_eq!(
+            handle_of(&id("1795439873131-4242-0")),
+            "1795439873131-4242-0"
+        );
+        assert_eq!(handle_of(&id("my-task")), "my-task");
+    }
 }
