@@ -211,3 +211,103 @@ fn doctor_suggests_the_nearest_preset_and_counts_in_words() {
         r.stdout
     );
 }
+
+/// A tmux server for one test under its own TMUX_TMPDIR (so `--list` without
+/// `--socket` sees no other test's servers); killed on drop.
+struct PrivateTmux {
+    dir: std::path::PathBuf,
+    socket: String,
+}
+
+impl PrivateTmux {
+    fn tmux(&self, args: &[&str]) -> std::process::Output {
+        Command::new("tmux")
+            .arg("-L")
+            .arg(&self.socket)
+            .args(args)
+            .env("TMUX_TMPDIR", &self.dir)
+            .env_remove("TMUX")
+            .stdin(Stdio::null())
+            .output()
+            .expect("run tmux")
+    }
+
+    fn launcher(&self, t: &TestRoot, args: &[&str]) -> Ran {
+        let out = Command::new(bin("conductor-launch"))
+            .args(args)
+            .env("CONDUCTOR_HOME", t.path())
+            .env("TMUX_TMPDIR", &self.dir)
+            .env_remove("CONDUCTOR_WORKER")
+            .env_remove("TMUX")
+            .stdin(Stdio::null())
+            .output()
+            .unwrap();
+        Ran {
+            code: out.status.code(),
+            stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+            stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+        }
+    }
+}
+
+impl Drop for PrivateTmux {
+    fn drop(&mut self) {
+        let _ = self.tmux(&["kill-server"]);
+    }
+}
+
+/// `conductor-launch --list` and `--kill` without `--socket` find a session launched on
+/// a private socket (they looked on the default server only, each pointing at the other).
+#[test]
+fn launch_list_and_kill_find_a_session_on_a_private_socket() {
+    crate::prereq::require!(crate::prereq::tmux());
+    let t = TestRoot::new();
+    let dir = t.dir.path().join("tmux");
+    fs::create_dir_all(&dir).unwrap();
+    let srv = PrivateTmux {
+        dir,
+        socket: format!("rough-{}", std::process::id()),
+    };
+    let root = t.path().to_str().unwrap().to_string();
+    let launched = srv.launcher(
+        &t,
+        &[
+            "--socket",
+            &srv.socket,
+            "--root",
+            &root,
+            "--session",
+            "sx",
+            "--no-attach",
+            "--workers",
+            "1",
+            "--agent",
+            "cat",
+            "--orchestrator",
+            "cat",
+        ],
+    );
+    assert_eq!(launched.code, Some(0), "{launched:?}");
+    let listed = srv.launcher(&t, &["--list", "--json"]);
+    assert_eq!(listed.code, Some(0), "{listed:?}");
+    let v: Value = serde_json::from_str(&listed.stdout).unwrap();
+    let sx = v
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["session"] == "sx")
+        .unwrap_or_else(|| panic!("sx not listed: {v}"));
+    assert_eq!(sx["socket"], srv.socket.as_str(), "{v}");
+    let human = srv.launcher(&t, &["--list"]);
+    assert!(
+        human.stdout.contains("SOCKET") && human.stdout.contains(&srv.socket),
+        "{human:?}"
+    );
+    let killed = srv.launcher(&t, &["--kill", "--session", "sx"]);
+    assert_eq!(killed.code, Some(0), "{killed:?}");
+    assert!(
+        killed.stdout.contains("killed tmux session sx"),
+        "{killed:?}"
+    );
+    assert!(!srv.tmux(&["has-session", "-t", "=sx"]).status.success());
+}
