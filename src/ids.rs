@@ -24,7 +24,7 @@ use crate::layout::{Root, Slot};
 use crate::protocol::{check_schema, TaskId, SCHEMA};
 
 mod short;
-pub use short::{fresh, short_forms};
+pub use short::{claim_handle, fresh, short_forms};
 
 /// Where a task went.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

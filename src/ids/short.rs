@@ -61,6 +61,28 @@ pub(crate) fn fresh_from(root: &Root, mut generate: impl FnMut() -> TaskId) -> R
     ))
 }
 
+/// Mark a generated `id`'s handle taken (for ids found again by `tasks --reindex`,
+/// whose `ids/` may have lost `.handles/` with it); other ids are left alone.
+pub fn claim_handle(root: &Root, id: &TaskId) -> Result<()> {
+    let text = id.to_string();
+    if !crate::protocol::id_gen::is_generated(&text) {
+        return Ok(());
+    }
+    let dir = root.ids_dir().join(HANDLES_DIR);
+    fsio::ensure_dir(&dir)?;
+    let handle = dir.join(&text[..HANDLE_LEN]);
+    match fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(&handle)
+    {
+        Ok(_) => Ok(()),
+        Err(e) if e.kind() == io::ErrorKind::AlreadyExists => Ok(()),
+        Err(e) => Err(Error::io("claim id handle", handle, e)),
+    }
+}
+
 /// `Some(base)` when `id` is `base-rN`, a retry's id.
 fn retry_base(id: &str) -> Option<&str> {
     let (base, n) = id.rsplit_once("-r")?;
@@ -176,6 +198,25 @@ mod tests {
         ]);
         let forms = short_forms(&all, &all, 6);
         assert_eq!(forms, ["kq3x9a", "kq3x9a-r1", "kq3x9a-r2", "kq3x9b"]);
+    }
+
+    #[test]
+    fn a_handle_taken_on_the_root_is_skipped() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = Root::new(dir.path());
+        let taken = TaskId::from("kq3x9a-1795439873131-4242-0");
+        claim_handle(&root, &taken).unwrap();
+        // Another process made an id with the same handle: it is not used.
+        let mut offered = vec![
+            TaskId::from("kq3x9a-1795439873999-77-0"),
+            TaskId::from("m7hd2e-1795439873999-77-1"),
+        ]
+        .into_iter();
+        let got = fresh_from(&root, || offered.next().unwrap()).unwrap();
+        assert_eq!(got.to_string(), "m7hd2e-1795439873999-77-1");
+        // Every handle taken: a bounded search, then an error naming the directory.
+        let err = fresh_from(&root, || taken.clone()).unwrap_err();
+        assert!(err.to_string().contains(".handles"), "{err}");
     }
 
     #[test]
