@@ -98,7 +98,10 @@ impl Client {
         // Only a worker that claims a task from queue/pending makes it a queue task.
         task.origin = None;
         let generated = task.id.is_none();
-        let id = task.id.get_or_insert_with(TaskId::generate).clone();
+        if generated {
+            task.id = Some(ids::fresh(&self.root)?);
+        }
+        let id = task.id.clone().expect("given or made above");
         let bytes = task.to_bytes_checked(limit)?;
         if !task.after.is_empty() {
             return Err(Error::AfterNeedsQueue {

@@ -23,6 +23,9 @@ use crate::fsio::{self, SMALL_FILE_LIMIT};
 use crate::layout::{Root, Slot};
 use crate::protocol::{check_schema, TaskId, SCHEMA};
 
+mod short;
+pub use short::{claim_handle, fresh, short_forms};
+
 /// Where a task went.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[non_exhaustive]
@@ -113,7 +116,8 @@ pub fn all(root: &Root) -> Result<Vec<String>> {
 
 /// The id `given` names: itself when it is a registered id (or too short to be a
 /// prefix, or starts no id); else the one registered id it is a prefix of, at least
-/// [`MIN_PREFIX`] characters long, as git takes an abbreviated hash. Several:
+/// [`MIN_PREFIX`] characters long, as git takes an abbreviated hash — a prefix of a task
+/// and its retries names the task, and `<prefix>-rN` its retry N. Several:
 /// [`Error::AmbiguousId`].
 pub fn resolve(root: &Root, given: &TaskId) -> Result<TaskId> {
     let text = given.to_string();
@@ -121,39 +125,31 @@ pub fn resolve(root: &Root, given: &TaskId) -> Result<TaskId> {
         return Ok(given.clone());
     }
     let all = all(root)?;
-    let matches: Vec<&String> = all.iter().filter(|n| n.starts_with(&text)).collect();
-    match matches.as_slice() {
-        [] => Ok(given.clone()),
-        [one] => TaskId::parse(one).map_err(|reason| Error::InvalidTask { reason }),
-        many => Err(Error::AmbiguousId {
-            prefix: text,
-            count: many.len(),
-            matches: many.iter().take(5).map(|m| m.to_string()).collect(),
-        }),
+    match resolve_in(&all, &text)? {
+        Some(one) => TaskId::parse(&one).map_err(|reason| Error::InvalidTask { reason }),
+        None => Ok(given.clone()),
     }
 }
 
-/// Each of `ids` cut to the shortest prefix (at least `min` characters) that starts no
-/// other id in `all` (sorted): what [`resolve`] takes back.
-pub fn short_forms(all: &[String], ids: &[String], min: usize) -> Vec<String> {
-    let common = |a: &str, b: &str| a.bytes().zip(b.bytes()).take_while(|(x, y)| x == y).count();
-    ids.iter()
-        .map(|id| {
-            let at = all.partition_point(|n| n.as_str() < id.as_str());
-            let mut need = min;
-            // Its neighbours in sorted order share the longest starts with it.
-            let before = at.checked_sub(1).map(|i| &all[i]);
-            let after = all[at..].iter().find(|n| *n != id);
-            for other in before.into_iter().chain(after) {
-                need = need.max(common(id, other) + 1);
-            }
-            if need >= id.len() {
-                id.clone()
-            } else {
-                id[..need].to_string()
-            }
-        })
-        .collect()
+/// The registered id (of `all`, sorted) that `text` names, if any.
+fn resolve_in(all: &[String], text: &str) -> Result<Option<String>> {
+    if text.len() < MIN_PREFIX {
+        return Ok(None);
+    }
+    let matches: Vec<&String> = all.iter().filter(|n| n.starts_with(text)).collect();
+    match matches.as_slice() {
+        [] => Ok(short::retry_of_prefix(text, |base| resolve_in(all, base))?
+            .filter(|id| all.binary_search(id).is_ok())),
+        [one] => Ok(Some(one.to_string())),
+        many => match short::one_task(many) {
+            Some(task) => Ok(Some(task)),
+            None => Err(Error::AmbiguousId {
+                prefix: text.to_string(),
+                count: many.len(),
+                matches: many.iter().take(5).map(|m| m.to_string()).collect(),
+            }),
+        },
+    }
 }
 
 /// Whether the registry entry at `path` is whole (for `doctor`).
@@ -369,31 +365,6 @@ pub(crate) fn same_file(a: &std::path::Path, b: &std::path::Path) -> bool {
 
 #[cfg(test)]
 mod tests {
-
-    #[test]
-    fn short_forms_are_the_shortest_unique_prefixes() {
-        let all: Vec<String> = [
-            "1700000000001-42-0",
-            "1700000000001-42-1",
-            "1700000009999-7-0",
-            "abc",
-        ]
-        .iter()
-        .map(|s| s.to_string())
-        .collect();
-        let forms = short_forms(&all, &all, 4);
-        assert_eq!(
-            forms,
-            [
-                "1700000000001-42-0",
-                "1700000000001-42-1",
-                "1700000009",
-                "abc"
-            ]
-        );
-        let one = vec!["solo-task-id".to_string()];
-        assert_eq!(short_forms(&one, &one, 4), ["solo"]);
-    }
 
     use super::*;
 

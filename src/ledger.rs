@@ -125,6 +125,11 @@ pub(crate) fn answer_rejected(
             .is_ok_and(|p| p.is_none_or(|p| p == crate::ids::Place::Worker(paths.slot)));
     if keep_copy {
         publish_result(paths, &result, 0)?;
+        // Registered, so `tasks` lists it (`rejected`) as it lists every other task.
+        let place = crate::ids::Place::Worker(paths.slot);
+        if let Err(e) = crate::ids::claim(root, &result.task_id, place) {
+            tracing::warn!("registering rejected task {}: {e}", result.task_id);
+        }
     } else {
         let bytes = fsio::to_json_bytes(&result);
         fsio::write_replace(&paths.result(), &bytes, Durability::Durable)?;

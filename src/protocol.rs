@@ -13,6 +13,7 @@ mod agent_record;
 pub mod approval;
 pub mod denial;
 mod env_labels;
+pub mod id_gen;
 pub(crate) mod salvage;
 mod scheduling;
 mod time;
@@ -85,16 +86,11 @@ impl TaskId {
         Ok(())
     }
 
-    /// A fresh id, unique across processes on this host: `<unix ms>-<pid>-<seq>`.
+    /// A fresh id, unique across processes on this host: `<handle>-<unix ms>-<pid>-<seq>`,
+    /// its first six characters a handle that tells it apart ([`id_gen`]). On a root,
+    /// take [`crate::ids::fresh`], which also makes the handle unique there.
     pub fn generate() -> TaskId {
-        use std::sync::atomic::{AtomicU64, Ordering};
-        static SEQ: AtomicU64 = AtomicU64::new(0);
-        let ms = SystemTime::now()
-            .duration_since(SystemTime::UNIX_EPOCH)
-            .map(|d| d.as_millis())
-            .unwrap_or(0);
-        let seq = SEQ.fetch_add(1, Ordering::Relaxed);
-        TaskId::Text(format!("{ms}-{}-{seq}", std::process::id()))
+        TaskId::Text(id_gen::generate())
     }
 
     /// Ids for running this task again: `<id>-r1`, `-r2` … (a retry of `x-r1` counts on

@@ -81,6 +81,35 @@ pub fn format_age(d: Duration) -> String {
     }
 }
 
+/// A limit as it would be typed (`1w`, `1d12h`, `90s`): whole units, largest first, so
+/// `--older-than 1w` is echoed `1w`, not `7days`.
+pub fn format_span(d: Duration) -> String {
+    const UNITS: [(u64, &str); 5] = [
+        (604_800, "w"),
+        (86_400, "d"),
+        (3600, "h"),
+        (60, "m"),
+        (1, "s"),
+    ];
+    let mut left = d.as_secs();
+    if left == 0 {
+        return format!("{}ms", d.as_millis());
+    }
+    let mut out = String::new();
+    for (size, unit) in UNITS {
+        if left >= size {
+            out.push_str(&format!("{}{unit}", left / size));
+            left %= size;
+        }
+    }
+    out
+}
+
+/// `1 warning`, `2 warnings`: a count with its noun agreeing.
+pub fn count(n: usize, one: &str, many: &str) -> String {
+    format!("{n} {}", if n == 1 { one } else { many })
+}
+
 /// A size for people: `512 B`, `1.5 KiB`, `3.2 MiB`.
 pub fn format_bytes(n: u64) -> String {
     const UNITS: [&str; 4] = ["KiB", "MiB", "GiB", "TiB"];
@@ -159,5 +188,21 @@ mod tests {
         assert_eq!(format_took(850), "850ms");
         assert_eq!(format_took(12_340), "12.3s");
         assert_eq!(format_took(245_000), "4m05s");
+    }
+
+    #[test]
+    fn counts_agree_with_their_nouns() {
+        assert_eq!(count(1, "warning", "warnings"), "1 warning");
+        assert_eq!(count(0, "warning", "warnings"), "0 warnings");
+        assert_eq!(count(2, "repository", "repositories"), "2 repositories");
+    }
+
+    #[test]
+    fn spans_read_as_they_are_typed() {
+        assert_eq!(format_span(Duration::from_secs(7 * 86_400)), "1w");
+        assert_eq!(format_span(Duration::from_secs(24 * 3600)), "1d");
+        assert_eq!(format_span(Duration::from_secs(36 * 3600)), "1d12h");
+        assert_eq!(format_span(Duration::from_secs(90)), "1m30s");
+        assert_eq!(format_span(Duration::from_millis(500)), "500ms");
     }
 }

@@ -1,6 +1,6 @@
 //! Pieces every binary shares: logging, exit codes, error reports, the worker command.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use super::parse_preset;
@@ -210,9 +210,9 @@ pub struct WorkerArgs {
     /// (`0-99`, `0,3,5-9`) serves all of them from this one process.
     #[arg(value_name = "SLOTS")]
     pub slot: SlotList,
-    /// Project directory the agent runs in (its cwd).
-    #[arg(default_value = ".")]
-    pub dir: PathBuf,
+    /// Project directory the agent runs in (its cwd). [default: the current directory]
+    #[arg(value_name = "DIR")]
+    pub dir: Option<PathBuf>,
     /// Conductor root [default: $CONDUCTOR_HOME, else ~/.claude-code/orchestrator].
     #[arg(long, value_name = "DIR")]
     pub root: Option<PathBuf>,
@@ -352,7 +352,8 @@ pub fn run_worker(args: WorkerArgs) -> anyhow::Result<()> {
         None => narrowed(preset)?,
     };
     let agent = AgentCommand::parse(&line)?;
-    let dir = crate::env::project_dir(&args.dir)?;
+    let dir = crate::env::project_dir(args.dir.as_deref().unwrap_or(Path::new(".")))?;
+    super::worker_defaults::say_defaults(&args, &dir, &line);
     let mut opts = WorkerOptions::new(root, args.slot.0[0], dir, agent);
     opts.preset = preset;
     for p in presets.iter().skip(1) {

@@ -101,9 +101,10 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
         }
         out.push_str(&t.render(width));
         out.push_str(&format!(
-            "{} checks: {} ok, {warned} warnings, {failed} failed\n",
-            checks.len(),
-            checks.len() - warned - failed
+            "{}: {} ok, {}, {failed} failed\n",
+            crate::text::count(checks.len(), "check", "checks"),
+            checks.len() - warned - failed,
+            crate::text::count(warned, "warning", "warnings"),
         ));
         emit(&out)?;
     }

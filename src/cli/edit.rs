@@ -11,7 +11,7 @@ use crate::cli::common::exit;
 
 #[derive(Debug, clap::Args)]
 #[command(after_help = "\
-Without --prompt or -f, the prompt opens in $EDITOR (else $VISUAL, else vi); save and quit \
+Without --prompt or -f, the prompt opens in $EDITOR (else $VISUAL, else vi on a terminal — without one, and no $EDITOR, it is refused); save and quit \
 to apply, or leave it unchanged. Each option given replaces that field: --after, --env and \
 --label replace the whole list (`--after ''` clears it, and so do `--env ''` and \
 `--label ''`). Only a task waiting in the shared queue can be edited; one that started, \
@@ -140,6 +140,7 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
 /// it was saved unchanged.
 fn with_editor(client: &crate::Client, id: &TaskId) -> anyhow::Result<Option<Task>> {
     let root = client.root();
+    let editor = pick_editor(std::io::IsTerminal::is_terminal(&std::io::stdin()))?;
     let seen = match root.pending_entry(id)? {
         Some(entry) => crate::Task::read(&entry, crate::fsio::TASK_SIZE_LIMIT)?,
         None => None,
@@ -159,7 +160,7 @@ fn with_editor(client: &crate::Client, id: &TaskId) -> anyhow::Result<Option<Tas
         seen.prompt.as_bytes(),
         crate::fsio::Durability::Atomic,
     )?;
-    run_editor(&file)?;
+    run_editor(&editor, &file)?;
     let mut text = std::fs::read_to_string(&file)
         .map_err(|e| Error::io("read the edited prompt", &file, e))?;
     // Editors end the last line; the prompt as written may not have.
@@ -210,14 +211,28 @@ fn race_reason(root: &crate::Root, id: &TaskId, reason: &str) -> crate::Result<S
     })
 }
 
-/// `$EDITOR file` (else `$VISUAL`, else `vi`), through the shell so that an editor
-/// given with its options (`code --wait`) works; it must exit 0.
-fn run_editor(file: &Path) -> anyhow::Result<()> {
-    let editor = ["EDITOR", "VISUAL"]
+/// `$EDITOR` (else `$VISUAL`, else `vi` — but only on a terminal: `vi` without one
+/// hangs or garbles, so that is refused, saying what to give instead).
+fn pick_editor(terminal: bool) -> anyhow::Result<String> {
+    let set = ["EDITOR", "VISUAL"]
         .iter()
         .filter_map(|v| std::env::var(v).ok())
-        .find(|v| !v.trim().is_empty())
-        .unwrap_or_else(|| "vi".to_string());
+        .find(|v| !v.trim().is_empty());
+    match set {
+        Some(editor) => Ok(editor),
+        None if terminal => Ok("vi".to_string()),
+        None => Err(CliError::Usage(
+            "no terminal to edit the prompt in (stdin is not one) and neither $EDITOR nor \
+             $VISUAL is set: give the new prompt with --prompt TEXT or -f FILE, or set EDITOR"
+                .into(),
+        )
+        .into()),
+    }
+}
+
+/// `editor file`, through the shell so that an editor given with its options (`code
+/// --wait`) works; it must exit 0.
+fn run_editor(editor: &str, file: &Path) -> anyhow::Result<()> {
     let status = std::process::Command::new("sh")
         .arg("-c")
         .arg(format!("{editor} \"$1\""))

@@ -94,8 +94,8 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
 fn render_plan(root: &Root, plan: &GcPlan, older_than: Duration, apply: bool) -> String {
     let limits = format!(
         "older than {}; temp files older than {}",
-        humantime::format_duration(older_than),
-        humantime::format_duration(TEMP_FILE_AGE)
+        crate::text::format_span(older_than),
+        crate::text::format_span(TEMP_FILE_AGE)
     );
     let mut out = String::new();
     if plan.items.is_empty() {

@@ -215,7 +215,8 @@ fn attach(tmux: &Tmux, session: &str) -> anyhow::Result<i32> {
 }
 
 fn list(tmux: &Tmux, json: bool) -> anyhow::Result<i32> {
-    let sessions = launch::list(tmux)?;
+    // Without --socket: the default server and every private one.
+    let sessions = launch::list_everywhere(tmux)?;
     if json {
         super::emit_json(&sessions)?;
         return Ok(exit::OK);
@@ -224,20 +225,30 @@ fn list(tmux: &Tmux, json: bool) -> anyhow::Result<i32> {
         super::emit("no conductor sessions running\n")?;
         return Ok(exit::OK);
     }
-    let mut t = super::Table::new(&[
+    // A SOCKET column only when a session runs on a private server.
+    let sockets = sessions.iter().any(|s| s.socket.is_some());
+    let mut cols = vec![
         ("SESSION", super::Col::Keep),
         ("WORKERS", super::Col::Keep),
         ("ATTACHED", super::Col::Keep),
         ("ROOT", super::Col::Shrink),
-    ]);
+    ];
+    if sockets {
+        cols.insert(1, ("SOCKET", super::Col::Keep));
+    }
+    let mut t = super::Table::new(&cols);
     t.wrap();
     for s in &sessions {
-        t.row(vec![
+        let mut row = vec![
             s.session.clone(),
             format!("{}/{}", s.workers_up, s.workers),
             if s.attached > 0 { "yes" } else { "no" }.to_string(),
             s.root.display().to_string(),
-        ]);
+        ];
+        if sockets {
+            row.insert(1, s.socket.clone().unwrap_or_else(|| "-".into()));
+        }
+        t.row(row);
     }
     let text = t.render(super::table::width());
     super::emit(&text)?;
@@ -245,7 +256,23 @@ fn list(tmux: &Tmux, json: bool) -> anyhow::Result<i32> {
 }
 
 fn kill(tmux: &Tmux, session: &str, json: bool) -> anyhow::Result<i32> {
-    let Some(report) = launch::kill(tmux, session, launch::DEFAULT_STOP_TIMEOUT)? else {
+    let mut found = launch::kill(tmux, session, launch::DEFAULT_STOP_TIMEOUT)?;
+    if found.is_none() && tmux.socket().is_none() {
+        // Not on the default server: on a private one (launched with --socket)?
+        match launch::servers_with(tmux, session).as_slice() {
+            [] => {}
+            [one] => found = launch::kill(one, session, launch::DEFAULT_STOP_TIMEOUT)?,
+            many => {
+                let names: Vec<&str> = many.iter().filter_map(Tmux::socket).collect();
+                anyhow::bail!(CliError::Usage(format!(
+                    "a session {session} runs on each of the tmux sockets {}: name one with \
+                     --socket",
+                    names.join(", ")
+                )));
+            }
+        }
+    }
+    let Some(report) = found else {
         common::report(&anyhow::anyhow!(
             "no tmux session {session} is running{}; `conductor-launch --list{}` shows the running ones",
             tmux.socket().map(|s| format!(" on socket {s}")).unwrap_or_default(),

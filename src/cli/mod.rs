@@ -38,6 +38,7 @@ pub mod tasks;
 pub mod usage;
 pub mod wait;
 pub mod waiting;
+mod worker_defaults;
 pub mod worktrees;
 pub(crate) mod worktrees_repo;
 

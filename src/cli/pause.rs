@@ -181,6 +181,20 @@ pub fn run_resume(args: ResumeArgs) -> anyhow::Result<i32> {
     Ok(exit::OK)
 }
 
+/// The command that lifts the pauses `shown` as [`Target`] displays them (`slot 2`,
+/// `key K`, `everything`): `conductor resume --slot 2` for one, `--all` for several
+/// (a bare `conductor resume` is a usage error).
+pub fn resume_hint(shown: &[String]) -> String {
+    let selector = match shown {
+        [one] => match one.split_once(' ') {
+            Some((kind @ ("slot" | "key" | "group"), what)) => format!("--{kind} {what}"),
+            _ => "--all".to_string(),
+        },
+        _ => "--all".to_string(),
+    };
+    format!("conductor resume {selector}")
+}
+
 /// `--slot 2`, `--key K`, `--group G`, `--all`.
 pub fn selector_text(t: &Target) -> String {
     match t {

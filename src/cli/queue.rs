@@ -18,7 +18,8 @@ PROMPT (its start); WAITING (why it does not run yet: `waiting for ID, …` — 
 (--after) that have not finished —, its key is busy, no free run slot, no idle worker; \
 `ready` when the next idle worker takes it); ID; KEY. The table fits the terminal's \
 width (COLUMNS when set; whole lines when stdout is not a terminal): the prompt and the \
-reason are cut first, then ID and KEY are left out.")]
+reason are cut first, then KEY is left out; ID is kept, shortened on a terminal to the \
+shortest prefix (at least 6 characters) that starts no other id, which every command takes.")]
 pub struct Args {
     #[command(subcommand)]
     pub action: Option<Action>,
@@ -121,10 +122,13 @@ pub fn render(root: &Root, pending: &[PendingTask], width: Option<usize>) -> Str
         ("AGE", Col::Keep),
         ("PROMPT", Col::Shrink),
         ("WAITING", Col::Shrink),
-        ("ID", Col::Drop),
+        // The handle for `queue cancel` and every other command: kept (shortened).
+        ("ID", Col::Keep),
         ("KEY", Col::Drop),
     ]);
-    for (i, p) in pending.iter().enumerate() {
+    let ids: Vec<String> = pending.iter().map(shown_id).collect();
+    let ids = super::target::shown_ids(root, &ids, width);
+    for ((i, p), id) in pending.iter().enumerate().zip(ids) {
         let pri = if p.effective_priority != p.priority {
             format!("{}>{}", p.priority, p.effective_priority)
         } else {
@@ -142,7 +146,7 @@ pub fn render(root: &Root, pending: &[PendingTask], width: Option<usize>) -> Str
             p.waiting
                 .clone()
                 .unwrap_or_else(|| "ready: the next idle worker takes it".to_string()),
-            shown_id(p),
+            id,
             p.key.clone().unwrap_or_else(|| "-".to_string()),
         ]);
     }

@@ -111,6 +111,7 @@ fn again_from(client: &crate::Client, ran: Ran, how: Again) -> anyhow::Result<Ta
                 ))
                 .into());
             }
+            warn_if_doomed(&queue, &old)?;
             let prompt = how.prompt;
             return Ok(queue.retry_as(&old, how.id, |t| {
                 if let Some(p) = prompt {
@@ -273,6 +274,44 @@ fn announced_session(text: &str) -> Option<String> {
                 .filter(|s| !s.is_empty() && !s.starts_with('-') && s.len() <= 256)
                 .map(String::from)
         })
+}
+
+/// A queued task that never ran because a dependency failed is cancelled again at once
+/// when retried alone: say so, naming the dependency and how to run the chain again
+/// from the task that failed first.
+fn warn_if_doomed(queue: &Queue, old: &TaskId) -> anyhow::Result<()> {
+    let Some((first, reason)) = doomed_by(queue, old)? else {
+        return Ok(());
+    };
+    // Up the chain: a dependency cancelled for its own dependency is not where it began.
+    let mut from = first;
+    for _ in 0..crate::protocol::MAX_AFTER * 8 {
+        match doomed_by(queue, &from)? {
+            Some((up, _)) => from = up,
+            None => break,
+        }
+    }
+    eprintln!(
+        "warning: task {old} never ran because {reason}; its retry is cancelled at once for \
+         the same reason. To run the chain again from where it failed, with what waits for \
+         it: `conductor retry {from} --with-dependents`"
+    );
+    Ok(())
+}
+
+/// The dependency (and the reason) that keeps queued task `id` from ever running, if one
+/// does: what it waited for failed or was cancelled.
+fn doomed_by(queue: &Queue, id: &TaskId) -> anyhow::Result<Option<(TaskId, String)>> {
+    let Some(record) = queue.task_record(id)? else {
+        return Ok(None); // retry_as says what is missing
+    };
+    let Some(task) = Task::read(&record, fsio::TASK_SIZE_LIMIT)? else {
+        return Ok(None);
+    };
+    Ok(match crate::queue::readiness(queue.root(), &task) {
+        crate::queue::Readiness::Failed { dependency, reason } => Some((dependency, reason)),
+        _ => None,
+    })
 }
 
 /// `<id>-r1`, `-r2` …: the first that is free on the whole root (ids are unique across

@@ -37,7 +37,7 @@ pub struct Args {
     /// In the prompts file, prompts are blocks separated by blank lines (multi-line prompts).
     #[arg(long, requires = "file")]
     pub blocks: bool,
-    /// How many workers to start.
+    /// How many workers to start (at most one per prompt).
     #[arg(short = 'n', long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..=256))]
     pub workers: u32,
     /// Run the prompts as a pipeline, each receiving the previous one's output.
@@ -171,8 +171,7 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
         crate::fsio::set_fsync(false);
     }
 
-    // A chain runs one step at a time: more workers would only wait.
-    let count = if args.chain { 1 } else { args.workers };
+    let count = worker_count(&args, prompts.len());
     let slots: Vec<Slot> = (0..count).map(Slot).collect();
     // A private root is ours alone, and `run_all` wakes its workers after each delivery:
     // they need no file events (no inotify instance, no ~20 ms of its teardown at their
@@ -277,6 +276,18 @@ fn run_chain(
     Ok(results)
 }
 
+/// How many workers the run starts: `-n`, but no more than there are prompts (one
+/// prompt on three workers would leave two idle), and one for a chain, which runs one
+/// step at a time.
+fn worker_count(args: &Args, prompts: usize) -> u32 {
+    if args.chain {
+        return 1;
+    }
+    args.workers
+        .min(u32::try_from(prompts).unwrap_or(u32::MAX))
+        .max(1)
+}
+
 /// The prompts to run: the arguments, or the prompts file's lines or blocks.
 fn read_prompts(args: &Args) -> anyhow::Result<Vec<String>> {
     let prompts = match &args.file {
@@ -333,7 +344,7 @@ fn print_run(
     took_ms: u64,
 ) -> anyhow::Result<()> {
     let failed = results.iter().filter(|r| !r.success).count();
-    let workers = if args.chain { 1 } else { args.workers };
+    let workers = worker_count(args, prompts.len());
     if args.json {
         let mut doc = serde_json::json!({
             "results": results,

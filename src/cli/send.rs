@@ -207,13 +207,20 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
     let slot = args.slot;
     let id = client.write_task(slot, &task)?;
     let paused = crate::queue::pause::Paused::load(client.root());
-    let held = if paused.slot(slot.0) {
-        Some(format!("worker {slot} is paused"))
+    use crate::queue::pause::Target;
+    let held = if paused.all() {
+        Some(("everything is paused".to_string(), Target::All))
+    } else if paused.slot(slot.0) {
+        Some((format!("worker {slot} is paused"), Target::Slot(slot.0)))
     } else {
-        paused.task_reason(task.key.as_deref(), None)
+        let key = task.key.clone().unwrap_or_default();
+        paused
+            .task_reason(task.key.as_deref(), None)
+            .map(|why| (why, Target::Key(key)))
     };
-    if let Some(why) = held {
-        eprintln!("{why}: task {id} waits in its inbox and runs once resumed (`conductor resume`)");
+    if let Some((why, target)) = held {
+        let hint = super::pause::resume_hint(&[target.to_string()]);
+        eprintln!("{why}: task {id} waits in its inbox and runs once resumed (`{hint}`)");
     }
     if !args.wait {
         super::waiting::warn_if_unserved_slot(client.root(), slot);

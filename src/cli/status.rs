@@ -219,7 +219,10 @@ pub fn cost(c: Option<f64>) -> String {
 /// The STATE cell: `failed`, as `tasks` says it (the protocol's word is `error`); `needs
 /// approval` while the running agent waits for a person's answer.
 fn state_word(r: &SlotReport) -> String {
+    // `failed`, as `tasks` says it (the protocol's word is `error`); `rejected` for a
+    // file that was no task, its reason where its prompt would be.
     dash(r.state.map(|s| match s {
+        crate::WorkerState::Error if r.rejected.is_some() => "rejected".to_string(),
         crate::WorkerState::Error => "failed".to_string(),
         _ if r.approval.is_some() => crate::tasks::TaskState::NeedsApproval.to_string(),
         s => s.to_string(),
@@ -274,7 +277,12 @@ fn slot_row(r: &SlotReport) -> (Vec<String>, Vec<String>, Vec<String>) {
         r.slot.to_string(),
         state_word(r),
         dash(r.status_age.map(format_age)),
-        dash(r.prompt_preview.clone().or_else(|| id.clone())),
+        dash(
+            r.prompt_preview
+                .clone()
+                .or_else(|| r.rejected.clone())
+                .or_else(|| id.clone()),
+        ),
         dash(id),
         cost(r.cost_usd),
         dash(r.num_turns.map(|n| n.to_string())),
@@ -391,8 +399,9 @@ pub fn capacity_footer(
     }
     if !c.paused.is_empty() {
         lines.push(format!(
-            "paused: {} (`conductor resume`)",
-            c.paused.join(", ")
+            "paused: {} (`{}`)",
+            c.paused.join(", "),
+            super::pause::resume_hint(&c.paused)
         ));
     }
     let stale: Vec<String> = c

@@ -12,8 +12,9 @@ slot forms still work: with --slot N the arguments are task ids on worker slot N
 without it a first argument that is the number of an existing slot (workers/N/) is that \
 slot, the rest task ids on it. Anything else is a task id. A task whose id is the number \
 of an existing slot is named with --task ID. A task id may be shortened to any prefix of at \
-least 4 characters that starts no other id (as `tasks` and `status` show it on a narrow \
-screen).";
+least 4 characters that starts no other id (as `tasks`, `status` and `queue` show it on a \
+terminal): a generated id's first 6 characters always do. A prefix of a task and its \
+retries names the task; PREFIX-rN names its retry N.";
 
 /// `[ARGS…] [--slot N] [--task ID]…`, shared by the task commands.
 #[derive(Debug, Clone, clap::Args)]
@@ -77,7 +78,7 @@ pub fn id_on(root: &Root, given: &str) -> anyhow::Result<TaskId> {
 }
 
 /// The shortest a view shows a shortened id (what [`id_on`] takes back).
-pub const SHOWN_PREFIX: usize = 8;
+pub const SHOWN_PREFIX: usize = crate::protocol::id_gen::HANDLE_LEN;
 
 /// Task ids as a view on a screen `width` wide shows them: whole when unbounded (a
 /// pipe, a script), else each cut to the shortest prefix of at least [`SHOWN_PREFIX`]
@@ -89,6 +90,23 @@ pub fn shown_ids(root: &Root, ids: &[String], width: Option<usize>) -> Vec<Strin
     match crate::ids::all(root) {
         Ok(all) => crate::ids::short_forms(&all, ids, SHOWN_PREFIX),
         Err(_) => ids.to_vec(),
+    }
+}
+
+/// A task id as a view with no room to spare names it without reading the root: a
+/// generated id by its handle (unique on its root by construction; a retry's with its
+/// `-rN`), any other whole.
+pub fn handle_of(id: &TaskId) -> String {
+    let text = id.to_string();
+    let len = crate::protocol::id_gen::HANDLE_LEN;
+    if !crate::protocol::id_gen::is_generated(&text) {
+        return text;
+    }
+    match text.rsplit_once("-r") {
+        Some((_, n)) if !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()) => {
+            format!("{}-r{n}", &text[..len])
+        }
+        _ => text[..len].to_string(),
     }
 }
 
@@ -110,4 +128,24 @@ pub fn at_most_one(ids: Vec<TaskId>, command: &str) -> anyhow::Result<Option<Tas
         .into());
     }
     Ok(ids.into_iter().next())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_generated_id_is_named_by_its_handle_and_others_whole() {
+        let id = |s: &str| TaskId::parse(s).unwrap();
+        assert_eq!(handle_of(&id("kq3x9a-1795439873131-4242-0")), "kq3x9a");
+        assert_eq!(
+            handle_of(&id("kq3x9a-1795439873131-4242-0-r2")),
+            "kq3x9a-r2"
+        );
+        assert_eq!(
+            handle_of(&id("1795439873131-4242-0")),
+            "1795439873131-4242-0"
+        );
+        assert_eq!(handle_of(&id("my-task")), "my-task");
+    }
 }

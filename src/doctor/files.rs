@@ -172,8 +172,8 @@ pub(super) fn check_index(root: &Root) -> Check {
         Check::warn(
             "index",
             format!(
-                "{} damaged file(s) were set aside: {}",
-                aside.len(),
+                "{} set aside: {}",
+                crate::text::count(aside.len(), "damaged file was", "damaged files were"),
                 summary(&aside)
             ),
             "they are no longer read; look at them if you want, then remove them",

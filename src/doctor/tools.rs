@@ -53,13 +53,35 @@ pub(super) fn check_agent(line: &str) -> Check {
             "agent",
             format!("`{cmd}`: {} found at {}", cmd.program, p.display()),
         ),
-        None => Check::fail(
-            "agent",
-            format!("`{cmd}`: {} is not an executable on PATH", cmd.program),
-            format!(
-                "install {} or give workers another agent command",
-                cmd.program
+        None => match near_preset(line) {
+            // `--agent claud`: a preset name mistyped, not a program to install.
+            Some(p) => Check::fail(
+                "agent",
+                format!("`{cmd}` is neither a preset nor an executable on PATH"),
+                format!("did you mean the preset {p}? (`--agent {p}`)"),
             ),
-        ),
+            None => Check::fail(
+                "agent",
+                format!("`{cmd}`: {} is not an executable on PATH", cmd.program),
+                format!(
+                    "install {} or give workers another agent command",
+                    cmd.program
+                ),
+            ),
+        },
     }
+}
+
+/// The preset a one-word agent line is a near miss of (two edits at most).
+fn near_preset(line: &str) -> Option<&'static str> {
+    let word = line.trim();
+    if word.is_empty() || word.contains(char::is_whitespace) || word.contains('/') {
+        return None;
+    }
+    ["claude", "codex", "gemini", "command"]
+        .into_iter()
+        .map(|p| (crate::text::edit_distance(word, p), p))
+        .filter(|(d, _)| (1..=2).contains(d))
+        .min()
+        .map(|(_, p)| p)
 }

@@ -106,8 +106,8 @@ pub(super) fn check_worktrees(root: &Root) -> Check {
         return Check::ok(
             "worktrees",
             format!(
-                "{} repositor(ies) with task worktrees; none orphaned",
-                repos.len()
+                "{} with task worktrees; none orphaned",
+                crate::text::count(repos.len(), "repository", "repositories")
             ),
         );
     }
@@ -119,8 +119,12 @@ pub(super) fn check_worktrees(root: &Root) -> Check {
     Check::warn(
         "worktrees",
         format!(
-            "{} orphaned task worktree(s) or branch(es): {detail}",
-            orphans.len()
+            "{} orphaned: {detail}",
+            crate::text::count(
+                orphans.len(),
+                "task worktree or branch",
+                "task worktrees or branches"
+            )
         ),
         "`git worktree remove --force PATH` (and `git branch -D conductor/ID`), \
          `git worktree prune` for one whose directory is gone; an orphaned branch: `git \

@@ -105,6 +105,10 @@ pub struct SlotReport {
     /// while it waits for the answer: the slot `needs approval`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub approval: Option<crate::protocol::approval::Question>,
+    /// Why the slot's last task was refused (its result's outcome is `rejected`: a
+    /// file that was no task, say one written by hand).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub rejected: Option<String>,
     pub flags: Vec<Flag>,
     /// Files that could not be read, in words.
     pub problems: Vec<String>,
@@ -234,6 +238,10 @@ pub fn slot_report(root: &Root, slot: Slot, opts: &LockOptions) -> Result<SlotRe
         result.as_ref().and_then(|r| r.cost_usd),
         result.as_ref().and_then(|r| r.num_turns),
     );
+    let rejected = result
+        .as_ref()
+        .filter(|r| r.outcome == Some(crate::protocol::Outcome::Rejected))
+        .map(|r| r.error.clone().unwrap_or_else(|| "rejected".into()));
     let (ran_by, worktree, denials) = result.map_or((None, None, Vec::new()), |r| {
         (r.agent, r.worktree, r.denials)
     });
@@ -283,6 +291,7 @@ pub fn slot_report(root: &Root, slot: Slot, opts: &LockOptions) -> Result<SlotRe
         worktree,
         denials,
         approval,
+        rejected,
         flags,
         problems: files.problems,
     })

@@ -48,6 +48,7 @@ mod guard;
 pub mod layout;
 mod problem;
 mod session;
+mod sockets;
 mod stop;
 mod tmux;
 mod worktree;
@@ -57,6 +58,7 @@ pub use problem::{LaunchError, LaunchProblem, LaunchRefusal};
 /// What the launcher's functions return.
 pub type Result<T, E = LaunchError> = std::result::Result<T, E>;
 pub use session::{launch, stop_command, where_workers_are};
+pub use sockets::{list_everywhere, servers_with};
 pub use stop::{kill, list, KillReport, SessionInfo, StoppedWorker};
 pub use tmux::Tmux;
 pub use worktree::{worktree_branch, worktree_path};

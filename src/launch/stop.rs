@@ -35,6 +35,9 @@ pub struct SessionInfo {
     pub attached: u32,
     /// Workers whose slot gate is held right now (serving).
     pub workers_up: u32,
+    /// The private tmux server it runs on (`tmux -L NAME`); none: the default one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub socket: Option<String>,
 }
 
 /// The conductor sessions running on the server (sessions without `@conductor_root`
@@ -56,6 +59,10 @@ pub fn list(tmux: &Tmux) -> Result<Vec<SessionInfo>> {
     Ok(String::from_utf8_lossy(&out.stdout)
         .lines()
         .filter_map(session_info)
+        .map(|s| SessionInfo {
+            socket: tmux.socket().map(String::from),
+            ..s
+        })
         .collect())
 }
 
@@ -83,6 +90,7 @@ fn session_info(line: &str) -> Option<SessionInfo> {
         dir: f.get(3).filter(|d| !d.is_empty()).map(PathBuf::from),
         attached: f.get(4).and_then(|a| a.parse().ok()).unwrap_or(0),
         workers_up,
+        socket: None,
     })
 }
 

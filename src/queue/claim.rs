@@ -406,7 +406,10 @@ fn accept_claimed(
         }
     };
     let rewrite = task.id.is_none() || task.origin.as_deref() != Some(ORIGIN_QUEUE);
-    let id = task.id.get_or_insert_with(TaskId::generate).clone();
+    if task.id.is_none() {
+        task.id = Some(ids::fresh(root)?);
+    }
+    let id = task.id.clone().expect("given or made above");
     match ids::claim(root, &id, Place::Queue) {
         Ok(()) => {}
         // Its id went elsewhere: running it would publish a second result under it.

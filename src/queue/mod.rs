@@ -129,7 +129,10 @@ impl Queue {
         let mut task = task.clone();
         task.schema = SCHEMA;
         task.origin = Some(ORIGIN_QUEUE.to_string());
-        let id = task.id.get_or_insert_with(TaskId::generate).clone();
+        if task.id.is_none() {
+            task.id = Some(ids::fresh(&self.root)?);
+        }
+        let id = task.id.clone().expect("given or made above");
         let bytes = task.to_bytes_checked(self.config()?.max_task_bytes())?;
         if let Some(dir) = &task.dir {
             crate::workdir::check(dir)?;

@@ -22,6 +22,7 @@ use crate::fsio::{self, TASK_SIZE_LIMIT};
 use crate::ids::{self, Place};
 use crate::inspect::read_task_file;
 use crate::layout::{Root, Slot};
+use crate::protocol::id_gen::order_key;
 use crate::protocol::{Status, Task, TaskId, TaskResult};
 use crate::queue::PendingName;
 
@@ -297,10 +298,14 @@ pub fn list(root: &Root, opts: &ListOptions) -> Result<Vec<TaskSummary>> {
                 || snap.pending.contains_key(&c.name)
         });
     }
-    all.sort_unstable_by(|a, b| (b.submitted, &b.name).cmp(&(a.submitted, &a.name)));
+    // Entries made in one clock tick (a coarse file time) tie: a generated id's
+    // milliseconds and counter say which was made first; the id itself, last.
+    let key = |submitted: SystemTime, name: &str| (submitted, order_key(name), name.to_string());
+    all.sort_by_cached_key(|c| std::cmp::Reverse(key(c.submitted, &c.name)));
     if let Some(after) = &opts.after {
         // The list is sorted: drop every candidate up to and including the cursor.
-        let from = all.partition_point(|c| (c.submitted, &c.name) >= (after.submitted, &after.id));
+        let cursor = key(after.submitted, &after.id);
+        let from = all.partition_point(|c| key(c.submitted, &c.name) >= cursor);
         all.drain(..from);
     }
     let limit = opts.limit.unwrap_or(usize::MAX);

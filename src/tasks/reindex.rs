@@ -120,6 +120,8 @@ pub fn rebuild(root: &Root) -> Result<Reindexed> {
     fsio::ensure_dir(&root.ids_dir())?;
     let mut report = Reindexed::default();
     for (_, (id, f)) in scan(root)? {
+        // A generated id keeps its handle, so no new id is made with it.
+        ids::claim_handle(root, &id)?;
         match ids::lookup(root, &id)? {
             Some(p) if p == f.place => report.present += 1,
             Some(p) => report.conflicts.push(format!(

@@ -287,7 +287,7 @@ fn instant_at(t: SystemTime) -> Instant {
 /// A task without an id gets one now, written into `running.json` so recovery knows it.
 fn ensure_id(shared: &Shared, slot: &SlotServer, mut task: Task) -> Result<Task> {
     if task.id.is_none() {
-        let id = TaskId::generate();
+        let id = ids::fresh(&shared.opts.root)?;
         ids::claim(&shared.opts.root, &id, ids::Place::Worker(slot.slot()))?;
         task.id = Some(id);
         fsio::write_json(&slot.paths.running(), &task, Durability::Durable)?;

@@ -713,7 +713,7 @@ fn gc_plans_then_removes_only_old_files_and_never_a_running_tasks() {
     );
     assert_eq!(
         run_ok(&t, &["gc"], 0).stdout.lines().next().unwrap_or(""),
-        "nothing to collect (older than 1day; temp files older than 10m)"
+        "nothing to collect (older than 1d; temp files older than 10m)"
     );
     drop(w0);
 }

@@ -311,9 +311,12 @@ impl Dashboard {
             Some(Selected::Slot(r)) => {
                 let title = match (r.state, &r.task_id) {
                     (SlotState::Working, _) => format!("worker {} · live output", r.slot),
-                    (state, Some(id)) => {
-                        format!("worker {} · last task {id} ({})", r.slot, state.label())
-                    }
+                    (state, Some(id)) => format!(
+                        "worker {} · last task {} ({})",
+                        r.slot,
+                        super::target::handle_of(id),
+                        state.label()
+                    ),
                     (_, None) => format!("worker {} · no task yet", r.slot),
                 };
                 let title = match &r.worktree {
@@ -331,7 +334,9 @@ impl Dashboard {
             Some(Selected::Queued(q)) => {
                 let mut lines = vec![format!("waiting: {}", q.waiting), String::new()];
                 lines.extend(self.pending_prompt(&q.name));
-                let shown = q.id.as_ref().map_or(q.name.clone(), |i| i.to_string());
+                let shown =
+                    q.id.as_ref()
+                        .map_or(q.name.clone(), super::target::handle_of);
                 (format!("queued task {shown}"), lines)
             }
             None => ("nothing selected".to_string(), Vec::new()),
@@ -358,7 +363,7 @@ impl Dashboard {
                 let what = r
                     .task_id
                     .as_ref()
-                    .map(|i| format!("task {i}"))
+                    .map(|i| format!("task {}", super::target::handle_of(i)))
                     .unwrap_or_default();
                 let title = format!(
                     "worker {} · {what} · {}",

@@ -185,12 +185,28 @@ fn draw_header(frame: &mut Frame<'_>, area: Rect, snap: &Snapshot) {
     let right = (totals.chars().count() as u16).min(area.width);
     let [left, right_area] =
         Layout::horizontal([Constraint::Fill(1), Constraint::Length(right)]).areas(area);
-    let title = format!(" conductor · {}", snap.root.display());
+    // A cut root keeps its end, the part that tells roots apart (not `/tmp…`).
+    let lead = " conductor · ";
+    let room = width(left).saturating_sub(lead.chars().count());
+    let title = format!("{lead}{}", fit_end(&snap.root.display().to_string(), room));
     frame.render_widget(
         Paragraph::new(Line::styled(fit(&title, width(left)), bold())),
         left,
     );
     frame.render_widget(Paragraph::new(Line::raw(totals)), right_area);
+}
+
+/// `text` cut at its start to `max` characters, `…` marking the cut.
+fn fit_end(text: &str, max: usize) -> String {
+    let n = text.chars().count();
+    if n <= max {
+        return text.to_string();
+    }
+    if max == 0 {
+        return String::new();
+    }
+    let tail: String = text.chars().skip(n - (max - 1)).collect();
+    format!("…{tail}")
 }
 
 fn elapsed(d: Option<std::time::Duration>) -> String {
@@ -251,7 +267,27 @@ fn slot_cells(r: &SlotRow, task_width: usize) -> Row<'static> {
 fn draw_slots(frame: &mut Frame<'_>, area: Rect, slots: &[SlotRow], selected: Option<usize>) {
     // Marker 2, SLOT 4, STATE 9, TIME 6, COST 7, AGENT 7, five gaps: the rest is the prompt.
     let task_width = width(area).saturating_sub(2 + 2 + 4 + 9 + 6 + 7 + 7 + 5);
-    let rows: Vec<Row> = slots.iter().map(|r| slot_cells(r, task_width)).collect();
+    // More than fit: the last row says how many are not shown (unless the selection
+    // has scrolled down to them), as in the queue.
+    let fit_rows = (area.height as usize).saturating_sub(3);
+    let hidden = slots.len().saturating_sub(fit_rows);
+    let cut = hidden > 0 && selected.is_none_or(|s| s + 1 < fit_rows);
+    let shown = if cut {
+        fit_rows.saturating_sub(1)
+    } else {
+        slots.len()
+    };
+    let mut rows: Vec<Row> = slots[..shown]
+        .iter()
+        .map(|r| slot_cells(r, task_width))
+        .collect();
+    if cut {
+        let more = format!("+{} more (↓ to see them)", slots.len() - shown);
+        // In the widest column (the narrow ones would cut it).
+        let mut cells = vec![Cell::from(""); 5];
+        cells.push(Cell::from(more));
+        rows.push(Row::new(cells));
+    }
     let empty = rows.is_empty();
     let table = Table::new(
         rows,
@@ -549,6 +585,40 @@ mod tests {
             all.contains("> 5 "),
             "the selected queue row is shown: {all}"
         );
+    }
+
+    /// Issue 36: the workers box hid slots without saying so, and the header cut a
+    /// long root to `/tmp…`.
+    #[test]
+    fn hidden_slots_are_counted_and_a_long_root_keeps_its_end() {
+        let mut snap = sample();
+        snap.slots = (0..12)
+            .map(|n| SlotRow {
+                slot: Slot(n),
+                ..snap.slots[2].clone()
+            })
+            .collect();
+        snap.root = "/tmp/conductor-test-Xq3zP1/a-rather-long-root-name".into();
+        let mut ui = Ui::new(snap);
+        let all = screen(&mut ui, 80, 24).join("\n");
+        let more = all
+            .lines()
+            .find(|l| l.contains(" more (↓ to see them)"))
+            .unwrap_or_else(|| panic!("no +N more row:\n{all}"));
+        let shown = (0..12)
+            .filter(|n| all.lines().any(|l| l.starts_with(&format!("│  {n} "))))
+            .count();
+        assert!(
+            more.contains(&format!("+{} more", 12 - shown)),
+            "{shown} shown:\n{all}"
+        );
+        let head = all.lines().next().unwrap_or_default();
+        assert!(
+            head.contains("…") && head.contains("long-root-name "),
+            "{head}"
+        );
+        assert_eq!(fit_end("/tmp/abc", 5), "…/abc");
+        assert_eq!(fit_end("/tmp", 5), "/tmp");
     }
 
     #[test]
