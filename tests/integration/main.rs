@@ -20,6 +20,7 @@ mod lease_renewer;
 mod live;
 mod locks;
 mod mcp;
+mod mcp_checks;
 mod mcp_cli;
 mod mcp_handles;
 mod mcp_push;

@@ -503,7 +503,7 @@ fn malformed_lines_get_a_parse_error_and_stdout_stays_pure_json_rpc() {
             v["id"] == 3
                 && v["result"]["tools"]
                     .as_array()
-                    .is_some_and(|t| t.len() == 14)
+                    .is_some_and(|t| t.len() == 17)
         },
         "tools/list result",
     );
