@@ -192,6 +192,19 @@ fn diff_merge_and_discard_over_mcp_a_conflict_leaving_the_repository_as_it_was()
         );
         assert_eq!(git(&repo, &["status", "--porcelain"]), "");
 
+        // A checkout with uncommitted changes: the task is left, with the reason.
+        std::fs::write(repo.join("a.txt"), "mine\n").unwrap();
+        let m = fits(
+            &tools,
+            "merge",
+            &call(&mcp, "merge", json!({"all": true})).await,
+        );
+        assert_eq!(m["left"], json!(["r2"]), "{m}");
+        let reason = m["tasks"][0]["reason"].as_str().unwrap();
+        assert!(reason.contains("a.txt"), "{m}");
+        git(&repo, &["checkout", "--", "a.txt"]);
+        assert_eq!(git(&repo, &["rev-parse", "HEAD"]), head);
+
         let gone = fits(
             &tools,
             "discard",
