@@ -20,7 +20,6 @@ use serde::Deserialize;
 use serde_json::{json, Value};
 
 use super::handles::{self, Handle};
-use super::task_calls::handle_origin;
 use super::{checks, reply, resources, schema, waits};
 use crate::queue::pause::{self, Target};
 use crate::queue::Queue;
@@ -1070,7 +1069,7 @@ impl ServerHandler for Conductor {
             }
         }
         if handles::negotiated(&context) {
-            if let Some(origin) = handle_origin(&request) {
+            if let Some(origin) = Self::handle_origin(&request) {
                 return self.call_as_task(origin, request, context).await;
             }
         }
