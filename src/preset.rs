@@ -288,7 +288,7 @@ impl fmt::Display for Preset {
 }
 
 /// How much a Claude Code permission mode lets run unattended (higher: more).
-fn claude_mode_rank(mode: &str) -> Option<u8> {
+pub fn claude_mode_rank(mode: &str) -> Option<u8> {
     match mode {
         "plan" => Some(0),
         "default" | "manual" | "dontAsk" => Some(1),
@@ -300,7 +300,7 @@ fn claude_mode_rank(mode: &str) -> Option<u8> {
 }
 
 /// How much a Gemini CLI approval mode lets run unattended (higher: more).
-fn gemini_mode_rank(mode: &str) -> Option<u8> {
+pub fn gemini_mode_rank(mode: &str) -> Option<u8> {
     GEMINI_APPROVAL_MODES
         .iter()
         .position(|m| *m == mode)

@@ -5,6 +5,7 @@
 //! runtime's blocking pool. Stdout carries nothing but JSON-RPC: logs go to stderr, and
 //! [`stdio`] owns stdout.
 
+mod checks;
 mod handles;
 mod reply;
 mod resources;

@@ -22,6 +22,7 @@ mod limits;
 mod live;
 mod locks;
 mod mcp;
+mod mcp_checks;
 mod mcp_cli;
 mod mcp_handles;
 mod mcp_push;

@@ -11,6 +11,7 @@ use serde_json::{json, Value};
 
 use crate::harness::{agent, assert_nothing_left, bin, TestRoot, WorkerProc};
 use crate::mcp::{call, close, connect, ok, runtime, tool_error, Mcp};
+use crate::prereq::require;
 
 /// `git -C dir args…`, which must succeed; its stdout.
 #[track_caller]
@@ -191,6 +192,19 @@ fn diff_merge_and_discard_over_mcp_a_conflict_leaving_the_repository_as_it_was()
         );
         assert_eq!(git(&repo, &["status", "--porcelain"]), "");
 
+        // A checkout with uncommitted changes: the task is left, with the reason.
+        std::fs::write(repo.join("a.txt"), "mine\n").unwrap();
+        let m = fits(
+            &tools,
+            "merge",
+            &call(&mcp, "merge", json!({"all": true})).await,
+        );
+        assert_eq!(m["left"], json!(["r2"]), "{m}");
+        let reason = m["tasks"][0]["reason"].as_str().unwrap();
+        assert!(reason.contains("a.txt"), "{m}");
+        git(&repo, &["checkout", "--", "a.txt"]);
+        assert_eq!(git(&repo, &["rev-parse", "HEAD"]), head);
+
         let gone = fits(
             &tools,
             "discard",
@@ -301,6 +315,46 @@ fn cli_merge_all_goes_on_past_a_conflict_and_reports_each_task() {
     );
     assert_eq!(git(&repo, &["status", "--porcelain"]), "");
     assert_eq!(branches(&repo), ["conductor/c2"]);
+    drop(w);
+    assert_nothing_left(t.path());
+}
+
+#[test]
+fn the_python_sdk_finds_the_review_tools_answers_fit_their_output_schemas() {
+    require!(crate::prereq::python_mcp());
+    let t = TestRoot::new();
+    let repo = repo(&t);
+    let edit = agent("edit.sh").display().to_string();
+    let w = WorkerProc::start(&t, Slot(0), &edit, &[], &[]);
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/mcp_sdk/review.py");
+    let out = Command::new("python3")
+        .arg(&script)
+        .arg(bin("conductor"))
+        .arg(t.path())
+        .arg(&repo)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "the Python SDK's session failed:\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let seen: Value = serde_json::from_slice(&out.stdout).unwrap();
+    for tool in ["diff", "merge", "discard"] {
+        assert!(
+            seen["tools"].as_array().unwrap().contains(&json!(tool)),
+            "{seen}"
+        );
+    }
+    assert!(
+        seen["diff"]["patch"].as_str().unwrap().contains("+one"),
+        "{seen}"
+    );
+    assert_eq!(seen["merge"]["merged"], json!(["r1", "r3"]), "{seen}");
+    assert_eq!(seen["merge"]["conflicts"], json!(["r2"]), "{seen}");
+    assert_eq!(seen["discard"]["alreadyGone"], false, "{seen}");
+    assert_eq!(git(&repo, &["status", "--porcelain"]), "");
+    assert!(branches(&repo).is_empty());
     drop(w);
     assert_nothing_left(t.path());
 }

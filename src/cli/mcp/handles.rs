@@ -15,8 +15,8 @@
 use std::time::SystemTime;
 
 use rmcp::model::{
-    CallToolRequestParams, CallToolResult, DetailedTask, JsonObject, ServerNotification,
-    Task as McpTask, TaskPayload, TaskStatusNotification, TaskStatusNotificationParams,
+    CallToolResult, DetailedTask, JsonObject, ServerNotification, Task as McpTask, TaskPayload,
+    TaskStatusNotification, TaskStatusNotificationParams,
 };
 use rmcp::service::RequestContext;
 use rmcp::{Peer, RoleServer};
@@ -190,23 +190,5 @@ pub(super) fn where_message(state: TaskState, slot: Option<impl std::fmt::Displa
         (TaskState::Running, Some(s)) => format!("running on worker slot {s}"),
         (TaskState::Waiting, Some(s)) => format!("waiting in worker slot {s}'s inbox"),
         (state, _) => state.to_string(),
-    }
-}
-
-/// Whether a call becomes a task handle for a client of the Tasks extension: a
-/// `submit` with `wait: true`, or a `wait` for one task.
-pub(super) fn handle_origin(request: &CallToolRequestParams) -> Option<Origin> {
-    let args = request.arguments.as_ref()?;
-    match request.name.as_ref() {
-        "submit" if args.get("wait") == Some(&Value::Bool(true)) => Some(Origin::Submit),
-        "wait"
-            if args
-                .get("ids")
-                .and_then(Value::as_array)
-                .is_some_and(|a| a.len() == 1) =>
-        {
-            Some(Origin::Wait)
-        }
-        _ => None,
     }
 }

@@ -164,6 +164,25 @@ fn check_at(root: &Value, schema: &Value, v: &Value, at: &str) -> Result<(), Str
     }
     if let Value::Object(obj) = v {
         let props = s.get("properties").and_then(Value::as_object);
+        // An unknown argument first: it is often a required one misspelt.
+        let closed = s.get("additionalProperties") == Some(&Value::Bool(false));
+        if let Some(k) = obj
+            .keys()
+            .find(|k| closed && props.is_none_or(|p| !p.contains_key(*k)))
+        {
+            let known: Vec<&str> = props
+                .map(|p| p.keys().map(String::as_str).collect())
+                .unwrap_or_default();
+            return Err(if known.is_empty() {
+                format!("unknown argument `{}`: it takes no arguments", join(at, k))
+            } else {
+                format!(
+                    "unknown argument `{}`; the arguments are: {}",
+                    join(at, k),
+                    known.join(", ")
+                )
+            });
+        }
         if let Some(Value::Array(required)) = s.get("required") {
             for r in required.iter().filter_map(Value::as_str) {
                 if !obj.contains_key(r) {
@@ -172,19 +191,8 @@ fn check_at(root: &Value, schema: &Value, v: &Value, at: &str) -> Result<(), Str
             }
         }
         for (k, val) in obj {
-            match props.and_then(|p| p.get(k)) {
-                Some(sub) => check_at(root, sub, val, &join(at, k))?,
-                None if s.get("additionalProperties") == Some(&Value::Bool(false)) => {
-                    let known: Vec<&str> = props
-                        .map(|p| p.keys().map(String::as_str).collect())
-                        .unwrap_or_default();
-                    return Err(format!(
-                        "unknown argument `{}`; the arguments are: {}",
-                        join(at, k),
-                        known.join(", ")
-                    ));
-                }
-                None => {}
+            if let Some(sub) = props.and_then(|p| p.get(k)) {
+                check_at(root, sub, val, &join(at, k))?;
             }
         }
     }

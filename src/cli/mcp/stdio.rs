@@ -97,10 +97,60 @@ fn judge(line: &[u8]) -> Verdict {
     if body.iter().all(u8::is_ascii_whitespace) {
         return Verdict::Skip;
     }
-    match serde_json::from_slice::<serde::de::IgnoredAny>(body) {
-        Ok(_) => Verdict::Pass,
-        Err(e) => Verdict::Answer(parse_error(&format!("the line is not JSON ({e})"))),
+    match serde_json::from_slice::<Probe>(body) {
+        Ok(probe) => nameless_call(&probe).map_or(Verdict::Pass, Verdict::Answer),
+        // JSON that is not one request (a batch, a bare value): rmcp's to judge.
+        Err(_) => match serde_json::from_slice::<serde::de::IgnoredAny>(body) {
+            Ok(_) => Verdict::Pass,
+            Err(e) => Verdict::Answer(parse_error(&format!("the line is not JSON ({e})"))),
+        },
     }
+}
+
+/// The parts of a request looked at here (the rest is skipped, not kept).
+#[derive(serde::Deserialize)]
+struct Probe {
+    #[serde(default)]
+    id: Option<serde_json::Value>,
+    #[serde(default)]
+    method: Option<String>,
+    #[serde(default)]
+    params: Option<ProbeParams>,
+}
+
+#[derive(serde::Deserialize)]
+struct ProbeParams {
+    #[serde(default)]
+    name: Option<serde_json::Value>,
+}
+
+/// The answer to a `tools/call` request that names no tool: invalid params (-32602).
+/// rmcp cannot parse it as a call and would answer "method not found" (-32601), which
+/// tells the client the wrong thing.
+fn nameless_call(probe: &Probe) -> Option<String> {
+    let id = probe
+        .id
+        .as_ref()
+        .filter(|id| id.is_string() || id.is_number())?;
+    if probe.method.as_deref() != Some("tools/call") {
+        return None;
+    }
+    let named = probe
+        .params
+        .as_ref()
+        .and_then(|p| p.name.as_ref())
+        .is_some_and(serde_json::Value::is_string);
+    (!named).then(|| {
+        serde_json::json!({
+            "jsonrpc": "2.0",
+            "id": id,
+            "error": {
+                "code": -32602,
+                "message": "Invalid params: tools/call needs `params.name`, the name of the tool to call (see tools/list)",
+            },
+        })
+        .to_string()
+    })
 }
 
 /// Copy the client's JSON lines to rmcp; answer the rest through `answers`.

@@ -192,3 +192,23 @@ fn given_id(given: &Value) -> std::result::Result<TaskId, String> {
         .map_err(|e| e.to_string())
         .and_then(|g| g.id())
 }
+
+impl Conductor {
+    /// Whether a call becomes a task handle for a client of the Tasks extension: a
+    /// `submit` with `wait: true`, or a `wait` for one task.
+    pub(super) fn handle_origin(request: &CallToolRequestParams) -> Option<Origin> {
+        let args = request.arguments.as_ref()?;
+        match request.name.as_ref() {
+            "submit" if args.get("wait") == Some(&Value::Bool(true)) => Some(Origin::Submit),
+            "wait"
+                if args
+                    .get("ids")
+                    .and_then(Value::as_array)
+                    .is_some_and(|a| a.len() == 1) =>
+            {
+                Some(Origin::Wait)
+            }
+            _ => None,
+        }
+    }
+}

@@ -19,13 +19,12 @@ use rmcp::{schemars, tool, tool_handler, tool_router, ErrorData, ServerHandler};
 use serde::Deserialize;
 use serde_json::{json, Value};
 
-use super::handles::handle_origin;
 use super::handles::{self, Handle};
 
 // `approve` and `deny`, in a file of their own (a child module: they use this server's helpers).
 #[path = "approval.rs"]
 mod approval;
-use super::{reply, resources, schema, waits};
+use super::{checks, reply, resources, schema, waits};
 use crate::queue::pause::{self, Target};
 use crate::queue::Queue;
 use crate::tasks::{Cursor, ListOptions, TaskState};
@@ -437,6 +436,12 @@ impl Conductor {
         for route in tool_router.map.values_mut() {
             let mut input = Value::Object((*route.attr.input_schema).clone());
             schema::plain_optionals(&mut input);
+            // A tool without arguments (`status`, `queue`) takes none: `{"bogus": 1}` is
+            // refused as a typo in any other tool's arguments is.
+            if let Value::Object(m) = &mut input {
+                m.entry("additionalProperties")
+                    .or_insert(Value::Bool(false));
+            }
             if let Value::Object(input) = input {
                 route.attr.input_schema = Arc::new(input);
             }
@@ -592,6 +597,11 @@ impl Conductor {
         let submitted = self
             .reply(move |client| {
                 let mut task = task;
+                if let (Some(true), Some(dir)) = (task.worktree, &task.dir) {
+                    if let Err(msg) = checks::worktree_dir(dir) {
+                        return Ok(Err(msg));
+                    }
+                }
                 if let Some(from) = &from {
                     match continued(client, task.prompt, from)? {
                         Ok(p) => task.prompt = p,
@@ -701,6 +711,9 @@ impl Conductor {
             Ok(a) => a,
             Err(msg) => return to_call(Err(msg)),
         };
+        if let Some(Err(msg)) = args.prompt.as_deref().map(|p| checks::prompt("prompt", p)) {
+            return to_call(Err(msg));
+        }
         let edit = crate::tasks::edit::TaskEdit {
             prompt: args.prompt,
             priority: args.priority,
@@ -862,6 +875,9 @@ impl Conductor {
             Ok(id) => id,
             Err(msg) => return to_call(Err(format!("`newId`: {msg}"))),
         };
+        if let Some(Err(msg)) = args.prompt.as_deref().map(|p| checks::prompt("prompt", p)) {
+            return to_call(Err(msg));
+        }
         let how = crate::cli::retry::Again {
             resume: args.resume.unwrap_or(false),
             id: new_id,
@@ -1057,7 +1073,7 @@ impl ServerHandler for Conductor {
             }
         }
         if handles::negotiated(&context) {
-            if let Some(origin) = handle_origin(&request) {
+            if let Some(origin) = Self::handle_origin(&request) {
                 return self.call_as_task(origin, request, context).await;
             }
         }
@@ -1250,6 +1266,10 @@ impl ServerHandler for Conductor {
 
 /// A task as the CLI's `submit` builds it, marked with this process's depth.
 fn submit_task(a: SubmitArgs) -> std::result::Result<Task, String> {
+    checks::prompt("prompt", &a.prompt)?;
+    if let Some(m) = &a.permission_mode {
+        checks::permission_mode(a.agent.as_deref(), m)?;
+    }
     let mut task = Task::new(a.prompt);
     task.id = a.id.as_ref().map(IdArg::id).transpose()?;
     task.key = a.key;
@@ -1298,6 +1318,10 @@ fn continued(
 /// The slot and task of a `send`, marked with this process's depth.
 fn send_task(a: SendArgs) -> std::result::Result<(Slot, Task), String> {
     let slot = Slot::checked(a.slot).map_err(|e| e.to_string())?;
+    checks::prompt("prompt", &a.prompt)?;
+    if let Some(m) = &a.permission_mode {
+        checks::permission_mode(a.agent.as_deref(), m)?;
+    }
     let mut task = Task::new(a.prompt);
     task.id = a.id.as_ref().map(IdArg::id).transpose()?;
     task.timeout_secs = a.timeout_secs;
