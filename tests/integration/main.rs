@@ -15,6 +15,7 @@ mod fencing;
 mod gate;
 mod groups;
 mod hosts;
+mod journey;
 mod launch;
 mod lease_renewer;
 mod live;

@@ -39,7 +39,7 @@ fn agents_bin() -> PathBuf {
 
 /// What a test needs to run agent `name`: its launcher and python3 for the server.
 /// `None` (after [`crate::prereq::skip_or_fail`]) when something is missing.
-fn need_agent(name: &str) -> Option<PathBuf> {
+pub(crate) fn need_agent(name: &str) -> Option<PathBuf> {
     let bin = agents_bin();
     let exe = bin.join(name);
     if !is_executable(&exe) {
@@ -67,14 +67,14 @@ fn is_executable(p: &Path) -> bool {
 }
 
 /// The scripted model server on 127.0.0.1, killed when dropped.
-struct ModelServer {
+pub(crate) struct ModelServer {
     child: std::process::Child,
     port: u16,
     record: PathBuf,
 }
 
 impl ModelServer {
-    fn start(dir: &Path, script: Value) -> ModelServer {
+    pub(crate) fn start(dir: &Path, script: Value) -> ModelServer {
         let script_path = dir.join("script.json");
         fs::write(&script_path, serde_json::to_vec_pretty(&script).unwrap()).unwrap();
         let record = dir.join("requests.jsonl");
@@ -113,12 +113,12 @@ impl ModelServer {
         }
     }
 
-    fn url(&self) -> String {
+    pub(crate) fn url(&self) -> String {
         format!("http://127.0.0.1:{}", self.port)
     }
 
     /// Every request answered so far, in order.
-    fn requests(&self) -> Vec<Value> {
+    pub(crate) fn requests(&self) -> Vec<Value> {
         fs::read_to_string(&self.record)
             .unwrap_or_default()
             .lines()
@@ -127,7 +127,7 @@ impl ModelServer {
     }
 
     /// The requests that took a turn of the script.
-    fn scripted(&self) -> Vec<Value> {
+    pub(crate) fn scripted(&self) -> Vec<Value> {
         self.requests()
             .into_iter()
             .filter(|r| r["kind"] == "scripted")
@@ -144,13 +144,13 @@ impl Drop for ModelServer {
 
 /// A worker started the way a user starts one: `conductor-worker 0 DIR --preset P`
 /// and no `--agent`, so the preset's own command line runs, found on PATH.
-struct RealWorker {
+pub(crate) struct RealWorker {
     child: Option<std::process::Child>,
     stderr: PathBuf,
 }
 
 impl RealWorker {
-    fn start(t: &TestRoot, extra: &[&str], env: &[(String, String)]) -> RealWorker {
+    pub(crate) fn start(t: &TestRoot, extra: &[&str], env: &[(String, String)]) -> RealWorker {
         let stderr = t.dir.path().join("worker.stderr");
         let mut cmd = Command::new(bin("conductor-worker"));
         cmd.arg(S0.to_string())
@@ -186,7 +186,7 @@ impl RealWorker {
         }
     }
 
-    fn stderr(&self) -> String {
+    pub(crate) fn stderr(&self) -> String {
         fs::read_to_string(&self.stderr).unwrap_or_default()
     }
 }
@@ -202,7 +202,7 @@ impl Drop for RealWorker {
 /// The environment Claude Code gets: its own HOME (settings, sessions and credentials go
 /// to the test's temp dir), an API key the server accepts, the server as its API, no
 /// traffic anywhere else, and short retries.
-fn claude_env(
+pub(crate) fn claude_env(
     t: &TestRoot,
     agents: &Path,
     server: &ModelServer,
@@ -244,7 +244,7 @@ fn submit(t: &TestRoot, id: &str, prompt: &str, dir: &Path) -> TaskId {
     t.client.write_task(S0, &task).expect("write_task")
 }
 
-fn result_of(t: &TestRoot, id: &TaskId, w: &RealWorker) -> TaskResult {
+pub(crate) fn result_of(t: &TestRoot, id: &TaskId, w: &RealWorker) -> TaskResult {
     t.client
         .wait_for_result(S0, id, BOUND)
         .unwrap_or_else(|e| panic!("no result for {id}: {e}\nworker:\n{}", w.stderr()))
@@ -796,7 +796,7 @@ fn claude_overhead_sample() {
 
 /// The environment Codex gets: its own HOME with a `~/.codex/config.toml` naming the
 /// server as its model provider (Responses API), an API key, bounded retries.
-fn codex_env(
+pub(crate) fn codex_env(
     t: &TestRoot,
     agents: &Path,
     server: &ModelServer,
@@ -1274,7 +1274,7 @@ fn each_task_runs_under_the_preset_it_names() {
 /// which headless mode refuses), bounds its attempts and sends no usage statistics; the
 /// server as its API; a concrete default model (with `auto` it first asks a router model
 /// for a complexity score in JSON).
-fn gemini_env(
+pub(crate) fn gemini_env(
     t: &TestRoot,
     agents: &Path,
     server: &ModelServer,
