@@ -10,7 +10,8 @@
 //!   wait for every job;
 //! - `conductor run --workers 2`: the one-shot command, its two workers included;
 //! - `conductor submit` ×N: N `conductor submit` processes into a root two running
-//!   workers serve, then a wait for every result (workers started before the clock).
+//!   workers serve, then a wait for every result (workers started before the clock);
+//! - `conductor submit --batch`: the same, the N tasks from one `submit --batch -f` process.
 //!
 //! - two references for the `submit` row, which starts a process per task one after
 //!   another: N `true` processes and N `conductor --version` processes, each run to its
@@ -134,8 +135,14 @@ fn conductor_run(dir: &Path, list: &Path) -> Duration {
     t.elapsed()
 }
 
-fn conductor_submit(dir: &Path, n: usize) -> Duration {
-    let root_dir = dir.join("submit-root");
+/// N tasks into a root two workers serve, until every result: N `submit` processes, or
+/// one `submit --batch -f LIST` (`batch`).
+fn conductor_submit(dir: &Path, n: usize, batch: Option<&Path>) -> Duration {
+    let root_dir = dir.join(if batch.is_some() {
+        "batch-root"
+    } else {
+        "submit-root"
+    });
     let root = Root::new(&root_dir);
     conductor::Client::new(root.clone()).init_queue().unwrap();
     let workers: Vec<_> = (0..2)
@@ -161,7 +168,26 @@ fn conductor_submit(dir: &Path, n: usize) -> Duration {
     }
     let t = Instant::now();
     let mut ids = Vec::new();
-    for i in 0..n {
+    if let Some(list) = batch {
+        let out = Command::new(bin("conductor"))
+            .args(["submit", "--batch", "-f"])
+            .arg(list)
+            .arg("--root")
+            .arg(&root_dir)
+            .output()
+            .expect("submit --batch");
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        ids.extend(
+            String::from_utf8_lossy(&out.stdout)
+                .lines()
+                .map(String::from),
+        );
+    }
+    for i in (0..n).filter(|_| batch.is_none()) {
         let out = Command::new(bin("conductor"))
             .args(["submit", &format!("task {i}"), "--root"])
             .arg(&root_dir)
@@ -227,6 +253,7 @@ fn main() {
         ("tsp -S 2", Vec::new()),
         ("conductor run --workers 2", Vec::new()),
         ("conductor submit ×N + 2 workers", Vec::new()),
+        ("conductor submit --batch + 2 workers", Vec::new()),
         ("(N × `true`, one after another)", Vec::new()),
         ("(N × `conductor --version`, in turn)", Vec::new()),
     ];
@@ -246,8 +273,9 @@ fn main() {
                 1 if with_tsp => task_spooler(dir.path(), &files),
                 1 => continue,
                 2 => conductor_run(dir.path(), &list),
-                3 => conductor_submit(dir.path(), n),
-                4 => serial_starts(&true_bin, &[], n),
+                3 => conductor_submit(dir.path(), n, None),
+                4 => conductor_submit(dir.path(), n, Some(&list)),
+                5 => serial_starts(&true_bin, &[], n),
                 _ => serial_starts(&bin("conductor"), &["--version"], n),
             };
             rows[row].1.push(took);

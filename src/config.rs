@@ -57,7 +57,8 @@ pub struct Config {
     /// Tasks run in a git worktree of their own unless they say otherwise (default off).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub worktree: Option<bool>,
-    /// Where task worktrees are made (absolute) instead of `<git dir>/conductor-worktrees/`.
+    /// Where task worktrees are made (absolute) instead of next to the repository
+    /// (`<repo>.conductor-worktrees/`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub worktree_dir: Option<std::path::PathBuf>,
     /// How long `gc` keeps a finished task's worktree (its branch stays); default 7 days.

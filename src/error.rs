@@ -395,6 +395,14 @@ pub enum Error {
     #[error("task directory {}: {reason}", path.display())]
     BadTaskDir { path: PathBuf, reason: String },
 
+    /// The folder that holds a repository's task worktrees cannot be made (by default
+    /// `<repo>.conductor-worktrees`, next to the repository).
+    #[error("cannot make the folder for task worktrees {} ({source}); set \"worktreeDir\" in the root's config.json to a writable absolute path", folder.display())]
+    WorktreeFolder {
+        folder: PathBuf,
+        source: std::io::Error,
+    },
+
     /// A worktree was asked for in a directory that is in no git repository.
     #[error("{} is not in a git repository, so it cannot have a worktree ({stderr})", dir.display())]
     NotARepository { dir: PathBuf, stderr: String },
@@ -422,6 +430,18 @@ pub enum Error {
         repo: PathBuf,
         worktree: PathBuf,
         why: String,
+    },
+
+    /// The task has not finished, so its worktree's change is not known yet.
+    #[error("task {id} has not finished (it is {state}); `conductor wait {id}` waits for it")]
+    TaskUnfinished { id: String, state: String },
+
+    /// `discard` left the task's branch or worktree behind (the warnings logged say why).
+    #[error("task {id}: could not remove {branch} or its worktree {} (see the warnings logged)", path.display())]
+    NotDiscarded {
+        id: String,
+        branch: String,
+        path: PathBuf,
     },
 
     /// The task ran without a worktree, so it has no branch to diff, merge or discard.
@@ -580,6 +600,7 @@ impl Error {
             | BareRepository { .. }
             | BadBase { .. }
             | NoWorktree { .. }
+            | TaskUnfinished { .. }
             | BranchGone { .. } => ExitClass::Usage,
             NobodyServes { .. }
             | WorkerDied { .. }
@@ -595,6 +616,8 @@ impl Error {
             | Command { .. }
             | CallFailed { .. }
             | UncommittedNotCopied { .. }
+            | NotDiscarded { .. }
+            | WorktreeFolder { .. }
             | MergeConflict { .. } => ExitClass::Failure,
         }
     }

@@ -63,6 +63,7 @@ pub mod procfs;
 pub mod protocol;
 pub mod queue;
 pub mod recovery;
+pub mod review;
 pub mod tasks;
 pub mod text;
 pub mod trust;

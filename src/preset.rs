@@ -8,6 +8,9 @@ use serde_json::Value;
 
 use crate::error::Error;
 use crate::protocol::TaskResult;
+use crate::text::first_line;
+
+mod denials;
 
 /// The tools the claude preset lets Claude Code use without asking: edit files and run
 /// commands (Bash runs any command, in the task's directory or anywhere the worker's
@@ -616,6 +619,7 @@ fn interpret_claude(r: &mut TaskResult) {
         .or_else(|| obj.get("cost_usd"))
         .and_then(Value::as_f64);
     r.num_turns = obj.get("num_turns").and_then(Value::as_u64);
+    r.denials = denials::from_final_event(&obj);
     if let Some(usage) = obj.get("usage") {
         let tokens = |k: &str| usage.get(k).and_then(Value::as_u64);
         r.input_tokens = tokens("input_tokens").map(|n| {
@@ -689,6 +693,7 @@ fn interpret_codex(r: &mut TaskResult) {
         return;
     };
     r.session_id = Some(thread.to_string());
+    r.denials = denials::from_codex_events(&events);
     let mut answer = None;
     let mut failed = None;
     let (mut input, mut output, mut turns) = (0, 0, 0);
@@ -786,6 +791,7 @@ fn interpret_gemini(r: &mut TaskResult) {
         .and_then(Value::as_str)
         .or(init_session)
         .map(String::from);
+    r.denials = denials::from_final_event(last);
     if let Some(stats) = last.get("stats") {
         let n = |k: &str| stats.get(k).and_then(Value::as_u64);
         r.input_tokens = n("input_tokens");
@@ -825,13 +831,6 @@ fn interpret_gemini(r: &mut TaskResult) {
         (None, Some(w)) => w,
         (None, None) => String::new(),
     };
-}
-
-fn first_line(s: &str) -> &str {
-    s.lines()
-        .find(|l| !l.trim().is_empty())
-        .unwrap_or("")
-        .trim()
 }
 
 #[cfg(test)]

@@ -10,12 +10,14 @@ use serde_json::Value;
 use crate::error::{Error, FileProblem, Result};
 
 mod agent_record;
+pub mod denial;
 mod env_labels;
 pub(crate) mod salvage;
 mod scheduling;
 mod time;
 mod worktree;
 pub use agent_record::AgentRecord;
+pub use denial::Denial;
 pub use env_labels::{parse_env_assignment, MAX_ENV_BYTES, MAX_LABELS};
 pub use scheduling::{id_list, MAX_AFTER};
 pub use worktree::{WorktreeChange, WorktreeRecord};
@@ -689,6 +691,9 @@ pub struct TaskResult {
     /// The task ran in its own git worktree: its branch, commits and diffstat.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub worktree: Option<WorktreeChange>,
+    /// The tool calls the agent was refused, as it reported them ([`Denial`]).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub denials: Vec<Denial>,
 }
 
 impl TaskResult {
@@ -747,6 +752,7 @@ impl TaskResult {
             output_tokens: None,
             agent: None,
             worktree: None,
+            denials: Vec::new(),
         }
     }
 }

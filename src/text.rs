@@ -8,6 +8,14 @@ use std::time::{Duration, SystemTime};
 /// How much of a prompt the views keep (each cuts it further to its screen).
 pub const PREVIEW_CHARS: usize = 120;
 
+/// The first line of `s` that is not blank, trimmed.
+pub fn first_line(s: &str) -> &str {
+    s.lines()
+        .find(|l| !l.trim().is_empty())
+        .unwrap_or("")
+        .trim()
+}
+
 /// The prompt's start on one line: whitespace runs folded to one space, cut to at most
 /// `max_chars` characters with `…` marking the cut (the `…` counts towards `max_chars`).
 pub fn prompt_preview(prompt: &str, max_chars: usize) -> String {

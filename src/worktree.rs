@@ -3,9 +3,13 @@
 //! ends, then diffed, merged or discarded), and the per-worker worktrees of
 //! `conductor launch --worktrees` (which build on [`Repo`] and [`git`]).
 //!
-//! A task's worktree lives at `<git common dir>/conductor-worktrees/<task id>` (or under
-//! config.json's `worktreeDir`), never inside the user's working tree, on branch
-//! `conductor/<task id>`. docs/ARCHITECTURE.md ("Task worktrees") has the protocol.
+//! A task's worktree lives next to the repository, at
+//! `<parent>/<repo dir name>.conductor-worktrees/<task id>` (or under config.json's
+//! `worktreeDir`; see [`place`]), never inside the user's working tree nor under `.git/`,
+//! on branch `conductor/<task id>`. docs/ARCHITECTURE.md ("Task worktrees") has the
+//! protocol.
+
+pub mod place;
 
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
@@ -17,7 +21,8 @@ use crate::protocol::{TaskId, WorktreeChange, WorktreeRecord, SCHEMA};
 
 /// Task branches are `conductor/<task id>`.
 pub const BRANCH_PREFIX: &str = "conductor/";
-/// The folder under the repository's git directory that holds task worktrees.
+/// The folder under the repository's git directory that held task worktrees before
+/// they moved next to the repository ([`place`]); worktrees there still work.
 pub const FOLDER: &str = "conductor-worktrees";
 /// A slot's record of its task's worktree: `workers/<N>/worktree.json`.
 pub const RECORD_FILE: &str = "worktree.json";
@@ -225,13 +230,10 @@ impl Repo {
         Ok(text.lines().map(str::to_string).collect())
     }
 
-    /// Where task `id`'s worktree goes: under `folder` if given, else under the
-    /// repository's git directory.
+    /// Where task `id`'s worktree goes: under `folder` if given, else next to the
+    /// repository ([`place::folder`]).
     pub fn task_worktree_path(&self, id: &TaskId, folder: Option<&Path>) -> PathBuf {
-        match folder {
-            Some(f) => f.join(id.to_string()),
-            None => self.common_dir.join(FOLDER).join(id.to_string()),
-        }
+        place::folder(&self.top, &self.common_dir, folder).join(id.to_string())
     }
 
     /// The worktree at `path` is one of this repository's, with `branch` checked out.
@@ -374,6 +376,7 @@ pub fn make(rec: &WorktreeRecord, include_uncommitted: bool) -> Result<()> {
         return Ok(());
     }
     let folder = rec.path.parent().unwrap_or(&rec.path);
+    place::ensure(folder)?;
     let lock = folder_lock(folder)?;
     let path = rec.path.to_string_lossy();
     let args = [
@@ -775,8 +778,9 @@ pub fn task_branches(repo: &Path) -> Result<Vec<String>> {
 }
 
 /// Task worktrees registered in the repository at `repo` (`git worktree list`), as
-/// (path, branch) — those on a `conductor/` branch or under a `conductor-worktrees`
-/// folder.
+/// (path, branch) — those on a `conductor/` branch or in a folder of task worktrees
+/// (`*.conductor-worktrees` next to the repository, or the earlier
+/// `.git/conductor-worktrees`).
 pub fn task_worktrees(repo: &Path) -> Result<Vec<(PathBuf, Option<String>)>> {
     let text = git(repo, &["worktree", "list", "--porcelain"])?;
     let mut out = Vec::new();
@@ -792,7 +796,7 @@ pub fn task_worktrees(repo: &Path) -> Result<Vec<(PathBuf, Option<String>)>> {
                 let ours = branch
                     .as_deref()
                     .is_some_and(|b| b.starts_with(BRANCH_PREFIX))
-                    || p.components().any(|c| c.as_os_str() == FOLDER);
+                    || p.components().any(|c| place::is_task_folder(c.as_os_str()));
                 if ours {
                     out.push((p, branch.take()));
                 }

@@ -14,6 +14,8 @@
 
 use serde_json::{Map, Value};
 
+mod refusals;
+
 /// Longest summary of a tool use or a tool result, in characters.
 const SUMMARY_CHARS: usize = 160;
 
@@ -30,6 +32,8 @@ pub struct StreamRenderer {
     session: Option<String>,
     /// The final event as the result should read it, when it is not the line itself.
     final_line: Option<Vec<u8>>,
+    /// Refused tool calls, told in full in the final event.
+    refusals: refusals::Refusals,
 }
 
 /// What a line was.
@@ -79,6 +83,8 @@ impl StreamRenderer {
             }
             "result" => {
                 result(&event, out);
+                let told = self.refusals.claude_final(&event, |i| self.tool_input(i));
+                self.final_line = told;
                 return LineKind::Result;
             }
             // Gemini CLI (`--output-format stream-json`).
@@ -112,10 +118,13 @@ impl StreamRenderer {
                     .map(|i| self.tool_input(i))
                     .unwrap_or_default();
                 push_line(out, &clip(format!("› {name} {what}").trim_end()));
+                let id = str_field(&event, "tool_id").unwrap_or("");
+                self.refusals.gemini_call(id, name, what);
             }
             "tool_result" if event.contains_key("tool_id") => {
                 self.answer.clear();
                 let failed = str_field(&event, "status") == Some("error");
+                self.refusals.gemini_result(&event);
                 let text = match (failed, event.get("error")) {
                     (true, Some(e)) => str_of(e, "message").to_string(),
                     _ => result_text(event.get("output")),
@@ -245,6 +254,7 @@ impl StreamRenderer {
                 .entry("session_id")
                 .or_insert_with(|| Value::String(s.clone()));
         }
+        self.refusals.gemini_final(&mut whole);
         self.final_line = Some(Value::Object(whole).to_string().into_bytes());
     }
 
@@ -329,12 +339,16 @@ impl StreamRenderer {
         }
     }
 
-    fn user(&self, event: &Map<String, Value>, out: &mut Vec<u8>) {
+    fn user(&mut self, event: &Map<String, Value>, out: &mut Vec<u8>) {
         for block in content(event) {
             match block_type(&block) {
                 "tool_result" => {
                     let text = result_text(block.get("content"));
                     let failed = block.get("is_error").and_then(Value::as_bool) == Some(true);
+                    if let (true, Some(id)) = (failed, block.get("tool_use_id")) {
+                        let id = id.as_str().unwrap_or("");
+                        self.refusals.claude_error(id, first_line(&text));
+                    }
                     push_line(out, &clip(&tool_result_summary(&text, failed)));
                 }
                 "text" => text_lines(str_of(&block, "text"), "» ", out),

@@ -8,9 +8,11 @@
 mod handles;
 mod reply;
 mod resources;
+mod review;
 pub mod schema;
 mod spec_tasks;
 mod stdio;
+mod task_calls;
 mod tools;
 mod waits;
 
@@ -29,7 +31,7 @@ pub use tools::{Conductor, WAIT_CAP_SECS};
 Speaks the Model Context Protocol (JSON-RPC, one message per line) on stdin/stdout, for an \
 agent that orchestrates the workers: `claude mcp add conductor -- conductor mcp`. Tools: \
 submit, send, wait, result, retry, tasks, totals, queue, status, cancel, logs, edit, pause, \
-resume; resources \
+resume, diff, merge, discard; resources \
 conductor://tasks/{id} and conductor://tasks/{id}/log. Logs go to stderr. Ends when stdin \
 closes.
 

@@ -4,6 +4,7 @@
 //! `main`s that call [`conductor_main`], [`worker_main`](common::worker_main) or [`launch_main`](launch::launch_main); each
 //! subcommand is a module here with an `Args` (clap) and a `run`.
 
+mod batch;
 pub mod cancel;
 pub mod common;
 pub mod completions;

@@ -56,6 +56,10 @@ pub fn print_result(result: &crate::TaskResult, json: bool) -> anyhow::Result<i3
         }
         emit(&out)?;
     }
+    // On stderr: the output stays the agent's alone for whoever reads it.
+    if let Some(w) = crate::protocol::denial::warning(&result.denials) {
+        eprintln!("task {}: warning: {w}", result.task_id);
+    }
     if result.success {
         Ok(super::common::exit::OK)
     } else {

@@ -53,6 +53,9 @@ pub fn render_results(prompts: &[String], results: &[TaskResult], width: Option<
         if let Some(e) = &r.error {
             let _ = writeln!(text, "   {e}");
         }
+        if let Some(w) = crate::protocol::denial::warning(&r.denials) {
+            let _ = writeln!(text, "   warning: {w}");
+        }
         if !r.output.is_empty() {
             text.push_str(&r.output);
             if !r.output.ends_with('\n') {
@@ -577,6 +580,22 @@ mod tests {
         );
         let failed = vec![ended(Outcome::Failure, None)];
         assert_eq!(totals(&failed), "1 task(s): 0 succeeded, 1 failed");
+    }
+
+    #[test]
+    fn a_result_whose_agent_was_refused_says_so_under_its_line() {
+        let mut r = ended(Outcome::Success, None);
+        r.denials = vec![crate::protocol::Denial {
+            tool: "Bash".into(),
+            input: "rm x".into(),
+            reason: None,
+        }];
+        let text = render_results(&["p".to_string()], &[r], Some(80));
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(
+            lines[2], "   warning: the agent was refused 1 tool call: Bash(rm x)",
+            "{text}"
+        );
     }
 
     #[test]

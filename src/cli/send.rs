@@ -11,7 +11,7 @@ use super::{parse_slot, RootArg};
 use crate::cli::common::exit;
 
 /// What a task is made of on the command line; shared by `send` and `submit`.
-#[derive(Debug, clap::Args)]
+#[derive(Debug, Clone, clap::Args)]
 pub struct TaskArgs {
     /// The prompt; use -f to read it from a file or stdin.
     #[arg(required_unless_present = "file")]

@@ -17,7 +17,15 @@ after its own inbox: highest priority first, then the key served least recently,
 oldest. Tasks with the same --key never run at the same time. A task with --after waits in \
 the queue (holding no worker) until those tasks have succeeded; if one fails, is cancelled \
 or is interrupted for good, it ends `cancelled` (and so do its own dependents). Prints the task id (with \
---wait: the task's output; exit 1 if it failed). `conductor queue` lists what waits and why.")]
+--wait: the task's output; exit 1 if it failed). `conductor queue` lists what waits and why.
+
+Many tasks from one process: `--batch -f FILE` (`-f -` for stdin) submits one task a line. \
+A line is a prompt, or a task as JSON (`{\"prompt\": \"…\", \"key\": \"k\", \"after\": [\"t1\"]}`, \
+the fields of task.json); blank lines and lines starting with `#` are skipped. The other \
+options apply to every line (a JSON line's own fields win). Every line is checked before \
+any is submitted (an error names FILE:LINE); then they are submitted in order, so a line's \
+`after` may name an id given on an earlier line. Prints one id a line (--json: JSON Lines); \
+with --wait, then waits for them all as `conductor wait ID…` does.")]
 pub struct Args {
     #[command(flatten)]
     pub task: TaskArgs,
@@ -50,6 +58,9 @@ pub struct Args {
     /// seconds or a duration (`90s`, `5m`, `1h`). Default: until the task ends.
     #[arg(long, value_name = "DURATION", requires = "wait", value_parser = super::parse_duration_arg)]
     pub wait_timeout: Option<Duration>,
+    /// -f FILE holds many tasks, one a line: a prompt, or a task as JSON (see below).
+    #[arg(long, requires = "file", conflicts_with = "id")]
+    pub batch: bool,
     /// JSON: {"id": …}, or with --wait the whole result.
     #[arg(long)]
     pub json: bool,
@@ -59,7 +70,11 @@ pub struct Args {
 
 /// The task the arguments describe (validated by the queue on submit).
 pub fn task_from(args: &Args) -> anyhow::Result<Task> {
-    let mut task = args.task.task()?;
+    with_options(args, args.task.task()?)
+}
+
+/// `task` with the queue's options of `args` (key, group, priority, …) set.
+pub fn with_options(args: &Args, mut task: Task) -> anyhow::Result<Task> {
     task.key = args.key.clone();
     task.group = args.group.clone();
     task.priority = args.priority;
@@ -85,6 +100,9 @@ pub fn task_from(args: &Args) -> anyhow::Result<Task> {
 }
 
 pub fn run(args: Args) -> anyhow::Result<i32> {
+    if args.batch {
+        return super::batch::run(&args);
+    }
     let client = args.root.client()?;
     let mut task = task_from(&args)?;
     for dep in &mut task.after {

@@ -219,9 +219,11 @@ pub fn render(
     let shown = super::target::shown_ids(root, &ids, width);
     for (task, id) in tasks.iter().zip(shown) {
         let mut row = vec![
-            match &task.waiting {
-                Some(why) => format!("{} ({why})", task.state),
-                None => task.state.to_string(),
+            match (&task.waiting, task.denials.len()) {
+                (Some(why), _) => format!("{} ({why})", task.state),
+                // Its agent was refused tool calls: `conductor result ID` lists them.
+                (None, 0) => task.state.to_string(),
+                (None, n) => format!("{} ({n} refused)", task.state),
             },
             format_age(age_since(task.submitted)),
             task.prompt_preview.clone().unwrap_or_else(dash),

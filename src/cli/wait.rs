@@ -48,7 +48,7 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
     let client = args.root.client()?;
     let (slot, task_id) = match args.targets.resolve(client.root())? {
         Target::Tasks(ids) if args.any => return wait_any(&client, &ids, &args),
-        Target::Tasks(ids) => return wait_tasks(&client, &ids, &args),
+        Target::Tasks(ids) => return wait_tasks(&client, &ids, args.timeout, args.json),
         Target::Slot { slot, ids } => (slot, at_most_one(ids, "wait")?),
     };
     if args.any {
@@ -89,10 +89,13 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
 }
 
 /// Wait for each task by id in turn (one deadline for all), printing each result.
-fn wait_tasks(client: &crate::Client, ids: &[crate::TaskId], args: &Args) -> anyhow::Result<i32> {
-    let deadline = args
-        .timeout
-        .and_then(|t| std::time::Instant::now().checked_add(t));
+pub(super) fn wait_tasks(
+    client: &crate::Client,
+    ids: &[crate::TaskId],
+    timeout: Option<Duration>,
+    json: bool,
+) -> anyhow::Result<i32> {
+    let deadline = timeout.and_then(|t| std::time::Instant::now().checked_add(t));
     let mut code = exit::OK;
     for id in ids {
         let left = deadline.map(|d| d.saturating_duration_since(std::time::Instant::now()));
@@ -105,9 +108,9 @@ fn wait_tasks(client: &crate::Client, ids: &[crate::TaskId], args: &Args) -> any
         }
         let print = |r: &crate::TaskResult| -> anyhow::Result<i32> {
             if !several {
-                return super::print_result(r, args.json);
+                return super::print_result(r, json);
             }
-            if args.json {
+            if json {
                 super::emit(&format!("{}\n", serde_json::to_string(r)?))?;
                 return Ok(if r.success { exit::OK } else { exit::FAILURE });
             }

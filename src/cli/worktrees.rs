@@ -6,10 +6,10 @@ use std::process::Command;
 
 use super::RootArg;
 use crate::cli::common::exit;
-use crate::protocol::{TaskId, WorktreeChange};
-use crate::tasks::{ListOptions, TaskState};
-use crate::worktree::{self, MergeHow, Repo};
-use crate::{Client, Error};
+use crate::protocol::TaskId;
+use crate::review::{self, MergeRequest, MergeResult, MergeTarget};
+use crate::worktree::{self, MergeHow};
+use crate::Error;
 
 #[derive(Debug, clap::Args)]
 #[command(after_help = "\
@@ -33,16 +33,20 @@ Merges a finished task's branch (conductor/ID) into the branch checked out in it
 repository, then removes the task's worktree and branch. The checkout must be clean (no \
 uncommitted changes to tracked files) and on a branch. On a conflict nothing changes: the \
 merge is aborted, the repository is exactly as it was, the conflicting files are listed and \
-the exit code is 1. With --all, every finished task whose branch is still there is merged, \
-oldest first, stopping at the first conflict.
+the exit code is 1. With --all, every finished task whose branch is still there is taken in \
+the order the tasks finished (oldest first), and a conflict does not stop the rest: each task \
+is reported merged, conflicting (its files; the merge aborted, its branch kept) or left (not \
+merged, with the reason: uncommitted changes, a detached HEAD, git failing).
 
-Exit codes: 0 merged, 1 a conflict (or git failed), 2 usage (no such task, no worktree, \
-branch gone), 3 refused (uncommitted changes, detached HEAD)")]
+Exit codes: 0 merged (with --all: every task), 1 a conflict (or git failed; with --all: any \
+task not merged), 2 usage (no such task, not finished, no worktree, branch gone), 3 refused \
+(uncommitted changes, detached HEAD)")]
 pub struct MergeArgs {
     /// The task's id.
     #[arg(value_parser = super::task_id_arg, required_unless_present = "all", conflicts_with = "all")]
     pub id: Option<TaskId>,
-    /// Merge every finished task whose branch is still there, oldest first.
+    /// Merge every finished task whose branch is still there, in the order they finished,
+    /// going on past a conflict.
     #[arg(long)]
     pub all: bool,
     /// Rebase the task's branch onto the checked-out branch, then fast-forward.
@@ -68,33 +72,15 @@ pub struct DiscardArgs {
     pub root: RootArg,
 }
 
-/// The worktree change task `id`'s result records.
-fn change_of(client: &Client, id: &TaskId) -> anyhow::Result<WorktreeChange> {
-    let Some(r) = client.result_of(id)? else {
-        return Err(match client.find_task(id)? {
-            Some(loc) => anyhow::anyhow!(
-                "task {id} has not finished (it is {}); `conductor wait {id}` waits for it",
-                loc.state
-            ),
-            None => Error::NoSuchTask {
-                id: id.to_string(),
-                root: client.root().path().to_path_buf(),
-            }
-            .into(),
-        });
-    };
-    Ok(r.worktree
-        .ok_or_else(|| Error::NoWorktree { id: id.to_string() })?)
-}
-
 pub fn run_diff(mut args: DiffArgs) -> anyhow::Result<i32> {
     let client = args.root.client()?;
     args.id = crate::ids::resolve(client.root(), &args.id)?;
-    let change = change_of(&client, &args.id)?;
+    let change = review::change(&client, &args.id)?;
     if !change.kept {
         super::emit(&format!("task {} changed nothing\n", args.id))?;
         return Ok(exit::OK);
     }
+    // git itself shows it, paged and coloured as the user has git set up.
     let range = worktree::diff_range(&change)?;
     let mut cmd = Command::new("git");
     cmd.arg("-C").arg(&change.repo).arg("diff");
@@ -112,11 +98,12 @@ pub fn run_diff(mut args: DiffArgs) -> anyhow::Result<i32> {
     })
 }
 
-pub fn run_merge(mut args: MergeArgs) -> anyhow::Result<i32> {
+pub fn run_merge(args: MergeArgs) -> anyhow::Result<i32> {
     let client = args.root.client()?;
-    if let Some(id) = &args.id {
-        args.id = Some(crate::ids::resolve(client.root(), id)?);
-    }
+    let target = match &args.id {
+        Some(id) => MergeTarget::One(crate::ids::resolve(client.root(), id)?),
+        None => MergeTarget::All,
+    };
     let how = if args.rebase {
         MergeHow::Rebase
     } else if args.squash {
@@ -124,99 +111,74 @@ pub fn run_merge(mut args: MergeArgs) -> anyhow::Result<i32> {
     } else {
         MergeHow::Merge
     };
-    let todo: Vec<(TaskId, WorktreeChange)> = match &args.id {
-        Some(id) => vec![(id.clone(), change_of(&client, id)?)],
-        None => mergeable(&client)?,
-    };
-    if todo.is_empty() {
+    let all = target == MergeTarget::All;
+    let report = review::merge(&client, &MergeRequest { target, how })?;
+    if report.tasks.is_empty() {
         eprintln!("no finished task has a branch left to merge");
         return Ok(exit::OK);
     }
-    for (id, change) in todo {
-        let message = merge_message(&id, &change, how);
-        let head = worktree::merge(&id, &change, how, &message)?;
-        let into = Repo::of(&change.repo)
-            .and_then(|r| r.current_branch())
-            .ok()
-            .flatten()
-            .unwrap_or_else(|| "HEAD".into());
-        super::emit(&format!(
-            "merged task {id} ({}, {}) into {into} of {}: now at {}\n",
-            change.branch,
-            change.diffstat(),
-            change.repo.display(),
-            &head[..head.len().min(12)]
-        ))?;
+    for t in &report.tasks {
+        match &t.result {
+            MergeResult::Merged { into, head } => super::emit(&format!(
+                "merged task {} ({}, {}) into {into} of {}: now at {}\n",
+                t.id,
+                t.branch,
+                t.diffstat,
+                t.repo.display(),
+                &head[..head.len().min(12)]
+            ))?,
+            MergeResult::Conflict { into, files } => {
+                let e = Error::MergeConflict {
+                    id: t.id.to_string(),
+                    branch: t.branch.clone(),
+                    into: into.clone(),
+                    repo: t.repo.clone(),
+                    files: files.clone(),
+                };
+                if !all {
+                    return Err(e.into());
+                }
+                eprintln!("error: {e}");
+            }
+            MergeResult::Left { reason } => {
+                eprintln!("error: task {} was not merged: {reason}", t.id)
+            }
+        }
     }
-    Ok(exit::OK)
-}
-
-/// Finished, successful tasks whose branch is still there, oldest first.
-fn mergeable(client: &Client) -> anyhow::Result<Vec<(TaskId, WorktreeChange)>> {
-    let opts = ListOptions {
-        states: vec![TaskState::Done],
-        limit: None,
-        ..ListOptions::default()
-    };
-    let mut found: Vec<_> = client
-        .list_tasks(&opts)?
-        .into_iter()
-        .filter_map(|t| {
-            let w = t.worktree.filter(|w| w.kept)?;
-            Some((t.finished_at.unwrap_or_default(), t.id, w))
-        })
-        .filter(|(_, _, w)| {
-            Repo::of(&w.repo)
-                .and_then(|r| r.branch_exists(&w.branch))
-                .unwrap_or(false)
-        })
-        .collect();
-    found.sort_by(|a, b| a.0.cmp(&b.0));
-    Ok(found.into_iter().map(|(_, id, w)| (id, w)).collect())
-}
-
-/// `Merge conductor/t1 (task t1): <the branch's first line>`.
-fn merge_message(id: &TaskId, change: &WorktreeChange, how: MergeHow) -> String {
-    let subject = worktree::git(&change.repo, &["log", "-1", "--format=%s", &change.branch])
-        .map(|s| s.trim().to_string())
-        .unwrap_or_default();
-    match how {
-        MergeHow::Squash => format!(
-            "{subject}\n\nConductor-Task: {id} (squashed {})\n",
-            change.branch
-        ),
-        _ => format!("Merge {} (task {id}): {subject}\n", change.branch),
+    if all && !report.all_merged() {
+        let count =
+            |f: fn(&MergeResult) -> bool| report.tasks.iter().filter(|t| f(&t.result)).count();
+        eprintln!(
+            "merged {}, {} conflicting, {} left of {} tasks",
+            count(|r| matches!(r, MergeResult::Merged { .. })),
+            count(|r| matches!(r, MergeResult::Conflict { .. })),
+            count(|r| matches!(r, MergeResult::Left { .. })),
+            report.tasks.len()
+        );
     }
+    Ok(if report.all_merged() {
+        exit::OK
+    } else {
+        exit::FAILURE
+    })
 }
 
 pub fn run_discard(mut args: DiscardArgs) -> anyhow::Result<i32> {
     let client = args.root.client()?;
     args.id = crate::ids::resolve(client.root(), &args.id)?;
-    let change = change_of(&client, &args.id)?;
-    let repo = Repo::of(&change.repo)?;
-    let had_branch = repo.branch_exists(&change.branch)?;
-    let had_tree = change.path.exists();
-    if !had_branch && !had_tree {
-        super::emit(&format!(
+    let done = review::discard(&client, &args.id)?;
+    super::emit(&if done.already_gone {
+        format!(
             "task {}: {} and its worktree are gone already\n",
-            args.id, change.branch
-        ))?;
-        return Ok(exit::OK);
-    }
-    worktree::remove(&repo.top, &change.path, Some(&change.branch));
-    if repo.branch_exists(&change.branch)? || change.path.exists() {
-        anyhow::bail!(
-            "task {}: could not remove {} or its worktree {} (see the warnings above)",
-            args.id,
-            change.branch,
-            change.path.display()
-        );
-    }
-    super::emit(&format!(
-        "discarded task {}: removed {} and its worktree {}\n",
-        args.id,
-        change.branch,
-        change.path.display()
-    ))?;
+            done.id, done.branch
+        )
+    } else {
+        format!(
+            "discarded task {}: removed {} and its worktree {}\n",
+            done.id,
+            done.branch,
+            done.path.display()
+        )
+    })?;
     Ok(exit::OK)
 }

@@ -98,6 +98,9 @@ pub struct SlotReport {
     /// (its result's `worktree`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub worktree: Option<crate::protocol::WorktreeChange>,
+    /// The tool calls the finished task's agent was refused (its result's `denials`).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub denials: Vec<crate::protocol::Denial>,
     pub flags: Vec<Flag>,
     /// Files that could not be read, in words.
     pub problems: Vec<String>,
@@ -227,7 +230,9 @@ pub fn slot_report(root: &Root, slot: Slot, opts: &LockOptions) -> Result<SlotRe
         result.as_ref().and_then(|r| r.cost_usd),
         result.as_ref().and_then(|r| r.num_turns),
     );
-    let (ran_by, worktree) = result.map_or((None, None), |r| (r.agent, r.worktree));
+    let (ran_by, worktree, denials) = result.map_or((None, None, Vec::new()), |r| {
+        (r.agent, r.worktree, r.denials)
+    });
     let presets = status.map(|s| s.presets.clone()).unwrap_or_default();
     let agent = match working {
         Some(_) => files
@@ -269,6 +274,7 @@ pub fn slot_report(root: &Root, slot: Slot, opts: &LockOptions) -> Result<SlotRe
         running: files.running,
         inbox: files.inbox,
         worktree,
+        denials,
         flags,
         problems: files.problems,
     })

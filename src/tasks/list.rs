@@ -144,6 +144,9 @@ pub struct TaskSummary {
     /// Its branch and diffstat, when it ran in a worktree of its own.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub worktree: Option<crate::protocol::WorktreeChange>,
+    /// The tool calls its agent was refused (the result's `denials`), if any.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub denials: Vec<crate::protocol::Denial>,
     /// Its labels (`labels`), if any.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub labels: Vec<String>,
@@ -466,6 +469,7 @@ fn summarize(root: &Root, snap: &mut Snapshot, id: &TaskId, c: &Candidate) -> Re
         agent: task.as_ref().and_then(|t| t.agent.clone()),
         waiting: None,
         worktree: None,
+        denials: Vec::new(),
         labels: task.as_ref().map(|t| t.labels.clone()).unwrap_or_default(),
         env: task.as_ref().map(|t| t.env.clone()).unwrap_or_default(),
     };
@@ -488,6 +492,7 @@ fn summarize(root: &Root, snap: &mut Snapshot, id: &TaskId, c: &Candidate) -> Re
         s.error = r.error;
         s.agent = r.agent.or(s.agent);
         s.worktree = r.worktree;
+        s.denials = r.denials;
     } else if let (TaskState::Running, Some(slot)) = (loc.state, loc.slot) {
         running_since(root, slot, id, &mut s);
     }

@@ -226,6 +226,7 @@ pub(crate) fn run(
             .outcome
             .filter(|o| *o != Outcome::Success && *o != Outcome::Failure);
         result.worktree = Some(super::worktree::conclude(t, &task, stopped));
+        super::worktree::fail_if_refused_and_unchanged(&mut result);
     }
     let ended = run.end(result, lock, hold, shutdown)?;
     Ok(if shutting_down { Pickup::Stop } else { ended })

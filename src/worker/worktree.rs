@@ -90,3 +90,85 @@ pub(super) fn conclude(
 pub(super) fn forget_record(slot_dir: &Path) {
     worktree::forget_record(slot_dir);
 }
+
+/// A worktree task whose agent was refused tool calls and changed nothing did not do its
+/// work, whatever its exit code: it fails, its error naming the first refusal. (Refused
+/// but with changes, it succeeds; every view shows the refusals as a warning.)
+pub(super) fn fail_if_refused_and_unchanged(result: &mut TaskResult) {
+    let unchanged = result.worktree.as_ref().is_some_and(|w| !w.kept);
+    let Some(first) = result.denials.first() else {
+        return;
+    };
+    if !result.success || !unchanged {
+        return;
+    }
+    let more = match result.denials.len() {
+        1 => String::new(),
+        n => format!(" (and {} more refusal(s))", n - 1),
+    };
+    result.success = false;
+    result.outcome = Some(Outcome::Failure);
+    result.error = Some(format!(
+        "the agent was refused {}{more}; it changed nothing",
+        first.describe()
+    ));
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::protocol::Denial;
+
+    fn result(kept: bool, denials: Vec<Denial>) -> TaskResult {
+        let mut r = TaskResult::failed(TaskId::from("t1"), Outcome::Success, "");
+        r.success = true;
+        r.error = None;
+        r.denials = denials;
+        r.worktree = Some(WorktreeChange {
+            repo: "/r".into(),
+            path: "/r.conductor-worktrees/t1".into(),
+            branch: "conductor/t1".into(),
+            base_commit: "a".into(),
+            head_commit: if kept { "b" } else { "a" }.into(),
+            files_changed: u64::from(kept),
+            insertions: 0,
+            deletions: 0,
+            kept,
+            committed_for_agent: false,
+            note: None,
+        });
+        r
+    }
+
+    fn write_refused() -> Denial {
+        Denial {
+            tool: "Write".into(),
+            input: "src/x.rs".into(),
+            reason: Some("a sensitive file".into()),
+        }
+    }
+
+    #[test]
+    fn refused_and_unchanged_fails_naming_the_first_refusal() {
+        let mut r = result(false, vec![write_refused(), write_refused()]);
+        fail_if_refused_and_unchanged(&mut r);
+        assert!(!r.success);
+        assert_eq!(r.outcome, Some(Outcome::Failure));
+        assert_eq!(
+            r.error.as_deref(),
+            Some(
+                "the agent was refused Write(src/x.rs): a sensitive file \
+                 (and 1 more refusal(s)); it changed nothing"
+            )
+        );
+    }
+
+    #[test]
+    fn refused_with_changes_or_unchanged_without_refusals_still_succeeds() {
+        for mut r in [result(true, vec![write_refused()]), result(false, vec![])] {
+            fail_if_refused_and_unchanged(&mut r);
+            assert!(r.success, "{r:?}");
+            assert_eq!(r.error, None);
+        }
+    }
+}

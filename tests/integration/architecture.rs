@@ -38,7 +38,14 @@ const FLOORS: &[(&str, &[&str])] = &[
     ),
     (
         "roles",
-        &["recovery", "tasks", "orchestrator", "worker", "pool"],
+        &[
+            "recovery",
+            "tasks",
+            "review",
+            "orchestrator",
+            "worker",
+            "pool",
+        ],
     ),
     ("surface", &["launch", "cli"]),
 ];
@@ -58,7 +65,7 @@ fn module_path(src: &Path, file: &Path) -> ModPath {
     parts
 }
 
-fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
+pub(crate) fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
     for entry in std::fs::read_dir(dir).unwrap() {
         let path = entry.unwrap().path();
         if path.is_dir() {
@@ -70,8 +77,10 @@ fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
 }
 
 /// The code without comments, string and character literals (each literal becomes `""`),
-/// so that a path inside a message or a comment is not taken for an import.
-fn code_only(text: &str) -> String {
+/// so that a path inside a message or a comment is not taken for an import. Line breaks
+/// inside what is removed are kept, so the code has the lines of the text
+/// (`rooms.rs` measures them).
+pub(crate) fn code_only(text: &str) -> String {
     let b = text.as_bytes();
     let mut out = String::with_capacity(b.len());
     let mut i = 0;
@@ -80,9 +89,12 @@ fn code_only(text: &str) -> String {
         if rest.starts_with("//") {
             i += rest.find('\n').unwrap_or(rest.len());
         } else if rest.starts_with("/*") {
-            i += rest.find("*/").map_or(rest.len(), |e| e + 2);
+            let len = rest.find("*/").map_or(rest.len(), |e| e + 2);
+            out.extend(line_breaks(&rest[..len]));
+            i += len;
         } else if let Some(len) = raw_string_len(rest) {
             out.push_str("\"\"");
+            out.extend(line_breaks(&rest[..len]));
             i += len;
         } else if b[i] == b'"' {
             let mut j = i + 1;
@@ -90,6 +102,7 @@ fn code_only(text: &str) -> String {
                 j += if b[j] == b'\\' { 2 } else { 1 };
             }
             out.push_str("\"\"");
+            out.extend(line_breaks(&text[i..(j + 1).min(b.len())]));
             i = j + 1;
         } else if b[i] == b'\'' {
             // A character literal ('x', '\n', '"'), or a lifetime ('a), which stays.
@@ -121,6 +134,10 @@ fn code_only(text: &str) -> String {
     out
 }
 
+fn line_breaks(removed: &str) -> impl Iterator<Item = char> + '_ {
+    removed.chars().filter(|&c| c == '\n')
+}
+
 /// The length of a raw string literal (`r"…"`, `r#"…"#`) starting `s`, if one does.
 fn raw_string_len(s: &str) -> Option<usize> {
     let after_r = s.strip_prefix('r').or_else(|| s.strip_prefix("br"))?;
@@ -132,7 +149,7 @@ fn raw_string_len(s: &str) -> Option<usize> {
 }
 
 /// The code without its `#[cfg(test)]` items (a test module may import from anywhere).
-fn without_test_items(code: &str) -> String {
+pub(crate) fn without_test_items(code: &str) -> String {
     let mut out = code.to_string();
     while let Some(at) = out.find("#[cfg(test)]") {
         let after = at + "#[cfg(test)]".len();

@@ -103,8 +103,8 @@ fn initialize_answers_with_the_clients_protocol_and_lists_every_tool_with_its_sc
         assert_eq!(
             names,
             [
-                "cancel", "edit", "logs", "pause", "queue", "result", "resume", "retry", "send",
-                "status", "submit", "tasks", "totals", "wait"
+                "cancel", "diff", "discard", "edit", "logs", "merge", "pause", "queue", "result",
+                "resume", "retry", "send", "status", "submit", "tasks", "totals", "wait"
             ]
         );
         for tool in &tools {

@@ -1967,3 +1967,5 @@ fn doctor_agent_says_claude_cannot_reach_its_api() {
         "{check}"
     );
 }
+
+mod worktree_tasks;

@@ -148,13 +148,16 @@ fn two_tasks_on_one_file_get_two_branches_and_the_conflicting_merge_leaves_the_r
         assert_eq!(w["kept"], true);
         assert_eq!(w["committedForAgent"], true);
         assert_ne!(w["baseCommit"], w["headCommit"]);
-        // The agent ran inside the worktree, under the repository's git dir.
+        // The agent ran inside the worktree, next to the repository (not under its git
+        // dir, where Claude Code refuses to write; not inside its working tree).
         let path = w["path"].as_str().unwrap();
         assert!(r["output"].as_str().unwrap().trim() == path, "{r:#}");
-        assert!(
-            path.starts_with(repo.join(".git").to_str().unwrap()),
-            "{path}"
-        );
+        let sibling = repo
+            .parent()
+            .unwrap()
+            .join("repo.conductor-worktrees")
+            .join(id);
+        assert_eq!(Path::new(path), sibling, "{r:#}");
         // The worker's commit: the prompt's first line and the id, git's author.
         let msg = git(Path::new(path), &["log", "-1", "--format=%an <%ae>%n%B"]);
         assert!(
@@ -602,6 +605,152 @@ fn gc_removes_worktrees_past_their_retention_and_doctor_lists_orphans() {
     assert_eq!(branches(&repo), ["conductor/g1"]);
     conductor_ok(&t, &["merge", "g1"], 0);
     assert_eq!(std::fs::read_to_string(repo.join("g.txt")).unwrap(), "g\n");
+}
+
+/// Worktrees where the earlier version made them, `<git dir>/conductor-worktrees/<id>`
+/// (made here the same way: `worktreeDir` set to that folder, then unset so the new
+/// default is in force), keep working: recovery commits a dead worker's partial work
+/// there, `discard`, `gc` and `merge` find them by their recorded paths, and `doctor`
+/// knows the old folder and the new one by name. New tasks go next to the repository.
+#[test]
+fn worktrees_in_the_old_place_under_the_git_dir_are_still_recovered_discarded_and_collected() {
+    let t = TestRoot::new();
+    let repo = repo(&t);
+    let old = repo.join(".git/conductor-worktrees");
+    let config = t.path().join("config.json");
+    std::fs::write(
+        &config,
+        serde_json::json!({ "worktreeDir": old }).to_string(),
+    )
+    .unwrap();
+    let mut w = WorkerProc::start(&t, Slot(0), &edit_agent(), &[], &[]);
+    for (id, prompt) in [("o1", "WRITE o.txt o"), ("o2", "WRITE p.txt p")] {
+        let r = send_worktree_task(&t, &repo, id, prompt);
+        assert_eq!(
+            Path::new(r["worktree"]["path"].as_str().unwrap()),
+            old.join(id)
+        );
+    }
+    let marker = t.dir.path().join("agent-hangs");
+    let prompt = format!("WRITE c.txt partial\nHANG {}", marker.display());
+    let mut hung = conductor::Task::new(prompt).with_id("o3");
+    hung.dir = Some(repo.clone());
+    hung.worktree = Some(true);
+    t.client.write_task(Slot(0), &hung).unwrap();
+    wait_until(BOUND, "the agent to have edited and hung", || {
+        marker.exists()
+    });
+    w.crash();
+    // The new version from here on: the default place is next to the repository.
+    std::fs::remove_file(&config).unwrap();
+
+    conductor_ok(&t, &["recover", "0"], 0);
+    let r = t
+        .client
+        .wait_for_result(Slot(0), &TaskId::from("o3"), BOUND)
+        .unwrap();
+    let wt = r.worktree.expect("o3's worktree");
+    assert_eq!(wt.path, old.join("o3"));
+    assert!(wt.kept && wt.files_changed == 1, "{wt:?}");
+    assert_eq!(git(&wt.path, &["show", "HEAD:c.txt"]), "partial\n");
+
+    conductor_ok(&t, &["discard", "o1"], 0);
+    assert!(!old.join("o1").exists());
+    assert_eq!(branches(&repo), ["conductor/o2", "conductor/o3"]);
+
+    // doctor: every worktree left is accounted for; strays in either folder, on a branch
+    // that is no task's, are known by the folder's name.
+    let doctor = |t: &TestRoot| -> Value {
+        let out = conductor(t, &["doctor", "--agent", "cat", "--json"]);
+        let v: Value = serde_json::from_str(&out.stdout).unwrap();
+        v["checks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|c| c["name"] == "worktrees")
+            .cloned()
+            .unwrap()
+    };
+    assert_eq!(doctor(&t)["status"], "ok", "{:#}", doctor(&t));
+    let new = repo.parent().unwrap().join("repo.conductor-worktrees");
+    for (dir, branch) in [
+        (old.join("stray-old"), "side-a"),
+        (new.join("stray-new"), "side-b"),
+    ] {
+        git(
+            &repo,
+            &[
+                "worktree",
+                "add",
+                "--quiet",
+                "-b",
+                branch,
+                dir.to_str().unwrap(),
+            ],
+        );
+    }
+    let check = doctor(&t);
+    let detail = check["detail"].as_str().unwrap();
+    assert!(
+        detail.contains("stray-old") && detail.contains("stray-new"),
+        "{check:#}"
+    );
+    for dir in [old.join("stray-old"), new.join("stray-new")] {
+        git(
+            &repo,
+            &["worktree", "remove", "--force", dir.to_str().unwrap()],
+        );
+    }
+
+    // gc past the retention takes the old-place worktree; its branch stays and merges.
+    std::fs::write(&config, r#"{"worktreeRetentionSecs": 0}"#).unwrap();
+    conductor_ok(&t, &["gc", "--older-than", "1h", "--apply"], 0);
+    assert!(!old.join("o2").exists());
+    conductor_ok(&t, &["merge", "o2"], 0);
+    conductor_ok(&t, &["merge", "o3"], 0);
+    assert_eq!(std::fs::read_to_string(repo.join("p.txt")).unwrap(), "p\n");
+    assert_eq!(
+        std::fs::read_to_string(repo.join("c.txt")).unwrap(),
+        "partial\n"
+    );
+
+    // A new task goes next to the repository.
+    let _w = WorkerProc::start(&t, Slot(0), &edit_agent(), &[], &[]);
+    let r = send_worktree_task(&t, &repo, "n1", "WRITE n.txt n");
+    assert_eq!(
+        Path::new(r["worktree"]["path"].as_str().unwrap()),
+        new.join("n1")
+    );
+    assert_eq!(worktree_count(&repo), 2);
+}
+
+/// The default folder next to the repository cannot be made (here a file is in its way;
+/// a read-only parent does the same): the task is rejected saying so and naming
+/// `worktreeDir`, and nothing is left behind.
+#[test]
+fn a_worktree_folder_that_cannot_be_made_rejects_the_task_naming_worktree_dir() {
+    let t = TestRoot::new();
+    let repo = repo(&t);
+    let in_the_way = repo.parent().unwrap().join("repo.conductor-worktrees");
+    std::fs::write(&in_the_way, "not a folder\n").unwrap();
+    let _w = WorkerProc::start(&t, Slot(0), &edit_agent(), &[], &[]);
+    let mut task = conductor::Task::new("WRITE b.txt b").with_id("ro1");
+    task.dir = Some(repo.clone());
+    task.worktree = Some(true);
+    t.client.write_task(Slot(0), &task).unwrap();
+    let r = t
+        .client
+        .wait_for_result(Slot(0), &TaskId::from("ro1"), BOUND)
+        .unwrap();
+    let why = r.error.unwrap_or_default();
+    assert!(
+        why.starts_with("rejected: cannot make the folder for task worktrees")
+            && why.contains("repo.conductor-worktrees")
+            && why.contains("\"worktreeDir\" in the root's config.json"),
+        "{why}"
+    );
+    assert!(branches(&repo).is_empty());
+    assert_eq!(worktree_count(&repo), 1);
 }
 
 /// A `--worktree` task sent to slot 0 (not the queue: a slot's results are what gc

@@ -319,9 +319,12 @@ impl Dashboard {
                     Some(w) => format!("{title} · {} (d: diff)", super::tasks::branch_cell(w)),
                     None => title,
                 };
-                let lines = output_path(&self.root, r)
+                let mut lines = output_path(&self.root, r)
                     .and_then(|p| read_tail(&p, TAIL_BYTES).ok())
                     .unwrap_or_default();
+                if let Some(w) = &r.refused {
+                    lines.push(format!("warning: {w}"));
+                }
                 (title, lines)
             }
             Some(Selected::Queued(q)) => {

@@ -60,6 +60,8 @@ pub struct SlotRow {
     pub inbox: Option<TaskId>,
     /// The ended task's branch and diffstat, when it ran in a worktree of its own.
     pub worktree: Option<crate::protocol::WorktreeChange>,
+    /// What the ended task's agent was refused, as every view warns of it.
+    pub refused: Option<String>,
 }
 
 /// One pending queue task.
@@ -214,6 +216,7 @@ impl Reader {
             agent: r.agent.clone(),
             inbox: r.inbox.as_ref().and_then(|f| f.task_id.clone()),
             worktree: r.worktree.clone().filter(|_| ended.is_some()),
+            refused: crate::protocol::denial::warning(&r.denials).filter(|_| ended.is_some()),
         }
     }
 
@@ -462,10 +465,19 @@ mod tests {
         fs::create_dir_all(w.tasks_dir()).unwrap();
         fs::rename(w.running(), w.task_record(row.task_id.as_ref().unwrap())).unwrap();
         fs::create_dir_all(w.results_dir()).unwrap();
-        let r = result("t1", Outcome::Failure, Some(0.5), SystemTime::now());
-        fs::write(w.results_dir().join("t1.json"), r).unwrap();
+        let mut r: serde_json::Value = serde_json::from_str(&result(
+            "t1",
+            Outcome::Failure,
+            Some(0.5),
+            SystemTime::now(),
+        ))
+        .unwrap();
+        r["denials"] = serde_json::json!([{"tool": "Bash", "input": "rm x"}]);
+        fs::write(w.results_dir().join("t1.json"), r.to_string()).unwrap();
         let ended = SlotReport {
             state: Some(WorkerState::Error),
+            // As `inspect::slot_report` reads it from the result.
+            denials: serde_json::from_value(r["denials"].clone()).unwrap(),
             ..working
         };
         let row = reader.slot_row(&root, &ended);
@@ -473,6 +485,10 @@ mod tests {
         assert_eq!(row.preview.as_deref(), Some("fix the bug"));
         assert_eq!(row.elapsed, Some(Duration::from_millis(1500)));
         assert_eq!(row.cost, Some(0.5));
+        assert_eq!(
+            row.refused.as_deref(),
+            Some("the agent was refused 1 tool call: Bash(rm x)")
+        );
         let no_worker = SlotReport {
             worker_live: false,
             ..ended

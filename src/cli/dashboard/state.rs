@@ -258,6 +258,7 @@ mod tests {
             agent: None,
             inbox: None,
             worktree: None,
+            refused: None,
         }
     }
 

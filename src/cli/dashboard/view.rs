@@ -194,6 +194,9 @@ fn slot_cells(r: &SlotRow, task_width: usize) -> Row<'static> {
     if let Some(w) = r.worktree.as_ref().filter(|w| w.kept) {
         task = format!("[+{} -{}] {task}", w.insertions, w.deletions);
     }
+    if r.refused.is_some() {
+        task = format!("[refused] {task}");
+    }
     if r.inbox.is_some() {
         task = format!("[+1 in inbox] {task}");
     }
@@ -414,6 +417,7 @@ mod tests {
             },
             inbox: None,
             worktree: None,
+            refused: None,
         };
         Snapshot {
             root: "/tmp/root".into(),

@@ -1,7 +1,8 @@
 //! conductor tasks as the MCP Tasks extension's tasks ("call now, fetch the result later"; SEP-2663, `io.modelcontextprotocol/tasks`, as rmcp 3.11 implements it).
 //!
-//! A client that declares the extension and calls `submit` with `wait: true`, or `wait`
-//! for one id, gets a task handle at once instead of an answer after up to 50 s: the
+//! A client that declared the extension (see [`negotiated`]) and calls `submit` with
+//! `wait: true`, or `wait` for one id of a task that has not finished, gets a task handle
+//! at once instead of an answer after up to 50 s (a finished task's answer is plain): the
 //! MCP task *is* the conductor task, its `taskId` the conductor id. `tasks/get` answers
 //! from the root's files (so it also works after a restart of the server, and for any
 //! conductor task id): `working` while the task waits or runs (the message says where),
@@ -17,6 +18,7 @@ use rmcp::model::{
     CallToolResult, DetailedTask, JsonObject, ServerNotification, Task as McpTask, TaskPayload,
     TaskStatusNotification, TaskStatusNotificationParams,
 };
+use rmcp::service::RequestContext;
 use rmcp::{Peer, RoleServer};
 use serde_json::{json, Value};
 
@@ -24,6 +26,23 @@ use super::reply;
 use crate::protocol::rfc3339;
 use crate::tasks::{TaskLocation, TaskState};
 use crate::{Client, TaskId, TaskResult};
+
+/// Whether this request's client negotiated the extension, so that a handle may answer
+/// it. A session opened with `initialize` negotiated it there or not at all: capabilities
+/// a request of such a session carries in its `_meta` (as a client of a later protocol
+/// adds to every call, the MCP Inspector 2.12 among them) do not make a session that
+/// never declared the extension take handles it cannot read. A session without
+/// `initialize` (the inline lifecycle) declares it per request.
+pub fn negotiated(context: &RequestContext<RoleServer>) -> bool {
+    let per_request = context.meta.client_capabilities();
+    match context.peer.peer_info() {
+        // rmcp refuses a handle to a request whose own capabilities lack the extension.
+        Some(info) => {
+            info.capabilities.supports_tasks() && per_request.is_none_or(|c| c.supports_tasks())
+        }
+        None => per_request.is_some_and(|c| c.supports_tasks()),
+    }
+}
 
 /// How often a client is asked to poll `tasks/get`, in milliseconds (it is also told of
 /// each change when it listens to `notifications/tasks`).

@@ -352,9 +352,60 @@ pub fn output(name: &str) -> Option<Map<String, Value>> {
             },
             "required": ["id", "state"],
         }),
+        "diff" | "merge" | "discard" => review_output(name, id),
         _ => return None,
     };
     Some(obj(schema))
+}
+
+/// The `outputSchema` of the review tools (`diff`, `merge`, `discard`).
+fn review_output(name: &str, id: Value) -> Value {
+    let s = json!({"type": "string"});
+    let n = json!({"type": "integer"});
+    match name {
+        "diff" => json!({
+            "type": "object",
+            "properties": {
+                "id": id, "repo": s, "branch": s, "base": s, "head": s,
+                "branchExists": {"type": "boolean"}, "kept": {"type": "boolean"},
+                "filesChanged": n, "insertions": n, "deletions": n,
+                "diffstat": s, "stat": s, "patch": s, "patchBytes": n,
+                "truncated": {"type": "boolean"},
+            },
+            "required": ["id", "repo", "branch", "base", "head", "kept", "diffstat", "stat",
+                "patch", "patchBytes", "truncated"],
+        }),
+        "merge" => {
+            let ids = json!({"type": "array", "items": id});
+            json!({
+                "type": "object",
+                "properties": {
+                    "allMerged": {"type": "boolean"},
+                    "merged": ids, "conflicts": ids, "left": ids,
+                    "tasks": {"type": "array", "items": {
+                        "type": "object",
+                        "properties": {
+                            "id": id, "repo": s, "branch": s, "diffstat": s,
+                            "outcome": {"enum": ["merged", "conflict", "left"]},
+                            "into": s, "head": s,
+                            "files": {"type": "array", "items": s},
+                            "reason": s,
+                        },
+                        "required": ["id", "repo", "branch", "outcome"],
+                    }},
+                },
+                "required": ["allMerged", "merged", "conflicts", "left", "tasks"],
+            })
+        }
+        _ => json!({
+            "type": "object",
+            "properties": {
+                "id": id, "repo": s, "branch": s, "path": s,
+                "alreadyGone": {"type": "boolean"},
+            },
+            "required": ["id", "repo", "branch", "path", "alreadyGone"],
+        }),
+    }
 }
 
 #[cfg(test)]

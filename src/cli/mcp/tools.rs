@@ -11,16 +11,16 @@ use rmcp::handler::server::tool::ToolCallContext;
 use rmcp::handler::server::wrapper::Parameters;
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, CancelTaskParams, ContentBlock,
-    CreateTaskResult, GetTaskParams, GetTaskResult, Implementation, ListResourceTemplatesResult,
-    ListResourcesResult, PaginatedRequestParams, ReadResourceRequestParams, ReadResourceResponse,
-    ReadResourceResult, Resource, ServerCapabilities, ServerConfig, SubscribeRequestParams,
-    UnsubscribeRequestParams,
+    GetTaskParams, GetTaskResult, Implementation, ListResourceTemplatesResult, ListResourcesResult,
+    PaginatedRequestParams, ReadResourceRequestParams, ReadResourceResponse, ReadResourceResult,
+    Resource, ServerCapabilities, ServerConfig, SubscribeRequestParams, UnsubscribeRequestParams,
 };
 use rmcp::{schemars, tool, tool_handler, tool_router, ErrorData, ServerHandler};
 use serde::Deserialize;
 use serde_json::{json, Value};
 
-use super::handles::{self, Handle, Origin};
+use super::handles::{self, Handle};
+use super::task_calls::handle_origin;
 use super::{reply, resources, schema, waits};
 use crate::queue::pause::{self, Target};
 use crate::queue::Queue;
@@ -353,7 +353,7 @@ pub enum IdArg {
 }
 
 impl IdArg {
-    fn id(&self) -> std::result::Result<TaskId, String> {
+    pub(super) fn id(&self) -> std::result::Result<TaskId, String> {
         match self {
             IdArg::Number(n) => Ok(TaskId::Number(*n)),
             IdArg::Text(s) => task_id(s),
@@ -361,7 +361,7 @@ impl IdArg {
     }
 
     /// The id as it was given.
-    fn echo(&self) -> Value {
+    pub(super) fn echo(&self) -> Value {
         match self {
             IdArg::Number(n) => json!(n),
             IdArg::Text(s) => json!(s),
@@ -370,7 +370,7 @@ impl IdArg {
 }
 
 /// `reply` with its `id` as the client gave it.
-fn echo_id(reply: Reply, given: &IdArg) -> Reply {
+pub(super) fn echo_id(reply: Reply, given: &IdArg) -> Reply {
     reply.map(|mut v| {
         if v.get("id").is_some() {
             v["id"] = given.echo();
@@ -382,15 +382,15 @@ fn echo_id(reply: Reply, given: &IdArg) -> Reply {
 /// The server: one root, the tools over it, and the one watcher every wait shares.
 #[derive(Clone)]
 pub struct Conductor {
-    client: Client,
-    hub: Hub,
+    pub(super) client: Client,
+    pub(super) hub: Hub,
     /// How many `wait` calls are in progress.
     waiting: Arc<AtomicUsize>,
     /// Resource subscriptions by URI: each one a task following its task.
     subscriptions: Arc<Mutex<HashMap<String, tokio::task::AbortHandle>>>,
     /// The task handles given (Tasks extension), by task id.
-    handles: Arc<Mutex<HashMap<String, Handle>>>,
-    tool_router: ToolRouter<Conductor>,
+    pub(super) handles: Arc<Mutex<HashMap<String, Handle>>>,
+    pub(super) tool_router: ToolRouter<Conductor>,
 }
 
 /// Counts one `wait` call in progress while it lives.
@@ -410,9 +410,9 @@ impl Drop for Waiting {
 }
 
 /// A tool's answer: JSON, or a message for a tool error.
-type Reply = std::result::Result<Value, String>;
+pub(super) type Reply = std::result::Result<Value, String>;
 
-fn to_call(reply: Reply) -> std::result::Result<CallToolResult, ErrorData> {
+pub(super) fn to_call(reply: Reply) -> std::result::Result<CallToolResult, ErrorData> {
     Ok(match reply {
         Ok(v) => CallToolResult::structured(v),
         Err(msg) => CallToolResult::error(vec![ContentBlock::text(msg)]),
@@ -429,7 +429,7 @@ fn ids(list: &[IdArg]) -> std::result::Result<Vec<TaskId>, String> {
 
 impl Conductor {
     pub fn new(client: Client) -> Conductor {
-        let mut tool_router = Self::tool_router();
+        let mut tool_router = Self::tool_router() + Self::review_router();
         for route in tool_router.map.values_mut() {
             let mut input = Value::Object((*route.attr.input_schema).clone());
             schema::plain_optionals(&mut input);
@@ -455,7 +455,7 @@ impl Conductor {
 
     /// Run `f` on the client off the async thread (every library call blocks), with
     /// the root checked first; a library error becomes the tool error's message.
-    async fn blocking(
+    pub(super) async fn blocking(
         &self,
         f: impl FnOnce(&Client) -> crate::Result<Reply> + Send + 'static,
     ) -> std::result::Result<CallToolResult, ErrorData> {
@@ -463,7 +463,7 @@ impl Conductor {
     }
 
     /// [`Conductor::blocking`]'s answer before it becomes a tool result.
-    async fn reply(
+    pub(super) async fn reply(
         &self,
         f: impl FnOnce(&Client) -> crate::Result<Reply> + Send + 'static,
     ) -> Reply {
@@ -551,164 +551,6 @@ fn wait_secs(given: Option<f64>) -> Duration {
         WAIT_CAP_SECS
     };
     Duration::from_secs_f64(secs)
-}
-
-impl Conductor {
-    fn handle(&self, id: &TaskId) -> Option<Handle> {
-        self.handles
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .get(&id.to_string())
-            .cloned()
-    }
-
-    /// A `submit` with wait or a `wait` for one task, from a client of the Tasks
-    /// extension: answered at once with a handle on the conductor task (see
-    /// [`handles`]). A call refused before there is a task is answered as usual.
-    async fn call_as_task(
-        &self,
-        origin: Origin,
-        mut request: CallToolRequestParams,
-        context: RequestContext<RoleServer>,
-    ) -> Result<CallToolResponse, ErrorData> {
-        let args = request.arguments.clone().unwrap_or_default();
-        let chars = args
-            .get("maxOutputChars")
-            .and_then(Value::as_u64)
-            .map_or(reply::DEFAULT_OUTPUT_CHARS, |n| n as usize);
-        let given = match origin {
-            Origin::Submit => {
-                // Submit without waiting; the handle is the wait.
-                if let Some(a) = request.arguments.as_mut() {
-                    a.remove("wait");
-                    a.remove("waitSecs");
-                }
-                let peer = context.peer.clone();
-                let call = ToolCallContext::new(self, request, context);
-                let submitted = match self.tool_router.call(call).await? {
-                    CallToolResponse::Complete(r) => r,
-                    other => return Ok(other),
-                };
-                match (&submitted.is_error, &submitted.structured_content) {
-                    (Some(false) | None, Some(v)) if v.get("id").is_some() => {
-                        let given = v["id"].clone();
-                        return self.hand_out(origin, given, chars, peer).await;
-                    }
-                    _ => return Ok(submitted.into()),
-                }
-            }
-            Origin::Wait => args
-                .get("ids")
-                .and_then(Value::as_array)
-                .and_then(|a| a.first())
-                .cloned()
-                .unwrap_or(Value::Null),
-        };
-        let answered = self
-            .hand_out(origin, given, chars, context.peer.clone())
-            .await?;
-        if matches!(answered, CallToolResponse::Task(_)) {
-            return Ok(answered);
-        }
-        // No such task (or a bad id): the plain `wait` says why.
-        let call = ToolCallContext::new(self, request, context);
-        self.tool_router.call(call).await
-    }
-
-    /// A handle on the task the client names `given`, remembered, and followed with
-    /// `notifications/tasks` until it finishes; a plain tool error when there is none.
-    async fn hand_out(
-        &self,
-        origin: Origin,
-        given: Value,
-        chars: usize,
-        peer: rmcp::Peer<RoleServer>,
-    ) -> Result<CallToolResponse, ErrorData> {
-        let id = match serde_json::from_value::<IdArg>(given.clone())
-            .map_err(|e| e.to_string())
-            .and_then(|g| g.id())
-        {
-            Ok(id) => id,
-            Err(msg) => return to_call(Err(msg)).map(Into::into),
-        };
-        let handle = Handle::new(origin, Some(given), chars);
-        let (client, id2, h2) = (self.client.clone(), id.clone(), handle.clone());
-        let found = tokio::task::spawn_blocking(move || {
-            client.root().require_existing()?;
-            Ok::<_, Error>(match handles::detailed(&client, &id2, Some(&h2))? {
-                Some(t) => Ok(t.task),
-                None => Err(reply::no_such_task(&client, &id2).to_string()),
-            })
-        })
-        .await;
-        let seed = match found {
-            Ok(Ok(Ok(seed))) => seed,
-            Ok(Ok(Err(msg))) => return to_call(Err(msg)).map(Into::into),
-            Ok(Err(e)) => return to_call(Err(e.to_string())).map(Into::into),
-            Err(e) => return Err(ErrorData::internal_error(e.to_string(), None)),
-        };
-        self.handles
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .insert(id.to_string(), handle.clone());
-        let (client, named) = (
-            self.client.clone(),
-            resources::Named {
-                id: id.clone(),
-                log: false,
-            },
-        );
-        // Tells the client where the task is now, if that is not `was`; false when the
-        // client has gone.
-        let tell_now = {
-            let (client, id, handle) = (client.clone(), id.clone(), handle.clone());
-            move |was: Option<rmcp::model::TaskStatus>| {
-                let (c, id, h, peer) = (client.clone(), id.clone(), handle.clone(), peer.clone());
-                async move {
-                    let now =
-                        tokio::task::spawn_blocking(move || handles::detailed(&c, &id, Some(&h)))
-                            .await;
-                    match now {
-                        Ok(Ok(Some(task))) if Some(task.status()) == was => true,
-                        Ok(Ok(Some(task))) => handles::tell(&peer, task).await,
-                        _ => false,
-                    }
-                }
-            }
-        };
-        let on_change = tell_now.clone();
-        let follow =
-            resources::watch(client, self.hub.clone(), named, move || on_change(None)).await;
-        let was = seed.status;
-        tokio::spawn(async move {
-            // A change between the seed and the arming of the watch is told here (the
-            // watch only tells changes after it was armed).
-            if tell_now(Some(was)).await {
-                if let Ok(follow) = follow {
-                    follow.await;
-                }
-            }
-        });
-        Ok(CallToolResponse::Task(CreateTaskResult::new(seed)))
-    }
-}
-
-/// Whether a call becomes a task handle for a client of the Tasks extension: a
-/// `submit` with `wait: true`, or a `wait` for one task.
-fn handle_origin(request: &CallToolRequestParams) -> Option<Origin> {
-    let args = request.arguments.as_ref()?;
-    match request.name.as_ref() {
-        "submit" if args.get("wait") == Some(&Value::Bool(true)) => Some(Origin::Submit),
-        "wait"
-            if args
-                .get("ids")
-                .and_then(Value::as_array)
-                .is_some_and(|a| a.len() == 1) =>
-        {
-            Some(Origin::Wait)
-        }
-        _ => None,
-    }
 }
 
 #[tool_router]
@@ -1210,10 +1052,7 @@ impl ServerHandler for Conductor {
                 return Ok(CallToolResult::error(vec![ContentBlock::text(msg)]).into());
             }
         }
-        let tasks_client = context
-            .client_capabilities()
-            .is_some_and(|c| c.supports_tasks());
-        if tasks_client {
+        if handles::negotiated(&context) {
             if let Some(origin) = handle_origin(&request) {
                 return self.call_as_task(origin, request, context).await;
             }

@@ -1,0 +1,125 @@
+//! `conductor submit --batch -f FILE`: many tasks from one process, one task a line.
+//!
+//! A start of the binary per task is most of what 200 `submit`s cost; one process reading
+//! a file of them pays it once. Every line is checked before any is submitted, so a typo
+//! on line 150 does not leave 149 tasks queued and the rest not.
+
+use std::path::Path;
+
+use serde_json::Value;
+
+use super::submit::Args;
+use super::usage::CliError;
+use crate::cli::common::exit;
+use crate::queue::Queue;
+use crate::{Task, TaskId};
+
+/// One task of the batch, with the line it came from.
+struct Line {
+    number: usize,
+    task: Task,
+}
+
+pub fn run(args: &Args) -> anyhow::Result<i32> {
+    let file = args.task.file.as_ref().expect("clap: --batch requires -f");
+    let client = args.root.client()?;
+    let text = super::send::read_prompt(None, Some(file))?;
+    let name = if file.as_os_str() == "-" {
+        "stdin".to_string()
+    } else {
+        file.display().to_string()
+    };
+    let base = base_task(args)?;
+    let lines = parse(&text, &name, &base)?;
+    if lines.is_empty() {
+        anyhow::bail!(CliError::Usage(format!("{name} holds no task")));
+    }
+    let queue = Queue::new(client.root().clone());
+    let mut ids = Vec::with_capacity(lines.len());
+    for line in lines {
+        let id = submit_line(&client, &queue, line.task).map_err(|e| {
+            let done = if ids.is_empty() {
+                "none was submitted".to_string()
+            } else {
+                format!("the {} before it were (their ids are above)", ids.len())
+            };
+            e.context(format!(
+                "{name}:{}: not submitted, nor the lines after it; {done}",
+                line.number
+            ))
+        })?;
+        if args.json {
+            let line_json = serde_json::json!({ "id": id, "line": line.number });
+            super::emit(&format!("{line_json}\n"))?;
+        } else {
+            super::emit(&format!("{id}\n"))?;
+        }
+        ids.push(id);
+    }
+    if !args.wait {
+        super::waiting::warn_if_unserved_queue(client.root());
+        return Ok(exit::OK);
+    }
+    super::wait::wait_tasks(&client, &ids, args.wait_timeout, args.json)
+}
+
+/// The task every line starts from: the options given, with a stand-in prompt (the
+/// prompt comes from the line).
+fn base_task(args: &Args) -> anyhow::Result<Task> {
+    let mut flags = args.task.clone();
+    flags.prompt = Some("(from the batch file)".into());
+    flags.file = None;
+    super::submit::with_options(args, flags.task()?)
+}
+
+/// Every task of `text`, each checked as the queue will check it.
+fn parse(text: &str, name: &str, base: &Task) -> anyhow::Result<Vec<Line>> {
+    let mut out = Vec::new();
+    for (i, raw) in text.lines().enumerate() {
+        let number = i + 1;
+        let line = raw.trim_end_matches('\r');
+        if line.trim().is_empty() || line.trim_start().starts_with('#') {
+            continue;
+        }
+        let task = task_of(line, base)
+            .map_err(|why| CliError::Usage(format!("{name}:{number}: {why}")))?;
+        out.push(Line { number, task });
+    }
+    Ok(out)
+}
+
+/// The task one line describes: a prompt as it is, or a JSON object of task.json's
+/// fields laid over `base`.
+fn task_of(line: &str, base: &Task) -> Result<Task, String> {
+    if !line.trim_start().starts_with('{') {
+        let mut task = base.clone();
+        task.prompt = line.to_string();
+        task.validate()?;
+        return Ok(task);
+    }
+    let given: serde_json::Map<String, Value> =
+        serde_json::from_str(line).map_err(|e| format!("not a JSON task object: {e}"))?;
+    if !given.get("prompt").is_some_and(Value::is_string) {
+        return Err("a task line needs a \"prompt\" string".into());
+    }
+    let mut merged = match serde_json::to_value(base) {
+        Ok(Value::Object(m)) => m,
+        _ => return Err("cannot build the task".into()),
+    };
+    merged.extend(given);
+    let bytes = serde_json::to_vec(&Value::Object(merged)).map_err(|e| e.to_string())?;
+    let task = Task::from_bytes(Path::new("the line"), &bytes).map_err(|e| e.to_string())?;
+    task.validate()?;
+    Ok(task)
+}
+
+/// Submit one task as `conductor submit` does: its dependencies resolved now (an
+/// earlier line's id is on the root by then), its depth stamped.
+fn submit_line(client: &crate::Client, queue: &Queue, mut task: Task) -> anyhow::Result<TaskId> {
+    for dep in &mut task.after {
+        *dep = crate::ids::resolve(client.root(), dep)?;
+    }
+    crate::env::stamp_depth(&mut task)?;
+    super::send::check_worktree_dir(&task, None)?;
+    Ok(queue.submit(&task)?)
+}
