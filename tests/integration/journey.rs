@@ -1,22 +1,21 @@
 //! The journey of issue 35 as a test: a real Claude Code, given conductor with
 //! `claude mcp add conductor -- conductor mcp`, fans work out to three workers running
-//! the real Claude Code, each task in its own worktree, and reviews and merges it, all
-//! over MCP; and a worktree task each for the real Codex and Gemini CLI. Every CLI talks
-//! to the scripted model server (`tests/model_server/server.py`), which plays the
-//! orchestrator's turns and, by route, each worker task's own.
+//! the real Claude Code, each task in its own worktree (the default place), and reviews
+//! and merges their work, all over MCP. Every CLI talks to the scripted model server
+//! (`tests/model_server/server.py`), which plays the orchestrator's turns and, by route,
+//! each worker task's own. (The worktree task of each agent alone, Codex and Gemini CLI
+//! too, is in `real_agents/worktree_tasks.rs`.)
 
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::Duration;
 
-use conductor::{Slot, Task, TaskId, TaskResult};
+use conductor::{Slot, TaskId, TaskResult};
 use serde_json::{json, Value};
 
 use crate::harness::{assert_nothing_left, bin, stop_child, wait_until, TestRoot};
-use crate::real_agents::{
-    claude_env, codex_env, gemini_env, need_agent, result_of, ModelServer, RealWorker,
-};
+use crate::real_agents::{claude_env, need_agent, ModelServer};
 
 /// A real CLI starting, talking to the server and running tools: seconds, not minutes.
 const BOUND: Duration = Duration::from_secs(90);
@@ -290,10 +289,13 @@ const TASKS: [(&str, &str); 3] = [
 ];
 
 /// What the orchestrating Claude Code does, turn by turn, with conductor's MCP tools:
-/// load them, submit the three tasks (each in a worktree), wait, read the results.
+/// load them, submit the three tasks (each in a worktree), wait, read the results,
+/// review each change, and merge: A, then C, then B, whose change conflicts with A's.
 fn orchestrator_turns() -> Value {
     let tool = |name: &str, input: Value| json!({"name": format!("mcp__conductor__{name}"), "input": input});
     let ids: Vec<&str> = TASKS.iter().map(|(id, _)| *id).collect();
+    let each =
+        |name: &str| -> Vec<Value> { ids.iter().map(|id| tool(name, json!({"id": id}))).collect() };
     let submits: Vec<Value> = TASKS
         .iter()
         .map(|(id, prompt)| {
@@ -303,23 +305,147 @@ fn orchestrator_turns() -> Value {
             )
         })
         .collect();
-    let results: Vec<Value> = ids
-        .iter()
-        .map(|id| tool("result", json!({"id": id})))
-        .collect();
     let wait = tool("wait", json!({"ids": ids, "timeoutSecs": 50}));
+    let merge = |id: &str| json!({"tools": [tool("merge", json!({"id": id}))]});
+    let load = ["submit", "wait", "result", "diff", "merge"]
+        .map(|t| format!("mcp__conductor__{t}"))
+        .join(",");
     json!([
         {"text": "Loading conductor's tools.",
-         "tools": [{"name": "ToolSearch", "input": {"query":
-            "select:mcp__conductor__submit,mcp__conductor__wait,mcp__conductor__result"}}]},
+         "tools": [{"name": "ToolSearch", "input": {"query": format!("select:{load}")}}]},
         {"text": "Handing the three changes to workers.", "tools": submits},
         {"tools": [wait.clone()]},
         // Should the first wait end before all three (a loaded machine), the second
         // waits on; once they are done it answers at once.
         {"tools": [wait]},
-        {"tools": results},
+        {"tools": each("result")},
+        {"text": "Reviewing each change.", "tools": each("diff")},
+        merge("ja"),
+        merge("jc"),
+        merge("jb"),
         {"text": "JOURNEY DONE", "usage": {"input_tokens": 500, "output_tokens": 40}},
     ])
+}
+
+/// The orchestrator's calls of tool `name` (`mcp__conductor__NAME`), none refused.
+fn calls_named<'a>(calls: &'a [Call], name: &str) -> Vec<&'a Call> {
+    let full = format!("mcp__conductor__{name}");
+    let found: Vec<&Call> = calls.iter().filter(|c| c.name == full).collect();
+    for c in &found {
+        assert!(!c.is_error, "{c:#?}");
+    }
+    found
+}
+
+/// What the orchestrator was shown of each change: the patch of its own edit.
+fn assert_diffs_told(calls: &[Call], base: &str) {
+    let diffs = calls_named(calls, "diff");
+    assert_eq!(diffs.len(), 3, "{calls:#?}");
+    let want = [
+        &["-greeting = hello", "+greeting = alpha"][..],
+        &["-greeting = hello", "+greeting = beta"][..],
+        &["+added by C"][..],
+    ];
+    for (((id, _), lines), call) in TASKS.iter().zip(want).zip(diffs) {
+        let d = call.json();
+        assert_eq!(d["id"], *id, "{d}");
+        assert_eq!(d["branch"], format!("conductor/{id}"), "{d}");
+        assert_eq!(d["base"], base, "{d}");
+        assert_eq!(d["filesChanged"], 1, "{d}");
+        let patch = d["patch"].as_str().unwrap_or_default();
+        for l in lines {
+            assert!(
+                patch.lines().any(|x| x == *l),
+                "no {l:?} in {id}'s patch:\n{patch}"
+            );
+        }
+    }
+}
+
+/// The merges as the orchestrator was told them: A and C merged, each a new HEAD; B a
+/// conflict in greeting.txt. Returns the HEADs A's and C's merges made.
+fn assert_merges_told(calls: &[Call]) -> (String, String) {
+    let merges = calls_named(calls, "merge");
+    assert_eq!(merges.len(), 3, "{calls:#?}");
+    let told: Vec<Value> = merges.iter().map(|c| c.json()).collect();
+    let mut heads = Vec::new();
+    for (v, id) in told.iter().zip(["ja", "jc"]) {
+        assert_eq!(v["allMerged"], true, "{v}");
+        assert_eq!(v["merged"], json!([id]), "{v}");
+        assert_eq!(v["tasks"][0]["outcome"], "merged", "{v}");
+        assert_eq!(v["tasks"][0]["into"], "main", "{v}");
+        heads.push(
+            v["tasks"][0]["head"]
+                .as_str()
+                .unwrap_or_default()
+                .to_string(),
+        );
+    }
+    let conflict = &told[2];
+    assert_eq!(conflict["allMerged"], false, "{conflict}");
+    assert_eq!(conflict["conflicts"], json!(["jb"]), "{conflict}");
+    assert_eq!(conflict["tasks"][0]["outcome"], "conflict", "{conflict}");
+    assert_eq!(
+        conflict["tasks"][0]["files"],
+        json!(["greeting.txt"]),
+        "{conflict}"
+    );
+    (heads[0].clone(), heads[1].clone())
+}
+
+/// The main branch after the merges: two merge commits, A's then C's, each joining the
+/// task's commit; the conflicting merge of B undone (HEAD still C's merge, `git status`
+/// as before the journey, no merge in progress) and B's branch kept as it was.
+fn assert_main_branch(
+    repo: &Path,
+    base: &str,
+    results: &[TaskResult],
+    heads: (String, String),
+    status: &str,
+) {
+    let head_of = |i: usize| results[i].worktree.as_ref().unwrap().head_commit.clone();
+    let parents = |commit: &str| -> Vec<String> {
+        let line = git(repo, &["rev-list", "--parents", "-n", "1", commit]);
+        line.split_whitespace()
+            .skip(1)
+            .map(str::to_string)
+            .collect()
+    };
+    let (merged_a, merged_c) = heads;
+    assert_eq!(git(repo, &["rev-parse", "HEAD"]).trim(), merged_c);
+    assert_eq!(git(repo, &["branch", "--show-current"]).trim(), "main");
+    assert_eq!(parents(&merged_c), [merged_a.clone(), head_of(2)]);
+    assert_eq!(parents(&merged_a), [base.to_string(), head_of(0)]);
+    let merges = git(repo, &["rev-list", "--merges", "main"]);
+    assert_eq!(merges.lines().count(), 2, "{merges}");
+    assert_eq!(
+        fs::read_to_string(repo.join("greeting.txt")).unwrap(),
+        "greeting = alpha\n"
+    );
+    assert_eq!(
+        fs::read_to_string(repo.join("added.txt")).unwrap(),
+        "added by C\n"
+    );
+    assert_eq!(git(repo, &["status", "--porcelain"]), status);
+    let merging = Command::new("git")
+        .arg("-C")
+        .arg(repo)
+        .args(["rev-parse", "--quiet", "--verify", "MERGE_HEAD"])
+        .output()
+        .unwrap();
+    assert!(!merging.status.success(), "a merge left in progress");
+    // Merged branches are gone; the conflicting one is kept to resolve by hand.
+    let branches = git(
+        repo,
+        &[
+            "branch",
+            "--list",
+            "conductor/*",
+            "--format=%(refname:short)",
+        ],
+    );
+    assert_eq!(branches.trim(), "conductor/jb");
+    assert_eq!(git(repo, &["rev-parse", "conductor/jb"]).trim(), head_of(1));
 }
 
 fn is_uuid(s: &str) -> bool {
@@ -329,14 +455,10 @@ fn is_uuid(s: &str) -> bool {
 /// What the orchestrator was told of each task: finished, succeeded, with its cost,
 /// session id and worktree branch.
 fn assert_results_told(calls: &[Call]) {
-    let results: Vec<&Call> = calls
-        .iter()
-        .filter(|c| c.name == "mcp__conductor__result")
-        .collect();
+    let results = calls_named(calls, "result");
     assert_eq!(results.len(), 3, "{calls:#?}");
     let mut sessions = Vec::new();
     for ((id, _), call) in TASKS.iter().zip(&results) {
-        assert!(!call.is_error, "{call:#?}");
         let v = call.json();
         assert_eq!(v["id"], *id, "{v}");
         let r = &v["result"];
@@ -369,7 +491,11 @@ fn assert_branches(t: &TestRoot, repo: &Path, base: &str) -> Vec<TaskResult> {
             .unwrap_or_else(|e| panic!("{id}'s result: {e}"));
         assert!(r.success, "{id}: {:?}", r.error);
         assert!(r.cost_usd.unwrap_or(0.0) > 0.0, "{id}: {:?}", r.cost_usd);
+        assert!(r.denials.is_empty(), "{id}: {:?}", r.denials);
         let change = r.worktree.clone().expect("a worktree change");
+        // The default place, next to the repository.
+        let place = repo.parent().unwrap().join("repo.conductor-worktrees");
+        assert_eq!(change.path, place.join(id), "{change:?}");
         assert_eq!(change.base_commit, base);
         assert_eq!(change.files_changed, 1, "{change:?}");
         assert!(change.committed_for_agent, "{change:?}");
@@ -388,12 +514,6 @@ fn claude_orchestrates_three_claude_workers_in_worktrees_over_mcp() {
     };
     let t = TestRoot::new();
     let repo = repo(&t);
-    // Until task worktrees leave `.git/` (where Claude Code refuses to write).
-    fs::write(
-        t.path().join("config.json"),
-        serde_json::to_vec(&json!({"worktreeDir": t.dir.path().join("worktrees")})).unwrap(),
-    )
-    .unwrap();
     let server = ModelServer::start(
         t.dir.path(),
         json!({"turns": orchestrator_turns(), "routes": worker_routes()}),
@@ -479,87 +599,18 @@ fn claude_orchestrates_three_claude_workers_in_worktrees_over_mcp() {
         assert_eq!(submit.json()["id"], submit.input["id"], "{submit:#?}");
     }
     assert_results_told(&calls);
-    assert_branches(&t, &repo, &base);
-    assert_eq!(git(&repo, &["status", "--porcelain"]), status_before);
-    drop(workers);
-    assert_nothing_left(t.path());
-}
-
-/// A worktree task for one worker of `preset` whose agent writes `file` by its own
-/// tool: succeeds, and its branch holds the file, committed for it.
-fn assert_wrote_in_worktree(
-    t: &TestRoot,
-    repo: &Path,
-    w: &RealWorker,
-    id: &str,
-    file: &str,
-    content: &str,
-) {
-    let mut task = Task::new(format!("write {file} in your worktree")).with_id(id);
-    task.dir = Some(repo.to_path_buf());
-    task.worktree = Some(true);
-    let id = t.client.write_task(Slot(0), &task).expect("write_task");
-    let r = result_of(t, &id, w);
-    assert!(r.success, "{:?}\n{:?}\n{}", r.error, r.stderr, w.stderr());
-    assert!(r.session_id.is_some(), "{r:?}");
-    let change = r.worktree.clone().expect("a worktree change");
-    assert_eq!(change.branch, format!("conductor/{id}"));
-    assert!(change.kept && change.committed_for_agent, "{change:?}");
-    assert_eq!(change.files_changed, 1, "{change:?}");
-    let at = format!("conductor/{id}:{file}");
-    assert_eq!(git(repo, &["show", &at]), content);
-    // Not in the repository's own checkout: the task worked in its worktree.
-    assert!(!repo.join(file).exists());
-}
-
-#[test]
-fn codex_writes_a_file_with_apply_patch_in_a_task_worktree() {
-    let Some(agents) = need_agent("codex") else {
-        return;
-    };
-    let t = TestRoot::new();
-    let repo = repo(&t);
-    // Codex runs `apply_patch` itself (a file change, no shell): relative to its cwd,
-    // the task's worktree.
-    let patch = "apply_patch <<'EOF'\n*** Begin Patch\n*** Add File: codex.txt\n+written by codex\n*** End Patch\nEOF";
-    let server = ModelServer::start(
-        t.dir.path(),
-        json!({"turns": [
-            {"tools": [{"name": "exec_command", "input": {"cmd": patch}}]},
-            {"text": "Codex wrote codex.txt.", "usage": {"input_tokens": 300, "output_tokens": 40}},
-        ]}),
-    );
-    let env = codex_env(&t, &agents, &server, 1);
-    let w = RealWorker::start(&t, &["--preset", "codex"], &env);
-    assert_wrote_in_worktree(&t, &repo, &w, "cxw", "codex.txt", "written by codex\n");
-    let stream = fs::read_to_string(t.client.worker(Slot(0)).task_stream(&TaskId::from("cxw")))
-        .unwrap_or_default();
+    assert_diffs_told(&calls, &base);
+    let heads = assert_merges_told(&calls);
+    let results = assert_branches(&t, &repo, &base);
+    assert_main_branch(&repo, &base, &results, heads, &status_before);
+    // Three workers: all started at once, each took one.
+    let mut ran_on: Vec<Option<u32>> = results.iter().map(|r| r.worker).collect();
+    ran_on.sort();
+    assert_eq!(ran_on, [Some(0), Some(1), Some(2)], "{results:#?}");
     assert!(
-        stream.contains("\"file_change\""),
-        "codex applied the patch itself:\n{stream}"
+        said["total_cost_usd"].as_f64().unwrap_or(0.0) > 0.0,
+        "{said}"
     );
-    drop(w);
-    assert_nothing_left(t.path());
-}
-
-#[test]
-fn gemini_writes_a_file_with_write_file_in_a_task_worktree() {
-    let Some(agents) = need_agent("gemini") else {
-        return;
-    };
-    let t = TestRoot::new();
-    let repo = repo(&t);
-    let server = ModelServer::start(
-        t.dir.path(),
-        json!({"turns": [
-            {"tools": [{"name": "write_file",
-                        "input": {"file_path": "gemini.txt", "content": "written by gemini\n"}}]},
-            {"text": "Gemini wrote gemini.txt.", "usage": {"input_tokens": 300, "output_tokens": 40}},
-        ]}),
-    );
-    let env = gemini_env(&t, &agents, &server, 2);
-    let w = RealWorker::start(&t, &["--preset", "gemini"], &env);
-    assert_wrote_in_worktree(&t, &repo, &w, "gmw", "gemini.txt", "written by gemini\n");
-    drop(w);
+    drop(workers);
     assert_nothing_left(t.path());
 }

@@ -144,13 +144,13 @@ impl Drop for ModelServer {
 
 /// A worker started the way a user starts one: `conductor-worker 0 DIR --preset P`
 /// and no `--agent`, so the preset's own command line runs, found on PATH.
-pub(crate) struct RealWorker {
+struct RealWorker {
     child: Option<std::process::Child>,
     stderr: PathBuf,
 }
 
 impl RealWorker {
-    pub(crate) fn start(t: &TestRoot, extra: &[&str], env: &[(String, String)]) -> RealWorker {
+    fn start(t: &TestRoot, extra: &[&str], env: &[(String, String)]) -> RealWorker {
         let stderr = t.dir.path().join("worker.stderr");
         let mut cmd = Command::new(bin("conductor-worker"));
         cmd.arg(S0.to_string())
@@ -186,7 +186,7 @@ impl RealWorker {
         }
     }
 
-    pub(crate) fn stderr(&self) -> String {
+    fn stderr(&self) -> String {
         fs::read_to_string(&self.stderr).unwrap_or_default()
     }
 }
@@ -244,7 +244,7 @@ fn submit(t: &TestRoot, id: &str, prompt: &str, dir: &Path) -> TaskId {
     t.client.write_task(S0, &task).expect("write_task")
 }
 
-pub(crate) fn result_of(t: &TestRoot, id: &TaskId, w: &RealWorker) -> TaskResult {
+fn result_of(t: &TestRoot, id: &TaskId, w: &RealWorker) -> TaskResult {
     t.client
         .wait_for_result(S0, id, BOUND)
         .unwrap_or_else(|e| panic!("no result for {id}: {e}\nworker:\n{}", w.stderr()))
@@ -796,7 +796,7 @@ fn claude_overhead_sample() {
 
 /// The environment Codex gets: its own HOME with a `~/.codex/config.toml` naming the
 /// server as its model provider (Responses API), an API key, bounded retries.
-pub(crate) fn codex_env(
+fn codex_env(
     t: &TestRoot,
     agents: &Path,
     server: &ModelServer,
@@ -1274,7 +1274,7 @@ fn each_task_runs_under_the_preset_it_names() {
 /// which headless mode refuses), bounds its attempts and sends no usage statistics; the
 /// server as its API; a concrete default model (with `auto` it first asks a router model
 /// for a complexity score in JSON).
-pub(crate) fn gemini_env(
+fn gemini_env(
     t: &TestRoot,
     agents: &Path,
     server: &ModelServer,
