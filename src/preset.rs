@@ -2,7 +2,6 @@
 
 use std::fmt;
 use std::str::FromStr;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use serde_json::Value;
 
@@ -11,6 +10,12 @@ use crate::protocol::TaskResult;
 use crate::text::first_line;
 
 mod denials;
+
+mod limits;
+mod stopped;
+
+pub use limits::{local_offset_secs, RateLimit, MAX_DEFERRALS};
+pub use stopped::STOPPED_OUTPUT_CAP;
 
 /// The tools the claude preset lets Claude Code use without asking: edit files and run
 /// commands (Bash runs any command, in the task's directory or anywhere the worker's
@@ -252,128 +257,6 @@ impl Preset {
             Preset::Gemini => interpret_gemini(result),
             Preset::Command => {}
         }
-    }
-}
-
-/// The agent's account hit a usage or rate limit that lifts at a known time.
-#[derive(Debug, Clone, PartialEq)]
-pub struct RateLimit {
-    /// When the limit resets (the agent's own reset time).
-    pub until: SystemTime,
-    /// The agent's words, one line ("You've hit your session limit · resets 10:43pm").
-    pub message: String,
-}
-
-impl Preset {
-    /// Whether a failed run was refused by a usage or rate limit with a reset time.
-    ///
-    /// `output` is what the worker hands to [`Preset::interpret`] (before it), and
-    /// `limit_event` the last `rate_limit_event` line of a claude stream. Claude Code
-    /// (on a subscription) ends with an error `result` whose `api_error` is
-    /// `usage_limit_reached` (HTTP 429) and text "You've hit your 5-hour limit · resets
-    /// 12:02am (UTC)"; the exact reset is the `resetsAt` (Unix seconds) of the
-    /// `rate_limit_event` before it (`"status":"rejected"`). Codex says "You've hit
-    /// your usage limit. … try again at 12:04 AM." (local time) in its `turn.failed`.
-    pub fn rate_limit(self, output: &str, limit_event: Option<&[u8]>) -> Option<RateLimit> {
-        match self {
-            Preset::Claude => claude_rate_limit(output, limit_event),
-            Preset::Codex => codex_rate_limit(output, SystemTime::now()),
-            // Gemini's quota errors name no reset time it could be deferred to.
-            Preset::Gemini | Preset::Command => None,
-        }
-    }
-}
-
-fn claude_rate_limit(output: &str, limit_event: Option<&[u8]>) -> Option<RateLimit> {
-    let Ok(Value::Object(result)) = serde_json::from_str::<Value>(output.trim()) else {
-        return None;
-    };
-    let is_error = result.get("is_error").and_then(Value::as_bool) == Some(true);
-    let limited = result.get("api_error").and_then(Value::as_str) == Some("usage_limit_reached")
-        || result.get("api_error_status").and_then(Value::as_u64) == Some(429);
-    if !is_error || !limited {
-        return None;
-    }
-    let info = limit_event
-        .and_then(|l| serde_json::from_slice::<Value>(l).ok())
-        .and_then(|e| e.get("rate_limit_info").cloned())?;
-    if info.get("status").and_then(Value::as_str) != Some("rejected") {
-        return None;
-    }
-    let resets = info.get("resetsAt").and_then(Value::as_u64)?;
-    let message = result
-        .get("result")
-        .and_then(Value::as_str)
-        .map(first_line)
-        .unwrap_or("usage limit reached")
-        .to_string();
-    Some(RateLimit {
-        until: UNIX_EPOCH + Duration::from_secs(resets),
-        message,
-    })
-}
-
-/// Codex's usage-limit message from its `turn.failed` (or `error`) event, with its
-/// "try again at H:MM AM" read as the next such local time after `now`.
-fn codex_rate_limit(output: &str, now: SystemTime) -> Option<RateLimit> {
-    let message = output.lines().rev().find_map(|l| {
-        let e: Value = serde_json::from_str(l).ok()?;
-        let msg = match e.get("type").and_then(Value::as_str)? {
-            "turn.failed" => e.get("error")?.get("message")?.as_str()?,
-            "error" => e.get("message")?.as_str()?,
-            _ => return None,
-        };
-        msg.contains("usage limit")
-            .then(|| first_line(msg).to_string())
-    })?;
-    let at = message.split("try again at ").nth(1)?;
-    let until = next_local_clock_time(at, now)?;
-    Some(RateLimit { until, message })
-}
-
-/// "12:04 AM." / "3:45 PM" → the next time the local clock shows it, after `now`
-/// (less a minute: the message rounds to minutes).
-fn next_local_clock_time(text: &str, now: SystemTime) -> Option<SystemTime> {
-    let mut words = text.split_whitespace();
-    let clock = words.next()?;
-    let half = words
-        .next()
-        .map(|w| w.trim_end_matches(['.', ',']).to_ascii_uppercase());
-    let (h, m) = clock.split_once(':')?;
-    let (mut h, m): (u64, u64) = (
-        h.parse().ok()?,
-        m.trim_end_matches(['.', ',']).parse().ok()?,
-    );
-    match half.as_deref() {
-        Some("AM") if h == 12 => h = 0,
-        Some("PM") if h < 12 => h += 12,
-        _ => {}
-    }
-    if h > 23 || m > 59 {
-        return None;
-    }
-    let now_secs = now.duration_since(UNIX_EPOCH).ok()?.as_secs();
-    let offset = local_offset_secs(now_secs);
-    let local = now_secs as i64 + offset;
-    let day_start = local - local.rem_euclid(86_400);
-    let mut target = day_start + (h * 3600 + m * 60) as i64;
-    if target + 60 < local {
-        target += 86_400;
-    }
-    let utc = u64::try_from(target - offset).ok()?;
-    Some(UNIX_EPOCH + Duration::from_secs(utc))
-}
-
-/// Seconds east of UTC of the local time zone at `secs` (0 when unknown).
-pub fn local_offset_secs(secs: u64) -> i64 {
-    let t = secs as nix::libc::time_t;
-    // SAFETY: localtime_r only writes into `tm`, which we own.
-    unsafe {
-        let mut tm: nix::libc::tm = std::mem::zeroed();
-        if nix::libc::localtime_r(&t, &mut tm).is_null() {
-            return 0;
-        }
-        tm.tm_gmtoff
     }
 }
 
@@ -974,48 +857,6 @@ mod tests {
         let mut r = ok("plain words");
         Preset::Codex.interpret(&mut r);
         assert_eq!((r.output.as_str(), r.session_id), ("plain words", None));
-    }
-
-    #[test]
-    fn a_claude_usage_limit_is_read_with_its_exact_reset() {
-        let result = r#"{"type":"result","subtype":"success","is_error":true,"api_error_status":429,"api_error":"usage_limit_reached","result":"You've hit your 5-hour limit · resets 12:02am (UTC)"}"#;
-        let event = br#"{"type":"rate_limit_event","rate_limit_info":{"status":"rejected","resetsAt":1795651327,"rateLimitType":"five_hour"}}"#;
-        let limit = Preset::Claude.rate_limit(result, Some(event)).unwrap();
-        assert_eq!(limit.until, UNIX_EPOCH + Duration::from_secs(1795651327));
-        assert_eq!(
-            limit.message,
-            "You've hit your 5-hour limit · resets 12:02am (UTC)"
-        );
-        // No reset known, or no limit at all: not a deferral.
-        assert_eq!(Preset::Claude.rate_limit(result, None), None);
-        let overloaded = result
-            .replace("429", "529")
-            .replace("usage_limit_reached", "x");
-        assert_eq!(Preset::Claude.rate_limit(&overloaded, Some(event)), None);
-        assert_eq!(Preset::Command.rate_limit(result, Some(event)), None);
-    }
-
-    #[test]
-    fn a_codex_usage_limit_is_read_as_the_next_such_local_time() {
-        let out = concat!(
-            r#"{"type":"thread.started","thread_id":"t"}"#,
-            "\n",
-            r#"{"type":"turn.failed","error":{"message":"You’ve hit your usage limit. Upgrade to Pro or try again at 12:04 AM."}}"#,
-        );
-        let now = UNIX_EPOCH + Duration::from_secs(1_795_651_000);
-        let limit = codex_rate_limit(out, now).unwrap();
-        assert!(limit.message.starts_with("You’ve hit your usage limit."));
-        let ahead = limit.until.duration_since(now).unwrap();
-        assert!(ahead <= Duration::from_secs(86_400), "{ahead:?}");
-        let local = |t: SystemTime| {
-            let s = t.duration_since(UNIX_EPOCH).unwrap().as_secs();
-            (s as i64 + local_offset_secs(s)).rem_euclid(86_400)
-        };
-        assert_eq!(local(limit.until), 4 * 60);
-        assert_eq!(
-            codex_rate_limit(r#"{"type":"turn.failed","error":{"message":"boom"}}"#, now),
-            None
-        );
     }
 
     #[test]

@@ -247,6 +247,10 @@ pub struct Task {
     /// limit deferred it, to the limit's reset. A queue claim skips it until then.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub not_before: Option<String>,
+    /// How many times a usage or rate limit deferred it (absent: never); at
+    /// [`crate::preset::MAX_DEFERRALS`] a limit met again ends it `failure`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub deferrals: Option<u32>,
     /// Run in a fresh git worktree of the task's repository, on branch
     /// `conductor/<id>` (absent: the root's `worktree` default in config.json).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -327,6 +331,7 @@ impl Task {
             depth: None,
             agent: None,
             not_before: None,
+            deferrals: None,
             worktree: None,
             base: None,
             include_uncommitted: None,

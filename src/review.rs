@@ -84,7 +84,11 @@ pub struct TaskDiff {
 
 /// Task `id`'s change: its diffstat and patch (clipped as the request says).
 pub fn diff(client: &Client, req: &DiffRequest) -> Result<TaskDiff> {
-    let change = change(client, &req.id)?;
+    diff_of(&req.id, &change(client, &req.id)?, req.max_bytes)
+}
+
+/// [`diff`] of a change already found (on a root, or from the repository's branch alone).
+pub fn diff_of(id: &TaskId, change: &WorktreeChange, max_bytes: usize) -> Result<TaskDiff> {
     let repo = Repo::of(&change.repo)?;
     let branch_exists = repo.branch_exists(&change.branch)?;
     let head = if branch_exists {
@@ -94,7 +98,7 @@ pub fn diff(client: &Client, req: &DiffRequest) -> Result<TaskDiff> {
         change.head_commit.clone()
     };
     let (stat, patch) = if change.kept {
-        let range = worktree::diff_range(&change)?;
+        let range = worktree::diff_range(change)?;
         (
             worktree::git(&repo.top, &["diff", "--no-color", "--stat", &range])?,
             worktree::git(&repo.top, &["diff", "--no-color", &range])?,
@@ -103,9 +107,9 @@ pub fn diff(client: &Client, req: &DiffRequest) -> Result<TaskDiff> {
         (String::new(), String::new())
     };
     let patch_bytes = patch.len() as u64;
-    let clipped = clip(&patch, req.max_bytes.min(DIFF_MAX_BYTES));
+    let clipped = clip(&patch, max_bytes.min(DIFF_MAX_BYTES));
     Ok(TaskDiff {
-        id: req.id.clone(),
+        id: id.clone(),
         repo: change.repo.clone(),
         branch: change.branch.clone(),
         base: change.base_commit.clone(),
@@ -206,13 +210,7 @@ impl MergeReport {
 /// run; each is reported merged, conflicting or left, in the order they finished.
 pub fn merge(client: &Client, req: &MergeRequest) -> Result<MergeReport> {
     match &req.target {
-        MergeTarget::One(id) => {
-            let change = change(client, id)?;
-            let result = merge_change(id, &change, req.how)?;
-            Ok(MergeReport {
-                tasks: vec![outcome(id, &change, result)],
-            })
-        }
+        MergeTarget::One(id) => merge_of(id, &change(client, id)?, req.how),
         MergeTarget::All => {
             let mut report = MergeReport::default();
             for (id, change) in mergeable(client)? {
@@ -225,6 +223,15 @@ pub fn merge(client: &Client, req: &MergeRequest) -> Result<MergeReport> {
             Ok(report)
         }
     }
+}
+
+/// [`merge`] of one task whose change is already found (on a root, or from the
+/// repository's branch alone).
+pub fn merge_of(id: &TaskId, change: &WorktreeChange, how: MergeHow) -> Result<MergeReport> {
+    let result = merge_change(id, change, how)?;
+    Ok(MergeReport {
+        tasks: vec![outcome(id, change, result)],
+    })
 }
 
 fn outcome(id: &TaskId, change: &WorktreeChange, result: MergeResult) -> MergeOutcome {
@@ -312,7 +319,12 @@ pub struct Discarded {
 
 /// Remove task `id`'s worktree and delete its branch; its result stays.
 pub fn discard(client: &Client, id: &TaskId) -> Result<Discarded> {
-    let change = change(client, id)?;
+    discard_of(id, change(client, id)?)
+}
+
+/// [`discard`] of a change already found (on a root, or from the repository's branch
+/// alone).
+pub fn discard_of(id: &TaskId, change: WorktreeChange) -> Result<Discarded> {
     let repo = Repo::of(&change.repo)?;
     let had_branch = repo.branch_exists(&change.branch)?;
     let had_tree = change.path.exists();

@@ -37,6 +37,7 @@ pub mod usage;
 pub mod wait;
 pub mod waiting;
 pub mod worktrees;
+pub(crate) mod worktrees_repo;
 
 use std::path::PathBuf;
 

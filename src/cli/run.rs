@@ -196,7 +196,10 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
         // Workers that defer a usage-limited task put it back into their inbox: it
         // must be free then (and their agents' tasks are long enough for the run's
         // round trip between two of them not to matter).
-        let may_defer = matches!(args.preset, Some(Preset::Claude | Preset::Codex));
+        let may_defer = matches!(
+            args.preset,
+            Some(Preset::Claude | Preset::Codex | Preset::Gemini)
+        );
         orchestrator = orchestrator
             .with_wake_pipes(pipes)
             .keep_inboxes_filled(!may_defer);
@@ -347,6 +350,9 @@ fn print_run(
         if !turns.is_empty() {
             doc["numTurns"] = serde_json::json!(turns.iter().sum::<u64>());
         }
+        if let Some(branches) = super::worktrees_repo::branches_json(results) {
+            doc["branches"] = branches;
+        }
         return super::emit_json(&doc);
     }
     super::emit(&run_view::render_results(
@@ -363,6 +369,11 @@ fn print_run(
         "{}",
         super::table::fit_line(&summary, super::table::stderr_width())
     );
+    // The branches outlive a private root: `diff`/`merge`/`discard` find them in the
+    // repository.
+    for line in super::worktrees_repo::next_steps(results) {
+        eprintln!("{line}");
+    }
     if let Some(root) = kept.filter(|_| args.keep) {
         // What the run wrote without fsyncs becomes durable at once.
         let synced = std::fs::File::open(root.path())

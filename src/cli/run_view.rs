@@ -49,6 +49,9 @@ pub fn render_results(prompts: &[String], results: &[TaskResult], width: Option<
         }
         let line = format!("   {}", facts.join(" · "));
         let _ = writeln!(text, "{}", fit_line(&line, width));
+        if let Some(branch) = super::worktrees_repo::branch_line(r) {
+            let _ = writeln!(text, "   {branch}");
+        }
         // The reason is read whole: on its own line, never cut.
         if let Some(e) = &r.error {
             let _ = writeln!(text, "   {e}");

@@ -4,6 +4,7 @@
 use std::path::PathBuf;
 use std::process::Command;
 
+use super::worktrees_repo::locate;
 use super::RootArg;
 use crate::cli::common::exit;
 use crate::protocol::TaskId;
@@ -23,6 +24,10 @@ pub struct DiffArgs {
     /// Only the diffstat.
     #[arg(long)]
     pub stat: bool,
+    /// The repository to look in for branch `conductor/ID` when no conductor root knows
+    /// the task (after `run --worktree`; default: the current directory).
+    #[arg(long, value_name = "DIR")]
+    pub dir: Option<PathBuf>,
     #[command(flatten)]
     pub root: RootArg,
 }
@@ -55,6 +60,10 @@ pub struct MergeArgs {
     /// Take the task's whole change as one new commit.
     #[arg(long)]
     pub squash: bool,
+    /// The repository to look in for branch `conductor/ID` when no conductor root knows
+    /// the task (after `run --worktree`; default: the current directory).
+    #[arg(long, value_name = "DIR")]
+    pub dir: Option<PathBuf>,
     #[command(flatten)]
     pub root: RootArg,
 }
@@ -68,14 +77,17 @@ pub struct DiscardArgs {
     /// The task's id.
     #[arg(value_parser = super::task_id_arg)]
     pub id: TaskId,
+    /// The repository to look in for branch `conductor/ID` when no conductor root knows
+    /// the task (after `run --worktree`; default: the current directory).
+    #[arg(long, value_name = "DIR")]
+    pub dir: Option<PathBuf>,
     #[command(flatten)]
     pub root: RootArg,
 }
 
 pub fn run_diff(mut args: DiffArgs) -> anyhow::Result<i32> {
-    let client = args.root.client()?;
-    args.id = crate::ids::resolve(client.root(), &args.id)?;
-    let change = review::change(&client, &args.id)?;
+    let (id, change) = locate(&args.root, &args.id, args.dir.as_deref())?;
+    args.id = id;
     if !change.kept {
         super::emit(&format!("task {} changed nothing\n", args.id))?;
         return Ok(exit::OK);
@@ -99,11 +111,6 @@ pub fn run_diff(mut args: DiffArgs) -> anyhow::Result<i32> {
 }
 
 pub fn run_merge(args: MergeArgs) -> anyhow::Result<i32> {
-    let client = args.root.client()?;
-    let target = match &args.id {
-        Some(id) => MergeTarget::One(crate::ids::resolve(client.root(), id)?),
-        None => MergeTarget::All,
-    };
     let how = if args.rebase {
         MergeHow::Rebase
     } else if args.squash {
@@ -111,8 +118,20 @@ pub fn run_merge(args: MergeArgs) -> anyhow::Result<i32> {
     } else {
         MergeHow::Merge
     };
-    let all = target == MergeTarget::All;
-    let report = review::merge(&client, &MergeRequest { target, how })?;
+    let all = args.id.is_none();
+    let report = match &args.id {
+        Some(id) => {
+            let (id, change) = locate(&args.root, id, args.dir.as_deref())?;
+            review::merge_of(&id, &change, how)?
+        }
+        None => review::merge(
+            &args.root.client()?,
+            &MergeRequest {
+                target: MergeTarget::All,
+                how,
+            },
+        )?,
+    };
     if report.tasks.is_empty() {
         eprintln!("no finished task has a branch left to merge");
         return Ok(exit::OK);
@@ -164,9 +183,9 @@ pub fn run_merge(args: MergeArgs) -> anyhow::Result<i32> {
 }
 
 pub fn run_discard(mut args: DiscardArgs) -> anyhow::Result<i32> {
-    let client = args.root.client()?;
-    args.id = crate::ids::resolve(client.root(), &args.id)?;
-    let done = review::discard(&client, &args.id)?;
+    let (id, change) = locate(&args.root, &args.id, args.dir.as_deref())?;
+    args.id = id;
+    let done = review::discard_of(&args.id, change)?;
     super::emit(&if done.already_gone {
         format!(
             "task {}: {} and its worktree are gone already\n",

@@ -203,6 +203,9 @@ pub(crate) fn run(
     let limit = (!stopped && !result.success)
         .then(|| preset.rate_limit(&result.output, out.limit_event.as_deref()))
         .flatten();
+    if stopped {
+        preset.lift_stopped(&mut result, &run.slot.paths.task_log(&run.id));
+    }
     preset.interpret(&mut result);
     result.agent = Some(preset.to_string());
     if let Some(limit) = limit {
@@ -219,6 +222,13 @@ pub(crate) fn run(
             }
             tracing::info!("{deferred}");
             return Ok(Pickup::Ran);
+        }
+        if task.deferrals.unwrap_or(0) >= crate::preset::MAX_DEFERRALS {
+            let why = result.error.take().unwrap_or_default();
+            result.error = Some(format!(
+                "{why} (still limited after {} deferrals: conductor stopped waiting)",
+                crate::preset::MAX_DEFERRALS
+            ));
         }
     }
     if let Some(t) = &tree {
@@ -414,14 +424,18 @@ impl Run<'_> {
         if !shared.opts.defer_rate_limited || !shared.config.defer_rate_limited() {
             return Ok(None);
         }
-        if limit.until <= SystemTime::now() || still_held(lock, hold).is_some() {
+        let deferrals = task.deferrals.unwrap_or(0);
+        let Some(until) = limit.next_run(deferrals, SystemTime::now()) else {
+            return Ok(None);
+        };
+        if still_held(lock, hold).is_some() {
             return Ok(None);
         }
         let root = &shared.opts.root;
         if let Err(e) = crate::queue::limits::record(
             root,
             &preset.to_string(),
-            limit.until,
+            until,
             &limit.message,
             Some(&self.id),
         ) {
@@ -429,11 +443,12 @@ impl Run<'_> {
         }
         let mut t = task.clone();
         t.id = Some(self.id.clone());
-        t.not_before = Some(rfc3339(limit.until));
-        let until = crate::protocol::rfc3339(limit.until);
+        t.not_before = Some(rfc3339(until));
+        t.deferrals = Some(deferrals + 1);
+        let until_text = crate::protocol::rfc3339(until);
         if !self.put_back(&t, hold)? {
             tracing::warn!(
-                "task {}: cannot wait in the inbox for the reset ({until}): another \
+                "task {}: cannot wait in the inbox for the reset ({until_text}): another \
                  task was delivered meanwhile; it fails instead",
                 self.id
             );
@@ -442,15 +457,15 @@ impl Run<'_> {
         let mut idle = Status::new(WorkerState::Idle);
         idle.problem = Some(format!(
             "{preset} is rate-limited until {}: {}",
-            crate::queue::limits::hh_mm(limit.until),
+            crate::queue::limits::hh_mm(until),
             limit.message
         ));
         if let Err(e) = self.slot.board.publish(idle) {
             tracing::warn!("{e}");
         }
         Ok(Some(format!(
-            "deferred \"{}\" · task {}: {preset} is rate-limited until {until} ({}); it waits {} \
-             and runs then",
+            "deferred \"{}\" · task {}: {preset} is rate-limited until {until_text} ({}); it \
+             waits {} and runs then (deferral {} of at most {})",
             self.preview,
             self.id,
             limit.message,
@@ -458,7 +473,9 @@ impl Run<'_> {
                 "in the queue"
             } else {
                 "in the inbox"
-            }
+            },
+            deferrals + 1,
+            crate::preset::MAX_DEFERRALS
         )))
     }
 

@@ -15,6 +15,8 @@ use std::time::{Duration, SystemTime};
 use conductor::{Slot, Task, TaskId, TaskResult};
 use serde_json::{json, Value};
 
+mod limits;
+
 use crate::harness::{
     assert_nothing_left, bin, run_conductor, run_conductor_env, stop_child, wait_until, TestRoot,
 };
