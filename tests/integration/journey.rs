@@ -507,6 +507,52 @@ fn assert_branches(t: &TestRoot, repo: &Path, base: &str) -> Vec<TaskResult> {
     all
 }
 
+/// Every script played out, no conversation past its end: the orchestrator's turns
+/// and each task's own. Returns the orchestrator's last request, its whole conversation.
+fn played_out(server: &ModelServer) -> Value {
+    let requests = server.requests();
+    let played = |route: Value| {
+        requests
+            .iter()
+            .filter(|r| r["kind"] == "scripted" && r["route"] == route)
+            .count()
+    };
+    assert_eq!(
+        played(Value::Null),
+        orchestrator_turns().as_array().unwrap().len()
+    );
+    for route in worker_routes().as_array().unwrap() {
+        assert_eq!(
+            played(route["match"].clone()),
+            route["turns"].as_array().unwrap().len(),
+            "{route}"
+        );
+    }
+    assert!(
+        !requests.iter().any(|r| r["kind"] == "exhausted"),
+        "a conversation went past its script"
+    );
+    requests
+        .into_iter()
+        .rev()
+        .find(|r| r["kind"] == "scripted" && r["route"].is_null())
+        .unwrap()
+}
+
+/// The orchestrator's environment: Claude Code's with its own HOME, conductor's own
+/// `conductor` first on PATH (for `conductor mcp`), the test's root.
+fn orchestrator_env(t: &TestRoot, env: Vec<(String, String)>) -> Vec<(String, String)> {
+    let conductor_dir = bin("conductor").parent().unwrap().to_path_buf();
+    let mut env = with_home(t, env, "home-orchestrator");
+    for (k, v) in env.iter_mut() {
+        if k == "PATH" {
+            *v = format!("{}:{v}", conductor_dir.display());
+        }
+    }
+    env.push(("CONDUCTOR_HOME".into(), t.path().display().to_string()));
+    env
+}
+
 #[test]
 fn claude_orchestrates_three_claude_workers_in_worktrees_over_mcp() {
     let Some(agents) = need_agent("claude") else {
@@ -521,15 +567,7 @@ fn claude_orchestrates_three_claude_workers_in_worktrees_over_mcp() {
     let env = claude_env(&t, &agents, &server, 2);
     let workers = Workers::start(&t, &repo, 3, &env);
 
-    // The orchestrator: conductor's own `conductor` on PATH, the test's root.
-    let conductor_dir = bin("conductor").parent().unwrap().to_path_buf();
-    let mut env = with_home(&t, env, "home-orchestrator");
-    for (k, v) in env.iter_mut() {
-        if k == "PATH" {
-            *v = format!("{}:{v}", conductor_dir.display());
-        }
-    }
-    env.push(("CONDUCTOR_HOME".into(), t.path().display().to_string()));
+    let env = orchestrator_env(&t, env);
     let add = ["mcp", "add", "conductor", "--", "conductor", "mcp"];
     let added = run_bounded(claude(&repo, &env, &add), t.dir.path(), "mcp-add", BOUND);
     assert!(added.status.success(), "claude mcp add: {added:?}");
@@ -565,35 +603,7 @@ fn claude_orchestrates_three_claude_workers_in_worktrees_over_mcp() {
     assert_eq!(said["result"], "JOURNEY DONE", "{said}");
     assert!(ran.status.success(), "{ran:?}");
 
-    // Every script played out: the orchestrator's turns and each task's own.
-    let requests = server.requests();
-    let played = |route: Value| {
-        requests
-            .iter()
-            .filter(|r| r["kind"] == "scripted" && r["route"] == route)
-            .count()
-    };
-    assert_eq!(
-        played(Value::Null),
-        orchestrator_turns().as_array().unwrap().len()
-    );
-    for route in worker_routes().as_array().unwrap() {
-        assert_eq!(
-            played(route["match"].clone()),
-            route["turns"].as_array().unwrap().len(),
-            "{route}"
-        );
-    }
-    assert!(
-        !requests.iter().any(|r| r["kind"] == "exhausted"),
-        "a conversation went past its script"
-    );
-    let last = requests
-        .iter()
-        .rev()
-        .find(|r| r["kind"] == "scripted" && r["route"].is_null())
-        .unwrap();
-    let calls = calls_of(last);
+    let calls = calls_of(&played_out(&server));
     for submit in calls.iter().filter(|c| c.name == "mcp__conductor__submit") {
         assert!(!submit.is_error, "{submit:#?}");
         assert_eq!(submit.json()["id"], submit.input["id"], "{submit:#?}");
