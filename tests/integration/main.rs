@@ -16,6 +16,7 @@ mod fencing;
 mod gate;
 mod groups;
 mod hosts;
+mod journey;
 mod launch;
 mod lease_renewer;
 mod limits;

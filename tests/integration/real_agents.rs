@@ -120,7 +120,7 @@ impl ModelServer {
     }
 
     /// Every request answered so far, in order.
-    fn requests(&self) -> Vec<Value> {
+    pub(crate) fn requests(&self) -> Vec<Value> {
         fs::read_to_string(&self.record)
             .unwrap_or_default()
             .lines()

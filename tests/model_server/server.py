@@ -15,6 +15,7 @@ Speaks, on 127.0.0.1 only:
 It plays a script, one JSON file per test:
 
   {"turns": [TURN, ...], "side_text": "ok"}        (or just the list of turns)
+  {"routes": [{"match": "TASK-A", "turns": [TURN, ...]}, ...], "turns": [...]}
 
   TURN: {"text": "answer"}                            a plain answer, ends the turn
         {"text": "...", "tools": [{"name": "Bash", "input": {"command": "ls"}}]}
@@ -28,9 +29,18 @@ loop). Requests without tools (titles, quota checks, summaries and other side tr
 CLI sends) get a short canned answer (`side_text`) and leave the script alone, and so do
 agent requests once the script is played out (answer: "script exhausted").
 
+Routes let several agents share one server, each playing its own turns: an agent
+request whose conversation opens with a user message containing a route's `match`
+(the text of every user message before the model's first answer: Claude's `messages`,
+Codex's `input`, Gemini's `contents`) plays that route's turns, the first route that
+matches; any other plays the top-level `turns`. An orchestrator's script can name its
+workers' tasks (their ids or prompts), and each worker's request finds its own route
+however the tasks were spread over the workers. Each route is played out on its own.
+
 Every request is appended to the JSONL file given by --record when its answer is
 complete: {"seq", "t_start", "t_end" (Unix seconds), "method", "path", "api", "kind":
-"scripted"|"side"|"exhausted"|"unknown", "turn", "status", "headers", "body"}.
+"scripted"|"side"|"exhausted"|"unknown", "route" (the match played, null for the
+top-level turns), "turn", "status", "headers", "body"}.
 
 Usage: server.py --script FILE --record FILE [--port-file FILE]
 It binds 127.0.0.1 port 0, prints `listening 127.0.0.1:PORT` and writes PORT to
@@ -48,16 +58,19 @@ import uuid
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 LOCK = threading.Lock()
+# Items of a Responses API input that the model produced (or that answer them): the
+# conversation's opening ends at the first.
+MODEL_ITEMS = {"function_call", "function_call_output", "custom_tool_call",
+               "custom_tool_call_output", "reasoning", "local_shell_call"}
 
 
-class Script:
-    def __init__(self, path):
-        with open(path, encoding="utf-8") as f:
-            doc = json.load(f)
-        if isinstance(doc, list):
-            doc = {"turns": doc}
-        self.turns = doc.get("turns", [])
-        self.side_text = doc.get("side_text", "ok")
+class Turns:
+    """One list of turns played in order (the top-level script, or one route)."""
+
+    def __init__(self, turns, where):
+        if not isinstance(turns, list):
+            raise SystemExit(f"script: {where} must be a list of turns")
+        self.turns = turns
         self.next = 0
         self.served = 0  # times the current turn was answered (for "times")
 
@@ -73,6 +86,29 @@ class Script:
                 self.next += 1
                 self.served = 0
             return turn, i
+
+
+class Script:
+    def __init__(self, path):
+        with open(path, encoding="utf-8") as f:
+            doc = json.load(f)
+        if isinstance(doc, list):
+            doc = {"turns": doc}
+        self.main = Turns(doc.get("turns", []), "turns")
+        self.side_text = doc.get("side_text", "ok")
+        self.routes = []
+        for n, r in enumerate(doc.get("routes", [])):
+            match = r.get("match") if isinstance(r, dict) else None
+            if not isinstance(match, str) or not match:
+                raise SystemExit(f"script: routes[{n}].match must be a non-empty string")
+            self.routes.append((match, Turns(r.get("turns", []), f"routes[{n}].turns")))
+
+    def pick(self, opening):
+        """The route whose match the conversation's opening contains, else the main turns."""
+        for match, turns in self.routes:
+            if match in opening:
+                return match, turns
+        return None, self.main
 
 
 class Recorder:
@@ -237,7 +273,9 @@ class Handler(BaseHTTPRequestHandler):
         if not agent_loop:
             self.entry["kind"] = "side"
             return answer({"text": script.side_text}, True)
-        turn, i = script.take()
+        route, turns = script.pick(self.opening())
+        self.entry["route"] = route
+        turn, i = turns.take()
         if turn is None:
             self.entry["kind"] = "exhausted"
             return answer({"text": "script exhausted"}, True)
@@ -245,6 +283,22 @@ class Handler(BaseHTTPRequestHandler):
         if "error" in turn:
             return self.send_error_turn(turn["error"], self.entry["api"])
         return answer(turn, False)
+
+    def opening(self):
+        """The text of the user messages that open the conversation (before the model's
+        first answer), for routing: the prompt an agent was given."""
+        api = self.entry["api"]
+        items = self.body_get({"anthropic": "messages", "openai": "input"}.get(api, "contents"))
+        model_role = "model" if api == "gemini" else "assistant"
+        texts = []
+        for item in items if isinstance(items, list) else []:
+            if not isinstance(item, dict):
+                continue
+            if item.get("role") == model_role or item.get("type") in MODEL_ITEMS:
+                break
+            if item.get("role") == "user":  # not the developer's or system's messages
+                texts.append(text_of(item.get("content", item.get("parts"))))
+        return "\n".join(texts)
 
     # ---- Anthropic Messages -----------------------------------------------------
 
@@ -350,6 +404,17 @@ class Handler(BaseHTTPRequestHandler):
             return self.send_json(200, [chunk])
         self.start_sse()
         self.sse(None, chunk)
+
+
+def text_of(content):
+    """The text in a message's content: a string, or the text of its blocks or parts."""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "\n".join(text_of(c) for c in content)
+    if isinstance(content, dict):
+        return content["text"] if isinstance(content.get("text"), str) else ""
+    return ""
 
 
 def chunks(s, size=24):
