@@ -11,6 +11,7 @@ mod dashboard;
 mod deps;
 mod edit_env;
 mod faults;
+mod faults_fourth;
 mod fencing;
 mod gate;
 mod groups;
