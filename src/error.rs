@@ -368,6 +368,15 @@ pub enum Error {
         path: PathBuf,
     },
 
+    /// A task waits for a task sent to a slot whose files are all gone (collected by
+    /// `gc`, or removed): it could never succeed (refused at submit).
+    #[error("task {task} waits for task {dependency}, which has no result any more on worker {slot} and is neither waiting nor running there (collected by `conductor gc`, or removed), so it would never succeed and {task} would never run; submit {dependency}'s work again and wait for that, or leave it out of the task's after list")]
+    DependencyGone {
+        task: String,
+        dependency: String,
+        slot: u32,
+    },
+
     /// A task names a group the root does not have (`conductor group add NAME`).
     #[error("no group {name} on this root (no {}); known groups: {known}; add it with `conductor group add {name} --parallel N`", path.display())]
     UnknownGroup {
@@ -568,6 +577,7 @@ impl Error {
             | NoSuchTask { .. }
             | AmbiguousId { .. }
             | UnknownDependency { .. }
+            | DependencyGone { .. }
             | UnknownGroup { .. }
             | AfterNeedsQueue { .. }
             | BadTaskDir { .. }

@@ -2,12 +2,20 @@
 //! and what a killed worker or a deleted root leaves.
 
 use std::fs;
+use std::path::Path;
+use std::time::{Duration, Instant, SystemTime};
 
 use conductor::Slot;
 
 use crate::harness::{run_conductor, TestRoot, WorkerProc};
 
 const S0: Slot = Slot(0);
+
+/// Set `path`'s mtime `ago` into the past.
+fn age(path: &Path, ago: Duration) {
+    let f = fs::File::options().write(true).open(path).unwrap();
+    f.set_modified(SystemTime::now() - ago).unwrap();
+}
 
 /// Issue 38.5: the queue's result replaced by an empty file while the slot's copy and
 /// the task record are whole: `result` reads the slot's copy, and once no copy is whole,
@@ -33,4 +41,27 @@ fn a_damaged_queue_result_gives_way_to_the_whole_copies_its_task_left() {
     let _w = WorkerProc::start(&t, S0, "cat", &[], &[]);
     let r = run_conductor(&t, &["wait", "d1-r1"], 0);
     assert_eq!(r.stdout.trim(), "the prompt kept", "{r:?}");
+}
+
+/// Issue 38.6: `submit --after X` where gc collected X (sent to a slot) is refused at
+/// once, not cancelled at a later queue scan.
+#[test]
+fn a_dependency_gc_collected_is_refused_at_submit() {
+    let t = TestRoot::new();
+    let w = WorkerProc::start(&t, S0, "cat", &[], &[]);
+    run_conductor(&t, &["send", "0", "--id", "x1", "collected soon"], 0);
+    run_conductor(&t, &["wait", "x1"], 0);
+    drop(w);
+    run_conductor(&t, &["gc", "--older-than", "0s", "--apply"], 0);
+    // As gc's default (24 h) finds it: long registered.
+    age(&t.path().join("ids/x1"), Duration::from_secs(3600));
+    let began = Instant::now();
+    let r = run_conductor(&t, &["submit", "--after", "x1", "--id", "y1", "never"], 2);
+    assert!(r.stderr.contains("x1") && r.stderr.contains("gc"), "{r:?}");
+    assert!(
+        began.elapsed() < Duration::from_secs(5),
+        "{:?}",
+        began.elapsed()
+    );
+    assert!(!t.path().join("ids/y1").exists(), "y1 was not taken");
 }
