@@ -6,7 +6,9 @@
 //! path in its environment. A thread of its own waits for it: past
 //! `callbackTimeoutSecs` its group gets SIGTERM, then SIGKILL after [`KILL_GRACE`];
 //! the thread reaps it and logs its output and how it ended. Nothing it does reaches
-//! the task (its result is already written) or the worker's next pickup.
+//! the task (its result is already written) or the worker's next pickup. Each is
+//! recorded in the slot until reaped, so that if the worker dies first, whoever
+//! recovers the slot ends it ([`crate::recovery::callbacks`]).
 
 use std::io::Read;
 use std::os::unix::process::CommandExt;
@@ -35,7 +37,7 @@ pub const ENV_EXIT_CODE: &str = "CONDUCTOR_EXIT_CODE";
 pub const ENV_RESULT: &str = "CONDUCTOR_RESULT";
 
 /// How long a callback gets after SIGTERM before SIGKILL.
-pub const KILL_GRACE: Duration = Duration::from_secs(2);
+pub const KILL_GRACE: Duration = crate::recovery::callbacks::KILL_GRACE;
 /// Most bytes of each of its stdout and stderr that are logged.
 const OUTPUT_KEPT: usize = 8 * 1024;
 
@@ -128,6 +130,14 @@ pub(super) fn run(
     };
     let pid = child.id();
     live().push(pid);
+    // For whoever recovers the slot should this worker die before reaping it.
+    let record = crate::recovery::callbacks::record(&root.worker(slot), pid, &result.task_id);
+    let forget = move || {
+        live().retain(|p| *p != pid);
+        if let Some(r) = &record {
+            crate::recovery::callbacks::forget(r);
+        }
+    };
     let out = child.stdout.take().map(collect);
     let err = child.stderr.take().map(collect);
     let (tx, rx) = crossbeam_channel::bounded(1);
@@ -139,10 +149,11 @@ pub(super) fn run(
     if let Err(e) = waiter {
         // The child is reaped by nobody now: stop it rather than leave it unbounded.
         crate::agent::signal_group(pid, Signal::SIGKILL);
-        live().retain(|p| *p != pid);
+        forget();
         tracing::warn!("callback for task {id}: cannot start a thread to wait for it: {e}");
         return;
     }
+    let forget_after = forget.clone();
     let watch = move || {
         let ended = match rx.recv_timeout(timeout) {
             Ok(status) => describe(status),
@@ -160,7 +171,7 @@ pub(super) fn run(
                 format!("ran over its {}s timeout: {how}", timeout.as_secs())
             }
         };
-        live().retain(|p| *p != pid);
+        forget_after();
         // The output is whatever was written before the pipes closed; a process
         // that escaped the group and holds them is not waited for.
         let text = |o: Option<Collected>| o.map(|c| c.take()).unwrap_or_default();
@@ -185,7 +196,7 @@ pub(super) fn run(
     {
         // Its waiter reaps it: the group id may be someone else's after that.
         crate::agent::signal_group(pid, Signal::SIGKILL);
-        live().retain(|p| *p != pid);
+        forget();
         tracing::warn!(
             "callback for task {}: cannot start a thread to watch it: {e}",
             result.task_id

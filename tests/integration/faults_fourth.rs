@@ -7,9 +7,10 @@ use std::time::{Duration, Instant, SystemTime};
 
 use conductor::Slot;
 
-use crate::harness::{run_conductor, TestRoot, WorkerProc};
+use crate::harness::{run_conductor, wait_until, TestRoot, WorkerProc};
 
 const S0: Slot = Slot(0);
+const BOUND: Duration = Duration::from_secs(30);
 
 /// Set `path`'s mtime `ago` into the past.
 fn age(path: &Path, ago: Duration) {
@@ -64,4 +65,77 @@ fn a_dependency_gc_collected_is_refused_at_submit() {
         began.elapsed()
     );
     assert!(!t.path().join("ids/y1").exists(), "y1 was not taken");
+}
+
+/// Whether `pid` lives (a zombie counts as gone).
+fn alive(pid: i32) -> bool {
+    fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|s| {
+        !s.rsplit(')')
+            .next()
+            .unwrap_or("")
+            .trim_start()
+            .starts_with('Z')
+    })
+}
+
+/// Issue 38.2: a hung callback outlived its SIGKILLed worker (ppid 1, its own group),
+/// timed out by nobody. Whoever recovers the slot ends it: the worker restarted on it,
+/// or `conductor recover`.
+#[test]
+fn a_callback_outliving_its_killed_worker_is_ended_by_whoever_recovers_the_slot() {
+    let t = TestRoot::new();
+    let pids = t.dir.path().join("callback.pids");
+    let config = serde_json::json!({
+        // The shell and a child in its group, both recorded; neither ends by itself.
+        "callback": format!("sleep 1000 & echo \"$$ $!\" >> {}; wait", pids.display()),
+        "callbackTimeoutSecs": 3600,
+    });
+    fs::write(t.client.root().config_file(), config.to_string()).unwrap();
+    let recorded = || -> Vec<i32> {
+        fs::read_to_string(&pids)
+            .unwrap_or_default()
+            .split_whitespace()
+            .map(|p| p.parse().unwrap())
+            .collect()
+    };
+    let mut restarted = None;
+    for (round, recoverer) in ["a restarted worker", "conductor recover"]
+        .iter()
+        .enumerate()
+    {
+        drop(restarted.take());
+        let mut w = WorkerProc::start(&t, S0, "cat", &[], &[]);
+        let id = format!("cb{round}");
+        run_conductor(&t, &["send", "0", "--id", &id, "a task"], 0);
+        run_conductor(&t, &["wait", &id], 0);
+        wait_until(BOUND, "the callback to start", || {
+            recorded().len() == 2 * (round + 1)
+        });
+        let group = recorded()[2 * round..].to_vec();
+        w.crash();
+        assert!(
+            group.iter().all(|p| alive(*p)),
+            "{recoverer}: the callback went with its worker: {group:?}"
+        );
+        match round {
+            0 => restarted = Some(WorkerProc::start(&t, S0, "cat", &[], &[])),
+            _ => {
+                let r = run_conductor(&t, &["recover", "0"], 0);
+                assert!(
+                    r.stdout.contains("callback") || r.stderr.contains("callback"),
+                    "{r:?}"
+                );
+            }
+        }
+        wait_until(BOUND, "the dead worker's callback to be ended", || {
+            group.iter().all(|p| !alive(*p))
+        });
+        assert!(
+            fs::read_dir(t.path().join("workers/0/callbacks"))
+                .unwrap()
+                .next()
+                .is_none(),
+            "{recoverer}: its record is gone"
+        );
+    }
 }
