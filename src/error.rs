@@ -338,6 +338,11 @@ pub enum Error {
     #[error("no conductor root at {}: run `conductor init N{}` first (or point --root / $CONDUCTOR_HOME at the right one)", path.display(), root_flag(path))]
     NoRoot { path: PathBuf },
 
+    /// The root a worker serves was deleted, or replaced by another directory on its
+    /// path, while the worker ran.
+    #[error("the conductor root {} {} while this worker served it: stopping (start the worker again to serve {})", path.display(), if *replaced { "was replaced by a new one" } else { "was deleted" }, if *replaced { "the new root" } else { "a root made again with `conductor init`" })]
+    RootGone { path: PathBuf, replaced: bool },
+
     /// The root exists but is another user's: this user may not look inside it.
     #[error("permission denied: the conductor root {} is owned by {owner}, and you are {me}; run conductor as {owner}, or use a root of your own (--root DIR or $CONDUCTOR_HOME)", path.display())]
     RootNotOurs {
@@ -572,6 +577,7 @@ impl Error {
             | AgentNotFound { .. }
             | NoHome { .. }
             | NoRoot { .. }
+            | RootGone { .. }
             | RootNotOurs { .. }
             | NoTaskRecord { .. }
             | NoSuchTask { .. }

@@ -139,3 +139,40 @@ fn a_callback_outliving_its_killed_worker_is_ended_by_whoever_recovers_the_slot(
         );
     }
 }
+
+/// Issue 38.8: the root deleted under a live worker: it logged nothing, went on serving
+/// a root made again on the path while `status` called it gone and a second worker
+/// was refused. Now it says so and stops; started again, it serves the new root.
+#[test]
+fn a_worker_whose_root_is_deleted_says_so_and_stops() {
+    let t = TestRoot::new();
+    let mut w = WorkerProc::start(&t, S0, "cat", &[], &[]);
+    fs::remove_dir_all(t.path()).unwrap();
+    let st = w.wait_exit(BOUND);
+    assert_eq!(st.code(), Some(2), "{}", w.stderr());
+    assert!(
+        w.stderr()
+            .contains("was deleted while this worker served it"),
+        "{}",
+        w.stderr()
+    );
+    // Made again on the same path under a running worker: it stops too.
+    t.client.init_queue().unwrap();
+    let mut w = WorkerProc::start(&t, S0, "cat", &[], &[]);
+    fs::remove_dir_all(t.path()).unwrap();
+    t.client.init_queue().unwrap();
+    let st = w.wait_exit(BOUND);
+    assert_eq!(st.code(), Some(2), "{}", w.stderr());
+    assert!(
+        w.stderr().contains("while this worker served it"),
+        "{}",
+        w.stderr()
+    );
+    // The new root is served by the worker started again, visibly.
+    let _w = WorkerProc::start(&t, S0, "cat", &[], &[]);
+    let r = run_conductor(&t, &["status"], 0);
+    assert!(r.stdout.contains("idle"), "{r:?}");
+    run_conductor(&t, &["send", "0", "--id", "n1", "new root"], 0);
+    let r = run_conductor(&t, &["wait", "n1"], 0);
+    assert_eq!(r.stdout.trim(), "new root");
+}
