@@ -33,6 +33,10 @@ struct Record {
     /// The host that started it ([`crate::host::host_id`]): nobody else may signal it.
     host_id: String,
     task_id: String,
+    /// The worker that started it, and its start time: while it lives (a live worker
+    /// finishing its own slot's leftover) its threads time the callback out.
+    worker_pid: u32,
+    worker_start_time: Option<u64>,
 }
 
 /// `workers/<N>/callbacks/`.
@@ -49,6 +53,8 @@ pub fn record(paths: &WorkerPaths, pid: u32, id: &TaskId) -> Option<PathBuf> {
         start_time: crate::procfs::stat(pid).map(|s| s.start_time),
         host_id: crate::host::host_id().to_string(),
         task_id: id.to_string(),
+        worker_pid: std::process::id(),
+        worker_start_time: crate::procfs::stat(std::process::id()).map(|s| s.start_time),
     };
     let path = dir(paths).join(format!("{pid}.json"));
     let written = fsio::ensure_dir(&dir(paths))
@@ -91,22 +97,27 @@ fn records(paths: &WorkerPaths) -> Vec<(PathBuf, Record)> {
         .collect()
 }
 
-/// Whether the slot holds a record of a callback started on this host: its worker
-/// died before reaping it, if that worker is gone.
+/// Whether the slot holds a record of a callback started on this host by a worker now
+/// gone: it died before reaping it.
 pub fn any_left_here(paths: &WorkerPaths) -> bool {
-    records(paths)
-        .iter()
-        .any(|(_, r)| r.host_id == crate::host::host_id())
+    records(paths).iter().any(|(_, r)| left_here(r))
+}
+
+/// A record of a callback started on this host by a worker that is gone.
+fn left_here(r: &Record) -> bool {
+    r.host_id == crate::host::host_id()
+        && !crate::host::same_process_alive(r.worker_pid, r.worker_start_time)
 }
 
 /// End the callbacks a dead worker left on its slot (the caller holds its gate): each
 /// group still the one started for its task gets SIGTERM, then SIGKILL after
 /// [`KILL_GRACE`]; their records go. Records of another host's callbacks stay, for
-/// that host's recovery. Returns how many groups were signalled.
+/// that host's recovery, and so do those of a worker still alive (its own threads
+/// time them out). Returns how many groups were signalled.
 pub fn end_left(paths: &WorkerPaths) -> usize {
     let mut ended = Vec::new();
     for (path, r) in records(paths) {
-        if r.host_id != crate::host::host_id() {
+        if !left_here(&r) {
             continue;
         }
         let id = TaskId::from(r.task_id.as_str());
