@@ -392,8 +392,9 @@ pub fn run_worker(args: WorkerArgs) -> anyhow::Result<()> {
         ));
     }
     if args.slot.0.len() > 1 {
-        let Some(mut worker) =
-            start_when_space(&shutdown, || MultiWorker::start(opts.clone(), &args.slot.0))?
+        let Some(mut worker) = start_when_space(&shutdown, &opts.root, &args.slot.0, || {
+            MultiWorker::start(opts.clone(), &args.slot.0)
+        })?
         else {
             return Ok(());
         };
@@ -405,7 +406,10 @@ pub fn run_worker(args: WorkerArgs) -> anyhow::Result<()> {
         tracing::info!("worker stopped");
         return Ok(());
     }
-    let Some(mut worker) = start_when_space(&shutdown, || Worker::start(opts.clone()))? else {
+    let Some(mut worker) = start_when_space(&shutdown, &opts.root, &[opts.slot], || {
+        Worker::start(opts.clone())
+    })?
+    else {
         return Ok(());
     };
     // Cut to a terminal's width like the log lines after it (a narrow pane never wraps).
@@ -500,16 +504,30 @@ fn show_output(mut follower: crate::inspect::LogFollower, width: Option<usize>) 
 
 /// Start a worker; on a full disk (no room for its lease, status or spares) do not exit
 /// — a supervisor would only start it again and again — but say why and try again with
-/// a backoff until space is freed. `None`: asked to stop meanwhile.
+/// a backoff until space is freed. Meanwhile the slots' gates are held by their flocks
+/// alone ([`crate::gate::hold_waiting`]): `status` shows the worker waiting for disk
+/// space and a `wait` on its slot waits. `None`: asked to stop meanwhile.
 fn start_when_space<W>(
     shutdown: &crossbeam_channel::Receiver<()>,
+    root: &crate::Root,
+    slots: &[crate::Slot],
     mut start: impl FnMut() -> crate::Result<W>,
 ) -> crate::Result<Option<W>> {
     let mut backoff = crate::worker::FULL_DISK_FIRST_BACKOFF;
     let mut said = false;
+    let mut waiting: Vec<crate::gate::WaitingHold> = Vec::new();
     loop {
+        // Let go for the attempt: it takes the gates properly.
+        waiting.clear();
         match start() {
             Err(e) if e.is_no_space() => {
+                waiting = slots
+                    .iter()
+                    .filter_map(|s| {
+                        let gate = root.worker(*s).worker_gate();
+                        crate::gate::hold_waiting(&gate, &format!("worker {s}"))
+                    })
+                    .collect();
                 if !said {
                     tracing::error!(
                         "disk full: cannot start yet ({e}); pickup waits until space is freed, \

@@ -1,13 +1,15 @@
 //! Faults of the fourth storm (issue 38): damaged copies, dependencies already gone,
-//! and what a killed worker or a deleted root leaves.
+//! what a killed worker or a deleted root leaves, a worker waiting for disk space.
 
 use std::fs;
 use std::path::Path;
 use std::time::{Duration, Instant, SystemTime};
 
-use conductor::Slot;
+use conductor::{Slot, Task};
 
+use crate::faults::{root_on, temp_dir, SmallDisk};
 use crate::harness::{run_conductor, wait_until, TestRoot, WorkerProc};
+use crate::prereq::require;
 
 const S0: Slot = Slot(0);
 const BOUND: Duration = Duration::from_secs(30);
@@ -175,4 +177,34 @@ fn a_worker_whose_root_is_deleted_says_so_and_stops() {
     run_conductor(&t, &["send", "0", "--id", "n1", "new root"], 0);
     let r = run_conductor(&t, &["wait", "n1"], 0);
     assert_eq!(r.stdout.trim(), "new root");
+}
+
+/// Issue 38.4: a worker started on a full disk stayed up and said why, yet `status`
+/// showed no worker and `conductor wait` on a task in its inbox ended at once (exit 4,
+/// "no live worker"). It now holds its slot's gate while it waits: shown, waited for.
+#[test]
+fn a_worker_waiting_for_disk_space_shows_and_is_waited_for() {
+    let dir = temp_dir();
+    let disk = require!(SmallDisk::mount(dir.path(), "2m"));
+    let t = root_on(&disk, dir);
+    t.client.create_worker(S0).unwrap();
+    t.client
+        .write_task(S0, &Task::new("hello").with_id("later"))
+        .unwrap();
+    let filler = disk.fill_leaving(0);
+    let w = WorkerProc::spawn(&t, S0, "cat", &[], &[]);
+    wait_until(BOUND, "the worker to say the disk is full", || {
+        w.stderr().contains("disk full")
+    });
+    let r = run_conductor(&t, &["status"], 0);
+    assert!(
+        r.stdout.contains("waiting for disk space") && r.stdout.contains("live"),
+        "{r:?}"
+    );
+    // Past the grace a wait gives a slot nobody serves (2 s): it times out instead.
+    let r = run_conductor(&t, &["wait", "later", "--timeout", "4s"], 1);
+    assert!(r.stderr.contains("timed out"), "{r:?}");
+    fs::remove_file(&filler).unwrap();
+    let r = run_conductor(&t, &["wait", "later"], 0);
+    assert_eq!(r.stdout.trim(), "hello", "{}", w.stderr());
 }
