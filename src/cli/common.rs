@@ -370,13 +370,7 @@ pub fn run_worker(args: WorkerArgs) -> anyhow::Result<()> {
         opts.watch = WatchMode::Poll(interval.max(Duration::from_millis(1)));
     }
     opts.wake_pipes = args.wake_pipes;
-    if args.wake_pipes && (args.slot.0.len() > 1 || args.show_output) {
-        anyhow::bail!(super::usage::CliError::Usage(
-            "--wake-pipes is for a worker of one slot that prints nothing on stdout (not \
-             with --show-output)"
-                .to_string()
-        ));
-    }
+    check_one_slot_flags(&args)?;
 
     let (tx, shutdown) = crossbeam_channel::bounded(1);
     ctrlc::set_handler(move || {
@@ -384,13 +378,6 @@ pub fn run_worker(args: WorkerArgs) -> anyhow::Result<()> {
     })
     .map_err(|e| anyhow::anyhow!("cannot install the signal handler: {e}"))?;
 
-    if args.show_output && args.slot.0.len() > 1 {
-        anyhow::bail!(super::usage::CliError::Usage(
-            "--show-output shows one slot's output: start the worker for one slot (or follow \
-             each with `conductor logs N -f`)"
-                .to_string()
-        ));
-    }
     if args.slot.0.len() > 1 {
         let Some(mut worker) = start_when_space(&shutdown, &opts.root, &args.slot.0, || {
             MultiWorker::start(opts.clone(), &args.slot.0)
@@ -500,6 +487,25 @@ fn show_output(mut follower: crate::inspect::LogFollower, width: Option<usize>) 
         };
         let _ = follower.wake().recv_timeout(wait);
     }
+}
+
+/// `--wake-pipes` and `--show-output` are for a worker of one slot.
+fn check_one_slot_flags(args: &WorkerArgs) -> anyhow::Result<()> {
+    if args.wake_pipes && (args.slot.0.len() > 1 || args.show_output) {
+        anyhow::bail!(super::usage::CliError::Usage(
+            "--wake-pipes is for a worker of one slot that prints nothing on stdout (not \
+             with --show-output)"
+                .to_string()
+        ));
+    }
+    if args.show_output && args.slot.0.len() > 1 {
+        anyhow::bail!(super::usage::CliError::Usage(
+            "--show-output shows one slot's output: start the worker for one slot (or follow \
+             each with `conductor logs N -f`)"
+                .to_string()
+        ));
+    }
+    Ok(())
 }
 
 /// Start a worker; on a full disk (no room for its lease, status or spares) do not exit

@@ -113,23 +113,7 @@ pub fn recover_slot(root: &Root, slot: Slot, lock_opts: &LockOptions) -> Result<
     // Held until we return: released by its Drop on every path.
     let lock = match DirLock::try_acquire(&paths.lock_dir(), lock_opts)? {
         Acquire::Acquired(l) => l,
-        Acquire::Held(h) => {
-            let advice = match (&h.owner, h.pid) {
-                // No owner record: never one of ours (they are born with it), so its pid
-                // is an older version's or another host's, and waiting may never end.
-                (None, Some(pid)) => format!(
-                    "if pid {pid} is no conductor worker of this slot (a lock with only a pid \
-                     is an older conductor's or another host's), remove the lock: `rm -r {}`",
-                    paths.lock_dir().display()
-                ),
-                _ => "stop it first or wait".to_string(),
-            };
-            return Err(Error::SlotBusy {
-                slot: slot.0,
-                holder: h.to_string(),
-                advice,
-            });
-        }
+        Acquire::Held(h) => return Err(slot_busy(slot, &paths, &h)),
     };
     if let Some(id) = finish_rejection(root, &paths)? {
         report.interrupted = Some(id);
@@ -209,6 +193,25 @@ pub fn recover_slot(root: &Root, slot: Slot, lock_opts: &LockOptions) -> Result<
         }
     }
     Ok(report)
+}
+
+/// Refusal to recover `slot` while its `.lock` is held by a live holder `h`.
+fn slot_busy(slot: Slot, paths: &WorkerPaths, h: &dirlock::Holder) -> Error {
+    let advice = match (&h.owner, h.pid) {
+        // No owner record: never one of ours (they are born with it), so its pid
+        // is an older version's or another host's, and waiting may never end.
+        (None, Some(pid)) => format!(
+            "if pid {pid} is no conductor worker of this slot (a lock with only a pid \
+             is an older conductor's or another host's), remove the lock: `rm -r {}`",
+            paths.lock_dir().display()
+        ),
+        _ => "stop it first or wait".to_string(),
+    };
+    Error::SlotBusy {
+        slot: slot.0,
+        holder: h.to_string(),
+        advice,
+    }
 }
 
 /// A worker that died while rejecting an inbox file left it in `rejecting.json`: finish

@@ -105,21 +105,7 @@ pub(super) fn run(
     let id = result.task_id.to_string();
     let state = TaskState::of_result(result).as_str();
     let exit_code = result.exit_code.map(|c| c.to_string()).unwrap_or_default();
-    let mut cmd = Command::new("sh");
-    cmd.arg("-c")
-        .arg(&command)
-        .process_group(0)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        // Not an agent: sub-commands it runs (`conductor submit`) are not nested.
-        .env_remove(ENV_WORKER)
-        .env(ENV_HOME, root.path())
-        .env(ENV_TASK_ID, &id)
-        .env(ENV_TASK_STATE, state)
-        .env(ENV_SLOT, slot.to_string())
-        .env(ENV_EXIT_CODE, &exit_code)
-        .env(ENV_RESULT, &result_path);
+    let mut cmd = shell_command(&command, root, slot, &id, state, &exit_code, &result_path);
     let timeout = config.callback_timeout();
     let mut child = match cmd.spawn() {
         Ok(c) => c,
@@ -129,15 +115,7 @@ pub(super) fn run(
         }
     };
     let pid = child.id();
-    live().push(pid);
-    // For whoever recovers the slot should this worker die before reaping it.
-    let record = crate::recovery::callbacks::record(&root.worker(slot), pid, &result.task_id);
-    let forget = move || {
-        live().retain(|p| *p != pid);
-        if let Some(r) = &record {
-            crate::recovery::callbacks::forget(r);
-        }
-    };
+    let forget = track(root, slot, pid, &result.task_id);
     let out = child.stdout.take().map(collect);
     let err = child.stderr.take().map(collect);
     let (tx, rx) = crossbeam_channel::bounded(1);
@@ -201,6 +179,48 @@ pub(super) fn run(
             "callback for task {}: cannot start a thread to watch it: {e}",
             result.task_id
         );
+    }
+}
+
+/// `sh -c CALLBACK` in a group of its own, with the task's facts in its environment.
+fn shell_command(
+    command: &str,
+    root: &Root,
+    slot: Slot,
+    id: &str,
+    state: &str,
+    exit_code: &str,
+    result_path: &std::path::Path,
+) -> Command {
+    let mut cmd = Command::new("sh");
+    cmd.arg("-c")
+        .arg(command)
+        .process_group(0)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        // Not an agent: sub-commands it runs (`conductor submit`) are not nested.
+        .env_remove(ENV_WORKER)
+        .env(ENV_HOME, root.path())
+        .env(ENV_TASK_ID, id)
+        .env(ENV_TASK_STATE, state)
+        .env(ENV_SLOT, slot.to_string())
+        .env(ENV_EXIT_CODE, exit_code)
+        .env(ENV_RESULT, result_path);
+    cmd
+}
+
+/// List callback group `pid` as live in this process, and record it in the slot for
+/// whoever recovers the slot should this worker die before reaping it. Returns what
+/// undoes both, once it is reaped.
+fn track(root: &Root, slot: Slot, pid: u32, id: &TaskId) -> impl Fn() + Clone {
+    live().push(pid);
+    let record = crate::recovery::callbacks::record(&root.worker(slot), pid, id);
+    move || {
+        live().retain(|p| *p != pid);
+        if let Some(r) = &record {
+            crate::recovery::callbacks::forget(r);
+        }
     }
 }
 
