@@ -345,6 +345,11 @@ pub enum Error {
     #[error("no conductor root at {}: run `conductor init N{}` first (or point --root / $CONDUCTOR_HOME at the right one)", path.display(), root_flag(path))]
     NoRoot { path: PathBuf },
 
+    /// The root a worker serves was deleted, or replaced by another directory on its
+    /// path, while the worker ran.
+    #[error("the conductor root {} {} while this worker served it: stopping (start the worker again to serve {})", path.display(), if *replaced { "was replaced by a new one" } else { "was deleted" }, if *replaced { "the new root" } else { "a root made again with `conductor init`" })]
+    RootGone { path: PathBuf, replaced: bool },
+
     /// The root exists but is another user's: this user may not look inside it.
     #[error("permission denied: the conductor root {} is owned by {owner}, and you are {me}; run conductor as {owner}, or use a root of your own (--root DIR or $CONDUCTOR_HOME)", path.display())]
     RootNotOurs {
@@ -373,6 +378,15 @@ pub enum Error {
         dependency: String,
         /// The registry entry that would record it.
         path: PathBuf,
+    },
+
+    /// A task waits for a task sent to a slot whose files are all gone (collected by
+    /// `gc`, or removed): it could never succeed (refused at submit).
+    #[error("task {task} waits for task {dependency}, which has no result any more on worker {slot} and is neither waiting nor running there (collected by `conductor gc`, or removed), so it would never succeed and {task} would never run; submit {dependency}'s work again and wait for that, or leave it out of the task's after list")]
+    DependencyGone {
+        task: String,
+        dependency: String,
+        slot: u32,
     },
 
     /// A task names a group the root does not have (`conductor group add NAME`).
@@ -591,11 +605,13 @@ impl Error {
             | AgentNotFound { .. }
             | NoHome { .. }
             | NoRoot { .. }
+            | RootGone { .. }
             | RootNotOurs { .. }
             | NoTaskRecord { .. }
             | NoSuchTask { .. }
             | AmbiguousId { .. }
             | UnknownDependency { .. }
+            | DependencyGone { .. }
             | UnknownGroup { .. }
             | AfterNeedsQueue { .. }
             | BadTaskDir { .. }

@@ -16,6 +16,7 @@ use serde::Serialize;
 
 use crate::error::{Error, FileProblem, Result};
 
+pub mod space;
 mod swap;
 use swap::swap_in_at_via;
 pub use swap::{next_name, refused_in as swap_refused_in, swap_in_at};

@@ -29,8 +29,10 @@ use crate::host;
 use crate::protocol::now_rfc3339;
 
 mod renewer;
+mod waiting;
 use renewer::Lease;
 pub use renewer::{renew_every, MAX_RENEW_EVERY, MIN_RENEW_EVERY};
+pub use waiting::{hold_waiting, is_waiting, WaitingHold, WAITING_FOR_SPACE};
 
 /// How long `acquire` keeps retrying while the gate is only being probed (probes hold
 /// a shared flock for microseconds; a real holder holds it exclusively).

@@ -371,13 +371,7 @@ pub fn run_worker(args: WorkerArgs) -> anyhow::Result<()> {
         opts.watch = WatchMode::Poll(interval.max(Duration::from_millis(1)));
     }
     opts.wake_pipes = args.wake_pipes;
-    if args.wake_pipes && (args.slot.0.len() > 1 || args.show_output) {
-        anyhow::bail!(super::usage::CliError::Usage(
-            "--wake-pipes is for a worker of one slot that prints nothing on stdout (not \
-             with --show-output)"
-                .to_string()
-        ));
-    }
+    check_one_slot_flags(&args)?;
 
     let (tx, shutdown) = crossbeam_channel::bounded(1);
     ctrlc::set_handler(move || {
@@ -385,16 +379,10 @@ pub fn run_worker(args: WorkerArgs) -> anyhow::Result<()> {
     })
     .map_err(|e| anyhow::anyhow!("cannot install the signal handler: {e}"))?;
 
-    if args.show_output && args.slot.0.len() > 1 {
-        anyhow::bail!(super::usage::CliError::Usage(
-            "--show-output shows one slot's output: start the worker for one slot (or follow \
-             each with `conductor logs N -f`)"
-                .to_string()
-        ));
-    }
     if args.slot.0.len() > 1 {
-        let Some(mut worker) =
-            start_when_space(&shutdown, || MultiWorker::start(opts.clone(), &args.slot.0))?
+        let Some(mut worker) = start_when_space(&shutdown, &opts.root, &args.slot.0, || {
+            MultiWorker::start(opts.clone(), &args.slot.0)
+        })?
         else {
             return Ok(());
         };
@@ -406,7 +394,10 @@ pub fn run_worker(args: WorkerArgs) -> anyhow::Result<()> {
         tracing::info!("worker stopped");
         return Ok(());
     }
-    let Some(mut worker) = start_when_space(&shutdown, || Worker::start(opts.clone()))? else {
+    let Some(mut worker) = start_when_space(&shutdown, &opts.root, &[opts.slot], || {
+        Worker::start(opts.clone())
+    })?
+    else {
         return Ok(());
     };
     // Cut to a terminal's width like the log lines after it (a narrow pane never wraps).
@@ -499,18 +490,51 @@ fn show_output(mut follower: crate::inspect::LogFollower, width: Option<usize>) 
     }
 }
 
+/// `--wake-pipes` and `--show-output` are for a worker of one slot.
+fn check_one_slot_flags(args: &WorkerArgs) -> anyhow::Result<()> {
+    if args.wake_pipes && (args.slot.0.len() > 1 || args.show_output) {
+        anyhow::bail!(super::usage::CliError::Usage(
+            "--wake-pipes is for a worker of one slot that prints nothing on stdout (not \
+             with --show-output)"
+                .to_string()
+        ));
+    }
+    if args.show_output && args.slot.0.len() > 1 {
+        anyhow::bail!(super::usage::CliError::Usage(
+            "--show-output shows one slot's output: start the worker for one slot (or follow \
+             each with `conductor logs N -f`)"
+                .to_string()
+        ));
+    }
+    Ok(())
+}
+
 /// Start a worker; on a full disk (no room for its lease, status or spares) do not exit
 /// — a supervisor would only start it again and again — but say why and try again with
-/// a backoff until space is freed. `None`: asked to stop meanwhile.
+/// a backoff until space is freed. Meanwhile the slots' gates are held by their flocks
+/// alone ([`crate::gate::hold_waiting`]): `status` shows the worker waiting for disk
+/// space and a `wait` on its slot waits. `None`: asked to stop meanwhile.
 fn start_when_space<W>(
     shutdown: &crossbeam_channel::Receiver<()>,
+    root: &crate::Root,
+    slots: &[crate::Slot],
     mut start: impl FnMut() -> crate::Result<W>,
 ) -> crate::Result<Option<W>> {
     let mut backoff = crate::worker::FULL_DISK_FIRST_BACKOFF;
     let mut said = false;
+    let mut waiting: Vec<crate::gate::WaitingHold> = Vec::new();
     loop {
+        // Let go for the attempt: it takes the gates properly.
+        waiting.clear();
         match start() {
             Err(e) if e.is_no_space() => {
+                waiting = slots
+                    .iter()
+                    .filter_map(|s| {
+                        let gate = root.worker(*s).worker_gate();
+                        crate::gate::hold_waiting(&gate, &format!("worker {s}"))
+                    })
+                    .collect();
                 if !said {
                     tracing::error!(
                         "disk full: cannot start yet ({e}); pickup waits until space is freed, \

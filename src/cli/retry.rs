@@ -59,7 +59,18 @@ fn ran_where(client: &crate::Client, args: &Args) -> anyhow::Result<Ran> {
 /// Where finished task `id` ran; refused if it has not finished or never ran anywhere
 /// it could be taken again from.
 fn locate(client: &crate::Client, id: TaskId) -> anyhow::Result<Ran> {
-    let loc = client.find_task(&id)?.ok_or_else(|| Error::NoSuchTask {
+    let found = match client.find_task(&id) {
+        // Its queue result is damaged and no slot keeps a whole copy: the task ended,
+        // and the record its slot kept runs it again (what `doctor` advises).
+        Err(damage @ Error::BadFile { .. }) => {
+            return match crate::tasks::damaged::slot_of_damaged(client.root(), &id)? {
+                Some(slot) => Ok(Ran::Slot(slot, id, true)),
+                None => Err(damage.into()),
+            }
+        }
+        other => other?,
+    };
+    let loc = found.ok_or_else(|| Error::NoSuchTask {
         id: id.to_string(),
         root: client.root().path().to_path_buf(),
     })?;

@@ -221,6 +221,9 @@ pub fn slot_report(root: &Root, slot: Slot, opts: &LockOptions) -> Result<SlotRe
         (s.host_id.is_some() || s.host.as_deref().is_some_and(|h| !h.is_empty()))
             && !host::is_this_host(s.host_id.as_deref(), s.host.as_deref())
     });
+    if let Some(note) = waiting_for_space(files.gate_holder.as_ref(), &paths) {
+        files.problems.push(note);
+    }
     let flags = judge(&files, worker_live, other_host);
     let status = files.status.take();
     let status = status.as_ref();
@@ -295,6 +298,22 @@ pub fn slot_report(root: &Root, slot: Slot, opts: &LockOptions) -> Result<SlotRe
         flags,
         problems: files.problems,
     })
+}
+
+/// A worker started on a full disk holds the gate by its flock alone until space
+/// returns ([`gate::hold_waiting`]): its record says so, or, where even that found no
+/// room, the gate is held with no record while the disk is too full to start.
+fn waiting_for_space(holder: Option<&GateHolder>, paths: &WorkerPaths) -> Option<String> {
+    let h = holder?;
+    if gate::is_waiting(h) {
+        return Some(format!(
+            "worker pid {} is {}: it serves the slot once space is freed",
+            h.pid,
+            gate::WAITING_FOR_SPACE
+        ));
+    }
+    let full = (h.pid == 0).then(|| crate::fsio::space::too_full_to_accept(&paths.dir))??;
+    Some(format!("{}: {full}", gate::WAITING_FOR_SPACE))
 }
 
 /// The preview of task `id`'s prompt, and its result if it finished.

@@ -165,8 +165,33 @@ pub fn check_known(root: &Root, task: &Task, id: &TaskId) -> Result<()> {
                 path: root.id_entry(dep),
             });
         }
+        check_not_gone(root, dep, id)?;
     }
     Ok(())
+}
+
+/// At submit, a dependency sent to a slot and gone from it (the rule of [`DepState::Gone`])
+/// is refused at once rather than cancelling its dependent at some later scan. One
+/// registered under [`GONE_AFTER`] ago may be a send between its registration and its
+/// file landing: it is looked at again until it shows there or that time has passed.
+fn check_not_gone(root: &Root, dep: &TaskId, id: &TaskId) -> Result<()> {
+    let Some(Place::Worker(slot)) = ids::lookup(root, dep)? else {
+        return Ok(());
+    };
+    let deadline = std::time::Instant::now() + GONE_AFTER.saturating_sub(registered_for(root, dep));
+    loop {
+        if in_slot(root, slot, dep) {
+            return Ok(());
+        }
+        if std::time::Instant::now() >= deadline {
+            return Err(Error::DependencyGone {
+                task: id.to_string(),
+                dependency: dep.to_string(),
+                slot: slot.0,
+            });
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
 }
 
 #[cfg(test)]

@@ -21,7 +21,9 @@ use crate::procfs;
 use crate::protocol::{AgentRecord, Outcome, Status, Task, TaskId, TaskResult, WorkerState};
 use crate::queue;
 
+pub mod callbacks;
 mod decide;
+mod group;
 mod sweep;
 
 pub use decide::{
@@ -47,6 +49,8 @@ pub struct RecoveryReport {
     pub redelivered: Option<TaskId>,
     /// `running.json` already had its result; only cleaned up.
     pub already_finished: Option<TaskId>,
+    /// Callback groups the dead worker left running, stopped.
+    pub ended_callbacks: usize,
 }
 
 impl RecoveryReport {
@@ -73,6 +77,12 @@ impl std::fmt::Display for RecoveryReport {
         if let Some(id) = &self.already_finished {
             did.push(format!("task {id} already had its result; cleaned up"));
         }
+        if self.ended_callbacks > 0 {
+            did.push(format!(
+                "stopped {} callback(s) left running",
+                self.ended_callbacks
+            ));
+        }
         if did.is_empty() {
             f.write_str("nothing to recover")
         } else {
@@ -86,7 +96,11 @@ impl std::fmt::Display for RecoveryReport {
 /// its `maxAttempts` allows). The caller must hold the slot's gate.
 pub fn recover_slot(root: &Root, slot: Slot, lock_opts: &LockOptions) -> Result<RecoveryReport> {
     let paths = root.worker(slot);
-    let mut report = RecoveryReport::default();
+    let mut report = RecoveryReport {
+        // Its worker is gone: nobody else would ever time its callbacks out.
+        ended_callbacks: callbacks::end_left(&paths),
+        ..RecoveryReport::default()
+    };
     if nothing_left(&paths) {
         return Ok(report);
     }
@@ -99,23 +113,7 @@ pub fn recover_slot(root: &Root, slot: Slot, lock_opts: &LockOptions) -> Result<
     // Held until we return: released by its Drop on every path.
     let lock = match DirLock::try_acquire(&paths.lock_dir(), lock_opts)? {
         Acquire::Acquired(l) => l,
-        Acquire::Held(h) => {
-            let advice = match (&h.owner, h.pid) {
-                // No owner record: never one of ours (they are born with it), so its pid
-                // is an older version's or another host's, and waiting may never end.
-                (None, Some(pid)) => format!(
-                    "if pid {pid} is no conductor worker of this slot (a lock with only a pid \
-                     is an older conductor's or another host's), remove the lock: `rm -r {}`",
-                    paths.lock_dir().display()
-                ),
-                _ => "stop it first or wait".to_string(),
-            };
-            return Err(Error::SlotBusy {
-                slot: slot.0,
-                holder: h.to_string(),
-                advice,
-            });
-        }
+        Acquire::Held(h) => return Err(slot_busy(slot, &paths, &h)),
     };
     if let Some(id) = finish_rejection(root, &paths)? {
         report.interrupted = Some(id);
@@ -195,6 +193,25 @@ pub fn recover_slot(root: &Root, slot: Slot, lock_opts: &LockOptions) -> Result<
         }
     }
     Ok(report)
+}
+
+/// Refusal to recover `slot` while its `.lock` is held by a live holder `h`.
+fn slot_busy(slot: Slot, paths: &WorkerPaths, h: &dirlock::Holder) -> Error {
+    let advice = match (&h.owner, h.pid) {
+        // No owner record: never one of ours (they are born with it), so its pid
+        // is an older version's or another host's, and waiting may never end.
+        (None, Some(pid)) => format!(
+            "if pid {pid} is no conductor worker of this slot (a lock with only a pid \
+             is an older conductor's or another host's), remove the lock: `rm -r {}`",
+            paths.lock_dir().display()
+        ),
+        _ => "stop it first or wait".to_string(),
+    };
+    Error::SlotBusy {
+        slot: slot.0,
+        holder: h.to_string(),
+        advice,
+    }
 }
 
 /// A worker that died while rejecting an inbox file left it in `rejecting.json`: finish
@@ -349,43 +366,19 @@ fn read_leftover(root: &Root, paths: &WorkerPaths) -> Result<Option<Found>> {
 /// its pid.
 fn kill_leftover_agent(paths: &WorkerPaths, status: Option<&Status>, id: &TaskId) -> Option<u32> {
     let (pid, agent_start_time) = recorded_agent(paths, status, id)?;
-    let marker = agent::task_marker(&id.to_string());
-    let facts = |p: u32, start_time: u64| ProcFacts {
-        start_time: Some(start_time),
-        uid: procfs::uid(p),
-        has_marker: procfs::environ_has(p, &marker),
-    };
-    let table = procfs::snapshot();
-    let leader = table
-        .get(&pid)
-        .filter(|s| !s.is_zombie())
-        .map(|s| facts(pid, s.start_time));
-    let members: Vec<ProcFacts> = table
-        .iter()
-        .filter(|(p, s)| **p != pid && s.pgrp == pid && !s.is_zombie())
-        .map(|(p, s)| facts(*p, s.start_time))
-        .collect();
-    let own_uid = nix::unistd::getuid().as_raw();
-    if !leftover_agent_is_ours(agent_start_time, own_uid, leader, &members) {
-        if leader.is_some() || !members.is_empty() {
+    match group::find(pid, agent_start_time, id) {
+        group::Found::Ours => {}
+        group::Found::Gone => return None,
+        group::Found::Stranger => {
             tracing::warn!(
                 "not killing process group {pid}: its processes are not task {id}'s agent"
             );
+            return None;
         }
-        return None;
     }
     tracing::warn!("killing leftover agent group {pid} of task {id}");
     agent::signal_group(pid, Signal::SIGKILL);
-    // Not our child, so there is no wait(): watch it go, with a bound.
-    let deadline = Instant::now() + Duration::from_secs(5);
-    let gone = || {
-        procfs::snapshot()
-            .values()
-            .all(|s| s.pgrp != pid || s.is_zombie())
-    };
-    while !gone() && Instant::now() < deadline {
-        std::thread::sleep(Duration::from_millis(10));
-    }
+    group::wait_gone(pid, Duration::from_secs(5));
     Some(pid)
 }
 

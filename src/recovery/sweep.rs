@@ -38,12 +38,12 @@ pub fn sweep_abandoned(root: &Root, slots: &[Slot], own: Slot, lock_opts: &LockO
     for &slot in slots.iter().filter(|s| **s != own) {
         let w = root.worker(slot);
         // A worker restarted right after a crash recovers its own slot: leave the slot
-        // to it unless its status has been silent for a while.
-        if !is_abandoned(
-            w.running().exists(),
-            silent_for(&w.status()),
-            ABANDONED_AFTER,
-        ) {
+        // to it unless its status has been silent for a while. Left behind: a task in
+        // hand, or (looked for only once silent) callbacks nobody reaps.
+        let silent = silent_for(&w.status());
+        let left = w.running().exists()
+            || (silent.is_none_or(|s| s >= ABANDONED_AFTER) && super::callbacks::any_left_here(&w));
+        if !is_abandoned(left, silent, ABANDONED_AFTER) {
             continue;
         }
         tracing::debug!(

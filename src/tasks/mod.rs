@@ -17,6 +17,7 @@
 //! or damaged registry is rebuilt from the files with [`reindex::rebuild`]
 //! (`conductor tasks reindex`).
 
+pub mod damaged;
 pub mod edit;
 pub mod list;
 pub mod reindex;
@@ -296,13 +297,13 @@ fn in_queue(root: &Root, id: &TaskId) -> Result<Option<TaskLocation>> {
         return Ok(Some(located(id, TaskState::Queued, true, None, p)));
     }
     let path = root.queue_results().join(format!("{id}.json"));
-    let finished = |r: TaskResult| {
+    let finished = |(r, file): (TaskResult, PathBuf)| {
         let slot = r.worker.and_then(|n| Slot::checked(n).ok());
-        located(id, TaskState::of_result(&r), true, slot, path.clone())
+        located(id, TaskState::of_result(&r), true, slot, file)
     };
     if let Some(slot) = running_slot(root, id)? {
         // Published before running.json is retired: the task has finished.
-        if let Some(r) = TaskResult::read(&path)? {
+        if let Some(r) = damaged::read_queue_result(root, id, &path)? {
             return Ok(Some(finished(r)));
         }
         let file = root.worker(slot).running();
@@ -314,7 +315,7 @@ fn in_queue(root: &Root, id: &TaskId) -> Result<Option<TaskLocation>> {
             file,
         )));
     }
-    Ok(TaskResult::read(&path)?.map(finished))
+    Ok(damaged::read_queue_result(root, id, &path)?.map(finished))
 }
 
 /// An id without a registry entry: an original client's task not yet claimed, or a

@@ -6,7 +6,9 @@
 //! path in its environment. A thread of its own waits for it: past
 //! `callbackTimeoutSecs` its group gets SIGTERM, then SIGKILL after [`KILL_GRACE`];
 //! the thread reaps it and logs its output and how it ended. Nothing it does reaches
-//! the task (its result is already written) or the worker's next pickup.
+//! the task (its result is already written) or the worker's next pickup. Each is
+//! recorded in the slot until reaped, so that if the worker dies first, whoever
+//! recovers the slot ends it ([`crate::recovery::callbacks`]).
 
 use std::io::Read;
 use std::os::unix::process::CommandExt;
@@ -35,7 +37,7 @@ pub const ENV_EXIT_CODE: &str = "CONDUCTOR_EXIT_CODE";
 pub const ENV_RESULT: &str = "CONDUCTOR_RESULT";
 
 /// How long a callback gets after SIGTERM before SIGKILL.
-pub const KILL_GRACE: Duration = Duration::from_secs(2);
+pub const KILL_GRACE: Duration = crate::recovery::callbacks::KILL_GRACE;
 /// Most bytes of each of its stdout and stderr that are logged.
 const OUTPUT_KEPT: usize = 8 * 1024;
 
@@ -103,21 +105,7 @@ pub(super) fn run(
     let id = result.task_id.to_string();
     let state = TaskState::of_result(result).as_str();
     let exit_code = result.exit_code.map(|c| c.to_string()).unwrap_or_default();
-    let mut cmd = Command::new("sh");
-    cmd.arg("-c")
-        .arg(&command)
-        .process_group(0)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        // Not an agent: sub-commands it runs (`conductor submit`) are not nested.
-        .env_remove(ENV_WORKER)
-        .env(ENV_HOME, root.path())
-        .env(ENV_TASK_ID, &id)
-        .env(ENV_TASK_STATE, state)
-        .env(ENV_SLOT, slot.to_string())
-        .env(ENV_EXIT_CODE, &exit_code)
-        .env(ENV_RESULT, &result_path);
+    let mut cmd = shell_command(&command, root, slot, &id, state, &exit_code, &result_path);
     let timeout = config.callback_timeout();
     let mut child = match cmd.spawn() {
         Ok(c) => c,
@@ -127,7 +115,7 @@ pub(super) fn run(
         }
     };
     let pid = child.id();
-    live().push(pid);
+    let forget = track(root, slot, pid, &result.task_id);
     let out = child.stdout.take().map(collect);
     let err = child.stderr.take().map(collect);
     let (tx, rx) = crossbeam_channel::bounded(1);
@@ -139,10 +127,11 @@ pub(super) fn run(
     if let Err(e) = waiter {
         // The child is reaped by nobody now: stop it rather than leave it unbounded.
         crate::agent::signal_group(pid, Signal::SIGKILL);
-        live().retain(|p| *p != pid);
+        forget();
         tracing::warn!("callback for task {id}: cannot start a thread to wait for it: {e}");
         return;
     }
+    let forget_after = forget.clone();
     let watch = move || {
         let ended = match rx.recv_timeout(timeout) {
             Ok(status) => describe(status),
@@ -160,7 +149,7 @@ pub(super) fn run(
                 format!("ran over its {}s timeout: {how}", timeout.as_secs())
             }
         };
-        live().retain(|p| *p != pid);
+        forget_after();
         // The output is whatever was written before the pipes closed; a process
         // that escaped the group and holds them is not waited for.
         let text = |o: Option<Collected>| o.map(|c| c.take()).unwrap_or_default();
@@ -185,11 +174,53 @@ pub(super) fn run(
     {
         // Its waiter reaps it: the group id may be someone else's after that.
         crate::agent::signal_group(pid, Signal::SIGKILL);
-        live().retain(|p| *p != pid);
+        forget();
         tracing::warn!(
             "callback for task {}: cannot start a thread to watch it: {e}",
             result.task_id
         );
+    }
+}
+
+/// `sh -c CALLBACK` in a group of its own, with the task's facts in its environment.
+fn shell_command(
+    command: &str,
+    root: &Root,
+    slot: Slot,
+    id: &str,
+    state: &str,
+    exit_code: &str,
+    result_path: &std::path::Path,
+) -> Command {
+    let mut cmd = Command::new("sh");
+    cmd.arg("-c")
+        .arg(command)
+        .process_group(0)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        // Not an agent: sub-commands it runs (`conductor submit`) are not nested.
+        .env_remove(ENV_WORKER)
+        .env(ENV_HOME, root.path())
+        .env(ENV_TASK_ID, id)
+        .env(ENV_TASK_STATE, state)
+        .env(ENV_SLOT, slot.to_string())
+        .env(ENV_EXIT_CODE, exit_code)
+        .env(ENV_RESULT, result_path);
+    cmd
+}
+
+/// List callback group `pid` as live in this process, and record it in the slot for
+/// whoever recovers the slot should this worker die before reaping it. Returns what
+/// undoes both, once it is reaped.
+fn track(root: &Root, slot: Slot, pid: u32, id: &TaskId) -> impl Fn() + Clone {
+    live().push(pid);
+    let record = crate::recovery::callbacks::record(&root.worker(slot), pid, id);
+    move || {
+        live().retain(|p| *p != pid);
+        if let Some(r) = &record {
+            crate::recovery::callbacks::forget(r);
+        }
     }
 }
 

@@ -17,6 +17,7 @@ mod fence;
 mod inbox;
 mod inline;
 mod multi;
+mod root_watch;
 mod shared_seen;
 mod space;
 mod status;
@@ -543,6 +544,7 @@ impl Worker {
     fn serve(&mut self, shutdown: &Receiver<()>) -> Result<()> {
         let mut next_recovery = Instant::now() + self.shared.opts.rescan;
         let mut seen_config = config_stamp(&self.shared.opts.root);
+        let root_id = root_watch::RootIdentity::of(&self.shared.opts.root);
         loop {
             if shutdown.try_recv().is_ok() {
                 return Ok(());
@@ -559,6 +561,7 @@ impl Worker {
             // Not only when idle long enough for a timeout: a stream of events (other
             // workers' locks) must not starve recovery of a dead worker's slot.
             if Instant::now() >= next_recovery {
+                root_id.check()?;
                 let own = [self.slot.slot()];
                 if self.sweep_election.sweep_if_due(
                     &self.shared.opts.root,

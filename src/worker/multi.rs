@@ -186,6 +186,8 @@ impl MultiWorker {
         self.look_everywhere();
         let mut next_tick = Instant::now() + self.shared.opts.rescan;
         let mut ticks: u32 = 0;
+        let root_id = super::root_watch::RootIdentity::of(&self.shared.opts.root);
+        let mut served = Ok(());
         loop {
             let wait = self
                 .next_retry()
@@ -203,6 +205,10 @@ impl MultiWorker {
             }
             self.retry_due();
             if Instant::now() >= next_tick {
+                if let Err(gone) = root_id.check() {
+                    served = Err(gone);
+                    break;
+                }
                 if self.retire_lost_slots() {
                     return Err(Error::GateHeld {
                         role: format!("worker {}", SlotList(self.own.clone())),
@@ -223,8 +229,9 @@ impl MultiWorker {
                 next_tick = Instant::now() + self.shared.opts.rescan;
             }
         }
+        // Running agents are stopped either way (their tasks end `interrupted`).
         self.stop_all();
-        Ok(())
+        served
     }
 
     /// Stop serving each idle slot whose lease another host took (we were paused past

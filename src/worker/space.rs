@@ -6,17 +6,12 @@
 //! a result that did not fit is shrunk (its inline output cut to head and tail, marked
 //! `outputTruncated`); its exit code and error always survive.
 
-use std::path::Path;
 use std::time::Duration;
 
 use std::os::unix::fs::OpenOptionsExt;
 
 use crate::layout::WorkerPaths;
 use crate::protocol::{TaskId, TaskResult};
-
-/// Below this much free space on the root's filesystem no new task is taken: a task
-/// accepted now could not be finished (its status, record and result need room).
-pub(crate) const MIN_FREE_FOR_PICKUP: u64 = 256 * 1024;
 
 /// The first wait after a write failed for want of space; doubled up to [`MAX_BACKOFF`].
 pub(crate) const FIRST_BACKOFF: Duration = Duration::from_millis(100);
@@ -61,23 +56,7 @@ pub(crate) fn trim_logs(paths: &WorkerPaths, id: &TaskId) -> Option<String> {
     })
 }
 
-/// Free bytes for us on the filesystem holding `dir` (`None` when it cannot be told).
-pub(crate) fn free_bytes(dir: &Path) -> Option<u64> {
-    let st = nix::sys::statvfs::statvfs(dir).ok()?;
-    Some((st.blocks_available() as u64).saturating_mul(st.fragment_size() as u64))
-}
-
-/// `Some(problem)` while the filesystem holding `dir` is too full to take a task.
-pub(crate) fn too_full_to_accept(dir: &Path) -> Option<String> {
-    let free = free_bytes(dir)?;
-    (free < MIN_FREE_FOR_PICKUP).then(|| {
-        format!(
-            "disk full: {free} bytes free on the filesystem of {} (need {MIN_FREE_FOR_PICKUP} \
-             to take a task); pickup paused until space is freed",
-            dir.display()
-        )
-    })
-}
+pub(crate) use crate::fsio::space::too_full_to_accept;
 
 /// The next backoff after `current`.
 pub(crate) fn next_backoff(current: Duration) -> Duration {

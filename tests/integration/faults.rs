@@ -14,12 +14,12 @@ const S0: Slot = Slot(0);
 
 /// A root on a small tmpfs mounted for the test (needs root; the reason where it can't
 /// be mounted, see `require!`). Unmounted on drop.
-struct SmallDisk {
+pub(crate) struct SmallDisk {
     mnt: PathBuf,
 }
 
 impl SmallDisk {
-    fn mount(t_dir: &Path, size: &str) -> Result<SmallDisk, String> {
+    pub(crate) fn mount(t_dir: &Path, size: &str) -> Result<SmallDisk, String> {
         crate::prereq::root("mounting a small tmpfs")?;
         let mnt = t_dir.join("mnt");
         fs::create_dir_all(&mnt).unwrap();
@@ -49,7 +49,7 @@ impl SmallDisk {
     }
 
     /// Fill the disk until only about `leave` bytes are free.
-    fn fill_leaving(&self, leave: u64) -> PathBuf {
+    pub(crate) fn fill_leaving(&self, leave: u64) -> PathBuf {
         let filler = self.mnt.join("filler");
         let size = self.free().saturating_sub(leave);
         fs::write(&filler, vec![b'x'; size as usize]).unwrap();
@@ -67,7 +67,7 @@ impl Drop for SmallDisk {
 }
 
 /// A test root on the small disk.
-fn root_on(disk: &SmallDisk, dir: tempfile::TempDir) -> TestRoot {
+pub(crate) fn root_on(disk: &SmallDisk, dir: tempfile::TempDir) -> TestRoot {
     let client = Client::new(Root::new(disk.mnt.join("root")));
     client.init_queue().expect("init root on the small disk");
     TestRoot { dir, client }
@@ -99,7 +99,7 @@ fn finish_on_a_full_disk(t: &TestRoot, disk: &SmallDisk, id: &str) -> PathBuf {
     filler
 }
 
-fn temp_dir() -> tempfile::TempDir {
+pub(crate) fn temp_dir() -> tempfile::TempDir {
     tempfile::Builder::new()
         .prefix("conductor-test-")
         .tempdir()

@@ -12,6 +12,7 @@ mod dashboard;
 mod deps;
 mod edit_env;
 mod faults;
+mod faults_fourth;
 mod fencing;
 mod gate;
 mod groups;

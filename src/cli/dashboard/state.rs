@@ -56,6 +56,7 @@ pub struct Ui {
     pub snap: Snapshot,
     /// Index into the slots followed by the queue.
     pub selected: usize,
+    /// The item a key selected (`None`: none yet, the first item is shown).
     pick: Option<Pick>,
     /// The selected slot's output tail, and what it is (live or the last task's).
     pub tail: Vec<String>,
@@ -110,8 +111,15 @@ impl Ui {
     }
 
     /// Take a new snapshot, keeping the same item selected when it is still there.
+    /// Until a key moves it, the selection is the first item, whatever appeared first:
+    /// a dashboard opened while its workers start must not stick to the first worker
+    /// that happened to be up (worker 1 while worker 0 was still starting).
     pub fn set_snapshot(&mut self, snap: Snapshot) {
         self.snap = snap;
+        if self.pick.is_none() {
+            self.selected = 0;
+            return;
+        }
         let found = self.pick.as_ref().and_then(|p| {
             let n = self.snap.slots.len();
             match p {
@@ -350,6 +358,37 @@ mod tests {
         assert_eq!(ui.selected, 0);
         ui.on_key(key(KeyCode::Char('k')));
         assert_eq!(ui.selected, 0);
+    }
+
+    #[test]
+    fn until_a_key_moves_it_the_selection_is_the_first_worker_whichever_started_first() {
+        // Opened while the launch's workers start: none is up, then worker 1, then all.
+        let mut ui = Ui::new(snap(vec![], vec![]));
+        assert_eq!(ui.selection(), None);
+        ui.set_snapshot(snap(vec![slot(1, SlotState::Idle, None)], vec![]));
+        ui.set_snapshot(snap(
+            vec![
+                slot(0, SlotState::Idle, None),
+                slot(1, SlotState::Idle, None),
+            ],
+            vec![],
+        ));
+        assert!(
+            matches!(ui.selection(), Some(Selected::Slot(r)) if r.slot == Slot(0)),
+            "{:?}",
+            ui.selection()
+        );
+        // Once chosen, the choice is kept even when a worker appears above it.
+        ui.on_key(key(KeyCode::Down));
+        ui.set_snapshot(snap(
+            vec![
+                slot(0, SlotState::Idle, None),
+                slot(1, SlotState::Idle, None),
+                slot(2, SlotState::Idle, None),
+            ],
+            vec![],
+        ));
+        assert!(matches!(ui.selection(), Some(Selected::Slot(r)) if r.slot == Slot(1)));
     }
 
     #[test]
