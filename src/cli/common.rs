@@ -353,7 +353,8 @@ pub fn run_worker(args: WorkerArgs) -> anyhow::Result<()> {
     };
     let agent = AgentCommand::parse(&line)?;
     let dir = crate::env::project_dir(args.dir.as_deref().unwrap_or(Path::new(".")))?;
-    super::worker_defaults::say_defaults(&args, &dir, &line);
+    let chosen = args.dir.is_some() || args.agent.is_some() || !args.preset.is_empty();
+    super::worker_defaults::say_defaults(chosen, &dir, &line);
     let mut opts = WorkerOptions::new(root, args.slot.0[0], dir, agent);
     opts.preset = preset;
     for p in presets.iter().skip(1) {

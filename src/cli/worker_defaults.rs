@@ -2,19 +2,17 @@
 
 use std::path::Path;
 
-use super::common::WorkerArgs;
-
 /// `conductor worker 0` alone serves the current directory with `claude -p`, which lets
 /// Claude Code edit files there: say so on stderr, and how to choose, rather than do it
-/// silently. Given a DIR or an agent (`--agent`, `--preset`), nothing is said.
-pub(super) fn say_defaults(args: &WorkerArgs, dir: &Path, line: &str) {
-    if let Some(note) = defaults_note(args, dir, line) {
+/// silently. Given a DIR or an agent (`--agent`, `--preset`: `chosen`), nothing is said.
+pub(super) fn say_defaults(chosen: bool, dir: &Path, line: &str) {
+    if let Some(note) = defaults_note(chosen, dir, line) {
         eprintln!("{note}");
     }
 }
 
-fn defaults_note(args: &WorkerArgs, dir: &Path, line: &str) -> Option<String> {
-    if args.dir.is_some() || args.agent.is_some() || !args.preset.is_empty() {
+fn defaults_note(chosen: bool, dir: &Path, line: &str) -> Option<String> {
+    if chosen {
         return None;
     }
     Some(format!(
