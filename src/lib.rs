@@ -38,6 +38,7 @@
 //! ```
 
 pub mod agent;
+pub mod budget;
 #[cfg(feature = "cli")]
 pub mod cli;
 pub mod client;
@@ -71,6 +72,7 @@ pub mod watch;
 pub mod workdir;
 pub mod worker;
 pub mod worktree;
+pub mod worktree_setup;
 
 pub use client::Client;
 pub use config::Config;

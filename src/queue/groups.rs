@@ -25,7 +25,7 @@ use super::held::{is_held, take_one_of};
 use super::Queue;
 
 /// A group as its file holds it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Group {
     #[serde(default = "schema_v1")]
@@ -35,6 +35,10 @@ pub struct Group {
     pub parallel: u32,
     #[serde(default)]
     pub created_at: String,
+    /// Its tasks' spend per day in USD: once reached, no new task of it starts that day
+    /// (see [`crate::budget`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub daily_budget_usd: Option<f64>,
 }
 
 fn schema_v1() -> u32 {
@@ -91,6 +95,7 @@ pub fn add(root: &Root, name: &str, parallel: u32) -> Result<Group> {
         name: name.to_string(),
         parallel,
         created_at: now_rfc3339(),
+        daily_budget_usd: None,
     };
     let path = root.group_file(name);
     match fsio::write_new(&path, &fsio::to_json_bytes(&group), Durability::Durable) {
@@ -113,6 +118,20 @@ pub fn set(root: &Root, name: &str, parallel: u32) -> Result<Group> {
     check(name, parallel)?;
     let mut group = require(root, name)?;
     group.parallel = parallel;
+    fsio::write_replace(
+        &root.group_file(name),
+        &fsio::to_json_bytes(&group),
+        Durability::Durable,
+    )?;
+    Ok(group)
+}
+
+/// Set (or, with `None`, remove) group `name`'s daily budget; workers follow it at
+/// their next pickup.
+pub fn set_budget(root: &Root, name: &str, usd: Option<f64>) -> Result<Group> {
+    crate::budget::check_usd("--daily-budget-usd", usd).map_err(|r| bad("daily budget", r))?;
+    let mut group = require(root, name)?;
+    group.daily_budget_usd = usd;
     fsio::write_replace(
         &root.group_file(name),
         &fsio::to_json_bytes(&group),

@@ -4,6 +4,7 @@ mod harness;
 mod prereq;
 
 mod architecture;
+mod budgets;
 mod cli;
 mod client;
 mod compat;
@@ -43,4 +44,5 @@ mod views;
 mod views_tmux;
 mod waits;
 mod worker;
+mod worktree_setup;
 mod worktrees;
