@@ -96,9 +96,21 @@ fn a_spent_root_budget_holds_new_tasks_with_the_reason_and_a_raised_one_resumes(
     assert_eq!(v["budgets"][0]["name"], "root", "{v}");
     assert_eq!(v["budgets"][0]["dailyBudgetUsd"], 0.01, "{v}");
 
-    // Raised, the worker follows config.json and the held task runs.
+    // A task sent to the worker's inbox waits there the same way.
+    run_conductor(&t, &["send", "0", "three", "--id", "i1"], 0);
+    wait_until(BOUND, "tasks to say i1 waits for the budget", || {
+        let i1 = task_state(&t, "i1");
+        i1["state"] == "waiting"
+            && i1["waiting"]
+                .as_str()
+                .unwrap_or("")
+                .contains("daily budget spent")
+    });
+
+    // Raised, the worker follows config.json and the held tasks run.
     config(&t, r#"{"dailyBudgetUsd": 1.0}"#);
     assert_eq!(result(&t, "b2")["success"], true);
+    assert_eq!(result(&t, "i1")["success"], true);
 }
 
 #[test]

@@ -194,3 +194,40 @@ fn no_worktree_runs_a_task_in_place_when_the_roots_default_is_a_worktree() {
     let both = run_conductor(&t, &["submit", "--worktree", "--no-worktree", "x"], 2);
     assert!(both.stderr.contains("--no-worktree"), "{}", both.stderr);
 }
+
+#[test]
+fn a_killed_workers_port_stays_taken_while_its_agent_runs_and_recovery_frees_it() {
+    let t = TestRoot::new();
+    let repo = repo(&t);
+    config(&t, r#"{"worktree": true, "portRange": [41000, 41001]}"#);
+    let mut first = WorkerProc::start(&t, Slot(0), &probe(), &[], &[]);
+    let m1 = t.dir.path().join("m1");
+    submit(&t, &repo, "k1", &format!("HANG {}", m1.display()), &[]);
+    wait_until(BOUND, "k1 to run with its port", || m1.exists());
+    assert_eq!(std::fs::read_to_string(&m1).unwrap().trim(), "41000");
+    first.crash();
+    let crashed = std::time::Instant::now();
+
+    // k1's agent dies with its worker, but the child it started (a server on its port)
+    // does not: the port stays k1's.
+    let second = WorkerProc::start(&t, Slot(1), &probe(), &[], &[]);
+    submit(&t, &repo, "k2", "next", &[]);
+    let r = result(&t, "k2");
+    // A sweep may recover slot 0 once its status has been silent 10 s; before that
+    // the port must still be k1's.
+    if crashed.elapsed() < Duration::from_secs(8) {
+        assert!(r["output"].as_str().unwrap().contains("port=41001"), "{r}");
+    }
+
+    // Recovery (the slot's worker back) stops k1's agent and frees its port.
+    let again = WorkerProc::start(&t, Slot(0), &probe(), &[], &[]);
+    assert_eq!(result(&t, "k1")["outcome"], "interrupted");
+    let lock = t.path().join("ports/41000.lock");
+    wait_until(BOUND, "port 41000 freed", || !lock.exists());
+    drop(second);
+    submit(&t, &repo, "k3", "after", &[]);
+    let r = result(&t, "k3");
+    assert!(r["output"].as_str().unwrap().contains("port=41000"), "{r}");
+    drop(again);
+    crate::harness::assert_nothing_left(t.path());
+}
