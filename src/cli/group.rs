@@ -85,6 +85,16 @@ impl BudgetArgs {
     }
 }
 
+/// `$0.0375 of $0.0100`, `$0.0375`, or `-` for no spend and no budget.
+fn spent_cell(g: &groups::GroupUse) -> String {
+    let spent = crate::budget::usd(g.spent_today_usd);
+    match g.daily_budget_usd {
+        Some(max) => format!("{spent} of {}", crate::budget::usd(max)),
+        None if g.spent_today_usd > 0.0 => spent,
+        None => "-".to_string(),
+    }
+}
+
 /// `group set`: the cap and/or the budget.
 fn set(
     root: &crate::Root,
@@ -145,6 +155,7 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
                     ("RUNNING", Col::Keep),
                     ("QUEUED", Col::Keep),
                     ("PAUSED", Col::Drop),
+                    ("SPENT TODAY", Col::Drop),
                 ]);
                 for g in &all {
                     t.row(vec![
@@ -153,6 +164,7 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
                         g.running.to_string(),
                         g.queued.to_string(),
                         if g.paused { "paused" } else { "-" }.to_string(),
+                        spent_cell(g),
                     ]);
                 }
                 t.render(table::width())

@@ -46,7 +46,7 @@ fn schema_v1() -> u32 {
 }
 
 /// A group's load, for `group list`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct GroupUse {
     pub name: String,
@@ -54,6 +54,10 @@ pub struct GroupUse {
     pub running: u32,
     pub queued: u32,
     pub paused: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub daily_budget_usd: Option<f64>,
+    /// What its tasks reported spending today (the spend ledger).
+    pub spent_today_usd: f64,
 }
 
 /// What [`take_slot`] found.
@@ -281,6 +285,7 @@ pub fn usage(root: &Root) -> Result<Vec<GroupUse>> {
         .filter_map(|p| Task::read(&p.path, config.max_task_bytes()).ok().flatten())
         .collect();
     let paused = super::pause::Paused::load(root);
+    let spent = crate::budget::spent_today(root);
     Ok(list(root)?
         .into_iter()
         .map(|g| GroupUse {
@@ -290,6 +295,8 @@ pub fn usage(root: &Root) -> Result<Vec<GroupUse>> {
                 .filter(|t| t.group.as_deref() == Some(g.name.as_str()))
                 .count() as u32,
             paused: paused.group(&g.name),
+            spent_today_usd: spent.group(&g.name),
+            daily_budget_usd: g.daily_budget_usd,
             parallel: g.parallel,
             name: g.name,
         })

@@ -150,6 +150,8 @@ fn a_spent_group_budget_holds_only_that_groups_tasks_until_raised() {
     let summary = run_conductor(&t, &["tasks", "--summary"], 0).stdout;
     assert!(summary.contains("group g $0.0375 of $0.0100"), "{summary}");
     assert!(summary.contains("root $0.0750"), "{summary}");
+    let listed = run_conductor(&t, &["group", "list"], 0).stdout;
+    assert!(listed.contains("$0.0375 of $0.0100"), "{listed}");
 
     let bad = run_conductor(&t, &["group", "set", "g", "--daily-budget-usd", "-1"], 2);
     assert!(bad.stderr.contains("--daily-budget-usd"), "{}", bad.stderr);
