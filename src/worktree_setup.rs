@@ -223,14 +223,15 @@ fn copy_tree(from: &Path, to: &Path) -> Result<()> {
 
 /// Run `setup`'s command with `sh -c` in `cwd`, its output (both streams) appended to
 /// `log`, with `env` set; its whole process group is killed past its timeout.
-/// `beat` is called about once a second while it runs (to renew the task's locks).
+/// `beat` is called four times a second while it runs (to renew the task's locks, to
+/// hear of a cancel): `Some(why)` stops the command at once.
 /// Err: why the setup failed, with the tail of its output.
 pub fn run_command(
     setup: &WorktreeSetup,
     cwd: &Path,
     env: &[(String, String)],
     log: (&fs::File, &Path),
-    mut beat: impl FnMut(),
+    mut beat: impl FnMut() -> Option<String>,
 ) -> std::result::Result<(), String> {
     let Some(command) = &setup.command else {
         return Ok(());
@@ -254,12 +255,19 @@ pub fn run_command(
     let status = loop {
         match child.try_wait() {
             Ok(Some(st)) => break Ok(st),
-            Ok(None) if Instant::now() >= deadline => break Err(setup.timeout()),
+            Ok(None) if Instant::now() >= deadline => {
+                break Err(format!(
+                    "ran past its timeout of {}s and was killed",
+                    setup.timeout().as_secs()
+                ))
+            }
             Ok(None) => {}
             Err(e) => return Err(format!("waiting for `{command}`: {e}")),
         }
-        if last_beat.elapsed() >= Duration::from_secs(1) {
-            beat();
+        if last_beat.elapsed() >= Duration::from_millis(250) {
+            if let Some(why) = beat() {
+                break Err(format!("was stopped: {why}"));
+            }
             last_beat = Instant::now();
         }
         std::thread::sleep(Duration::from_millis(20));
@@ -274,7 +282,7 @@ pub fn run_command(
             Some(c) => format!("exited with code {c}"),
             None => format!("was killed ({st})"),
         },
-        Err(t) => format!("ran past its timeout of {}s and was killed", t.as_secs()),
+        Err(why) => why,
     };
     Err(format!(
         "worktree setup failed: `{command}` {why} (its output: {}){}",

@@ -231,3 +231,31 @@ fn a_killed_workers_port_stays_taken_while_its_agent_runs_and_recovery_frees_it(
     drop(again);
     crate::harness::assert_nothing_left(t.path());
 }
+
+#[test]
+fn a_cancel_stops_a_long_setup_at_once() {
+    let t = TestRoot::new();
+    let repo = repo(&t);
+    let started = t.dir.path().join("setup-started");
+    config(
+        &t,
+        &format!(
+            r#"{{"worktreeSetup": {{"command": "touch {}; exec sleep 120"}}}}"#,
+            started.display()
+        ),
+    );
+    let w = WorkerProc::start(&t, Slot(0), &probe(), &[], &[]);
+    submit(&t, &repo, "c1", "hello", &["--worktree"]);
+    wait_until(BOUND, "the setup to start", || started.exists());
+    run_conductor(&t, &["cancel", "c1"], 0);
+    let r = result(&t, "c1");
+    assert_eq!(r["outcome"], "cancelled", "{r}");
+    let error = r["error"].as_str().unwrap();
+    assert!(
+        error.contains("worktree setup") && error.contains("cancelled"),
+        "{error}"
+    );
+    assert_eq!(r["output"], "", "the agent never ran: {r}");
+    drop(w);
+    crate::harness::assert_nothing_left(t.path());
+}

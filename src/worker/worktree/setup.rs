@@ -14,6 +14,9 @@ use crate::worker::Shared;
 use crate::worktree;
 use crate::worktree_setup::{self, WorktreeSetup};
 
+/// How [`run`] marks a setup stopped by a cancel.
+const CANCELLED: &str = "\0cancelled\0";
+
 /// Set by the setup command's environment to the main checkout's top directory.
 pub const ENV_MAIN_CHECKOUT: &str = "CONDUCTOR_MAIN_CHECKOUT";
 
@@ -29,7 +32,13 @@ pub(super) fn ready(
 ) -> Result<(), Box<TaskResult>> {
     let id = rec.task_id.clone();
     let fail = |rec: &WorktreeRecord, task: &Task, why: String| {
-        let mut r = TaskResult::failed(id.clone(), Outcome::Failure, why);
+        // Stopped by a cancel (`run` says so first), else failed.
+        let outcome = match why.strip_prefix(CANCELLED) {
+            Some(_) => Outcome::Cancelled,
+            None => Outcome::Failure,
+        };
+        let why = why.trim_start_matches(CANCELLED).to_string();
+        let mut r = TaskResult::failed(id.clone(), outcome, why);
         r.worktree = Some(super::conclude(rec, task, None));
         Box::new(r)
     };
@@ -124,14 +133,27 @@ fn run(
             rec.repo.display().to_string(),
         ),
     ]);
+    let mut renewed = std::time::Instant::now();
+    let mut cancelled = None;
     let beat = || {
-        for l in hold.locks_mut() {
-            if let Err(e) = l.heartbeat() {
-                tracing::warn!("renewing {} during worktree setup: {e}", l.path().display());
+        if renewed.elapsed() >= std::time::Duration::from_secs(1) {
+            renewed = std::time::Instant::now();
+            for l in hold.locks_mut() {
+                if let Err(e) = l.heartbeat() {
+                    tracing::warn!("renewing {} during worktree setup: {e}", l.path().display());
+                }
             }
         }
+        cancelled = crate::worker::cancel::requested(paths, &rec.task_id, true);
+        cancelled
+            .clone()
+            .map(|who| format!("the task was cancelled ({who})"))
     };
-    worktree_setup::run_command(setup, &rec.path, &env, (&log, log_path), beat)
+    let ran = worktree_setup::run_command(setup, &rec.path, &env, (&log, log_path), beat);
+    match (ran, cancelled) {
+        (Err(why), Some(_)) => Err(format!("{CANCELLED}cancelled: {why}")),
+        (ran, _) => ran,
+    }
 }
 
 fn open_log(path: &Path) -> crate::Result<fs::File> {
