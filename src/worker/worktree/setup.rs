@@ -14,9 +14,6 @@ use crate::worker::Shared;
 use crate::worktree;
 use crate::worktree_setup::{self, WorktreeSetup};
 
-/// How [`run`] marks a setup stopped by a cancel.
-const CANCELLED: &str = "\0cancelled\0";
-
 /// Set by the setup command's environment to the main checkout's top directory.
 pub const ENV_MAIN_CHECKOUT: &str = "CONDUCTOR_MAIN_CHECKOUT";
 
@@ -31,13 +28,7 @@ pub(super) fn ready(
     hold: &mut Hold,
 ) -> Result<(), Box<TaskResult>> {
     let id = rec.task_id.clone();
-    let fail = |rec: &WorktreeRecord, task: &Task, why: String| {
-        // Stopped by a cancel (`run` says so first), else failed.
-        let outcome = match why.strip_prefix(CANCELLED) {
-            Some(_) => Outcome::Cancelled,
-            None => Outcome::Failure,
-        };
-        let why = why.trim_start_matches(CANCELLED).to_string();
+    let fail = |rec: &WorktreeRecord, task: &Task, (outcome, why): (Outcome, String)| {
         let mut r = TaskResult::failed(id.clone(), outcome, why);
         r.worktree = Some(super::conclude(rec, task, None));
         Box::new(r)
@@ -48,7 +39,7 @@ pub(super) fn ready(
                 hold.port = Some(lock);
                 task.env.insert(ENV_PORT.to_string(), port.to_string());
             }
-            Err(why) => return Err(fail(rec, task, why)),
+            Err(why) => return Err(fail(rec, task, (Outcome::Failure, why))),
         }
     }
     let Some(setup) = &shared.config.worktree_setup else {
@@ -64,7 +55,7 @@ pub(super) fn ready(
             });
             Ok(())
         }
-        Err(why) => {
+        Err((outcome, why)) => {
             // The agent never ran: the setup's output is the task's log.
             if let Err(e) = fs::rename(&log, paths.task_log(&id)) {
                 tracing::warn!("keeping the setup log of task {id}: {e}");
@@ -74,7 +65,7 @@ pub(super) fn ready(
                 &paths.task_log(&id).display().to_string(),
             );
             tracing::warn!("task {id}: {why}");
-            Err(fail(rec, task, why))
+            Err(fail(rec, task, (outcome, why)))
         }
     }
 }
@@ -103,7 +94,8 @@ fn take_port(
 }
 
 /// Place the setup's files and run its command in the worktree's top directory, the
-/// task's locks renewed while it runs. Err: why it failed.
+/// task's locks renewed while it runs. Err: how the task ends (failed, or cancelled
+/// while the command ran) and why.
 fn run(
     shared: &Shared,
     (setup, paths): (&WorktreeSetup, &WorkerPaths),
@@ -111,15 +103,14 @@ fn run(
     rec: &mut WorktreeRecord,
     hold: &mut Hold,
     log_path: &Path,
-) -> Result<(), String> {
-    let mut log = open_log(log_path).map_err(|e| format!("worktree setup: {e}"))?;
-    let placed = worktree_setup::place_files(setup, rec, &mut log)
-        .map_err(|e| format!("worktree setup failed: {e}"))?;
+) -> Result<(), (Outcome, String)> {
+    let failed = |e: crate::Error| (Outcome::Failure, format!("worktree setup failed: {e}"));
+    let mut log = open_log(log_path).map_err(failed)?;
+    let placed = worktree_setup::place_files(setup, rec, &mut log).map_err(failed)?;
     if !placed.is_empty() {
         rec.setup_paths = placed;
         // Recovery, too, must leave them out of what it commits.
-        worktree::write_record(&paths.dir, rec)
-            .map_err(|e| format!("worktree setup failed: {e}"))?;
+        worktree::write_record(&paths.dir, rec).map_err(failed)?;
     }
     let mut env: Vec<(String, String)> = task.env.clone().into_iter().collect();
     env.extend([
@@ -150,10 +141,10 @@ fn run(
             .map(|who| format!("the task was cancelled ({who})"))
     };
     let ran = worktree_setup::run_command(setup, &rec.path, &env, (&log, log_path), beat);
-    match (ran, cancelled) {
-        (Err(why), Some(_)) => Err(format!("{CANCELLED}cancelled: {why}")),
-        (ran, _) => ran,
-    }
+    ran.map_err(|why| match cancelled {
+        Some(_) => (Outcome::Cancelled, format!("cancelled: {why}")),
+        None => (Outcome::Failure, why),
+    })
 }
 
 fn open_log(path: &Path) -> crate::Result<fs::File> {
