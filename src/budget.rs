@@ -294,6 +294,18 @@ mod tests {
     }
 
     #[test]
+    fn only_claude_code_is_given_the_tasks_cap() {
+        let args = vec!["-p".to_string()];
+        assert_eq!(
+            agent_args(Preset::Claude, &args, 0.5).unwrap(),
+            ["-p", "--max-budget-usd", "0.5"]
+        );
+        for p in [Preset::Codex, Preset::Gemini, Preset::Command] {
+            assert_eq!(agent_args(p, &args, 0.5), None, "{p}");
+        }
+    }
+
+    #[test]
     fn the_date_is_a_calendar_date() {
         let d = today();
         assert_eq!(d.len(), 10, "{d}");

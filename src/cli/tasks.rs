@@ -144,8 +144,7 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
             limit: None,
             ..opts.clone()
         })?;
-        let mut s = summary::of(&all);
-        s.budgets = summary::budgets(client.root());
+        let s = summary::of_root(client.root(), &all);
         if args.json {
             let mut v = serde_json::to_value(&s)?;
             v["root"] = json!(client.root().path());
@@ -363,6 +362,13 @@ pub mod summary {
         pub spent_today_usd: f64,
         #[serde(skip_serializing_if = "Option::is_none")]
         pub daily_budget_usd: Option<f64>,
+    }
+
+    /// [`of`] the tasks, with `root`'s spend today against its budgets.
+    pub fn of_root(root: &crate::Root, tasks: &[TaskSummary]) -> Summary {
+        let mut s = of(tasks);
+        s.budgets = budgets(root);
+        s
     }
 
     /// Today's spend against the budgets (from the spend ledger).
