@@ -5,6 +5,8 @@ use std::path::Path;
 use std::time::{Duration, Instant, SystemTime};
 
 use crossbeam_channel::{select, Receiver};
+
+mod put_back;
 use nix::sys::signal::Signal;
 
 use super::admit::Hold;
@@ -16,9 +18,9 @@ use crate::env::{ENV_CONTEXT, ENV_DEPTH, ENV_HOME};
 use crate::error::{Error, Result};
 use crate::fsio;
 use crate::ledger::Ledger;
-use crate::preset::{Preset, RateLimit};
+use crate::preset::Preset;
 use crate::protocol::{
-    now_rfc3339, rfc3339, Outcome, Status, Task, TaskId, TaskResult, WorkerState,
+    now_rfc3339, rfc3339, Outcome, Status, Task, TaskId, TaskResult, WorkerState, WorktreeRecord,
 };
 
 /// Why the agent stopped before finishing on its own.
@@ -93,26 +95,7 @@ pub(crate) fn run(
     wake: &Receiver<()>,
     shutdown: &Receiver<()>,
 ) -> Result<Pickup> {
-    let run = Run {
-        shared,
-        slot,
-        id: task.id.clone().expect("id ensured at claim"),
-        started_at: rfc3339(SystemTime::now()),
-        clock: Instant::now(),
-        attempt: task.attempt(),
-        preview: crate::text::prompt_preview(&task.prompt, 60),
-        agent: shared
-            .opts
-            .agent_for(task.agent.as_deref())
-            .map(|(p, c)| (p, c.clone())),
-        timeout: task
-            .timeout_secs
-            .map(Duration::from_secs)
-            .or(shared.opts.timeout)
-            .or(shared.config.timeout_secs.map(Duration::from_secs)),
-        key: task.key.clone(),
-        group: task.group.clone(),
-    };
+    let run = Run::new(shared, slot, &task);
     let preset = run.agent.as_ref().map_or(shared.opts.preset, |(p, _)| *p);
     if let Some(who) = cancel::requested(&slot.paths, &run.id, false) {
         tracing::info!("task {} was cancelled before it started ({who})", run.id);
@@ -121,15 +104,7 @@ pub(crate) fn run(
     }
     // Before the agent exists: should this worker die, the key and run slot stay taken
     // while the task's processes outlive it.
-    for held in hold.locks_mut() {
-        if let Err(e) = held.record_task(&run.id.to_string()) {
-            tracing::warn!(
-                "cannot record task {} in {}: {e}",
-                run.id,
-                held.path().display()
-            );
-        }
-    }
+    record_task(&mut hold, &run.id);
     let tree = match super::worktree::prepare(shared, &slot.paths, &task, &run.id) {
         Ok(t) => t,
         Err(r) => return run.end(*r, lock, hold, shutdown),
@@ -180,17 +155,8 @@ pub(crate) fn run(
     let out = agent.finish();
     if let Some(Stop::Paused(what)) = &stop {
         if let Some(back) = run.put_back_paused(&task, what, &lock, &hold)? {
-            drop(lock);
-            drop(hold);
-            if let Some(t) = &tree {
-                // It runs again once resumed, in a worktree made afresh then.
-                crate::worktree::remove(&t.repo, &t.path, Some(&t.branch));
-                super::worktree::forget_record(&slot.paths.dir);
-            }
-            if let Err(e) = agent::ready_log(&slot.paths.output_log()) {
-                tracing::warn!("{e}");
-            }
-            tracing::info!("{back}");
+            // It runs again once resumed, in a worktree made afresh then.
+            went_back(slot, tree.as_ref(), lock, hold, &back);
             return Ok(if shutting_down {
                 Pickup::Stop
             } else {
@@ -210,17 +176,8 @@ pub(crate) fn run(
     result.agent = Some(preset.to_string());
     if let Some(limit) = limit {
         if let Some(deferred) = run.defer(&task, preset, &limit, &lock, &hold)? {
-            drop(lock);
-            drop(hold);
-            if let Some(t) = &tree {
-                // It runs again after the reset, in a worktree made afresh then.
-                crate::worktree::remove(&t.repo, &t.path, Some(&t.branch));
-                super::worktree::forget_record(&slot.paths.dir);
-            }
-            if let Err(e) = agent::ready_log(&slot.paths.output_log()) {
-                tracing::warn!("{e}");
-            }
-            tracing::info!("{deferred}");
+            // It runs again after the reset, in a worktree made afresh then.
+            went_back(slot, tree.as_ref(), lock, hold, &deferred);
             return Ok(Pickup::Ran);
         }
         limit.note_gave_up(&mut result, task.deferrals.unwrap_or(0));
@@ -234,6 +191,63 @@ pub(crate) fn run(
     }
     let ended = run.end(result, lock, hold, shutdown)?;
     Ok(if shutting_down { Pickup::Stop } else { ended })
+}
+
+impl<'a> Run<'a> {
+    /// The run of `task`, claimed just now, with what it takes from the worker.
+    fn new(shared: &'a Shared, slot: &'a SlotServer, task: &Task) -> Run<'a> {
+        Run {
+            shared,
+            slot,
+            id: task.id.clone().expect("id ensured at claim"),
+            started_at: rfc3339(SystemTime::now()),
+            clock: Instant::now(),
+            attempt: task.attempt(),
+            preview: crate::text::prompt_preview(&task.prompt, 60),
+            agent: shared
+                .opts
+                .agent_for(task.agent.as_deref())
+                .map(|(p, c)| (p, c.clone())),
+            timeout: task
+                .timeout_secs
+                .map(Duration::from_secs)
+                .or(shared.opts.timeout)
+                .or(shared.config.timeout_secs.map(Duration::from_secs)),
+            key: task.key.clone(),
+            group: task.group.clone(),
+        }
+    }
+}
+
+/// Record the task in each lock it holds, so that should this worker die, the key and
+/// run slot stay taken while the task's processes outlive it.
+fn record_task(hold: &mut Hold, id: &TaskId) {
+    for held in hold.locks_mut() {
+        if let Err(e) = held.record_task(&id.to_string()) {
+            tracing::warn!("cannot record task {id} in {}: {e}", held.path().display());
+        }
+    }
+}
+
+/// The task went back where it came from (`back` says how): release its locks, remove
+/// its worktree and ready the output log for the next task.
+fn went_back(
+    slot: &SlotServer,
+    tree: Option<&WorktreeRecord>,
+    lock: DirLock,
+    hold: Hold,
+    back: &str,
+) {
+    drop(lock);
+    drop(hold);
+    if let Some(t) = tree {
+        crate::worktree::remove(&t.repo, &t.path, Some(&t.branch));
+        super::worktree::forget_record(&slot.paths.dir);
+    }
+    if let Err(e) = agent::ready_log(&slot.paths.output_log()) {
+        tracing::warn!("{e}");
+    }
+    tracing::info!("{back}");
 }
 
 impl Run<'_> {
@@ -395,160 +409,6 @@ impl Run<'_> {
     /// Whether the task's agent prints an event stream.
     fn streams(&self) -> bool {
         self.agent.as_ref().is_some_and(|(p, _)| p.streams())
-    }
-
-    /// The agent hit a usage limit with a reset time: put the task back to wait for it
-    /// (same attempt; nothing is published), and record the limit root-wide so no
-    /// worker starts a task of this preset before then. `None` when it is not deferred
-    /// (turned off, or the inbox already holds another task): it fails as it is.
-    ///
-    /// Crash safety: `running.json` is first rewritten (durably) with `notBefore`, then
-    /// moved in one rename — into `queue/pending/` (a queue task) or back to the inbox
-    /// without replacing (`RENAME_NOREPLACE`; an inbox task) — so the task is in exactly
-    /// one place at every instant. A worker dying between the two steps leaves a
-    /// `running.json` whose `notBefore` is ahead, which recovery recognises (a task is
-    /// never claimed before its `notBefore`) and finishes deferring.
-    fn defer(
-        &self,
-        task: &Task,
-        preset: Preset,
-        limit: &RateLimit,
-        lock: &DirLock,
-        hold: &Hold,
-    ) -> Result<Option<String>> {
-        let shared = self.shared;
-        if !shared.opts.defer_rate_limited || !shared.config.defer_rate_limited() {
-            return Ok(None);
-        }
-        let deferrals = task.deferrals.unwrap_or(0);
-        let Some(until) = limit.next_run(deferrals, SystemTime::now()) else {
-            return Ok(None);
-        };
-        if still_held(lock, hold).is_some() {
-            return Ok(None);
-        }
-        let root = &shared.opts.root;
-        if let Err(e) = crate::queue::limits::record(
-            root,
-            &preset.to_string(),
-            until,
-            &limit.message,
-            Some(&self.id),
-        ) {
-            tracing::warn!("recording the {preset} usage limit: {e}");
-        }
-        let mut t = task.clone();
-        t.id = Some(self.id.clone());
-        t.not_before = Some(rfc3339(until));
-        t.deferrals = Some(deferrals + 1);
-        let until_text = crate::protocol::rfc3339(until);
-        if !self.put_back(&t, hold)? {
-            tracing::warn!(
-                "task {}: cannot wait in the inbox for the reset ({until_text}): another \
-                 task was delivered meanwhile; it fails instead",
-                self.id
-            );
-            return Ok(None);
-        }
-        let mut idle = Status::new(WorkerState::Idle);
-        idle.problem = Some(format!(
-            "{preset} is rate-limited until {}: {}",
-            crate::queue::limits::hh_mm(until),
-            limit.message
-        ));
-        if let Err(e) = self.slot.board.publish(idle) {
-            tracing::warn!("{e}");
-        }
-        Ok(Some(format!(
-            "deferred \"{}\" · task {}: {preset} is rate-limited until {until_text} ({}); it \
-             waits {} and runs then (deferral {} of at most {})",
-            self.preview,
-            self.id,
-            limit.message,
-            if hold.queued {
-                "in the queue"
-            } else {
-                "in the inbox"
-            },
-            deferrals + 1,
-            crate::preset::MAX_DEFERRALS
-        )))
-    }
-
-    /// Put `t` (this run's task, as it is to run next) back where it came from, nothing
-    /// published: `running.json` rewritten durably, then moved in one rename — into
-    /// `queue/pending/` (a queue task) or back to the inbox without replacing (an inbox
-    /// task). `false`: the inbox holds another task meanwhile, and `t` stays in hand.
-    fn put_back(&self, t: &Task, hold: &Hold) -> Result<bool> {
-        let running = self.slot.paths.running();
-        if hold.queued {
-            crate::queue::requeue(&self.shared.opts.root, &running, t)?;
-            return Ok(true);
-        }
-        fsio::write_json(&running, t, fsio::Durability::Durable)?;
-        let inbox = self.slot.paths.task();
-        let taken = |e: &Error| e.io_kind() == Some(std::io::ErrorKind::AlreadyExists);
-        let mut asked: Option<Instant> = None;
-        loop {
-            match fsio::rename_noreplace(&running, &inbox) {
-                Ok(()) => return fsio::fsync_dir(&self.slot.paths.dir).map(|()| true),
-                Err(e) if !taken(&e) => return Err(e),
-                Err(_) => {}
-            }
-            // A run that keeps its workers' inboxes filled put the next task there: it
-            // takes that one back when asked, in a moment.
-            match asked {
-                None if self.shared.ask_owner_for_inbox(self.slot.slot()) => {
-                    asked = Some(Instant::now());
-                }
-                Some(at) if at.elapsed() < OWNER_GIVES_BACK => {}
-                _ => return Ok(false),
-            }
-            std::thread::sleep(Duration::from_millis(2));
-        }
-    }
-
-    /// A pause made `--now` stopped the agent: put the task back (same attempt) to run
-    /// once resumed. `None` when it cannot go back (a lock was lost, or the inbox holds
-    /// another task): it ends `interrupted`.
-    fn put_back_paused(
-        &self,
-        task: &Task,
-        what: &str,
-        lock: &DirLock,
-        hold: &Hold,
-    ) -> Result<Option<String>> {
-        if still_held(lock, hold).is_some() {
-            return Ok(None);
-        }
-        let mut t = task.clone();
-        t.id = Some(self.id.clone());
-        if !self.put_back(&t, hold)? {
-            tracing::warn!(
-                "task {}: stopped by the pause of {what}, but cannot go back to the inbox: \
-                 another task was delivered meanwhile; it ends interrupted",
-                self.id
-            );
-            return Ok(None);
-        }
-        let whence = if hold.queued {
-            "the queue"
-        } else {
-            "the inbox"
-        };
-        let mut idle = Status::new(WorkerState::Idle);
-        idle.problem = Some(format!(
-            "task {} interrupted by the pause of {what}; back in {whence}",
-            self.id
-        ));
-        if let Err(e) = self.slot.board.publish(idle) {
-            tracing::warn!("{e}");
-        }
-        Ok(Some(format!(
-            "interrupted \"{}\" · task {}: {what} was paused --now; it waits in {whence} and \
-             runs again once resumed",
-            self.preview, self.id
-        )))
     }
 
     /// The pause made `--now` that applies to this run, if any.
