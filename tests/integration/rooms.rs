@@ -22,17 +22,16 @@ const OVERSIZED_FILES: &[(&str, usize)] = &[
     ("cli/mcp/spec_tasks.rs", 802),
     ("cli/mcp/tools.rs", 1547),
     ("dirlock.rs", 706),
-    ("error.rs", 655),
     ("fsio.rs", 657),
     ("orchestrator.rs", 666),
     ("preset.rs", 835),
-    ("protocol.rs", 791),
-    ("queue/mod.rs", 819),
+    ("protocol.rs", 679),
+    ("queue/mod.rs", 807),
     ("wait.rs", 680),
     ("watch.rs", 787),
-    ("worker/mod.rs", 747),
-    ("worker/supervise.rs", 1001),
-    ("worktree.rs", 804),
+    ("worker/mod.rs", 661),
+    ("worker/supervise.rs", 876),
+    ("worktree.rs", 711),
 ];
 
 /// Functions over [`FN_LINES`] (file, name), with the size each may not exceed.
@@ -59,7 +58,7 @@ const OVERSIZED_FNS: &[(&str, &str, usize)] = &[
     ("tasks/edit.rs", "edit_task", 102),
     ("tasks/list.rs", "locate", 81),
     ("worker/callback.rs", "run", 102),
-    ("worker/supervise.rs", "run", 146),
+    ("worker/supervise.rs", "run", 106),
     ("worker/supervise.rs", "watch", 122),
     ("worktree.rs", "merge", 107),
 ];
