@@ -17,25 +17,12 @@ use std::sync::Mutex;
 
 use serde::{Deserialize, Serialize};
 
-use crate::config::Config;
 use crate::error::{Error, Result};
 use crate::layout::Root;
 use crate::preset::Preset;
 use crate::protocol::TaskId;
 
-/// Largest budget accepted, in USD.
-pub const MAX_BUDGET_USD: f64 = 1_000_000.0;
-
-/// Check a budget field: a positive amount of USD (absent: no budget).
-pub fn check_usd(field: &str, usd: Option<f64>) -> std::result::Result<(), String> {
-    match usd {
-        Some(v) if !(v > 0.0 && v <= MAX_BUDGET_USD) => Err(format!(
-            "{field} {v} is out of range: it must be more than 0 and at most {MAX_BUDGET_USD} \
-             (USD; leave it out for no budget)"
-        )),
-        _ => Ok(()),
-    }
-}
+pub use crate::protocol::{check_usd, MAX_BUDGET_USD};
 
 /// `$0.0375`: enough digits for the cents of a cheap task.
 pub fn usd(v: f64) -> String {
@@ -196,55 +183,11 @@ pub fn spent_today(root: &Root) -> Spend {
     tally.spend()
 }
 
-/// Why no new task of `group` (or of the root, when its own budget is spent) may start
-/// today, if none may: "daily budget spent ($0.0375 of $0.0100 today)".
-pub fn hold_reason(root: &Root, config: &Config, group: Option<&str>) -> Option<String> {
-    let group_budget = group.and_then(|g| {
-        let b = crate::queue::groups::read(root, g)
-            .ok()
-            .flatten()?
-            .daily_budget_usd?;
-        Some((g, b))
-    });
-    if config.daily_budget_usd.is_none() && group_budget.is_none() {
-        return None;
-    }
-    let spent = spent_today(root);
-    if let Some(b) = config.daily_budget_usd.filter(|b| spent.total >= *b) {
-        return Some(format!(
-            "daily budget spent ({} of {} today; raise dailyBudgetUsd in config.json)",
-            usd(spent.total),
-            usd(b)
-        ));
-    }
-    let (g, b) = group_budget?;
-    (spent.group(g) >= b).then(|| {
-        format!(
-            "group {g}'s daily budget spent ({} of {} today; \
-             conductor group set {g} --daily-budget-usd N)",
-            usd(spent.group(g)),
-            usd(b)
-        )
-    })
-}
-
-/// Today's spend against each budget set, for `tasks --summary`: the root's, then each
-/// group's with a budget or a spend.
-pub fn report(root: &Root, config: &Config) -> Vec<(String, f64, Option<f64>)> {
-    let spent = spent_today(root);
-    let mut out = vec![("root".to_string(), spent.total, config.daily_budget_usd)];
-    for g in crate::queue::groups::list(root).unwrap_or_default() {
-        let s = spent.group(&g.name);
-        if s > 0.0 || g.daily_budget_usd.is_some() {
-            out.push((format!("group {}", g.name), s, g.daily_budget_usd));
-        }
-    }
-    out
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::config::Config;
+    use crate::queue::budgets::hold_reason;
 
     #[test]
     fn the_ledger_sums_the_day_per_group_counts_a_task_once_and_reads_only_what_is_new() {

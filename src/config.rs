@@ -10,7 +10,7 @@ use crate::error::{Error, FileProblem, Result};
 use crate::fsio::{self, RESULT_SIZE_LIMIT, SMALL_FILE_LIMIT};
 use crate::layout::MAX_SLOTS;
 use crate::protocol::{check_schema, MAX_TIMEOUT_SECS, SCHEMA};
-use crate::worktree_setup::{validate_port_range, WorktreeSetup};
+use crate::worktree::setup::{validate_port_range, WorktreeSetup};
 
 /// Smallest `maxTaskBytes`: room for a prompt and the fields around it.
 pub const MIN_TASK_BYTES: u64 = 1024;
@@ -93,7 +93,7 @@ pub struct Config {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub approval_timeout_secs: Option<u64>,
     /// Files copied or linked into each new task worktree and a command run there
-    /// before its agent (see [`crate::worktree_setup`]).
+    /// before its agent (see [`crate::worktree::setup`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub worktree_setup: Option<WorktreeSetup>,
     /// `[first, last]`: each running worktree task gets a port of these to itself, in
@@ -239,7 +239,7 @@ impl Config {
             s.validate()?;
         }
         validate_port_range(self.port_range)?;
-        crate::budget::check_usd("dailyBudgetUsd", self.daily_budget_usd)
+        crate::protocol::check_usd("dailyBudgetUsd", self.daily_budget_usd)
     }
 
     pub fn lock_options(&self) -> LockOptions {

@@ -74,7 +74,6 @@ pub mod watch;
 pub mod workdir;
 pub mod worker;
 pub mod worktree;
-pub mod worktree_setup;
 
 pub use client::Client;
 pub use config::Config;

@@ -15,6 +15,7 @@ pub mod denial;
 mod env_labels;
 pub mod id_gen;
 mod run_fields;
+pub use run_fields::{check_usd, MAX_BUDGET_USD};
 pub(crate) mod salvage;
 mod scheduling;
 mod task_id;

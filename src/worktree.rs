@@ -11,6 +11,7 @@
 
 pub mod place;
 mod plan;
+pub mod setup;
 pub use plan::{plan, Request};
 
 use std::io::{self, Write};
@@ -345,7 +346,7 @@ pub fn conclude(rec: &WorktreeRecord, message: &str, note: Option<&str>) -> Resu
     notes.extend(note.map(str::to_string));
     let mut committed = false;
     if rec.path.is_dir() {
-        crate::worktree_setup::stage_all(rec)?;
+        crate::worktree::setup::stage_all(rec)?;
         let staged = !succeeds(&rec.path, &["diff", "--cached", "--quiet"])?;
         if staged {
             let args = ["commit", "--no-verify", "--quiet", "-m", message];

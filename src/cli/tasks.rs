@@ -377,7 +377,7 @@ pub mod summary {
     /// Today's spend against the budgets (from the spend ledger).
     pub fn budgets(root: &crate::Root) -> Vec<BudgetUse> {
         let config = crate::config::Config::load(&root.config_file()).unwrap_or_default();
-        crate::budget::report(root, &config)
+        crate::queue::budgets::report(root, &config)
             .into_iter()
             .map(|(name, spent, budget)| BudgetUse {
                 name,

@@ -14,6 +14,20 @@ impl Task {
                 return Err(format!("base {b:?} is not a git commit or ref name"));
             }
         }
-        crate::budget::check_usd("maxBudgetUsd", self.max_budget_usd)
+        check_usd("maxBudgetUsd", self.max_budget_usd)
+    }
+}
+
+/// Largest budget accepted, in USD.
+pub const MAX_BUDGET_USD: f64 = 1_000_000.0;
+
+/// Check a budget field: a positive amount of USD (absent: no budget).
+pub fn check_usd(field: &str, usd: Option<f64>) -> std::result::Result<(), String> {
+    match usd {
+        Some(v) if !(v > 0.0 && v <= MAX_BUDGET_USD) => Err(format!(
+            "{field} {v} is out of range: it must be more than 0 and at most {MAX_BUDGET_USD} \
+             (USD; leave it out for no budget)"
+        )),
+        _ => Ok(()),
     }
 }

@@ -315,7 +315,7 @@ fn look_at(
         return Ok(Candidate::Skip);
     }
     // A spent daily budget (the root's or its group's) holds it until raised or tomorrow.
-    let budget = crate::budget::hold_reason(queue.root(), config, task.group.as_deref());
+    let budget = crate::queue::budgets::hold_reason(queue.root(), config, task.group.as_deref());
     let full = |g: &String| groups::full(queue.root(), g, opts).is_some();
     if budget.is_some() || task.group.as_ref().is_some_and(full) {
         return Ok(Candidate::Skip);

@@ -7,6 +7,7 @@
 //! renaming it into their own `running.json`; whoever loses that race gets ENOENT and
 //! moves on. No dispatcher runs anywhere.
 
+pub mod budgets;
 mod claim;
 mod deps;
 pub mod groups;
@@ -14,8 +15,8 @@ mod held;
 pub mod limits;
 mod order;
 pub mod pause;
-mod waits;
 mod retry_ids;
+mod waits;
 
 use serde::Serialize;
 use std::collections::{BTreeMap, HashMap};
@@ -25,7 +26,6 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use crate::budget;
 use crate::config::Config;
 use crate::dirlock;
 use crate::error::{Error, Result};
@@ -45,8 +45,8 @@ pub use deps::{check_known, dep_state, dependency_state, readiness, DepState, Re
 use held::is_held;
 use order::DEFAULT_PRIORITY;
 pub use order::{effective, next_to_run, order, PendingName, PendingTask, AGING_STEP};
-pub(crate) use waits::root_wide_wait;
 use retry_ids::{retry_base, retry_number};
+pub(crate) use waits::root_wide_wait;
 
 /// The `origin` of a task that came through the queue.
 pub const ORIGIN_QUEUE: &str = "queue";
@@ -243,7 +243,7 @@ impl Queue {
             if let Some(task) = &task {
                 let why = paused
                     .task_reason(task.key.as_deref(), task.group.as_deref())
-                    .or_else(|| budget::hold_reason(&self.root, &config, task.group.as_deref()))
+                    .or_else(|| budgets::hold_reason(&self.root, &config, task.group.as_deref()))
                     .or_else(|| self.dependency_wait(t, task));
                 if why.is_some() {
                     t.waiting = why;

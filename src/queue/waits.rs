@@ -25,6 +25,6 @@ pub(crate) fn root_wide_wait(
         .task_reason(t.key.as_deref(), t.group.as_deref())
         .or(slot_paused)
         .or_else(|| limits::waiting_reason(root, t.not_before(), t.agent.as_deref()))
-        .or_else(|| crate::budget::hold_reason(root, config, t.group.as_deref()))
+        .or_else(|| crate::queue::budgets::hold_reason(root, config, t.group.as_deref()))
         .or_else(|| groups::full(root, t.group.as_deref()?, &config.lock_options()))
 }

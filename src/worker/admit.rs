@@ -55,7 +55,7 @@ pub(crate) fn admit_inbox_task(
     key: Option<&str>,
     group: Option<&str>,
 ) -> Result<Option<Hold>> {
-    let budget = || crate::budget::hold_reason(&shared.opts.root, &shared.config, group);
+    let budget = || crate::queue::budgets::hold_reason(&shared.opts.root, &shared.config, group);
     if let Some(why) = paused.task_reason(key, group).or_else(budget) {
         tracing::debug!("task waits in the inbox: {why}");
         return Ok(None);

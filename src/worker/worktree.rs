@@ -127,7 +127,7 @@ pub(super) fn fail_if_refused_and_unchanged(result: &mut TaskResult) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::protocol::Denial;
+    use crate::protocol::{Denial, TaskId};
 
     fn result(kept: bool, denials: Vec<Denial>) -> TaskResult {
         let mut r = TaskResult::failed(TaskId::from("t1"), Outcome::Success, "");

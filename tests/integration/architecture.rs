@@ -21,7 +21,7 @@ const FLOORS: &[(&str, &[&str])] = &[
         "primitives",
         &[
             "env", "preset", "layout", "dirlock", "gate", "config", "ids", "trust", "agent",
-            "worktree",
+            "worktree", "budget",
         ],
     ),
     (

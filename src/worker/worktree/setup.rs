@@ -1,7 +1,7 @@
 //! Readying a task's new worktree before its agent starts, on the worker's side: its
 //! port (config.json `portRange`), the files `worktreeSetup` copies or links in, and
 //! its setup command, whose output is `tasks/<id>.setup.log` (the task's log too, if it
-//! fails). The work itself is [`crate::worktree_setup`]'s.
+//! fails). The work itself is [`crate::worktree::setup`]'s.
 
 use std::fs;
 use std::path::Path;
@@ -12,7 +12,7 @@ use crate::protocol::{Outcome, Task, TaskId, TaskResult, WorktreeRecord};
 use crate::worker::admit::Hold;
 use crate::worker::Shared;
 use crate::worktree;
-use crate::worktree_setup::{self, WorktreeSetup};
+use crate::worktree::setup::{self as worktree_setup, WorktreeSetup};
 
 /// Set by the setup command's environment to the main checkout's top directory.
 pub const ENV_MAIN_CHECKOUT: &str = "CONDUCTOR_MAIN_CHECKOUT";

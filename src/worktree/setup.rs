@@ -121,7 +121,7 @@ pub fn take_port(
 /// which are put back as `HEAD` has them (not there: untracked). Not by exclude
 /// pathspecs: git refuses a pathspec that names an ignored path.
 pub fn stage_all(rec: &WorktreeRecord) -> Result<()> {
-    crate::worktree::git(&rec.path, &["add", "--all"])?;
+    super::git(&rec.path, &["add", "--all"])?;
     if rec.setup_paths.is_empty() {
         return Ok(());
     }
@@ -132,7 +132,7 @@ pub fn stage_all(rec: &WorktreeRecord) -> Result<()> {
         .collect();
     let mut args = vec!["reset", "--quiet", "--"];
     args.extend(placed.iter().map(String::as_str));
-    crate::worktree::git(&rec.path, &args).map(drop)
+    super::git(&rec.path, &args).map(drop)
 }
 
 /// Copy and link `setup`'s paths from the main checkout into the worktree; each line
@@ -175,7 +175,7 @@ pub fn place_files(
             );
             // Placed by an earlier attempt in this same worktree: still not to commit.
             let rel_text = rel.to_string_lossy();
-            let tracked = crate::worktree::git(&rec.path, &["ls-files", "--", &rel_text])?;
+            let tracked = super::git(&rec.path, &["ls-files", "--", &rel_text])?;
             if tracked.trim().is_empty() {
                 placed.push(rel.clone());
             }
