@@ -20,12 +20,12 @@ const FN_LINES: usize = 80;
 const OVERSIZED_FILES: &[(&str, usize)] = &[
     ("agent/spawn.rs", 612),
     ("cli/mcp/spec_tasks.rs", 802),
-    ("cli/mcp/tools.rs", 1547),
+    ("cli/mcp/tools.rs", 1414),
     ("dirlock.rs", 706),
     ("error.rs", 655),
     ("fsio.rs", 657),
     ("orchestrator.rs", 666),
-    ("preset.rs", 835),
+    ("preset.rs", 717),
     ("protocol.rs", 791),
     ("queue/mod.rs", 819),
     ("wait.rs", 680),
@@ -38,8 +38,7 @@ const OVERSIZED_FILES: &[(&str, usize)] = &[
 /// Functions over [`FN_LINES`] (file, name), with the size each may not exceed.
 const OVERSIZED_FNS: &[(&str, &str, usize)] = &[
     ("agent/spawn.rs", "spawn", 85),
-    ("agent/stream.rs", "render", 131),
-    ("cli/common.rs", "run_worker", 133),
+    ("cli/common.rs", "run_worker", 126),
     ("cli/mcp/schema.rs", "check_at", 105),
     ("cli/mcp/schema.rs", "output", 132),
     ("cli/run.rs", "run", 112),
