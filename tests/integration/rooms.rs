@@ -39,9 +39,7 @@ const OVERSIZED_FILES: &[(&str, usize)] = &[
 const OVERSIZED_FNS: &[(&str, &str, usize)] = &[
     ("agent/spawn.rs", "spawn", 85),
     ("cli/common.rs", "run_worker", 126),
-    ("cli/status.rs", "capacity_footer", 86),
     ("cli/status.rs", "render", 89),
-    ("cli/status.rs", "slot_row", 86),
     ("cli/tasks.rs", "render", 90),
     ("dirlock/judge.rs", "judge_owner", 93),
     ("doctor/agent_trial.rs", "try_agent", 89),
