@@ -40,7 +40,6 @@ const OVERSIZED_FNS: &[(&str, &str, usize)] = &[
     ("agent/spawn.rs", "spawn", 85),
     ("cli/common.rs", "run_worker", 126),
     ("cli/status.rs", "render", 89),
-    ("cli/tasks.rs", "render", 90),
     ("dirlock/judge.rs", "judge_owner", 93),
     ("doctor/agent_trial.rs", "try_agent", 89),
     ("doctor/worktrees.rs", "check_worktrees", 108),
