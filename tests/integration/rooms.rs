@@ -42,7 +42,6 @@ const OVERSIZED_FNS: &[(&str, &str, usize)] = &[
     ("cli/status.rs", "render", 89),
     ("dirlock/judge.rs", "judge_owner", 93),
     ("doctor/agent_trial.rs", "try_agent", 89),
-    ("doctor/worktrees.rs", "check_worktrees", 108),
     ("orchestrator.rs", "run_all", 96),
     ("protocol.rs", "validate", 106),
     ("queue/claim.rs", "claim_next_seeing", 97),
