@@ -10,6 +10,7 @@ use crate::error::{Error, FileProblem, Result};
 use crate::fsio::{self, RESULT_SIZE_LIMIT, SMALL_FILE_LIMIT};
 use crate::layout::MAX_SLOTS;
 use crate::protocol::{check_schema, MAX_TIMEOUT_SECS, SCHEMA};
+use crate::worktree_setup::{validate_port_range, WorktreeSetup};
 
 /// Smallest `maxTaskBytes`: room for a prompt and the fields around it.
 pub const MIN_TASK_BYTES: u64 = 1024;
@@ -91,6 +92,18 @@ pub struct Config {
     /// How long such a question waits for an answer before it is denied; default 600.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub approval_timeout_secs: Option<u64>,
+    /// Files copied or linked into each new task worktree and a command run there
+    /// before its agent (see [`crate::worktree_setup`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub worktree_setup: Option<WorktreeSetup>,
+    /// `[first, last]`: each running worktree task gets a port of these to itself, in
+    /// its environment as `CONDUCTOR_PORT`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub port_range: Option<[u16; 2]>,
+    /// The root's spend per day in USD: once the costs its tasks reported today reach
+    /// it, no new task starts (running ones finish) until the next day or a higher one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub daily_budget_usd: Option<f64>,
 }
 
 /// `callback` as a string, or an error that names the field (serde's own says only
@@ -127,6 +140,9 @@ impl Default for Config {
             fsync: None,
             approvals: None,
             approval_timeout_secs: None,
+            worktree_setup: None,
+            port_range: None,
+            daily_budget_usd: None,
         }
     }
 }
@@ -214,6 +230,7 @@ impl Config {
             MAX_CALLBACK_TIMEOUT_SECS,
             "leave it out for the default 60",
         )?;
+        self.validate_setup_and_budget()?;
         within(
             "approvalTimeoutSecs",
             self.approval_timeout_secs,
@@ -228,6 +245,15 @@ impl Config {
             RESULT_SIZE_LIMIT,
             "leave it out for the default 4 MiB",
         )
+    }
+
+    /// `worktreeSetup`, `portRange`, `dailyBudgetUsd`.
+    fn validate_setup_and_budget(&self) -> std::result::Result<(), String> {
+        if let Some(s) = &self.worktree_setup {
+            s.validate()?;
+        }
+        validate_port_range(self.port_range)?;
+        crate::budget::check_usd("dailyBudgetUsd", self.daily_budget_usd)
     }
 
     pub fn lock_options(&self) -> LockOptions {

@@ -19,6 +19,9 @@ pub const ENV_TASK_ID: &str = "CONDUCTOR_TASK_ID";
 /// Set in an agent's environment to the task's `context` JSON.
 pub const ENV_CONTEXT: &str = "CONDUCTOR_CONTEXT";
 
+/// The port a running worktree task has to itself (config.json `portRange`).
+pub const ENV_PORT: &str = "CONDUCTOR_PORT";
+
 /// Set in an agent's environment to its task's depth + 1: the depth of the sub-tasks it
 /// may create (a task created outside any agent has depth 0).
 pub const ENV_DEPTH: &str = "CONDUCTOR_DEPTH";

@@ -255,6 +255,22 @@ impl Root {
         self.groups_dir().join(format!("{name}.{i}.lock"))
     }
 
+    /// `ports/`: a lock per port of `portRange` handed to a running worktree task
+    /// (`<port>.lock`, held for the task as its key is).
+    pub fn ports_dir(&self) -> PathBuf {
+        self.path.join("ports")
+    }
+
+    pub fn port_lock(&self, port: u16) -> PathBuf {
+        self.ports_dir().join(format!("{port}.lock"))
+    }
+
+    /// `spend/`: the day's spend ledger, `<YYYY-MM-DD>.jsonl` (local date), a line per
+    /// finished task that reported a cost.
+    pub fn spend_dir(&self) -> PathBuf {
+        self.path.join("spend")
+    }
+
     /// `paused/`: a file per pause in force (`all`, `slot-N`, `key-K`, `group-G`).
     pub fn paused_dir(&self) -> PathBuf {
         self.path.join("paused")

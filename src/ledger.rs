@@ -59,6 +59,8 @@ impl Ledger<'_> {
         tell: impl FnOnce(Status) -> Result<()>,
     ) -> Result<Published> {
         record_task(self.paths, &result.task_id)?;
+        // Before anyone hears of the end: the next claim already counts its cost.
+        self.count_spend(result);
         if let Published::Superseded(aside) = publish_result(self.paths, result, self.epoch)? {
             // The terminal result is someone else's; the slot's files are theirs too.
             tracing::warn!(
@@ -91,9 +93,29 @@ impl Ledger<'_> {
         fsio::link_replace(&kept, &self.paths.result())?;
         self.publish_to_queue(id)?;
         if let Ok(Some(r)) = TaskResult::read(&kept) {
+            self.count_spend(&r);
             tell(finished_status(&r))?;
         }
         retire_running(self.paths, id)
+    }
+
+    /// Add the task's reported cost to the day's spend ledger, under its group (read
+    /// from `running.json`, still there). Counted once per id however often told.
+    fn count_spend(&self, result: &TaskResult) {
+        let Some(cost) = result.cost_usd else {
+            return;
+        };
+        let group = fsio::read_bounded(&self.paths.running(), fsio::RESULT_SIZE_LIMIT)
+            .ok()
+            .flatten()
+            .and_then(|b| serde_json::from_slice::<crate::protocol::Task>(&b).ok())
+            .and_then(|t| t.group);
+        if let Err(e) = crate::budget::record(self.root, &result.task_id, group.as_deref(), cost) {
+            tracing::warn!(
+                "task {}: its cost is not in the spend ledger: {e}",
+                result.task_id
+            );
+        }
     }
 
     fn publish_to_queue(&self, id: &TaskId) -> Result<()> {

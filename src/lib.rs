@@ -39,6 +39,7 @@
 
 pub mod agent;
 pub mod approval;
+pub mod budget;
 #[cfg(feature = "cli")]
 pub mod cli;
 pub mod client;
@@ -73,6 +74,7 @@ pub mod watch;
 pub mod workdir;
 pub mod worker;
 pub mod worktree;
+pub mod worktree_setup;
 
 pub use client::Client;
 pub use config::Config;

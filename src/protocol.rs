@@ -14,6 +14,7 @@ pub mod approval;
 pub mod denial;
 mod env_labels;
 pub mod id_gen;
+mod run_fields;
 pub(crate) mod salvage;
 mod scheduling;
 mod time;
@@ -258,6 +259,10 @@ pub struct Task {
     /// With a worktree: copy the repository's staged and unstaged changes into it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub include_uncommitted: Option<bool>,
+    /// The most its agent may spend, in USD: passed where the agent's CLI takes a cap
+    /// (Claude Code's `--max-budget-usd`); other presets run it without one (a warning).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_budget_usd: Option<f64>,
     /// The group it runs in (`groups/<name>.json`): at most that group's `parallel`
     /// tasks of it run at once, root-wide. Shared queue only.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -332,6 +337,7 @@ impl Task {
             worktree: None,
             base: None,
             include_uncommitted: None,
+            max_budget_usd: None,
             group: None,
             allowed_tools: None,
             permission_mode: None,
@@ -451,16 +457,7 @@ impl Task {
                 ));
             }
         }
-        if let Some(b) = &self.base {
-            if b.is_empty()
-                || b.starts_with('-')
-                || b.len() > 256
-                || b.chars().any(|c| c.is_whitespace() || c.is_control())
-            {
-                return Err(format!("base {b:?} is not a git commit or ref name"));
-            }
-        }
-        Ok(())
+        self.validate_run_fields()
     }
 
     pub fn attempt(&self) -> u32 {

@@ -340,16 +340,16 @@ pub fn plan(req: &Request<'_>) -> Result<WorktreeRecord> {
                 .to_string(),
         );
     }
-    let cwd = path.join(&repo.prefix);
     Ok(WorktreeRecord {
         schema: SCHEMA,
         task_id: req.id.clone(),
+        cwd: path.join(&repo.prefix),
         repo: repo.top,
         path,
         branch,
         base_commit,
-        cwd,
         note: (!notes.is_empty()).then(|| notes.join("; ")),
+        setup_paths: Vec::new(),
     })
 }
 
@@ -449,7 +449,7 @@ pub fn conclude(rec: &WorktreeRecord, message: &str, note: Option<&str>) -> Resu
     notes.extend(note.map(str::to_string));
     let mut committed = false;
     if rec.path.is_dir() {
-        git(&rec.path, &["add", "--all"])?;
+        crate::worktree_setup::stage_all(rec)?;
         let staged = !succeeds(&rec.path, &["diff", "--cached", "--quiet"])?;
         if staged {
             let args = ["commit", "--no-verify", "--quiet", "-m", message];

@@ -32,12 +32,18 @@ pub enum Action {
         name: String,
         #[arg(long, value_name = "N")]
         parallel: u32,
+        #[command(flatten)]
+        budget: BudgetArgs,
     },
-    /// Change a group's cap (workers follow it at their next pickup).
+    /// Change a group's cap or daily budget (workers follow at their next pickup).
+    #[command(group(clap::ArgGroup::new("change").required(true).multiple(true)
+        .args(["parallel", "daily_budget_usd", "no_budget"])))]
     Set {
         name: String,
         #[arg(long, value_name = "N")]
-        parallel: u32,
+        parallel: Option<u32>,
+        #[command(flatten)]
+        budget: BudgetArgs,
     },
     /// Every group: its cap, running and queued tasks, whether it is paused.
     #[command(visible_alias = "ls")]
@@ -47,33 +53,97 @@ pub enum Action {
     Rm { name: String },
 }
 
+/// A group's daily spend budget.
+#[derive(Debug, Clone, Default, clap::Args)]
+pub struct BudgetArgs {
+    /// Once its tasks' reported costs today reach USD, no new task of the group starts
+    /// until the next day (local time) or a higher budget; running ones finish.
+    #[arg(long, value_name = "USD")]
+    pub daily_budget_usd: Option<f64>,
+    /// Remove the group's daily budget.
+    #[arg(long, conflicts_with = "daily_budget_usd")]
+    pub no_budget: bool,
+}
+
+impl BudgetArgs {
+    /// Apply to group `name`; a line saying so, if anything changed.
+    fn apply(&self, root: &crate::Root, name: &str) -> anyhow::Result<Option<String>> {
+        let usd = match (self.daily_budget_usd, self.no_budget) {
+            (Some(v), _) => Some(v),
+            (None, true) => None,
+            (None, false) => return Ok(None),
+        };
+        groups::set_budget(root, name, usd)?;
+        Ok(Some(match usd {
+            Some(v) => format!(
+                "group {name}: daily budget {} (spent today: {})\n",
+                crate::budget::usd(v),
+                crate::budget::usd(crate::budget::spent_today(root).group(name))
+            ),
+            None => format!("group {name}: no daily budget\n"),
+        }))
+    }
+}
+
+/// `$0.0375 of $0.0100`, `$0.0375`, or `-` for no spend and no budget.
+fn spent_cell(g: &groups::GroupUse) -> String {
+    let spent = crate::budget::usd(g.spent_today_usd);
+    match g.daily_budget_usd {
+        Some(max) => format!("{spent} of {}", crate::budget::usd(max)),
+        None if g.spent_today_usd > 0.0 => spent,
+        None => "-".to_string(),
+    }
+}
+
+/// `group set`: the cap and/or the budget.
+fn set(
+    root: &crate::Root,
+    name: &str,
+    parallel: Option<u32>,
+    budget: &BudgetArgs,
+) -> anyhow::Result<(serde_json::Value, String)> {
+    crate::trust::verify_root(root)?;
+    let mut text = String::new();
+    if let Some(parallel) = parallel {
+        groups::set(root, name, parallel)?;
+        let running = groups::running(root, name, &crate::inspect::lock_options(root));
+        text = format!("group {name}: at most {parallel} of its tasks run at once from now\n");
+        if running > parallel {
+            text.push_str(&format!(
+                "{running} run now; no new one starts until fewer than {parallel} do\n"
+            ));
+        }
+    }
+    if let Some(line) = budget.apply(root, name)? {
+        text.push_str(&line);
+    }
+    Ok((json!(groups::require(root, name)?), text))
+}
+
 pub fn run(args: Args) -> anyhow::Result<i32> {
     let client = args.root.client()?;
     let root = client.root();
     let said = match args.action {
-        Action::Add { name, parallel } => {
+        Action::Add {
+            name,
+            parallel,
+            budget,
+        } => {
             crate::trust::verify_root(root)?;
-            let g = groups::add(root, &name, parallel)?;
-            (
-                json!(g),
-                format!(
-                    "group {name}: at most {parallel} of its tasks run at once (`conductor submit --group {name}`)\n"
-                ),
-            )
+            crate::budget::check_usd("--daily-budget-usd", budget.daily_budget_usd)
+                .map_err(crate::cli::usage::CliError::Usage)?;
+            groups::add(root, &name, parallel)?;
+            let mut text = format!(
+                "group {name}: at most {parallel} of its tasks run at once (`conductor submit --group {name}`)\n"
+            );
+            text.push_str(&budget.apply(root, &name)?.unwrap_or_default());
+            (json!(groups::require(root, &name)?), text)
         }
-        Action::Set { name, parallel } => {
-            crate::trust::verify_root(root)?;
-            let g = groups::set(root, &name, parallel)?;
-            let running = groups::running(root, &name, &crate::inspect::lock_options(root));
-            let mut text =
-                format!("group {name}: at most {parallel} of its tasks run at once from now\n");
-            if running > parallel {
-                text.push_str(&format!(
-                    "{running} run now; no new one starts until fewer than {parallel} do\n"
-                ));
-            }
-            (json!(g), text)
-        }
+        Action::Set {
+            name,
+            parallel,
+            budget,
+        } => set(root, &name, parallel, &budget)?,
         Action::List => {
             let all = groups::usage(root)?;
             let text = if all.is_empty() {
@@ -85,6 +155,7 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
                     ("RUNNING", Col::Keep),
                     ("QUEUED", Col::Keep),
                     ("PAUSED", Col::Drop),
+                    ("SPENT TODAY", Col::Drop),
                 ]);
                 for g in &all {
                     t.row(vec![
@@ -93,6 +164,7 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
                         g.running.to_string(),
                         g.queued.to_string(),
                         if g.paused { "paused" } else { "-" }.to_string(),
+                        spent_cell(g),
                     ]);
                 }
                 t.render(table::width())

@@ -37,9 +37,9 @@ pub struct Args {
     /// In the prompts file, prompts are blocks separated by blank lines (multi-line prompts).
     #[arg(long, requires = "file")]
     pub blocks: bool,
-    /// How many workers to start (at most one per prompt).
-    #[arg(short = 'n', long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..=256))]
-    pub workers: u32,
+    /// How many workers to start. [default: 3, but no more than there are prompts]
+    #[arg(short = 'n', long, value_parser = clap::value_parser!(u32).range(1..=256))]
+    pub workers: Option<u32>,
     /// Run the prompts as a pipeline, each receiving the previous one's output.
     #[arg(long, conflicts_with = "workers")]
     pub chain: bool,
@@ -289,16 +289,22 @@ fn run_chain(
     Ok(results)
 }
 
-/// How many workers the run starts: `-n`, but no more than there are prompts (one
-/// prompt on three workers would leave two idle), and one for a chain, which runs one
-/// step at a time.
+/// The workers a run starts when `-n` does not say.
+const DEFAULT_WORKERS: u32 = 3;
+
+/// How many workers the run starts: one for a chain, which runs one step at a time;
+/// `-n` as given (an agent may hand work to the run's queue for the others); else
+/// three, but no more than there are prompts (one prompt on three workers left two
+/// idle).
 fn worker_count(args: &Args, prompts: usize) -> u32 {
     if args.chain {
         return 1;
     }
-    args.workers
-        .min(u32::try_from(prompts).unwrap_or(u32::MAX))
-        .max(1)
+    args.workers.unwrap_or_else(|| {
+        DEFAULT_WORKERS
+            .min(u32::try_from(prompts).unwrap_or(u32::MAX))
+            .max(1)
+    })
 }
 
 /// The prompts to run: the arguments, or the prompts file's lines or blocks.

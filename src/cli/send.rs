@@ -49,6 +49,11 @@ pub struct TaskArgs {
     /// agent do more than the worker's is rejected (the task's `permissionMode`).
     #[arg(long, value_name = "MODE")]
     pub permission_mode: Option<String>,
+    /// The most this task's agent may spend, in USD: passed to Claude Code as
+    /// `--max-budget-usd` (other presets take no cap and run without one). The root's
+    /// and groups' daily budgets are `dailyBudgetUsd` (config.json, `group set`).
+    #[arg(long, value_name = "USD")]
+    pub max_budget_usd: Option<f64>,
     #[command(flatten)]
     pub worktree: WorktreeArgs,
     #[command(flatten)]
@@ -99,6 +104,10 @@ pub struct WorktreeArgs {
     /// worktree (without it the worktree starts from HEAD, and the result says so).
     #[arg(long, requires = "worktree")]
     pub include_uncommitted: bool,
+    /// Run in the task's directory itself, not in a worktree, when config.json's
+    /// `"worktree": true` makes worktrees the root's default.
+    #[arg(long, conflicts_with = "worktree")]
+    pub no_worktree: bool,
 }
 
 /// Refuse at once a `--worktree` task whose repository can be known here (its `dir`,
@@ -114,9 +123,12 @@ pub fn check_worktree_dir(task: &Task, dir: Option<&std::path::Path>) -> crate::
 }
 
 impl WorktreeArgs {
-    /// Set the task's worktree fields (left alone without --worktree, so the root's
-    /// default in config.json applies).
+    /// Set the task's worktree fields (left alone without --worktree or --no-worktree,
+    /// so the root's default in config.json applies).
     pub fn apply(&self, task: &mut Task) {
+        if self.no_worktree {
+            task.worktree = Some(false);
+        }
         if self.worktree {
             task.worktree = Some(true);
             task.base = self.base.clone();
@@ -149,6 +161,7 @@ impl TaskArgs {
         task.agent = self.agent_preset.map(|p| p.to_string());
         self.worktree.apply(&mut task);
         task.model = self.model.clone();
+        task.max_budget_usd = self.max_budget_usd;
         self.env_labels.apply(&mut task);
         task.allowed_tools = self.allowed_tools.as_deref().map(crate::preset::tool_list);
         task.permission_mode = self.permission_mode.clone();

@@ -145,7 +145,7 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
             limit: None,
             ..opts.clone()
         })?;
-        let s = summary::of(&all);
+        let s = summary::of_root(client.root(), &all);
         if args.json {
             let mut v = serde_json::to_value(&s)?;
             v["root"] = json!(client.root().path());
@@ -364,6 +364,60 @@ pub mod summary {
         pub by_group: Vec<Totals>,
         pub by_agent: Vec<Totals>,
         pub by_day: Vec<Totals>,
+        /// Today's spend against each daily budget (the root's, then groups').
+        pub budgets: Vec<BudgetUse>,
+    }
+
+    /// Today's spend of the root or a group, and its daily budget if it has one.
+    #[derive(Debug, Clone, Default, Serialize)]
+    #[serde(rename_all = "camelCase")]
+    pub struct BudgetUse {
+        /// `root`, or `group NAME`.
+        pub name: String,
+        pub spent_today_usd: f64,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        pub daily_budget_usd: Option<f64>,
+    }
+
+    /// [`of`] the tasks, with `root`'s spend today against its budgets.
+    pub fn of_root(root: &crate::Root, tasks: &[TaskSummary]) -> Summary {
+        let mut s = of(tasks);
+        s.budgets = budgets(root);
+        s
+    }
+
+    /// Today's spend against the budgets (from the spend ledger).
+    pub fn budgets(root: &crate::Root) -> Vec<BudgetUse> {
+        let config = crate::config::Config::load(&root.config_file()).unwrap_or_default();
+        crate::budget::report(root, &config)
+            .into_iter()
+            .map(|(name, spent, budget)| BudgetUse {
+                name,
+                spent_today_usd: spent,
+                daily_budget_usd: budget,
+            })
+            .collect()
+    }
+
+    /// `today: root $0.0375 of $0.0100 (spent: no new task starts) · group g $0.0100`.
+    fn budget_line(budgets: &[BudgetUse]) -> Option<String> {
+        let shown: Vec<String> = budgets
+            .iter()
+            .filter(|b| b.daily_budget_usd.is_some() || b.spent_today_usd > 0.0)
+            .map(|b| {
+                let spent = crate::budget::usd(b.spent_today_usd);
+                match b.daily_budget_usd {
+                    Some(max) if b.spent_today_usd >= max => format!(
+                        "{} {spent} of {} (spent: no new task starts)",
+                        b.name,
+                        crate::budget::usd(max)
+                    ),
+                    Some(max) => format!("{} {spent} of {}", b.name, crate::budget::usd(max)),
+                    None => format!("{} {spent}", b.name),
+                }
+            })
+            .collect();
+        (!shown.is_empty()).then(|| format!("spent today: {}", shown.join(" · ")))
     }
 
     pub fn of(tasks: &[TaskSummary]) -> Summary {
@@ -397,6 +451,7 @@ pub mod summary {
             by_group: g,
             by_agent: a,
             by_day: d,
+            budgets: Vec::new(),
         }
     }
 
@@ -443,6 +498,10 @@ pub mod summary {
             width,
         ));
         out.push('\n');
+        if let Some(line) = budget_line(&s.budgets) {
+            out.push_str(&fit_line(&line, width));
+            out.push('\n');
+        }
         out
     }
 

@@ -66,6 +66,8 @@ pub enum LockKind {
     RunSlot,
     /// A flock gate: `workers/<N>/.worker.lock` or `.locks/<name>`.
     Gate,
+    /// `ports/<port>.lock/`: a running worktree task's port (config.json `portRange`).
+    Port,
     /// A lock directory parked between tasks as `<lock>.spare.<pid>`.
     Spare,
 }
@@ -77,6 +79,7 @@ impl fmt::Display for LockKind {
             LockKind::Key => "key",
             LockKind::RunSlot => "run-slot",
             LockKind::Gate => "gate",
+            LockKind::Port => "port",
             LockKind::Spare => "spare",
         })
     }
@@ -296,6 +299,7 @@ pub fn list_locks(root: &Root, opts: &LockOptions) -> Result<Vec<LockEntry>> {
     dir_locks_in(&root.keys_dir(), LockKind::Key, opts, &mut out)?;
     dir_locks_in(&root.slots_dir(), LockKind::RunSlot, opts, &mut out)?;
     dir_locks_in(&root.groups_dir(), LockKind::RunSlot, opts, &mut out)?;
+    dir_locks_in(&root.ports_dir(), LockKind::Port, opts, &mut out)?;
     for (name, path, meta) in sorted_entries(&root.gates_dir())? {
         if meta.is_file() && !name.ends_with(".guard") && !name.ends_with(".tmp") {
             out.push(LockEntry::gate(format!(".locks/{name}"), &path)?);

@@ -54,7 +54,8 @@ pub enum GcKind {
     Result,
     /// `tasks/<id>.json`: the task as it ran.
     TaskRecord,
-    /// `tasks/<id>.log`: the run's log (and `tasks/<id>.jsonl`, a stream's raw lines).
+    /// `tasks/<id>.log`: the run's log (and `tasks/<id>.jsonl`, a stream's raw lines,
+    /// `tasks/<id>.setup.log`, its worktree setup's output).
     TaskLog,
     /// A file in `rejected/`.
     Rejected,
@@ -307,7 +308,11 @@ fn task_files(
     for (name, path, meta) in regular_files(&paths.tasks_dir())? {
         let (id, kind) = if let Some(id) = name.strip_suffix(".json") {
             (id, GcKind::TaskRecord)
-        } else if let Some(id) = name.strip_suffix(".log").or(name.strip_suffix(".jsonl")) {
+        } else if let Some(id) = name
+            .strip_suffix(".setup.log")
+            .or(name.strip_suffix(".log"))
+            .or(name.strip_suffix(".jsonl"))
+        {
             (id, GcKind::TaskLog)
         } else {
             continue;

@@ -30,6 +30,10 @@ pub struct WorktreeRecord {
     /// submodules not checked out …).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub note: Option<String>,
+    /// Paths (relative to its top) that config.json's `worktreeSetup` copied or linked
+    /// in: never committed by conductor.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub setup_paths: Vec<PathBuf>,
 }
 
 /// `worktree` in a result: the branch a task's change is on, and its size.

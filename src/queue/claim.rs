@@ -314,10 +314,11 @@ fn look_at(
     {
         return Ok(Candidate::Skip);
     }
-    if let Some(g) = &task.group {
-        if groups::full(queue.root(), g, opts).is_some() {
-            return Ok(Candidate::Skip);
-        }
+    // A spent daily budget (the root's or its group's) holds it until raised or tomorrow.
+    let budget = crate::budget::hold_reason(queue.root(), config, task.group.as_deref());
+    let full = |g: &String| groups::full(queue.root(), g, opts).is_some();
+    if budget.is_some() || task.group.as_ref().is_some_and(full) {
+        return Ok(Candidate::Skip);
     }
     let ready = Candidate::Ready(task.group.clone());
     // Deferred (its agent was usage-limited): not before its notBefore; look again then.

@@ -25,7 +25,7 @@ use super::held::{is_held, take_one_of};
 use super::Queue;
 
 /// A group as its file holds it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Group {
     #[serde(default = "schema_v1")]
@@ -35,6 +35,10 @@ pub struct Group {
     pub parallel: u32,
     #[serde(default)]
     pub created_at: String,
+    /// Its tasks' spend per day in USD: once reached, no new task of it starts that day
+    /// (see [`crate::budget`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub daily_budget_usd: Option<f64>,
 }
 
 fn schema_v1() -> u32 {
@@ -42,7 +46,7 @@ fn schema_v1() -> u32 {
 }
 
 /// A group's load, for `group list`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct GroupUse {
     pub name: String,
@@ -50,6 +54,10 @@ pub struct GroupUse {
     pub running: u32,
     pub queued: u32,
     pub paused: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub daily_budget_usd: Option<f64>,
+    /// What its tasks reported spending today (the spend ledger).
+    pub spent_today_usd: f64,
 }
 
 /// What [`take_slot`] found.
@@ -91,6 +99,7 @@ pub fn add(root: &Root, name: &str, parallel: u32) -> Result<Group> {
         name: name.to_string(),
         parallel,
         created_at: now_rfc3339(),
+        daily_budget_usd: None,
     };
     let path = root.group_file(name);
     match fsio::write_new(&path, &fsio::to_json_bytes(&group), Durability::Durable) {
@@ -113,6 +122,20 @@ pub fn set(root: &Root, name: &str, parallel: u32) -> Result<Group> {
     check(name, parallel)?;
     let mut group = require(root, name)?;
     group.parallel = parallel;
+    fsio::write_replace(
+        &root.group_file(name),
+        &fsio::to_json_bytes(&group),
+        Durability::Durable,
+    )?;
+    Ok(group)
+}
+
+/// Set (or, with `None`, remove) group `name`'s daily budget; workers follow it at
+/// their next pickup.
+pub fn set_budget(root: &Root, name: &str, usd: Option<f64>) -> Result<Group> {
+    crate::budget::check_usd("--daily-budget-usd", usd).map_err(|r| bad("daily budget", r))?;
+    let mut group = require(root, name)?;
+    group.daily_budget_usd = usd;
     fsio::write_replace(
         &root.group_file(name),
         &fsio::to_json_bytes(&group),
@@ -262,6 +285,7 @@ pub fn usage(root: &Root) -> Result<Vec<GroupUse>> {
         .filter_map(|p| Task::read(&p.path, config.max_task_bytes()).ok().flatten())
         .collect();
     let paused = super::pause::Paused::load(root);
+    let spent = crate::budget::spent_today(root);
     Ok(list(root)?
         .into_iter()
         .map(|g| GroupUse {
@@ -271,6 +295,8 @@ pub fn usage(root: &Root) -> Result<Vec<GroupUse>> {
                 .filter(|t| t.group.as_deref() == Some(g.name.as_str()))
                 .count() as u32,
             paused: paused.group(&g.name),
+            spent_today_usd: spent.group(&g.name),
+            daily_budget_usd: g.daily_budget_usd,
             parallel: g.parallel,
             name: g.name,
         })

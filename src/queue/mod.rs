@@ -14,6 +14,7 @@ mod held;
 pub mod limits;
 mod order;
 pub mod pause;
+mod waits;
 
 use serde::Serialize;
 use std::collections::{BTreeMap, HashMap};
@@ -23,6 +24,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
+use crate::budget;
 use crate::config::Config;
 use crate::dirlock;
 use crate::error::{Error, Result};
@@ -42,6 +44,7 @@ pub use deps::{check_known, dep_state, dependency_state, readiness, DepState, Re
 use held::is_held;
 use order::DEFAULT_PRIORITY;
 pub use order::{effective, next_to_run, order, PendingName, PendingTask, AGING_STEP};
+pub(crate) use waits::root_wide_wait;
 
 /// The `origin` of a task that came through the queue.
 pub const ORIGIN_QUEUE: &str = "queue";
@@ -225,15 +228,7 @@ impl Queue {
         let config = self.config()?;
         let opts = config.lock_options();
         let mut tasks = self.ordered()?;
-        let mut free_slots = match config.max_running {
-            Some(max) => {
-                let used = (0..max)
-                    .filter(|i| is_held(&self.root.slot_lock(*i), &opts))
-                    .count() as u32;
-                Some(max.saturating_sub(used))
-            }
-            None => None,
-        };
+        let mut free_slots = self.free_run_slots(&config, &opts);
         let paused = pause::Paused::load(&self.root);
         let (mut idle, paused_idle) = idle_workers(&self.root, &paused)?;
         let mut taken_keys: Vec<String> = Vec::new();
@@ -246,6 +241,7 @@ impl Queue {
             if let Some(task) = &task {
                 let why = paused
                     .task_reason(task.key.as_deref(), task.group.as_deref())
+                    .or_else(|| budget::hold_reason(&self.root, &config, task.group.as_deref()))
                     .or_else(|| self.dependency_wait(t, task));
                 if why.is_some() {
                     t.waiting = why;
@@ -308,6 +304,15 @@ impl Queue {
         Ok(tasks)
     }
 
+    /// How many of the root's run slots are free (`None`: no `maxRunning`).
+    fn free_run_slots(&self, config: &Config, opts: &crate::dirlock::LockOptions) -> Option<u32> {
+        let max = config.max_running?;
+        let used = (0..max)
+            .filter(|i| is_held(&self.root.slot_lock(*i), opts))
+            .count() as u32;
+        Some(max.saturating_sub(used))
+    }
+
     /// Why pending task `id` is held back root-wide, if it is ([`root_wide_wait`]): a pause, its agent's
     /// usage limit, or its group's cap ("group batch at its limit (parallel 1)").
     /// `None` when it is not pending or nothing holds it.
@@ -320,13 +325,7 @@ impl Queue {
             return Ok(None);
         };
         let paused = pause::Paused::load(&self.root);
-        Ok(root_wide_wait(
-            &self.root,
-            &task,
-            None,
-            &paused,
-            &config.lock_options(),
-        ))
+        Ok(root_wide_wait(&self.root, &task, None, &paused, &config))
     }
 
     /// Fill in `t.after` from its file; why it waits for its dependencies, if it does.
@@ -799,24 +798,4 @@ fn retry_number(id: &TaskId) -> u32 {
         Some((_, n)) => n.parse().unwrap_or(0),
         None => 0,
     }
-}
-
-/// Why task `t` waits for something root-wide, if it does: a pause (of everything, of
-/// `slot` when it is in a slot's inbox, of its key or group), its agent's usage limit,
-/// its group's cap. `paused` and `opts` are the caller's one read of them.
-pub(crate) fn root_wide_wait(
-    root: &Root,
-    t: &Task,
-    slot: Option<u32>,
-    paused: &pause::Paused,
-    opts: &crate::dirlock::LockOptions,
-) -> Option<String> {
-    let slot_paused = slot
-        .filter(|&s| paused.slot(s))
-        .map(|s| format!("paused (slot {s})"));
-    paused
-        .task_reason(t.key.as_deref(), t.group.as_deref())
-        .or(slot_paused)
-        .or_else(|| limits::waiting_reason(root, t.not_before(), t.agent.as_deref()))
-        .or_else(|| groups::full(root, t.group.as_deref()?, opts))
 }

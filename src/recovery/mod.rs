@@ -459,14 +459,15 @@ fn recorded_agent(
         .then_some((record.agent_pid, record.agent_start_time))
 }
 
-/// The dead worker's key lock and run slot: free them now rather than at the next
+/// The dead worker's key lock, run slots and port: free them now rather than at the next
 /// acquirer's stale check, so status shows them free at once.
 fn free_shared_locks(root: &Root, task: Option<&Task>, lock_opts: &LockOptions) -> Result<()> {
     if let Some(k) = task.and_then(|t| t.key.as_deref()) {
         dirlock::break_if_stale(&root.key_lock(k), lock_opts)?;
     }
     break_stale_locks_in(&root.slots_dir(), lock_opts)?;
-    break_stale_locks_in(&root.groups_dir(), lock_opts)
+    break_stale_locks_in(&root.groups_dir(), lock_opts)?;
+    break_stale_locks_in(&root.ports_dir(), lock_opts)
 }
 
 /// Put the task back for its next attempt. `false` when the inbox holds another task

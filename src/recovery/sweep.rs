@@ -16,7 +16,12 @@ use crate::layout::{Root, Slot};
 /// its task leaves no task for recovery to find; without this its lock would stay
 /// (judged stale, but shown) until another task of that key came along.
 pub fn free_dead_shared_locks(root: &Root, lock_opts: &LockOptions) -> Result<()> {
-    for dir in [root.keys_dir(), root.slots_dir(), root.groups_dir()] {
+    for dir in [
+        root.keys_dir(),
+        root.slots_dir(),
+        root.groups_dir(),
+        root.ports_dir(),
+    ] {
         dirlock::clear_dead_spares_in(&dir)?;
         break_stale_locks_in(&dir, lock_opts)?;
     }

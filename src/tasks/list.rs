@@ -169,7 +169,7 @@ struct Snapshot {
     queue_rejected: Option<HashMap<String, PathBuf>>,
     /// The pauses in force and the lock timings, read only if a waiting task is shown
     /// (they said why it waits; read once, not once per task).
-    root_wide: Option<(crate::queue::pause::Paused, crate::dirlock::LockOptions)>,
+    root_wide: Option<(crate::queue::pause::Paused, crate::config::Config)>,
 }
 
 impl Snapshot {
@@ -486,13 +486,11 @@ fn summarize(root: &Root, snap: &mut Snapshot, id: &TaskId, c: &Candidate) -> Re
         approval: None,
     };
     if let (TaskState::Waiting | TaskState::Queued, Some(t)) = (loc.state, &task) {
-        let (paused, opts) = snap.root_wide.get_or_insert_with(|| {
-            let opts = crate::config::Config::load(&root.config_file())
-                .map(|c| c.lock_options())
-                .unwrap_or_default();
-            (crate::queue::pause::Paused::load(root), opts)
+        let (paused, config) = snap.root_wide.get_or_insert_with(|| {
+            let config = crate::config::Config::load(&root.config_file()).unwrap_or_default();
+            (crate::queue::pause::Paused::load(root), config)
         });
-        s.waiting = crate::queue::root_wide_wait(root, t, loc.slot.map(|s| s.0), paused, opts);
+        s.waiting = crate::queue::root_wide_wait(root, t, loc.slot.map(|s| s.0), paused, config);
     }
     if let Some(r) = result {
         s.started_at = r.started_at;

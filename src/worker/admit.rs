@@ -12,6 +12,8 @@ pub(crate) struct Hold {
     pub run_slot: Option<DirLock>,
     /// One of its group's run slots, when it has a group.
     pub group_slot: Option<DirLock>,
+    /// The port lock of a worktree task (config.json `portRange`), taken as it starts.
+    pub port: Option<DirLock>,
     /// Came from the shared queue: its result is also linked into `queue/results/`.
     pub queued: bool,
 }
@@ -23,6 +25,7 @@ impl Hold {
             self.key_lock.as_ref(),
             self.run_slot.as_ref(),
             self.group_slot.as_ref(),
+            self.port.as_ref(),
         ]
         .into_iter()
         .flatten()
@@ -34,13 +37,15 @@ impl Hold {
             self.key_lock.as_mut(),
             self.run_slot.as_mut(),
             self.group_slot.as_mut(),
+            self.port.as_mut(),
         ]
         .into_iter()
         .flatten()
     }
 }
 
-/// Take what an inbox task needs to run now: no pause of its key or group, a run slot
+/// Take what an inbox task needs to run now: no pause of its key or group, no spent
+/// daily budget (the root's or its group's), a run slot
 /// under the root's cap (direct deliveries count too), its key's lock (one running task
 /// per key holds for direct deliveries too) and one of its group's run slots. `None`:
 /// it must wait in the inbox.
@@ -50,7 +55,8 @@ pub(crate) fn admit_inbox_task(
     key: Option<&str>,
     group: Option<&str>,
 ) -> Result<Option<Hold>> {
-    if let Some(why) = paused.task_reason(key, group) {
+    let budget = || crate::budget::hold_reason(&shared.opts.root, &shared.config, group);
+    if let Some(why) = paused.task_reason(key, group).or_else(budget) {
         tracing::debug!("task waits in the inbox: {why}");
         return Ok(None);
     }
@@ -88,6 +94,7 @@ pub(crate) fn admit_inbox_task(
         key_lock,
         run_slot,
         group_slot,
+        port: None,
         // Whatever its file says: only a task claimed from queue/pending is queued.
         queued: false,
     }))

@@ -200,6 +200,7 @@ pub(crate) fn from_queue(
         key_lock: claim.key_lock,
         run_slot: claim.run_slot,
         group_slot: claim.group_slot,
+        port: None,
         queued: true,
     };
     if slot.paths.result_for(&id).exists() {

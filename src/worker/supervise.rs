@@ -17,6 +17,8 @@ use crate::error::{Error, Result};
 use crate::fsio;
 use crate::ledger::Ledger;
 use crate::preset::{Preset, RateLimit};
+mod command;
+
 use crate::protocol::{
     now_rfc3339, rfc3339, Outcome, Status, Task, TaskId, TaskResult, WorkerState,
 };
@@ -87,7 +89,7 @@ fn is_transient(e: &crate::error::Error) -> bool {
 pub(crate) fn run(
     shared: &Shared,
     slot: &SlotServer,
-    task: Task,
+    mut task: Task,
     mut lock: DirLock,
     mut hold: Hold,
     wake: &Receiver<()>,
@@ -130,7 +132,7 @@ pub(crate) fn run(
             );
         }
     }
-    let tree = match super::worktree::prepare(shared, &slot.paths, &task, &run.id) {
+    let tree = match super::worktree::prepare(shared, &slot.paths, &mut task, &mut hold) {
         Ok(t) => t,
         Err(r) => return run.end(*r, lock, hold, shutdown),
     };
@@ -237,59 +239,6 @@ pub(crate) fn run(
 }
 
 impl Run<'_> {
-    /// The agent command for this task: the worker's, with the task's model and the
-    /// session it resumes as the preset passes them. Err: the task's rejected result.
-    fn command(&self, task: &Task) -> std::result::Result<AgentCommand, Box<TaskResult>> {
-        let Some((preset, command)) = &self.agent else {
-            let why = format!(
-                "rejected: the task names agent preset {}, but this worker runs only {}",
-                task.agent.as_deref().unwrap_or("?"),
-                self.shared.opts.preset_names().join(", ")
-            );
-            return Err(Box::new(TaskResult::failed(
-                self.id.clone(),
-                Outcome::Rejected,
-                why,
-            )));
-        };
-        if task.model.is_none()
-            && task.resume.is_none()
-            && task.allowed_tools.is_none()
-            && task.permission_mode.is_none()
-        {
-            return Ok(command.clone());
-        }
-        if let (Some(model), false) = (&task.model, preset.takes_model()) {
-            tracing::warn!(
-                "task {} asks for model {model}, but the {preset} preset passes no model to its \
-                 command: running it with the command's own",
-                self.id,
-            );
-        }
-        let narrowed = preset
-            .narrow(
-                &command.args,
-                task.allowed_tools.as_deref(),
-                task.permission_mode.as_deref(),
-            )
-            .map_err(|why| format!("rejected: {why}"));
-        let args = narrowed.and_then(|args| {
-            preset.task_args(&args, task.model.as_deref(), task.resume.as_deref())
-        });
-        match args {
-            Ok(args) => {
-                let mut c = command.clone();
-                c.args = args;
-                Ok(c)
-            }
-            Err(why) => Err(Box::new(TaskResult::failed(
-                self.id.clone(),
-                Outcome::Rejected,
-                why,
-            ))),
-        }
-    }
-
     /// Where the agent runs: the task's `dir` if it has one (checked now, on the
     /// worker's side: it must exist and be the worker user's), else the project
     /// directory. Err: the task's rejected result.

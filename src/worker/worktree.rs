@@ -5,20 +5,28 @@
 
 use std::path::Path;
 
+mod setup;
+
+use super::admit::Hold;
 use super::Shared;
 use crate::layout::WorkerPaths;
-use crate::protocol::{Outcome, Task, TaskId, TaskResult, WorktreeChange, WorktreeRecord};
+use crate::protocol::{Outcome, Task, TaskResult, WorktreeChange, WorktreeRecord};
 use crate::worktree;
 
 /// The task's worktree, made and recorded, when it runs in one (its own `worktree`, else
 /// the root's default). Err: the task's rejected result (not a repository, a bad base,
 /// its branch taken …), with nothing left behind.
+///
+/// A new worktree is then readied ([`setup::ready`]: its port, held in `hold`
+/// and set in `task`'s environment, and config.json's `worktreeSetup`); a failed setup
+/// is the task's failed result, its worktree concluded as any failed task's.
 pub(super) fn prepare(
     shared: &Shared,
     paths: &WorkerPaths,
-    task: &Task,
-    id: &TaskId,
+    task: &mut Task,
+    hold: &mut Hold,
 ) -> Result<Option<WorktreeRecord>, Box<TaskResult>> {
+    let id = &task.id.clone().expect("id ensured at claim");
     let wanted = task.worktree.or(shared.config.worktree).unwrap_or(false);
     if !wanted {
         return Ok(None);
@@ -53,6 +61,8 @@ pub(super) fn prepare(
         worktree::forget_record(&paths.dir);
         return Err(reject(e));
     }
+    let mut rec = rec;
+    setup::ready(shared, paths, task, &mut rec, hold)?;
     Ok(Some(rec))
 }
 

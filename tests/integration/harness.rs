@@ -732,3 +732,37 @@ impl Drop for Reaped {
         let _ = self.0.wait();
     }
 }
+
+/// `git -C dir args…`, which must succeed; its stdout.
+#[track_caller]
+pub fn git(dir: &Path, args: &[&str]) -> String {
+    let out = Command::new("git")
+        .arg("-C")
+        .arg(dir)
+        .args(args)
+        .output()
+        .expect("run git");
+    assert!(
+        out.status.success(),
+        "git {args:?} in {}: {}",
+        dir.display(),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// A repository at `<test temp>/repo` on branch `main` whose one commit holds `files`
+/// (name, contents); committed by a test person. Its canonical path.
+pub fn git_repo(t: &TestRoot, files: &[(&str, &str)]) -> PathBuf {
+    let dir = t.dir.path().join("repo");
+    std::fs::create_dir(&dir).unwrap();
+    git(&dir, &["init", "--quiet", "--initial-branch=main"]);
+    git(&dir, &["config", "user.name", "Test Person"]);
+    git(&dir, &["config", "user.email", "test@example.com"]);
+    for (name, contents) in files {
+        std::fs::write(dir.join(name), contents).unwrap();
+    }
+    git(&dir, &["add", "."]);
+    git(&dir, &["commit", "--quiet", "-m", "start"]);
+    dir.canonicalize().unwrap()
+}

@@ -14,7 +14,7 @@ use std::time::Duration;
 use conductor::{Slot, TaskId, TaskResult};
 use serde_json::{json, Value};
 
-use crate::harness::{assert_nothing_left, bin, stop_child, wait_until, TestRoot};
+use crate::harness::{assert_nothing_left, bin, git, stop_child, wait_until, TestRoot};
 use crate::real_agents::{claude_env, need_agent, ModelServer};
 
 /// A real CLI starting, talking to the server and running tools: seconds, not minutes.
@@ -24,23 +24,6 @@ const JOURNEY_BOUND: Duration = Duration::from_secs(150);
 
 /// The committed line the first two tasks both change, each its own way.
 const GREETING: &str = "greeting = hello\n";
-
-/// Run git in `dir` (as the user, outside any worker); its stdout.
-fn git(dir: &Path, args: &[&str]) -> String {
-    let out = Command::new("git")
-        .arg("-C")
-        .arg(dir)
-        .args(args)
-        .output()
-        .expect("run git");
-    assert!(
-        out.status.success(),
-        "git {args:?} in {}: {}",
-        dir.display(),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
 
 /// A repository with one commit holding the line the tasks change, and a file nobody
 /// committed (so `git status` has something to keep).

@@ -5,6 +5,7 @@ mod prereq;
 
 mod approvals;
 mod architecture;
+mod budgets;
 mod cli;
 mod client;
 mod compat;
@@ -55,4 +56,5 @@ mod views;
 mod views_tmux;
 mod waits;
 mod worker;
+mod worktree_setup;
 mod worktrees;

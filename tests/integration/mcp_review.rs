@@ -9,39 +9,13 @@ use conductor::Slot;
 use rmcp::model::CallToolResult;
 use serde_json::{json, Value};
 
-use crate::harness::{agent, assert_nothing_left, bin, TestRoot, WorkerProc};
+use crate::harness::{agent, assert_nothing_left, bin, git, git_repo, TestRoot, WorkerProc};
 use crate::mcp::{call, close, connect, ok, runtime, tool_error, Mcp};
 use crate::prereq::require;
 
-/// `git -C dir args…`, which must succeed; its stdout.
-#[track_caller]
-fn git(dir: &Path, args: &[&str]) -> String {
-    let out = Command::new("git")
-        .arg("-C")
-        .arg(dir)
-        .args(args)
-        .output()
-        .expect("run git");
-    assert!(
-        out.status.success(),
-        "git {args:?} in {}: {}",
-        dir.display(),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
-
 /// A repository at `<temp>/repo` on branch main with one commit: a.txt.
 fn repo(t: &TestRoot) -> PathBuf {
-    let dir = t.dir.path().join("repo");
-    std::fs::create_dir(&dir).unwrap();
-    git(&dir, &["init", "--quiet", "--initial-branch=main"]);
-    git(&dir, &["config", "user.name", "Test Person"]);
-    git(&dir, &["config", "user.email", "test@example.com"]);
-    std::fs::write(dir.join("a.txt"), "base\n").unwrap();
-    git(&dir, &["add", "."]);
-    git(&dir, &["commit", "--quiet", "-m", "start"]);
-    dir.canonicalize().unwrap()
+    git_repo(t, &[("a.txt", "base\n")])
 }
 
 fn branches(repo: &Path) -> Vec<String> {

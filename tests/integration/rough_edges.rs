@@ -101,7 +101,8 @@ fn retrying_a_task_its_failed_dependency_cancelled_names_retry_with_dependents()
     );
 }
 
-/// `run` with one prompt starts one worker, not `-n`'s three.
+/// `run` with one prompt starts one worker, not the default three (an explicit `-n` is
+/// kept: an agent may hand work to the run's queue for the others).
 #[test]
 fn run_starts_no_more_workers_than_prompts() {
     let t = TestRoot::new();
@@ -109,7 +110,7 @@ fn run_starts_no_more_workers_than_prompts() {
     let ran = run_conductor(
         &t,
         &[
-            "run", "-n", "3", "--agent", "cat", "--json", "--root", &root, "only one",
+            "run", "--agent", "cat", "--json", "--root", &root, "only one",
         ],
         0,
     );

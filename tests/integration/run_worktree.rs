@@ -8,20 +8,7 @@ use std::process::Command;
 
 use serde_json::Value;
 
-use crate::harness::{agent, bin, TestRoot};
-
-/// `git -C dir args…`, which must succeed; its stdout.
-#[track_caller]
-fn git(dir: &Path, args: &[&str]) -> String {
-    let out = Command::new("git")
-        .arg("-C")
-        .arg(dir)
-        .args(args)
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "git {args:?}: {out:?}");
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
+use crate::harness::{agent, bin, git, TestRoot};
 
 /// `conductor args…` in `cwd`, with no root anywhere (`CONDUCTOR_HOME` names none):
 /// (exit code, stdout, stderr).

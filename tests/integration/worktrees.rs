@@ -8,40 +8,13 @@ use std::time::Duration;
 use conductor::{Slot, TaskId};
 use serde_json::Value;
 
-use crate::harness::{agent, bin, wait_until, TestRoot, WorkerProc};
+use crate::harness::{agent, bin, git, git_repo, wait_until, TestRoot, WorkerProc};
 
 const BOUND: Duration = Duration::from_secs(60);
 
-/// `git -C dir args…`, which must succeed; its stdout.
-#[track_caller]
-fn git(dir: &Path, args: &[&str]) -> String {
-    let out = Command::new("git")
-        .arg("-C")
-        .arg(dir)
-        .args(args)
-        .output()
-        .expect("run git");
-    assert!(
-        out.status.success(),
-        "git {args:?} in {}: {}",
-        dir.display(),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
-
 /// A repository at `<temp>/repo` on branch main with one commit: a.txt, b.txt.
 fn repo(t: &TestRoot) -> PathBuf {
-    let dir = t.dir.path().join("repo");
-    std::fs::create_dir(&dir).unwrap();
-    git(&dir, &["init", "--quiet", "--initial-branch=main"]);
-    git(&dir, &["config", "user.name", "Test Person"]);
-    git(&dir, &["config", "user.email", "test@example.com"]);
-    std::fs::write(dir.join("a.txt"), "base\n").unwrap();
-    std::fs::write(dir.join("b.txt"), "bee\n").unwrap();
-    git(&dir, &["add", "."]);
-    git(&dir, &["commit", "--quiet", "-m", "start"]);
-    dir.canonicalize().unwrap()
+    git_repo(t, &[("a.txt", "base\n"), ("b.txt", "bee\n")])
 }
 
 fn edit_agent() -> String {

@@ -929,12 +929,11 @@ impl Conductor {
         self.blocking(move |client| {
             let all = client.list_tasks(&opts)?;
             let mut v =
-                serde_json::to_value(crate::cli::tasks::summary::of(&all)).map_err(|e| {
-                    Error::CallFailed {
+                serde_json::to_value(crate::cli::tasks::summary::of_root(client.root(), &all))
+                    .map_err(|e| Error::CallFailed {
                         what: "totals".into(),
                         reason: e.to_string(),
-                    }
-                })?;
+                    })?;
             v["root"] = json!(client.root().path());
             Ok(Ok(v))
         })

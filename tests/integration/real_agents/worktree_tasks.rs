@@ -5,7 +5,6 @@
 
 use std::fs;
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
 use conductor::{Task, TaskId, TaskResult};
 use serde_json::{json, Value};
@@ -13,37 +12,11 @@ use serde_json::{json, Value};
 use super::{
     claude_env, codex_env, gemini_env, need_agent, result_of, task_log, ModelServer, RealWorker, S0,
 };
-use crate::harness::{assert_nothing_left, run_conductor, TestRoot};
-
-/// `git -C dir args…`, which must succeed; its stdout.
-#[track_caller]
-fn git(dir: &Path, args: &[&str]) -> String {
-    let out = Command::new("git")
-        .arg("-C")
-        .arg(dir)
-        .args(args)
-        .output()
-        .expect("run git");
-    assert!(
-        out.status.success(),
-        "git {args:?} in {}: {}",
-        dir.display(),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
+use crate::harness::{assert_nothing_left, git, git_repo, run_conductor, TestRoot};
 
 /// A repository at `<temp>/repo` on branch main with one commit (a.txt).
 fn repo(t: &TestRoot) -> PathBuf {
-    let dir = t.dir.path().join("repo");
-    fs::create_dir(&dir).unwrap();
-    git(&dir, &["init", "--quiet", "--initial-branch=main"]);
-    git(&dir, &["config", "user.name", "Test Person"]);
-    git(&dir, &["config", "user.email", "test@example.com"]);
-    fs::write(dir.join("a.txt"), "base\n").unwrap();
-    git(&dir, &["add", "."]);
-    git(&dir, &["commit", "--quiet", "-m", "start"]);
-    dir.canonicalize().unwrap()
+    git_repo(t, &[("a.txt", "base\n")])
 }
 
 /// Where task `id`'s worktree goes by default: next to the repository.
