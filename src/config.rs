@@ -160,20 +160,6 @@ impl Config {
 
     /// Check every numeric field against its range; the message names the field.
     pub fn validate(&self) -> std::result::Result<(), String> {
-        fn within(
-            field: &str,
-            value: Option<u64>,
-            min: u64,
-            max: u64,
-            unset: &str,
-        ) -> std::result::Result<(), String> {
-            match value {
-                Some(v) if v < min || v > max => Err(format!(
-                    "{field} {v} is out of range: it must be {min} to {max} ({unset})"
-                )),
-                _ => Ok(()),
-            }
-        }
         within(
             "maxRunning",
             self.max_running.map(u64::from),
@@ -298,6 +284,23 @@ impl Config {
 
     pub fn max_task_bytes(&self) -> u64 {
         self.max_task_bytes.unwrap_or(fsio::TASK_SIZE_LIMIT)
+    }
+}
+
+/// `Err` naming `field` when `value` is set outside `min..=max`; `unset` says what
+/// leaving it out means.
+fn within(
+    field: &str,
+    value: Option<u64>,
+    min: u64,
+    max: u64,
+    unset: &str,
+) -> std::result::Result<(), String> {
+    match value {
+        Some(v) if v < min || v > max => Err(format!(
+            "{field} {v} is out of range: it must be {min} to {max} ({unset})"
+        )),
+        _ => Ok(()),
     }
 }
 

@@ -4,45 +4,11 @@ use std::io;
 use std::path::PathBuf;
 use std::time::Duration;
 
+mod exit;
+pub use exit::{ExitClass, EXIT_CODES_HELP};
+
 /// Result alias used throughout the library.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
-
-/// What kind of failure an error is, and so the binaries' exit code. Every exit code
-/// conductor's binaries use is defined here, once; `--help` and the README list them.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum ExitClass {
-    /// Everything went well.
-    Ok,
-    /// An error, a failed task, or an expired `--timeout`.
-    Failure,
-    /// Bad usage: arguments, slot names, input files, no conductor root.
-    Usage,
-    /// Refused: something alive is in the way (busy inbox, slot already served, nested
-    /// start, a session in use).
-    Refused,
-    /// Nobody serves it: a wait no live worker would answer, or whose worker died with
-    /// the task in hand and nobody recovers it.
-    Nobody,
-    /// Stopped by Ctrl-C (SIGINT), as shells report it: 128 + 2.
-    Interrupted,
-}
-
-/// The exit codes, as `--help` lists them (each binary's `after_help`).
-pub const EXIT_CODES_HELP: &str = "Exit codes: 0 ok, 1 error, failed task or --timeout expired, 2 usage (bad arguments, missing files, no conductor root), 3 refused (busy inbox, slot already served, nested start), 4 nobody serves it (a wait no live worker would answer, or whose worker died and nobody recovers its task), 130 interrupted (Ctrl-C)";
-
-impl ExitClass {
-    /// The process exit code of this class.
-    pub const fn code(self) -> i32 {
-        match self {
-            ExitClass::Ok => 0,
-            ExitClass::Failure => 1,
-            ExitClass::Usage => 2,
-            ExitClass::Refused => 3,
-            ExitClass::Nobody => 4,
-            ExitClass::Interrupted => 130,
-        }
-    }
-}
 
 /// What is wrong with a file we refused to accept.
 #[derive(Debug, thiserror::Error)]
@@ -576,76 +542,6 @@ fn stderr_suffix(stderr: &str) -> String {
 }
 
 impl Error {
-    /// Which kind of failure this is (and so the binaries' exit code).
-    pub fn exit_class(&self) -> ExitClass {
-        use Error::*;
-        match self {
-            GateHeld { .. }
-            | InboxBusy { .. }
-            | Nested { .. }
-            | SlotBusy { .. }
-            | NotPublished { .. }
-            | TooDeep { .. }
-            | CancelMidWrite { .. }
-            | CancelKeptMoving { .. }
-            | NotEditable { .. }
-            | NoQuestion { .. }
-            | BranchExists { .. }
-            | RepoDirty { .. }
-            | DetachedHead { .. }
-            | GroupInUse { .. } => ExitClass::Refused,
-            InvalidSlot { .. }
-            | NoSuchSlot { .. }
-            | SlotTooLarge { .. }
-            | InvalidTask { .. }
-            | IdTaken { .. }
-            | BadCommandLine { .. }
-            | NotADirectory { .. }
-            | UnknownPreset { .. }
-            | AgentNotFound { .. }
-            | NoHome { .. }
-            | NoRoot { .. }
-            | RootGone { .. }
-            | RootNotOurs { .. }
-            | NoTaskRecord { .. }
-            | NoSuchTask { .. }
-            | AmbiguousId { .. }
-            | UnknownDependency { .. }
-            | DependencyGone { .. }
-            | UnknownGroup { .. }
-            | AfterNeedsQueue { .. }
-            | BadTaskDir { .. }
-            | BadArgument { .. }
-            | BadEnvVar { .. }
-            | NoSlots { .. }
-            | BadSlotList { .. }
-            | NotAFileName { .. }
-            | NotARepository { .. }
-            | BareRepository { .. }
-            | BadBase { .. }
-            | NoWorktree { .. }
-            | TaskUnfinished { .. }
-            | BranchGone { .. } => ExitClass::Usage,
-            NobodyServes { .. }
-            | WorkerDied { .. }
-            | DependencyUnserved { .. }
-            | PresetUnserved { .. } => ExitClass::Nobody,
-            Io { .. }
-            | BadFile { .. }
-            | LockLost { .. }
-            | Timeout { .. }
-            | Watch { .. }
-            | WorkerGone { .. }
-            | Spawn { .. }
-            | Command { .. }
-            | CallFailed { .. }
-            | UncommittedNotCopied { .. }
-            | NotDiscarded { .. }
-            | WorktreeFolder { .. }
-            | MergeConflict { .. } => ExitClass::Failure,
-        }
-    }
-
     /// `program args…` ran and exited unsuccessfully, as `out` shows.
     pub(crate) fn command(program: &str, args: &[&str], out: &std::process::Output) -> Self {
         Error::Command {

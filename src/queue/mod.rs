@@ -15,6 +15,7 @@ pub mod limits;
 mod order;
 pub mod pause;
 mod waits;
+mod retry_ids;
 
 use serde::Serialize;
 use std::collections::{BTreeMap, HashMap};
@@ -45,6 +46,7 @@ use held::is_held;
 use order::DEFAULT_PRIORITY;
 pub use order::{effective, next_to_run, order, PendingName, PendingTask, AGING_STEP};
 pub(crate) use waits::root_wide_wait;
+use retry_ids::{retry_base, retry_number};
 
 /// The `origin` of a task that came through the queue.
 pub const ORIGIN_QUEUE: &str = "queue";
@@ -781,21 +783,4 @@ fn idle_workers(root: &Root, paused: &pause::Paused) -> Result<(u32, Vec<String>
         }
     }
     Ok((n, held))
-}
-/// `t` for `t`, `t-r1`, `t-r2` (see [`TaskId::retries`]).
-fn retry_base(id: &TaskId) -> String {
-    let text = id.to_string();
-    match text.rsplit_once("-r") {
-        Some((b, n)) if n.parse::<u32>().is_ok() => b.to_string(),
-        _ => text,
-    }
-}
-
-/// `2` for `t-r2`, `0` for `t`.
-fn retry_number(id: &TaskId) -> u32 {
-    let text = id.to_string();
-    match text.rsplit_once("-r") {
-        Some((_, n)) => n.parse().unwrap_or(0),
-        None => 0,
-    }
 }

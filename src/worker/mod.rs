@@ -17,6 +17,7 @@ mod fence;
 mod inbox;
 mod inline;
 mod multi;
+mod options;
 mod root_watch;
 mod shared_seen;
 mod space;
@@ -26,6 +27,7 @@ mod sweep_election;
 mod worktree;
 
 pub use multi::MultiWorker;
+pub use options::WorkerOptions;
 
 use std::os::fd::AsFd;
 use std::path::{Path, PathBuf};
@@ -34,14 +36,12 @@ use std::time::{Duration, Instant, SystemTime};
 
 use crossbeam_channel::{bounded, select, Receiver};
 
-use crate::agent::AgentCommand;
 use crate::config::Config;
 use crate::dirlock::{self, LockOptions};
 use crate::error::{Error, Result};
 use crate::fsio;
 use crate::gate::Gate;
 use crate::layout::{Root, Slot, WorkerPaths};
-use crate::preset::Preset;
 use crate::protocol::{Status, WorkerState};
 use crate::watch::{DirWatcher, InlineWatcher, WatchMode, WatcherKind};
 use shared_seen::{SharedNews, SharedSeen};
@@ -56,96 +56,6 @@ pub const FULL_DISK_FIRST_BACKOFF: Duration = space::FIRST_BACKOFF;
 /// The next wait after `current` for space to return.
 pub fn full_disk_backoff(current: Duration) -> Duration {
     space::next_backoff(current)
-}
-
-/// How a worker is set up. [`WorkerOptions::new`] gives the documented defaults.
-#[derive(Debug, Clone)]
-pub struct WorkerOptions {
-    pub root: Root,
-    pub slot: Slot,
-    /// The agent's working directory (the project).
-    pub project_dir: PathBuf,
-    pub agent: AgentCommand,
-    /// How to read the agent's output and continue sessions.
-    pub preset: Preset,
-    pub watch: WatchMode,
-    /// Default timeout when the task gives none (`--timeout`); none = no limit.
-    pub timeout: Option<Duration>,
-    /// Between SIGTERM and SIGKILL when stopping an agent.
-    pub kill_grace: Duration,
-    /// How often `status.json` is refreshed while working.
-    pub heartbeat: Duration,
-    /// Re-read the inbox this often even without events (the slow safety timer).
-    pub rescan: Duration,
-    /// How long an unparseable task.json must stay unchanged before it is rejected
-    /// (non-atomic writers truncate, then write).
-    pub quiet_grace: Duration,
-    /// Stdout bytes kept inline in the result; the rest stays in a file.
-    pub inline_output: usize,
-    /// Most bytes a task's log file keeps: beyond it the middle is cut (marked by a
-    /// line, said in the result's `outputNote`).
-    pub log_cap: u64,
-    /// Start even inside an agent (`CONDUCTOR_WORKER` set).
-    pub allow_nested: bool,
-    /// More presets this worker serves besides `preset` (which stays the default for
-    /// tasks naming none): a task's `agent` picks one, each with its command line.
-    pub more_agents: Vec<(Preset, AgentCommand)>,
-    /// A task its agent reports usage- or rate-limited with a reset time goes back to
-    /// wait for the reset instead of failing (`--no-defer-rate-limited`, or config
-    /// `deferRateLimited: false`, turns it off).
-    pub defer_rate_limited: bool,
-    /// Started by a process that owns it (`conductor run`, `pool::WakePipes`): stdin is
-    /// a pipe whose bytes mean "look again" (its end: the owner is gone, stop), and
-    /// stdout a pipe this worker writes a byte to as each task starts and ends. Its inbox
-    /// and the shared directories are then not watched (no inotify instance); the
-    /// rescan stays the safety net.
-    pub wake_pipes: bool,
-}
-
-impl WorkerOptions {
-    pub fn new(root: Root, slot: Slot, project_dir: PathBuf, agent: AgentCommand) -> Self {
-        WorkerOptions {
-            root,
-            slot,
-            project_dir,
-            agent,
-            preset: Preset::Command,
-            watch: WatchMode::Auto,
-            timeout: None,
-            kill_grace: Duration::from_secs(5),
-            heartbeat: Duration::from_secs(2),
-            rescan: Duration::from_secs(2),
-            quiet_grace: Duration::from_millis(500),
-            inline_output: 4 * 1024 * 1024,
-            log_cap: 64 * 1024 * 1024,
-            allow_nested: false,
-            more_agents: Vec::new(),
-            defer_rate_limited: true,
-            wake_pipes: false,
-        }
-    }
-
-    /// The names of the presets served, the default first.
-    pub fn preset_names(&self) -> Vec<String> {
-        std::iter::once(self.preset)
-            .chain(self.more_agents.iter().map(|(p, _)| *p))
-            .map(|p| p.to_string())
-            .collect()
-    }
-
-    /// The preset and command that run a task naming `agent` (none: the default).
-    /// `None`: this worker does not serve that preset.
-    pub fn agent_for(&self, agent: Option<&str>) -> Option<(Preset, &AgentCommand)> {
-        match agent {
-            None => Some((self.preset, &self.agent)),
-            Some(name) if name == self.preset.to_string() => Some((self.preset, &self.agent)),
-            Some(name) => self
-                .more_agents
-                .iter()
-                .find(|(p, _)| p.to_string() == name)
-                .map(|(p, c)| (*p, c)),
-        }
-    }
 }
 
 /// What every slot served by this process shares: options, the root's config, the

@@ -1,26 +1,25 @@
 //! Supervising a claimed task's agent: spawn, heartbeat, cancel, timeout, its result.
 
-use std::fs;
+mod put_back;
+mod result;
+
 use std::path::Path;
 use std::time::{Duration, Instant, SystemTime};
 
 use crossbeam_channel::{select, Receiver};
-use nix::sys::signal::Signal;
 
 use super::admit::Hold;
 use super::fence::{self, Fence};
-use super::{cancel, space, Pickup, Shared, SlotServer, ENV_WORKER};
-use crate::agent::{self, Agent, AgentCommand, AgentOutput, Launch};
+use super::{cancel, Pickup, Shared, SlotServer, ENV_WORKER};
+use crate::agent::{self, Agent, AgentCommand, Launch};
 use crate::dirlock::DirLock;
 use crate::env::{ENV_CONTEXT, ENV_DEPTH, ENV_HOME};
 use crate::error::{Error, Result};
-use crate::fsio;
-use crate::ledger::Ledger;
-use crate::preset::{Preset, RateLimit};
+use crate::preset::Preset;
 mod command;
 
 use crate::protocol::{
-    now_rfc3339, rfc3339, Outcome, Status, Task, TaskId, TaskResult, WorkerState,
+    now_rfc3339, rfc3339, Outcome, Status, Task, TaskId, TaskResult, WorkerState, WorktreeRecord,
 };
 
 /// Why the agent stopped before finishing on its own.
@@ -95,26 +94,7 @@ pub(crate) fn run(
     wake: &Receiver<()>,
     shutdown: &Receiver<()>,
 ) -> Result<Pickup> {
-    let run = Run {
-        shared,
-        slot,
-        id: task.id.clone().expect("id ensured at claim"),
-        started_at: rfc3339(SystemTime::now()),
-        clock: Instant::now(),
-        attempt: task.attempt(),
-        preview: crate::text::prompt_preview(&task.prompt, 60),
-        agent: shared
-            .opts
-            .agent_for(task.agent.as_deref())
-            .map(|(p, c)| (p, c.clone())),
-        timeout: task
-            .timeout_secs
-            .map(Duration::from_secs)
-            .or(shared.opts.timeout)
-            .or(shared.config.timeout_secs.map(Duration::from_secs)),
-        key: task.key.clone(),
-        group: task.group.clone(),
-    };
+    let run = Run::new(shared, slot, &task);
     let preset = run.agent.as_ref().map_or(shared.opts.preset, |(p, _)| *p);
     if let Some(who) = cancel::requested(&slot.paths, &run.id, false) {
         tracing::info!("task {} was cancelled before it started ({who})", run.id);
@@ -123,15 +103,7 @@ pub(crate) fn run(
     }
     // Before the agent exists: should this worker die, the key and run slot stay taken
     // while the task's processes outlive it.
-    for held in hold.locks_mut() {
-        if let Err(e) = held.record_task(&run.id.to_string()) {
-            tracing::warn!(
-                "cannot record task {} in {}: {e}",
-                run.id,
-                held.path().display()
-            );
-        }
-    }
+    record_task(&mut hold, &run.id);
     let tree = match super::worktree::prepare(shared, &slot.paths, &mut task, &mut hold) {
         Ok(t) => t,
         Err(r) => return run.end(*r, lock, hold, shutdown),
@@ -155,23 +127,7 @@ pub(crate) fn run(
             return Ok(Pickup::Stop);
         }
     };
-    // From here until the agent is reaped, a thread of its own stops it should the
-    // locks go unrenewed for too long (a hung mount blocks the heartbeat, not that
-    // thread). Armed before anything else: even a log line may block in a hung mount.
-    let fence = fence::arm(
-        agent.pid(),
-        fence::Policy::for_lease(shared.lock_opts.lease, shared.opts.kill_grace),
-        renewed_at(&lock, &hold),
-    );
-    // Its inbox is empty again: an owner keeping it filled may deliver the next task.
-    shared.tell_owner();
-    tracing::info!(
-        "started \"{}\" · task {} · pid {} · {}us after claim",
-        run.preview,
-        run.id,
-        agent.pid(),
-        run.clock.elapsed().as_micros()
-    );
+    let fence = run.started(&agent, &lock, &hold);
     let stop = run.watch(&mut agent, &mut lock, &mut hold, &fence, wake, shutdown);
     // Disarmed before the agent's leader is reaped (`finish`): the group id stays its own.
     drop(fence);
@@ -182,17 +138,8 @@ pub(crate) fn run(
     let out = agent.finish();
     if let Some(Stop::Paused(what)) = &stop {
         if let Some(back) = run.put_back_paused(&task, what, &lock, &hold)? {
-            drop(lock);
-            drop(hold);
-            if let Some(t) = &tree {
-                // It runs again once resumed, in a worktree made afresh then.
-                crate::worktree::remove(&t.repo, &t.path, Some(&t.branch));
-                super::worktree::forget_record(&slot.paths.dir);
-            }
-            if let Err(e) = agent::ready_log(&slot.paths.output_log()) {
-                tracing::warn!("{e}");
-            }
-            tracing::info!("{back}");
+            // It runs again once resumed, in a worktree made afresh then.
+            went_back(slot, tree.as_ref(), lock, hold, &back);
             return Ok(if shutting_down {
                 Pickup::Stop
             } else {
@@ -200,45 +147,101 @@ pub(crate) fn run(
             });
         }
     }
-    let stopped = stop.is_some();
-    let mut result = run.build_result(&out, stop);
-    let limit = (!stopped && !result.success)
-        .then(|| preset.rate_limit(&result.output, out.limit_event.as_deref()))
-        .flatten();
-    if stopped {
-        preset.lift_stopped(&mut result, &run.slot.paths.task_log(&run.id));
-    }
-    preset.interpret(&mut result);
-    result.agent = Some(preset.to_string());
+    let (mut result, limit) = run.result_of(preset, &out, stop);
     if let Some(limit) = limit {
         if let Some(deferred) = run.defer(&task, preset, &limit, &lock, &hold)? {
-            drop(lock);
-            drop(hold);
-            if let Some(t) = &tree {
-                // It runs again after the reset, in a worktree made afresh then.
-                crate::worktree::remove(&t.repo, &t.path, Some(&t.branch));
-                super::worktree::forget_record(&slot.paths.dir);
-            }
-            if let Err(e) = agent::ready_log(&slot.paths.output_log()) {
-                tracing::warn!("{e}");
-            }
-            tracing::info!("{deferred}");
+            // It runs again after the reset, in a worktree made afresh then.
+            went_back(slot, tree.as_ref(), lock, hold, &deferred);
             return Ok(Pickup::Ran);
         }
         limit.note_gave_up(&mut result, task.deferrals.unwrap_or(0));
     }
-    if let Some(t) = &tree {
-        let stopped = result
-            .outcome
-            .filter(|o| *o != Outcome::Success && *o != Outcome::Failure);
-        result.worktree = Some(super::worktree::conclude(t, &task, stopped));
-        super::worktree::fail_if_refused_and_unchanged(&mut result);
-    }
+    result::conclude_worktree(tree.as_ref(), &task, &mut result);
     let ended = run.end(result, lock, hold, shutdown)?;
     Ok(if shutting_down { Pickup::Stop } else { ended })
 }
 
+impl<'a> Run<'a> {
+    /// The run of `task`, claimed just now, with what it takes from the worker.
+    fn new(shared: &'a Shared, slot: &'a SlotServer, task: &Task) -> Run<'a> {
+        Run {
+            shared,
+            slot,
+            id: task.id.clone().expect("id ensured at claim"),
+            started_at: rfc3339(SystemTime::now()),
+            clock: Instant::now(),
+            attempt: task.attempt(),
+            preview: crate::text::prompt_preview(&task.prompt, 60),
+            agent: shared
+                .opts
+                .agent_for(task.agent.as_deref())
+                .map(|(p, c)| (p, c.clone())),
+            timeout: task
+                .timeout_secs
+                .map(Duration::from_secs)
+                .or(shared.opts.timeout)
+                .or(shared.config.timeout_secs.map(Duration::from_secs)),
+            key: task.key.clone(),
+            group: task.group.clone(),
+        }
+    }
+}
+
+/// Record the task in each lock it holds, so that should this worker die, the key and
+/// run slot stay taken while the task's processes outlive it.
+fn record_task(hold: &mut Hold, id: &TaskId) {
+    for held in hold.locks_mut() {
+        if let Err(e) = held.record_task(&id.to_string()) {
+            tracing::warn!("cannot record task {id} in {}: {e}", held.path().display());
+        }
+    }
+}
+
+/// The task went back where it came from (`back` says how): release its locks, remove
+/// its worktree and ready the output log for the next task.
+fn went_back(
+    slot: &SlotServer,
+    tree: Option<&WorktreeRecord>,
+    lock: DirLock,
+    hold: Hold,
+    back: &str,
+) {
+    drop(lock);
+    drop(hold);
+    if let Some(t) = tree {
+        crate::worktree::remove(&t.repo, &t.path, Some(&t.branch));
+        super::worktree::forget_record(&slot.paths.dir);
+    }
+    if let Err(e) = agent::ready_log(&slot.paths.output_log()) {
+        tracing::warn!("{e}");
+    }
+    tracing::info!("{back}");
+}
+
 impl Run<'_> {
+    /// The agent started: arm its fence, then tell the owner and the log. From here
+    /// until the agent is reaped, the fence's thread of its own stops it should the
+    /// locks go unrenewed for too long (a hung mount blocks the heartbeat, not that
+    /// thread). Armed before anything else: even a log line may block in a hung mount.
+    fn started(&self, agent: &Agent, lock: &DirLock, hold: &Hold) -> Fence {
+        let shared = self.shared;
+        let fence = fence::arm(
+            agent.pid(),
+            fence::Policy::for_lease(shared.lock_opts.lease, shared.opts.kill_grace),
+            renewed_at(lock, hold),
+        );
+        // Its inbox is empty again: an owner keeping it filled may deliver the next task.
+        shared.tell_owner();
+        tracing::info!(
+            "started \"{}\" · task {} · pid {} · {}us after claim",
+            self.preview,
+            self.id,
+            agent.pid(),
+            self.clock.elapsed().as_micros()
+        );
+        fence
+    }
+
     /// Where the agent runs: the task's `dir` if it has one (checked now, on the
     /// worker's side: it must exist and be the worker user's), else the project
     /// directory. Err: the task's rejected result.
@@ -344,160 +347,6 @@ impl Run<'_> {
     /// Whether the task's agent prints an event stream.
     fn streams(&self) -> bool {
         self.agent.as_ref().is_some_and(|(p, _)| p.streams())
-    }
-
-    /// The agent hit a usage limit with a reset time: put the task back to wait for it
-    /// (same attempt; nothing is published), and record the limit root-wide so no
-    /// worker starts a task of this preset before then. `None` when it is not deferred
-    /// (turned off, or the inbox already holds another task): it fails as it is.
-    ///
-    /// Crash safety: `running.json` is first rewritten (durably) with `notBefore`, then
-    /// moved in one rename — into `queue/pending/` (a queue task) or back to the inbox
-    /// without replacing (`RENAME_NOREPLACE`; an inbox task) — so the task is in exactly
-    /// one place at every instant. A worker dying between the two steps leaves a
-    /// `running.json` whose `notBefore` is ahead, which recovery recognises (a task is
-    /// never claimed before its `notBefore`) and finishes deferring.
-    fn defer(
-        &self,
-        task: &Task,
-        preset: Preset,
-        limit: &RateLimit,
-        lock: &DirLock,
-        hold: &Hold,
-    ) -> Result<Option<String>> {
-        let shared = self.shared;
-        if !shared.opts.defer_rate_limited || !shared.config.defer_rate_limited() {
-            return Ok(None);
-        }
-        let deferrals = task.deferrals.unwrap_or(0);
-        let Some(until) = limit.next_run(deferrals, SystemTime::now()) else {
-            return Ok(None);
-        };
-        if still_held(lock, hold).is_some() {
-            return Ok(None);
-        }
-        let root = &shared.opts.root;
-        if let Err(e) = crate::queue::limits::record(
-            root,
-            &preset.to_string(),
-            until,
-            &limit.message,
-            Some(&self.id),
-        ) {
-            tracing::warn!("recording the {preset} usage limit: {e}");
-        }
-        let mut t = task.clone();
-        t.id = Some(self.id.clone());
-        t.not_before = Some(rfc3339(until));
-        t.deferrals = Some(deferrals + 1);
-        let until_text = crate::protocol::rfc3339(until);
-        if !self.put_back(&t, hold)? {
-            tracing::warn!(
-                "task {}: cannot wait in the inbox for the reset ({until_text}): another \
-                 task was delivered meanwhile; it fails instead",
-                self.id
-            );
-            return Ok(None);
-        }
-        let mut idle = Status::new(WorkerState::Idle);
-        idle.problem = Some(format!(
-            "{preset} is rate-limited until {}: {}",
-            crate::queue::limits::hh_mm(until),
-            limit.message
-        ));
-        if let Err(e) = self.slot.board.publish(idle) {
-            tracing::warn!("{e}");
-        }
-        Ok(Some(format!(
-            "deferred \"{}\" · task {}: {preset} is rate-limited until {until_text} ({}); it \
-             waits {} and runs then (deferral {} of at most {})",
-            self.preview,
-            self.id,
-            limit.message,
-            if hold.queued {
-                "in the queue"
-            } else {
-                "in the inbox"
-            },
-            deferrals + 1,
-            crate::preset::MAX_DEFERRALS
-        )))
-    }
-
-    /// Put `t` (this run's task, as it is to run next) back where it came from, nothing
-    /// published: `running.json` rewritten durably, then moved in one rename — into
-    /// `queue/pending/` (a queue task) or back to the inbox without replacing (an inbox
-    /// task). `false`: the inbox holds another task meanwhile, and `t` stays in hand.
-    fn put_back(&self, t: &Task, hold: &Hold) -> Result<bool> {
-        let running = self.slot.paths.running();
-        if hold.queued {
-            crate::queue::requeue(&self.shared.opts.root, &running, t)?;
-            return Ok(true);
-        }
-        fsio::write_json(&running, t, fsio::Durability::Durable)?;
-        let inbox = self.slot.paths.task();
-        let taken = |e: &Error| e.io_kind() == Some(std::io::ErrorKind::AlreadyExists);
-        let mut asked: Option<Instant> = None;
-        loop {
-            match fsio::rename_noreplace(&running, &inbox) {
-                Ok(()) => return fsio::fsync_dir(&self.slot.paths.dir).map(|()| true),
-                Err(e) if !taken(&e) => return Err(e),
-                Err(_) => {}
-            }
-            // A run that keeps its workers' inboxes filled put the next task there: it
-            // takes that one back when asked, in a moment.
-            match asked {
-                None if self.shared.ask_owner_for_inbox(self.slot.slot()) => {
-                    asked = Some(Instant::now());
-                }
-                Some(at) if at.elapsed() < OWNER_GIVES_BACK => {}
-                _ => return Ok(false),
-            }
-            std::thread::sleep(Duration::from_millis(2));
-        }
-    }
-
-    /// A pause made `--now` stopped the agent: put the task back (same attempt) to run
-    /// once resumed. `None` when it cannot go back (a lock was lost, or the inbox holds
-    /// another task): it ends `interrupted`.
-    fn put_back_paused(
-        &self,
-        task: &Task,
-        what: &str,
-        lock: &DirLock,
-        hold: &Hold,
-    ) -> Result<Option<String>> {
-        if still_held(lock, hold).is_some() {
-            return Ok(None);
-        }
-        let mut t = task.clone();
-        t.id = Some(self.id.clone());
-        if !self.put_back(&t, hold)? {
-            tracing::warn!(
-                "task {}: stopped by the pause of {what}, but cannot go back to the inbox: \
-                 another task was delivered meanwhile; it ends interrupted",
-                self.id
-            );
-            return Ok(None);
-        }
-        let whence = if hold.queued {
-            "the queue"
-        } else {
-            "the inbox"
-        };
-        let mut idle = Status::new(WorkerState::Idle);
-        idle.problem = Some(format!(
-            "task {} interrupted by the pause of {what}; back in {whence}",
-            self.id
-        ));
-        if let Err(e) = self.slot.board.publish(idle) {
-            tracing::warn!("{e}");
-        }
-        Ok(Some(format!(
-            "interrupted \"{}\" · task {}: {what} was paused --now; it waits in {whence} and \
-             runs again once resumed",
-            self.preview, self.id
-        )))
     }
 
     /// The pause made `--now` that applies to this run, if any.
@@ -688,217 +537,6 @@ impl Run<'_> {
         }
         None
     }
-
-    fn build_result(&self, out: &AgentOutput, stop: Option<Stop>) -> TaskResult {
-        use std::os::unix::process::ExitStatusExt;
-        let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
-        let (outcome, error) = match stop {
-            Some(Stop::Timeout(t)) => (
-                Outcome::Timeout,
-                Some(format!("timed out after {}s", t.as_secs())),
-            ),
-            Some(Stop::Cancelled) => (Outcome::Cancelled, Some("cancelled".to_string())),
-            Some(Stop::Interrupted(why) | Stop::Fenced(why)) => (Outcome::Interrupted, Some(why)),
-            Some(Stop::Paused(what)) => (
-                Outcome::Interrupted,
-                Some(format!(
-                    "interrupted: {what} was paused --now, and the task could not be put back"
-                )),
-            ),
-            None if out.status.success() => (Outcome::Success, None),
-            None => (Outcome::Failure, Some(failure_reason(out, &stderr))),
-        };
-        let mut r = TaskResult::failed(self.id.clone(), outcome, String::new());
-        r.success = outcome == Outcome::Success;
-        r.error = error;
-        r.output = String::from_utf8_lossy(&out.stdout).into_owned();
-        r.exit_code = out.status.code();
-        r.signal = out.status.signal();
-        r.stderr = Some(stderr);
-        self.keep_output_log(out, &mut r);
-        r
-    }
-
-    /// The run's stdout log moves beside its task record (renaming frees nothing,
-    /// unlike truncating it for the next run would).
-    fn keep_output_log(&self, out: &AgentOutput, r: &mut TaskResult) {
-        let paths = &self.slot.paths;
-        let log = paths.task_log(&self.id);
-        if let Err(e) = fsio::ensure_dir(&paths.tasks_dir()).and_then(|()| {
-            fs::rename(paths.output_log(), &log)
-                .map_err(|e| Error::io("keep output log as", &log, e))
-        }) {
-            tracing::warn!("{e}");
-        }
-        if self.streams() {
-            let raw = paths.task_stream(&self.id);
-            if let Err(e) = fs::rename(paths.output_stream(), &raw) {
-                tracing::warn!("keeping the raw stream as {}: {e}", raw.display());
-            }
-        }
-        if out.log_cut > 0 {
-            r.output_truncated = true;
-            r.output_file = Some(log.display().to_string());
-            r.output_note = Some(format!(
-                "{} of {} bytes of output were cut from the middle of {} to keep it under \
-                 its cap (a marker line shows where)",
-                out.log_cut,
-                out.stdout_total,
-                log.display()
-            ));
-        }
-        if out.stdout_truncated {
-            r.output_truncated = true;
-            r.output_file = Some(log.display().to_string());
-            tracing::info!(
-                "task {}: {} bytes of output, {} kept inline, the log in {}",
-                self.id,
-                out.stdout_total,
-                out.stdout.len(),
-                log.display()
-            );
-        }
-    }
-
-    /// Stamp the result, end the task through the ledger, then free its locks.
-    /// `Pickup::Stop` when a shutdown request came while the result waited for space.
-    fn end(
-        &self,
-        mut r: TaskResult,
-        lock: DirLock,
-        hold: Hold,
-        shutdown: &Receiver<()>,
-    ) -> Result<Pickup> {
-        r.started_at = Some(self.started_at.clone());
-        r.finished_at = Some(now_rfc3339());
-        r.timestamp = r.finished_at.clone().unwrap_or_default();
-        r.duration_ms = Some(self.clock.elapsed().as_millis() as u64);
-        r.attempt = Some(self.attempt);
-        r.worker = Some(self.slot.slot().0);
-        // The last look before publishing: a holder cut off since its last heartbeat
-        // publishes nothing (the overlap with the new holder ends here, at most one
-        // heartbeat after the takeover).
-        if let Some(lost) = still_held(&lock, &hold) {
-            tracing::error!("task {}: {lost}", r.task_id);
-            if r.success {
-                r.success = false;
-                r.outcome = Some(Outcome::Interrupted);
-                r.error = Some(lost);
-            }
-            let aside = crate::ledger::keep_superseded(&self.slot.paths, &r, lock.epoch())?;
-            tracing::warn!("its result is kept aside as {}", aside.display());
-            return Ok(Pickup::Ran);
-        }
-        if !self.write_end(&mut r, hold.queued, lock.epoch(), shutdown)? {
-            tracing::warn!(
-                "stopping with the result of task {} unwritten (the disk is full); it stays in \
-                 hand, and recovery ends it when a worker starts on this slot again",
-                r.task_id
-            );
-            return Ok(Pickup::Stop);
-        }
-        // The result tells of the worktree now; the slot's record of it is done.
-        super::worktree::forget_record(&self.slot.paths.dir);
-        super::approval::clear(&self.slot.paths.dir);
-        tracing::info!(
-            "{} \"{}\" in {}{} · task {}",
-            &r.outcome_label(),
-            self.preview,
-            crate::text::format_took(r.duration_ms.unwrap_or(0)),
-            r.error
-                .as_deref()
-                .map(|e| format!(": {e}"))
-                .unwrap_or_default(),
-            r.task_id,
-        );
-        drop(lock);
-        drop(hold);
-        // The root's callback, if any: started now, watched and reaped by a thread.
-        super::callback::run(
-            &self.shared.config,
-            &self.shared.opts.root,
-            self.slot.slot(),
-            &r,
-            self.slot.paths.result_for(&r.task_id),
-        );
-        // Ready an empty output.log now, off the next pickup's path.
-        if let Err(e) = agent::ready_log(&self.slot.paths.output_log()) {
-            tracing::warn!("{e}");
-        }
-        Ok(Pickup::Ran)
-    }
-
-    /// Write the task's end through the ledger. On a full disk the result waits here,
-    /// in memory (shrunk to make room), and is retried with a backoff until it is
-    /// written; only a shutdown request gives up on it (`false`; recovery then ends
-    /// the task).
-    fn write_end(
-        &self,
-        r: &mut TaskResult,
-        queued: bool,
-        epoch: u64,
-        shutdown: &Receiver<()>,
-    ) -> Result<bool> {
-        let ledger = Ledger {
-            root: &self.shared.opts.root,
-            paths: &self.slot.paths,
-            queued,
-            epoch,
-        };
-        let mut backoff = space::FIRST_BACKOFF;
-        let mut waited = false;
-        let mut trimmed = false;
-        loop {
-            let err = match ledger.finish(r, |st| self.slot.board.publish(st)) {
-                Ok(_) => {
-                    if waited {
-                        tracing::info!(
-                            "space was freed: the result of task {} is published",
-                            r.task_id
-                        );
-                    }
-                    return Ok(true);
-                }
-                Err(e) if e.is_no_space() => e,
-                Err(e) => return Err(e),
-            };
-            if !waited {
-                tracing::error!(
-                    "cannot publish the result of task {}: {err}; it waits in memory and is \
-                     retried until space is freed",
-                    r.task_id
-                );
-                waited = true;
-            }
-            space::shrink(r);
-            if !trimmed {
-                trimmed = true;
-                // The task's own log is what filled the disk more often than not: cut it
-                // to its head, so the verdict can be published without anyone's help.
-                if let Some(note) = space::trim_logs(&self.slot.paths, &r.task_id) {
-                    tracing::warn!("task {}: {note}", r.task_id);
-                    r.output_note = Some(match r.output_note.take() {
-                        Some(before) => format!("{before}; {note}"),
-                        None => note,
-                    });
-                    r.output_truncated = true;
-                    continue;
-                }
-            }
-            let mut st = Status::new(WorkerState::Working);
-            st.task_id = Some(r.task_id.clone());
-            st.problem = Some(format!(
-                "disk full: the result of task {} waits in memory ({err})",
-                r.task_id
-            ));
-            let _ = self.slot.board.publish(st);
-            select! {
-                recv(shutdown) -> _ => return Ok(false),
-                default(backoff) => {}
-            }
-            backoff = space::next_backoff(backoff);
-        }
-    }
 }
 
 /// Why a holder is fenced: `lost` names the lock taken over.
@@ -945,21 +583,4 @@ fn still_held(lock: &DirLock, hold: &Hold) -> Option<String> {
             },
             _ => None,
         })
-}
-
-/// `exit status 3: <last stderr line>`, or the signal that killed the agent.
-fn failure_reason(out: &AgentOutput, stderr: &str) -> String {
-    use std::os::unix::process::ExitStatusExt;
-    let how = match (out.status.code(), out.status.signal()) {
-        (Some(c), _) => format!("exit status {c}"),
-        (None, Some(s)) => format!(
-            "killed by signal {s} ({})",
-            Signal::try_from(s).map(|s| s.as_str()).unwrap_or("unknown")
-        ),
-        _ => "agent failed".to_string(),
-    };
-    match stderr.lines().rev().find(|l| !l.trim().is_empty()) {
-        Some(line) => format!("{how}: {}", line.trim()),
-        None => how,
-    }
 }

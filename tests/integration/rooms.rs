@@ -22,17 +22,16 @@ const OVERSIZED_FILES: &[(&str, usize)] = &[
     ("cli/mcp/spec_tasks.rs", 802),
     ("cli/mcp/tools.rs", 1413),
     ("dirlock.rs", 706),
-    ("error.rs", 655),
     ("fsio.rs", 657),
     ("orchestrator.rs", 666),
     ("preset.rs", 717),
-    ("protocol.rs", 788),
-    ("queue/mod.rs", 798),
+    ("protocol.rs", 679),
+    ("queue/mod.rs", 807),
     ("wait.rs", 680),
     ("watch.rs", 787),
-    ("worker/mod.rs", 747),
-    ("worker/supervise.rs", 950),
-    ("worktree.rs", 804),
+    ("worker/mod.rs", 661),
+    ("worker/supervise.rs", 637),
+    ("worktree.rs", 711),
 ];
 
 /// Functions over [`FN_LINES`] (file, name), with the size each may not exceed.
@@ -50,7 +49,6 @@ const OVERSIZED_FNS: &[(&str, &str, usize)] = &[
     ("tasks/edit.rs", "edit_task", 102),
     ("tasks/list.rs", "locate", 81),
     ("worker/callback.rs", "run", 102),
-    ("worker/supervise.rs", "run", 146),
     ("worker/supervise.rs", "watch", 122),
     ("worktree.rs", "merge", 107),
 ];
