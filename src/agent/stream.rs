@@ -14,6 +14,7 @@
 
 use serde_json::{Map, Value};
 
+mod codex;
 mod refusals;
 
 /// Longest summary of a tool use or a tool result, in characters.
@@ -88,17 +89,7 @@ impl StreamRenderer {
                 return LineKind::Result;
             }
             // Gemini CLI (`--output-format stream-json`).
-            "init" => {
-                self.session = str_field(&event, "session_id").map(String::from);
-                let mut parts = vec![format!(
-                    "· session {}",
-                    self.session.as_deref().unwrap_or("?")
-                )];
-                if let Some(model) = str_field(&event, "model") {
-                    parts.push(model.to_string());
-                }
-                push_line(out, &parts.join(" · "));
-            }
+            "init" => self.gemini_init(&event, out),
             "message" if gemini_text => {
                 let text = str_field(&event, "content").unwrap_or("");
                 self.answer.push_str(text);
@@ -110,67 +101,11 @@ impl StreamRenderer {
             }
             // The prompt, as the agent read it: the task already shows it.
             "message" if str_field(&event, "role") == Some("user") => {}
-            "tool_use" if event.contains_key("tool_name") => {
-                self.answer.clear();
-                let name = str_field(&event, "tool_name").unwrap_or("?");
-                let what = event
-                    .get("parameters")
-                    .map(|i| self.tool_input(i))
-                    .unwrap_or_default();
-                push_line(out, &clip(format!("› {name} {what}").trim_end()));
-                let id = str_field(&event, "tool_id").unwrap_or("");
-                self.refusals.gemini_call(id, name, what);
-            }
-            "tool_result" if event.contains_key("tool_id") => {
-                self.answer.clear();
-                let failed = str_field(&event, "status") == Some("error");
-                self.refusals.gemini_result(&event);
-                let text = match (failed, event.get("error")) {
-                    (true, Some(e)) => str_of(e, "message").to_string(),
-                    _ => result_text(event.get("output")),
-                };
-                push_line(out, &clip(&tool_result_summary(&text, failed)));
-            }
+            "tool_use" if event.contains_key("tool_name") => self.gemini_tool_use(&event, out),
+            "tool_result" if event.contains_key("tool_id") => self.gemini_tool_result(&event, out),
             // Codex (`codex exec --json`).
-            "thread.started" => push_line(
-                out,
-                &format!(
-                    "· session {}",
-                    str_field(&event, "thread_id").unwrap_or("?")
-                ),
-            ),
-            "turn.started" => {}
-            "item.started" | "item.updated" | "item.completed" => {
-                if let Some(item) = event.get("item").and_then(Value::as_object) {
-                    codex_item(kind, item, out);
-                }
-            }
-            "turn.completed" => {
-                let usage = event.get("usage");
-                let n = |k: &str| {
-                    usage
-                        .and_then(|u| u.get(k))
-                        .and_then(Value::as_u64)
-                        .unwrap_or(0)
-                };
-                push_line(
-                    out,
-                    &format!(
-                        "✓ turn done · {} tokens in · {} out",
-                        n("input_tokens"),
-                        n("output_tokens")
-                    ),
-                );
-            }
-            "turn.failed" => {
-                let why = event
-                    .get("error")
-                    .and_then(|e| e.get("message"))
-                    .and_then(Value::as_str)
-                    .map(first_line)
-                    .unwrap_or("");
-                push_line(out, &clip(&format!("✗ turn failed: {why}")));
-            }
+            "thread.started" | "turn.started" | "turn.completed" | "turn.failed"
+            | "item.started" | "item.updated" | "item.completed" => codex::event(kind, &event, out),
             "error" => {
                 let why = str_field(&event, "message").map(first_line).unwrap_or("");
                 // Gemini says how bad: `warning` or `error`.
@@ -206,6 +141,44 @@ impl StreamRenderer {
         if !self.pending.is_empty() {
             text_lines(&std::mem::take(&mut self.pending), "", out);
         }
+    }
+
+    /// Gemini's `init`: the session id (remembered for the result) and the model.
+    fn gemini_init(&mut self, event: &Map<String, Value>, out: &mut Vec<u8>) {
+        self.session = str_field(event, "session_id").map(String::from);
+        let mut parts = vec![format!(
+            "· session {}",
+            self.session.as_deref().unwrap_or("?")
+        )];
+        if let Some(model) = str_field(event, "model") {
+            parts.push(model.to_string());
+        }
+        push_line(out, &parts.join(" · "));
+    }
+
+    /// A Gemini tool call: its name and input in short, remembered in case policy denies it.
+    fn gemini_tool_use(&mut self, event: &Map<String, Value>, out: &mut Vec<u8>) {
+        self.answer.clear();
+        let name = str_field(event, "tool_name").unwrap_or("?");
+        let what = event
+            .get("parameters")
+            .map(|i| self.tool_input(i))
+            .unwrap_or_default();
+        push_line(out, &clip(format!("› {name} {what}").trim_end()));
+        let id = str_field(event, "tool_id").unwrap_or("");
+        self.refusals.gemini_call(id, name, what);
+    }
+
+    /// A Gemini tool call's result, or the error it ended with.
+    fn gemini_tool_result(&mut self, event: &Map<String, Value>, out: &mut Vec<u8>) {
+        self.answer.clear();
+        let failed = str_field(event, "status") == Some("error");
+        self.refusals.gemini_result(event);
+        let text = match (failed, event.get("error")) {
+            (true, Some(e)) => str_of(e, "message").to_string(),
+            _ => result_text(event.get("output")),
+        };
+        push_line(out, &clip(&tool_result_summary(&text, failed)));
     }
 
     /// `✓ done · 2 tool calls · 325 tokens in · 50 out · 0.5s` or `✗ error: why · …`;
@@ -396,69 +369,6 @@ impl StreamRenderer {
                 .to_string(),
             None => v.to_string(),
         }
-    }
-}
-
-/// One Codex item: a command when it starts and its output when it ends; messages,
-/// reasoning, file changes, tool calls and errors when they complete. An item type not
-/// known here is named (`[type]`), never dropped.
-fn codex_item(event: &str, item: &Map<String, Value>, out: &mut Vec<u8>) {
-    let kind = str_field(item, "type").unwrap_or("?");
-    let completed = event == "item.completed";
-    match (kind, event) {
-        ("command_execution", "item.started") => {
-            let cmd = str_field(item, "command").map(first_line).unwrap_or("");
-            push_line(out, &clip(&format!("› exec {cmd}")));
-        }
-        ("command_execution", "item.completed") => {
-            let text = str_field(item, "aggregated_output").unwrap_or("");
-            let code = item.get("exit_code").and_then(Value::as_i64);
-            let failed = code.is_some_and(|c| c != 0);
-            let mut line = tool_result_summary(text, failed);
-            if failed {
-                line = line.replacen(
-                    "error: ",
-                    &format!("error: exit {} ", code.unwrap_or(-1)),
-                    1,
-                );
-            }
-            push_line(out, &clip(line.trim_end()));
-        }
-        (_, "item.started" | "item.updated") => {}
-        ("agent_message", _) => text_lines(str_field(item, "text").unwrap_or(""), "", out),
-        ("reasoning", _) => {
-            let first = first_line(str_field(item, "text").unwrap_or(""));
-            if !first.is_empty() {
-                push_line(out, &clip(&format!("… {first}")));
-            }
-        }
-        ("file_change", _) => {
-            let changes = item.get("changes").and_then(Value::as_array);
-            for c in changes.into_iter().flatten() {
-                let path = c.get("path").and_then(Value::as_str).unwrap_or("?");
-                let how = c.get("kind").and_then(Value::as_str).unwrap_or("change");
-                push_line(out, &clip(&format!("› {how} {path}")));
-            }
-        }
-        ("mcp_tool_call", _) => {
-            let server = str_field(item, "server").unwrap_or("?");
-            let tool = str_field(item, "tool").unwrap_or("?");
-            let args = item
-                .get("arguments")
-                .map(Value::to_string)
-                .unwrap_or_default();
-            push_line(out, &clip(&format!("› {server}.{tool} {args}")));
-        }
-        ("web_search", _) => {
-            let q = str_field(item, "query").unwrap_or("");
-            push_line(out, &clip(&format!("› web_search {q}")));
-        }
-        ("error", _) => {
-            let why = str_field(item, "message").map(first_line).unwrap_or("");
-            push_line(out, &clip(&format!("! {why}")));
-        }
-        (other, _) if completed => push_line(out, &format!("[{other}]")),
-        _ => {}
     }
 }
 

@@ -381,19 +381,7 @@ pub fn run_worker(args: WorkerArgs) -> anyhow::Result<()> {
     .map_err(|e| anyhow::anyhow!("cannot install the signal handler: {e}"))?;
 
     if args.slot.0.len() > 1 {
-        let Some(mut worker) = start_when_space(&shutdown, &opts.root, &args.slot.0, || {
-            MultiWorker::start(opts.clone(), &args.slot.0)
-        })?
-        else {
-            return Ok(());
-        };
-        println!("{}", worker.describe());
-        for (slot, rec) in worker.recoveries() {
-            println!("recovered worker {slot}: {rec}");
-        }
-        worker.run(&shutdown)?;
-        tracing::info!("worker stopped");
-        return Ok(());
+        return run_multi(opts, &args.slot.0, &shutdown);
     }
     let Some(mut worker) = start_when_space(&shutdown, &opts.root, &[opts.slot], || {
         Worker::start(opts.clone())
@@ -417,27 +405,54 @@ pub fn run_worker(args: WorkerArgs) -> anyhow::Result<()> {
         say(super::table::fit_line(&format!("recovered: {rec}"), width));
     }
     if args.show_output {
-        // Armed, and holding the live log it will read, before the worker takes its
-        // first task: made on the thread, it could open the log only after a quick
-        // first task had already moved it to tasks/ (seen once in CI, the pane empty).
-        // `LogFollower::new` opens the file it follows.
-        let log = opts.root.worker(opts.slot).output_log();
-        // The first task's log made now (as after every task), so it is the file held.
-        if let Err(e) = crate::agent::ready_log(&log) {
-            tracing::warn!("readying {}: {e}", log.display());
-        }
-        match crate::inspect::LogFollower::new(&log, opts.watch) {
-            Ok(follower) => {
-                std::thread::Builder::new()
-                    .name("show-output".into())
-                    .spawn(move || show_output(follower, width))
-                    .map_err(|e| anyhow::anyhow!("cannot start the output thread: {e}"))?;
-            }
-            Err(e) => tracing::warn!("not showing the agents' output: {e}"),
-        }
+        follow_output(&opts, width)?;
     }
     worker.run(&shutdown)?;
     tracing::info!("worker stopped");
+    Ok(())
+}
+
+/// Serve several slots by one worker process until `shutdown`.
+fn run_multi(
+    opts: WorkerOptions,
+    slots: &[crate::Slot],
+    shutdown: &crossbeam_channel::Receiver<()>,
+) -> anyhow::Result<()> {
+    let Some(mut worker) = start_when_space(shutdown, &opts.root, slots, || {
+        MultiWorker::start(opts.clone(), slots)
+    })?
+    else {
+        return Ok(());
+    };
+    println!("{}", worker.describe());
+    for (slot, rec) in worker.recoveries() {
+        println!("recovered worker {slot}: {rec}");
+    }
+    worker.run(shutdown)?;
+    tracing::info!("worker stopped");
+    Ok(())
+}
+
+/// `--show-output`: a thread printing the agents' output, cut to `width`.
+fn follow_output(opts: &WorkerOptions, width: Option<usize>) -> anyhow::Result<()> {
+    // Armed, and holding the live log it will read, before the worker takes its
+    // first task: made on the thread, it could open the log only after a quick
+    // first task had already moved it to tasks/ (seen once in CI, the pane empty).
+    // `LogFollower::new` opens the file it follows.
+    let log = opts.root.worker(opts.slot).output_log();
+    // The first task's log made now (as after every task), so it is the file held.
+    if let Err(e) = crate::agent::ready_log(&log) {
+        tracing::warn!("readying {}: {e}", log.display());
+    }
+    match crate::inspect::LogFollower::new(&log, opts.watch) {
+        Ok(follower) => {
+            std::thread::Builder::new()
+                .name("show-output".into())
+                .spawn(move || show_output(follower, width))
+                .map_err(|e| anyhow::anyhow!("cannot start the output thread: {e}"))?;
+        }
+        Err(e) => tracing::warn!("not showing the agents' output: {e}"),
+    }
     Ok(())
 }
 

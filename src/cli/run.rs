@@ -133,43 +133,9 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
     if args.worktree.worktree {
         crate::worktree::Repo::of(&dir)?;
     }
-    let mut _private_root = None;
-    let root = match &args.root {
-        Some(r) => Root::new(r),
-        None => {
-            let t = tempfile::Builder::new()
-                .prefix("conductor-run-")
-                .tempdir()
-                .context("creating a private root")?;
-            let root = Root::new(t.path());
-            if args.keep {
-                let _ = t.keep();
-            } else {
-                _private_root = Some(t);
-            }
-            root
-        }
-    };
+    // The private root (None with --root or --keep) lives until the run ends.
+    let (root, _private_root) = run_root(&args)?;
     let client = Client::new(root.clone());
-    client.init_queue()?;
-    if args.root.is_none() {
-        // The private root is deleted afterwards, or kept whole by one sync at the
-        // end (--keep): fsyncs on the way would only make the run wait for the disk
-        // (200 tasks on ext4: ~1,000 of them).
-        // Nobody knows the private root to answer an agent's question there: a call its
-        // workers do not allow is refused at once, not after approvalTimeoutSecs.
-        let config = crate::Config {
-            fsync: Some(false),
-            approvals: Some(false),
-            ..Default::default()
-        };
-        crate::fsio::write_json(
-            &root.config_file(),
-            &config,
-            crate::fsio::Durability::Atomic,
-        )?;
-        crate::fsio::set_fsync(false);
-    }
 
     let count = worker_count(&args, prompts.len());
     let slots: Vec<Slot> = (0..count).map(Slot).collect();
@@ -179,17 +145,7 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
     let woken = args.root.is_none() && !args.chain && cfg!(target_os = "linux");
     let (mut workers, pipes) = start_workers(&args, &root, &slots, &dir, woken)?;
 
-    let tasks: Vec<Task> = prompts
-        .iter()
-        .map(|p| {
-            let mut t = Task::new(p.clone());
-            t.timeout_secs = args.timeout.map(super::whole_secs);
-            args.worktree.apply(&mut t);
-            t.model = args.model.clone();
-            args.env_labels.apply(&mut t);
-            t
-        })
-        .collect();
+    let tasks = tasks_of(&args, &prompts);
     let started = Instant::now();
     let mut display = Display::new(&slots, &prompts, args.json, &root);
     let (stop, interrupted) = stop_on_interrupt(workers.pids(), display.live())?;
@@ -226,6 +182,63 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
     } else {
         exit::OK
     })
+}
+
+/// The run's root: `--root`, or a private one in a temporary directory, returned too so
+/// it is deleted when the run drops it (not with `--keep`); its queue is made.
+fn run_root(args: &Args) -> anyhow::Result<(Root, Option<tempfile::TempDir>)> {
+    let mut private_root = None;
+    let root = match &args.root {
+        Some(r) => Root::new(r),
+        None => {
+            let t = tempfile::Builder::new()
+                .prefix("conductor-run-")
+                .tempdir()
+                .context("creating a private root")?;
+            let root = Root::new(t.path());
+            if args.keep {
+                let _ = t.keep();
+            } else {
+                private_root = Some(t);
+            }
+            root
+        }
+    };
+    Client::new(root.clone()).init_queue()?;
+    if args.root.is_none() {
+        // The private root is deleted afterwards, or kept whole by one sync at the
+        // end (--keep): fsyncs on the way would only make the run wait for the disk
+        // (200 tasks on ext4: ~1,000 of them).
+        // Nobody knows the private root to answer an agent's question there: a call its
+        // workers do not allow is refused at once, not after approvalTimeoutSecs.
+        let config = crate::Config {
+            fsync: Some(false),
+            approvals: Some(false),
+            ..Default::default()
+        };
+        crate::fsio::write_json(
+            &root.config_file(),
+            &config,
+            crate::fsio::Durability::Atomic,
+        )?;
+        crate::fsio::set_fsync(false);
+    }
+    Ok((root, private_root))
+}
+
+/// One task a prompt, each carrying the run's timeout, worktree, model and env labels.
+fn tasks_of(args: &Args, prompts: &[String]) -> Vec<Task> {
+    prompts
+        .iter()
+        .map(|p| {
+            let mut t = Task::new(p.clone());
+            t.timeout_secs = args.timeout.map(super::whole_secs);
+            args.worktree.apply(&mut t);
+            t.model = args.model.clone();
+            args.env_labels.apply(&mut t);
+            t
+        })
+        .collect()
 }
 
 /// The chain's step prompt: its own, then the previous step's output (README, `run --chain`).

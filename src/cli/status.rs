@@ -239,20 +239,22 @@ fn asking(r: &SlotReport, notes: &mut Vec<String>, advice: &mut Vec<String>) {
     }
 }
 
-/// One slot's table cells, the notes under them and the fixes its flags call for.
-fn slot_row(r: &SlotReport) -> (Vec<String>, Vec<String>, Vec<String>) {
-    let mut advice = Vec::new();
-    let working = r.state == Some(crate::WorkerState::Working);
+/// The Agent cell: its name and pid (`gone` once it died).
+fn agent_cell(r: &SlotReport) -> Option<String> {
     let pid = r.agent_pid.map(|p| match r.agent_alive {
         Some(false) => format!("{p} gone"),
         _ => p.to_string(),
     });
-    let agent = match (r.agent.as_deref(), pid) {
+    match (r.agent.as_deref(), pid) {
         (Some(a), Some(p)) => Some(format!("{a} {p}")),
         (Some(a), None) => Some(a.to_string()),
         (None, p) => p,
-    };
-    let worker = match (r.worker_live, r.worker_pid) {
+    }
+}
+
+/// The Worker cell: its pid and whether it lives (on which host, holding a lease).
+fn worker_cell(r: &SlotReport) -> String {
+    match (r.worker_live, r.worker_pid) {
         (true, Some(p)) if r.worker_lease.is_some() => {
             format!(
                 "{p} live on {}",
@@ -263,15 +265,25 @@ fn slot_row(r: &SlotReport) -> (Vec<String>, Vec<String>, Vec<String>) {
         (true, None) => "live".to_string(),
         (false, Some(p)) => format!("{p} gone"),
         (false, None) => "none".to_string(),
-    };
-    let lock = r.lock.as_ref().map(|l| {
+    }
+}
+
+/// The Lock cell: its holder's pid, `stale` when it is.
+fn lock_cell(r: &SlotReport) -> Option<String> {
+    r.lock.as_ref().map(|l| {
         let pid = l.pid.map_or("?".to_string(), |p| p.to_string());
         if l.stale {
             format!("{pid} stale")
         } else {
             pid
         }
-    });
+    })
+}
+
+/// One slot's table cells, the notes under them and the fixes its flags call for.
+fn slot_row(r: &SlotReport) -> (Vec<String>, Vec<String>, Vec<String>) {
+    let mut advice = Vec::new();
+    let working = r.state == Some(crate::WorkerState::Working);
     let id = r.task_id.as_ref().map(|t| t.to_string());
     let cells = vec![
         r.slot.to_string(),
@@ -287,9 +299,9 @@ fn slot_row(r: &SlotReport) -> (Vec<String>, Vec<String>, Vec<String>) {
         cost(r.cost_usd),
         dash(r.num_turns.map(|n| n.to_string())),
         dash(r.heartbeat_age.filter(|_| working).map(format_age)),
-        dash(agent),
-        worker,
-        dash(lock),
+        dash(agent_cell(r)),
+        worker_cell(r),
+        dash(lock_cell(r)),
         dash(Some(r.presets.join(",")).filter(|p| !p.is_empty())),
     ];
     let mut notes = Vec::new();
@@ -347,23 +359,7 @@ pub fn capacity_footer(
         Err(e) => return fit_line(&format!("? capacity unknown: {e}"), width) + "\n",
     };
     let mut lines = Vec::new();
-    let running = match c.slots.max {
-        Some(max) => format!("running {}/{max}", c.slots.used),
-        None => format!("running {} (no maxRunning)", c.slots.used.max(working)),
-    };
-    let mut first = format!("{running} · pending {}", c.pending.total);
-    if c.pending.total > 0 {
-        let by: Vec<String> = c
-            .pending
-            .by_priority
-            .iter()
-            .rev()
-            .filter(|(_, n)| **n > 0)
-            .map(|(p, n)| format!("p{p}:{n}"))
-            .collect();
-        first.push_str(&format!(" ({})", by.join(" ")));
-    }
-    lines.push(first);
+    lines.push(running_line(c, working));
     let keys: Vec<String> = c
         .by_key
         .iter()
@@ -377,23 +373,7 @@ pub fn capacity_footer(
     if !keys.is_empty() {
         lines.push(format!("keys: {}", keys.join(", ")));
     }
-    let groups: Vec<String> = c
-        .groups
-        .iter()
-        .map(|g| {
-            format!(
-                "{} {}/{} running{}",
-                g.name,
-                g.running,
-                g.parallel,
-                if g.queued > 0 {
-                    format!(" +{} queued", g.queued)
-                } else {
-                    String::new()
-                }
-            )
-        })
-        .collect();
+    let groups = group_words(c);
     if !groups.is_empty() {
         lines.push(format!("groups: {}", groups.join(", ")));
     }
@@ -422,6 +402,48 @@ pub fn capacity_footer(
     lines
         .into_iter()
         .map(|l| fit_line(&l, width) + "\n")
+        .collect()
+}
+
+/// The footer's first line: how many run of how many may, and how many wait (by
+/// priority).
+fn running_line(c: &Capacity, working: u32) -> String {
+    let running = match c.slots.max {
+        Some(max) => format!("running {}/{max}", c.slots.used),
+        None => format!("running {} (no maxRunning)", c.slots.used.max(working)),
+    };
+    let mut first = format!("{running} · pending {}", c.pending.total);
+    if c.pending.total > 0 {
+        let by: Vec<String> = c
+            .pending
+            .by_priority
+            .iter()
+            .rev()
+            .filter(|(_, n)| **n > 0)
+            .map(|(p, n)| format!("p{p}:{n}"))
+            .collect();
+        first.push_str(&format!(" ({})", by.join(" ")));
+    }
+    first
+}
+
+/// Each group: `name running/parallel running`, `+n queued` when some wait.
+fn group_words(c: &Capacity) -> Vec<String> {
+    c.groups
+        .iter()
+        .map(|g| {
+            format!(
+                "{} {}/{} running{}",
+                g.name,
+                g.running,
+                g.parallel,
+                if g.queued > 0 {
+                    format!(" +{} queued", g.queued)
+                } else {
+                    String::new()
+                }
+            )
+        })
         .collect()
 }
 

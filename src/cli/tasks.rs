@@ -220,12 +220,7 @@ pub fn render(
     let shown = super::target::shown_ids(root, &ids, width);
     for (task, id) in tasks.iter().zip(shown) {
         let mut row = vec![
-            match (&task.waiting, task.denials.len()) {
-                (Some(why), _) => format!("{} ({why})", task.state),
-                // Its agent was refused tool calls: `conductor result ID` lists them.
-                (None, 0) => task.state.to_string(),
-                (None, n) => format!("{} ({n} refused)", task.state),
-            },
+            state_cell(task),
             format_age(age_since(task.submitted)),
             task.prompt_preview.clone().unwrap_or_else(dash),
             id,
@@ -237,24 +232,14 @@ pub fn render(
             task.key.clone().unwrap_or_else(dash),
             task.group.clone().unwrap_or_else(dash),
             task.priority.map_or_else(dash, |p| p.to_string()),
-            match (task.attempt, task.max_attempts) {
-                (None, None) => dash(),
-                (a, m) => format!("{}/{}", a.unwrap_or(1), m.unwrap_or(1)),
-            },
+            try_cell(task),
             task.agent.clone().unwrap_or_else(dash),
         ];
         if branches {
             row.insert(4, task.worktree.as_ref().map_or_else(dash, branch_cell));
         }
         if labels {
-            row.insert(
-                labels_at,
-                if task.labels.is_empty() {
-                    dash()
-                } else {
-                    task.labels.join(",")
-                },
-            );
+            row.insert(labels_at, labels_cell(task));
         }
         t.row(row);
     }
@@ -269,6 +254,33 @@ pub fn render(
         out.push('\n');
     }
     out
+}
+
+/// The STATE cell: the state, and why it waits or how many tool calls were refused.
+fn state_cell(task: &TaskSummary) -> String {
+    match (&task.waiting, task.denials.len()) {
+        (Some(why), _) => format!("{} ({why})", task.state),
+        // Its agent was refused tool calls: `conductor result ID` lists them.
+        (None, 0) => task.state.to_string(),
+        (None, n) => format!("{} ({n} refused)", task.state),
+    }
+}
+
+/// The TRY cell: `attempt/max`, `-` for a task that never retries.
+fn try_cell(task: &TaskSummary) -> String {
+    match (task.attempt, task.max_attempts) {
+        (None, None) => "-".to_string(),
+        (a, m) => format!("{}/{}", a.unwrap_or(1), m.unwrap_or(1)),
+    }
+}
+
+/// The LABELS cell: comma-separated, `-` for none.
+fn labels_cell(task: &TaskSummary) -> String {
+    if task.labels.is_empty() {
+        "-".to_string()
+    } else {
+        task.labels.join(",")
+    }
 }
 
 /// `conductor/t1 +12 -3 in 2 files`; `(removed)` after the branch when it was not kept.

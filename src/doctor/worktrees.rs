@@ -1,7 +1,7 @@
 //! `worktrees`: task worktrees (`--worktree`) that nothing accounts for any more.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use super::Check;
 use crate::fsio::regular_files;
@@ -20,64 +20,20 @@ const MAX_RESULTS_READ: usize = 5000;
 /// deleted, or another tool made it); `conductor-launch`'s `conductor/worker-N` are not
 /// tasks' and are left out.
 pub(super) fn check_worktrees(root: &Root) -> Check {
-    let mut repos = BTreeSet::new();
-    let mut accounted: BTreeSet<PathBuf> = BTreeSet::new();
-    let mut branches: BTreeSet<(PathBuf, String)> = BTreeSet::new();
     let Ok(slots) = root.slots() else {
         return Check::ok("worktrees", "no slots");
     };
-    let mut read = 0;
-    for slot in slots {
-        let paths = root.worker(slot);
-        if let Ok(Some(rec)) = crate::fsio::read_json::<crate::protocol::WorktreeRecord>(
-            &worktree::record_path(&paths.dir),
-            crate::fsio::SMALL_FILE_LIMIT,
-        ) {
-            repos.insert(rec.repo.clone());
-            accounted.insert(rec.path.clone());
-            branches.insert((rec.repo.clone(), rec.branch.clone()));
-        }
-        for (name, path, _) in regular_files(&paths.results_dir()).unwrap_or_default() {
-            if read >= MAX_RESULTS_READ || !name.ends_with(".json") {
-                continue;
-            }
-            read += 1;
-            if let Ok(Some(r)) = TaskResult::read(&path) {
-                if let Some(w) = r.worktree {
-                    repos.insert(w.repo.clone());
-                    if w.kept {
-                        accounted.insert(w.path);
-                        branches.insert((w.repo, w.branch));
-                    }
-                }
-            }
-        }
-    }
+    let Known {
+        repos,
+        accounted,
+        branches,
+    } = known(root, slots);
     let mut orphans: BTreeMap<PathBuf, String> = BTreeMap::new();
     for repo in &repos {
         let Ok(listed) = worktree::task_worktrees(repo) else {
             continue;
         };
-        let on_worktrees: BTreeSet<String> = listed.iter().filter_map(|(_, b)| b.clone()).collect();
-        for branch in worktree::task_branches(repo).unwrap_or_default() {
-            if on_worktrees.contains(&branch) || branches.contains(&(repo.clone(), branch.clone()))
-            {
-                continue;
-            }
-            let known_id = branch
-                .strip_prefix("conductor/")
-                .and_then(|id| TaskId::parse(id).ok())
-                .is_some_and(|id| crate::ids::lookup(root, &id).ok().flatten().is_some());
-            let why = if known_id {
-                "a branch no result of its task records any more: `git merge` or `git branch -D` it"
-            } else {
-                "a branch no task of this root made"
-            };
-            orphans.insert(
-                PathBuf::from(format!("branch {branch} of {}", repo.display())),
-                why.to_string(),
-            );
-        }
+        orphan_branches(root, repo, &listed, &branches, &mut orphans);
         for (path, branch) in listed {
             let known_id = path
                 .file_name()
@@ -130,4 +86,85 @@ pub(super) fn check_worktrees(root: &Root) -> Check {
          `git worktree prune` for one whose directory is gone; an orphaned branch: `git \
          merge` it or `git branch -D` it",
     )
+}
+
+/// What the slots' records and the results tell of task worktrees.
+struct Known {
+    /// Every repository a task made a worktree in.
+    repos: BTreeSet<PathBuf>,
+    /// Worktrees a running task or a result that kept it accounts for.
+    accounted: BTreeSet<PathBuf>,
+    /// (repository, branch) of those worktrees.
+    branches: BTreeSet<(PathBuf, String)>,
+}
+
+/// Reads the slots' worktree records and (at most [`MAX_RESULTS_READ`]) their results.
+fn known(root: &Root, slots: Vec<crate::Slot>) -> Known {
+    let mut repos = BTreeSet::new();
+    let mut accounted: BTreeSet<PathBuf> = BTreeSet::new();
+    let mut branches: BTreeSet<(PathBuf, String)> = BTreeSet::new();
+    let mut read = 0;
+    for slot in slots {
+        let paths = root.worker(slot);
+        if let Ok(Some(rec)) = crate::fsio::read_json::<crate::protocol::WorktreeRecord>(
+            &worktree::record_path(&paths.dir),
+            crate::fsio::SMALL_FILE_LIMIT,
+        ) {
+            repos.insert(rec.repo.clone());
+            accounted.insert(rec.path.clone());
+            branches.insert((rec.repo.clone(), rec.branch.clone()));
+        }
+        for (name, path, _) in regular_files(&paths.results_dir()).unwrap_or_default() {
+            if read >= MAX_RESULTS_READ || !name.ends_with(".json") {
+                continue;
+            }
+            read += 1;
+            if let Ok(Some(r)) = TaskResult::read(&path) {
+                if let Some(w) = r.worktree {
+                    repos.insert(w.repo.clone());
+                    if w.kept {
+                        accounted.insert(w.path);
+                        branches.insert((w.repo, w.branch));
+                    }
+                }
+            }
+        }
+    }
+    Known {
+        repos,
+        accounted,
+        branches,
+    }
+}
+
+/// The `conductor/<id>` branches of `repo` on no worktree that no result or slot record
+/// accounts for, into `orphans` with why.
+fn orphan_branches(
+    root: &Root,
+    repo: &Path,
+    listed: &[(PathBuf, Option<String>)],
+    branches: &BTreeSet<(PathBuf, String)>,
+    orphans: &mut BTreeMap<PathBuf, String>,
+) {
+    let on_worktrees: BTreeSet<String> = listed.iter().filter_map(|(_, b)| b.clone()).collect();
+    for branch in worktree::task_branches(repo).unwrap_or_default() {
+        if on_worktrees.contains(&branch)
+            || branches.contains(&(repo.to_path_buf(), branch.clone()))
+        {
+            continue;
+        }
+        let known_id = branch
+            .strip_prefix("conductor/")
+            .and_then(|id| TaskId::parse(id).ok())
+            .is_some_and(|id| crate::ids::lookup(root, &id).ok().flatten().is_some());
+        let why = if known_id {
+            "a branch no result of its task records any more: `git merge` or `git branch -D` it"
+        } else {
+            "a branch no task of this root made"
+        };
+        orphans.insert(
+            PathBuf::from(format!("branch {branch} of {}", repo.display())),
+            why.to_string(),
+        );
+    }
 }

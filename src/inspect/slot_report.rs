@@ -215,12 +215,7 @@ pub fn slot_report(root: &Root, slot: Slot, opts: &LockOptions) -> Result<SlotRe
     let mut files = SlotFiles::read(&paths, opts);
     let worker_live = files.gate_holder.is_some();
     let status_host = files.status.as_ref().and_then(|s| s.host.clone());
-    // Written on another host (by its host id, else its name): its pids mean nothing
-    // here, and only its lease (the gate probe) says whether its worker lives.
-    let other_host = files.status.as_ref().is_some_and(|s| {
-        (s.host_id.is_some() || s.host.as_deref().is_some_and(|h| !h.is_empty()))
-            && !host::is_this_host(s.host_id.as_deref(), s.host.as_deref())
-    });
+    let other_host = written_elsewhere(files.status.as_ref());
     if let Some(note) = waiting_for_space(files.gate_holder.as_ref(), &paths) {
         files.problems.push(note);
     }
@@ -250,12 +245,7 @@ pub fn slot_report(root: &Root, slot: Slot, opts: &LockOptions) -> Result<SlotRe
     });
     let presets = status.map(|s| s.presets.clone()).unwrap_or_default();
     let agent = match working {
-        Some(_) => files
-            .running
-            .as_ref()
-            .filter(|f| f.task_id.is_some() && f.task_id == task_id)
-            .and_then(|f| f.agent.clone())
-            .or_else(|| presets.first().cloned()),
+        Some(_) => agent_in_hand(&files, task_id.as_ref(), &presets),
         None => ran_by,
     };
     let approval = working
@@ -278,12 +268,7 @@ pub fn slot_report(root: &Root, slot: Slot, opts: &LockOptions) -> Result<SlotRe
             s.agent_pid
                 .map(|p| host::same_process_alive(p, s.agent_start_time))
         }),
-        worker_pid: files
-            .gate_holder
-            .as_ref()
-            .map(|g| g.pid)
-            .filter(|p| *p != 0)
-            .or_else(|| status.and_then(|s| s.worker_pid)),
+        worker_pid: worker_pid(files.gate_holder.as_ref(), status),
         worker_live,
         worker_lease: files.gate_holder.as_ref().and_then(|g| g.lease.clone()),
         worker_since: files.gate_holder.map(|g| g.since).filter(|s| !s.is_empty()),
@@ -298,6 +283,39 @@ pub fn slot_report(root: &Root, slot: Slot, opts: &LockOptions) -> Result<SlotRe
         flags,
         problems: files.problems,
     })
+}
+
+/// Whether `status.json` was written on another host (by its host id, else its name):
+/// its pids mean nothing here, and only its lease (the gate probe) says whether its
+/// worker lives.
+fn written_elsewhere(status: Option<&Status>) -> bool {
+    status.is_some_and(|s| {
+        (s.host_id.is_some() || s.host.as_deref().is_some_and(|h| !h.is_empty()))
+            && !host::is_this_host(s.host_id.as_deref(), s.host.as_deref())
+    })
+}
+
+/// The agent of the working task `task_id`: the one its task file names, else the
+/// worker's first preset.
+fn agent_in_hand(
+    files: &SlotFiles,
+    task_id: Option<&TaskId>,
+    presets: &[String],
+) -> Option<String> {
+    files
+        .running
+        .as_ref()
+        .filter(|f| f.task_id.is_some() && f.task_id.as_ref() == task_id)
+        .and_then(|f| f.agent.clone())
+        .or_else(|| presets.first().cloned())
+}
+
+/// The worker's pid: the gate holder's (0 is a holder with no record), else the status's.
+fn worker_pid(holder: Option<&GateHolder>, status: Option<&Status>) -> Option<u32> {
+    holder
+        .map(|g| g.pid)
+        .filter(|p| *p != 0)
+        .or_else(|| status.and_then(|s| s.worker_pid))
 }
 
 /// A worker started on a full disk holds the gate by its flock alone until space

@@ -137,6 +137,20 @@ fn check_at(root: &Value, schema: &Value, v: &Value, at: &str) -> Result<(), Str
             ));
         }
     }
+    check_bounds(s, v, at)?;
+    if let (Some(items), Value::Array(list)) = (s.get("items"), v) {
+        for (i, item) in list.iter().enumerate() {
+            check_at(root, items, item, &format!("{at}[{i}]"))?;
+        }
+    }
+    if let Value::Object(obj) = v {
+        check_object(root, s, obj, at)?;
+    }
+    Ok(())
+}
+
+/// `v`'s bounds (minimum, maximum, minLength, minItems) as `s` sets them.
+fn check_bounds(s: &Map<String, Value>, v: &Value, at: &str) -> Result<(), String> {
     if let (Some(min), Some(n)) = (s.get("minimum").and_then(Value::as_f64), v.as_f64()) {
         if n < min {
             return Err(format!("`{}` must be at least {min}; got {n}", field(at)));
@@ -157,43 +171,47 @@ fn check_at(root: &Value, schema: &Value, v: &Value, at: &str) -> Result<(), Str
             return Err(format!("`{}` must not be empty", field(at)));
         }
     }
-    if let (Some(items), Value::Array(list)) = (s.get("items"), v) {
-        for (i, item) in list.iter().enumerate() {
-            check_at(root, items, item, &format!("{at}[{i}]"))?;
+    Ok(())
+}
+
+/// An object's fields: none unknown where the schema is closed, the required ones
+/// present, each known one fitting its own schema.
+fn check_object(
+    root: &Value,
+    s: &Map<String, Value>,
+    obj: &Map<String, Value>,
+    at: &str,
+) -> Result<(), String> {
+    let props = s.get("properties").and_then(Value::as_object);
+    // An unknown argument first: it is often a required one misspelt.
+    let closed = s.get("additionalProperties") == Some(&Value::Bool(false));
+    if let Some(k) = obj
+        .keys()
+        .find(|k| closed && props.is_none_or(|p| !p.contains_key(*k)))
+    {
+        let known: Vec<&str> = props
+            .map(|p| p.keys().map(String::as_str).collect())
+            .unwrap_or_default();
+        return Err(if known.is_empty() {
+            format!("unknown argument `{}`: it takes no arguments", join(at, k))
+        } else {
+            format!(
+                "unknown argument `{}`; the arguments are: {}",
+                join(at, k),
+                known.join(", ")
+            )
+        });
+    }
+    if let Some(Value::Array(required)) = s.get("required") {
+        for r in required.iter().filter_map(Value::as_str) {
+            if !obj.contains_key(r) {
+                return Err(format!("`{}` is required", join(at, r)));
+            }
         }
     }
-    if let Value::Object(obj) = v {
-        let props = s.get("properties").and_then(Value::as_object);
-        // An unknown argument first: it is often a required one misspelt.
-        let closed = s.get("additionalProperties") == Some(&Value::Bool(false));
-        if let Some(k) = obj
-            .keys()
-            .find(|k| closed && props.is_none_or(|p| !p.contains_key(*k)))
-        {
-            let known: Vec<&str> = props
-                .map(|p| p.keys().map(String::as_str).collect())
-                .unwrap_or_default();
-            return Err(if known.is_empty() {
-                format!("unknown argument `{}`: it takes no arguments", join(at, k))
-            } else {
-                format!(
-                    "unknown argument `{}`; the arguments are: {}",
-                    join(at, k),
-                    known.join(", ")
-                )
-            });
-        }
-        if let Some(Value::Array(required)) = s.get("required") {
-            for r in required.iter().filter_map(Value::as_str) {
-                if !obj.contains_key(r) {
-                    return Err(format!("`{}` is required", join(at, r)));
-                }
-            }
-        }
-        for (k, val) in obj {
-            if let Some(sub) = props.and_then(|p| p.get(k)) {
-                check_at(root, sub, val, &join(at, k))?;
-            }
+    for (k, val) in obj {
+        if let Some(sub) = props.and_then(|p| p.get(k)) {
+            check_at(root, sub, val, &join(at, k))?;
         }
     }
     Ok(())
@@ -272,6 +290,64 @@ pub fn output(name: &str) -> Option<Map<String, Value>> {
             },
             "required": ["id", "retried"],
         }),
+        "totals" | "tasks" | "status" | "queue" => root_output(name, id),
+        "edit" => json!({
+            "type": "object",
+            "properties": {"id": id, "state": {"type": "string"}, "task": {"type": "object"}},
+            "required": ["id", "state", "task"],
+        }),
+        "cancel" => json!({
+            "type": "object",
+            "properties": {"id": id, "done": {"type": "string"}, "message": {"type": "string"}},
+            "required": ["id", "done", "message"],
+        }),
+        "pause" | "resume" => pause_output(name),
+        "logs" => json!({
+            "type": "object",
+            "properties": {
+                "id": id, "state": {"type": "string"}, "finished": {"type": "boolean"},
+                "logBytes": {"type": "integer"}, "shownFromByte": {"type": "integer"},
+                "text": {"type": "string"}, "note": {"type": "string"},
+            },
+            "required": ["id", "state"],
+        }),
+        "diff" | "merge" | "discard" => review_output(name, id),
+        "approve" | "deny" => json!({
+            "type": "object",
+            "properties": {
+                "id": id, "decision": {"type": "string", "enum": ["allow", "deny"]},
+                "reason": {}, "question": {"type": "object"},
+            },
+            "required": ["id", "decision", "question"],
+        }),
+        _ => return None,
+    };
+    Some(obj(schema))
+}
+
+/// The `outputSchema` of `pause` and `resume`.
+fn pause_output(name: &str) -> Value {
+    match name {
+        "pause" => json!({
+            "type": "object",
+            "properties": {
+                "paused": {}, "already": {"type": "boolean"}, "now": {"type": "boolean"},
+                "file": {"type": "string"},
+            },
+            "required": ["paused", "already", "now", "file"],
+        }),
+        _ => json!({
+            "type": "object",
+            "properties": {"resumed": {}, "wasPaused": {"type": "boolean"}},
+            "required": ["resumed", "wasPaused"],
+        }),
+    }
+}
+
+/// The `outputSchema` of the tools that tell of a root as a whole (`totals`, `tasks`,
+/// `status`, `queue`).
+fn root_output(name: &str, id: Value) -> Value {
+    match name {
         "totals" => {
             let totals = json!({
                 "type": "object",
@@ -316,7 +392,8 @@ pub fn output(name: &str) -> Option<Map<String, Value>> {
             },
             "required": ["root", "workers"],
         }),
-        "queue" => json!({
+        // `queue`
+        _ => json!({
             "type": "object",
             "properties": {
                 "root": {"type": "string"},
@@ -328,50 +405,7 @@ pub fn output(name: &str) -> Option<Map<String, Value>> {
             },
             "required": ["root", "pending"],
         }),
-        "edit" => json!({
-            "type": "object",
-            "properties": {"id": id, "state": {"type": "string"}, "task": {"type": "object"}},
-            "required": ["id", "state", "task"],
-        }),
-        "cancel" => json!({
-            "type": "object",
-            "properties": {"id": id, "done": {"type": "string"}, "message": {"type": "string"}},
-            "required": ["id", "done", "message"],
-        }),
-        "pause" => json!({
-            "type": "object",
-            "properties": {
-                "paused": {}, "already": {"type": "boolean"}, "now": {"type": "boolean"},
-                "file": {"type": "string"},
-            },
-            "required": ["paused", "already", "now", "file"],
-        }),
-        "resume" => json!({
-            "type": "object",
-            "properties": {"resumed": {}, "wasPaused": {"type": "boolean"}},
-            "required": ["resumed", "wasPaused"],
-        }),
-        "logs" => json!({
-            "type": "object",
-            "properties": {
-                "id": id, "state": {"type": "string"}, "finished": {"type": "boolean"},
-                "logBytes": {"type": "integer"}, "shownFromByte": {"type": "integer"},
-                "text": {"type": "string"}, "note": {"type": "string"},
-            },
-            "required": ["id", "state"],
-        }),
-        "diff" | "merge" | "discard" => review_output(name, id),
-        "approve" | "deny" => json!({
-            "type": "object",
-            "properties": {
-                "id": id, "decision": {"type": "string", "enum": ["allow", "deny"]},
-                "reason": {}, "question": {"type": "object"},
-            },
-            "required": ["id", "decision", "question"],
-        }),
-        _ => return None,
-    };
-    Some(obj(schema))
+    }
 }
 
 /// The `outputSchema` of the review tools (`diff`, `merge`, `discard`).
