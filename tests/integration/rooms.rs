@@ -22,16 +22,14 @@ const OVERSIZED_FILES: &[(&str, usize)] = &[
     ("cli/mcp/spec_tasks.rs", 802),
     ("cli/mcp/tools.rs", 1413),
     ("dirlock.rs", 706),
-    ("fsio.rs", 657),
     ("orchestrator.rs", 666),
     ("preset.rs", 717),
-    ("protocol.rs", 679),
-    ("queue/mod.rs", 807),
+    ("protocol.rs", 677),
+    ("queue/mod.rs", 786),
     ("wait.rs", 680),
     ("watch.rs", 787),
     ("worker/mod.rs", 661),
-    ("worker/supervise.rs", 637),
-    ("worktree.rs", 711),
+    ("worktree.rs", 661),
 ];
 
 /// Functions over [`FN_LINES`] (file, name), with the size each may not exceed.
@@ -45,10 +43,10 @@ const OVERSIZED_FNS: &[(&str, &str, usize)] = &[
     ("protocol.rs", "validate", 97),
     ("queue/claim.rs", "claim_next_seeing", 97),
     ("queue/mod.rs", "retry_with_dependents", 102),
-    ("recovery/mod.rs", "recover_slot", 112),
+    ("recovery/mod.rs", "recover_slot", 100),
     ("tasks/edit.rs", "edit_task", 102),
     ("tasks/list.rs", "locate", 81),
-    ("worker/callback.rs", "run", 102),
+    ("worker/callback.rs", "run", 89),
     ("worker/supervise.rs", "watch", 122),
     ("worktree.rs", "merge", 107),
 ];
