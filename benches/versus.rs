@@ -282,14 +282,14 @@ fn main() {
         }
     }
     let floor_median = median(&mut rows[0].1.clone());
-    println!("{:<34} {:>10} {:>8}", "", "median", "× floor");
+    println!("{:<38} {:>10} {:>8}", "", "median", "× floor");
     for (name, times) in &mut rows {
         if times.is_empty() {
             continue;
         }
         let m = median(times);
         println!(
-            "{name:<34} {:>8.0}ms {:>7.2}×",
+            "{name:<38} {:>8.0}ms {:>7.2}×",
             m.as_secs_f64() * 1000.0,
             m.as_secs_f64() / floor_median.as_secs_f64()
         );
