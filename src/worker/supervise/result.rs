@@ -141,6 +141,9 @@ impl Run<'_> {
             tracing::warn!("its result is kept aside as {}", aside.display());
             return Ok(Pickup::Ran);
         }
+        // The agent is gone, and with it whoever asked: no question outlives the result
+        // (a view reading the slot after the result must not show one).
+        crate::worker::approval::clear(&self.slot.paths.dir);
         if !self.write_end(&mut r, hold.queued, lock.epoch(), shutdown)? {
             tracing::warn!(
                 "stopping with the result of task {} unwritten (the disk is full); it stays in \
@@ -151,7 +154,6 @@ impl Run<'_> {
         }
         // The result tells of the worktree now; the slot's record of it is done.
         worktree::forget_record(&self.slot.paths.dir);
-        crate::worker::approval::clear(&self.slot.paths.dir);
         tracing::info!(
             "{} \"{}\" in {}{} · task {}",
             &r.outcome_label(),
