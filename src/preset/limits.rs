@@ -141,7 +141,7 @@ fn codex_rate_limit(output: &str, now: SystemTime) -> Option<RateLimit> {
         };
         Some(first_line(msg).to_string())
     })?;
-    let message = Some(last).filter(|m| m.contains("usage limit") || m.contains("429"))?;
+    let message = Some(last).filter(|m| m.contains("usage limit") || names_status_429(m))?;
     let until = if let Some(at) = message.split("try again at ").nth(1) {
         named_minute_end(at, now)?
     } else {
@@ -152,6 +152,19 @@ fn codex_rate_limit(output: &str, now: SystemTime) -> Option<RateLimit> {
             .unwrap_or(UNSTATED_WAIT)
     };
     Some(RateLimit { until, message })
+}
+
+/// Whether `message` names HTTP status 429 as a number of its own: "status: 429",
+/// "(429)", "429 Too Many Requests" — not the digits inside a port or a URL
+/// ("http://127.0.0.1:42901/…"), which once turned a 503 into a deferral.
+fn names_status_429(message: &str) -> bool {
+    let text = message.split(" url: ").next().unwrap_or(message);
+    text.match_indices("429").any(|(i, _)| {
+        let before = text[..i].chars().next_back();
+        let after = text[i + 3..].chars().next();
+        !before.is_some_and(|c| c.is_ascii_alphanumeric() || matches!(c, ':' | '.' | '/'))
+            && !after.is_some_and(|c| c.is_ascii_alphanumeric())
+    })
 }
 
 /// Gemini CLI's 429 from its error `result`: the delay it suggests, else
@@ -408,6 +421,14 @@ mod tests {
         let limit = codex_rate_limit(&out, now).unwrap();
         assert_eq!(limit.until, now + Duration::from_millis(3200));
         let out = codex_limit("exceeded retry limit, last status: 503 Service Unavailable");
+        assert_eq!(codex_rate_limit(&out, now), None);
+        // The digits of a port are no status (CI once ran the model server on 42901).
+        let out = codex_limit(
+            "unexpected status 503 Service Unavailable: the scripted provider is down, \
+             url: http://127.0.0.1:42901/v1/responses",
+        );
+        assert_eq!(codex_rate_limit(&out, now), None);
+        let out = codex_limit("unexpected status 503 at http://10.0.0.1:429/v1 (id 14290)");
         assert_eq!(codex_rate_limit(&out, now), None);
         // A 429 it retried past, then another failure: not a limit.
         let out = format!(
