@@ -23,7 +23,6 @@ const OVERSIZED_FILES: &[(&str, usize)] = &[
     ("cli/mcp/tools.rs", 1413),
     ("orchestrator.rs", 666),
     ("queue/mod.rs", 786),
-    ("watch.rs", 787),
     ("worker/mod.rs", 661),
     ("worktree.rs", 661),
 ];
