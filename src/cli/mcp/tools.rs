@@ -26,6 +26,7 @@ mod control;
 mod create;
 mod handler;
 mod read;
+mod task_args;
 
 /// The longest a `wait` call blocks, in seconds: under the 60 s after which common MCP
 /// clients give up on a request, so a wait always answers before its client gives up.

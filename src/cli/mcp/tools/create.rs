@@ -1,15 +1,14 @@
 //! The MCP tools that make tasks: `submit`, `send`, `edit` and `retry`, with their arguments.
 
-use std::path::PathBuf;
-
 use rmcp::handler::server::wrapper::Parameters;
 use rmcp::model::CallToolResult;
 use rmcp::service::RequestContext;
 use rmcp::{schemars, tool, tool_router, ErrorData, RoleServer};
 use serde::Deserialize;
-use serde_json::{json, Value};
+use serde_json::json;
 
 use super::super::{checks, reply};
+use super::task_args::TaskArgs;
 use super::{echo_id, ids, to_call, wait_secs, Conductor, IdArg};
 use crate::queue::Queue;
 use crate::{Client, Error, Slot, Task, TaskId};
@@ -17,9 +16,9 @@ use crate::{Client, Error, Slot, Task, TaskId};
 #[derive(Debug, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct SubmitArgs {
-    /// The whole prompt the agent is given: say what to do and what to report.
-    #[schemars(length(min = 1))]
-    pub prompt: String,
+    /// What the task asks for, as `send` takes it too.
+    #[serde(flatten)]
+    pub task: TaskArgs,
     /// Serialization key (a user, a repository): tasks with the same key never run at
     /// the same time.
     pub key: Option<String>,
@@ -30,21 +29,8 @@ pub struct SubmitArgs {
     /// one ends cancelled.
     #[serde(default)]
     pub after: Vec<IdArg>,
-    /// Absolute path of an existing directory for the agent to work in (default: the
-    /// worker's project directory).
-    pub dir: Option<PathBuf>,
-    /// The task's own time limit in seconds; its agent is stopped after it.
-    pub timeout_secs: Option<u64>,
-    /// A task id of your choosing (letters, digits, . _ -; unique on the root).
-    /// Default: generated.
-    pub id: Option<IdArg>,
-    /// Any JSON, handed to the agent as the CONDUCTOR_CONTEXT environment variable.
-    pub context: Option<Value>,
     /// Run again after a worker crash, up to this many attempts in all (default 1).
     pub max_attempts: Option<u32>,
-    /// The agent preset that must run it (`claude`, `codex`, `command`): only a worker
-    /// serving that preset takes it. Default: any worker's first preset.
-    pub agent: Option<String>,
     /// Run in a fresh git worktree of the repository (`dir`, else the worker's project
     /// directory) on a new branch conductor/<id>; the result gives the branch and its
     /// diffstat. Default: the root's setting (off).
@@ -53,29 +39,9 @@ pub struct SubmitArgs {
     pub base: Option<String>,
     /// With worktree: copy the repository's uncommitted changes into the worktree.
     pub include_uncommitted: Option<bool>,
-    /// The model the agent uses for this task (the claude, codex and gemini presets pass
-    /// it on; a plain command ignores it).
-    pub model: Option<String>,
     /// The group it runs in (made with `conductor group add NAME --parallel N`): at
     /// most that many tasks of the group run at once.
     pub group: Option<String>,
-    /// Narrow the tools the worker lets its agent use unattended to these (claude
-    /// preset; `[]`: none, e.g. `["Read"]` for a read-only task): each must be one the
-    /// worker allows, and the worker's others are denied to this task's agent. Asking
-    /// for a tool the worker does not allow gets the task rejected.
-    pub allowed_tools: Option<Vec<String>>,
-    /// Narrow the worker's permission mode (claude preset: `plan`, `dontAsk`,
-    /// `acceptEdits`…) or approval mode (gemini: `plan`, `default`, `auto_edit`) for this
-    /// task; one letting the agent do more than the worker's gets the task rejected.
-    pub permission_mode: Option<String>,
-    /// Extra environment variables for the agent, as {"NAME": "value"} (names of
-    /// letters, digits and _; CONDUCTOR_* names are refused).
-    #[serde(default)]
-    pub env: std::collections::BTreeMap<String, String>,
-    /// Labels to find the task by later (`tasks` with `labels`): 1-64 characters of
-    /// A-Z a-z 0-9 . _ - : / each.
-    #[serde(default)]
-    pub labels: Vec<String>,
     /// A finished task whose output this task continues from: it is added after the
     /// prompt, as `conductor run --chain` passes one step's output to the next. A task
     /// that has not finished yet is refused (wait for it first).
@@ -97,39 +63,9 @@ pub struct SubmitArgs {
 pub struct SendArgs {
     /// The worker slot number to deliver to (see `status` for the slots).
     pub slot: u32,
-    /// The whole prompt the agent is given.
-    #[schemars(length(min = 1))]
-    pub prompt: String,
-    /// A task id of your choosing (unique on the root). Default: generated.
-    pub id: Option<IdArg>,
-    /// The task's own time limit in seconds.
-    pub timeout_secs: Option<u64>,
-    /// Absolute path of an existing directory for the agent to work in.
-    pub dir: Option<PathBuf>,
-    /// Any JSON, handed to the agent as CONDUCTOR_CONTEXT.
-    pub context: Option<Value>,
-    /// The agent preset that must run it; the slot's worker refuses a preset it does
-    /// not serve.
-    pub agent: Option<String>,
-    /// The model the agent uses for this task (claude, codex and gemini presets).
-    pub model: Option<String>,
-    /// Narrow the tools the worker lets its agent use unattended to these (claude
-    /// preset; `[]`: none, e.g. `["Read"]` for a read-only task): each must be one the
-    /// worker allows, and the worker's others are denied to this task's agent. Asking
-    /// for a tool the worker does not allow gets the task rejected.
-    pub allowed_tools: Option<Vec<String>>,
-    /// Narrow the worker's permission mode (claude preset: `plan`, `dontAsk`,
-    /// `acceptEdits`…) or approval mode (gemini: `plan`, `default`, `auto_edit`) for this
-    /// task; one letting the agent do more than the worker's gets the task rejected.
-    pub permission_mode: Option<String>,
-    /// Extra environment variables for the agent, as {"NAME": "value"} (names of
-    /// letters, digits and _; CONDUCTOR_* names are refused).
-    #[serde(default)]
-    pub env: std::collections::BTreeMap<String, String>,
-    /// Labels to find the task by later (`tasks` with `labels`): 1-64 characters of
-    /// A-Z a-z 0-9 . _ - : / each.
-    #[serde(default)]
-    pub labels: Vec<String>,
+    /// What the task asks for, as `submit` takes it too.
+    #[serde(flatten)]
+    pub task: TaskArgs,
 }
 
 #[derive(Debug, Deserialize, schemars::JsonSchema)]
@@ -188,7 +124,7 @@ impl Conductor {
         Parameters(args): Parameters<SubmitArgs>,
         ctx: RequestContext<RoleServer>,
     ) -> Result<CallToolResult, ErrorData> {
-        let given = args.id.clone();
+        let given = args.task.id.clone();
         let wait = args.wait.unwrap_or(false);
         let timeout = wait_secs(args.wait_secs);
         let chars = args.max_output_chars.unwrap_or(reply::DEFAULT_OUTPUT_CHARS);
@@ -273,7 +209,7 @@ impl Conductor {
         &self,
         Parameters(args): Parameters<SendArgs>,
     ) -> Result<CallToolResult, ErrorData> {
-        let given = args.id.clone();
+        let given = args.task.id.clone();
         let (slot, task) = match send_task(args) {
             Ok(t) => t,
             Err(msg) => return to_call(Err(msg)),
@@ -397,29 +333,15 @@ impl Conductor {
 
 /// A task as the CLI's `submit` builds it, marked with this process's depth.
 fn submit_task(a: SubmitArgs) -> std::result::Result<Task, String> {
-    checks::prompt("prompt", &a.prompt)?;
-    if let Some(m) = &a.permission_mode {
-        checks::permission_mode(a.agent.as_deref(), m)?;
-    }
-    let mut task = Task::new(a.prompt);
-    task.id = a.id.as_ref().map(IdArg::id).transpose()?;
+    let mut task = a.task.into_task()?;
     task.key = a.key;
     task.priority = a.priority;
     task.max_attempts = a.max_attempts;
     task.after = ids(&a.after)?;
-    task.timeout_secs = a.timeout_secs;
-    task.context = a.context;
-    task.dir = a.dir.map(absolute).transpose()?;
-    task.agent = a.agent.map(preset_name).transpose()?;
     task.worktree = a.worktree;
     task.base = a.base;
     task.include_uncommitted = a.include_uncommitted;
-    task.model = a.model;
     task.group = a.group;
-    task.allowed_tools = a.allowed_tools;
-    task.permission_mode = a.permission_mode;
-    task.env = a.env;
-    task.labels = a.labels;
     finish_task(task)
 }
 
@@ -449,29 +371,7 @@ fn continued(
 /// The slot and task of a `send`, marked with this process's depth.
 fn send_task(a: SendArgs) -> std::result::Result<(Slot, Task), String> {
     let slot = Slot::checked(a.slot).map_err(|e| e.to_string())?;
-    checks::prompt("prompt", &a.prompt)?;
-    if let Some(m) = &a.permission_mode {
-        checks::permission_mode(a.agent.as_deref(), m)?;
-    }
-    let mut task = Task::new(a.prompt);
-    task.id = a.id.as_ref().map(IdArg::id).transpose()?;
-    task.timeout_secs = a.timeout_secs;
-    task.context = a.context;
-    task.dir = a.dir.map(absolute).transpose()?;
-    task.agent = a.agent.map(preset_name).transpose()?;
-    task.model = a.model;
-    task.allowed_tools = a.allowed_tools;
-    task.permission_mode = a.permission_mode;
-    task.env = a.env;
-    task.labels = a.labels;
-    Ok((slot, finish_task(task)?))
-}
-
-/// A preset name, checked (`claude`, `codex`, `command`).
-fn preset_name(name: String) -> std::result::Result<String, String> {
-    name.parse::<crate::preset::Preset>()
-        .map(|p| p.to_string())
-        .map_err(|e| e.to_string())
+    Ok((slot, finish_task(a.task.into_task()?)?))
 }
 
 fn finish_task(mut task: Task) -> std::result::Result<Task, String> {
@@ -479,15 +379,4 @@ fn finish_task(mut task: Task) -> std::result::Result<Task, String> {
         .map_err(|reason| Error::InvalidTask { reason }.to_string())?;
     crate::env::stamp_depth(&mut task).map_err(|e| e.to_string())?;
     Ok(task)
-}
-
-/// A `dir` made absolute against the server's directory, as the CLI does.
-fn absolute(dir: PathBuf) -> std::result::Result<PathBuf, String> {
-    std::path::absolute(&dir).map_err(|e| {
-        Error::BadTaskDir {
-            path: dir,
-            reason: e.to_string(),
-        }
-        .to_string()
-    })
 }
