@@ -303,18 +303,22 @@ impl Conductor {
         if let Some(Err(msg)) = args.prompt.as_deref().map(|p| checks::prompt("prompt", p)) {
             return to_call(Err(msg));
         }
-        let how = crate::cli::retry::Again {
+        let how = crate::verbs::retry::Again {
             resume: args.resume.unwrap_or(false),
             id: new_id,
             prompt: args.prompt,
         };
         let (given, given_new) = (args.id, args.new_id);
         self.blocking(move |client| {
-            let id = match crate::cli::retry::again(client, old, how) {
-                Ok(id) => id,
-                // The library's error, or the refusal `conductor retry` prints.
-                Err(e) => return Ok(Err(format!("{e:#}"))),
+            let retried = match crate::verbs::retry::again(client, old, how) {
+                Ok(r) => r,
+                // The refusal `conductor retry` prints.
+                Err(e) => return Ok(Err(e.to_string())),
             };
+            if let Some(warning) = &retried.warning {
+                tracing::warn!("{warning}");
+            }
+            let id = retried.id;
             let loc = client.find_task(&id)?;
             let mut v = json!({
                 "id": id,
@@ -358,7 +362,7 @@ fn continued(
     let result = client.result_of(from)?;
     Ok(match result {
         Some(r) if loc.state.is_finished() => {
-            Ok(crate::cli::run::chained_prompt(&prompt, Some(&r)))
+            Ok(crate::verbs::chain::chained_prompt(&prompt, Some(&r)))
         }
         _ => Err(format!(
             "`continueFrom`: task {from} is {}; only a finished task's output can be passed on \

@@ -8,11 +8,10 @@ use rmcp::model::CallToolResult;
 use rmcp::service::RequestContext;
 use rmcp::{schemars, tool, tool_router, ErrorData, RoleServer};
 use serde::Deserialize;
-use serde_json::{json, Value};
+use serde_json::json;
 
 use super::super::reply;
 use super::{echo_id, ids, to_call, wait_secs, Conductor, IdArg};
-use crate::queue::Queue;
 use crate::tasks::{Cursor, ListOptions, TaskState};
 use crate::{Error, Slot};
 
@@ -199,15 +198,8 @@ impl Conductor {
     )]
     async fn queue(&self) -> Result<CallToolResult, ErrorData> {
         self.blocking(|client| {
-            let pending = Queue::new(client.root().clone()).pending()?;
-            let items: Vec<Value> = pending
-                .iter()
-                .enumerate()
-                .map(|(i, p)| crate::cli::queue::pending_json(i + 1, p))
-                .collect();
-            Ok(Ok(
-                json!({ "root": client.root().path(), "pending": items }),
-            ))
+            let view = crate::verbs::queue::queue(client.root())?;
+            Ok(Ok(json!(view)))
         })
         .await
     }
@@ -235,12 +227,11 @@ impl Conductor {
         };
         self.blocking(move |client| {
             let all = client.list_tasks(&opts)?;
-            let mut v =
-                serde_json::to_value(crate::cli::tasks::summary::of_root(client.root(), &all))
-                    .map_err(|e| Error::CallFailed {
-                        what: "totals".into(),
-                        reason: e.to_string(),
-                    })?;
+            let mut v = serde_json::to_value(crate::verbs::totals::of_root(client.root(), &all))
+                .map_err(|e| Error::CallFailed {
+                    what: "totals".into(),
+                    reason: e.to_string(),
+                })?;
             v["root"] = json!(client.root().path());
             Ok(Ok(v))
         })
@@ -315,7 +306,7 @@ fn since(s: &str) -> std::result::Result<SystemTime, String> {
     if let Some(t) = crate::protocol::parse_rfc3339(s) {
         return Ok(t);
     }
-    let d = crate::cli::parse_duration_arg(s).map_err(|_| {
+    let d = crate::text::parse_duration(s).map_err(|_| {
         format!("since {s:?} is neither a duration (90s, 2h, 1d) nor an RFC 3339 time")
     })?;
     Ok(SystemTime::now()
