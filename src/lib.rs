@@ -69,6 +69,7 @@ pub mod review;
 pub mod tasks;
 pub mod text;
 pub mod trust;
+pub mod verbs;
 pub mod wait;
 pub mod watch;
 pub mod workdir;

@@ -72,6 +72,7 @@ impl Error {
             | RootGone { .. }
             | RootNotOurs { .. }
             | NoTaskRecord { .. }
+            | NotRetryable { .. }
             | NoSuchTask { .. }
             | AmbiguousId { .. }
             | UnknownDependency { .. }
@@ -103,6 +104,7 @@ impl Error {
             | Spawn { .. }
             | Command { .. }
             | CallFailed { .. }
+            | RetryMissing { .. }
             | UncommittedNotCopied { .. }
             | NotDiscarded { .. }
             | WorktreeFolder { .. }
