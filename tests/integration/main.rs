@@ -54,6 +54,7 @@ mod tasks;
 mod trust;
 mod views;
 mod views_tmux;
+mod wait_any;
 mod waits;
 mod worker;
 mod worktree_setup;
