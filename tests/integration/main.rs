@@ -10,6 +10,7 @@ mod cli;
 mod client;
 mod compat;
 mod dashboard;
+mod dashboard_acts;
 mod deps;
 mod edit_env;
 mod faults;
