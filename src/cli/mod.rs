@@ -37,6 +37,7 @@ pub mod target;
 pub mod tasks;
 pub mod usage;
 pub mod wait;
+pub mod wait_any;
 pub mod waiting;
 mod worker_defaults;
 pub mod worktrees;
