@@ -17,6 +17,7 @@ mod faults_fourth;
 mod fencing;
 mod gate;
 mod groups;
+mod help;
 mod hosts;
 mod journey;
 mod launch;
