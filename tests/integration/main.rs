@@ -18,6 +18,7 @@ mod faults_fourth;
 mod fencing;
 mod gate;
 mod groups;
+mod help;
 mod hosts;
 mod journey;
 mod launch;
