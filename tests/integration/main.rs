@@ -23,6 +23,7 @@ mod hosts;
 mod journey;
 mod launch;
 mod lease_renewer;
+mod lease_takeover;
 mod limits;
 mod live;
 mod locks;
