@@ -66,6 +66,7 @@ pub fn ask(
         pid: std::process::id(),
     };
     fsio::write_json(&question_path(&dir), &q, Durability::Atomic)?;
+    crate::hooks::approval::asked(root, slot, &q);
     tracing::info!(
         "task {} asks to use {} · `conductor approve {}` or `conductor deny {} --reason …`",
         q.task_id,

@@ -51,6 +51,7 @@ pub mod error;
 pub mod fs_kind;
 pub mod fsio;
 pub mod gate;
+pub mod hooks;
 pub mod host;
 pub mod ids;
 pub mod inspect;
