@@ -4,7 +4,11 @@ use std::io;
 use std::path::PathBuf;
 use std::time::Duration;
 
+mod command_line;
 mod exit;
+pub(crate) use command_line::split_command_line;
+pub use command_line::CommandLineProblem;
+use command_line::{command_line, stderr_suffix};
 pub use exit::{ExitClass, EXIT_CODES_HELP};
 
 /// Result alias used throughout the library.
@@ -500,54 +504,6 @@ fn nobody_serves(slot: Option<u32>, task: Option<&str>, root: &std::path::Path) 
 /// ` --root PATH`, for commands quoted in messages.
 fn root_flag(path: &std::path::Path) -> String {
     format!(" --root {}", path.display())
-}
-
-/// What is wrong with a command line.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum CommandLineProblem {
-    /// Its quotes do not pair up, so it cannot be split into words.
-    UnbalancedQuotes,
-    /// It has no words at all.
-    Empty,
-}
-
-impl CommandLineProblem {
-    fn describe(self, line: &str) -> String {
-        match self {
-            CommandLineProblem::UnbalancedQuotes => format!("{line:?} has unbalanced quotes"),
-            CommandLineProblem::Empty => "is empty".to_string(),
-        }
-    }
-}
-
-/// Split `line` into words as a shell would (no expansion), refusing an empty line or
-/// unbalanced quotes; `what` names the command in the error ("agent", "orchestrator").
-pub(crate) fn split_command_line(what: &'static str, line: &str) -> Result<Vec<String>> {
-    let bad = |problem| Error::BadCommandLine {
-        what,
-        line: line.to_string(),
-        problem,
-    };
-    let words = shlex::split(line).ok_or_else(|| bad(CommandLineProblem::UnbalancedQuotes))?;
-    if words.is_empty() {
-        return Err(bad(CommandLineProblem::Empty));
-    }
-    Ok(words)
-}
-
-/// `program args…`, quoted as a shell would need it, for error messages.
-fn command_line(program: &str, args: &[String]) -> String {
-    let words = std::iter::once(program).chain(args.iter().map(String::as_str));
-    shlex::try_join(words).unwrap_or_else(|_| format!("{program} {}", args.join(" ")))
-}
-
-fn stderr_suffix(stderr: &str) -> String {
-    if stderr.is_empty() {
-        String::new()
-    } else {
-        format!(": {stderr}")
-    }
 }
 
 impl Error {
