@@ -209,6 +209,15 @@ pub enum Error {
     #[error("no worker has a record of task {id}; only tasks that ran can be retried")]
     NoTaskRecord { id: String },
 
+    /// A task cannot be run again as asked (`retry`): `why` says why and what to do.
+    #[error("{why}")]
+    NotRetryable { why: String },
+
+    /// A slot lacks what running its task again needs: the task's record, or a result to
+    /// resume from.
+    #[error("{why}")]
+    RetryMissing { why: String },
+
     /// A queued task's result was not linked into `queue/results/`: the id is not the
     /// queue's (exit code 3 in the binaries).
     #[error("not publishing {} as {}: {why}", kept.display(), dest.display())]

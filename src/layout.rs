@@ -200,6 +200,30 @@ impl Root {
         self.queue_dir().join("ids")
     }
 
+    /// The root's shared directories, the one list of them: what workers, the queue, the
+    /// id registry and the locks need. `queue::init_root` makes them (all but the
+    /// legacy [`Root::queue_ids`], read only); `trust::verify_shared` checks those that
+    /// exist, in this order.
+    pub fn shared_dirs(&self) -> [PathBuf; 15] {
+        [
+            self.ids_dir(),
+            self.workers_dir(),
+            self.queue_dir(),
+            self.queue_tmp(),
+            self.queue_pending(),
+            self.queue_results(),
+            self.queue_rejected(),
+            self.queue_ids(),
+            self.queue_served(),
+            self.keys_dir(),
+            self.slots_dir(),
+            self.agents_dir(),
+            self.groups_dir(),
+            self.paused_dir(),
+            self.gates_dir(),
+        ]
+    }
+
     /// The root-wide task-id registry (see [`crate::ids`]): every id used on the root.
     pub fn ids_dir(&self) -> PathBuf {
         self.path.join("ids")

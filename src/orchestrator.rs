@@ -1,18 +1,21 @@
 //! Orchestration patterns over worker slots: fan-out/fan-in and sequential pipelines.
 
-use std::collections::{HashMap, HashSet, VecDeque};
-use std::path::Path;
-use std::sync::{Arc, Mutex};
+mod results_watch;
+mod run;
+
+use std::collections::HashMap;
 use std::time::Duration;
 
-use crossbeam_channel::{bounded, never, select, Receiver};
+use crossbeam_channel::{never, Receiver};
 
 use crate::client::Client;
 use crate::error::{Error, Result};
 use crate::gate;
 use crate::layout::Slot;
-use crate::protocol::{Outcome, Task, TaskId, TaskResult};
-use crate::watch::{DirWatcher, InlineWatcher, OnChange, ReadySignal, Waited, WatchMode};
+use crate::protocol::{Task, TaskId, TaskResult};
+use crate::watch::{ReadySignal, WatchMode};
+use results_watch::{Look, ResultsWatch, Woke};
+use run::Run;
 
 /// How often outstanding tasks are re-checked without an event, and dead workers noticed
 /// (the default of [`Orchestrator::with_recheck`]). A safety net only: no task that is
@@ -137,13 +140,7 @@ impl Orchestrator {
                 purpose: "to run tasks on",
             });
         }
-        // The checks write_task makes before every delivery, made once for the run: the
-        // slots' directories (each worker re-checks its own before every claim) and the
-        // root's task size limit.
-        for &slot in &self.slots {
-            crate::trust::verify_for_slot(self.client.root(), slot)?;
-        }
-        let limit = crate::Config::load(&self.client.root().config_file())?.max_task_bytes();
+        let limit = self.check_before_run()?;
         let (watcher, wake, arrived) = self.watch_results()?;
         // Read inline, the watcher is waited on with the stop channel as a descriptor
         // (dropped once it fired: it stays readable).
@@ -191,20 +188,7 @@ impl Orchestrator {
                 look = arrived.take();
                 continue;
             }
-            let woke = match &watcher {
-                ResultsWatch::Inline(w) => {
-                    match w.wait_for_wake(&wake, stop_signal.as_ref(), self.recheck) {
-                        Waited::Wake => Woke::Arrived,
-                        Waited::Stop => Woke::Stop,
-                        Waited::Timeout => Woke::Recheck,
-                    }
-                }
-                ResultsWatch::Thread(_) => select! {
-                    recv(wake) -> _ => Woke::Arrived,
-                    recv(stop) -> _ => Woke::Stop,
-                    default(self.recheck) => Woke::Recheck,
-                },
-            };
+            let woke = watcher.wait(&wake, &stop, stop_signal.as_ref(), self.recheck);
             match woke {
                 Woke::Arrived => look = arrived.take(),
                 Woke::Stop => {
@@ -224,48 +208,14 @@ impl Orchestrator {
         Ok(run.into_results())
     }
 
-    /// Watch every slot's `results/`: the receiver wakes when a result's name appears
-    /// there, and [`Arrivals`] says in which slots.
-    fn watch_results(&self) -> Result<(ResultsWatch, Receiver<()>, Arc<Arrivals>)> {
-        let dirs: Vec<_> = self
-            .slots
-            .iter()
-            .map(|s| {
-                let w = self.client.worker(*s);
-                crate::fsio::ensure_dir(&w.results_dir()).map(|()| w.results_dir())
-            })
-            .collect::<Result<_>>()?;
-        let (tx, wake) = bounded(1);
-        let arrived = Arc::new(Arrivals::default());
-        let (told, slots, watched) = (arrived.clone(), self.slots.clone(), dirs.clone());
-        let on_change: OnChange = Arc::new(move |path: Option<&Path>| {
-            if told.note(path, &watched, &slots) {
-                // A full channel already holds a pending wake-up: nothing is lost.
-                let _ = tx.try_send(());
-            }
-        });
-        #[cfg(target_os = "linux")]
-        if let Some(told) = self.pipes.as_ref().and_then(|p| p.told.as_ref()) {
-            let told = told.try_clone().map_err(|e| {
-                Error::io("read the workers' pipe for", self.client.root().path(), e)
-            })?;
-            // Every worker gone: the recheck finds out whose task is left (as it does
-            // for a worker that died without a word).
-            let said = arrived.clone();
-            let inline = InlineWatcher::from_pipe_reading_bytes(
-                told,
-                Box::new(move |bytes| said.note_bytes(bytes)),
-                on_change,
-                Box::new(|| {}),
-            )
-            .map_err(|e| Error::io("read the workers' pipe for", self.client.root().path(), e))?;
-            return Ok((ResultsWatch::Inline(inline), wake, arrived));
+    /// The checks write_task makes before every delivery, made once for the run: the
+    /// slots' directories (each worker re-checks its own before every claim) and the
+    /// root's task size limit, returned.
+    fn check_before_run(&self) -> Result<u64> {
+        for &slot in &self.slots {
+            crate::trust::verify_for_slot(self.client.root(), slot)?;
         }
-        let watcher = match InlineWatcher::published(&dirs, self.watch, on_change.clone())? {
-            Some(inline) => ResultsWatch::Inline(inline),
-            None => ResultsWatch::Thread(DirWatcher::published(&dirs, self.watch, on_change)?),
-        };
-        Ok((watcher, wake, arrived))
+        Ok(crate::Config::load(&self.client.root().config_file())?.max_task_bytes())
     }
 
     /// A worker that died with our task in hand will never answer: say so instead of
@@ -319,356 +269,12 @@ impl Orchestrator {
     }
 }
 
-/// The orchestrator's watch of the slots' `results/`: read by its own thread where
-/// events are native (the kernel wakes it directly when a result appears, not a reader
-/// thread that then hands it a wake-up), else by a watcher's thread.
-enum ResultsWatch {
-    Inline(InlineWatcher),
-    Thread(#[allow(dead_code)] DirWatcher),
-}
-
-/// What ended a wait of [`Orchestrator::run_all`].
-enum Woke {
-    /// A result's name appeared.
-    Arrived,
-    /// The stop channel fired.
-    Stop,
-    /// The recheck interval passed without either.
-    Recheck,
-}
-
-/// Which slots [`Run::collect`] looks at.
-enum Look {
-    All,
-    Slots(Vec<Slot>),
-}
-
-/// The slots whose `results/` a name appeared in since the orchestrator last asked.
-/// Looking only there, not for every outstanding task's result on every wake-up, saves
-/// the orchestrator a failed `open` per other slot each time. Woken workers also ask
-/// here for their inbox back ([`crate::pool::slot_wanting_inbox`]).
-#[derive(Default)]
-struct Arrivals(Mutex<Seen>);
-
-#[derive(Default)]
-struct Seen {
-    all: bool,
-    slots: Vec<Slot>,
-    inbox_wanted: Vec<Slot>,
-}
-
-impl Arrivals {
-    /// Note a change at `path` (`None`: anything may have changed) in one of `dirs`,
-    /// the `results/` of `slots` in order; whether it is worth a wake-up. Noted before
-    /// the wake-up is sent, so a wake-up always finds its slot here.
-    fn note(&self, path: Option<&Path>, dirs: &[std::path::PathBuf], slots: &[Slot]) -> bool {
-        let mut seen = self.0.lock().unwrap_or_else(|e| e.into_inner());
-        let Some(path) = path else {
-            seen.all = true;
-            return true;
-        };
-        // A result is published by a link of its final name: the temporary file made
-        // before it (a dot-name) says nothing yet.
-        if path
-            .file_name()
-            .is_some_and(|n| n.as_encoded_bytes().starts_with(b"."))
-        {
-            return false;
-        }
-        match dirs.iter().position(|d| Some(d.as_path()) == path.parent()) {
-            Some(i) if !seen.slots.contains(&slots[i]) => seen.slots.push(slots[i]),
-            Some(_) => {}
-            // A watched directory itself, or a path we cannot place: look everywhere.
-            None => seen.all = true,
-        }
-        true
-    }
-
-    /// Note what woken workers said: the bytes read from their pipe.
-    fn note_bytes(&self, bytes: &[u8]) {
-        let wanted = bytes
-            .iter()
-            .filter_map(|&b| crate::pool::slot_wanting_inbox(b));
-        let mut seen = self.0.lock().unwrap_or_else(|e| e.into_inner());
-        for slot in wanted {
-            if !seen.inbox_wanted.contains(&slot) {
-                seen.inbox_wanted.push(slot);
-            }
-        }
-    }
-
-    /// What was noted since the last call, forgotten now.
-    fn take(&self) -> Look {
-        let mut seen = self.0.lock().unwrap_or_else(|e| e.into_inner());
-        let slots = std::mem::take(&mut seen.slots);
-        if std::mem::take(&mut seen.all) {
-            Look::All
-        } else {
-            Look::Slots(slots)
-        }
-    }
-
-    /// The slots whose workers asked for their inbox back since the last call.
-    fn take_inbox_wanted(&self) -> Vec<Slot> {
-        let mut seen = self.0.lock().unwrap_or_else(|e| e.into_inner());
-        std::mem::take(&mut seen.inbox_wanted)
-    }
-}
-
-/// One [`Orchestrator::run_all`] under way: the tasks still to deliver, the task each
-/// slot has in hand, and the results so far, by input position.
-struct Run {
-    /// The root's task size limit, read once.
-    limit: u64,
-    pending: VecDeque<(usize, Task)>,
-    outstanding: HashMap<Slot, (usize, TaskId)>,
-    /// Workers that tell us when they start a task ([`Orchestrator::with_wake_pipes`]):
-    /// a slot's next task waits in its inbox while its task runs, so the worker takes
-    /// it the moment that one ends instead of after a round trip through this process
-    /// (its result read, the next task written, the worker woken). Each slot holds at
-    /// most one so; what still waits when the tasks run out goes to an idle slot.
-    waiting: HashMap<Slot, Waiting>,
-    keep_filled: bool,
-    /// Slots whose workers asked for their inbox back: none is filled again until the
-    /// task in hand there ends.
-    unfilled: HashSet<Slot>,
-    results: Vec<Option<TaskResult>>,
-}
-
-/// A task delivered to a slot's inbox behind the one the slot has in hand.
-struct Waiting {
-    index: usize,
-    id: TaskId,
-    /// As given to the run, to give to another slot should it still wait when one goes
-    /// idle.
-    task: Task,
-}
-
-impl Run {
-    fn new(tasks: Vec<Task>, limit: u64, keep_filled: bool) -> Run {
-        Run {
-            limit,
-            results: vec![None; tasks.len()],
-            pending: tasks.into_iter().enumerate().collect(),
-            outstanding: HashMap::new(),
-            waiting: HashMap::new(),
-            keep_filled,
-            unfilled: HashSet::new(),
-        }
-    }
-
-    /// Give every slot without a task of ours the next pending task, and, keeping
-    /// inboxes filled, every slot whose worker took its task from its inbox the one
-    /// after.
-    fn deliver(
-        &mut self,
-        client: &Client,
-        slots: &[Slot],
-        pipes: Option<&crate::pool::WakePipes>,
-        on_progress: &mut impl FnMut(Progress<'_>),
-    ) -> Result<()> {
-        if self.keep_filled && self.pending.is_empty() {
-            self.move_waiting_to_idle(client, slots)?;
-        }
-        // Slots without a task first: a task waits behind another only when none is idle.
-        let (idle, busy): (Vec<Slot>, Vec<Slot>) = slots
-            .iter()
-            .partition(|s| !self.outstanding.contains_key(s));
-        for slot in idle.into_iter().chain(busy) {
-            let behind = self.outstanding.contains_key(&slot);
-            if behind && !self.room_behind(client, slot) {
-                continue;
-            }
-            let Some((index, task)) = self.pending.pop_front() else {
-                break;
-            };
-            match client.write_task_checked(slot, &task, self.limit) {
-                Ok(id) => {
-                    if let Some(pipes) = pipes {
-                        pipes.wake(slot);
-                    }
-                    if behind {
-                        self.waiting.insert(slot, Waiting { index, id, task });
-                        continue;
-                    }
-                    on_progress(Progress::Started {
-                        index,
-                        slot,
-                        id: &id,
-                    });
-                    self.outstanding.insert(slot, (index, id));
-                }
-                // Someone else's task is waiting there: try another slot.
-                Err(Error::InboxBusy { .. }) => self.pending.push_front((index, task)),
-                Err(e) => return Err(e),
-            }
-        }
-        Ok(())
-    }
-
-    /// Whether busy `slot` may take the next task into its inbox now: inboxes are kept
-    /// filled, there is a next task, the slot has none waiting and did not ask for its
-    /// inbox back, and its worker took its task out of the inbox (the one place a task
-    /// waits).
-    fn room_behind(&self, client: &Client, slot: Slot) -> bool {
-        self.keep_filled
-            && !self.pending.is_empty()
-            && !self.waiting.contains_key(&slot)
-            && !self.unfilled.contains(&slot)
-            && client.worker(slot).task().symlink_metadata().is_err()
-    }
-
-    /// Take the task waiting in `slot`'s inbox back out of it, undelivered (its index and
-    /// the task as given); `None` when it is no longer there (its worker took it, or
-    /// someone withdrew it: its result is read when the task before it ends).
-    fn take_back_waiting(&mut self, client: &Client, slot: Slot) -> Result<Option<(usize, Task)>> {
-        let Some(w) = self.waiting.get(&slot) else {
-            return Ok(None);
-        };
-        if !crate::tasks::withdraw::take_back(client.root(), slot, &w.id)? {
-            return Ok(None);
-        }
-        let w = self.waiting.remove(&slot).expect("waiting slot");
-        Ok(Some((w.index, w.task)))
-    }
-
-    /// Take back the task waiting in each of `slots`' inbox: its worker must put the task
-    /// it had in hand back there (stopped by a `pause --now`). The taken task is the next
-    /// to deliver, elsewhere or there once the slot is free again.
-    fn give_inboxes_back(&mut self, client: &Client, slots: Vec<Slot>) -> Result<()> {
-        for slot in slots {
-            if !self.outstanding.contains_key(&slot) {
-                continue;
-            }
-            self.unfilled.insert(slot);
-            if let Some(taken) = self.take_back_waiting(client, slot)? {
-                self.pending.push_front(taken);
-            }
-        }
-        Ok(())
-    }
-
-    /// With nothing left to deliver, a task still waiting behind another slot's task
-    /// goes to a slot that has none: a long task never holds up the one queued behind
-    /// it while another worker idles.
-    fn move_waiting_to_idle(&mut self, client: &Client, slots: &[Slot]) -> Result<()> {
-        let mut idle = slots
-            .iter()
-            .filter(|s| !self.outstanding.contains_key(s))
-            .count();
-        // Only tasks whose id the run made: such a task goes out again under a new id,
-        // so a worker that read it just before it was taken back (and registered its
-        // id for its own slot, then found the inbox empty) leaves nothing in its way.
-        let movable: Vec<Slot> = self
-            .waiting
-            .iter()
-            .filter(|(_, w)| w.task.id.is_none())
-            .map(|(s, _)| *s)
-            .collect();
-        for from in movable {
-            if idle == 0 {
-                break;
-            }
-            if let Some(taken) = self.take_back_waiting(client, from)? {
-                self.pending.push_back(taken);
-                idle -= 1;
-            }
-        }
-        Ok(())
-    }
-
-    /// Withdraw every outstanding task still in its slot's inbox (the rename that
-    /// withdraws it and a worker's claim cannot both succeed); each gets its `cancelled`
-    /// result there, which [`Run::collect`] takes in. One a worker claimed first gets
-    /// its result from that worker.
-    fn withdraw_unclaimed(&self, client: &Client) -> Result<()> {
-        let queued = self.waiting.iter().map(|(s, w)| (s, &w.id));
-        for (slot, id) in self
-            .outstanding
-            .iter()
-            .map(|(s, (_, id))| (s, id))
-            .chain(queued)
-        {
-            // Only what is ours and still there: most were claimed long ago.
-            let inbox = crate::inspect::read_task_file(&client.worker(*slot).task());
-            if inbox.and_then(|f| f.task_id).as_ref() == Some(id) {
-                crate::tasks::withdraw::withdraw_inbox(client.root(), *slot, id)?;
-            }
-        }
-        Ok(())
-    }
-
-    /// Take in every result that has arrived in the slots `look` names, freeing its
-    /// slot (or handing it the task waiting behind, whose result may be there too);
-    /// how many arrived.
-    fn collect(
-        &mut self,
-        client: &Client,
-        look: &Look,
-        on_progress: &mut impl FnMut(Progress<'_>),
-    ) -> Result<usize> {
-        let mut arrived = 0;
-        let mut candidates: Vec<Slot> = match look {
-            Look::All => self.outstanding.keys().copied().collect(),
-            Look::Slots(named) => named
-                .iter()
-                .copied()
-                .filter(|s| self.outstanding.contains_key(s))
-                .collect(),
-        };
-        while !candidates.is_empty() {
-            let mut next = Vec::new();
-            for slot in candidates {
-                let (index, id) = &self.outstanding[&slot];
-                let Some(result) = client.read_result_for(slot, id)? else {
-                    continue;
-                };
-                let index = *index;
-                self.outstanding.remove(&slot);
-                self.unfilled.remove(&slot);
-                arrived += 1;
-                on_progress(Progress::Finished {
-                    index,
-                    slot,
-                    result: &result,
-                });
-                self.results[index] = Some(result);
-                if let Some(w) = self.waiting.remove(&slot) {
-                    on_progress(Progress::Started {
-                        index: w.index,
-                        slot,
-                        id: &w.id,
-                    });
-                    self.outstanding.insert(slot, (w.index, w.id));
-                    next.push(slot);
-                }
-            }
-            candidates = next;
-        }
-        Ok(arrived)
-    }
-
-    /// Every task's result in input order; tasks never delivered come back cancelled.
-    fn into_results(mut self) -> Vec<TaskResult> {
-        for (index, task) in self.pending {
-            let id = task.id.unwrap_or_else(TaskId::generate);
-            self.results[index] = Some(TaskResult::failed(
-                id,
-                Outcome::Cancelled,
-                "cancelled before it was delivered",
-            ));
-        }
-        self.results
-            .into_iter()
-            .map(|r| r.expect("every task has a result"))
-            .collect()
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::layout::Root;
+    use crate::protocol::Outcome;
+    use crossbeam_channel::bounded;
     use std::io::Write;
     use std::os::fd::OwnedFd;
     use std::thread::JoinHandle;

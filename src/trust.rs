@@ -9,7 +9,7 @@
 use std::fs::{self, Metadata};
 use std::io;
 use std::os::unix::fs::MetadataExt;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use crate::error::{Error, FileProblem, Result};
 use crate::layout::{Root, Slot, WorkerPaths};
@@ -42,7 +42,7 @@ pub fn verify_shared(root: &Root) -> Result<()> {
         Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(()),
         Err(e) => return Err(Error::io("stat", top, e)),
     }
-    for dir in shared_dirs(root) {
+    for dir in root.shared_dirs() {
         verify_dir(&dir)?;
     }
     Ok(())
@@ -86,26 +86,6 @@ pub fn verify_task_dirs(root: &Root, paths: &WorkerPaths) -> Result<()> {
         verify_dir(&dir)?;
     }
     Ok(())
-}
-
-fn shared_dirs(root: &Root) -> [PathBuf; 15] {
-    [
-        root.ids_dir(),
-        root.workers_dir(),
-        root.queue_dir(),
-        root.queue_tmp(),
-        root.queue_pending(),
-        root.queue_results(),
-        root.queue_rejected(),
-        root.queue_ids(),
-        root.queue_served(),
-        root.keys_dir(),
-        root.slots_dir(),
-        root.agents_dir(),
-        root.groups_dir(),
-        root.paused_dir(),
-        root.gates_dir(),
-    ]
 }
 
 /// The slot-named entries of `workers/` (links included: they are refused, not skipped).

@@ -23,6 +23,7 @@ pub mod exit {
     pub const USAGE: i32 = ExitClass::Usage.code();
     pub const REFUSED: i32 = ExitClass::Refused.code();
     pub const NOBODY: i32 = ExitClass::Nobody.code();
+    pub const NEEDS_PERSON: i32 = ExitClass::NeedsPerson.code();
     pub const INTERRUPTED: i32 = ExitClass::Interrupted.code();
 }
 

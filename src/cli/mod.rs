@@ -39,6 +39,7 @@ pub mod target;
 pub mod tasks;
 pub mod usage;
 pub mod wait;
+pub mod wait_any;
 pub mod waiting;
 pub mod worker_args;
 mod worker_defaults;
@@ -101,18 +102,7 @@ pub fn interrupt_channel() -> anyhow::Result<crossbeam_channel::Receiver<()>> {
 }
 
 /// Parse a duration given as seconds (`30`, `1.5`) or in words (`90s`, `5m`, `1h30m`).
-pub fn parse_duration_arg(s: &str) -> Result<std::time::Duration, String> {
-    if let Ok(secs) = s.trim().parse::<f64>() {
-        return std::time::Duration::try_from_secs_f64(secs)
-            .map_err(|_| format!("{s:?} is not a usable number of seconds"));
-    }
-    humantime::parse_duration(s.trim()).map_err(|_| {
-        format!(
-            "{s:?} is not a duration: give seconds (30, 1.5) or a number and a unit (90s, 5m, \
-             1h30m, 7d)"
-        )
-    })
-}
+pub use crate::text::parse_duration as parse_duration_arg;
 
 /// A duration as the whole seconds the protocol counts in (`timeoutSecs`), rounded up
 /// so that a limit never becomes shorter than asked.

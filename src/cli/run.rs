@@ -11,6 +11,7 @@ use crate::cli::usage::CliError;
 use crate::orchestrator::{Orchestrator, Progress};
 use crate::pool::{self, WorkerCommand, WorkerPool};
 use crate::preset::Preset;
+use crate::verbs::chain::chained_prompt;
 use crate::{Client, Root, Slot, Task, TaskResult};
 use anyhow::Context as _;
 use nix::sys::signal::{kill, Signal};
@@ -256,20 +257,6 @@ fn tasks_of(args: &Args, prompts: &[String]) -> Vec<Task> {
             t
         })
         .collect()
-}
-
-/// The chain's step prompt: its own, then the previous step's output (README, `run --chain`).
-pub fn chained_prompt(prompt: &str, previous: Option<&TaskResult>) -> String {
-    let Some(prev) = previous else {
-        return prompt.to_string();
-    };
-    let mut p = format!("{prompt}\n\nOutput of the previous step:\n{}", prev.output);
-    if let (true, Some(file)) = (prev.output_truncated, &prev.output_file) {
-        p.push_str(&format!(
-            "\n(the output above was cut; all of it is in {file})"
-        ));
-    }
-    p
 }
 
 /// Run `tasks` as a pipeline; the steps after a failed one come back `cancelled`.

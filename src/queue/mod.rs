@@ -8,6 +8,8 @@
 //! moves on. No dispatcher runs anywhere.
 
 pub mod budgets;
+mod cancel;
+mod capacity;
 mod claim;
 mod deps;
 pub mod groups;
@@ -15,27 +17,26 @@ mod held;
 pub mod limits;
 mod order;
 pub mod pause;
+mod retry;
 mod retry_ids;
 mod waits;
 
-use serde::Serialize;
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 use std::fs;
-use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use crate::config::Config;
-use crate::dirlock;
-use crate::error::{Error, Result};
-use crate::fsio::{self, Durability};
+use crate::error::Result;
+use crate::fsio;
 use crate::ids::{self, Place};
 use crate::layout::Root;
-use crate::protocol::{id_list, Outcome, Task, TaskId, TaskResult, SCHEMA};
+use crate::protocol::{id_list, Task, TaskId, TaskResult, SCHEMA};
 use crate::wait::{Awaited, OnDeath, Vigil, Wait};
 use crate::watch::{Interest, WatchMode};
 
+pub use capacity::{Capacity, KeyUse, LockInfo, PendingCount, SlotUse};
 pub(crate) use claim::claim_next_seeing;
 pub use claim::{
     claim_next, publish_queue_result, reject_in_hand, requeue, take_run_slot, Claim, QueueClaim,
@@ -45,62 +46,10 @@ pub use deps::{check_known, dep_state, dependency_state, readiness, DepState, Re
 use held::is_held;
 use order::DEFAULT_PRIORITY;
 pub use order::{effective, next_to_run, order, PendingName, PendingTask, AGING_STEP};
-use retry_ids::{retry_base, retry_number};
 pub(crate) use waits::root_wide_wait;
 
 /// The `origin` of a task that came through the queue.
 pub const ORIGIN_QUEUE: &str = "queue";
-
-/// Global running cap use.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct SlotUse {
-    pub max: Option<u32>,
-    pub used: u32,
-    pub available: Option<u32>,
-}
-
-/// One key's load.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct KeyUse {
-    pub running: u32,
-    pub pending: u32,
-}
-
-/// Pending tasks by priority.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct PendingCount {
-    pub by_priority: BTreeMap<u8, u32>,
-    pub total: u32,
-}
-
-/// A key or slot lock and its holder.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct LockInfo {
-    pub kind: String,
-    pub name: String,
-    pub holder_pid: Option<u32>,
-    pub host: Option<String>,
-    pub acquired_at: Option<String>,
-    pub alive: bool,
-}
-
-/// The capacity view (`conductor status --json`).
-#[derive(Debug, Clone, PartialEq, Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct Capacity {
-    pub slots: SlotUse,
-    pub by_key: BTreeMap<String, KeyUse>,
-    pub pending: PendingCount,
-    pub locks: Vec<LockInfo>,
-    /// The pauses in force ("slot 2", "key alice", "group batch", "everything").
-    pub paused: Vec<String>,
-    /// Each group's cap and load.
-    pub groups: Vec<groups::GroupUse>,
-}
 
 /// The shared queue of one root.
 #[derive(Debug, Clone)]
@@ -122,12 +71,15 @@ impl Queue {
     }
 
     /// Accept a task: staged in `queue/tmp/`, linked into `queue/pending/`, durable on
-    /// return. Assigns an id if absent; an id already used anywhere on the root is
-    /// refused ([`Error::IdTaken`], naming where it went), so is a dependency (`after`)
-    /// the root has no record of ([`Error::UnknownDependency`]) and a `dir` that is no
-    /// directory of ours ([`Error::BadTaskDir`]), and a group the root does not have
-    /// ([`Error::UnknownGroup`], naming the ones it has).
-    /// The root must exist ([`Error::NoRoot`] otherwise): submitting never makes one.
+    /// return. Assigns an id if absent; an id already used anywhere on the root is refused
+    /// ([`Error::IdTaken`](crate::error::Error::IdTaken), naming where it went), so is a
+    /// dependency (`after`) the root has no record of
+    /// ([`Error::UnknownDependency`](crate::error::Error::UnknownDependency)) and a `dir`
+    /// that is no directory of ours
+    /// ([`Error::BadTaskDir`](crate::error::Error::BadTaskDir)), and a group the root does
+    /// not have ([`Error::UnknownGroup`](crate::error::Error::UnknownGroup), naming the
+    /// ones it has). The root must exist ([`Error::NoRoot`](crate::error::Error::NoRoot)
+    /// otherwise): submitting never makes one.
     pub fn submit(&self, task: &Task) -> Result<TaskId> {
         self.root.require_existing()?;
         crate::trust::verify_shared(&self.root)?;
@@ -355,11 +307,13 @@ impl Queue {
         TaskResult::read(&self.result_path(id))
     }
 
-    /// Wait for a submitted task's result (woken by file events, not a sleep loop).
-    /// Never blocks for nothing: ends with [`Error::NobodyServes`] when no live worker
+    /// Wait for a submitted task's result (woken by file events, not a sleep loop). Never
+    /// blocks for nothing: ends with
+    /// [`Error::NobodyServes`](crate::error::Error::NobodyServes) when no live worker
     /// serves the root. If the worker that took the task dies with it, waits on for
     /// recovery's result while someone can recover it, else ends with
-    /// [`Error::WorkerDied`] (see [`Queue::wait_for_result_with`] to hear of it at once).
+    /// [`Error::WorkerDied`](crate::error::Error::WorkerDied) (see
+    /// [`Queue::wait_for_result_with`] to hear of it at once).
     pub fn wait_for_result(&self, id: &TaskId, timeout: Duration) -> Result<TaskResult> {
         self.wait_for_result_with(id, timeout, OnDeath::AwaitRecovery)
     }
@@ -405,340 +359,6 @@ impl Queue {
             move || queue.read_result(&id),
         ))
     }
-
-    /// Cancel a task: a pending one is removed and answered `cancelled`; a running one
-    /// gets its worker's `cancel` file. `Ok(false)` if the id is unknown.
-    pub fn cancel(&self, id: &TaskId) -> Result<bool> {
-        crate::trust::verify_root(&self.root)?;
-        if self.withdraw_pending(id)? {
-            return Ok(true);
-        }
-        for slot in self.root.slots()? {
-            let w = self.root.worker(slot);
-            let running = fsio::read_bounded(&w.running(), fsio::TASK_SIZE_LIMIT)
-                .ok()
-                .flatten()
-                .and_then(|b| Task::salvage_id(&b));
-            if running.is_some_and(|r| r.to_string() == id.to_string()) {
-                fsio::write_replace(
-                    &w.cancel(),
-                    format!("{id}\n").as_bytes(),
-                    Durability::Atomic,
-                )?;
-                return Ok(true);
-            }
-        }
-        Ok(false)
-    }
-
-    /// Withdraw task `id` if it is pending: moved aside into `queue/rejected/` first (the
-    /// rename wins or loses the race with a worker's claim in one step), then answered
-    /// `cancelled` in `queue/results/`, so the task is never gone without its result.
-    /// `Ok(false)` when it is not pending (never was, or a worker claimed it just now).
-    pub(crate) fn withdraw_pending(&self, id: &TaskId) -> Result<bool> {
-        // By text: a pending name gives digits back as a number.
-        let wanted = Some(id.to_string());
-        let Some(p) = self
-            .scan()?
-            .into_iter()
-            .find(|p| p.id.as_ref().map(TaskId::to_string) == wanted)
-        else {
-            return Ok(false);
-        };
-        self.withdraw(
-            &p,
-            Some(id),
-            "cancelled before it started",
-            "(conductor cancel)",
-        )
-    }
-
-    /// Take a pending entry out of `pending/` and answer it `cancelled` with `why` (when
-    /// its id is known). Moved aside first — one rename that wins or loses the race with
-    /// a claim — then answered, so the task is never gone without its result. `false`:
-    /// a worker claimed it first.
-    pub(crate) fn withdraw(
-        &self,
-        p: &PendingTask,
-        id: Option<&TaskId>,
-        why: &str,
-        note: &str,
-    ) -> Result<bool> {
-        fsio::ensure_dir(&self.root.queue_rejected())?;
-        let name = p
-            .path
-            .file_name()
-            .map(|n| n.to_os_string())
-            .unwrap_or_default();
-        let aside = self.root.queue_rejected().join(name);
-        match fs::rename(&p.path, &aside) {
-            Ok(()) => {}
-            // A worker claimed it just now.
-            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(false),
-            Err(e) => return Err(Error::io("remove", &p.path, e)),
-        }
-        fsio::fsync_dir(&self.root.queue_pending())?;
-        if let Some(id) = id {
-            let r = TaskResult::failed(id.clone(), Outcome::Cancelled, why);
-            fsio::ensure_dir(&self.root.queue_results())?;
-            // Never replacing: an existing answer belongs to the task that holds the id.
-            match fsio::write_new(
-                &self.result_path(id),
-                &fsio::to_json_bytes(&r),
-                Durability::Durable,
-            ) {
-                Err(e) if e.io_kind() == Some(io::ErrorKind::AlreadyExists) => {
-                    tracing::warn!("not answering withdrawn queue task {id}: {e}");
-                }
-                other => other?,
-            }
-        }
-        let mut reason = aside.into_os_string();
-        reason.push(".reason");
-        fsio::write_replace(
-            Path::new(&reason),
-            format!("{why} {note}\n").as_bytes(),
-            Durability::Atomic,
-        )?;
-        Ok(true)
-    }
-
-    /// Submit a finished task again under a new id (`<id>-r1`, `-r2` …).
-    pub fn retry(&self, id: &TaskId) -> Result<TaskId> {
-        self.retry_as(id, None, |_| {})
-    }
-
-    /// Where finished task `id` is recorded: the record of the worker that ran it, else,
-    /// for a queued task that never ran (cancelled, or its dependency failed), the file
-    /// it was put aside as (`queue/rejected/…~<id>.json`).
-    pub fn task_record(&self, id: &TaskId) -> Result<Option<PathBuf>> {
-        if let Some(p) = self
-            .root
-            .slots()?
-            .into_iter()
-            .map(|s| self.root.worker(s).task_record(id))
-            .find(|p| p.exists())
-        {
-            return Ok(Some(p));
-        }
-        let want = format!("{id}.json");
-        let found = fs::read_dir(self.root.queue_rejected())
-            .into_iter()
-            .flatten()
-            .flatten()
-            .map(|e| e.path())
-            .find(|p| {
-                p.file_name()
-                    .and_then(|n| n.to_str())
-                    .is_some_and(|n| n.contains('~') && n.rsplit('~').next() == Some(&want))
-            });
-        Ok(found)
-    }
-
-    /// Submit finished task `id` again, as `new_id` (default: the first free `<id>-rN`),
-    /// changed by `edit` (a new prompt, rewired dependencies).
-    pub fn retry_as(
-        &self,
-        id: &TaskId,
-        new_id: Option<TaskId>,
-        edit: impl FnOnce(&mut Task),
-    ) -> Result<TaskId> {
-        // A record that vanishes between the two looks is no record either.
-        let no_record = || Error::NoTaskRecord { id: id.to_string() };
-        let record = self.task_record(id)?.ok_or_else(no_record)?;
-        let mut task = Task::read(&record, fsio::TASK_SIZE_LIMIT)?.ok_or_else(no_record)?;
-        task.id = Some(new_id.unwrap_or_else(|| self.free_retry_id(id)));
-        task.attempt = None;
-        task.resume = None;
-        edit(&mut task);
-        self.submit(&task)
-    }
-
-    /// The first `<id>-rN` no task on the root holds.
-    fn free_retry_id(&self, id: &TaskId) -> TaskId {
-        id.retries()
-            .find(|c| matches!(ids::lookup(&self.root, c), Ok(None)))
-            .expect("a free retry id")
-    }
-
-    /// Retry `id` (changed by `edit`) and re-queue the tasks its end cancelled down its
-    /// chains: every queued task that never ran, was cancelled, and waits (directly or
-    /// through others of them) for `id`. Each goes back under a new id, waiting for the
-    /// new ids of what it waited for, in an order where a task's dependencies are
-    /// submitted before it. Returns each old id with its new one, `id`'s first.
-    pub fn retry_with_dependents(
-        &self,
-        id: &TaskId,
-        edit: impl FnOnce(&mut Task),
-    ) -> Result<Vec<(TaskId, TaskId)>> {
-        let first = self.retry_as(id, None, edit)?;
-        let mut renamed: Vec<(TaskId, TaskId)> = vec![(id.clone(), first)];
-        // The cancelled tasks that never ran, as put aside.
-        let mut withdrawn: Vec<Task> = Vec::new();
-        for entry in fs::read_dir(self.root.queue_rejected())
-            .into_iter()
-            .flatten()
-            .flatten()
-        {
-            let path = entry.path();
-            if path.extension().and_then(|e| e.to_str()) != Some("json") {
-                continue;
-            }
-            let Ok(Some(task)) = Task::read(&path, fsio::TASK_SIZE_LIMIT) else {
-                continue;
-            };
-            let Some(tid) = task.id.clone() else {
-                continue;
-            };
-            let cancelled = matches!(
-                self.read_result(&tid),
-                Ok(Some(r)) if r.outcome == Some(Outcome::Cancelled)
-            );
-            if cancelled && !task.after.is_empty() {
-                withdrawn.push(task);
-            }
-        }
-        // Those that wait, through the chain, for `id`.
-        let mut chosen: Vec<TaskId> = vec![id.clone()];
-        loop {
-            let before = chosen.len();
-            for t in &withdrawn {
-                let tid = t.id.clone().expect("read with an id");
-                if !chosen.contains(&tid) && t.after.iter().any(|d| chosen.contains(d)) {
-                    chosen.push(tid);
-                }
-            }
-            if chosen.len() == before {
-                break;
-            }
-        }
-        // A task and its earlier retries (`t`, `t-r1`) are one task: only the latest
-        // goes back, and what waited for any of them waits for it.
-        let mut left: Vec<Task> = Vec::new();
-        let mut same: Vec<(TaskId, TaskId)> = Vec::new();
-        let mut picked: Vec<Task> = withdrawn
-            .into_iter()
-            .filter(|t| t.id.as_ref().is_some_and(|i| chosen[1..].contains(i)))
-            .collect();
-        picked.sort_by_key(|t| retry_number(t.id.as_ref().expect("read with an id")));
-        for t in picked.into_iter().rev() {
-            let tid = t.id.clone().expect("read with an id");
-            let base = retry_base(&tid);
-            match left
-                .iter()
-                .find(|l| retry_base(l.id.as_ref().expect("read with an id")) == base)
-            {
-                Some(latest) => same.push((tid, latest.id.clone().expect("read with an id"))),
-                None => left.push(t),
-            }
-        }
-        left.reverse();
-        let alias = |d: &TaskId| {
-            same.iter()
-                .find(|(o, _)| o == d)
-                .map_or_else(|| d.clone(), |(_, l)| l.clone())
-        };
-        // Submit each once all of its chosen dependencies have their new ids.
-        while !left.is_empty() {
-            let new_of = |d: &TaskId| {
-                let d = alias(d);
-                renamed
-                    .iter()
-                    .find(|(o, _)| *o == d)
-                    .map(|(_, n)| n.clone())
-            };
-            let ready = left.iter().position(|t| {
-                t.after
-                    .iter()
-                    .all(|d| !chosen.contains(d) || new_of(d).is_some())
-            });
-            let Some(i) = ready else {
-                // A cycle cannot be submitted (submit refuses unknown ids): leave it.
-                break;
-            };
-            let t = left.remove(i);
-            let old = t.id.clone().expect("read with an id");
-            let after: Vec<TaskId> = t
-                .after
-                .iter()
-                .map(|d| new_of(d).unwrap_or_else(|| d.clone()))
-                .collect();
-            let new = self.retry_as(&old, None, |task| task.after = after)?;
-            renamed.push((old, new));
-        }
-        Ok(renamed)
-    }
-
-    /// Running cap, per-key load, pending counts and the key/slot locks.
-    pub fn capacity(&self) -> Result<Capacity> {
-        let config = self.config()?;
-        let opts = config.lock_options();
-        let mut locks = Vec::new();
-        let mut by_key: BTreeMap<String, KeyUse> = BTreeMap::new();
-        let mut used = 0;
-        for (kind, dir) in [
-            ("slot", self.root.slots_dir()),
-            ("key", self.root.keys_dir()),
-        ] {
-            for entry in fs::read_dir(&dir).into_iter().flatten().flatten() {
-                let name = entry.file_name().to_string_lossy().into_owned();
-                let Some(base) = name.strip_suffix(".lock") else {
-                    continue;
-                };
-                let Some(h) = dirlock::inspect(&entry.path(), &opts)? else {
-                    continue;
-                };
-                let alive = !h.liveness.is_stale();
-                if alive && kind == "slot" {
-                    used += 1;
-                }
-                if alive && kind == "key" {
-                    by_key.entry(base.to_string()).or_default().running += 1;
-                }
-                locks.push(LockInfo {
-                    kind: kind.to_string(),
-                    name: base.to_string(),
-                    holder_pid: h.pid,
-                    host: h.owner.as_ref().map(|o| o.host.clone()),
-                    acquired_at: h.owner.as_ref().map(|o| o.acquired_at.clone()),
-                    alive,
-                });
-            }
-        }
-        let mut pending = PendingCount::default();
-        for p in self.scan()? {
-            pending.total += 1;
-            *pending.by_priority.entry(p.priority).or_default() += 1;
-            if let Some(k) = p.key {
-                by_key.entry(k).or_default().pending += 1;
-            }
-        }
-        if config.max_running.is_none() {
-            // No run slots are taken without a cap: count the tasks in hand instead.
-            used = self
-                .root
-                .slots()?
-                .into_iter()
-                .filter(|s| self.root.worker(*s).running().exists())
-                .count() as u32;
-        }
-        Ok(Capacity {
-            slots: SlotUse {
-                max: config.max_running,
-                used,
-                available: config.max_running.map(|m| m.saturating_sub(used)),
-            },
-            by_key,
-            pending,
-            locks,
-            paused: pause::Paused::load(&self.root)
-                .entries
-                .iter()
-                .map(|(t, _)| t.to_string())
-                .collect(),
-            groups: groups::usage(&self.root)?,
-        })
-    }
 }
 
 /// Create the root and its shared directories (0700): what workers, the queue, the id
@@ -746,23 +366,11 @@ impl Queue {
 pub fn init_root(root: &Root) -> Result<()> {
     root.require_accessible()?;
     crate::trust::verify_root(root)?;
-    for dir in [
-        root.path().to_path_buf(),
-        root.workers_dir(),
-        root.queue_tmp(),
-        root.queue_pending(),
-        root.queue_results(),
-        root.queue_rejected(),
-        root.queue_served(),
-        root.keys_dir(),
-        root.slots_dir(),
-        root.agents_dir(),
-        root.groups_dir(),
-        root.paused_dir(),
-        root.gates_dir(),
-        root.ids_dir(),
-    ] {
-        fsio::ensure_dir(&dir)?;
+    fsio::ensure_dir(root.path())?;
+    // `queue/ids/` is a legacy root's, read only: not made.
+    let legacy = root.queue_ids();
+    for dir in root.shared_dirs().iter().filter(|d| **d != legacy) {
+        fsio::ensure_dir(dir)?;
     }
     crate::trust::verify_root(root)
 }

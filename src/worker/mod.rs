@@ -20,6 +20,7 @@ mod multi;
 mod options;
 mod root_watch;
 mod shared_seen;
+mod slot_watch;
 mod space;
 mod status;
 mod supervise;
@@ -29,12 +30,10 @@ mod worktree;
 pub use multi::MultiWorker;
 pub use options::WorkerOptions;
 
-use std::os::fd::AsFd;
-use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::path::PathBuf;
 use std::time::{Duration, Instant, SystemTime};
 
-use crossbeam_channel::{bounded, select, Receiver};
+use crossbeam_channel::{select, Receiver};
 
 use crate::config::Config;
 use crate::dirlock::{self, LockOptions};
@@ -43,8 +42,9 @@ use crate::fsio;
 use crate::gate::Gate;
 use crate::layout::{Root, Slot, WorkerPaths};
 use crate::protocol::{Status, WorkerState};
-use crate::watch::{DirWatcher, InlineWatcher, WatchMode, WatcherKind};
+use crate::watch::{DirWatcher, WatcherKind};
 use shared_seen::{SharedNews, SharedSeen};
+use slot_watch::{owner_out, owner_pipes, watch_slot};
 
 pub use crate::recovery::{recover_abandoned, recover_slot, RecoveryReport};
 
@@ -222,7 +222,7 @@ fn acquire_worker_gate(paths: &WorkerPaths, slot: Slot) -> Result<Gate> {
                     .flatten()
                     .is_some_and(|h| h.role.starts_with("recovery"));
                 if !recovering || Instant::now() >= deadline {
-                    return Err(e);
+                    return Err(crate::recovery::look_at_refused_slot(paths, e));
                 }
                 std::thread::sleep(Duration::from_millis(20));
             }
@@ -238,121 +238,6 @@ fn check_startable(opts: &WorkerOptions) -> Result<PathBuf> {
     crate::env::refuse_nested(&format!("start worker {}", opts.slot), opts.allow_nested)?;
     crate::env::project_dir(&opts.project_dir)?;
     opts.agent.locate()
-}
-
-/// The shared directories whose changes may make a queued task claimable: the queue,
-/// key and run-slot locks coming free (a skipped task may have become eligible), a
-/// group's cap or run slots, and pauses made or lifted.
-fn shared_dirs(root: &Root) -> [PathBuf; 5] {
-    [
-        root.queue_pending(),
-        root.keys_dir(),
-        root.slots_dir(),
-        root.groups_dir(),
-        root.paused_dir(),
-    ]
-}
-
-/// The directory where other hosts add entries nobody can predict the names of and
-/// whose news is worth the most: the queue. On GlusterFS it is read before each poll's
-/// stat (a request that reaches the server, where a stat is answered from the client's
-/// cache for up to 1 s). The locks and pauses are not: each read costs a few requests
-/// to the server, and a freed lock seen up to a second late delays only a task that was
-/// waiting anyway (idle cost on GlusterFS, measured: BENCHMARKS, "Several hosts").
-fn listed_dirs(root: &Root) -> [PathBuf; 1] {
-    [root.queue_pending()]
-}
-
-/// Whether a change at `p` in one of `shared` (or, when polling, to the directory
-/// itself) is worth a look at the queue: not a lock's guard or spare, not a temp file.
-fn shared_change(shared: &[PathBuf], p: &Path) -> bool {
-    if shared.iter().any(|s| s == p) {
-        return true;
-    }
-    let name = p.file_name().and_then(|n| n.to_str()).unwrap_or("");
-    !name.starts_with('.')
-        && !name.ends_with(".guard")
-        && p.parent().is_some_and(|d| shared.iter().any(|s| s == d))
-}
-
-/// Watch the slot's inbox and cancel file and the shared directories: read inline by
-/// the worker's thread where events are native, else by a watcher's thread.
-/// The wake-ups of a worker its owner feeds through stdin ([`WorkerOptions::wake_pipes`]):
-/// every byte is news of its inbox; the pipe's end stops the worker as SIGTERM would.
-/// The pauses and the queue, which others may change in the owner's root without a
-/// word, are not news to it: their reading is kept no longer than an idle look
-/// ([`Shared::idle_look`]), as a task put in the queue waits that long for an idle one.
-fn owner_pipes(
-    paths: &WorkerPaths,
-) -> Result<(Option<DirWatcher>, Option<InlineWatcher>, Receiver<()>)> {
-    let (tx, wake) = bounded(1);
-    let on_change: crate::watch::OnChange = Arc::new(move |_: Option<&Path>| {
-        let _ = tx.try_send(());
-    });
-    let stdin = std::io::stdin()
-        .as_fd()
-        .try_clone_to_owned()
-        .map_err(|e| Error::io("take the owner's pipe (stdin) of", &paths.dir, e))?;
-    let on_end: crate::watch::OnEnd = Box::new(|| {
-        tracing::info!("the process that started this worker is gone: stopping");
-        let _ = nix::sys::signal::kill(nix::unistd::getpid(), nix::sys::signal::Signal::SIGTERM);
-    });
-    let inline = InlineWatcher::from_pipe(stdin, on_change, on_end)
-        .map_err(|e| Error::io("read the owner's pipe (stdin) of", &paths.dir, e))?;
-    Ok((None, Some(inline), wake))
-}
-
-/// Our end of the pipe the owner is told on (stdout), never blocking.
-fn owner_out(paths: &WorkerPaths) -> Result<std::fs::File> {
-    let out = std::io::stdout()
-        .as_fd()
-        .try_clone_to_owned()
-        .map_err(|e| Error::io("take the owner's pipe (stdout) of", &paths.dir, e))?;
-    fsio::set_nonblocking(&out, true)
-        .map_err(|e| Error::io("make stdout non-blocking for", &paths.dir, e))?;
-    Ok(std::fs::File::from(out))
-}
-
-fn watch_slot(
-    root: &Root,
-    paths: &WorkerPaths,
-    mode: WatchMode,
-    news: SharedNews,
-) -> Result<(Option<DirWatcher>, Option<InlineWatcher>, Receiver<()>)> {
-    let (tx, wake) = bounded(1);
-    let shared = shared_dirs(root);
-    let shared_dirs = shared.clone();
-    let on_change: crate::watch::OnChange = Arc::new(move |p: Option<&Path>| {
-        let in_shared = p.is_none_or(|p| shared_change(&shared_dirs, p));
-        if in_shared {
-            news.tell();
-        }
-        let relevant = in_shared
-            || p.is_some_and(|p| {
-                let name = p.file_name().and_then(|n| n.to_str()).unwrap_or("");
-                WorkerPaths::WAKE_NAMES.contains(&name)
-            });
-        if relevant {
-            // A full channel already holds a pending wake-up: nothing is lost.
-            let _ = tx.try_send(());
-        }
-    });
-    let dirs: Vec<PathBuf> = shared.to_vec();
-    let inbox = std::slice::from_ref(&paths.dir);
-    if let Some(inline) = InlineWatcher::start(&dirs, inbox, mode, on_change.clone())? {
-        return Ok((None, Some(inline), wake));
-    }
-    let mut polled = paths.wake_files().to_vec();
-    polled.extend(shared.iter().cloned());
-    let watcher = DirWatcher::watch_changes_and_inboxes(
-        &dirs,
-        inbox,
-        &polled,
-        &listed_dirs(root),
-        mode,
-        on_change,
-    )?;
-    Ok((Some(watcher), None, wake))
 }
 
 impl Worker {
@@ -663,6 +548,7 @@ fn config_stamp(root: &Root) -> Option<(SystemTime, u64)> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::watch::WatchMode;
 
     /// The slot's inline watcher, as `Worker::start` arms it, and the kept reading it
     /// feeds.

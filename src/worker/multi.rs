@@ -12,9 +12,10 @@ use std::time::{Instant, SystemTime};
 
 use crossbeam_channel::{bounded, select, unbounded, Receiver, Sender};
 
+use super::slot_watch::{listed_dirs, shared_change, shared_dirs};
 use super::{
-    check_startable, config_stamp, listed_dirs, shared_change, shared_dirs,
-    sweep_election::SweepElection, Pickup, Shared, SlotServer, WorkerOptions,
+    check_startable, config_stamp, sweep_election::SweepElection, Pickup, Shared, SlotServer,
+    WorkerOptions,
 };
 use crate::config::Config;
 use crate::error::{Error, Result};

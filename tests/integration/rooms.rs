@@ -18,33 +18,22 @@ const FN_LINES: usize = 80;
 
 /// Files over [`FILE_LINES`], with the size each may not exceed.
 const OVERSIZED_FILES: &[(&str, usize)] = &[
-    ("agent/spawn.rs", 612),
-    ("cli/mcp/spec_tasks.rs", 802),
-    ("cli/mcp/tools.rs", 1413),
-    ("orchestrator.rs", 666),
     ("queue/mod.rs", 786),
-    ("watch.rs", 787),
-    ("worker/mod.rs", 661),
-    ("worktree.rs", 661),
 ];
 
 /// Functions over [`FN_LINES`] (file, name), with the size each may not exceed.
 const OVERSIZED_FNS: &[(&str, &str, usize)] = &[
-    ("agent/spawn.rs", "spawn", 85),
     ("cli/common.rs", "run_worker", 97),
     ("cli/status.rs", "render", 89),
     ("dirlock/judge.rs", "judge_owner", 93),
     ("doctor/agent_trial.rs", "try_agent", 89),
-    ("orchestrator.rs", "run_all", 96),
     ("protocol.rs", "validate", 97),
     ("queue/claim.rs", "claim_next_seeing", 97),
-    ("queue/mod.rs", "retry_with_dependents", 102),
     ("recovery/mod.rs", "recover_slot", 100),
     ("tasks/edit.rs", "edit_task", 102),
     ("tasks/list.rs", "locate", 81),
     ("worker/callback.rs", "run", 89),
     ("worker/supervise.rs", "watch", 122),
-    ("worktree.rs", "merge", 107),
 ];
 
 /// Each file of `src/` (path below it, `/`-separated) and its code without comments,

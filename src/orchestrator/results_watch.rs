@@ -1,0 +1,180 @@
+//! The orchestrator's watch of the slots' `results/` (or of its workers' pipe): which
+//! slots a result appeared in (`Arrivals`), and what ended a wait (`Woke`).
+
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use crossbeam_channel::{bounded, select, Receiver};
+
+use super::Orchestrator;
+use crate::error::{Error, Result};
+use crate::layout::Slot;
+use crate::watch::{DirWatcher, InlineWatcher, OnChange, ReadySignal, Waited};
+
+impl Orchestrator {
+    /// Watch every slot's `results/`: the receiver wakes when a result's name appears
+    /// there, and [`Arrivals`] says in which slots.
+    pub(super) fn watch_results(&self) -> Result<(ResultsWatch, Receiver<()>, Arc<Arrivals>)> {
+        let dirs: Vec<_> = self
+            .slots
+            .iter()
+            .map(|s| {
+                let w = self.client.worker(*s);
+                crate::fsio::ensure_dir(&w.results_dir()).map(|()| w.results_dir())
+            })
+            .collect::<Result<_>>()?;
+        let (tx, wake) = bounded(1);
+        let arrived = Arc::new(Arrivals::default());
+        let (told, slots, watched) = (arrived.clone(), self.slots.clone(), dirs.clone());
+        let on_change: OnChange = Arc::new(move |path: Option<&Path>| {
+            if told.note(path, &watched, &slots) {
+                // A full channel already holds a pending wake-up: nothing is lost.
+                let _ = tx.try_send(());
+            }
+        });
+        #[cfg(target_os = "linux")]
+        if let Some(told) = self.pipes.as_ref().and_then(|p| p.told.as_ref()) {
+            let told = told.try_clone().map_err(|e| {
+                Error::io("read the workers' pipe for", self.client.root().path(), e)
+            })?;
+            // Every worker gone: the recheck finds out whose task is left (as it does
+            // for a worker that died without a word).
+            let said = arrived.clone();
+            let inline = InlineWatcher::from_pipe_reading_bytes(
+                told,
+                Box::new(move |bytes| said.note_bytes(bytes)),
+                on_change,
+                Box::new(|| {}),
+            )
+            .map_err(|e| Error::io("read the workers' pipe for", self.client.root().path(), e))?;
+            return Ok((ResultsWatch::Inline(inline), wake, arrived));
+        }
+        let watcher = match InlineWatcher::published(&dirs, self.watch, on_change.clone())? {
+            Some(inline) => ResultsWatch::Inline(inline),
+            None => ResultsWatch::Thread(DirWatcher::published(&dirs, self.watch, on_change)?),
+        };
+        Ok((watcher, wake, arrived))
+    }
+}
+
+/// The orchestrator's watch of the slots' `results/`: read by its own thread where
+/// events are native (the kernel wakes it directly when a result appears, not a reader
+/// thread that then hands it a wake-up), else by a watcher's thread.
+pub(super) enum ResultsWatch {
+    Inline(InlineWatcher),
+    Thread(#[allow(dead_code)] DirWatcher),
+}
+
+/// What ended a wait of [`Orchestrator::run_all`].
+pub(super) enum Woke {
+    /// A result's name appeared.
+    Arrived,
+    /// The stop channel fired.
+    Stop,
+    /// The recheck interval passed without either.
+    Recheck,
+}
+
+/// Which slots [`Run::collect`] looks at.
+pub(super) enum Look {
+    All,
+    Slots(Vec<Slot>),
+}
+
+/// The slots whose `results/` a name appeared in since the orchestrator last asked.
+/// Looking only there, not for every outstanding task's result on every wake-up, saves
+/// the orchestrator a failed `open` per other slot each time. Woken workers also ask
+/// here for their inbox back ([`crate::pool::slot_wanting_inbox`]).
+#[derive(Default)]
+pub(super) struct Arrivals(Mutex<Seen>);
+
+#[derive(Default)]
+struct Seen {
+    all: bool,
+    slots: Vec<Slot>,
+    inbox_wanted: Vec<Slot>,
+}
+
+impl Arrivals {
+    /// Note a change at `path` (`None`: anything may have changed) in one of `dirs`,
+    /// the `results/` of `slots` in order; whether it is worth a wake-up. Noted before
+    /// the wake-up is sent, so a wake-up always finds its slot here.
+    fn note(&self, path: Option<&Path>, dirs: &[std::path::PathBuf], slots: &[Slot]) -> bool {
+        let mut seen = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        let Some(path) = path else {
+            seen.all = true;
+            return true;
+        };
+        // A result is published by a link of its final name: the temporary file made
+        // before it (a dot-name) says nothing yet.
+        if path
+            .file_name()
+            .is_some_and(|n| n.as_encoded_bytes().starts_with(b"."))
+        {
+            return false;
+        }
+        match dirs.iter().position(|d| Some(d.as_path()) == path.parent()) {
+            Some(i) if !seen.slots.contains(&slots[i]) => seen.slots.push(slots[i]),
+            Some(_) => {}
+            // A watched directory itself, or a path we cannot place: look everywhere.
+            None => seen.all = true,
+        }
+        true
+    }
+
+    /// Note what woken workers said: the bytes read from their pipe.
+    fn note_bytes(&self, bytes: &[u8]) {
+        let wanted = bytes
+            .iter()
+            .filter_map(|&b| crate::pool::slot_wanting_inbox(b));
+        let mut seen = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        for slot in wanted {
+            if !seen.inbox_wanted.contains(&slot) {
+                seen.inbox_wanted.push(slot);
+            }
+        }
+    }
+
+    /// What was noted since the last call, forgotten now.
+    pub(super) fn take(&self) -> Look {
+        let mut seen = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        let slots = std::mem::take(&mut seen.slots);
+        if std::mem::take(&mut seen.all) {
+            Look::All
+        } else {
+            Look::Slots(slots)
+        }
+    }
+
+    /// The slots whose workers asked for their inbox back since the last call.
+    pub(super) fn take_inbox_wanted(&self) -> Vec<Slot> {
+        let mut seen = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        std::mem::take(&mut seen.inbox_wanted)
+    }
+}
+
+impl ResultsWatch {
+    /// Wait at most `recheck` for a result's name to appear (`wake`) or for `stop`
+    /// (`stop_signal`, its descriptor, when read inline).
+    pub(super) fn wait(
+        &self,
+        wake: &Receiver<()>,
+        stop: &Receiver<()>,
+        stop_signal: Option<&ReadySignal>,
+        recheck: Duration,
+    ) -> Woke {
+        match self {
+            ResultsWatch::Inline(w) => match w.wait_for_wake(wake, stop_signal, recheck) {
+                Waited::Wake => Woke::Arrived,
+                Waited::Stop => Woke::Stop,
+                Waited::Timeout => Woke::Recheck,
+            },
+            ResultsWatch::Thread(_) => select! {
+                recv(wake) -> _ => Woke::Arrived,
+                recv(stop) -> _ => Woke::Stop,
+                default(recheck) => Woke::Recheck,
+            },
+        }
+    }
+}
