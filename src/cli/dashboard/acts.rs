@@ -121,13 +121,13 @@ pub fn run(root: &Root, act: &Act) -> String {
             Err(e) => format!("cannot discard task {id}: {e}"),
         },
         Act::Retry(id) => {
-            let how = crate::cli::retry::Again {
+            let how = crate::verbs::retry::Again {
                 resume: false,
                 id: None,
                 prompt: None,
             };
-            match crate::cli::retry::again(&client, id.clone(), how) {
-                Ok(new) => format!("task {id} runs again as {new}"),
+            match crate::verbs::retry::again(&client, id.clone(), how) {
+                Ok(new) => format!("task {id} runs again as {}", new.id),
                 Err(e) => format!("cannot retry task {id}: {e}"),
             }
         }
