@@ -68,6 +68,8 @@ enum NotStarted {
     Failed(Box<TaskResult>),
     /// The worker was asked to stop while the task waited to start.
     Stopping(Box<TaskResult>),
+    /// Out of processes: the task went back to wait.
+    WentBack(put_back::ShortBack),
 }
 
 /// A shortage that passes: processes (EAGAIN), memory, descriptors.
@@ -119,8 +121,9 @@ pub(crate) fn run(
         Ok(c) => c,
         Err(r) => return run.end(*concluded(r), lock, hold, shutdown),
     };
-    let mut agent = match run.spawn_patiently(&task, &command, cwd, shutdown) {
+    let mut agent = match run.spawn_patiently(&task, &command, cwd, (&lock, &hold), shutdown) {
         Ok(a) => a,
+        Err(NotStarted::WentBack(b)) => return Ok(b.went_back(slot, tree.as_ref(), lock, hold)),
         Err(NotStarted::Failed(r)) => return run.end(*concluded(r), lock, hold, shutdown),
         Err(NotStarted::Stopping(r)) => {
             run.end(*concluded(r), lock, hold, shutdown)?;
@@ -267,6 +270,7 @@ impl Run<'_> {
         task: &Task,
         command: &AgentCommand,
         worktree_cwd: Option<&Path>,
+        (lock, hold): (&DirLock, &Hold),
         shutdown: &Receiver<()>,
     ) -> std::result::Result<Agent, NotStarted> {
         let cwd = match worktree_cwd {
@@ -280,6 +284,9 @@ impl Run<'_> {
                 Ok(agent) => return Ok(agent),
                 Err(e) => e,
             };
+            if let Some(back) = self.put_back_short(task, &e, lock, hold) {
+                return Err(NotStarted::WentBack(back));
+            }
             let failed =
                 |outcome, why: String| Box::new(TaskResult::failed(self.id.clone(), outcome, why));
             if !is_transient(&e) || Instant::now() + pause > deadline {

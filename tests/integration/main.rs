@@ -2,6 +2,7 @@
 
 mod harness;
 mod prereq;
+mod process_limit;
 
 mod approvals;
 mod architecture;

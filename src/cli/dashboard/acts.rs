@@ -121,13 +121,11 @@ pub fn run(root: &Root, act: &Act) -> String {
             Err(e) => format!("cannot discard task {id}: {e}"),
         },
         Act::Retry(id) => {
-            let how = crate::verbs::retry::Again {
-                resume: false,
-                id: None,
-                prompt: None,
-            };
-            match crate::verbs::retry::again(&client, id.clone(), how) {
-                Ok(new) => format!("task {id} runs again as {}", new.id),
+            match crate::verbs::retry::again(&client, id.clone(), Default::default()) {
+                Ok(new) => match new.warning {
+                    Some(w) => format!("task {id} runs again as {}: {w}", new.id),
+                    None => format!("task {id} runs again as {}", new.id),
+                },
                 Err(e) => format!("cannot retry task {id}: {e}"),
             }
         }
