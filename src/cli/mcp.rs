@@ -10,7 +10,7 @@ use super::RootArg;
 use crate::cli::common::exit;
 
 #[derive(Debug, clap::Args)]
-#[command(after_help = "\
+#[command(after_long_help = "\
 Speaks the Model Context Protocol (JSON-RPC, one message per line) on stdin/stdout, for an \
 agent that orchestrates the workers: `claude mcp add conductor -- conductor mcp`. Tools: \
 submit, send, wait, result, retry, tasks, totals, queue, status, cancel, logs, edit, pause, \

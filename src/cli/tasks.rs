@@ -14,7 +14,7 @@ use super::{emit, emit_json, parse_slot, RootArg};
 use crate::cli::common::exit;
 
 #[derive(Debug, clap::Args)]
-#[command(after_help = "\
+#[command(after_long_help = "\
 Columns: STATE (waiting in an inbox, queued, running, needs approval (running, its agent \
 waiting for `conductor approve|deny ID`; `--state needs-approval`), done, failed, timeout, \
 cancelled, interrupted, rejected); AGE (since it was submitted); PROMPT (its start); ID; \
