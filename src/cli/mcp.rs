@@ -6,6 +6,7 @@
 //! [`stdio`] owns stdout.
 
 mod checks;
+mod events;
 mod handles;
 mod reply;
 mod resources;

@@ -1246,9 +1246,26 @@ impl ServerHandler for Conductor {
         Ok(())
     }
 
+    /// From now on, a task needing approval or a budget spent is pushed ([`super::events`]).
+    async fn on_initialized(&self, context: rmcp::service::NotificationContext<RoleServer>) {
+        super::events::start(self.client.clone(), self.hub.clone(), context.peer);
+    }
+
+    #[allow(deprecated)]
+    async fn set_level(
+        &self,
+        request: rmcp::model::SetLevelRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        super::events::set_level(request.level);
+        Ok(())
+    }
+
+    #[allow(deprecated)] // MCP logging: how the events above reach the client.
     fn get_info(&self) -> ServerConfig {
         ServerConfig::new(
             ServerCapabilities::builder()
+                .enable_logging()
                 .enable_tools()
                 .enable_resources()
                 .enable_resources_subscribe()
