@@ -138,7 +138,7 @@ fn watch_root(root: crate::Root, ids: Vec<TaskId>, left: Duration, tx: Sender<Wo
 
 fn finished(r: &TaskResult, json: bool) -> anyhow::Result<i32> {
     if !json {
-        super::emit(&format!("{}\n", super::wait::heading(r)))?;
+        super::emit(&format!("{}\n", heading(r)))?;
     }
     super::print_result(r, json)
 }
@@ -150,4 +150,17 @@ fn told(e: &Event, json: bool) -> anyhow::Result<i32> {
         super::emit(&format!("── {}\n", e.describe()))?;
     }
     Ok(exit::NEEDS_PERSON)
+}
+
+/// `── task ID · ok in 1.5s · $0.0123`: what heads a task's output among several.
+pub(super) fn heading(r: &crate::TaskResult) -> String {
+    let mut how = r.outcome_label().to_string();
+    if let Some(ms) = r.duration_ms {
+        how.push_str(&format!(" in {}", crate::text::format_took(ms)));
+    }
+    let mut line = format!("── task {} · {how}", r.task_id);
+    if let Some(c) = r.cost_usd {
+        line.push_str(&format!(" · ${c:.4}"));
+    }
+    line
 }

@@ -34,6 +34,7 @@ const FLOORS: &[(&str, &[&str])] = &[
             "maintenance",
             "doctor",
             "client",
+            "hooks",
         ],
     ),
     (

@@ -1,8 +1,7 @@
 //! Pushed to the client for the whole session: `notifications/message` (logger `conductor`, level `warning`) when a task needs approval or a daily budget is spent.
 //!
 //! Started once the client has initialized: a look at the root ([`Seen::now`]), then a
-//! new look at each change the shared hub sees in the slot directories, `workers/` and
-//! `spend/` (and every [`RECHECK`], for slots made since). A question already waiting
+//! new one every [`EVERY`] for what is new since. A question already waiting
 //! at the start is told too: it still waits for a person. The data is the event as the
 //! `approvalCallback`/`budgetCallback` hooks get it on stdin, plus `message` (one line
 //! for a person). A client that set `logging/setLevel` above `warning` is told nothing.
@@ -10,23 +9,41 @@
 #![allow(deprecated)] // rmcp marks MCP logging deprecated (SEP-2577); clients still show it.
 
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
 use std::time::Duration;
 
-use rmcp::model::{LoggingLevel, LoggingMessageNotificationParam};
+use rmcp::model::{
+    Implementation, LoggingLevel, LoggingMessageNotificationParam, ServerCapabilities, ServerConfig,
+};
 use rmcp::{Peer, RoleServer};
-use tokio::sync::Notify;
 
 use crate::hooks::news::{News, Seen};
-use crate::wait::Hub;
-use crate::watch::Interest;
 use crate::Client;
 
-/// The safety net between looks, as every other MCP watch has.
-const RECHECK: Duration = Duration::from_secs(1);
+/// How often the root is looked at: a few `stat`s a slot. A person's events need no
+/// millisecond, and a standing subscription on the shared watcher would count as a wait.
+const EVERY: Duration = Duration::from_secs(1);
 
 /// Whether the client wants `warning` messages (it did not set a level above it).
 static WANTED: AtomicBool = AtomicBool::new(true);
+
+/// What the server offers (`initialize`'s answer): tools, resources and their
+/// subscriptions, tasks, and logging — how these events reach the client.
+pub fn server_config(instructions: &str) -> ServerConfig {
+    ServerConfig::new(
+        ServerCapabilities::builder()
+            .enable_logging()
+            .enable_tools()
+            .enable_resources()
+            .enable_resources_subscribe()
+            .enable_tasks()
+            .build(),
+    )
+    .with_server_info(
+        Implementation::new("conductor", env!("CARGO_PKG_VERSION"))
+            .with_title("conductor: AI coding-agent workers"),
+    )
+    .with_instructions(instructions)
+}
 
 /// `logging/setLevel`: events are told at `warning`.
 pub fn set_level(level: LoggingLevel) {
@@ -36,29 +53,19 @@ pub fn set_level(level: LoggingLevel) {
 }
 
 /// Start telling `peer` of the root's events, until it has gone.
-pub fn start(client: Client, hub: Hub, peer: Peer<RoleServer>) {
+pub fn start(client: Client, peer: Peer<RoleServer>) {
     tokio::spawn(async move {
-        if let Err(e) = tell_events(client, hub, peer).await {
+        if let Err(e) = tell_events(client, peer).await {
             tracing::warn!("no MCP notifications of approvals and budgets: {e}");
         }
     });
 }
 
-async fn tell_events(client: Client, hub: Hub, peer: Peer<RoleServer>) -> anyhow::Result<()> {
+async fn tell_events(client: Client, peer: Peer<RoleServer>) -> anyhow::Result<()> {
     let root = client.root().clone();
-    let woken = Arc::new(Notify::new());
-    let (mut seen, _sub) = {
-        let (root, woken) = (root.clone(), woken.clone());
-        tokio::task::spawn_blocking(move || {
-            let all: Interest = Arc::new(|_: &std::path::Path| true);
-            let sub = hub.subscribe(
-                &Seen::dirs(&root),
-                all,
-                Arc::new(move || woken.notify_one()),
-            );
-            (Seen::now(&root), sub.ok())
-        })
-        .await?
+    let mut seen = {
+        let root = root.clone();
+        tokio::task::spawn_blocking(move || Seen::now(&root)).await?
     };
     loop {
         let looked = {
@@ -83,9 +90,6 @@ async fn tell_events(client: Client, hub: Hub, peer: Peer<RoleServer>) -> anyhow
                 return Ok(()); // the client has gone
             }
         }
-        tokio::select! {
-            _ = woken.notified() => {}
-            _ = tokio::time::sleep(RECHECK) => {}
-        }
+        tokio::time::sleep(EVERY).await;
     }
 }

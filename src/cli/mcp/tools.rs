@@ -11,9 +11,9 @@ use rmcp::handler::server::tool::ToolCallContext;
 use rmcp::handler::server::wrapper::Parameters;
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, CancelTaskParams, ContentBlock,
-    GetTaskParams, GetTaskResult, Implementation, ListResourceTemplatesResult, ListResourcesResult,
+    GetTaskParams, GetTaskResult, ListResourceTemplatesResult, ListResourcesResult,
     PaginatedRequestParams, ReadResourceRequestParams, ReadResourceResponse, ReadResourceResult,
-    Resource, ServerCapabilities, ServerConfig, SubscribeRequestParams, UnsubscribeRequestParams,
+    Resource, ServerConfig, SubscribeRequestParams, UnsubscribeRequestParams,
 };
 use rmcp::{schemars, tool, tool_handler, tool_router, ErrorData, ServerHandler};
 use serde::Deserialize;
@@ -1246,11 +1246,9 @@ impl ServerHandler for Conductor {
         Ok(())
     }
 
-    /// From now on, a task needing approval or a budget spent is pushed ([`super::events`]).
     async fn on_initialized(&self, context: rmcp::service::NotificationContext<RoleServer>) {
-        super::events::start(self.client.clone(), self.hub.clone(), context.peer);
+        super::events::start(self.client.clone(), context.peer);
     }
-
     #[allow(deprecated)]
     async fn set_level(
         &self,
@@ -1260,23 +1258,8 @@ impl ServerHandler for Conductor {
         super::events::set_level(request.level);
         Ok(())
     }
-
-    #[allow(deprecated)] // MCP logging: how the events above reach the client.
     fn get_info(&self) -> ServerConfig {
-        ServerConfig::new(
-            ServerCapabilities::builder()
-                .enable_logging()
-                .enable_tools()
-                .enable_resources()
-                .enable_resources_subscribe()
-                .enable_tasks()
-                .build(),
-        )
-        .with_server_info(
-            Implementation::new("conductor", env!("CARGO_PKG_VERSION"))
-                .with_title("conductor: AI coding-agent workers"),
-        )
-        .with_instructions(INSTRUCTIONS)
+        super::events::server_config(INSTRUCTIONS)
     }
 }
 
