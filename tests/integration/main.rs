@@ -31,6 +31,7 @@ mod locks;
 mod mcp;
 mod mcp_checks;
 mod mcp_cli;
+mod mcp_events;
 mod mcp_handles;
 mod mcp_push;
 mod mcp_review;
