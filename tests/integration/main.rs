@@ -16,6 +16,7 @@ mod faults;
 mod faults_fourth;
 mod fencing;
 mod gate;
+mod group_commit;
 mod groups;
 mod hosts;
 mod journey;
