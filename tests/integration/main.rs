@@ -18,6 +18,7 @@ mod faults;
 mod faults_fourth;
 mod fencing;
 mod gate;
+mod group_commit;
 mod groups;
 mod help;
 mod hosts;
