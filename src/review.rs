@@ -9,6 +9,9 @@
 //! merged, found conflicting (the merge aborted, the repository exactly as it was, the
 //! branch kept) or left (refused or failed for another reason, with the reason).
 
+mod state;
+pub use state::{annotate, annotated, state_of, summary, ReviewState, ReviewSummary};
+
 use std::path::PathBuf;
 
 use serde::Serialize;
@@ -317,14 +320,16 @@ pub struct Discarded {
     pub already_gone: bool,
 }
 
-/// Remove task `id`'s worktree and delete its branch; its result stays.
-pub fn discard(client: &Client, id: &TaskId) -> Result<Discarded> {
-    discard_of(id, change(client, id)?)
+/// Remove task `id`'s worktree and delete its branch; its result stays. Without
+/// `force`, work not in the checked-out branch (commits no other branch has, or
+/// uncommitted changes in its worktree) is refused with [`Error::WorkNotMerged`].
+pub fn discard(client: &Client, id: &TaskId, force: bool) -> Result<Discarded> {
+    discard_of(id, change(client, id)?, force)
 }
 
 /// [`discard`] of a change already found (on a root, or from the repository's branch
 /// alone).
-pub fn discard_of(id: &TaskId, change: WorktreeChange) -> Result<Discarded> {
+pub fn discard_of(id: &TaskId, change: WorktreeChange, force: bool) -> Result<Discarded> {
     let repo = Repo::of(&change.repo)?;
     let had_branch = repo.branch_exists(&change.branch)?;
     let had_tree = change.path.exists();
@@ -338,7 +343,10 @@ pub fn discard_of(id: &TaskId, change: WorktreeChange) -> Result<Discarded> {
     if done.already_gone {
         return Ok(done);
     }
-    worktree::remove(&repo.top, &change.path, Some(&change.branch));
+    if !force {
+        refuse_losing_work(id, &repo, &change)?;
+    }
+    worktree::remove_forced(&repo.top, &change.path, Some(&change.branch));
     if repo.branch_exists(&change.branch)? || change.path.exists() {
         return Err(Error::NotDiscarded {
             id: id.to_string(),
@@ -347,6 +355,34 @@ pub fn discard_of(id: &TaskId, change: WorktreeChange) -> Result<Discarded> {
         });
     }
     Ok(done)
+}
+
+/// [`Error::WorkNotMerged`] when removing `change`'s branch and worktree would lose
+/// work: commits no other branch has whose change is not in `HEAD`, or uncommitted
+/// changes in its worktree.
+fn refuse_losing_work(id: &TaskId, repo: &Repo, change: &WorktreeChange) -> Result<()> {
+    let refuse = |why: String| {
+        Err(Error::WorkNotMerged {
+            id: id.to_string(),
+            branch: change.branch.clone(),
+            why,
+        })
+    };
+    if worktree::keep::has_uncommitted(&change.path) {
+        return refuse(format!(
+            "has uncommitted changes in its worktree {}",
+            change.path.display()
+        ));
+    }
+    let unique = worktree::keep::unique_commits(&repo.top, &change.branch)?;
+    if unique > 0 && state_of(change) != ReviewState::Merged {
+        return refuse(if unique == u64::MAX {
+            "may hold commits no other branch has".into()
+        } else {
+            format!("holds {unique} commit(s) no other branch has, not merged")
+        });
+    }
+    Ok(())
 }
 
 #[cfg(test)]

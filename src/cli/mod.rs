@@ -35,6 +35,7 @@ pub mod submit;
 pub mod table;
 pub mod target;
 pub mod tasks;
+pub mod tasks_review;
 pub mod usage;
 pub mod wait;
 pub mod waiting;

@@ -71,12 +71,17 @@ pub struct MergeArgs {
 #[derive(Debug, clap::Args)]
 #[command(
     after_help = "Removes the task's worktree and deletes its branch (conductor/ID); \
-its result stays, recording the commits it had."
+its result stays, recording the commits it had. Work that is not in the checked-out branch \
+(commits no other branch has, uncommitted changes in the worktree) is refused (exit 3) \
+unless --force: conductor never loses work on its own."
 )]
 pub struct DiscardArgs {
     /// The task's id.
     #[arg(value_parser = super::task_id_arg)]
     pub id: TaskId,
+    /// Throw away work that is not merged too.
+    #[arg(long)]
+    pub force: bool,
     /// The repository to look in for branch `conductor/ID` when no conductor root knows
     /// the task (after `run --worktree`; default: the current directory).
     #[arg(long, value_name = "DIR")]
@@ -185,7 +190,7 @@ pub fn run_merge(args: MergeArgs) -> anyhow::Result<i32> {
 pub fn run_discard(mut args: DiscardArgs) -> anyhow::Result<i32> {
     let (id, change) = locate(&args.root, &args.id, args.dir.as_deref())?;
     args.id = id;
-    let done = review::discard_of(&args.id, change)?;
+    let done = review::discard_of(&args.id, change, args.force)?;
     super::emit(&if done.already_gone {
         format!(
             "task {}: {} and its worktree are gone already\n",

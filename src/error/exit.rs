@@ -56,6 +56,7 @@ impl Error {
             | NoQuestion { .. }
             | BranchExists { .. }
             | RepoDirty { .. }
+            | WorkNotMerged { .. }
             | DetachedHead { .. }
             | GroupInUse { .. } => ExitClass::Refused,
             InvalidSlot { .. }

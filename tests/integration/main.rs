@@ -43,6 +43,7 @@ mod orchestrator;
 mod protocol;
 mod queue;
 mod real_agents;
+mod review_states;
 mod rooms;
 mod rough_edges;
 mod run_worktree;

@@ -38,6 +38,17 @@ pub struct MergeArgs {
     pub rebase: bool,
 }
 
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct DiscardArgs {
+    /// The task id.
+    pub id: IdArg,
+    /// Throw away work not in the checked-out branch too (commits no other branch has,
+    /// uncommitted changes in its worktree); without it such a discard is refused.
+    #[serde(default)]
+    pub force: bool,
+}
+
 impl MergeArgs {
     fn request(&self) -> Result<MergeRequest, String> {
         let target = match (&self.id, self.all) {
@@ -143,7 +154,8 @@ impl Conductor {
     #[tool(
         description = "Throw a finished `worktree: true` task's work away: remove its \
         worktree and delete its branch (conductor/ID). Its result stays. Nothing to do \
-        when both are gone already (alreadyGone).",
+        when both are gone already (alreadyGone). Work not in the checked-out branch \
+        (commits no other branch has, uncommitted changes) is refused unless force: true.",
         annotations(
             read_only_hint = false,
             destructive_hint = true,
@@ -153,15 +165,15 @@ impl Conductor {
     )]
     async fn discard(
         &self,
-        Parameters(args): Parameters<super::tools::IdArgs>,
+        Parameters(args): Parameters<DiscardArgs>,
     ) -> Result<CallToolResult, ErrorData> {
         let id = match args.id.id() {
             Ok(id) => id,
             Err(msg) => return to_call(Err(msg)),
         };
-        let given = args.id;
+        let (given, force) = (args.id, args.force);
         self.blocking(move |client| {
-            let done = review::discard(client, &id)?;
+            let done = review::discard(client, &id, force)?;
             Ok(echo_id(Ok(json!(done)), &given))
         })
         .await
