@@ -22,7 +22,7 @@ pub use git::git;
 pub(crate) use git::git_as_committer;
 pub use git::git_output;
 pub use listing::{task_branches, task_worktrees};
-pub use merge::{diff_range, merge, MergeHow};
+pub use merge::{diff_range, merge, ready_to_merge, MergeHow};
 pub use plan::{plan, Request};
 pub use repo::Repo;
 

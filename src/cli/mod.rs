@@ -41,6 +41,7 @@ pub mod wait;
 pub mod waiting;
 mod worker_defaults;
 pub mod worktrees;
+mod worktrees_merge;
 pub(crate) mod worktrees_repo;
 
 use std::path::PathBuf;

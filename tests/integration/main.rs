@@ -31,6 +31,7 @@ mod mcp_handles;
 mod mcp_push;
 mod mcp_review;
 mod mcp_spec_tasks;
+mod merge_queue;
 mod multihost;
 mod multihost_env;
 mod multihost_faults;

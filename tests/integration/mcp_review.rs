@@ -284,7 +284,7 @@ fn cli_merge_all_goes_on_past_a_conflict_and_reports_each_task() {
         "{stderr}"
     );
     assert!(
-        stderr.contains("merged 2, 1 conflicting, 0 left of 3 tasks"),
+        stderr.contains("merged 2, 1 conflicting, 0 check failed, 0 left of 3 tasks"),
         "{stderr}"
     );
     assert_eq!(git(&repo, &["status", "--porcelain"]), "");
