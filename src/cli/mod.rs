@@ -27,6 +27,7 @@ pub mod queue;
 pub mod recover;
 pub mod result;
 pub mod retry;
+mod retry_on_top;
 pub mod run;
 mod run_view;
 pub mod send;

@@ -86,8 +86,8 @@ fn dead_end(t: &MergeOutcome) -> String {
 /// The ways on from a task that could not be merged.
 fn next_steps(id: &TaskId, branch: &str, repo: &Path) -> String {
     format!(
-        "merge by hand (cd {} && git merge {branch}), or throw it away (conductor discard \
-         {id} --force)",
+        "redo it on top (conductor retry {id} --rebase), merge by hand (cd {} && git merge \
+         {branch}), or throw it away (conductor discard {id} --force)",
         repo.display()
     )
 }

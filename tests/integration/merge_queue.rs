@@ -92,3 +92,45 @@ fn merge_all_merges_only_the_clean_and_green_and_reports_every_task() {
     assert_eq!(git(&repo, &["rev-parse", "HEAD"]), head, "nothing changed");
     assert_eq!(git(&repo, &["status", "--porcelain"]), "");
 }
+
+#[test]
+fn a_conflicting_task_is_redone_on_top_with_its_prompt_conflict_and_old_diff() {
+    let t = TestRoot::new();
+    let repo = repo(&t);
+    let _w = WorkerProc::start(&t, Slot(0), &edit_agent(), &[], &[]);
+    submit(&t, &repo, "c1", "WRITE a.txt two", &[]);
+    submit(&t, &repo, "c2", "WRITE a.txt three", &[]);
+    result(&t, "c1");
+    result(&t, "c2");
+    conductor_ok(&t, &["merge", "c1"], 0);
+    let conflict = conductor_ok(&t, &["merge", "c2"], 1);
+    assert!(
+        conflict.stderr.contains("conductor retry c2 --rebase"),
+        "{}",
+        conflict.stderr
+    );
+
+    let new = conductor_ok(&t, &["retry", "c2", "--rebase"], 0);
+    let new_id = new.stdout.trim().to_string();
+    let r = result(&t, &new_id);
+    assert_eq!(r["outcome"], "success", "{r:#}");
+    // Its prompt: the original, the conflict, the old diff.
+    let rec: Value = serde_json::from_str(
+        &std::fs::read_to_string(t.path().join(format!("workers/0/tasks/{new_id}.json"))).unwrap(),
+    )
+    .unwrap();
+    let prompt = rec["prompt"].as_str().unwrap();
+    assert!(prompt.starts_with("WRITE a.txt three\n"), "{prompt}");
+    assert!(prompt.contains("conflicts in: a.txt"), "{prompt}");
+    assert!(prompt.contains("+three"), "{prompt}");
+    // From HEAD: it merges cleanly now; the old branch is kept until discarded.
+    conductor_ok(&t, &["merge", &new_id], 0);
+    assert_eq!(
+        std::fs::read_to_string(repo.join("a.txt")).unwrap(),
+        "three\n"
+    );
+    assert_eq!(branches(&repo), ["conductor/c2"]);
+    // Only unmerged or conflicting work is redone.
+    let merged = conductor_ok(&t, &["retry", "c1", "--rebase"], 2);
+    assert!(merged.stderr.contains("is merged"), "{}", merged.stderr);
+}
