@@ -244,7 +244,8 @@ pub fn render(
             task.agent.clone().unwrap_or_else(dash),
         ];
         if branches {
-            row.insert(4, super::tasks_review::cell(task));
+            let branch = task.worktree.as_ref().map_or_else(dash, branch_cell);
+            row.insert(4, super::tasks_review::cell(task, branch));
         }
         if labels {
             row.insert(labels_at, labels_cell(task));

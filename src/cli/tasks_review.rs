@@ -65,14 +65,11 @@ pub fn annotate_and_filter(
     tasks
 }
 
-/// The BRANCH cell with its review state: `conductor/t1 +3 -1 in 2 files · unmerged`.
-pub fn cell(task: &TaskSummary) -> String {
-    let Some(w) = &task.worktree else {
-        return "-".to_string();
-    };
-    let base = super::tasks::branch_cell(w);
-    match task.review {
-        Some(r) if w.kept => format!("{base} · {r}"),
-        _ => base,
+/// The BRANCH cell (`branch`, as `tasks` shows it) with the task's review state:
+/// `conductor/t1 +3 -1 in 2 files · unmerged`.
+pub fn cell(task: &TaskSummary, branch: String) -> String {
+    match (&task.worktree, task.review) {
+        (Some(w), Some(r)) if w.kept => format!("{branch} · {r}"),
+        _ => branch,
     }
 }

@@ -145,10 +145,10 @@ pub struct TaskSummary {
     /// Its branch and diffstat, when it ran in a worktree of its own.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub worktree: Option<crate::protocol::WorktreeChange>,
-    /// Where its worktree change stands (read from git by [`crate::review::annotate`];
+    /// Where its worktree change stands (read from git by `review::annotate`;
     /// `None` until then, and for a task without a worktree).
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub review: Option<crate::review::ReviewState>,
+    pub review: Option<crate::protocol::ReviewState>,
     /// The tool calls its agent was refused (the result's `denials`), if any.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub denials: Vec<crate::protocol::Denial>,
