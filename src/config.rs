@@ -64,6 +64,11 @@ pub struct Config {
     /// (`<repo>.conductor-worktrees/`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub worktree_dir: Option<std::path::PathBuf>,
+    /// A shell command `conductor merge` runs on each merged result in a scratch
+    /// worktree before merging (`--check` overrides it); a task whose check fails is
+    /// not merged.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub merge_check: Option<String>,
     /// How long `gc` keeps a finished task's worktree (its branch stays); default 7 days.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub worktree_retention_secs: Option<u64>,
@@ -170,6 +175,7 @@ impl Default for Config {
             worktree: None,
             worktree_dir: None,
             worktree_retention_secs: None,
+            merge_check: None,
             callback: None,
             approval_callback: None,
             budget_callback: None,
@@ -238,6 +244,13 @@ impl Config {
             MAX_TIMEOUT_SECS * 10,
             "leave it out for the default of 7 days",
         )?;
+        if self
+            .merge_check
+            .as_ref()
+            .is_some_and(|c| c.trim().is_empty())
+        {
+            return Err("mergeCheck must be a shell command (leave it out for none)".into());
+        }
         for (name, command) in [
             ("callback", &self.callback),
             ("approvalCallback", &self.approval_callback),

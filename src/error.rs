@@ -444,6 +444,14 @@ pub enum Error {
         path: PathBuf,
     },
 
+    /// `discard` (or another removal) without `--force` of work no other branch has.
+    #[error("task {id}: {branch} {why}; nothing was removed. `conductor diff {id}` shows it, `conductor merge {id}` takes it in, `conductor discard {id} --force` throws it away")]
+    WorkNotMerged {
+        id: String,
+        branch: String,
+        why: String,
+    },
+
     /// The task ran without a worktree, so it has no branch to diff, merge or discard.
     #[error("task {id} did not run in a worktree (its result has no branch)")]
     NoWorktree { id: String },

@@ -28,7 +28,7 @@ pub use denial::Denial;
 pub use env_labels::{parse_env_assignment, MAX_ENV_BYTES, MAX_LABELS};
 pub use scheduling::{id_list, MAX_AFTER};
 pub use task_id::TaskId;
-pub use worktree::{WorktreeChange, WorktreeRecord};
+pub use worktree::{ReviewState, WorktreeChange, WorktreeRecord};
 
 /// Largest `context` (as JSON text): Linux caps one environment string at 128 KiB.
 pub const MAX_CONTEXT_BYTES: usize = 120 * 1024;

@@ -9,6 +9,10 @@
 //! merged, found conflicting (the merge aborted, the repository exactly as it was, the
 //! branch kept) or left (refused or failed for another reason, with the reason).
 
+pub mod check;
+mod state;
+pub use state::{annotate, annotated, state_of, summary, ReviewState, ReviewSummary};
+
 use std::path::PathBuf;
 
 use serde::Serialize;
@@ -157,6 +161,9 @@ pub enum MergeTarget {
 pub struct MergeRequest {
     pub target: MergeTarget,
     pub how: MergeHow,
+    /// A shell command run on each merged result in a scratch worktree first
+    /// (`--check`, else config.json's `mergeCheck`); only what passes is merged.
+    pub check: Option<String>,
 }
 
 /// What became of one task's branch.
@@ -168,6 +175,15 @@ pub enum MergeResult {
     /// Conflicts in `files`: the merge was aborted, the repository is exactly as it
     /// was, the branch is kept to resolve by hand.
     Conflict { into: String, files: Vec<String> },
+    /// Merged onto `into` in a scratch worktree, the check failed (`exit`; `None`
+    /// when killed or stopped at its bound): not merged, the repository as it was.
+    CheckFailed {
+        into: String,
+        exit: Option<i32>,
+        /// The end of the check's output.
+        #[serde(rename = "outputTail")]
+        output_tail: String,
+    },
     /// Not merged for another reason (uncommitted changes, a detached HEAD, the branch
     /// gone, git failing); the repository is as it was.
     Left { reason: String },
@@ -202,6 +218,11 @@ impl MergeReport {
     }
 }
 
+/// The check `merge` runs when not given one: config.json's `mergeCheck`.
+pub fn configured_check(client: &Client) -> Result<Option<String>> {
+    Ok(crate::Config::load(&client.root().config_file())?.merge_check)
+}
+
 /// Merge the request's task(s) into the branch checked out in each one's repository.
 ///
 /// One task: a conflict is its report's [`MergeResult::Conflict`]; anything else that
@@ -210,12 +231,12 @@ impl MergeReport {
 /// run; each is reported merged, conflicting or left, in the order they finished.
 pub fn merge(client: &Client, req: &MergeRequest) -> Result<MergeReport> {
     match &req.target {
-        MergeTarget::One(id) => merge_of(id, &change(client, id)?, req.how),
+        MergeTarget::One(id) => merge_of(id, &change(client, id)?, req.how, req.check.as_deref()),
         MergeTarget::All => {
             let mut report = MergeReport::default();
             for (id, change) in mergeable(client)? {
-                let result =
-                    merge_change(&id, &change, req.how).unwrap_or_else(|e| MergeResult::Left {
+                let result = merge_change(&id, &change, req.how, req.check.as_deref())
+                    .unwrap_or_else(|e| MergeResult::Left {
                         reason: e.to_string(),
                     });
                 report.tasks.push(outcome(&id, &change, result));
@@ -227,8 +248,13 @@ pub fn merge(client: &Client, req: &MergeRequest) -> Result<MergeReport> {
 
 /// [`merge`] of one task whose change is already found (on a root, or from the
 /// repository's branch alone).
-pub fn merge_of(id: &TaskId, change: &WorktreeChange, how: MergeHow) -> Result<MergeReport> {
-    let result = merge_change(id, change, how)?;
+pub fn merge_of(
+    id: &TaskId,
+    change: &WorktreeChange,
+    how: MergeHow,
+    check: Option<&str>,
+) -> Result<MergeReport> {
+    let result = merge_change(id, change, how, check)?;
     Ok(MergeReport {
         tasks: vec![outcome(id, change, result)],
     })
@@ -244,8 +270,37 @@ fn outcome(id: &TaskId, change: &WorktreeChange, result: MergeResult) -> MergeOu
     }
 }
 
-/// One task's merge: merged or conflicting, or the error that kept it from trying.
-fn merge_change(id: &TaskId, change: &WorktreeChange, how: MergeHow) -> Result<MergeResult> {
+/// One task's merge: first its conflicts found without touching any work tree (`git
+/// merge-tree`), then `check` run on the merged result in a scratch worktree, then the
+/// merge itself; merged, conflicting, check failed, or the error that kept it from trying.
+fn merge_change(
+    id: &TaskId,
+    change: &WorktreeChange,
+    how: MergeHow,
+    check: Option<&str>,
+) -> Result<MergeResult> {
+    let (repo, into) = worktree::ready_to_merge(id, change)?;
+    if let Some(head) = repo.resolve("HEAD")? {
+        use worktree::merge_tree::{try_merge, Trial};
+        match try_merge(&repo.top, &head, &change.branch) {
+            Ok(Trial::Conflict { files }) => return Ok(MergeResult::Conflict { into, files }),
+            Ok(Trial::Clean { .. }) => {}
+            // A git before 2.38 has no `merge-tree --write-tree`: the merge itself
+            // finds the conflicts (and is undone), but a check needs the trial.
+            Err(e) if check.is_some() => return Err(e),
+            Err(_) => {}
+        }
+        if let Some(cmd) = check {
+            let v = check::run(&repo, &head, &change.branch, cmd)?;
+            if !v.passed {
+                return Ok(MergeResult::CheckFailed {
+                    into,
+                    exit: v.exit,
+                    output_tail: v.tail,
+                });
+            }
+        }
+    }
     let message = merge_message(id, change, how);
     match worktree::merge(id, change, how, &message) {
         Ok(head) => {
@@ -317,14 +372,16 @@ pub struct Discarded {
     pub already_gone: bool,
 }
 
-/// Remove task `id`'s worktree and delete its branch; its result stays.
-pub fn discard(client: &Client, id: &TaskId) -> Result<Discarded> {
-    discard_of(id, change(client, id)?)
+/// Remove task `id`'s worktree and delete its branch; its result stays. Without
+/// `force`, work not in the checked-out branch (commits no other branch has, or
+/// uncommitted changes in its worktree) is refused with [`Error::WorkNotMerged`].
+pub fn discard(client: &Client, id: &TaskId, force: bool) -> Result<Discarded> {
+    discard_of(id, change(client, id)?, force)
 }
 
 /// [`discard`] of a change already found (on a root, or from the repository's branch
 /// alone).
-pub fn discard_of(id: &TaskId, change: WorktreeChange) -> Result<Discarded> {
+pub fn discard_of(id: &TaskId, change: WorktreeChange, force: bool) -> Result<Discarded> {
     let repo = Repo::of(&change.repo)?;
     let had_branch = repo.branch_exists(&change.branch)?;
     let had_tree = change.path.exists();
@@ -338,7 +395,10 @@ pub fn discard_of(id: &TaskId, change: WorktreeChange) -> Result<Discarded> {
     if done.already_gone {
         return Ok(done);
     }
-    worktree::remove(&repo.top, &change.path, Some(&change.branch));
+    if !force {
+        refuse_losing_work(id, &repo, &change)?;
+    }
+    worktree::remove_forced(&repo.top, &change.path, Some(&change.branch));
     if repo.branch_exists(&change.branch)? || change.path.exists() {
         return Err(Error::NotDiscarded {
             id: id.to_string(),
@@ -347,6 +407,34 @@ pub fn discard_of(id: &TaskId, change: WorktreeChange) -> Result<Discarded> {
         });
     }
     Ok(done)
+}
+
+/// [`Error::WorkNotMerged`] when removing `change`'s branch and worktree would lose
+/// work: commits no other branch has whose change is not in `HEAD`, or uncommitted
+/// changes in its worktree.
+fn refuse_losing_work(id: &TaskId, repo: &Repo, change: &WorktreeChange) -> Result<()> {
+    let refuse = |why: String| {
+        Err(Error::WorkNotMerged {
+            id: id.to_string(),
+            branch: change.branch.clone(),
+            why,
+        })
+    };
+    if worktree::keep::has_uncommitted(&change.path) {
+        return refuse(format!(
+            "has uncommitted changes in its worktree {}",
+            change.path.display()
+        ));
+    }
+    let unique = worktree::keep::unique_commits(&repo.top, &change.branch)?;
+    if unique > 0 && state_of(change) != ReviewState::Merged {
+        return refuse(if unique == u64::MAX {
+            "may hold commits no other branch has".into()
+        } else {
+            format!("holds {unique} commit(s) no other branch has, not merged")
+        });
+    }
+    Ok(())
 }
 
 #[cfg(test)]

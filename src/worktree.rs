@@ -10,8 +10,10 @@
 //! protocol.
 
 mod git;
+pub mod keep;
 mod listing;
 mod merge;
+pub mod merge_tree;
 pub mod place;
 mod plan;
 mod repo;
@@ -20,7 +22,7 @@ pub use git::git;
 pub(crate) use git::git_as_committer;
 pub use git::git_output;
 pub use listing::{task_branches, task_worktrees};
-pub use merge::{diff_range, merge, MergeHow};
+pub use merge::{diff_range, merge, ready_to_merge, MergeHow};
 pub use plan::{plan, Request};
 pub use repo::Repo;
 
@@ -104,7 +106,7 @@ pub fn make(rec: &WorktreeRecord, include_uncommitted: bool) -> Result<()> {
     drop(lock);
     if include_uncommitted {
         if let Err(e) = copy_uncommitted(rec) {
-            remove(&rec.repo, &rec.path, Some(&rec.branch));
+            remove_forced(&rec.repo, &rec.path, Some(&rec.branch));
             return Err(e);
         }
     }
@@ -178,7 +180,7 @@ pub fn conclude(rec: &WorktreeRecord, message: &str, note: Option<&str>) -> Resu
     };
     let kept = head != rec.base_commit;
     if !kept {
-        remove(repo_top, &rec.path, Some(&rec.branch));
+        remove_forced(repo_top, &rec.path, Some(&rec.branch));
         notes.push("the task changed nothing; its branch and worktree were removed".into());
     } else if committed {
         notes.push(format!(
@@ -250,10 +252,20 @@ pub fn shortstat(text: &str) -> (u64, u64, u64) {
     out
 }
 
-/// Remove a task's worktree (forced: its work is on its branch) and, if named, its
-/// branch; what is already gone is fine. Failures are logged, not returned: removing
-/// is tidying, and `doctor` lists what is left.
+/// Remove a task's worktree and, if named, its branch; what is already gone is fine.
+/// A branch holding commits no other branch has is kept with its worktree (no work is
+/// ever lost: see [`keep`]); [`remove_forced`] removes them anyway. Failures are logged,
+/// not returned: removing is tidying, and `doctor` lists what is left.
 pub fn remove(repo: &Path, path: &Path, branch: Option<&str>) {
+    if branch.is_some_and(|b| keep::holds_work(repo, b)) {
+        return;
+    }
+    remove_forced(repo, path, branch);
+}
+
+/// [`remove`] even of a branch holding commits no other branch has (`discard --force`,
+/// or a branch whose change was just merged by squash).
+pub fn remove_forced(repo: &Path, path: &Path, branch: Option<&str>) {
     let lock = path.parent().map(folder_lock);
     if let Some(Err(e)) = &lock {
         tracing::warn!("{e}");

@@ -35,6 +35,11 @@ pub struct Args {
     /// new id, this task's first.
     #[arg(long, conflicts_with = "id")]
     pub with_dependents: bool,
+    /// Redo an unmerged or conflicting worktree task on top of the current branch: a
+    /// new task in a new worktree from HEAD whose prompt carries the original prompt,
+    /// the conflict, and the old diff (its old branch is kept).
+    #[arg(long, conflicts_with_all = ["resume", "prompt", "with_dependents"])]
+    pub rebase: bool,
     #[command(flatten)]
     pub root: RootArg,
 }
@@ -85,7 +90,15 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
     let how = Again {
         resume: args.resume,
         id: args.id.as_deref().map(super::task_id_arg).transpose()?,
-        prompt: args.prompt,
+        prompt: match &ran {
+            Ran::Slot(_, old, _) if args.rebase => Some(super::retry_on_top::prompt(&client, old)?),
+            Ran::NeverRan(old) if args.rebase => {
+                return Err(
+                    CliError::Usage(format!("task {old} never ran: no branch to redo")).into(),
+                )
+            }
+            _ => args.prompt,
+        },
     };
     let retried = again_from(&client, ran, how)?;
     if let Some(warning) = &retried.warning {

@@ -46,7 +46,8 @@ pub struct Args {
 }
 
 pub fn run(args: Args) -> anyhow::Result<i32> {
-    let root = args.root.client()?.root().clone();
+    let client = args.root.client()?;
+    let root = client.root().clone();
     if args.watch {
         return watch(&root, args.slot);
     }
@@ -66,6 +67,11 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
                 }
             }
             Err(e) => doc["capacityError"] = e.to_string().into(),
+        }
+        // Where each worktree task's change stands, read from git.
+        match crate::review::summary(&client) {
+            Ok(r) => doc["review"] = serde_json::to_value(r)?,
+            Err(e) => doc["reviewError"] = e.to_string().into(),
         }
         emit_json(&doc)?;
     } else {

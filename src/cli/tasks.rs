@@ -63,6 +63,14 @@ pub struct Args {
     /// "total", "byKey", "byGroup", "byAgent", "byDay"}.
     #[arg(long)]
     pub summary: bool,
+    /// Only worktree tasks left to review: their branch unmerged or conflicting with
+    /// the checked-out branch (read from git, so merges and deletions made by hand count).
+    #[arg(long)]
+    pub review: bool,
+    /// Only worktree tasks in these review states (comma-separated): unmerged,
+    /// conflicting, merged, discarded, unchanged.
+    #[arg(long, value_name = "STATE", value_delimiter = ',', value_parser = super::tasks_review::parse)]
+    pub review_state: Vec<crate::review::ReviewState>,
     /// One JSON document: {"root", "tasks": [...]} with camelCase keys.
     #[arg(long, global = true)]
     pub json: bool,
@@ -148,7 +156,7 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
         }
         return Ok(exit::OK);
     }
-    let tasks = client.list_tasks(&opts)?;
+    let tasks = super::tasks_review::list(&client, &opts, args.review, &args.review_state)?;
     if args.json {
         emit_json(&json!({ "root": client.root().path(), "tasks": tasks }))?;
     } else {
@@ -229,7 +237,8 @@ pub fn render(
             task.agent.clone().unwrap_or_else(dash),
         ];
         if branches {
-            row.insert(4, task.worktree.as_ref().map_or_else(dash, branch_cell));
+            let branch = task.worktree.as_ref().map_or_else(dash, branch_cell);
+            row.insert(4, super::tasks_review::cell(task, branch));
         }
         if labels {
             row.insert(labels_at, labels_cell(task));

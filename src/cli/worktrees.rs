@@ -8,7 +8,7 @@ use super::worktrees_repo::locate;
 use super::RootArg;
 use crate::cli::common::exit;
 use crate::protocol::TaskId;
-use crate::review::{self, MergeRequest, MergeResult, MergeTarget};
+use crate::review::{self, MergeRequest, MergeTarget};
 use crate::worktree::{self, MergeHow};
 use crate::Error;
 
@@ -38,10 +38,14 @@ Merges a finished task's branch (conductor/ID) into the branch checked out in it
 repository, then removes the task's worktree and branch. The checkout must be clean (no \
 uncommitted changes to tracked files) and on a branch. On a conflict nothing changes: the \
 merge is aborted, the repository is exactly as it was, the conflicting files are listed and \
-the exit code is 1. With --all, every finished task whose branch is still there is taken in \
-the order the tasks finished (oldest first), and a conflict does not stop the rest: each task \
-is reported merged, conflicting (its files; the merge aborted, its branch kept) or left (not \
-merged, with the reason: uncommitted changes, a detached HEAD, git failing).
+the exit code is 1. Conflicts are found first without touching any work tree (git \
+merge-tree, git 2.38 or later). With --check CMD (or config.json's mergeCheck) the merged \
+result is built in a scratch worktree (removed afterwards) and CMD run there with sh -c; a \
+task whose check fails is not merged and the end of its output is shown. With --all, every \
+finished task whose branch is still there is taken in the order the tasks finished (oldest \
+first), and nothing stops the rest: each task is reported merged, conflicting (its files; \
+its branch kept), check failed or left (not merged, with the reason: uncommitted changes, a \
+detached HEAD, git failing), each dead end with its next step. See docs/REVIEW_AND_MERGE.md.
 
 Exit codes: 0 merged (with --all: every task), 1 a conflict (or git failed; with --all: any \
 task not merged), 2 usage (no such task, not finished, no worktree, branch gone), 3 refused \
@@ -60,6 +64,13 @@ pub struct MergeArgs {
     /// Take the task's whole change as one new commit.
     #[arg(long)]
     pub squash: bool,
+    /// A shell command run on each merged result in a scratch worktree before merging
+    /// (default: config.json's `mergeCheck`); a task whose check fails is not merged.
+    #[arg(long, value_name = "CMD")]
+    pub check: Option<String>,
+    /// One JSON document: {"allMerged", "tasks": [{"id", "outcome", …}]}.
+    #[arg(long)]
+    pub json: bool,
     /// The repository to look in for branch `conductor/ID` when no conductor root knows
     /// the task (after `run --worktree`; default: the current directory).
     #[arg(long, value_name = "DIR")]
@@ -71,12 +82,17 @@ pub struct MergeArgs {
 #[derive(Debug, clap::Args)]
 #[command(
     after_long_help = "Removes the task's worktree and deletes its branch (conductor/ID); \
-its result stays, recording the commits it had."
+its result stays, recording the commits it had. Work that is not in the checked-out branch \
+(commits no other branch has, uncommitted changes in the worktree) is refused (exit 3) \
+unless --force: conductor never loses work on its own."
 )]
 pub struct DiscardArgs {
     /// The task's id.
     #[arg(value_parser = super::task_id_arg)]
     pub id: TaskId,
+    /// Throw away work that is not merged too.
+    #[arg(long)]
+    pub force: bool,
     /// The repository to look in for branch `conductor/ID` when no conductor root knows
     /// the task (after `run --worktree`; default: the current directory).
     #[arg(long, value_name = "DIR")]
@@ -118,74 +134,33 @@ pub fn run_merge(args: MergeArgs) -> anyhow::Result<i32> {
     } else {
         MergeHow::Merge
     };
-    let all = args.id.is_none();
+    let client = args.root.client();
+    let check = match (&args.check, &client) {
+        (Some(c), _) => Some(c.clone()),
+        (None, Ok(c)) => review::configured_check(c)?,
+        (None, Err(_)) => None,
+    };
     let report = match &args.id {
         Some(id) => {
             let (id, change) = locate(&args.root, id, args.dir.as_deref())?;
-            review::merge_of(&id, &change, how)?
+            review::merge_of(&id, &change, how, check.as_deref())?
         }
         None => review::merge(
-            &args.root.client()?,
+            &client?,
             &MergeRequest {
                 target: MergeTarget::All,
                 how,
+                check,
             },
         )?,
     };
-    if report.tasks.is_empty() {
-        eprintln!("no finished task has a branch left to merge");
-        return Ok(exit::OK);
-    }
-    for t in &report.tasks {
-        match &t.result {
-            MergeResult::Merged { into, head } => super::emit(&format!(
-                "merged task {} ({}, {}) into {into} of {}: now at {}\n",
-                t.id,
-                t.branch,
-                t.diffstat,
-                t.repo.display(),
-                &head[..head.len().min(12)]
-            ))?,
-            MergeResult::Conflict { into, files } => {
-                let e = Error::MergeConflict {
-                    id: t.id.to_string(),
-                    branch: t.branch.clone(),
-                    into: into.clone(),
-                    repo: t.repo.clone(),
-                    files: files.clone(),
-                };
-                if !all {
-                    return Err(e.into());
-                }
-                eprintln!("error: {e}");
-            }
-            MergeResult::Left { reason } => {
-                eprintln!("error: task {} was not merged: {reason}", t.id)
-            }
-        }
-    }
-    if all && !report.all_merged() {
-        let count =
-            |f: fn(&MergeResult) -> bool| report.tasks.iter().filter(|t| f(&t.result)).count();
-        eprintln!(
-            "merged {}, {} conflicting, {} left of {} tasks",
-            count(|r| matches!(r, MergeResult::Merged { .. })),
-            count(|r| matches!(r, MergeResult::Conflict { .. })),
-            count(|r| matches!(r, MergeResult::Left { .. })),
-            report.tasks.len()
-        );
-    }
-    Ok(if report.all_merged() {
-        exit::OK
-    } else {
-        exit::FAILURE
-    })
+    super::worktrees_merge::print(&report, args.id.is_none(), args.json)
 }
 
 pub fn run_discard(mut args: DiscardArgs) -> anyhow::Result<i32> {
     let (id, change) = locate(&args.root, &args.id, args.dir.as_deref())?;
     args.id = id;
-    let done = review::discard_of(&args.id, change)?;
+    let done = review::discard_of(&args.id, change, args.force)?;
     super::emit(&if done.already_gone {
         format!(
             "task {}: {} and its worktree are gone already\n",

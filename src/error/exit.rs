@@ -60,6 +60,7 @@ impl Error {
             | NoQuestion { .. }
             | BranchExists { .. }
             | RepoDirty { .. }
+            | WorkNotMerged { .. }
             | DetachedHead { .. }
             | GroupInUse { .. } => ExitClass::Refused,
             InvalidSlot { .. }

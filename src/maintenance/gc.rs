@@ -397,6 +397,14 @@ pub fn apply_gc(plan: &GcPlan) -> GcReport {
     let mut errors = Vec::new();
     for item in &plan.items {
         if let (GcKind::Worktree, Some(repo)) = (item.kind, &item.repo) {
+            // Changes made there since the task ended are on no branch: kept.
+            if crate::worktree::keep::has_uncommitted(&item.path) {
+                errors.push(format!(
+                    "kept the task worktree {}: it has uncommitted changes",
+                    item.path.display()
+                ));
+                continue;
+            }
             crate::worktree::remove(repo, &item.path, None);
             if item.path.exists() {
                 errors.push(format!(

@@ -36,6 +36,20 @@ pub struct MergeArgs {
     /// Rebase the task's branch onto the checked-out branch, then fast-forward.
     #[serde(default)]
     pub rebase: bool,
+    /// A shell command run on each merged result in a scratch worktree before merging
+    /// (default: config.json's `mergeCheck`); a task whose check fails is not merged.
+    pub check: Option<String>,
+}
+
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct DiscardArgs {
+    /// The task id.
+    pub id: IdArg,
+    /// Throw away work not in the checked-out branch too (commits no other branch has,
+    /// uncommitted changes in its worktree); without it such a discard is refused.
+    #[serde(default)]
+    pub force: bool,
 }
 
 impl MergeArgs {
@@ -52,7 +66,11 @@ impl MergeArgs {
             (false, true) => MergeHow::Rebase,
             (false, false) => MergeHow::Merge,
         };
-        Ok(MergeRequest { target, how })
+        Ok(MergeRequest {
+            target,
+            how,
+            check: self.check.clone(),
+        })
     }
 }
 
@@ -76,6 +94,7 @@ fn merge_answer(report: &MergeReport, given: Option<&IdArg>) -> Value {
         "allMerged": report.all_merged(),
         "merged": ids(|r| matches!(r, MergeResult::Merged { .. })),
         "conflicts": ids(|r| matches!(r, MergeResult::Conflict { .. })),
+        "checkFailed": ids(|r| matches!(r, MergeResult::CheckFailed { .. })),
         "left": ids(|r| matches!(r, MergeResult::Left { .. })),
         "tasks": tasks,
     })
@@ -115,9 +134,12 @@ impl Conductor {
         description = "Merge a finished `worktree: true` task's branch (id), or every \
         finished task's still there (all: true, in the order they finished), into the \
         branch checked out in its repository, then remove its worktree and branch. The \
-        checkout must be clean and on a branch. A conflicting merge is aborted — the \
-        repository exactly as it was, the branch kept — and reported with its files; with \
-        all, the rest go on. Each task is reported merged, conflict (files) or left (why).",
+        checkout must be clean and on a branch. Conflicts are found first without touching \
+        any work tree (git merge-tree) and reported with their files, the repository as it \
+        was, the branch kept; with check (or config mergeCheck) the merged result is \
+        checked in a scratch worktree first and a failing one is not merged (checkFailed, \
+        with the output's tail). With all, the rest go on. Each task is reported merged, \
+        conflict (files), checkFailed or left (why).",
         annotations(
             read_only_hint = false,
             destructive_hint = false,
@@ -134,6 +156,10 @@ impl Conductor {
         };
         let given = args.id;
         self.blocking(move |client| {
+            let mut req = req;
+            if req.check.is_none() {
+                req.check = review::configured_check(client)?;
+            }
             let report = review::merge(client, &req)?;
             Ok(Ok(merge_answer(&report, given.as_ref())))
         })
@@ -143,7 +169,8 @@ impl Conductor {
     #[tool(
         description = "Throw a finished `worktree: true` task's work away: remove its \
         worktree and delete its branch (conductor/ID). Its result stays. Nothing to do \
-        when both are gone already (alreadyGone).",
+        when both are gone already (alreadyGone). Work not in the checked-out branch \
+        (commits no other branch has, uncommitted changes) is refused unless force: true.",
         annotations(
             read_only_hint = false,
             destructive_hint = true,
@@ -153,15 +180,15 @@ impl Conductor {
     )]
     async fn discard(
         &self,
-        Parameters(args): Parameters<super::tools::IdArgs>,
+        Parameters(args): Parameters<DiscardArgs>,
     ) -> Result<CallToolResult, ErrorData> {
         let id = match args.id.id() {
             Ok(id) => id,
             Err(msg) => return to_call(Err(msg)),
         };
-        let given = args.id;
+        let (given, force) = (args.id, args.force);
         self.blocking(move |client| {
-            let done = review::discard(client, &id)?;
+            let done = review::discard(client, &id, force)?;
             Ok(echo_id(Ok(json!(done)), &given))
         })
         .await

@@ -431,13 +431,13 @@ fn review_output(name: &str, id: Value) -> Value {
                 "type": "object",
                 "properties": {
                     "allMerged": {"type": "boolean"},
-                    "merged": ids, "conflicts": ids, "left": ids,
+                    "merged": ids, "conflicts": ids, "checkFailed": ids, "left": ids,
                     "tasks": {"type": "array", "items": {
                         "type": "object",
                         "properties": {
                             "id": id, "repo": s, "branch": s, "diffstat": s,
-                            "outcome": {"enum": ["merged", "conflict", "left"]},
-                            "into": s, "head": s,
+                            "outcome": {"enum": ["merged", "conflict", "checkFailed", "left"]},
+                            "into": s, "head": s, "exit": {"type": ["integer", "null"]}, "outputTail": s,
                             "files": {"type": "array", "items": s},
                             "reason": s,
                         },

@@ -73,3 +73,58 @@ impl WorktreeChange {
         )
     }
 }
+
+/// Where a worktree task's change stands against the branch checked out in its
+/// repository (its `HEAD`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ReviewState {
+    /// Its branch is there and would merge cleanly: left to review.
+    Unmerged,
+    /// Its branch is there and would conflict with `HEAD`: left to review.
+    Conflicting,
+    /// Its change is in `HEAD` (merged, squashed or rebased in, by conductor or by
+    /// hand), whether or not its branch is still there.
+    Merged,
+    /// Its branch is gone and its change is not in `HEAD`.
+    Discarded,
+    /// It changed nothing (no branch was kept).
+    Unchanged,
+}
+
+impl ReviewState {
+    /// Every state, in the order `--review` documents them.
+    pub const ALL: [ReviewState; 5] = [
+        ReviewState::Unmerged,
+        ReviewState::Conflicting,
+        ReviewState::Merged,
+        ReviewState::Discarded,
+        ReviewState::Unchanged,
+    ];
+
+    /// Whether a person still has to merge or discard it.
+    pub fn left_to_review(self) -> bool {
+        matches!(self, ReviewState::Unmerged | ReviewState::Conflicting)
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ReviewState::Unmerged => "unmerged",
+            ReviewState::Conflicting => "conflicting",
+            ReviewState::Merged => "merged",
+            ReviewState::Discarded => "discarded",
+            ReviewState::Unchanged => "unchanged",
+        }
+    }
+
+    /// The state named `s` (as [`ReviewState::as_str`] spells it).
+    pub fn parse(s: &str) -> Option<ReviewState> {
+        Self::ALL.into_iter().find(|r| r.as_str() == s)
+    }
+}
+
+impl std::fmt::Display for ReviewState {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}

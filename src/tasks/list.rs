@@ -145,6 +145,10 @@ pub struct TaskSummary {
     /// Its branch and diffstat, when it ran in a worktree of its own.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub worktree: Option<crate::protocol::WorktreeChange>,
+    /// Where its worktree change stands (read from git by `review::annotate`;
+    /// `None` until then, and for a task without a worktree).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub review: Option<crate::protocol::ReviewState>,
     /// The tool calls its agent was refused (the result's `denials`), if any.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub denials: Vec<crate::protocol::Denial>,
@@ -480,6 +484,7 @@ fn summarize(root: &Root, snap: &mut Snapshot, id: &TaskId, c: &Candidate) -> Re
         agent: task.as_ref().and_then(|t| t.agent.clone()),
         waiting: None,
         worktree: None,
+        review: None,
         denials: Vec::new(),
         labels: task.as_ref().map(|t| t.labels.clone()).unwrap_or_default(),
         env: task.as_ref().map(|t| t.env.clone()).unwrap_or_default(),

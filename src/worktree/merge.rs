@@ -3,7 +3,7 @@
 use std::path::Path;
 
 use super::git::{command_error, git, git_as_committer, git_output, succeeds};
-use super::{remove, Repo};
+use super::{remove_forced, Repo};
 use crate::error::{Error, Result};
 use crate::protocol::{TaskId, WorktreeChange};
 
@@ -39,7 +39,8 @@ pub fn merge(id: &TaskId, change: &WorktreeChange, how: MergeHow, message: &str)
         MergeHow::Rebase => rebase(top, change, conflict)?,
     }
     let head = git(top, &["rev-parse", "HEAD"])?.trim().to_string();
-    remove(top, &change.path, Some(branch));
+    // Its change is in now, even when a squash left its commits on no other branch.
+    remove_forced(top, &change.path, Some(branch));
     Ok(head)
 }
 

@@ -182,7 +182,7 @@ fn diff_merge_and_discard_over_mcp_a_conflict_leaving_the_repository_as_it_was()
         let gone = fits(
             &tools,
             "discard",
-            &call(&mcp, "discard", json!({"id": "r2"})).await,
+            &call(&mcp, "discard", json!({"id": "r2", "force": true})).await,
         );
         assert_eq!(gone["alreadyGone"], false, "{gone}");
         assert_eq!(gone["branch"], "conductor/r2");
@@ -190,7 +190,7 @@ fn diff_merge_and_discard_over_mcp_a_conflict_leaving_the_repository_as_it_was()
         let again = fits(
             &tools,
             "discard",
-            &call(&mcp, "discard", json!({"id": "r2"})).await,
+            &call(&mcp, "discard", json!({"id": "r2", "force": true})).await,
         );
         assert_eq!(again["alreadyGone"], true, "{again}");
         let e = tool_error(&call(&mcp, "merge", json!({"id": "r2"})).await);
@@ -284,7 +284,7 @@ fn cli_merge_all_goes_on_past_a_conflict_and_reports_each_task() {
         "{stderr}"
     );
     assert!(
-        stderr.contains("merged 2, 1 conflicting, 0 left of 3 tasks"),
+        stderr.contains("merged 2, 1 conflicting, 0 check failed, 0 left of 3 tasks"),
         "{stderr}"
     );
     assert_eq!(git(&repo, &["status", "--porcelain"]), "");

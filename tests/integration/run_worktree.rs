@@ -103,7 +103,7 @@ fn run_worktree_branches_are_named_and_diff_merge_discard_work_after_the_run() {
         "hello from the run\n"
     );
     let elsewhere = t.dir.path();
-    let (code, out, err) = conductor_in(&t, elsewhere, &["discard", toss, "--dir", dir]);
+    let (code, out, err) = conductor_in(&t, elsewhere, &["discard", toss, "--dir", dir, "--force"]);
     assert_eq!(code, 0, "{out}\n{err}");
     let left = git(&repo, &["branch", "--list", "conductor/*"]);
     assert!(left.trim().is_empty(), "{left}");

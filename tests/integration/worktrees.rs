@@ -13,21 +13,21 @@ use crate::harness::{agent, bin, git, git_repo, wait_until, TestRoot, WorkerProc
 const BOUND: Duration = Duration::from_secs(60);
 
 /// A repository at `<temp>/repo` on branch main with one commit: a.txt, b.txt.
-fn repo(t: &TestRoot) -> PathBuf {
+pub(crate) fn repo(t: &TestRoot) -> PathBuf {
     git_repo(t, &[("a.txt", "base\n"), ("b.txt", "bee\n")])
 }
 
-fn edit_agent() -> String {
+pub(crate) fn edit_agent() -> String {
     agent("edit.sh").display().to_string()
 }
 
-struct Ran {
-    code: Option<i32>,
-    stdout: String,
-    stderr: String,
+pub(crate) struct Ran {
+    pub code: Option<i32>,
+    pub stdout: String,
+    pub stderr: String,
 }
 
-fn conductor(t: &TestRoot, args: &[&str]) -> Ran {
+pub(crate) fn conductor(t: &TestRoot, args: &[&str]) -> Ran {
     let out = Command::new(bin("conductor"))
         .args(args)
         .env("CONDUCTOR_HOME", t.path())
@@ -44,7 +44,7 @@ fn conductor(t: &TestRoot, args: &[&str]) -> Ran {
 }
 
 #[track_caller]
-fn conductor_ok(t: &TestRoot, args: &[&str], code: i32) -> Ran {
+pub(crate) fn conductor_ok(t: &TestRoot, args: &[&str], code: i32) -> Ran {
     let r = conductor(t, args);
     assert_eq!(
         r.code,
@@ -57,7 +57,7 @@ fn conductor_ok(t: &TestRoot, args: &[&str], code: i32) -> Ran {
 }
 
 /// Submit a `--worktree` task in `repo` and return its id.
-fn submit(t: &TestRoot, repo: &Path, id: &str, prompt: &str, extra: &[&str]) {
+pub(crate) fn submit(t: &TestRoot, repo: &Path, id: &str, prompt: &str, extra: &[&str]) {
     let mut args = vec![
         "submit",
         "--worktree",
@@ -72,7 +72,7 @@ fn submit(t: &TestRoot, repo: &Path, id: &str, prompt: &str, extra: &[&str]) {
 }
 
 /// Task `id`'s result, waited for (bounded), as JSON.
-fn result(t: &TestRoot, id: &str) -> Value {
+pub(crate) fn result(t: &TestRoot, id: &str) -> Value {
     let r = t
         .client
         .wait_for_task(&TaskId::from(id), BOUND)
@@ -80,7 +80,7 @@ fn result(t: &TestRoot, id: &str) -> Value {
     serde_json::to_value(r).unwrap()
 }
 
-fn branches(repo: &Path) -> Vec<String> {
+pub(crate) fn branches(repo: &Path) -> Vec<String> {
     git(
         repo,
         &[
@@ -182,7 +182,7 @@ fn two_tasks_on_one_file_get_two_branches_and_the_conflicting_merge_leaves_the_r
     let head = git(&repo, &["rev-parse", "HEAD"]);
     let conflict = conductor_ok(&t, &["merge", "t2"], 1);
     assert!(
-        conflict.stderr.contains("conflicts in a.txt") && conflict.stderr.contains("aborted"),
+        conflict.stderr.contains("conflicts in a.txt") && conflict.stderr.contains("as it was"),
         "{}",
         conflict.stderr
     );
@@ -209,7 +209,16 @@ fn two_tasks_on_one_file_get_two_branches_and_the_conflicting_merge_leaves_the_r
         assert_eq!(git(&repo, &["rev-parse", "HEAD"]), head, "{how}");
     }
 
-    conductor_ok(&t, &["discard", "t2"], 0);
+    // Its work is in no other branch: discard asks for --force and changes nothing.
+    let refused = conductor_ok(&t, &["discard", "t2"], 3);
+    assert!(
+        refused.stderr.contains("--force") && refused.stderr.contains("no other branch"),
+        "{}",
+        refused.stderr
+    );
+    assert_eq!(branches(&repo), ["conductor/t2"]);
+    assert_eq!(worktree_count(&repo), 2, "its worktree is kept too");
+    conductor_ok(&t, &["discard", "t2", "--force"], 0);
     assert!(branches(&repo).is_empty());
     assert_eq!(worktree_count(&repo), 1);
     let gone = conductor_ok(&t, &["merge", "t2"], 2);
@@ -627,7 +636,7 @@ fn worktrees_in_the_old_place_under_the_git_dir_are_still_recovered_discarded_an
     assert!(wt.kept && wt.files_changed == 1, "{wt:?}");
     assert_eq!(git(&wt.path, &["show", "HEAD:c.txt"]), "partial\n");
 
-    conductor_ok(&t, &["discard", "o1"], 0);
+    conductor_ok(&t, &["discard", "o1", "--force"], 0);
     assert!(!old.join("o1").exists());
     assert_eq!(branches(&repo), ["conductor/o2", "conductor/o3"]);
 
@@ -799,7 +808,7 @@ fn gc_keeps_an_unmerged_tasks_result_so_diff_and_merge_still_work() {
     let table = conductor_ok(&t, &["tasks"], 0).stdout;
     assert!(table.contains("conductor/u1 +1 -0 in 1 file"), "{table}");
 
-    conductor_ok(&t, &["discard", "u2"], 0);
+    conductor_ok(&t, &["discard", "u2", "--force"], 0);
     conductor_ok(&t, &["merge", "u3"], 0);
     let path = PathBuf::from(kept["worktree"]["path"].as_str().unwrap());
     let results = t.path().join("workers/0/results");

@@ -39,7 +39,7 @@ async def main(binary: str, root: str, repo: str) -> None:
                 await call("wait", {"ids": [tid], "timeoutSecs": 50})
             seen["diff"] = await call("diff", {"id": "r1", "maxBytes": 4096})
             seen["merge"] = await call("merge", {"all": True})
-            seen["discard"] = await call("discard", {"id": "r2"})
+            seen["discard"] = await call("discard", {"id": "r2", "force": True})
     print(json.dumps(seen))
 
 

@@ -73,9 +73,15 @@ pub fn run(root: &Root, act: &Act) -> String {
     let client = crate::Client::new(root.clone());
     match act {
         Act::Merge(id) => {
+            // The root's `mergeCheck` holds here as in `conductor merge`.
+            let check = match crate::review::configured_check(&client) {
+                Ok(c) => c,
+                Err(e) => return format!("cannot merge task {id}: {e}"),
+            };
             let req = MergeRequest {
                 target: MergeTarget::One(id.clone()),
                 how: MergeHow::Merge,
+                check,
             };
             match crate::review::merge(&client, &req) {
                 Ok(report) => match report.tasks.first().map(|t| &t.result) {
@@ -88,6 +94,11 @@ pub fn run(root: &Root, act: &Act) -> String {
                          to see, or D to discard)",
                         files.join(", ")
                     ),
+                    Some(MergeResult::CheckFailed { exit, .. }) => format!(
+                        "task {id} not merged: its check failed (exit {}); `conductor merge \
+                         {id}` shows the output, `conductor retry {id} --rebase` redoes it",
+                        exit.map_or("by a signal".to_string(), |c| c.to_string())
+                    ),
                     Some(MergeResult::Left { reason }) => {
                         format!("task {id} not merged: {reason}")
                     }
@@ -96,7 +107,8 @@ pub fn run(root: &Root, act: &Act) -> String {
                 Err(e) => format!("cannot merge task {id}: {e}"),
             }
         }
-        Act::Discard(id) => match crate::review::discard(&client, id) {
+        // The question said the work goes too: the y was the --force.
+        Act::Discard(id) => match crate::review::discard(&client, id, true) {
             Ok(d) if d.already_gone => format!("task {id}'s branch and worktree were gone already"),
             Ok(d) => format!("discarded task {id}: {} deleted", d.branch),
             Err(e) => format!("cannot discard task {id}: {e}"),

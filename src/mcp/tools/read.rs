@@ -155,7 +155,7 @@ impl Conductor {
             Err(msg) => return to_call(Err(msg)),
         };
         self.blocking(move |client| {
-            let tasks = client.list_tasks(&opts)?;
+            let tasks = crate::review::annotated(client.list_tasks(&opts)?);
             let mut v = json!({ "root": client.root().path() });
             if opts.limit.is_some_and(|l| tasks.len() >= l) {
                 if let Some(last) = tasks.last() {
