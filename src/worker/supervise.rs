@@ -409,11 +409,8 @@ impl Run<'_> {
             }
             if now >= next_beat {
                 // No event follows a `touch cancel`: look again on every beat.
-                if self.cancelled() {
-                    return Some(Stop::Cancelled);
-                }
-                if let Some(paused) = self.paused_now() {
-                    return Some(paused);
+                if let Some(stop) = self.cancelled_or_paused() {
+                    return Some(stop);
                 }
                 if let Some(fenced) = self.beat(&mut status, agent, lock, hold) {
                     return Some(fenced);
@@ -425,48 +422,7 @@ impl Run<'_> {
             if let Some(d) = deadline {
                 wait = wait.min(d.saturating_duration_since(now));
             }
-            let event = match &self.slot.inline {
-                // This thread reads the slot's watcher (and, when it serves the agent, its
-                // pidfd and pipes). Without a pidfd to poll (a kernel without
-                // `pidfd_open`) a helper serves the agent and tells its exit on the
-                // channel, looked at between short waits.
-                Some(inline) => {
-                    let (exited, stop) = match agent.exit_fd() {
-                        Some(exit_fd) => {
-                            // The pidfd first, then the output pipes.
-                            let mut fds = vec![exit_fd];
-                            fds.extend(agent.io_fds());
-                            let seen = inline.wait_once(&fds, wait);
-                            if seen.extra & !1 != 0 {
-                                agent.pump();
-                            }
-                            (seen.extra & 1 != 0, seen.stop)
-                        }
-                        None => {
-                            let seen = inline.wait_once(&[], wait.min(EXIT_LOOK));
-                            (agent.exit_channel().try_recv().is_ok(), seen.stop)
-                        }
-                    };
-                    if exited {
-                        Watched::Exit
-                    } else if stop {
-                        // Taken, as the select below takes it: a second stop request
-                        // is then one more message (a full disk's retry waits for it).
-                        let _ = shutdown.try_recv();
-                        Watched::Stop
-                    } else if wake.try_recv().is_ok() {
-                        Watched::Wake
-                    } else {
-                        Watched::Quiet
-                    }
-                }
-                None => select! {
-                    recv(agent.exit_channel()) -> _ => Watched::Exit,
-                    recv(wake) -> _ => Watched::Wake,
-                    recv(shutdown) -> _ => Watched::Stop,
-                    default(wait) => Watched::Quiet,
-                },
-            };
+            let event = self.next_event(agent, wake, shutdown, wait);
             match event {
                 Watched::Exit => {
                     agent.note_exit();
@@ -483,17 +439,75 @@ impl Run<'_> {
                 // put behind this one), not of a cancel or pause: those wait for the beat.
                 Watched::Wake if self.shared.tell_owner.is_some() => {}
                 Watched::Wake => {
-                    if self.cancelled() {
-                        return Some(Stop::Cancelled);
-                    }
-                    if let Some(paused) = self.paused_now() {
-                        return Some(paused);
+                    if let Some(stop) = self.cancelled_or_paused() {
+                        return Some(stop);
                     }
                 }
                 Watched::Stop => return Some(self.interrupted()),
                 Watched::Quiet => {}
             }
         }
+    }
+
+    /// Wait at most `wait` for the agent's exit, a wake-up or a stop request (serving
+    /// the agent's pipes meanwhile when this thread reads them).
+    fn next_event(
+        &self,
+        agent: &mut Agent,
+        wake: &Receiver<()>,
+        shutdown: &Receiver<()>,
+        wait: Duration,
+    ) -> Watched {
+        match &self.slot.inline {
+            // This thread reads the slot's watcher (and, when it serves the agent, its
+            // pidfd and pipes). Without a pidfd to poll (a kernel without
+            // `pidfd_open`) a helper serves the agent and tells its exit on the
+            // channel, looked at between short waits.
+            Some(inline) => {
+                let (exited, stop) = match agent.exit_fd() {
+                    Some(exit_fd) => {
+                        // The pidfd first, then the output pipes.
+                        let mut fds = vec![exit_fd];
+                        fds.extend(agent.io_fds());
+                        let seen = inline.wait_once(&fds, wait);
+                        if seen.extra & !1 != 0 {
+                            agent.pump();
+                        }
+                        (seen.extra & 1 != 0, seen.stop)
+                    }
+                    None => {
+                        let seen = inline.wait_once(&[], wait.min(EXIT_LOOK));
+                        (agent.exit_channel().try_recv().is_ok(), seen.stop)
+                    }
+                };
+                if exited {
+                    Watched::Exit
+                } else if stop {
+                    // Taken, as the select below takes it: a second stop request
+                    // is then one more message (a full disk's retry waits for it).
+                    let _ = shutdown.try_recv();
+                    Watched::Stop
+                } else if wake.try_recv().is_ok() {
+                    Watched::Wake
+                } else {
+                    Watched::Quiet
+                }
+            }
+            None => select! {
+                recv(agent.exit_channel()) -> _ => Watched::Exit,
+                recv(wake) -> _ => Watched::Wake,
+                recv(shutdown) -> _ => Watched::Stop,
+                default(wait) => Watched::Quiet,
+            },
+        }
+    }
+
+    /// Whether the task was cancelled or paused `--now` (and so how it stops).
+    fn cancelled_or_paused(&self) -> Option<Stop> {
+        if self.cancelled() {
+            return Some(Stop::Cancelled);
+        }
+        self.paused_now()
     }
 
     fn cancelled(&self) -> bool {
