@@ -25,6 +25,9 @@ use crate::watch::{DirWatcher, WatchMode};
 
 pub use crate::protocol::approval::{Answer, Decision, Question};
 
+/// What a denial without a reason tells the agent.
+pub const DEFAULT_DENIAL: &str = "a person denied this tool call (conductor deny)";
+
 /// Who "answered" a question nobody answered in time.
 pub const BY_TIMEOUT: &str = "timeout";
 
@@ -63,6 +66,7 @@ pub fn ask(
         pid: std::process::id(),
     };
     fsio::write_json(&question_path(&dir), &q, Durability::Atomic)?;
+    crate::hooks::approval::asked(root, slot, &q);
     tracing::info!(
         "task {} asks to use {} · `conductor approve {}` or `conductor deny {} --reason …`",
         q.task_id,

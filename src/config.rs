@@ -75,6 +75,22 @@ pub struct Config {
         deserialize_with = "callback_command"
     )]
     pub callback: Option<String>,
+    /// A shell command run when a task's agent asks a person to approve a tool call
+    /// (`approval.json` written), the event as JSON on its stdin (see [`crate::hooks`]).
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "approval_callback"
+    )]
+    pub approval_callback: Option<String>,
+    /// A shell command run once a day per budget when the root's or a group's daily
+    /// budget is spent, the event as JSON on its stdin (see [`crate::hooks`]).
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "budget_callback"
+    )]
+    pub budget_callback: Option<String>,
     /// How long the callback may run before it is stopped (TERM, then KILL); default 60.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub callback_timeout_secs: Option<u64>,
@@ -111,12 +127,31 @@ pub struct Config {
 fn callback_command<'de, D: serde::Deserializer<'de>>(
     d: D,
 ) -> std::result::Result<Option<String>, D::Error> {
+    shell_command(d, "callback")
+}
+
+fn approval_callback<'de, D: serde::Deserializer<'de>>(
+    d: D,
+) -> std::result::Result<Option<String>, D::Error> {
+    shell_command(d, "approvalCallback")
+}
+
+fn budget_callback<'de, D: serde::Deserializer<'de>>(
+    d: D,
+) -> std::result::Result<Option<String>, D::Error> {
+    shell_command(d, "budgetCallback")
+}
+
+fn shell_command<'de, D: serde::Deserializer<'de>>(
+    d: D,
+    field: &str,
+) -> std::result::Result<Option<String>, D::Error> {
     use serde::de::Error as _;
     match serde_json::Value::deserialize(d)? {
         serde_json::Value::Null => Ok(None),
         serde_json::Value::String(s) => Ok(Some(s)),
         other => Err(D::Error::custom(format!(
-            "callback must be a shell command as a string, not {other}"
+            "{field} must be a shell command as a string, not {other}"
         ))),
     }
 }
@@ -136,6 +171,8 @@ impl Default for Config {
             worktree_dir: None,
             worktree_retention_secs: None,
             callback: None,
+            approval_callback: None,
+            budget_callback: None,
             callback_timeout_secs: None,
             fsync: None,
             approvals: None,
@@ -201,10 +238,15 @@ impl Config {
             MAX_TIMEOUT_SECS * 10,
             "leave it out for the default of 7 days",
         )?;
-        if let Some(c) = &self.callback {
+        for (name, command) in [
+            ("callback", &self.callback),
+            ("approvalCallback", &self.approval_callback),
+            ("budgetCallback", &self.budget_callback),
+        ] {
+            let Some(c) = command else { continue };
             if c.trim().is_empty() || c.len() > MAX_CALLBACK_CHARS || c.contains('\0') {
                 return Err(format!(
-                    "callback must be a shell command of 1 to {MAX_CALLBACK_CHARS} characters \
+                    "{name} must be a shell command of 1 to {MAX_CALLBACK_CHARS} characters \
                      (leave it out for none)"
                 ));
             }
@@ -329,6 +371,7 @@ mod tests {
             (r#"{"maxTaskBytes": 10}"#, "maxTaskBytes 10"),
             (r#"{"maxTaskBytes": 999999999999}"#, "maxTaskBytes"),
             (r#"{"callback": "  "}"#, "callback must be"),
+            (r#"{"budgetCallback": ""}"#, "budgetCallback must be"),
             (r#"{"callbackTimeoutSecs": 0}"#, "callbackTimeoutSecs 0"),
             (r#"{"callbackTimeoutSecs": 86401}"#, "callbackTimeoutSecs"),
             (r#"{"approvalTimeoutSecs": 0}"#, "approvalTimeoutSecs 0"),

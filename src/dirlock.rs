@@ -27,6 +27,7 @@ use age::{facts_about, on_shared_fs, ownerless_for, unchanged_for, warn_of_skew}
 mod files;
 mod guard;
 mod judge;
+mod seen_notes;
 mod takeover;
 pub use judge::{verdict, LockRead, OwnerRead, ProcessFacts, Vantage, STARTED_AFTER_MARGIN};
 
@@ -530,7 +531,7 @@ fn judge_read(path: &Path, opts: &LockOptions, gated: bool, fresh: bool) -> Resu
     }
     if let OwnerRead::Valid(o) = &read.owner {
         if !o.is_this_host() {
-            read.unchanged_for = unchanged_for(o);
+            read.unchanged_for = unchanged_for(path, o);
             warn_of_skew(path, o, read.modified);
         }
     }

@@ -4,7 +4,11 @@ use std::io;
 use std::path::PathBuf;
 use std::time::Duration;
 
+mod command_line;
 mod exit;
+use command_line::command_line;
+pub(crate) use command_line::split_command_line;
+pub use command_line::CommandLineProblem;
 pub use exit::{ExitClass, EXIT_CODES_HELP};
 
 /// Result alias used throughout the library.
@@ -208,6 +212,15 @@ pub enum Error {
 
     #[error("no worker has a record of task {id}; only tasks that ran can be retried")]
     NoTaskRecord { id: String },
+
+    /// A task cannot be run again as asked (`retry`): `why` says why and what to do.
+    #[error("{why}")]
+    NotRetryable { why: String },
+
+    /// A slot lacks what running its task again needs: the task's record, or a result to
+    /// resume from.
+    #[error("{why}")]
+    RetryMissing { why: String },
 
     /// A queued task's result was not linked into `queue/results/`: the id is not the
     /// queue's (exit code 3 in the binaries).
@@ -491,46 +504,6 @@ fn nobody_serves(slot: Option<u32>, task: Option<&str>, root: &std::path::Path) 
 /// ` --root PATH`, for commands quoted in messages.
 fn root_flag(path: &std::path::Path) -> String {
     format!(" --root {}", path.display())
-}
-
-/// What is wrong with a command line.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum CommandLineProblem {
-    /// Its quotes do not pair up, so it cannot be split into words.
-    UnbalancedQuotes,
-    /// It has no words at all.
-    Empty,
-}
-
-impl CommandLineProblem {
-    fn describe(self, line: &str) -> String {
-        match self {
-            CommandLineProblem::UnbalancedQuotes => format!("{line:?} has unbalanced quotes"),
-            CommandLineProblem::Empty => "is empty".to_string(),
-        }
-    }
-}
-
-/// Split `line` into words as a shell would (no expansion), refusing an empty line or
-/// unbalanced quotes; `what` names the command in the error ("agent", "orchestrator").
-pub(crate) fn split_command_line(what: &'static str, line: &str) -> Result<Vec<String>> {
-    let bad = |problem| Error::BadCommandLine {
-        what,
-        line: line.to_string(),
-        problem,
-    };
-    let words = shlex::split(line).ok_or_else(|| bad(CommandLineProblem::UnbalancedQuotes))?;
-    if words.is_empty() {
-        return Err(bad(CommandLineProblem::Empty));
-    }
-    Ok(words)
-}
-
-/// `program args…`, quoted as a shell would need it, for error messages.
-fn command_line(program: &str, args: &[String]) -> String {
-    let words = std::iter::once(program).chain(args.iter().map(String::as_str));
-    shlex::try_join(words).unwrap_or_else(|_| format!("{program} {}", args.join(" ")))
 }
 
 fn stderr_suffix(stderr: &str) -> String {

@@ -115,7 +115,10 @@ impl Ledger<'_> {
                 "task {}: its cost is not in the spend ledger: {e}",
                 result.task_id
             );
+            return;
         }
+        // Did it spend the root's or its group's budget for today? Marked and told once.
+        crate::hooks::budget::after_spend(self.root, &result.task_id, group.as_deref());
     }
 
     fn publish_to_queue(&self, id: &TaskId) -> Result<()> {

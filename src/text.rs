@@ -162,6 +162,20 @@ pub fn edit_distance(a: &str, b: &str) -> usize {
     row[b.len()]
 }
 
+/// Parse a duration given as seconds (`30`, `1.5`) or in words (`90s`, `5m`, `1h30m`).
+pub fn parse_duration(s: &str) -> Result<std::time::Duration, String> {
+    if let Ok(secs) = s.trim().parse::<f64>() {
+        return std::time::Duration::try_from_secs_f64(secs)
+            .map_err(|_| format!("{s:?} is not a usable number of seconds"));
+    }
+    humantime::parse_duration(s.trim()).map_err(|_| {
+        format!(
+            "{s:?} is not a duration: give seconds (30, 1.5) or a number and a unit (90s, 5m, \
+             1h30m, 7d)"
+        )
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

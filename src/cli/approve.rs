@@ -44,8 +44,7 @@ pub struct DenyArgs {
     pub root: RootArg,
 }
 
-/// What a denial without a reason tells the agent.
-pub const DEFAULT_DENIAL: &str = "a person denied this tool call (conductor deny)";
+pub use crate::approval::DEFAULT_DENIAL;
 
 pub fn run_approve(args: ApproveArgs) -> anyhow::Result<i32> {
     answer(&args.root, &args.id, Decision::Allow, None, args.json)

@@ -1,19 +1,17 @@
 //! Pieces every binary shares: logging, exit codes, error reports, the worker command.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::Duration;
 
-use super::parse_preset;
 use super::usage::CliError;
+pub use super::worker_args::{WorkerArgs, WorkerCli};
 use crate::agent::AgentCommand;
 use crate::error::ExitClass;
 use crate::launch::LaunchError;
-use crate::layout::SlotList;
 use crate::preset::Preset;
-use crate::watch::{WatchMode, DEFAULT_POLL_INTERVAL};
+use crate::watch::WatchMode;
 use crate::worker::{MultiWorker, Worker, WorkerOptions};
 use crate::{Error, Root};
-use clap::Args;
 
 /// Exit codes as the binaries return them: each is [`ExitClass::code`] of its class,
 /// where the codes are defined and documented.
@@ -25,6 +23,7 @@ pub mod exit {
     pub const USAGE: i32 = ExitClass::Usage.code();
     pub const REFUSED: i32 = ExitClass::Refused.code();
     pub const NOBODY: i32 = ExitClass::Nobody.code();
+    pub const NEEDS_PERSON: i32 = ExitClass::NeedsPerson.code();
     pub const INTERRUPTED: i32 = ExitClass::Interrupted.code();
 }
 
@@ -34,10 +33,11 @@ pub use crate::error::EXIT_CODES_HELP;
 #[derive(Debug, Clone, Copy, clap::Args)]
 pub struct Verbosity {
     /// More logging (-v debug, -vv trace); RUST_LOG overrides.
-    #[arg(short, long, action = clap::ArgAction::Count, global = true)]
+    #[arg(short, long, action = clap::ArgAction::Count, global = true,
+          help_heading = super::help::GLOBAL, hide_short_help = true)]
     pub verbose: u8,
     /// Only warnings and errors.
-    #[arg(short, long, global = true)]
+    #[arg(short, long, global = true, help_heading = super::help::GLOBAL, hide_short_help = true)]
     pub quiet: bool,
 }
 
@@ -186,96 +186,6 @@ fn hint(err: &Error) -> Option<String> {
         }
         _ => None,
     }
-}
-
-/// `--poll` without a value: the library's default interval, in milliseconds.
-const DEFAULT_POLL_MS: &str = "100";
-const _: () = assert!(DEFAULT_POLL_INTERVAL.as_millis() == 100);
-
-/// `--poll=250ms`, `--poll=1s` (the tool's one duration syntax); a bare number keeps
-/// meaning milliseconds, as it always has here, so `--poll=250` never becomes 250 s.
-fn parse_poll(s: &str) -> Result<Duration, String> {
-    match s.trim().parse::<u64>() {
-        Ok(ms) => Ok(Duration::from_millis(ms)),
-        Err(_) => humantime::parse_duration(s.trim()).map_err(|e| {
-            format!("--poll takes an interval such as 250ms or 1s (a bare number is milliseconds), not {s:?}: {e}")
-        }),
-    }
-}
-
-/// `conductor worker N DIR` / `conductor-worker N DIR`.
-#[derive(Debug, Args)]
-pub struct WorkerArgs {
-    /// Worker slot number (0, 1, 2 …): serves <root>/workers/<N>/. A range or a list
-    /// (`0-99`, `0,3,5-9`) serves all of them from this one process.
-    #[arg(value_name = "SLOTS")]
-    pub slot: SlotList,
-    /// Project directory the agent runs in (its cwd). [default: the current directory]
-    #[arg(value_name = "DIR")]
-    pub dir: Option<PathBuf>,
-    /// Conductor root [default: $CONDUCTOR_HOME, else ~/.claude-code/orchestrator].
-    #[arg(long, value_name = "DIR")]
-    pub root: Option<PathBuf>,
-    /// Agent command line; the prompt arrives on its stdin. No shell is involved unless
-    /// you write one (`sh -c '…'`). [default: the preset's, else `claude -p`]
-    #[arg(long, value_name = "CMD")]
-    pub agent: Option<String>,
-    /// Agent kind: `claude` (runs `claude -p --output-format stream-json --verbose
-    /// --permission-mode acceptEdits --allowedTools Bash,Edit,Write,Read,NotebookEdit`,
-    /// shows its events readable in the live log and lifts its answer, session id, cost,
-    /// turns and tokens into the result), `codex` (`codex exec --json --sandbox
-    /// workspace-write --skip-git-repo-check -`: its events shown readable, the last message
-    /// the answer, thread id and tokens lifted), `gemini` (`gemini --output-format
-    /// stream-json --approval-mode yolo --skip-trust`: its events shown readable, its
-    /// last text the answer, session id and tokens lifted) or `command`. Repeat it to
-    /// serve several (`--preset claude --preset codex`): a task's `agent` picks one, the
-    /// first is the default for tasks naming none, and tasks naming another are not taken
-    /// (refused from the inbox). --agent replaces the first one's command line.
-    #[arg(long, value_name = "PRESET", value_parser = parse_preset)]
-    pub preset: Vec<Preset>,
-    /// Fail a task whose agent hits a usage or rate limit, instead of deferring it to
-    /// the limit's reset (config.json `deferRateLimited: false` does the same root-wide).
-    #[arg(long)]
-    pub no_defer_rate_limited: bool,
-    /// Claude preset: the tools the agent may use without asking, comma-separated
-    /// (default `Bash,Edit,Write,Read,NotebookEdit`; `Read` alone makes it read-only,
-    /// `""` pre-approves none). Not with --agent (your command line says it).
-    #[arg(long, value_name = "TOOLS", conflicts_with = "agent")]
-    pub allowed_tools: Option<String>,
-    /// Claude preset: Claude Code's permission mode (default `acceptEdits`; `plan`
-    /// changes nothing). Gemini preset: its approval mode (default `yolo`; `auto_edit`,
-    /// `plan`, `default`). Not with --agent.
-    #[arg(long, value_name = "MODE", conflicts_with = "agent")]
-    pub permission_mode: Option<String>,
-    /// Default task time limit (a task's own timeoutSecs wins): seconds (`300`) or a
-    /// duration (`90s`, `5m`, `1h`).
-    #[arg(long, value_name = "DURATION", value_parser = super::parse_duration_arg)]
-    pub timeout: Option<Duration>,
-    /// Time between SIGTERM and SIGKILL when stopping an agent: seconds or a duration.
-    #[arg(long, value_name = "DURATION", default_value = "5", value_parser = super::parse_duration_arg)]
-    pub kill_grace: Duration,
-    /// Most bytes a task's log file (`tasks/<id>.log`) keeps; beyond it the middle of
-    /// the output is cut and a marker line says so.
-    #[arg(long, value_name = "BYTES", default_value_t = 64 * 1024 * 1024)]
-    pub log_cap: u64,
-    /// Poll the directory instead of using native file events (for NFS, SMB, FUSE);
-    /// optional interval (`250ms`, `1s`; a bare number is milliseconds).
-    #[arg(long, value_name = "INTERVAL", num_args = 0..=1, require_equals = true,
-          default_missing_value = DEFAULT_POLL_MS, value_parser = parse_poll)]
-    pub poll: Option<Duration>,
-    /// Start even when running inside a conductor agent (CONDUCTOR_WORKER is set).
-    #[arg(long)]
-    pub allow_nested: bool,
-    /// Also print each task's live output (what `conductor logs N -f` shows) on stdout,
-    /// between the worker's own lines, each line cut to the terminal's width; what
-    /// conductor-launch's worker panes run. One slot only.
-    #[arg(long)]
-    pub show_output: bool,
-    /// Started by `conductor run`, which owns this worker: stdin is the pipe it is woken
-    /// through (its end stops the worker), stdout the pipe it tells of each ended task
-    /// on; nothing is watched by file events. One slot only.
-    #[arg(long, hide = true)]
-    pub wake_pipes: bool,
 }
 
 /// The workers' agent command: `--agent`'s line, else the preset's (narrowed by
@@ -583,15 +493,7 @@ fn start_when_space<W>(
 
 /// `conductor-worker N DIR`: parse the command line, serve the slot, return the exit code.
 pub fn worker_main() -> i32 {
-    #[derive(Debug, clap::Parser)]
-    #[command(name = "conductor-worker", version, about = "Serve conductor worker slots (one, or many from one process): run each task.json through the agent", after_help = EXIT_CODES_HELP)]
-    struct Cli {
-        #[command(flatten)]
-        worker: WorkerArgs,
-        #[command(flatten)]
-        verbosity: Verbosity,
-    }
-    let cli = <Cli as clap::Parser>::parse();
+    let cli = <WorkerCli as clap::Parser>::parse();
     cli.verbosity.init_logging();
     match run_worker(cli.worker) {
         Ok(()) => exit::OK,

@@ -308,22 +308,24 @@ fn kill(tmux: &Tmux, session: &str, json: bool) -> anyhow::Result<i32> {
 
 /// `conductor-launch …`: parse the command line, lay out the session, return the exit code.
 pub fn launch_main() -> i32 {
-    #[derive(Debug, clap::Parser)]
-    #[command(
-        name = "conductor-launch",
-        version,
-        about = "Lay out an orchestrator pane and N worker panes in tmux"
-    )]
-    struct Cli {
-        #[command(flatten)]
-        launch: Args,
-        #[command(flatten)]
-        verbosity: common::Verbosity,
-    }
-    let cli = <Cli as clap::Parser>::parse();
+    let cli = <LaunchCli as clap::Parser>::parse();
     cli.verbosity.init_logging();
     match run(cli.launch) {
         Ok(code) => code,
         Err(e) => common::report(&e),
     }
+}
+
+/// `conductor-launch`'s command line (also walked for docs/CLI.md).
+#[derive(Debug, clap::Parser)]
+#[command(
+    name = "conductor-launch",
+    version,
+    about = "Lay out an orchestrator pane and N worker panes in tmux"
+)]
+pub struct LaunchCli {
+    #[command(flatten)]
+    launch: Args,
+    #[command(flatten)]
+    verbosity: common::Verbosity,
 }

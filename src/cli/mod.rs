@@ -15,6 +15,7 @@ pub mod doctor;
 pub mod edit;
 pub mod gc;
 pub mod group;
+pub mod help;
 pub mod init;
 pub mod launch;
 pub mod locks;
@@ -25,6 +26,7 @@ mod output;
 pub mod pause;
 pub mod queue;
 pub mod recover;
+pub mod reference;
 pub mod result;
 pub mod retry;
 pub mod run;
@@ -37,7 +39,9 @@ pub mod target;
 pub mod tasks;
 pub mod usage;
 pub mod wait;
+pub mod wait_any;
 pub mod waiting;
+pub mod worker_args;
 mod worker_defaults;
 pub mod worktrees;
 pub(crate) mod worktrees_repo;
@@ -56,7 +60,8 @@ pub use table::{Col, Table};
 #[derive(Debug, Clone, clap::Args)]
 pub struct RootArg {
     /// Conductor root [default: $CONDUCTOR_HOME, else ~/.claude-code/orchestrator].
-    #[arg(long, value_name = "DIR", global = true)]
+    #[arg(long, value_name = "DIR", global = true, help_heading = help::GLOBAL,
+          hide_short_help = true)]
     pub root: Option<PathBuf>,
 }
 
@@ -97,18 +102,7 @@ pub fn interrupt_channel() -> anyhow::Result<crossbeam_channel::Receiver<()>> {
 }
 
 /// Parse a duration given as seconds (`30`, `1.5`) or in words (`90s`, `5m`, `1h30m`).
-pub fn parse_duration_arg(s: &str) -> Result<std::time::Duration, String> {
-    if let Ok(secs) = s.trim().parse::<f64>() {
-        return std::time::Duration::try_from_secs_f64(secs)
-            .map_err(|_| format!("{s:?} is not a usable number of seconds"));
-    }
-    humantime::parse_duration(s.trim()).map_err(|_| {
-        format!(
-            "{s:?} is not a duration: give seconds (30, 1.5) or a number and a unit (90s, 5m, \
-             1h30m, 7d)"
-        )
-    })
-}
+pub use crate::text::parse_duration as parse_duration_arg;
 
 /// A duration as the whole seconds the protocol counts in (`timeoutSecs`), rounded up
 /// so that a limit never becomes shorter than asked.
@@ -206,6 +200,9 @@ enum Command {
     Merge(worktrees::MergeArgs),
     /// Remove a --worktree task's worktree and branch.
     Discard(worktrees::DiscardArgs),
+    /// Print docs/CLI.md, the reference of every command, from these definitions.
+    #[command(hide = true)]
+    HelpReference,
 }
 
 /// `conductor …`: parse the command line, run the subcommand, return the exit code.
@@ -283,5 +280,6 @@ fn dispatch(command: Command) -> anyhow::Result<i32> {
         Command::Diff(a) => worktrees::run_diff(a),
         Command::Merge(a) => worktrees::run_merge(a),
         Command::Discard(a) => worktrees::run_discard(a),
+        Command::HelpReference => emit(&reference::markdown()).map(|()| common::exit::OK),
     }
 }

@@ -4,7 +4,6 @@
 use crate::queue::{PendingTask, Queue};
 use crate::text::{age_since, format_age};
 use crate::Root;
-use serde_json::{json, Value};
 
 use super::table::{self, Col, Table};
 use super::{emit, emit_json, RootArg};
@@ -66,12 +65,10 @@ fn list(root: &RootArg, json: bool) -> anyhow::Result<i32> {
     let (root, queue) = queue_of(root)?;
     let pending = queue.pending()?;
     if json {
-        let items: Vec<Value> = pending
-            .iter()
-            .enumerate()
-            .map(|(i, p)| pending_json(i + 1, p))
-            .collect();
-        emit_json(&json!({ "root": root.path(), "pending": items }))?;
+        // Through a JSON value: its keys in the order they always had.
+        emit_json(&serde_json::to_value(crate::verbs::queue::view(
+            &root, &pending,
+        ))?)?;
     } else {
         emit(&render(&root, &pending, table::width()))?;
     }
@@ -88,21 +85,6 @@ fn shown_id(p: &PendingTask) -> String {
             .map(|n| n.to_string_lossy().into_owned())
             .unwrap_or_default(),
     }
-}
-
-pub(crate) fn pending_json(position: usize, p: &PendingTask) -> Value {
-    json!({
-        "position": position,
-        "id": p.id,
-        "priority": p.priority,
-        "effectivePriority": p.effective_priority,
-        "key": p.key,
-        "submittedAt": crate::protocol::rfc3339(p.submitted_at),
-        "ageSecs": (age_since(p.submitted_at).as_millis() as f64) / 1000.0,
-        "waiting": p.waiting,
-        "after": p.after,
-        "path": p.path,
-    })
 }
 
 /// The human table, in run order, every line at most `width` characters.

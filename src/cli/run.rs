@@ -11,16 +11,18 @@ use crate::cli::usage::CliError;
 use crate::orchestrator::{Orchestrator, Progress};
 use crate::pool::{self, WorkerCommand, WorkerPool};
 use crate::preset::Preset;
+use crate::verbs::chain::chained_prompt;
 use crate::{Client, Root, Slot, Task, TaskResult};
 use anyhow::Context as _;
 use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
 
+use super::help;
 use super::run_view::{self, Display};
 use crate::cli::common::exit;
 
 #[derive(Debug, clap::Args)]
-#[command(after_help = "\
+#[command(after_long_help = "\
 With --chain the prompts run one after another on one worker, as a pipeline: each step's \
 prompt is followed by a blank line, the line `Output of the previous step:` and that \
 step's output. A failed step stops the chain; the steps after it are reported `cancelled` \
@@ -31,58 +33,74 @@ pub struct Args {
     /// Prompts, one task each (or use -f).
     #[arg(required_unless_present = "file")]
     pub prompts: Vec<String>,
-    /// Read prompts from FILE (`-` for stdin): one per line, or blocks with --blocks.
+    /// How many workers [default: 3, at most one per prompt].
+    #[arg(short = 'n', long, value_parser = clap::value_parser!(u32).range(1..=256))]
+    pub workers: Option<u32>,
+    /// Read prompts from FILE (`-` for stdin), one a line.
+    ///
+    /// One per line, or blank-line separated blocks with --blocks.
     #[arg(short, long, value_name = "FILE", conflicts_with = "prompts")]
     pub file: Option<PathBuf>,
     /// In the prompts file, prompts are blocks separated by blank lines (multi-line prompts).
-    #[arg(long, requires = "file")]
+    #[arg(long, requires = "file", hide_short_help = true)]
     pub blocks: bool,
-    /// How many workers to start. [default: 3, but no more than there are prompts]
-    #[arg(short = 'n', long, value_parser = clap::value_parser!(u32).range(1..=256))]
-    pub workers: Option<u32>,
-    /// Run the prompts as a pipeline, each receiving the previous one's output.
+    /// A pipeline: each prompt gets the previous output.
+    ///
+    /// Run the prompts one after another on one worker, each receiving the previous
+    /// one's output (see below).
     #[arg(long, conflicts_with = "workers")]
     pub chain: bool,
-    /// Agent command line (prompt on stdin). [default: the preset's, else `claude -p`]
-    #[arg(long, value_name = "CMD")]
-    pub agent: Option<String>,
-    /// Agent kind: claude, codex, gemini or command.
-    #[arg(long, value_name = "PRESET", value_parser = super::parse_preset)]
-    pub preset: Option<Preset>,
-    /// The model every task uses, passed on by the preset (`--model` / `-m`; the
-    /// command preset ignores it).
-    #[arg(long, value_name = "NAME")]
-    pub model: Option<String>,
-    /// Claude preset: the tools the agents may use without asking (see `worker --help`).
-    #[arg(long, value_name = "TOOLS", conflicts_with = "agent")]
-    pub allowed_tools: Option<String>,
-    /// Claude preset: Claude Code's permission mode (see `worker --help`).
-    #[arg(long, value_name = "MODE", conflicts_with = "agent")]
-    pub permission_mode: Option<String>,
-    /// Project directory the agents run in.
-    #[arg(long, value_name = "DIR", default_value = ".")]
-    pub dir: PathBuf,
-    /// Per-task time limit: seconds (`300`) or a duration (`90s`, `5m`, `1h`).
-    #[arg(long, value_name = "DURATION", value_parser = super::parse_duration_arg)]
-    pub timeout: Option<std::time::Duration>,
-    /// Print one JSON document with every result instead of text. Its `root` is there
-    /// only when the root outlives the run (--root or --keep).
+    /// Print one JSON document with every result.
+    ///
+    /// Instead of text. Its `root` is there only when the root outlives the run (--root
+    /// or --keep).
     #[arg(long)]
     pub json: bool,
-    /// Run on this root (kept afterwards) instead of a private temporary one.
-    #[arg(long, value_name = "DIR")]
-    pub root: Option<PathBuf>,
-    /// Keep the private root (its results, task records and logs) and say where it is.
-    #[arg(long, conflicts_with = "root")]
-    pub keep: bool,
-    /// Run even inside a conductor agent (CONDUCTOR_WORKER is set).
-    #[arg(long)]
-    pub allow_nested: bool,
+    /// Agent kind: claude, codex, gemini or command.
+    #[arg(long, value_name = "PRESET", value_parser = super::parse_preset,
+          help_heading = help::AGENT)]
+    pub preset: Option<Preset>,
+    /// Agent command line (prompt on stdin).
+    ///
+    /// [default: the preset's, else `claude -p`]
+    #[arg(long, value_name = "CMD", help_heading = help::AGENT)]
+    pub agent: Option<String>,
+    /// The model every task uses.
+    ///
+    /// Passed on by the preset (`--model` / `-m`; the command preset ignores it).
+    #[arg(long, value_name = "NAME", help_heading = help::AGENT)]
+    pub model: Option<String>,
+    /// Claude preset: the tools the agents may use without asking (see `worker --help`).
+    #[arg(long, value_name = "TOOLS", conflicts_with = "agent", help_heading = help::AGENT,
+          hide_short_help = true)]
+    pub allowed_tools: Option<String>,
+    /// Claude preset: Claude Code's permission mode (see `worker --help`).
+    #[arg(long, value_name = "MODE", conflicts_with = "agent", help_heading = help::AGENT,
+          hide_short_help = true)]
+    pub permission_mode: Option<String>,
+    /// Project directory the agents run in.
+    #[arg(long, value_name = "DIR", default_value = ".", help_heading = help::AGENT)]
+    pub dir: PathBuf,
+    /// Per-task time limit: 300, 90s, 5m, 1h.
+    ///
+    /// In seconds (`300`) or a duration (`90s`, `5m`, `1h`).
+    #[arg(long, value_name = "DURATION", value_parser = super::parse_duration_arg,
+          help_heading = help::AGENT)]
+    pub timeout: Option<std::time::Duration>,
     #[command(flatten)]
     pub worktree: super::send::WorktreeArgs,
     /// `--env` and `--label`, for every task.
     #[command(flatten)]
     pub env_labels: super::send::EnvLabelArgs,
+    /// Run on this root (kept afterwards) instead of a private temporary one.
+    #[arg(long, value_name = "DIR", help_heading = help::GLOBAL, hide_short_help = true)]
+    pub root: Option<PathBuf>,
+    /// Keep the private root (its results, task records and logs) and say where it is.
+    #[arg(long, conflicts_with = "root", hide_short_help = true)]
+    pub keep: bool,
+    /// Run even inside a conductor agent (CONDUCTOR_WORKER is set).
+    #[arg(long, help_heading = help::GLOBAL, hide_short_help = true)]
+    pub allow_nested: bool,
 }
 
 /// Split a prompts file: non-empty lines, or blank-line separated blocks.
@@ -239,20 +257,6 @@ fn tasks_of(args: &Args, prompts: &[String]) -> Vec<Task> {
             t
         })
         .collect()
-}
-
-/// The chain's step prompt: its own, then the previous step's output (README, `run --chain`).
-pub fn chained_prompt(prompt: &str, previous: Option<&TaskResult>) -> String {
-    let Some(prev) = previous else {
-        return prompt.to_string();
-    };
-    let mut p = format!("{prompt}\n\nOutput of the previous step:\n{}", prev.output);
-    if let (true, Some(file)) = (prev.output_truncated, &prev.output_file) {
-        p.push_str(&format!(
-            "\n(the output above was cut; all of it is in {file})"
-        ));
-    }
-    p
 }
 
 /// Run `tasks` as a pipeline; the steps after a failed one come back `cancelled`.

@@ -7,69 +7,87 @@ use std::time::Duration;
 use crate::cli::usage::CliError;
 use crate::{Slot, Task};
 
-use super::{parse_slot, RootArg};
+use super::{help, parse_slot, RootArg};
 use crate::cli::common::exit;
 
 /// What a task is made of on the command line; shared by `send` and `submit`.
 #[derive(Debug, Clone, clap::Args)]
 pub struct TaskArgs {
-    /// The prompt; use -f to read it from a file or stdin.
+    /// The prompt (or -f FILE).
     #[arg(required_unless_present = "file")]
     pub prompt: Option<String>,
     /// Read the prompt from FILE (`-` for stdin).
     #[arg(short, long, value_name = "FILE", conflicts_with = "prompt")]
     pub file: Option<PathBuf>,
-    /// Task id (default: generated). Digits are sent as a number, like the original clients.
+    /// Task id [default: generated].
+    ///
+    /// Digits are sent as a number, like the original clients.
     #[arg(long)]
     pub id: Option<String>,
-    /// JSON handed to the agent as CONDUCTOR_CONTEXT.
-    #[arg(long, value_name = "JSON")]
-    pub context: Option<String>,
-    /// The task's own time limit (its agent is stopped after it): seconds (`300`) or a
-    /// duration (`90s`, `5m`, `1h`).
-    #[arg(long, value_name = "DURATION", value_parser = super::parse_duration_arg)]
+    /// The task's time limit: 300, 90s, 5m, 1h.
+    ///
+    /// Its agent is stopped after it: seconds (`300`) or a duration (`90s`, `5m`, `1h`).
+    #[arg(long, value_name = "DURATION", value_parser = super::parse_duration_arg,
+          help_heading = help::AGENT)]
     pub timeout: Option<Duration>,
-    /// The agent preset that must run it (`claude`, `codex`, `command`): only a worker
-    /// started with that preset takes it (the task's `agent` field). Default: the
+    /// Only a worker serving this preset takes it.
+    ///
+    /// The agent preset that must run it (`claude`, `codex`, `gemini`, `command`): only a
+    /// worker started with that preset takes it (the task's `agent` field). Default: the
     /// worker's first preset.
-    #[arg(long, value_name = "PRESET", value_parser = super::parse_preset)]
+    #[arg(long, value_name = "PRESET", value_parser = super::parse_preset,
+          help_heading = help::AGENT)]
     pub agent_preset: Option<crate::preset::Preset>,
-    /// The model the agent uses for this task: the claude, codex and gemini presets pass
-    /// it on (`--model` / `-m`); the command preset ignores it (the worker warns).
-    #[arg(long, value_name = "NAME")]
+    /// The model the agent uses for this task.
+    ///
+    /// The claude, codex and gemini presets pass it on (`--model` / `-m`); the command
+    /// preset ignores it (the worker warns).
+    #[arg(long, value_name = "NAME", help_heading = help::AGENT, hide_short_help = true)]
     pub model: Option<String>,
-    /// Narrow the tools the worker lets its agent use unattended to these,
-    /// comma-separated (claude preset; `""`: none): each must be one the worker allows,
+    /// Narrow the tools the agent may use unattended.
+    ///
+    /// Comma-separated (claude preset; `""`: none): each must be one the worker allows,
     /// and the worker's others are denied to this task's agent. Asking for more is
     /// rejected by the worker (the task's `allowedTools`).
-    #[arg(long, value_name = "TOOLS")]
+    #[arg(long, value_name = "TOOLS", help_heading = help::AGENT, hide_short_help = true)]
     pub allowed_tools: Option<String>,
-    /// Narrow the worker's permission mode (claude preset, e.g. `plan`, `dontAsk`) or
-    /// approval mode (gemini, e.g. `auto_edit`, `plan`) for this task; one that lets the
-    /// agent do more than the worker's is rejected (the task's `permissionMode`).
-    #[arg(long, value_name = "MODE")]
+    /// Narrow the worker's permission or approval mode.
+    ///
+    /// The claude preset's permission mode (e.g. `plan`, `dontAsk`) or gemini's approval
+    /// mode (e.g. `auto_edit`, `plan`) for this task; one that lets the agent do more
+    /// than the worker's is rejected (the task's `permissionMode`).
+    #[arg(long, value_name = "MODE", help_heading = help::AGENT, hide_short_help = true)]
     pub permission_mode: Option<String>,
-    /// The most this task's agent may spend, in USD: passed to Claude Code as
-    /// `--max-budget-usd` (other presets take no cap and run without one). The root's
-    /// and groups' daily budgets are `dailyBudgetUsd` (config.json, `group set`).
-    #[arg(long, value_name = "USD")]
+    /// The most this task's agent may spend, in USD.
+    ///
+    /// Passed to Claude Code as `--max-budget-usd` (other presets take no cap and run
+    /// without one). The root's and groups' daily budgets are `dailyBudgetUsd`
+    /// (config.json, `group set`).
+    #[arg(long, value_name = "USD", help_heading = help::AGENT, hide_short_help = true)]
     pub max_budget_usd: Option<f64>,
     #[command(flatten)]
     pub worktree: WorktreeArgs,
     #[command(flatten)]
     pub env_labels: EnvLabelArgs,
+    /// JSON handed to the agent as CONDUCTOR_CONTEXT.
+    #[arg(long, value_name = "JSON", help_heading = help::TASK, hide_short_help = true)]
+    pub context: Option<String>,
 }
 
 /// `--env NAME=VALUE` and `--label L`: shared by `run`, `send`, `submit` and `edit`.
 #[derive(Debug, Clone, Default, clap::Args)]
 pub struct EnvLabelArgs {
-    /// Set NAME=VALUE in the agent's environment (repeat for more; `CONDUCTOR_*` names
-    /// are conductor's own and refused).
-    #[arg(long = "env", value_name = "NAME=VALUE", value_parser = parse_env_arg)]
+    /// Set NAME=VALUE in the agent's environment (repeatable).
+    ///
+    /// Repeat for more; `CONDUCTOR_*` names are conductor's own and refused.
+    #[arg(long = "env", value_name = "NAME=VALUE", value_parser = parse_env_arg,
+          help_heading = help::TASK, hide_short_help = true)]
     pub env: Vec<(String, String)>,
-    /// Label the task (repeat for more): shown by `tasks`, which filters on it
-    /// (`tasks --label L`). 1-64 characters of A-Z a-z 0-9 . _ - : /
-    #[arg(long = "label", value_name = "LABEL")]
+    /// Label the task (repeatable); `tasks --label L` filters on it.
+    ///
+    /// 1-64 characters of A-Z a-z 0-9 . _ - : /
+    #[arg(long = "label", value_name = "LABEL", help_heading = help::TASK,
+          hide_short_help = true)]
     pub labels: Vec<String>,
 }
 
@@ -93,20 +111,27 @@ impl EnvLabelArgs {
 /// `--worktree`, `--base`, `--include-uncommitted`: shared by `run`, `send` and `submit`.
 #[derive(Debug, Clone, Default, clap::Args)]
 pub struct WorktreeArgs {
-    /// Run in a fresh git worktree of the repository, on a new branch conductor/<ID>;
-    /// then `conductor diff|merge|discard ID` (see `conductor merge --help`).
-    #[arg(long)]
+    /// Run in a fresh git worktree, on branch conductor/<ID>.
+    ///
+    /// A new worktree of the repository, on a new branch conductor/<ID>; then
+    /// `conductor diff|merge|discard ID` (see `conductor merge --help`).
+    #[arg(long, help_heading = help::WORKTREE)]
     pub worktree: bool,
     /// With --worktree: make the branch from this commit or ref instead of HEAD.
-    #[arg(long, value_name = "REF", requires = "worktree")]
+    #[arg(long, value_name = "REF", requires = "worktree", help_heading = help::WORKTREE,
+          hide_short_help = true)]
     pub base: Option<String>,
-    /// With --worktree: copy the repository's staged and unstaged changes into the
-    /// worktree (without it the worktree starts from HEAD, and the result says so).
-    #[arg(long, requires = "worktree")]
+    /// With --worktree: copy uncommitted changes into the worktree.
+    ///
+    /// The repository's staged and unstaged changes to tracked files (without it the
+    /// worktree starts from HEAD, and the result says so).
+    #[arg(long, requires = "worktree", help_heading = help::WORKTREE, hide_short_help = true)]
     pub include_uncommitted: bool,
-    /// Run in the task's directory itself, not in a worktree, when config.json's
-    /// `"worktree": true` makes worktrees the root's default.
-    #[arg(long, conflicts_with = "worktree")]
+    /// Run in the directory itself, not in a worktree.
+    ///
+    /// For when config.json's `"worktree": true` makes worktrees the root's default.
+    #[arg(long, conflicts_with = "worktree", help_heading = help::WORKTREE,
+          hide_short_help = true)]
     pub no_worktree: bool,
 }
 
@@ -178,13 +203,18 @@ pub struct Args {
     pub slot: Slot,
     #[command(flatten)]
     pub task: TaskArgs,
-    /// Wait for the result and print its output (exit 1 if the task failed, 4 if no
-    /// live worker serves the slot or its worker dies and nobody recovers the task).
+    /// Wait for the result and print its output.
+    ///
+    /// Exit 1 if the task failed, 4 if no live worker serves the slot or its worker dies
+    /// and nobody recovers the task.
     #[arg(long)]
     pub wait: bool,
-    /// With --wait: give up waiting after this long (exit 1; the task carries on):
-    /// seconds or a duration (`90s`, `5m`, `1h`). Default: until the task ends.
-    #[arg(long, value_name = "DURATION", requires = "wait", value_parser = super::parse_duration_arg)]
+    /// With --wait: stop waiting after this long.
+    ///
+    /// Exit 1; the task carries on. Seconds or a duration (`90s`, `5m`, `1h`). Default:
+    /// until the task ends.
+    #[arg(long, value_name = "DURATION", requires = "wait", value_parser = super::parse_duration_arg,
+          help_heading = help::WAITING, hide_short_help = true)]
     pub wait_timeout: Option<Duration>,
     /// Print the result as JSON (with --wait).
     #[arg(long, requires = "wait")]

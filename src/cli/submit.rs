@@ -7,11 +7,11 @@ use crate::queue::Queue;
 use crate::{Error, Task};
 
 use super::send::TaskArgs;
-use super::RootArg;
+use super::{help, RootArg};
 use crate::cli::common::exit;
 
 #[derive(Debug, clap::Args)]
-#[command(after_help = "\
+#[command(after_long_help = "\
 The task is staged in queue/tmp/ and linked into queue/pending/; an idle worker picks it up \
 after its own inbox: highest priority first, then the key served least recently, then the \
 oldest. Tasks with the same --key never run at the same time. A task with --after waits in \
@@ -29,41 +29,58 @@ with --wait, then waits for them all as `conductor wait ID…` does.")]
 pub struct Args {
     #[command(flatten)]
     pub task: TaskArgs,
-    /// Serialization key (a user or project): one running task per key.
+    /// One running task per key (a user or a project).
+    ///
+    /// The serialization key: tasks with the same key never run at the same time.
     #[arg(long, value_name = "KEY")]
     pub key: Option<String>,
-    /// Run in this group: at most its --parallel tasks of it run at once, root-wide
-    /// (`conductor group add NAME --parallel N` first).
-    #[arg(long, value_name = "NAME")]
-    pub group: Option<String>,
     /// Priority 0-9; higher runs first [default: 5].
     #[arg(long, value_name = "0-9", value_parser = clap::value_parser!(u8).range(0..=9))]
     pub priority: Option<u8>,
-    /// Run again after an interruption (worker crash) up to N attempts in all [default: 1].
-    #[arg(long, value_name = "N")]
-    pub max_attempts: Option<u32>,
-    /// Run only after these tasks (already sent or submitted) have all succeeded; if one
-    /// does not, this task ends `cancelled` ("dependency ID failed").
-    #[arg(long, value_name = "ID[,ID…]", value_delimiter = ',')]
+    /// Run once these tasks have all succeeded.
+    ///
+    /// They must already be sent or submitted; if one does not succeed, this task ends
+    /// `cancelled` ("dependency ID failed").
+    #[arg(long, value_name = "ID,…", value_delimiter = ',')]
     pub after: Vec<String>,
-    /// Run the agent in DIR (an existing directory of yours) instead of the worker's
-    /// project directory.
-    #[arg(long, value_name = "DIR")]
+    /// Run the agent in DIR (not the worker's project).
+    ///
+    /// An existing directory of yours, instead of the worker's project directory.
+    #[arg(long, value_name = "DIR", help_heading = help::AGENT)]
     pub dir: Option<PathBuf>,
-    /// Wait for the result and print its output (exit 1 if the task failed, 4 if no
-    /// live worker serves the root or the worker running it dies and nobody recovers it).
+    /// Wait for the result and print its output.
+    ///
+    /// Exit 1 if the task failed, 4 if no live worker serves the root or the worker
+    /// running it dies and nobody recovers it.
     #[arg(long)]
     pub wait: bool,
-    /// With --wait: give up waiting after this long (exit 1; the task carries on):
-    /// seconds or a duration (`90s`, `5m`, `1h`). Default: until the task ends.
-    #[arg(long, value_name = "DURATION", requires = "wait", value_parser = super::parse_duration_arg)]
+    /// With --wait: stop waiting after this long.
+    ///
+    /// Exit 1; the task carries on. Seconds or a duration (`90s`, `5m`, `1h`). Default:
+    /// until the task ends.
+    #[arg(long, value_name = "DURATION", requires = "wait", value_parser = super::parse_duration_arg,
+          help_heading = help::WAITING, hide_short_help = true)]
     pub wait_timeout: Option<Duration>,
-    /// -f FILE holds many tasks, one a line: a prompt, or a task as JSON (see below).
-    #[arg(long, requires = "file", conflicts_with = "id")]
-    pub batch: bool,
     /// JSON: {"id": …}, or with --wait the whole result.
-    #[arg(long)]
+    #[arg(long, hide_short_help = true)]
     pub json: bool,
+    /// Run in this group, at most its --parallel at once.
+    ///
+    /// At most the group's --parallel tasks of it run at once, root-wide (`conductor
+    /// group add NAME --parallel N` first).
+    #[arg(long, value_name = "NAME", help_heading = help::QUEUE, hide_short_help = true)]
+    pub group: Option<String>,
+    /// Up to N attempts in all after interruptions [default: 1].
+    ///
+    /// Run again after an interruption (a worker crash) up to N attempts in all.
+    #[arg(long, value_name = "N", help_heading = help::QUEUE, hide_short_help = true)]
+    pub max_attempts: Option<u32>,
+    /// -f FILE holds many tasks, one a line (see --help).
+    ///
+    /// A line is a prompt, or a task as JSON (see below).
+    #[arg(long, requires = "file", conflicts_with = "id", help_heading = help::QUEUE,
+          hide_short_help = true)]
+    pub batch: bool,
     #[command(flatten)]
     pub root: RootArg,
 }

@@ -21,8 +21,9 @@ pub struct Args {
     /// one compact result a line, in the order given).
     #[arg(long)]
     pub json: bool,
-    /// With several task ids: end as soon as any one of them has finished, printing that
-    /// one (its exit code says how it ended); the others carry on.
+    /// End as soon as any of the given tasks (with none: any task of the root) has
+    /// finished or needs approval, or a daily budget is spent; print which and why
+    /// (see below). The others carry on.
     #[arg(long)]
     pub any: bool,
     #[command(flatten)]
@@ -42,12 +43,27 @@ A wait never blocks for nothing. When no live worker serves the slot (its gate h
 free for 2s: not a mere restart), it says what to start and exits 4. When the worker \
 dies with the task in hand, it says so at once and waits on for recovery's result (the \
 worker started again, `conductor recover N`, or any other live worker of the root \
-recovers the task); with nobody left to do that, it says who must and exits 4.";
+recovers the task); with nobody left to do that, it says who must and exits 4.
+
+--any [TASK_ID…] wakes at the first of: one of the tasks finishing (with no ids: any task \
+of the root whose result comes out after the wait began), one of them needing approval \
+(with no ids: any task; a question already waiting wakes it at once), a daily budget \
+spent (the root's or a group's, after the wait began). A finished task is printed as \
+`wait` prints one, under a `── task ID · how it ended` line (--json: its result), and \
+the exit code says how it ended: 0 ok, 1 failed. Anything else prints `── what happened` \
+(--json: the event, as the approvalCallback/budgetCallback hooks get it on stdin) and \
+exits 5. --timeout first: exit 1; nobody serving the root (or the given tasks): exit 4.";
 
 pub fn run(args: Args) -> anyhow::Result<i32> {
     let client = args.root.client()?;
+    let t = &args.targets;
+    if args.any && t.args.is_empty() && t.task.is_empty() && t.slot.is_none() {
+        return super::wait_any::run(&client, &[], args.timeout, args.json);
+    }
     let (slot, task_id) = match args.targets.resolve(client.root())? {
-        Target::Tasks(ids) if args.any => return wait_any(&client, &ids, &args),
+        Target::Tasks(ids) if args.any => {
+            return super::wait_any::run(&client, &ids, args.timeout, args.json)
+        }
         Target::Tasks(ids) => return wait_tasks(&client, &ids, args.timeout, args.json),
         Target::Slot { slot, ids } => (slot, at_most_one(ids, "wait")?),
     };
@@ -131,51 +147,8 @@ pub(super) fn wait_tasks(
     Ok(code)
 }
 
-/// `--any`: wait for all of `ids` at once (a thread each, every one a wait that ends),
-/// print the first to finish, headed by its id. When none can finish (each wait ended
-/// without a result: nobody serves them, the timeout), the first such end is reported
-/// as `wait` reports it.
-fn wait_any(client: &crate::Client, ids: &[crate::TaskId], args: &Args) -> anyhow::Result<i32> {
-    let (tx, rx) = crossbeam_channel::unbounded();
-    let left = args.timeout.unwrap_or(Duration::MAX);
-    for id in ids {
-        let (client, id, tx) = (client.clone(), id.clone(), tx.clone());
-        std::thread::spawn(move || {
-            let got = client.wait_for_task_with(&id, left, crate::wait::OnDeath::AwaitRecovery);
-            let _ = tx.send(got);
-        });
-    }
-    drop(tx);
-    let mut first_end = None;
-    for got in rx.iter() {
-        match got {
-            Ok(r) => {
-                if !args.json {
-                    super::emit(&format!("{}\n", heading(&r)))?;
-                }
-                return super::print_result(&r, args.json);
-            }
-            Err(e) => {
-                first_end.get_or_insert(e);
-            }
-        }
-    }
-    match first_end.expect("a wait per id") {
-        crate::Error::Timeout { what, .. } => {
-            let e = crate::Error::Timeout { what, after: left };
-            eprintln!("error: {e}; the tasks carry on");
-            Ok(exit::FAILURE)
-        }
-        e @ (crate::Error::NobodyServes { .. } | crate::Error::WorkerDied { .. }) => {
-            eprintln!("error: {e}");
-            Ok(exit::NOBODY)
-        }
-        e => Err(e.into()),
-    }
-}
-
 /// `── task ID · ok in 1.5s · $0.0123`: what heads a task's output among several.
-fn heading(r: &crate::TaskResult) -> String {
+pub(super) fn heading(r: &crate::TaskResult) -> String {
     let mut how = r.outcome_label().to_string();
     if let Some(ms) = r.duration_ms {
         how.push_str(&format!(" in {}", crate::text::format_took(ms)));

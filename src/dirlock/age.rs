@@ -75,10 +75,12 @@ pub(super) fn ownerless_for(path: &Path, seen_ownerless: bool) -> Duration {
         .elapsed()
 }
 
-/// How long this process has seen `owner`'s record — its acquisition (nonce) at the same
-/// renewal — without a change, by its own monotonic clock. Keyed by the nonce, not the
-/// path, so a lock moved aside for a takeover keeps what was seen of it.
-pub(super) fn unchanged_for(owner: &LockOwner) -> Duration {
+/// How long this host has seen `owner`'s record (of the lock at `path`) — its acquisition
+/// (nonce) at the same renewal — without a change, by its own clock: this process's
+/// monotonic clock, from the first sighting by any process of this host that its
+/// notes in the root keep ([`super::seen_notes`]). Keyed by the nonce, not the path, so
+/// a lock moved aside for a takeover keeps what was seen of it.
+pub(super) fn unchanged_for(path: &Path, owner: &LockOwner) -> Duration {
     use std::collections::HashMap;
     use std::sync::Mutex;
     use std::time::Instant;
@@ -97,11 +99,20 @@ pub(super) fn unchanged_for(owner: &LockOwner) -> Duration {
     if seen.len() > PRUNE_AT {
         seen.retain(|_, (_, _, last)| now.duration_since(*last) < Duration::from_secs(3600));
     }
-    let entry = seen
-        .entry(owner.nonce.clone())
-        .or_insert_with(|| (stamp.clone(), now, now));
+    // First sight here of this renewal: since when the host's notes say it was seen.
+    let first_seen = |stamp: &str| {
+        super::seen_notes::seen_for(path, &owner.nonce, stamp)
+            .and_then(|ago| now.checked_sub(ago))
+            .unwrap_or(now)
+    };
+    let entry = match seen.entry(owner.nonce.clone()) {
+        std::collections::hash_map::Entry::Occupied(e) => e.into_mut(),
+        std::collections::hash_map::Entry::Vacant(e) => {
+            e.insert((stamp.clone(), first_seen(&stamp), now))
+        }
+    };
     if entry.0 != stamp {
-        *entry = (stamp, now, now);
+        *entry = (stamp.clone(), first_seen(&stamp), now);
     }
     entry.2 = now;
     now.duration_since(entry.1)

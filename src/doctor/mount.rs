@@ -76,7 +76,7 @@ pub(super) fn check_mount(root: &Root) -> Check {
     }
     fix.push_str(
         "give every host the same config.json and keep their clocks in sync (NTP): leases \
-         compare heartbeat times written on different hosts (README, \"Several hosts\")",
+         compare heartbeat times written on different hosts (docs/HOSTS.md)",
     );
     if missing.is_empty() && crosses == Some(true) {
         return Check::ok("mount", detail);

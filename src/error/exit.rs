@@ -18,12 +18,15 @@ pub enum ExitClass {
     /// Nobody serves it: a wait no live worker would answer, or whose worker died with
     /// the task in hand and nobody recovers it.
     Nobody,
+    /// A person is wanted: `wait --any` woke for a task that needs approval or a daily
+    /// budget spent, not for a task's end.
+    NeedsPerson,
     /// Stopped by Ctrl-C (SIGINT), as shells report it: 128 + 2.
     Interrupted,
 }
 
 /// The exit codes, as `--help` lists them (each binary's `after_help`).
-pub const EXIT_CODES_HELP: &str = "Exit codes: 0 ok, 1 error, failed task or --timeout expired, 2 usage (bad arguments, missing files, no conductor root), 3 refused (busy inbox, slot already served, nested start), 4 nobody serves it (a wait no live worker would answer, or whose worker died and nobody recovers its task), 130 interrupted (Ctrl-C)";
+pub const EXIT_CODES_HELP: &str = "Exit codes: 0 ok, 1 error, failed task or --timeout expired, 2 usage (bad arguments, missing files, no conductor root), 3 refused (busy inbox, slot already served, nested start), 4 nobody serves it (a wait no live worker would answer, or whose worker died and nobody recovers its task), 5 a person is wanted (`wait --any`: a task needs approval, or a daily budget is spent), 130 interrupted (Ctrl-C)";
 
 impl ExitClass {
     /// The process exit code of this class.
@@ -34,6 +37,7 @@ impl ExitClass {
             ExitClass::Usage => 2,
             ExitClass::Refused => 3,
             ExitClass::Nobody => 4,
+            ExitClass::NeedsPerson => 5,
             ExitClass::Interrupted => 130,
         }
     }
@@ -72,6 +76,7 @@ impl Error {
             | RootGone { .. }
             | RootNotOurs { .. }
             | NoTaskRecord { .. }
+            | NotRetryable { .. }
             | NoSuchTask { .. }
             | AmbiguousId { .. }
             | UnknownDependency { .. }
@@ -103,6 +108,7 @@ impl Error {
             | Spawn { .. }
             | Command { .. }
             | CallFailed { .. }
+            | RetryMissing { .. }
             | UncommittedNotCopied { .. }
             | NotDiscarded { .. }
             | WorktreeFolder { .. }

@@ -186,7 +186,7 @@ impl Paused {
         self.entries.is_empty()
     }
 
-    fn has(&self, t: &Target) -> bool {
+    pub fn has(&self, t: &Target) -> bool {
         self.entries.iter().any(|(e, _)| e == t)
     }
 

@@ -24,8 +24,10 @@ use crate::queue;
 pub mod callbacks;
 mod decide;
 mod group;
+mod lease_watch;
 mod settle;
 mod sweep;
+pub use lease_watch::look_at_refused_slot;
 
 pub use decide::{
     disposition, is_abandoned, leftover_agent_is_ours, Disposition, Leftover, ProcFacts,

@@ -45,6 +45,8 @@ pub fn sweep_abandoned(root: &Root, slots: &[Slot], own: Slot, lock_opts: &LockO
         // A worker restarted right after a crash recovers its own slot: leave the slot
         // to it unless its status has been silent for a while. Left behind: a task in
         // hand, or (looked for only once silent) callbacks nobody reaps.
+        // Its locks' lease waits start now, not when it looks abandoned.
+        super::lease_watch::watch_if_foreign(root, &w, lock_opts);
         let silent = silent_for(&w.status());
         let left = w.running().exists()
             || (silent.is_none_or(|s| s >= ABANDONED_AFTER) && super::callbacks::any_left_here(&w));

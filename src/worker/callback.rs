@@ -218,6 +218,7 @@ fn shell_command(
         // Not an agent: sub-commands it runs (`conductor submit`) are not nested.
         .env_remove(ENV_WORKER)
         .env(ENV_HOME, root.path())
+        .env(crate::hooks::ENV_EVENT, "finished")
         .env(ENV_TASK_ID, id)
         .env(ENV_TASK_STATE, state)
         .env(ENV_SLOT, slot.to_string())

@@ -222,7 +222,7 @@ fn acquire_worker_gate(paths: &WorkerPaths, slot: Slot) -> Result<Gate> {
                     .flatten()
                     .is_some_and(|h| h.role.starts_with("recovery"));
                 if !recovering || Instant::now() >= deadline {
-                    return Err(e);
+                    return Err(crate::recovery::look_at_refused_slot(paths, e));
                 }
                 std::thread::sleep(Duration::from_millis(20));
             }

@@ -5,6 +5,8 @@
 //! slots. The main thread owns the idle slots; a slot with work is handed to a thread
 //! that runs [`SlotServer::look_if_room`] until it finds nothing, then hands it back.
 
+pub(super) mod nproc;
+
 use std::collections::{BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
@@ -344,6 +346,11 @@ impl MultiWorker {
         if self.stopping {
             return;
         }
+        if !nproc::may_start() {
+            // Out of processes: the slot waits until busy ones come back.
+            self.entries[i].retry_at = Some(Instant::now() + nproc::PUT_BACK_PAUSE);
+            return;
+        }
         let entry = &mut self.entries[i];
         let (wake_tx, wake_rx) = bounded(1);
         let (stop_tx, stop_rx) = bounded(1);
@@ -377,7 +384,13 @@ impl MultiWorker {
                 };
                 let _ = done.send((i, server, result));
             });
+        if spawned.is_ok() {
+            nproc::slot_started();
+        }
         if let Err(e) = spawned {
+            if e.raw_os_error() == Some(nix::libc::EAGAIN) {
+                nproc::ran_short();
+            }
             tracing::warn!("cannot start a thread for a slot ({e}); will retry");
             if let Ok(server) = back.try_recv() {
                 self.entries[i] = Entry {
@@ -393,6 +406,7 @@ impl MultiWorker {
     /// forwarded to a thread that no longer listens: look again for it (unless the
     /// thread said when to).
     fn hand_back(&mut self, (i, server, result): Done) {
+        nproc::slot_came_back(self.entries.len());
         let queue_seen = match &self.entries[i].state {
             State::Busy { queue_seen, .. } => *queue_seen,
             State::Idle(_) | State::Retired => self.queue_changes,

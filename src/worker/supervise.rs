@@ -1,5 +1,6 @@
 //! Supervising a claimed task's agent: spawn, heartbeat, cancel, timeout, its result.
 
+mod not_started;
 mod put_back;
 mod result;
 
@@ -16,6 +17,7 @@ use crate::dirlock::DirLock;
 use crate::env::{ENV_CONTEXT, ENV_DEPTH, ENV_HOME};
 use crate::error::{Error, Result};
 use crate::preset::Preset;
+use not_started::{is_transient, NotStarted, TRANSIENT_SPAWN_BOUND};
 mod command;
 
 use crate::protocol::{
@@ -59,31 +61,6 @@ struct Run<'a> {
 /// to take that task back so that its stopped one can go back there.
 const OWNER_GIVES_BACK: Duration = Duration::from_secs(2);
 
-/// How long a task waits out a passing shortage before its agent can start.
-const TRANSIENT_SPAWN_BOUND: Duration = Duration::from_secs(120);
-
-/// Why the agent of a task was not started.
-enum NotStarted {
-    /// For good: the task ends with this result.
-    Failed(Box<TaskResult>),
-    /// The worker was asked to stop while the task waited to start.
-    Stopping(Box<TaskResult>),
-}
-
-/// A shortage that passes: processes (EAGAIN), memory, descriptors.
-fn is_transient(e: &crate::error::Error) -> bool {
-    use nix::libc::{EAGAIN, EMFILE, ENFILE, ENOMEM};
-    match e {
-        crate::error::Error::Spawn { source, .. } => {
-            matches!(
-                source.raw_os_error(),
-                Some(EAGAIN | ENOMEM | ENFILE | EMFILE)
-            )
-        }
-        _ => false,
-    }
-}
-
 /// Run a claimed task to its one result. `Pickup::Stop` if asked to shut down.
 pub(crate) fn run(
     shared: &Shared,
@@ -119,8 +96,9 @@ pub(crate) fn run(
         Ok(c) => c,
         Err(r) => return run.end(*concluded(r), lock, hold, shutdown),
     };
-    let mut agent = match run.spawn_patiently(&task, &command, cwd, shutdown) {
+    let mut agent = match run.spawn_patiently(&task, &command, cwd, (&lock, &hold), shutdown) {
         Ok(a) => a,
+        Err(NotStarted::WentBack(b)) => return Ok(b.went_back(slot, tree.as_ref(), lock, hold)),
         Err(NotStarted::Failed(r)) => return run.end(*concluded(r), lock, hold, shutdown),
         Err(NotStarted::Stopping(r)) => {
             run.end(*concluded(r), lock, hold, shutdown)?;
@@ -267,6 +245,7 @@ impl Run<'_> {
         task: &Task,
         command: &AgentCommand,
         worktree_cwd: Option<&Path>,
+        (lock, hold): (&DirLock, &Hold),
         shutdown: &Receiver<()>,
     ) -> std::result::Result<Agent, NotStarted> {
         let cwd = match worktree_cwd {
@@ -280,6 +259,9 @@ impl Run<'_> {
                 Ok(agent) => return Ok(agent),
                 Err(e) => e,
             };
+            if let Some(back) = self.put_back_short(task, &e, lock, hold) {
+                return Err(NotStarted::WentBack(back));
+            }
             let failed =
                 |outcome, why: String| Box::new(TaskResult::failed(self.id.clone(), outcome, why));
             if !is_transient(&e) || Instant::now() + pause > deadline {

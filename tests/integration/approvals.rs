@@ -144,11 +144,16 @@ fn claude_is_denied_what_nobody_approves_within_the_approval_timeout() {
         return;
     };
     let t = TestRoot::new();
-    fs::write(
-        t.path().join("config.json"),
-        r#"{"approvalTimeoutSecs": 2}"#,
-    )
-    .unwrap();
+    // The approvalCallback hook is told of the question as it is asked.
+    let told_json = t.dir.path().join("told.json");
+    let told_env = t.dir.path().join("told.env");
+    let hook = format!(
+        "cat > {}; echo \"$CONDUCTOR_EVENT $CONDUCTOR_TASK_ID $CONDUCTOR_SLOT $CONDUCTOR_ASKS\" > {}",
+        told_json.display(),
+        told_env.display()
+    );
+    let config = json!({"approvalTimeoutSecs": 2, "approvalCallback": hook});
+    fs::write(t.path().join("config.json"), config.to_string()).unwrap();
     let dir = task_dir(&t);
     let server = ModelServer::start(
         t.dir.path(),
@@ -171,6 +176,16 @@ fn claude_is_denied_what_nobody_approves_within_the_approval_timeout() {
         told.contains("nobody answered within 2s (approvalTimeoutSecs in config.json)"),
         "{told}"
     );
+    wait_until(BOUND, "the approval hook to have run", || told_env.exists());
+    let env = fs::read_to_string(&told_env).unwrap();
+    assert!(
+        env.starts_with("needsApproval late1 0 Bash: sh -c 'echo x > late.txt'"),
+        "{env}"
+    );
+    let event: Value = serde_json::from_slice(&fs::read(&told_json).unwrap()).unwrap();
+    assert_eq!(event["event"], "needsApproval", "{event}");
+    assert_eq!(event["taskId"], "late1", "{event}");
+    assert_eq!(event["slot"], 0, "{event}");
     drop(w);
     assert_nothing_left(t.path());
 }

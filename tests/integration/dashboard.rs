@@ -17,12 +17,12 @@ const BOUND: Duration = Duration::from_secs(30);
 const SESSION: &str = "dash";
 
 /// A `/bin/sh` in an 80x24 pane of a private tmux server.
-struct Shell {
+pub(crate) struct Shell {
     srv: Server,
 }
 
 impl Shell {
-    fn start(t: &TestRoot) -> Shell {
+    pub(crate) fn start(t: &TestRoot) -> Shell {
         Shell::start_sized(t, 80, 24)
     }
 
@@ -38,7 +38,7 @@ impl Shell {
         Shell { srv }
     }
 
-    fn screen(&self) -> String {
+    pub(crate) fn screen(&self) -> String {
         text(
             &self
                 .srv
@@ -60,19 +60,19 @@ impl Shell {
         text(&out.stdout).trim().to_string()
     }
 
-    fn keys(&self, keys: &[&str]) {
+    pub(crate) fn keys(&self, keys: &[&str]) {
         let mut args = vec!["send-keys", "-t", "=dash:"];
         args.extend(keys);
         assert!(self.srv.tmux(&args).status.success(), "send-keys {keys:?}");
     }
 
-    fn type_line(&self, line: &str) {
+    pub(crate) fn type_line(&self, line: &str) {
         self.keys(&["-l", line]);
         self.keys(&["Enter"]);
     }
 
     /// Wait (bounded, polling: a screen offers no event) until the screen shows `what`.
-    fn wait_for(&self, what: &str) -> String {
+    pub(crate) fn wait_for(&self, what: &str) -> String {
         let deadline = Instant::now() + BOUND;
         loop {
             let screen = self.screen();
@@ -89,7 +89,7 @@ impl Shell {
 
     /// Start `conductor SUBCOMMAND --root ROOT` (`dashboard` or its alias `top`) at the
     /// shell's prompt, below a line it must leave on the screen.
-    fn dashboard(&self, t: &TestRoot, subcommand: &str) {
+    pub(crate) fn dashboard(&self, t: &TestRoot, subcommand: &str) {
         self.type_line("clear; echo BEFORE-THE-DASHBOARD");
         self.wait_for("BEFORE-THE-DASHBOARD");
         let line = format!(
@@ -105,7 +105,7 @@ impl Shell {
     /// The dashboard has ended and left the terminal as the shell had it: the normal
     /// screen with what was on it, the cursor shown, and a cooked tty (a raw one would
     /// not even turn Enter into the newline the shell waits for).
-    fn assert_given_back(&self, t: &TestRoot) {
+    pub(crate) fn assert_given_back(&self, t: &TestRoot) {
         // The screen is left and the cursor shown by two writes: tmux may be asked
         // between them (seen once in CI, under load), so both are waited for.
         let deadline = Instant::now() + BOUND;

@@ -2,6 +2,7 @@
 
 mod harness;
 mod prereq;
+mod process_limit;
 
 mod approvals;
 mod architecture;
@@ -10,6 +11,7 @@ mod cli;
 mod client;
 mod compat;
 mod dashboard;
+mod dashboard_acts;
 mod deps;
 mod edit_env;
 mod faults;
@@ -17,10 +19,12 @@ mod faults_fourth;
 mod fencing;
 mod gate;
 mod groups;
+mod help;
 mod hosts;
 mod journey;
 mod launch;
 mod lease_renewer;
+mod lease_takeover;
 mod limits;
 mod live;
 mod locks;
@@ -54,6 +58,7 @@ mod tasks;
 mod trust;
 mod views;
 mod views_tmux;
+mod wait_any;
 mod waits;
 mod worker;
 mod worktree_setup;

@@ -127,7 +127,7 @@ fn continue_from_passes_a_finished_tasks_output_as_run_chain_does_and_refuses_an
             .unwrap();
         assert_eq!(
             got,
-            conductor::cli::run::chained_prompt("step two", Some(&s1)),
+            conductor::verbs::chain::chained_prompt("step two", Some(&s1)),
             "{done}"
         );
         assert!(got.ends_with("Output of the previous step:\nstep one says 42"));
@@ -489,7 +489,7 @@ fn the_python_sdk_drives_the_new_tools_and_finds_every_answer_fits_its_output_sc
     let waited = &seen["submitWait"]["wait"]["tasks"][0];
     assert_eq!(
         waited["result"]["output"],
-        conductor::cli::run::chained_prompt("second", Some(&s1)),
+        conductor::verbs::chain::chained_prompt("second", Some(&s1)),
         "{seen}"
     );
     let told = seen["progress"].as_array().unwrap();

@@ -26,16 +26,16 @@ pub enum Fs {
     Sshfs(Cache),
     /// A one-brick GlusterFS volume, each host its own FUSE client (default options).
     Gluster,
-    /// The same with the volume's cache invalidation on (README's recommendation): the
+    /// The same with the volume's cache invalidation on (docs/HOSTS.md's recommendation): the
     /// server tells each client's metadata cache of changes.
     GlusterInvalidating,
     /// nfs-ganesha (VFS FSAL) exporting the backing directory, each host a kernel NFSv4
-    /// mount with README's options (`lookupcache=positive,actimeo=1`). Only where the
+    /// mount with docs/HOSTS.md's options (`lookupcache=positive,actimeo=1`). Only where the
     /// kernel has an NFS client: see [`nfs_skips`].
     Nfs,
 }
 
-/// The options of each host's NFS mount (README's table).
+/// The options of each host's NFS mount (docs/HOSTS.md's table).
 pub const NFS_HOST_OPTIONS: &str = "lookupcache=positive,actimeo=1";
 
 /// Issue 27 asks that the NFS scenarios run where a kernel NFS mount works and say why

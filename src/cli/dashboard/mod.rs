@@ -1,11 +1,13 @@
 //! `conductor dashboard` (alias `top`): a full-screen view of a root, redrawn when its
 //! files change: slots, the selected task's output tail, the queue and why each task
-//! waits, totals; select, read a task's whole output, cancel.
+//! waits, totals; select, read a task's whole output, cancel, answer, merge, discard,
+//! retry, pause.
 //!
 //! `model` reads the root into a [`model::Snapshot`]; `state` is the screen state and
 //! what keys do; `view` draws; `term` takes and gives back the terminal; this file is
 //! the event loop that ties them to file events, keys and signals.
 
+pub mod acts;
 pub mod model;
 pub mod state;
 pub mod term;
@@ -37,8 +39,10 @@ use super::RootArg;
 #[command(after_help = "\
 Keys: ↑/↓ or j/k select a worker or a queued task; Enter shows its whole output (the live \
 log while it runs, else its last task's log; scroll with ↑/↓, PgUp/PgDn, g/G; Esc goes \
-back); c cancels the selected running or queued task after a y/n question; q or Ctrl-C \
-quits.
+back); c cancels the selected running or queued task after a y/n question; a / x approve \
+or deny what its agent asks (y/n). On the selected worker's ended task: d shows its diff, \
+m merges its branch (y/n), D discards its worktree and branch (y/n), r runs it again \
+under a new id (y/n); p pauses or resumes that worker, P everything. q or Ctrl-C quits.
 
 The screen is redrawn when the root's files change (file events, or polling where events \
 do not work), and every second for the elapsed times. The output pane shows the same \
@@ -241,6 +245,7 @@ impl Dashboard {
                         Action::OpenDiff => { self.open_diff(); self.draw(term)?; }
                         Action::Cancel(id) => { self.cancel(&id); dirty = true; self.draw(term)?; }
                         Action::Answer(id, decision) => { self.answer(&id, decision); dirty = true; self.draw(term)?; }
+                        Action::Act(act) => { self.ui.message = Some(acts::run(&self.root, &act)); dirty = true; self.draw(term)?; }
                     },
                     Ok(Input::Resize) => self.draw(term)?,
                     // The terminal is gone: nobody is left to look.

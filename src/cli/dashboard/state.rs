@@ -24,6 +24,9 @@ pub enum Mode {
         what: String,
         decision: crate::approval::Decision,
     },
+    /// An act key was pressed (merge, discard, retry): do `act` on `y`; `what` is the
+    /// question.
+    ConfirmAct { act: super::acts::Act, what: String },
 }
 
 /// What the event loop must do after a key.
@@ -41,6 +44,8 @@ pub enum Action {
     Cancel(TaskId),
     /// Answer the question task `id`'s agent waits on.
     Answer(TaskId, crate::approval::Decision),
+    /// Merge, discard, retry, pause or resume ([`super::acts`]).
+    Act(super::acts::Act),
 }
 
 /// Which item is selected, kept by identity across snapshots.
@@ -205,7 +210,10 @@ impl Ui {
             self.help = false;
             return Action::Redraw;
         }
-        let asking = matches!(self.mode, Mode::Confirm { .. } | Mode::ConfirmAnswer { .. });
+        let asking = matches!(
+            self.mode,
+            Mode::Confirm { .. } | Mode::ConfirmAnswer { .. } | Mode::ConfirmAct { .. }
+        );
         if key.code == KeyCode::Char('?') && !asking {
             self.help = true;
             return Action::Redraw;
@@ -229,6 +237,16 @@ impl Ui {
                     Action::Answer(id, decision)
                 } else {
                     self.message = Some(format!("task {id}'s question not answered"));
+                    Action::Redraw
+                }
+            }
+            Mode::ConfirmAct { act, .. } => {
+                let act = act.clone();
+                self.mode = Mode::List;
+                if matches!(key.code, KeyCode::Char('y') | KeyCode::Char('Y')) {
+                    Action::Act(act)
+                } else {
+                    self.message = Some("nothing done".into());
                     Action::Redraw
                 }
             }
@@ -266,6 +284,7 @@ impl Ui {
             KeyCode::Char('d') => return Action::OpenDiff,
             KeyCode::Char('a') => return self.ask_answer(crate::approval::Decision::Allow),
             KeyCode::Char('x') => return self.ask_answer(crate::approval::Decision::Deny),
+            KeyCode::Char(c) if super::acts::KEYS.contains(&c) => return self.act_key(c),
             KeyCode::Char('c') => {
                 match self.cancel_target() {
                     Some((id, what)) => self.mode = Mode::Confirm { id, what },

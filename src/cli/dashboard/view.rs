@@ -17,10 +17,11 @@ const QUEUE_ROWS: usize = 4;
 /// Width of the queue's WAITING column.
 const WAIT_WIDTH: usize = 30;
 
-const KEYS: &str = "↑↓/jk select · Enter output · d diff · c cancel · ? keys · q quit";
+/// (80 columns hold it: `?` shows the rest — a, x, D, r, p, P.)
+const KEYS: &str = "↑↓/jk select · Enter output · d diff · m merge · c cancel · ? keys · q quit";
 
 /// What `?` shows: every key, by mode.
-const HELP: [&str; 15] = [
+const HELP: [&str; 20] = [
     "In the list",
     "  ↑ ↓  j k     select a worker or a queued task",
     "  g G  Home End  the first / the last",
@@ -29,6 +30,11 @@ const HELP: [&str; 15] = [
     "  c            cancel the selected running or queued task (y/n)",
     "  a            approve what the selected task's agent asks (y/n)",
     "  x            deny it (y/n): the agent is told a person denied it",
+    "  m            merge the worker's ended --worktree task (y/n)",
+    "  D            discard its worktree and branch (y/n)",
+    "  r            run the worker's ended task again, new id (y/n)",
+    "  p            pause the selected worker, or resume it",
+    "  P            pause everything, or resume it",
     "  ?            these keys",
     "  q  Esc  Ctrl-C  quit",
     "In the output",
@@ -69,6 +75,9 @@ pub fn draw(frame: &mut Frame<'_>, ui: &mut Ui) {
                 fit(&format!("{verb} task {what}? y/n"), width(area)),
                 reversed(),
             )
+        }
+        (Mode::ConfirmAct { what, .. }, _) => {
+            Line::styled(fit(&format!("{what} y/n"), width(area)), reversed())
         }
         (Mode::Output { .. }, _) => Line::raw(fit(
             "↑↓/jk scroll · PgUp/PgDn · g/G top/end · Esc back",

@@ -63,7 +63,7 @@ impl Conductor {
         let reason = args
             .reason
             .filter(|r| !r.trim().is_empty())
-            .unwrap_or_else(|| crate::cli::approve::DEFAULT_DENIAL.to_string());
+            .unwrap_or_else(|| approval::DEFAULT_DENIAL.to_string());
         self.answer_question(args.id, Decision::Deny, Some(reason))
             .await
     }

@@ -8,8 +8,27 @@ use crate::dirlock::DirLock;
 use crate::error::{Error, Result};
 use crate::fsio;
 use crate::preset::{Preset, RateLimit};
-use crate::protocol::{rfc3339, Status, Task, WorkerState};
+use crate::protocol::{rfc3339, Status, Task, WorkerState, WorktreeRecord};
 use crate::worker::admit::Hold;
+use crate::worker::multi::nproc;
+use crate::worker::{Pickup, SlotServer};
+
+/// A task put back for want of processes (what to log).
+pub(super) struct ShortBack(String);
+
+impl ShortBack {
+    /// Release what the task held; its slot looks again after a pause.
+    pub(super) fn went_back(
+        self,
+        slot: &SlotServer,
+        tree: Option<&WorktreeRecord>,
+        lock: DirLock,
+        hold: Hold,
+    ) -> Pickup {
+        super::went_back(slot, tree, lock, hold, &self.0);
+        Pickup::NotYet(Instant::now() + nproc::PUT_BACK_PAUSE)
+    }
+}
 
 impl Run<'_> {
     /// The agent hit a usage limit with a reset time: put the task back to wait for it
@@ -121,6 +140,57 @@ impl Run<'_> {
             }
             std::thread::sleep(Duration::from_millis(2));
         }
+    }
+
+    /// When `e` says the agent could not start for want of processes: put the task
+    /// back (same attempt, nothing published) to start once processes free up, rather
+    /// than wait holding this slot's thread, which is itself a process (issue 38.1).
+    /// `None` for another error, in a single-slot worker, or when it cannot go back (a
+    /// lock was lost, the inbox holds another task, or the put back failed): it waits
+    /// here as any passing shortage does.
+    pub(super) fn put_back_short(
+        &self,
+        task: &Task,
+        e: &Error,
+        lock: &DirLock,
+        hold: &Hold,
+    ) -> Option<ShortBack> {
+        if !nproc::is_out_of_processes(e) {
+            return None;
+        }
+        nproc::ran_short();
+        if !nproc::serving_many() {
+            return None;
+        }
+        if still_held(lock, hold).is_some() {
+            return None;
+        }
+        let mut t = task.clone();
+        t.id = Some(self.id.clone());
+        match self.put_back(&t, hold) {
+            Ok(true) => {}
+            Ok(false) => return None,
+            Err(e) => {
+                tracing::warn!(
+                    "task {}: cannot put it back to wait for processes: {e}",
+                    self.id
+                );
+                return None;
+            }
+        }
+        let whence = if hold.queued {
+            "the queue"
+        } else {
+            "the inbox"
+        };
+        tracing::warn!(
+            "task {} waits to start, back in {whence} until processes free up: {e}",
+            self.id
+        );
+        Some(ShortBack(format!(
+            "task {} went back to wait for processes",
+            self.id
+        )))
     }
 
     /// A pause made `--now` stopped the agent: put the task back (same attempt) to run

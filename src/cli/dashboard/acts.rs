@@ -1,0 +1,151 @@
+//! The dashboard's acts on the selected worker's task: merge (`m`), discard (`D`) and retry (`r`) after a y/n question, pause/resume the worker (`p`) or everything (`P`).
+
+use crate::queue::pause::{self, Target};
+use crate::review::{MergeRequest, MergeResult, MergeTarget};
+use crate::worktree::MergeHow;
+use crate::{Root, Slot, TaskId};
+
+use super::model::SlotState;
+use super::state::{Action, Mode, Selected, Ui};
+
+/// One act a key asks for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Act {
+    /// Merge the task's branch into the branch checked out in its repository.
+    Merge(TaskId),
+    /// Remove the task's worktree and delete its branch (the work is lost).
+    Discard(TaskId),
+    /// Run the ended task again under a new id, where it ran.
+    Retry(TaskId),
+    /// Pause the worker slot, or resume it if it is paused; `None`: everything.
+    Pause(Option<Slot>),
+}
+
+impl Act {
+    /// The y/n question asked before it (pausing and resuming ask nothing: they undo
+    /// each other and destroy nothing).
+    pub fn question(&self) -> Option<String> {
+        match self {
+            Act::Merge(id) => Some(format!("Merge task {id}'s branch into its repository?")),
+            Act::Discard(id) => Some(format!(
+                "Discard task {id}: delete its worktree and branch, and the work on it?"
+            )),
+            Act::Retry(id) => Some(format!("Run task {id} again under a new id?")),
+            Act::Pause(..) => None,
+        }
+    }
+}
+
+/// Letters that are acts, for the list's key handler.
+pub const KEYS: [char; 5] = ['m', 'D', 'r', 'p', 'P'];
+
+impl Ui {
+    /// Act key `c` on the selection: the y/n question for it, the act at once when it
+    /// asks none, or why there is nothing to do.
+    pub fn act_key(&mut self, c: char) -> Action {
+        match self.act_for(c) {
+            Ok(act) => match act.question() {
+                Some(what) => {
+                    self.mode = Mode::ConfirmAct { act, what };
+                    Action::Redraw
+                }
+                None => Action::Act(act),
+            },
+            Err(why) => {
+                self.message = Some(why);
+                Action::Redraw
+            }
+        }
+    }
+
+    fn act_for(&self, c: char) -> Result<Act, String> {
+        if c == 'P' {
+            return Ok(Act::Pause(None));
+        }
+        let Some(Selected::Slot(row)) = self.selection() else {
+            return Err("select a worker first (the acts are on its task)".into());
+        };
+        if c == 'p' {
+            return Ok(Act::Pause(Some(row.slot)));
+        }
+        let ended = row.state != SlotState::Working;
+        let id = row.task_id.clone().filter(|_| ended).ok_or_else(|| {
+            format!(
+                "worker {} has no ended task to {}",
+                row.slot,
+                if c == 'r' { "retry" } else { "review" }
+            )
+        })?;
+        match c {
+            'r' => Ok(Act::Retry(id)),
+            _ if row.worktree.is_none() => Err(format!(
+                "task {id} ran in no worktree of its own: nothing to merge or discard"
+            )),
+            'm' => Ok(Act::Merge(id)),
+            _ => Ok(Act::Discard(id)),
+        }
+    }
+}
+
+/// Do `act` on `root`; the one line that says how it went.
+pub fn run(root: &Root, act: &Act) -> String {
+    let client = crate::Client::new(root.clone());
+    match act {
+        Act::Merge(id) => {
+            let req = MergeRequest {
+                target: MergeTarget::One(id.clone()),
+                how: MergeHow::Merge,
+            };
+            match crate::review::merge(&client, &req) {
+                Ok(report) => match report.tasks.first().map(|t| &t.result) {
+                    Some(MergeResult::Merged { into, head }) => {
+                        let head = &head[..head.len().min(10)];
+                        format!("merged task {id} into {into} (now at {head})")
+                    }
+                    Some(MergeResult::Conflict { files, .. }) => format!(
+                        "task {id} conflicts in {}: nothing merged (`conductor merge {id}` \
+                         to see, or D to discard)",
+                        files.join(", ")
+                    ),
+                    Some(MergeResult::Left { reason }) => {
+                        format!("task {id} not merged: {reason}")
+                    }
+                    None => format!("task {id}: nothing to merge"),
+                },
+                Err(e) => format!("cannot merge task {id}: {e}"),
+            }
+        }
+        Act::Discard(id) => match crate::review::discard(&client, id) {
+            Ok(d) if d.already_gone => format!("task {id}'s branch and worktree were gone already"),
+            Ok(d) => format!("discarded task {id}: {} deleted", d.branch),
+            Err(e) => format!("cannot discard task {id}: {e}"),
+        },
+        Act::Retry(id) => {
+            match crate::verbs::retry::again(&client, id.clone(), Default::default()) {
+                Ok(new) => match new.warning {
+                    Some(w) => format!("task {id} runs again as {}: {w}", new.id),
+                    None => format!("task {id} runs again as {}", new.id),
+                },
+                Err(e) => format!("cannot retry task {id}: {e}"),
+            }
+        }
+        Act::Pause(slot) => {
+            let target = slot.map_or(Target::All, |s| Target::Slot(s.0));
+            // Toggled on what is on disk now, not on what the screen showed.
+            let on = !pause::Paused::load(root).has(&target);
+            let done = if on {
+                pause::pause(root, &target, false)
+            } else {
+                pause::resume(root, &target)
+            };
+            match done {
+                Ok(_) if on => format!(
+                    "paused {target}: it starts no new task ({} resumes)",
+                    if slot.is_some() { "p" } else { "P" }
+                ),
+                Ok(_) => format!("resumed {target}"),
+                Err(e) => format!("cannot change the pause of {target}: {e}"),
+            }
+        }
+    }
+}

@@ -1,0 +1,153 @@
+//! `conductor wait --any [TASK_ID…]`: wake at the first of the given tasks (or any task of the root) to finish or need a person.
+//!
+//! With ids, each is waited for by a thread of its own exactly as `wait ID` waits
+//! (through a dead worker's recovery; nobody serving it ends that thread's wait), and
+//! one more thread watches the root for a question from one of them and for a daily
+//! budget spent. With none, that one thread is the whole wait: any task whose result
+//! comes out after the wait began, any question waiting, any budget spent after it began.
+
+use std::time::Duration;
+
+use crossbeam_channel::Sender;
+
+use crate::cli::common::exit;
+use crate::hooks::news::{News, Seen};
+use crate::hooks::Event;
+use crate::wait::{Awaited, OnDeath, Vigil};
+use crate::{Error, TaskId, TaskResult};
+
+/// What woke the wait.
+enum Woke {
+    Finished(Box<TaskResult>),
+    Told(Event),
+    /// A wait that ended without news (timeout, nobody serves it).
+    Ended(Error),
+}
+
+/// `--any`: returns the exit code (see `WAIT_ANY_HELP`).
+pub fn run(
+    client: &crate::Client,
+    ids: &[TaskId],
+    timeout: Option<Duration>,
+    json: bool,
+) -> anyhow::Result<i32> {
+    let left = timeout.unwrap_or(Duration::MAX);
+    let (tx, rx) = crossbeam_channel::unbounded();
+    for id in ids {
+        let (client, id, tx) = (client.clone(), id.clone(), tx.clone());
+        std::thread::spawn(move || {
+            let got = client.wait_for_task_with(&id, left, OnDeath::AwaitRecovery);
+            let _ = tx.send(match got {
+                Ok(r) => Woke::Finished(Box::new(r)),
+                Err(e) => Woke::Ended(e),
+            });
+        });
+    }
+    let watcher = {
+        let (root, ids, tx) = (client.root().clone(), ids.to_vec(), tx.clone());
+        std::thread::spawn(move || watch_root(root, ids, left, tx))
+    };
+    drop(tx);
+    // Each thread sends once. With ids, the watcher ends only at the timeout: once
+    // every id's wait has ended without a result (nobody serves them), so does this.
+    let mut first_end = None;
+    let mut ended = 0;
+    for woke in rx.iter() {
+        match woke {
+            Woke::Finished(r) => return finished(&r, json),
+            Woke::Told(e) => return told(&e, json),
+            Woke::Ended(e) => {
+                first_end.get_or_insert(e);
+                ended += 1;
+                if !ids.is_empty() && ended == ids.len() {
+                    break;
+                }
+            }
+        }
+    }
+    // Not joined: a watcher still waiting ends with the process.
+    drop(watcher);
+    match first_end.expect("every wait ends with a message") {
+        Error::Timeout { .. } => {
+            let e = Error::Timeout {
+                what: what_awaited(ids),
+                after: left,
+            };
+            eprintln!("error: {e}; the tasks carry on");
+            Ok(exit::FAILURE)
+        }
+        e @ (Error::NobodyServes { .. } | Error::WorkerDied { .. }) => {
+            eprintln!("error: {e}");
+            Ok(exit::NOBODY)
+        }
+        e => Err(e.into()),
+    }
+}
+
+fn what_awaited(ids: &[TaskId]) -> String {
+    if ids.is_empty() {
+        "any task of the root to finish or need a person".to_string()
+    } else {
+        let ids: Vec<String> = ids.iter().map(TaskId::to_string).collect();
+        format!("any of {} to finish or need a person", ids.join(", "))
+    }
+}
+
+/// The one thread that watches the whole root: questions of `ids` (any task's, with
+/// none), spent budgets, and — with no ids — any task's end.
+fn watch_root(root: crate::Root, ids: Vec<TaskId>, left: Duration, tx: Sender<Woke>) {
+    let mut seen = Seen::now(&root);
+    let wanted = |id: &TaskId| ids.is_empty() || ids.contains(id);
+    let check = || -> crate::Result<Option<Woke>> {
+        for news in seen.news(&root) {
+            match news {
+                News::Finished(_, r) if ids.is_empty() => return Ok(Some(Woke::Finished(r))),
+                News::Finished(..) => {}
+                News::Told(e @ Event::NeedsApproval { .. }) => {
+                    if let Event::NeedsApproval { task_id, .. } = &e {
+                        if wanted(task_id) {
+                            return Ok(Some(Woke::Told(e)));
+                        }
+                    }
+                }
+                News::Told(e) => return Ok(Some(Woke::Told(e))),
+            }
+        }
+        Ok(None)
+    };
+    // With ids, their own waits judge whether anyone serves them; this watch never
+    // ends early. With none, nobody serving the root ends it.
+    let vigil = Vigil::new(root.clone(), Awaited::Queue, None, OnDeath::AwaitRecovery);
+    let vigil = if ids.is_empty() {
+        vigil
+    } else {
+        vigil.with_grace(Duration::MAX)
+    };
+    let all: crate::watch::Interest = std::sync::Arc::new(|_: &std::path::Path| true);
+    let got = crate::wait::until(
+        &Seen::dirs(&root),
+        crate::watch::WatchMode::Auto,
+        all,
+        left,
+        what_awaited(&ids),
+        vigil,
+        check,
+    );
+    let _ = tx.send(got.unwrap_or_else(Woke::Ended));
+}
+
+fn finished(r: &TaskResult, json: bool) -> anyhow::Result<i32> {
+    if !json {
+        super::emit(&format!("{}\n", super::wait::heading(r)))?;
+    }
+    super::print_result(r, json)
+}
+
+fn told(e: &Event, json: bool) -> anyhow::Result<i32> {
+    if json {
+        super::emit_json(e)?;
+    } else {
+        super::emit(&format!("── {}\n", e.describe()))?;
+    }
+    Ok(exit::NEEDS_PERSON)
+}

@@ -1,0 +1,145 @@
+//! Help that scans (`-h` fits one 80x24 screen) and a reference in docs/ that matches the code.
+
+use std::path::Path;
+use std::time::Duration;
+
+use super::harness::*;
+
+/// The commands whose `-h` a newcomer reads first: each must fit an 80x24 terminal.
+const SHORT_HELPS: &[(&str, &[&str])] = &[
+    ("conductor", &["submit", "-h"]),
+    ("conductor", &["send", "-h"]),
+    ("conductor", &["run", "-h"]),
+    ("conductor", &["worker", "-h"]),
+    ("conductor-worker", &["-h"]),
+];
+
+fn help_at_80_columns(bin_name: &str, args: &[&str]) -> String {
+    let t = TestRoot::new();
+    let out = assert_cmd::Command::new(bin(bin_name))
+        .args(args)
+        .env("CONDUCTOR_HOME", t.path())
+        .env("COLUMNS", "80")
+        .env("LINES", "24")
+        .env_remove("RUST_LOG")
+        .timeout(Duration::from_secs(60))
+        .output()
+        .expect("run the binary");
+    assert_eq!(out.status.code(), Some(0), "{bin_name} {args:?}: {out:?}");
+    String::from_utf8(out.stdout).expect("help is UTF-8")
+}
+
+#[test]
+fn short_help_fits_one_80x24_screen() {
+    for (bin_name, args) in SHORT_HELPS {
+        let help = help_at_80_columns(bin_name, args);
+        let lines: Vec<&str> = help.lines().collect();
+        assert!(
+            lines.len() <= 24,
+            "`{bin_name} {}` is {} lines, over 24:\n{help}",
+            args.join(" "),
+            lines.len()
+        );
+        for line in &lines {
+            assert!(
+                line.chars().count() <= 80,
+                "`{bin_name} {}` has a line over 80 columns:\n{line}",
+                args.join(" ")
+            );
+        }
+        // The everyday options come first, under no heading; the rest under headings,
+        // all of them in --help.
+        assert!(help.contains("\nOptions:\n"), "{help}");
+        assert!(help.contains("see more with '--help'"), "{help}");
+    }
+    // What -h leaves out is in --help, grouped: the worker's process options, the
+    // task's agent options.
+    let long = help_at_80_columns("conductor-worker", &["--help"]);
+    for needle in [
+        "Worker process:",
+        "--kill-grace",
+        "--poll",
+        "Presets:",
+        "Exit codes:",
+    ] {
+        assert!(
+            long.contains(needle),
+            "{needle} missing from --help:\n{long}"
+        );
+    }
+    let long = help_at_80_columns("conductor", &["submit", "--help"]);
+    for needle in [
+        "Agent:",
+        "Worktree:",
+        "Queue:",
+        "--max-budget-usd",
+        "--batch",
+    ] {
+        assert!(
+            long.contains(needle),
+            "{needle} missing from --help:\n{long}"
+        );
+    }
+    let short = help_at_80_columns("conductor", &["submit", "-h"]);
+    assert!(!short.contains("--max-budget-usd"), "{short}");
+}
+
+/// docs/CLI.md is what `conductor help-reference` prints: every command and flag is
+/// documented because the file is made from them. A flag added or changed without
+/// regenerating it fails here, saying the one command to run.
+#[test]
+fn cli_reference_matches_the_code() {
+    let t = TestRoot::new();
+    let generated = run_conductor(&t, &["help-reference"], 0).stdout;
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/CLI.md");
+    let on_disk = std::fs::read_to_string(&path).unwrap_or_default();
+    if generated != on_disk {
+        let first = generated
+            .lines()
+            .zip(on_disk.lines())
+            .position(|(a, b)| a != b)
+            .unwrap_or_else(|| generated.lines().count().min(on_disk.lines().count()));
+        panic!(
+            "docs/CLI.md is out of date (first difference at line {}); regenerate it with\n  \
+             {}\n",
+            first + 1,
+            conductor::cli::reference::REGENERATE
+        );
+    }
+    // It is the reference for every flag: spot-check that it holds the hidden-from -h
+    // ones and each binary.
+    for needle in [
+        "## `conductor submit`",
+        "`--max-budget-usd <USD>`",
+        "## `conductor-worker`",
+        "## `conductor-launch`",
+        "`--poll[=<INTERVAL>]`",
+    ] {
+        assert!(
+            generated.contains(needle),
+            "{needle} missing from docs/CLI.md"
+        );
+    }
+}
+
+/// Every key config.json takes is named in docs/CONFIG.md, read off the types that parse
+/// config.json (a new key fails here until it is documented).
+#[test]
+fn every_config_key_is_documented() {
+    let keys = conductor::cli::reference::config_keys();
+    assert!(keys.iter().any(|k| k == "maxRunning"), "{keys:?}");
+    assert!(
+        keys.iter().any(|k| k == "worktreeSetup.command"),
+        "{keys:?}"
+    );
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/CONFIG.md");
+    let doc = std::fs::read_to_string(&path).expect("docs/CONFIG.md");
+    let missing: Vec<&String> = keys
+        .iter()
+        .filter(|k| !doc.contains(&format!("`{k}`")))
+        .collect();
+    assert!(
+        missing.is_empty(),
+        "config.json keys not documented in docs/CONFIG.md (as `key`): {missing:?}"
+    );
+}
