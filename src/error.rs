@@ -6,9 +6,9 @@ use std::time::Duration;
 
 mod command_line;
 mod exit;
-use command_line::command_line;
 pub(crate) use command_line::split_command_line;
 pub use command_line::CommandLineProblem;
+use command_line::{command_line, stderr_suffix};
 pub use exit::{ExitClass, EXIT_CODES_HELP};
 
 /// Result alias used throughout the library.
@@ -504,14 +504,6 @@ fn nobody_serves(slot: Option<u32>, task: Option<&str>, root: &std::path::Path) 
 /// ` --root PATH`, for commands quoted in messages.
 fn root_flag(path: &std::path::Path) -> String {
     format!(" --root {}", path.display())
-}
-
-fn stderr_suffix(stderr: &str) -> String {
-    if stderr.is_empty() {
-        String::new()
-    } else {
-        format!(": {stderr}")
-    }
 }
 
 impl Error {

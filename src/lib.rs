@@ -59,6 +59,7 @@ pub mod launch;
 pub mod layout;
 pub(crate) mod ledger;
 pub mod maintenance;
+pub mod mcp;
 pub mod orchestrator;
 pub mod pool;
 pub mod preset;

@@ -16,7 +16,7 @@ a tool it wants (approvals: config.json `approvals`; on by default when the work
 question, or already answered) is refused with exit 3.";
 
 #[derive(Debug, clap::Args)]
-#[command(after_help = AFTER_HELP)]
+#[command(after_long_help = AFTER_HELP)]
 pub struct ApproveArgs {
     /// The task whose agent asks (an id, or a unique prefix of at least 4 characters).
     #[arg(value_name = "ID")]
@@ -29,7 +29,7 @@ pub struct ApproveArgs {
 }
 
 #[derive(Debug, clap::Args)]
-#[command(after_help = AFTER_HELP)]
+#[command(after_long_help = AFTER_HELP)]
 pub struct DenyArgs {
     /// The task whose agent asks (an id, or a unique prefix of at least 4 characters).
     #[arg(value_name = "ID")]

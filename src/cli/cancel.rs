@@ -9,7 +9,7 @@ use super::RootArg;
 use crate::cli::common::exit;
 
 #[derive(Debug, clap::Args)]
-#[command(after_help = format!("{TARGET_HELP}\n\n{SLOT_HELP}"))]
+#[command(after_long_help = format!("{TARGET_HELP}\n\n{SLOT_HELP}"))]
 pub struct Args {
     #[command(flatten)]
     pub targets: Targets,

@@ -4,7 +4,8 @@ use std::path::Path;
 use std::time::Duration;
 
 use super::usage::CliError;
-pub use super::worker_args::{WorkerArgs, WorkerCli};
+pub use super::worker_args::WorkerArgs;
+use super::worker_args::PRESETS_HELP;
 use crate::agent::AgentCommand;
 use crate::error::ExitClass;
 use crate::launch::LaunchError;
@@ -499,6 +500,22 @@ pub fn worker_main() -> i32 {
         Ok(()) => exit::OK,
         Err(e) => report(&e),
     }
+}
+
+/// `conductor-worker`'s command line (also walked for docs/CLI.md).
+#[derive(Debug, clap::Parser)]
+#[command(
+    name = "conductor-worker",
+    version,
+    about = "Serve conductor worker slots (one, or many from one process): run each task.json \
+             through the agent",
+    after_long_help = format!("{PRESETS_HELP}\n\n{EXIT_CODES_HELP}")
+)]
+pub struct WorkerCli {
+    #[command(flatten)]
+    pub(crate) worker: WorkerArgs,
+    #[command(flatten)]
+    pub(crate) verbosity: Verbosity,
 }
 
 #[cfg(test)]

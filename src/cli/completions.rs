@@ -6,7 +6,7 @@ use clap_complete::aot::{generate, Shell};
 use crate::cli::common::exit;
 
 #[derive(Debug, clap::Args)]
-#[command(after_help = "\
+#[command(after_long_help = "\
 Examples: `conductor completions bash > ~/.local/share/bash-completion/completions/conductor`, \
 `conductor completions zsh > \"${fpath[1]}/_conductor\"`, \
 `conductor completions fish > ~/.config/fish/completions/conductor.fish`.")]

@@ -6,7 +6,7 @@ use super::{emit, emit_json, RootArg};
 use crate::cli::common::exit;
 
 #[derive(Debug, clap::Args)]
-#[command(after_help = "\
+#[command(after_long_help = "\
 Checks: the root exists and is private (0700, files 0600); config.json and every task, \
 status and result file under workers/ parse; stale locks; dead workers and orphaned \
 tasks; which watcher workers would use (native events or polling, and why); the root's \

@@ -10,7 +10,7 @@ use super::{emit, emit_json, RootArg};
 use crate::cli::common::exit;
 
 #[derive(Debug, clap::Args)]
-#[command(after_help = "\
+#[command(after_long_help = "\
 Without --prompt or -f, the prompt opens in $EDITOR (else $VISUAL, else vi on a terminal — without one, and no $EDITOR, it is refused); save and quit \
 to apply, or leave it unchanged. Each option given replaces that field: --after, --env and \
 --label replace the whole list (`--after ''` clears it, and so do `--env ''` and \

@@ -10,7 +10,7 @@ use super::{emit, emit_json, show_path, RootArg};
 use crate::cli::common::exit;
 
 #[derive(Debug, clap::Args)]
-#[command(after_help = "\
+#[command(after_long_help = "\
 Removes, per slot: results/<id>.json older than --older-than (by mtime) together with \
 tasks/<id>.json and tasks/<id>.log; tasks/ files whose result is gone once they are that \
 old; rejected/ files that old; .trash/ of slots no live worker serves. Also .*.tmp files \

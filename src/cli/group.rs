@@ -9,7 +9,7 @@ use super::{emit, emit_json, RootArg};
 use crate::cli::common::exit;
 
 #[derive(Debug, clap::Args)]
-#[command(after_help = "\
+#[command(after_long_help = "\
 A group is groups/<NAME>.json; `conductor submit --group NAME` puts a task in it. At most \
 --parallel tasks of a group run at once, across every worker and host, held as maxRunning \
 is: each running task holds one of the group's run slots (groups/<NAME>.<i>.lock/), which \
@@ -38,6 +38,10 @@ pub enum Action {
     /// Change a group's cap or daily budget (workers follow at their next pickup).
     #[command(group(clap::ArgGroup::new("change").required(true).multiple(true)
         .args(["parallel", "daily_budget_usd", "no_budget"])))]
+    // Written out: clap's own usage line for the group is 96 columns wide.
+    #[command(override_usage = "conductor group set <NAME> [--parallel <N>] \
+                                [--daily-budget-usd <USD>]\n       \
+                                conductor group set <NAME> --no-budget")]
     Set {
         name: String,
         #[arg(long, value_name = "N")]

@@ -9,7 +9,7 @@ use super::{parse_slot, RootArg};
 use crate::cli::common::exit;
 
 #[derive(Debug, clap::Args)]
-#[command(after_help = "\
+#[command(after_long_help = "\
 Creates the root (workers/, queue/, keys/, slots/, .locks/, all 0700) and worker slots \
 0..N-1, each with results/, tasks/, rejected/ and an idle status.json. Idempotent: what \
 exists is left as it is. Then start a worker per slot: `conductor-worker <N> PROJECT_DIR`.")]

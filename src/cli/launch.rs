@@ -13,7 +13,7 @@ use anyhow::Context as _;
 use crate::cli::common::{self, exit};
 
 #[derive(Debug, clap::Args)]
-#[command(after_help = "\
+#[command(after_long_help = "\
 Layout: the orchestrator pane across the top half, workers 0-3 two by two below it; \
 further workers go four to a window (`workers-2`, `workers-3`…; Ctrl-b n goes to the next), \
 so that at 80x24 every pane keeps about 40x5 or more. The hint line printed in the \

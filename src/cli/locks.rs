@@ -11,7 +11,7 @@ use super::{emit, emit_json, show_path, RootArg};
 use crate::cli::common::exit;
 
 #[derive(Debug, clap::Args)]
-#[command(after_help = "\
+#[command(after_long_help = "\
 Kinds: task (workers/<N>/.lock, held while a task is in hand), key (keys/<k>.lock), \
 run-slot (slots/<i>.lock, the cap on running agents), gate (flock of a long-lived role: \
 workers/<N>/.worker.lock, .locks/*), spare (a worker's .lock parked between tasks). A lock \

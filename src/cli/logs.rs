@@ -16,7 +16,7 @@ use super::RootArg;
 use crate::cli::common::exit;
 
 #[derive(Debug, clap::Args)]
-#[command(after_help = format!("{TARGET_HELP}\n\n\
+#[command(after_long_help = format!("{TARGET_HELP}\n\n\
 A log is the agent's stdout with its stderr lines marked `stderr│ `; with the claude \
 preset, stdout is Claude Code's event stream shown as readable lines (its messages, `› Tool \
 what` for each tool use, `‹ …` for what the tool gave back, a `✓ done` or `✗` line with \

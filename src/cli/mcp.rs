@@ -1,34 +1,16 @@
-//! `conductor mcp [--root DIR]`: an MCP server on stdio whose tools submit, wait for and read tasks.
+//! `conductor mcp [--root DIR]`: the MCP server of [`crate::mcp`] on stdio, on a runtime of its own.
 //!
 //! The async runtime lives only here: the command builds a single-threaded tokio
-//! runtime, serves rmcp on it, and runs every library call (all of them block) on the
-//! runtime's blocking pool. Stdout carries nothing but JSON-RPC: logs go to stderr, and
-//! [`stdio`] owns stdout.
-
-mod checks;
-mod handles;
-mod reply;
-mod resources;
-mod review;
-pub mod schema;
-mod spec_tasks;
-mod stdio;
-mod task_calls;
-mod tools;
-mod waits;
+//! runtime, serves [`crate::mcp::serve`] on it, and every library call (all of them
+//! block) runs on the runtime's blocking pool.
 
 use std::time::Duration;
 
-use rmcp::ServiceExt;
-
 use super::RootArg;
 use crate::cli::common::exit;
-use crate::Client;
-
-pub use tools::{Conductor, WAIT_CAP_SECS};
 
 #[derive(Debug, clap::Args)]
-#[command(after_help = "\
+#[command(after_long_help = "\
 Speaks the Model Context Protocol (JSON-RPC, one message per line) on stdin/stdout, for an \
 agent that orchestrates the workers: `claude mcp add conductor -- conductor mcp`. Tools: \
 submit, send, wait, result, retry, tasks, totals, queue, status, cancel, logs, edit, pause, \
@@ -60,34 +42,7 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
         .enable_all()
         .build()
         .map_err(|e| anyhow::anyhow!("cannot start the MCP server's runtime: {e}"))?;
-    let served = runtime.block_on(serve(client));
+    runtime.block_on(crate::mcp::serve(client));
     runtime.shutdown_timeout(SHUTDOWN_GRACE);
-    served.map(|()| exit::OK)
-}
-
-async fn serve(client: Client) -> anyhow::Result<()> {
-    tracing::debug!("MCP server on {}", client.root().path().display());
-    let conductor = Conductor::new(client.clone());
-    let io = stdio::start(
-        tokio::io::stdin(),
-        tokio::io::stdout(),
-        client,
-        conductor.hub(),
-    );
-    let service = conductor.serve((io.server_in, io.server_out)).await;
-    match service {
-        Ok(running) => {
-            let ended = running.waiting().await;
-            if let Err(e) = ended {
-                tracing::warn!("the MCP session ended with an error: {e}");
-            }
-        }
-        // The client went away or broke the handshake; it has been answered if it could be.
-        Err(e) => tracing::warn!("the MCP session did not start: {e}"),
-    }
-    // Every reply written before the process ends (bounded: a writer stuck on a full
-    // pipe whose reader is gone must not keep the process).
-    let _ = tokio::time::timeout(Duration::from_secs(2), io.pump).await;
-    io.filter.abort();
-    Ok(())
+    Ok(exit::OK)
 }

@@ -120,7 +120,7 @@ pub fn task_id_arg(s: &str) -> Result<crate::TaskId, crate::Error> {
     name = "conductor",
     version,
     about = "Run AI coding-agent sessions as workers fed through plain files",
-    after_help = common::EXIT_CODES_HELP
+    after_long_help = common::EXIT_CODES_HELP
 )]
 pub struct Cli {
     #[command(subcommand)]

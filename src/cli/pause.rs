@@ -60,7 +60,7 @@ impl Selector {
 }
 
 #[derive(Debug, clap::Args)]
-#[command(after_help = PAUSE_HELP)]
+#[command(after_long_help = PAUSE_HELP)]
 pub struct Args {
     #[command(flatten)]
     pub what: Selector,
@@ -76,7 +76,7 @@ pub struct Args {
 }
 
 #[derive(Debug, clap::Args)]
-#[command(after_help = PAUSE_HELP)]
+#[command(after_long_help = PAUSE_HELP)]
 pub struct ResumeArgs {
     #[command(flatten)]
     pub what: Selector,

@@ -10,7 +10,7 @@ use super::{emit, emit_json, RootArg};
 use crate::cli::common::exit;
 
 #[derive(Debug, clap::Args)]
-#[command(after_help = "\
+#[command(after_long_help = "\
 Without a subcommand: the pending tasks of the shared queue in the order they would run \
 now. Columns: POS; PRI (priority; `5>7` when age has raised it); AGE (since submitted); \
 PROMPT (its start); WAITING (why it does not run yet: `waiting for ID, …` — its dependencies \

@@ -7,7 +7,7 @@ use super::RootArg;
 use crate::cli::common::exit;
 
 #[derive(Debug, clap::Args)]
-#[command(after_help = format!("{TARGET_HELP}\n\nWith a slot and no TASK_ID: the slot's newest \
+#[command(after_long_help = format!("{TARGET_HELP}\n\nWith a slot and no TASK_ID: the slot's newest \
 result (result.json). Exits 1 when the task failed or has no result yet (it waits or runs)."))]
 pub struct Args {
     #[command(flatten)]

@@ -10,7 +10,7 @@ use crate::cli::common::exit;
 use crate::queue::Queue;
 
 #[derive(Debug, clap::Args)]
-#[command(after_help = format!("{TARGET_HELP}\n\n\
+#[command(after_long_help = format!("{TARGET_HELP}\n\n\
 The task's record (workers/N/tasks/TASK_ID.json, kept by the slot that ran it) is sent \
 again: to that slot's inbox, or back to the shared queue for a task that came through it."))]
 pub struct Args {

@@ -16,7 +16,7 @@ use super::{emit, emit_json, parse_slot, RootArg};
 use crate::cli::common::exit;
 
 #[derive(Debug, clap::Args)]
-#[command(after_help = "\
+#[command(after_long_help = "\
 Columns: SLOT; STATE (idle/working/done/error, - without status.json; `needs approval` while its agent \
 asks a person to allow a tool call: `conductor approve|deny ID`); AGE (time in \
 this state; while working, since the task started); PROMPT (the start of its task's prompt); ID; \

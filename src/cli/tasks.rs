@@ -10,11 +10,11 @@ use crate::text::{age_since, format_age};
 use crate::Slot;
 
 use super::table::{self, Col, Table};
-use super::{emit, emit_json, parse_duration_arg, parse_slot, RootArg};
+use super::{emit, emit_json, parse_slot, RootArg};
 use crate::cli::common::exit;
 
 #[derive(Debug, clap::Args)]
-#[command(after_help = "\
+#[command(after_long_help = "\
 Columns: STATE (waiting in an inbox, queued, running, needs approval (running, its agent \
 waiting for `conductor approve|deny ID`; `--state needs-approval`), done, failed, timeout, \
 cancelled, interrupted, rejected); AGE (since it was submitted); PROMPT (its start); ID; \
@@ -81,14 +81,7 @@ fn parse_state(s: &str) -> Result<TaskState, String> {
 }
 
 fn parse_since(s: &str) -> Result<SystemTime, String> {
-    if let Some(t) = crate::protocol::parse_rfc3339(s) {
-        return Ok(t);
-    }
-    let d = parse_duration_arg(s)
-        .map_err(|_| format!("{s:?} is neither a duration (90s, 2h, 1d) nor an RFC 3339 time"))?;
-    Ok(SystemTime::now()
-        .checked_sub(d)
-        .unwrap_or(SystemTime::UNIX_EPOCH))
+    crate::verbs::tasks::since(s)
 }
 
 pub fn run(args: Args) -> anyhow::Result<i32> {

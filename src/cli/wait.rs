@@ -9,7 +9,7 @@ use crate::cli::common::exit;
 use crate::inspect;
 
 #[derive(Debug, clap::Args)]
-#[command(after_help = format!("{TARGET_HELP}\n\n{WAIT_HELP}"))]
+#[command(after_long_help = format!("{TARGET_HELP}\n\n{WAIT_HELP}"))]
 pub struct Args {
     #[command(flatten)]
     pub targets: Targets,

@@ -5,7 +5,6 @@ use std::time::Duration;
 
 use clap::Args;
 
-use super::common::{Verbosity, EXIT_CODES_HELP};
 use super::parse_preset;
 use crate::layout::SlotList;
 use crate::preset::Preset;
@@ -27,7 +26,7 @@ fn parse_poll(s: &str) -> Result<Duration, String> {
 }
 
 /// What the worker's presets run, for `--help`.
-const PRESETS_HELP: &str = "\
+pub(crate) const PRESETS_HELP: &str = "\
 Presets: `claude` runs `claude -p --output-format stream-json --verbose --permission-mode \
 acceptEdits --allowedTools Bash,Edit,Write,Read,NotebookEdit`, shows its events readable in \
 the live log and lifts its answer, session id, cost, turns and tokens into the result; \
@@ -122,20 +121,4 @@ pub struct WorkerArgs {
     /// on; nothing is watched by file events. One slot only.
     #[arg(long, hide = true)]
     pub wake_pipes: bool,
-}
-
-/// `conductor-worker`'s command line (also walked for docs/CLI.md).
-#[derive(Debug, clap::Parser)]
-#[command(
-    name = "conductor-worker",
-    version,
-    about = "Serve conductor worker slots (one, or many from one process): run each task.json \
-             through the agent",
-    after_long_help = format!("{PRESETS_HELP}\n\n{EXIT_CODES_HELP}")
-)]
-pub struct WorkerCli {
-    #[command(flatten)]
-    pub(crate) worker: WorkerArgs,
-    #[command(flatten)]
-    pub(crate) verbosity: Verbosity,
 }

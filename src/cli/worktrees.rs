@@ -13,7 +13,7 @@ use crate::worktree::{self, MergeHow};
 use crate::Error;
 
 #[derive(Debug, clap::Args)]
-#[command(after_help = "\
+#[command(after_long_help = "\
 Shows `git diff BASE...BRANCH` in the task's repository: what the task changed since its \
 branch was made, whatever happened to the checked-out branch since. Paged like git when \
 stdout is a terminal.")]
@@ -33,7 +33,7 @@ pub struct DiffArgs {
 }
 
 #[derive(Debug, clap::Args)]
-#[command(after_help = "\
+#[command(after_long_help = "\
 Merges a finished task's branch (conductor/ID) into the branch checked out in its \
 repository, then removes the task's worktree and branch. The checkout must be clean (no \
 uncommitted changes to tracked files) and on a branch. On a conflict nothing changes: the \
@@ -70,7 +70,7 @@ pub struct MergeArgs {
 
 #[derive(Debug, clap::Args)]
 #[command(
-    after_help = "Removes the task's worktree and deletes its branch (conductor/ID); \
+    after_long_help = "Removes the task's worktree and deletes its branch (conductor/ID); \
 its result stays, recording the commits it had."
 )]
 pub struct DiscardArgs {

@@ -1,5 +1,4 @@
-//! Command lines in errors: what is wrong with one (`CommandLineProblem`), splitting
-//! one into words, and quoting one back for a message.
+//! Command lines in errors: splitting one as a shell would (and what is wrong with it), and quoting one back in a message.
 
 use super::{Error, Result};
 
@@ -41,4 +40,12 @@ pub(crate) fn split_command_line(what: &'static str, line: &str) -> Result<Vec<S
 pub(super) fn command_line(program: &str, args: &[String]) -> String {
     let words = std::iter::once(program).chain(args.iter().map(String::as_str));
     shlex::try_join(words).unwrap_or_else(|_| format!("{program} {}", args.join(" ")))
+}
+
+pub(super) fn stderr_suffix(stderr: &str) -> String {
+    if stderr.is_empty() {
+        String::new()
+    } else {
+        format!(": {stderr}")
+    }
 }

@@ -3,4 +3,5 @@
 pub mod chain;
 pub mod queue;
 pub mod retry;
+pub mod tasks;
 pub mod totals;

@@ -34,6 +34,7 @@ const FLOORS: &[(&str, &[&str])] = &[
             "maintenance",
             "doctor",
             "client",
+            "hooks",
         ],
     ),
     (
@@ -48,8 +49,13 @@ const FLOORS: &[(&str, &[&str])] = &[
             "approval",
         ],
     ),
-    ("surface", &["launch", "cli"]),
+    ("verbs", &["verbs"]),
+    ("surface", &["launch", "mcp", "cli"]),
 ];
+
+/// Modules of one floor that must not import each other this way round: the MCP server
+/// stands beside the CLI on the verbs, not on the CLI (issue 36).
+const APART: &[(&str, &str)] = &[("mcp", "cli")];
 
 /// A module, as its path below the crate root (`["agent", "spawn"]`; `[]` is lib.rs).
 type ModPath = Vec<String>;
@@ -452,6 +458,34 @@ fn no_module_imports_from_a_higher_floor() {
     assert!(
         wrong.is_empty(),
         "imports against the floors:\n{}",
+        wrong.join("\n")
+    );
+}
+
+#[test]
+fn the_mcp_server_imports_nothing_from_the_cli() {
+    let files = import_graph();
+    let mut wrong = Vec::new();
+    for (from, to) in &files {
+        for (module, apart) in APART {
+            if from.first().map(String::as_str) != Some(*module) {
+                continue;
+            }
+            for target in to
+                .iter()
+                .filter(|t| t.first().map(String::as_str) == Some(*apart))
+            {
+                wrong.push(format!(
+                    "src/{} imports src/{}",
+                    from.join("/"),
+                    target.join("/")
+                ));
+            }
+        }
+    }
+    assert!(
+        wrong.is_empty(),
+        "imports between modules kept apart ({APART:?}):\n{}",
         wrong.join("\n")
     );
 }

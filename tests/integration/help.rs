@@ -84,6 +84,32 @@ fn short_help_fits_one_80x24_screen() {
     assert!(!short.contains("--max-budget-usd"), "{short}");
 }
 
+/// No command's `-h` is wider than an 80-column terminal (the long prose is in --help):
+/// every command docs/CLI.md lists, nested ones too.
+#[test]
+fn every_short_help_fits_80_columns() {
+    let t = TestRoot::new();
+    let reference = run_conductor(&t, &["help-reference"], 0).stdout;
+    let commands: Vec<Vec<&str>> = reference
+        .lines()
+        .filter_map(|l| l.strip_prefix("## `")?.strip_suffix('`'))
+        .map(|path| path.split(' ').collect())
+        .collect();
+    assert!(commands.len() > 30, "{commands:?}");
+    for words in commands {
+        let (bin_name, rest) = words.split_first().unwrap();
+        let args: Vec<&str> = rest.iter().copied().chain(["-h"]).collect();
+        let help = help_at_80_columns(bin_name, &args);
+        for line in help.lines() {
+            assert!(
+                line.chars().count() <= 80,
+                "`{}` has a line over 80 columns:\n{line}",
+                words.join(" ")
+            );
+        }
+    }
+}
+
 /// docs/CLI.md is what `conductor help-reference` prints: every command and flag is
 /// documented because the file is made from them. A flag added or changed without
 /// regenerating it fails here, saying the one command to run.

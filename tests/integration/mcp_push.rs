@@ -303,7 +303,7 @@ fn schemas_have_no_null_types_and_every_tool_an_output_schema_its_answers_fit() 
     for (i, (name, args)) in calls.into_iter().enumerate() {
         let r = raw.call(json!(100 + i), name, args);
         assert_eq!(r["isError"], false, "{name}: {r}");
-        conductor::cli::mcp::schema::check(&schema(name), &r["structuredContent"])
+        conductor::mcp::schema::check(&schema(name), &r["structuredContent"])
             .unwrap_or_else(|e| panic!("{name}'s answer does not fit its schema: {e}: {r}"));
     }
     drop(raw);

@@ -4,7 +4,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
 
-use conductor::cli::mcp::schema;
+use conductor::mcp::schema;
 use conductor::Slot;
 use rmcp::model::CallToolResult;
 use serde_json::{json, Value};

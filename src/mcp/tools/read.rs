@@ -303,13 +303,5 @@ fn list_options(a: TasksArgs) -> std::result::Result<ListOptions, String> {
 
 /// `since` as `conductor tasks --since` takes it: an RFC 3339 time, or a duration ago.
 fn since(s: &str) -> std::result::Result<SystemTime, String> {
-    if let Some(t) = crate::protocol::parse_rfc3339(s) {
-        return Ok(t);
-    }
-    let d = crate::text::parse_duration(s).map_err(|_| {
-        format!("since {s:?} is neither a duration (90s, 2h, 1d) nor an RFC 3339 time")
-    })?;
-    Ok(SystemTime::now()
-        .checked_sub(d)
-        .unwrap_or(SystemTime::UNIX_EPOCH))
+    crate::verbs::tasks::since(s).map_err(|reason| format!("since {reason}"))
 }

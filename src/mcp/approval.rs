@@ -7,7 +7,7 @@ use serde::Deserialize;
 use serde_json::json;
 
 use crate::approval::{self, Decision};
-use crate::cli::mcp::tools::{echo_id, to_call, Conductor, IdArg};
+use crate::mcp::tools::{echo_id, to_call, Conductor, IdArg};
 
 #[derive(Debug, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
