@@ -1,7 +1,12 @@
 //! conductor beside the fork+exec floor and task-spooler: N trivial tasks at parallelism 2,
 //! each as a multiple of `xargs -P2` running the same command (issue 23).
 //!
-//! `cargo bench --bench versus -- [--tasks 200] [--rounds 5] [--base /dev/shm]`
+//! `cargo bench --bench versus -- [--tasks 200] [--rounds 5] [--base /dev/shm] [--ext4]`
+//!
+//! `--ext4`: the base is a journaled ext4 the bench makes itself (`mkfs.ext4` defaults
+//! on a 2 GiB image file under `--base`, loop-mounted; needs root), unmounted and
+//! removed at the end — a user's disk, where durability costs journal commits. Where it
+//! cannot be made the bench says why and uses `--base` as it is.
 //!
 //! Every task is `cat` of a small prompt. The rows, run interleaved in each round so the
 //! machine's mood hits all alike:
@@ -9,6 +14,8 @@
 //! - `tsp` (task-spooler, if installed): `tsp -S 2`, one `tsp cat FILE` per task, then a
 //!   wait for every job;
 //! - `conductor run --workers 2`: the one-shot command, its two workers included;
+//! - `conductor run --root R`: the same on a durable root (`fsync` on, as `init` makes
+//!   it): what the group commit is for;
 //! - `conductor submit` ×N: N `conductor submit` processes into a root two running
 //!   workers serve, then a wait for every result (workers started before the clock);
 //! - `conductor submit --batch`: the same, the N tasks from one `submit --batch -f` process.
@@ -135,6 +142,83 @@ fn conductor_run(dir: &Path, list: &Path) -> Duration {
     t.elapsed()
 }
 
+/// `conductor run` on a durable root `R` made fresh under `dir` (fsyncs on).
+fn conductor_run_durable(dir: &Path, list: &Path) -> Duration {
+    let root = dir.join("durable-root");
+    conductor::Client::new(Root::new(&root))
+        .init_queue()
+        .unwrap();
+    let t = Instant::now();
+    run_quiet(
+        Command::new(bin("conductor"))
+            .args([
+                "run",
+                "--workers",
+                "2",
+                "--agent",
+                "cat",
+                "--json",
+                "--root",
+            ])
+            .arg(&root)
+            .arg("-f")
+            .arg(list)
+            .current_dir(dir),
+    );
+    t.elapsed()
+}
+
+/// A journaled ext4 made for this run: an image file, loop-mounted.
+struct Ext4 {
+    mount: PathBuf,
+    image: PathBuf,
+}
+
+impl Ext4 {
+    /// Make it under `base`, or say why not.
+    fn make(base: &Path) -> Result<Ext4, String> {
+        if !nix::unistd::geteuid().is_root() {
+            return Err("mounting an image needs root".into());
+        }
+        let image = base.join(format!("versus-ext4-{}.img", std::process::id()));
+        let mount = base.join(format!("versus-ext4-{}", std::process::id()));
+        let sh = |cmd: &mut Command| -> Result<(), String> {
+            let out = cmd.output().map_err(|e| format!("{cmd:?}: {e}"))?;
+            if out.status.success() {
+                Ok(())
+            } else {
+                Err(format!(
+                    "{cmd:?}: {}",
+                    String::from_utf8_lossy(&out.stderr).trim()
+                ))
+            }
+        };
+        let f = std::fs::File::create(&image).map_err(|e| format!("{}: {e}", image.display()))?;
+        f.set_len(2 << 30).map_err(|e| e.to_string())?;
+        std::fs::create_dir_all(&mount).map_err(|e| e.to_string())?;
+        let made = sh(Command::new("mkfs.ext4").args(["-q", "-F"]).arg(&image)).and_then(|()| {
+            sh(Command::new("mount")
+                .args(["-o", "loop"])
+                .arg(&image)
+                .arg(&mount))
+        });
+        if let Err(e) = made {
+            let _ = std::fs::remove_file(&image);
+            let _ = std::fs::remove_dir(&mount);
+            return Err(e);
+        }
+        Ok(Ext4 { mount, image })
+    }
+}
+
+impl Drop for Ext4 {
+    fn drop(&mut self) {
+        let _ = Command::new("umount").arg(&self.mount).status();
+        let _ = std::fs::remove_dir(&self.mount);
+        let _ = std::fs::remove_file(&self.image);
+    }
+}
+
 /// N tasks into a root two workers serve, until every result: N `submit` processes, or
 /// one `submit --batch -f LIST` (`batch`).
 fn conductor_submit(dir: &Path, n: usize, batch: Option<&Path>) -> Duration {
@@ -239,9 +323,26 @@ fn main() {
     };
     let n: usize = flag("--tasks").and_then(|v| v.parse().ok()).unwrap_or(200);
     let rounds: usize = flag("--rounds").and_then(|v| v.parse().ok()).unwrap_or(5);
-    let base = flag("--base")
+    let mut base = flag("--base")
         .map(PathBuf::from)
         .unwrap_or_else(std::env::temp_dir);
+    let ext4 = if args.iter().any(|a| a == "--ext4") {
+        match Ext4::make(&base) {
+            Ok(e) => {
+                base = e.mount.clone();
+                Some(e)
+            }
+            Err(why) => {
+                println!(
+                    "no journaled ext4 of our own ({why}): using {}",
+                    base.display()
+                );
+                None
+            }
+        }
+    } else {
+        None
+    };
     let with_tsp = have("tsp");
     println!(
         "conductor versus the floor: {n} trivial tasks at parallelism 2, {rounds} rounds, under {}{}",
@@ -252,6 +353,7 @@ fn main() {
         ("xargs -P2 (floor)", Vec::new()),
         ("tsp -S 2", Vec::new()),
         ("conductor run --workers 2", Vec::new()),
+        ("conductor run --root R (durable)", Vec::new()),
         ("conductor submit ×N + 2 workers", Vec::new()),
         ("conductor submit --batch + 2 workers", Vec::new()),
         ("(N × `true`, one after another)", Vec::new()),
@@ -273,25 +375,32 @@ fn main() {
                 1 if with_tsp => task_spooler(dir.path(), &files),
                 1 => continue,
                 2 => conductor_run(dir.path(), &list),
-                3 => conductor_submit(dir.path(), n, None),
-                4 => conductor_submit(dir.path(), n, Some(&list)),
-                5 => serial_starts(&true_bin, &[], n),
+                3 => conductor_run_durable(dir.path(), &list),
+                4 => conductor_submit(dir.path(), n, None),
+                5 => conductor_submit(dir.path(), n, Some(&list)),
+                6 => serial_starts(&true_bin, &[], n),
                 _ => serial_starts(&bin("conductor"), &["--version"], n),
             };
             rows[row].1.push(took);
         }
     }
     let floor_median = median(&mut rows[0].1.clone());
-    println!("{:<38} {:>10} {:>8}", "", "median", "× floor");
+    println!(
+        "{:<38} {:>10} {:>8} {:>10}",
+        "", "median", "× floor", "slowest"
+    );
     for (name, times) in &mut rows {
         if times.is_empty() {
             continue;
         }
         let m = median(times);
+        let worst = times.iter().max().copied().unwrap_or_default();
         println!(
-            "{name:<38} {:>8.0}ms {:>7.2}×",
+            "{name:<38} {:>8.0}ms {:>7.2}× {:>8.0}ms",
             m.as_secs_f64() * 1000.0,
-            m.as_secs_f64() / floor_median.as_secs_f64()
+            m.as_secs_f64() / floor_median.as_secs_f64(),
+            worst.as_secs_f64() * 1000.0
         );
     }
+    drop(ext4);
 }

@@ -18,6 +18,8 @@ use crate::watch::WatchMode;
 pub struct Client {
     root: Root,
     watch_mode: WatchMode,
+    /// How a delivered `task.json` is written ([`Client::with_delivery`]).
+    delivery: Durability,
 }
 
 impl Client {
@@ -25,7 +27,18 @@ impl Client {
         Client {
             root,
             watch_mode: WatchMode::Auto,
+            delivery: Durability::Grouped,
         }
+    }
+
+    /// How deliveries are written: durable before `write_task` returns (the default,
+    /// [`Durability::Grouped`]), or [`Durability::Atomic`] for a client that keeps its
+    /// tasks itself until their results come and dies with the machine anyway
+    /// (`conductor run`): the worker's claim commits the task's bytes with the claim,
+    /// and a task lost with the machine before its claim was never started.
+    pub fn with_delivery(mut self, delivery: Durability) -> Client {
+        self.delivery = delivery;
+        self
     }
 
     /// Open the root given by `--root`, `$CONDUCTOR_HOME` or the default.
@@ -133,7 +146,9 @@ impl Client {
     /// Create `task.json` with `bytes`, or say which task still waits there.
     fn deliver(&self, w: &WorkerPaths, bytes: &[u8]) -> Result<()> {
         let target = w.task();
-        match fsio::write_new(&target, bytes, Durability::Durable) {
+        // A new name: a crash before this returns may leave it cut short, and the
+        // worker then refuses it as a broken task (nobody was told it was accepted).
+        match fsio::write_new(&target, bytes, self.delivery) {
             Err(e) if e.io_kind() == Some(io::ErrorKind::AlreadyExists) => {
                 let waiting = fsio::read_bounded(&target, fsio::TASK_SIZE_LIMIT)
                     .ok()

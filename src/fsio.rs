@@ -15,8 +15,10 @@ use serde::Serialize;
 
 use crate::error::{Error, FileProblem, Result};
 
+pub mod commit;
 mod read;
 pub mod space;
+pub use commit::{commit_dirs, sync_count};
 pub use read::{
     open_regular, parse_json, read_bounded, read_bounded_open, read_json, reread_bounded,
 };
@@ -34,8 +36,14 @@ pub const RESULT_SIZE_LIMIT: u64 = 64 * 1024 * 1024;
 /// Whether a write must survive a power loss once it returns.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Durability {
-    /// fsync the file and its directory: tasks and results.
+    /// fsync the file and its directory: records rewritten in place of an old version.
     Durable,
+    /// Durable once the call returns, by one commit shared with the writes of every
+    /// other thread (`fsio/commit.rs`) after the name is published. A machine crash
+    /// *before* it returns may leave the new name empty or cut short: only for a name
+    /// that did not exist and whose readers treat such a file as never written (a
+    /// task delivered, a queue entry, a result).
+    Grouped,
     /// Atomic but not fsynced: status and other state that is rewritten often.
     Atomic,
 }
@@ -115,7 +123,7 @@ pub fn set_fsync(on: bool) {
     FSYNC.store(on, std::sync::atomic::Ordering::Relaxed);
 }
 
-fn fsync_on() -> bool {
+pub(crate) fn fsync_on() -> bool {
     FSYNC.load(std::sync::atomic::Ordering::Relaxed)
 }
 
@@ -125,8 +133,7 @@ pub fn fsync_dir(dir: &Path) -> Result<()> {
         return Ok(());
     }
     let d = File::open(dir).map_err(|e| Error::io("open directory", dir, e))?;
-    d.sync_all()
-        .map_err(|e| Error::io("fsync directory", dir, e))
+    commit::counted(|| d.sync_all()).map_err(|e| Error::io("fsync directory", dir, e))
 }
 
 /// Make reads and writes on `fd` return at once (`on`) or wait (`!on`); the other status
@@ -193,9 +200,25 @@ impl Dir {
         if !fsync_on() {
             return Ok(());
         }
-        self.fd
-            .sync_all()
+        commit::counted(|| self.fd.sync_all())
             .map_err(|e| Error::io("fsync directory", &self.path, e))
+    }
+
+    /// Whether a [`Durability::Grouped`] write here is made durable by one shared
+    /// commit after it is published (else file by file, as a durable one).
+    fn commits_whole(&self, durability: Durability) -> bool {
+        durability == Durability::Grouped
+            && fsync_on()
+            && commit::reach_of(&self.fd, &self.path) == commit::Reach::WholeFilesystem
+    }
+
+    /// Make what was published here durable, as `durability` asks.
+    fn make_durable(&self, durability: Durability, whole: bool) -> Result<()> {
+        match durability {
+            Durability::Atomic => Ok(()),
+            Durability::Grouped if whole => commit::commit(&self.path),
+            _ => self.sync(),
+        }
     }
 
     fn unlink(&self, name: &OsStr) {
@@ -232,12 +255,20 @@ fn temp_name(name: &OsStr) -> OsString {
 
 /// Stage `bytes` for `name` in a fresh temp file in `dir` (same filesystem as the
 /// target); returns the temp file's name.
-fn stage_in(dir: &Dir, name: &OsStr, bytes: &[u8], durability: Durability) -> Result<OsString> {
+/// A [`Durability::Grouped`] write whose commit comes after the publication
+/// (`whole`: see [`Dir::commits_whole`]) is not fsynced here.
+fn stage_in(
+    dir: &Dir,
+    name: &OsStr,
+    bytes: &[u8],
+    durability: Durability,
+    whole: bool,
+) -> Result<OsString> {
     let tmp = temp_name(name);
     let mut f = dir.create_new(&tmp)?;
     let res = f.write_all(bytes).and_then(|()| {
-        if durability == Durability::Durable && fsync_on() {
-            f.sync_all()
+        if durability != Durability::Atomic && !whole && fsync_on() {
+            commit::counted(|| f.sync_all())
         } else {
             Ok(())
         }
@@ -252,15 +283,13 @@ fn stage_in(dir: &Dir, name: &OsStr, bytes: &[u8], durability: Durability) -> Re
 /// Atomically replace `path` with `bytes` (temp file + rename).
 pub fn write_replace(path: &Path, bytes: &[u8], durability: Durability) -> Result<()> {
     let (dir, name) = Dir::of(path)?;
-    let tmp = stage_in(&dir, name, bytes, durability)?;
+    let whole = dir.commits_whole(durability);
+    let tmp = stage_in(&dir, name, bytes, durability, whole)?;
     if let Err(e) = dir.rename(&tmp, name) {
         dir.unlink(&tmp);
         return Err(e);
     }
-    if durability == Durability::Durable {
-        dir.sync()?;
-    }
-    Ok(())
+    dir.make_durable(durability, whole)
 }
 
 /// Atomically replace `path` with `bytes` by swapping it with its second name
@@ -303,12 +332,10 @@ fn publish(from: &Dir, tmp: &OsStr, to: &Dir, name: &OsStr, path: &Path) -> Resu
 /// (temp file + link). An existing file gives an `Io` error of kind `AlreadyExists`.
 pub fn write_new(path: &Path, bytes: &[u8], durability: Durability) -> Result<()> {
     let (dir, name) = Dir::of(path)?;
-    let tmp = stage_in(&dir, name, bytes, durability)?;
+    let whole = dir.commits_whole(durability);
+    let tmp = stage_in(&dir, name, bytes, durability, whole)?;
     publish(&dir, &tmp, &dir, name, path)?;
-    if durability == Durability::Durable {
-        dir.sync()?;
-    }
-    Ok(())
+    dir.make_durable(durability, whole)
 }
 
 /// Overwrite a private file in place without truncating it: `text` is padded with
@@ -381,14 +408,31 @@ pub fn link_replace(src: &Path, path: &Path) -> Result<()> {
 /// polling them would not see the new entry for minutes; a create changes them for
 /// every client.
 pub fn write_new_via(tmp_dir: &Path, path: &Path, bytes: &[u8]) -> Result<()> {
+    write_new_via_as(tmp_dir, path, bytes, Durability::Durable)
+}
+
+/// [`write_new_via`], [`Durability::Grouped`] (the staging directory on `path`'s
+/// filesystem): for a new queue entry, which a crash before this returns may leave cut
+/// short — the queue then refuses it as not a task.
+pub fn write_new_via_grouped(tmp_dir: &Path, path: &Path, bytes: &[u8]) -> Result<()> {
+    write_new_via_as(tmp_dir, path, bytes, Durability::Grouped)
+}
+
+fn write_new_via_as(
+    tmp_dir: &Path,
+    path: &Path,
+    bytes: &[u8],
+    durability: Durability,
+) -> Result<()> {
     let staging = Dir::open(tmp_dir)?;
     let (dir, name) = Dir::of(path)?;
-    let tmp = stage_in(&staging, name, bytes, Durability::Durable)?;
+    let whole = dir.commits_whole(durability);
+    let tmp = stage_in(&staging, name, bytes, durability, whole)?;
     publish(&staging, &tmp, &dir, name, path)?;
     if dir_is_shared(&dir) {
         announce_in(&dir, name);
     }
-    dir.sync()
+    dir.make_durable(durability, whole)
 }
 
 /// Whether `dir` is on a filesystem other hosts may share (no local change events).

@@ -228,7 +228,10 @@ pub(crate) fn publish_result(
     let bytes = fsio::to_json_bytes(result);
     fsio::ensure_dir(&paths.results_dir())?;
     let kept = paths.result_for(&result.task_id);
-    match fsio::write_new(&kept, &bytes, Durability::Durable) {
+    // A new name, so one shared commit after the link: a crash before it returns may
+    // leave it cut short, and recovery sets a result that does not parse aside and
+    // ends the task `interrupted`, as it would with none.
+    match fsio::write_new(&kept, &bytes, Durability::Grouped) {
         Ok(()) => {}
         Err(e) if e.io_kind() == Some(io::ErrorKind::AlreadyExists) => {
             if !same_run(&kept, result) {

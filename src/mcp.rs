@@ -4,6 +4,7 @@
 //! carries nothing but JSON-RPC: logs go to stderr, and [`stdio`] owns stdout.
 
 mod checks;
+mod events;
 mod handles;
 mod reply;
 mod resources;

@@ -496,7 +496,13 @@ fn start_when_space<W>(
 pub fn worker_main() -> i32 {
     let cli = <WorkerCli as clap::Parser>::parse();
     cli.verbosity.init_logging();
-    match run_worker(cli.worker) {
+    let served = run_worker(cli.worker);
+    // What durability cost this process: one commit per claim and per result at most.
+    tracing::debug!(
+        "fsync-like calls (fsync, syncfs) made by this worker: {}",
+        crate::fsio::sync_count()
+    );
+    match served {
         Ok(()) => exit::OK,
         Err(e) => report(&e),
     }

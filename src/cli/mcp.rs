@@ -15,8 +15,9 @@ Speaks the Model Context Protocol (JSON-RPC, one message per line) on stdin/stdo
 agent that orchestrates the workers: `claude mcp add conductor -- conductor mcp`. Tools: \
 submit, send, wait, result, retry, tasks, totals, queue, status, cancel, logs, edit, pause, \
 resume, diff, merge, discard; resources \
-conductor://tasks/{id} and conductor://tasks/{id}/log. Logs go to stderr. Ends when stdin \
-closes.
+conductor://tasks/{id} and conductor://tasks/{id}/log. A task needing approval and a daily \
+budget spent are pushed as notifications/message (level warning). Logs go to stderr. Ends \
+when stdin closes.
 
 Fan-out: inside an agent started by a worker, CONDUCTOR_DEPTH is its task's depth + 1, and \
 submit/send refuse past CONDUCTOR_MAX_DEPTH (default 3).")]

@@ -153,7 +153,10 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
     }
     // The private root (None with --root or --keep) lives until the run ends.
     let (root, _private_root) = run_root(&args)?;
-    let client = Client::new(root.clone());
+    // The run holds its tasks until their results come and ends with the machine: a
+    // task's bytes become durable with its worker's claim (docs/ARCHITECTURE.md,
+    // "What a machine crash can lose").
+    let client = Client::new(root.clone()).with_delivery(crate::fsio::Durability::Atomic);
 
     let count = worker_count(&args, prompts.len());
     let slots: Vec<Slot> = (0..count).map(Slot).collect();

@@ -130,7 +130,7 @@ pub(super) fn wait_tasks(
                 super::emit(&format!("{}\n", serde_json::to_string(r)?))?;
                 return Ok(if r.success { exit::OK } else { exit::FAILURE });
             }
-            super::emit(&format!("{}\n", heading(r)))?;
+            super::emit(&format!("{}\n", super::wait_any::heading(r)))?;
             super::print_result(r, false)
         };
         let got = super::waiting::finish_with(
@@ -145,17 +145,4 @@ pub(super) fn wait_tasks(
         code = code.max(got);
     }
     Ok(code)
-}
-
-/// `── task ID · ok in 1.5s · $0.0123`: what heads a task's output among several.
-pub(super) fn heading(r: &crate::TaskResult) -> String {
-    let mut how = r.outcome_label().to_string();
-    if let Some(ms) = r.duration_ms {
-        how.push_str(&format!(" in {}", crate::text::format_took(ms)));
-    }
-    let mut line = format!("── task {} · {how}", r.task_id);
-    if let Some(c) = r.cost_usd {
-        line.push_str(&format!(" · ${c:.4}"));
-    }
-    line
 }

@@ -20,8 +20,10 @@ use crate::{Error, TaskId, TaskResult};
 enum Woke {
     Finished(Box<TaskResult>),
     Told(Event),
-    /// A wait that ended without news (timeout, nobody serves it).
+    /// An id's wait that ended without its result (timeout, nobody serves it).
     Ended(Error),
+    /// The root watch ended without news: the end of the whole wait only without ids.
+    WatchEnded(Error),
 }
 
 /// `--any`: returns the exit code (see `WAIT_ANY_HELP`).
@@ -48,8 +50,8 @@ pub fn run(
         std::thread::spawn(move || watch_root(root, ids, left, tx))
     };
     drop(tx);
-    // Each thread sends once. With ids, the watcher ends only at the timeout: once
-    // every id's wait has ended without a result (nobody serves them), so does this.
+    // Each thread sends once. With ids, once every id's wait has ended without a result
+    // (nobody serves them, the timeout), so does this.
     let mut first_end = None;
     let mut ended = 0;
     for woke in rx.iter() {
@@ -59,10 +61,16 @@ pub fn run(
             Woke::Ended(e) => {
                 first_end.get_or_insert(e);
                 ended += 1;
-                if !ids.is_empty() && ended == ids.len() {
+                if ended == ids.len() {
                     break;
                 }
             }
+            Woke::WatchEnded(e) if ids.is_empty() => {
+                first_end = Some(e);
+                break;
+            }
+            // The ids' own waits decide; their questions are simply not seen now.
+            Woke::WatchEnded(e) => tracing::warn!("not watching for questions: {e}"),
         }
     }
     // Not joined: a watcher still waiting ends with the process.
@@ -133,12 +141,12 @@ fn watch_root(root: crate::Root, ids: Vec<TaskId>, left: Duration, tx: Sender<Wo
         vigil,
         check,
     );
-    let _ = tx.send(got.unwrap_or_else(Woke::Ended));
+    let _ = tx.send(got.unwrap_or_else(Woke::WatchEnded));
 }
 
 fn finished(r: &TaskResult, json: bool) -> anyhow::Result<i32> {
     if !json {
-        super::emit(&format!("{}\n", super::wait::heading(r)))?;
+        super::emit(&format!("{}\n", heading(r)))?;
     }
     super::print_result(r, json)
 }
@@ -150,4 +158,17 @@ fn told(e: &Event, json: bool) -> anyhow::Result<i32> {
         super::emit(&format!("── {}\n", e.describe()))?;
     }
     Ok(exit::NEEDS_PERSON)
+}
+
+/// `── task ID · ok in 1.5s · $0.0123`: what heads a task's output among several.
+pub(super) fn heading(r: &crate::TaskResult) -> String {
+    let mut how = r.outcome_label().to_string();
+    if let Some(ms) = r.duration_ms {
+        how.push_str(&format!(" in {}", crate::text::format_took(ms)));
+    }
+    let mut line = format!("── task {} · {how}", r.task_id);
+    if let Some(c) = r.cost_usd {
+        line.push_str(&format!(" · ${c:.4}"));
+    }
+    line
 }

@@ -557,7 +557,7 @@ pub fn publish_queue_result(root: &Root, kept: &Path, id: &TaskId) -> Result<()>
             Err(e) => return Err(Error::io("link queue result", dest, e)),
         },
     }
-    fsio::fsync_dir(&dir)
+    fsio::commit_dirs(&[&dir])
 }
 
 /// Put a dead worker's task back in the queue for another attempt, in one rename so

@@ -104,7 +104,7 @@ impl Queue {
             fsio::ensure_dir(&dir)?;
         }
         ids::reserve(&self.root, &id, Place::Queue)?;
-        if let Err(e) = fsio::write_new_via(
+        if let Err(e) = fsio::write_new_via_grouped(
             &self.root.queue_tmp(),
             &self.root.queue_pending().join(name),
             &bytes,

@@ -419,8 +419,9 @@ fn queue_keys_and_costs_at(cols: u16, rows: u16) {
     assert!(screen.contains("q quit"), "{screen}");
     // `?` shows every key; any key puts the view back.
     sh.keys(&["?"]);
-    let screen = sh.wait_for("any key closes");
-    for k in ["Enter", "cancel", "PgUp", "quit"] {
+    // The box's last line: the screen is captured as it is drawn, top to bottom.
+    let screen = sh.wait_for("back to the list");
+    for k in ["any key closes", "Enter", "cancel", "merge", "PgUp", "quit"] {
         assert!(screen.contains(k), "{k}:\n{screen}");
     }
     sh.keys(&["x"]);

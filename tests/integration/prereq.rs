@@ -106,6 +106,11 @@ pub fn git() -> Result<(), String> {
     runs("git", &["--version"], "install git (apt-get install git)")
 }
 
+/// strace runs here (the group-commit test counts a run's fsync-like calls with it).
+pub fn strace() -> Result<(), String> {
+    runs("strace", &["-V"], "install strace (apt-get install strace)")
+}
+
 /// The official Python MCP SDK imports here (the MCP tests drive a session through it).
 pub fn python_mcp() -> Result<(), String> {
     runs(

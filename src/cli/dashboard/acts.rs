@@ -5,8 +5,7 @@ use crate::review::{MergeRequest, MergeResult, MergeTarget};
 use crate::worktree::MergeHow;
 use crate::{Root, Slot, TaskId};
 
-use super::model::SlotState;
-use super::state::{Action, Mode, Selected, Ui};
+use super::model::{SlotRow, SlotState};
 
 /// One act a key asks for.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -39,51 +38,33 @@ impl Act {
 /// Letters that are acts, for the list's key handler.
 pub const KEYS: [char; 5] = ['m', 'D', 'r', 'p', 'P'];
 
-impl Ui {
-    /// Act key `c` on the selection: the y/n question for it, the act at once when it
-    /// asks none, or why there is nothing to do.
-    pub fn act_key(&mut self, c: char) -> Action {
-        match self.act_for(c) {
-            Ok(act) => match act.question() {
-                Some(what) => {
-                    self.mode = Mode::ConfirmAct { act, what };
-                    Action::Redraw
-                }
-                None => Action::Act(act),
-            },
-            Err(why) => {
-                self.message = Some(why);
-                Action::Redraw
-            }
-        }
+/// The act key `c` asks for on the selected worker (`row`; `None`: a queued task or
+/// nothing is selected), or why there is none.
+pub fn act_for(c: char, row: Option<&SlotRow>) -> Result<Act, String> {
+    if c == 'P' {
+        return Ok(Act::Pause(None));
     }
-
-    fn act_for(&self, c: char) -> Result<Act, String> {
-        if c == 'P' {
-            return Ok(Act::Pause(None));
-        }
-        let Some(Selected::Slot(row)) = self.selection() else {
-            return Err("select a worker first (the acts are on its task)".into());
-        };
-        if c == 'p' {
-            return Ok(Act::Pause(Some(row.slot)));
-        }
-        let ended = row.state != SlotState::Working;
-        let id = row.task_id.clone().filter(|_| ended).ok_or_else(|| {
-            format!(
-                "worker {} has no ended task to {}",
-                row.slot,
-                if c == 'r' { "retry" } else { "review" }
-            )
-        })?;
-        match c {
-            'r' => Ok(Act::Retry(id)),
-            _ if row.worktree.is_none() => Err(format!(
-                "task {id} ran in no worktree of its own: nothing to merge or discard"
-            )),
-            'm' => Ok(Act::Merge(id)),
-            _ => Ok(Act::Discard(id)),
-        }
+    let Some(row) = row else {
+        return Err("select a worker first (the acts are on its task)".into());
+    };
+    if c == 'p' {
+        return Ok(Act::Pause(Some(row.slot)));
+    }
+    let ended = row.state != SlotState::Working;
+    let id = row.task_id.clone().filter(|_| ended).ok_or_else(|| {
+        format!(
+            "worker {} has no ended task to {}",
+            row.slot,
+            if c == 'r' { "retry" } else { "review" }
+        )
+    })?;
+    match c {
+        'r' => Ok(Act::Retry(id)),
+        _ if row.worktree.is_none() => Err(format!(
+            "task {id} ran in no worktree of its own: nothing to merge or discard"
+        )),
+        'm' => Ok(Act::Merge(id)),
+        _ => Ok(Act::Discard(id)),
     }
 }
 

@@ -180,6 +180,28 @@ impl Ui {
         Action::Redraw
     }
 
+    /// Act key `c` ([`super::acts`]) on the selection: the y/n question for it, the act
+    /// at once when it asks none, or why there is nothing to do.
+    fn act_key(&mut self, c: char) -> Action {
+        let row = match self.selection() {
+            Some(Selected::Slot(r)) => Some(r),
+            _ => None,
+        };
+        match super::acts::act_for(c, row) {
+            Ok(act) => match act.question() {
+                Some(what) => {
+                    self.mode = Mode::ConfirmAct { act, what };
+                    Action::Redraw
+                }
+                None => Action::Act(act),
+            },
+            Err(why) => {
+                self.message = Some(why);
+                Action::Redraw
+            }
+        }
+    }
+
     /// Show `lines` as the whole output of `title`, following its end.
     pub fn open_output(&mut self, title: String, lines: Vec<String>) {
         self.mode = Mode::Output {
@@ -481,5 +503,78 @@ mod tests {
         assert_eq!(ui.on_key(key(KeyCode::Esc)), Action::Redraw);
         assert_eq!(ui.mode, Mode::List);
         assert_eq!(ui.on_key(key(KeyCode::Char('q'))), Action::Quit);
+    }
+}
+
+#[cfg(test)]
+mod act_tests {
+    use ratatui::crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
+
+    use super::super::acts::Act;
+    use super::super::model::{SlotRow, SlotState, Snapshot};
+    use super::*;
+    use crate::Slot;
+
+    fn ui(state: SlotState) -> Ui {
+        let row = SlotRow {
+            slot: Slot(3),
+            state,
+            task_id: Some(TaskId::from("t1")),
+            preview: None,
+            elapsed: None,
+            cost: None,
+            agent: None,
+            inbox: None,
+            worktree: None,
+            refused: None,
+            approval: None,
+        };
+        Ui::new(Snapshot {
+            slots: vec![row],
+            ..Snapshot::default()
+        })
+    }
+
+    fn press(ui: &mut Ui, c: char) -> Action {
+        ui.on_key(KeyEvent::new(KeyCode::Char(c), KeyModifiers::NONE))
+    }
+
+    #[test]
+    fn acts_that_destroy_or_spend_ask_first_and_anything_but_y_does_nothing() {
+        let mut ui = ui(SlotState::Done);
+        assert_eq!(press(&mut ui, 'r'), Action::Redraw);
+        assert!(
+            matches!(&ui.mode, Mode::ConfirmAct { act: Act::Retry(id), what }
+            if id.to_string() == "t1" && what == "Run task t1 again under a new id?")
+        );
+        assert_eq!(press(&mut ui, 'n'), Action::Redraw);
+        assert_eq!(ui.mode, Mode::List);
+        assert_eq!(ui.message.as_deref(), Some("nothing done"));
+        press(&mut ui, 'r');
+        assert_eq!(
+            press(&mut ui, 'y'),
+            Action::Act(Act::Retry(TaskId::from("t1")))
+        );
+        // Pausing asks nothing.
+        assert_eq!(press(&mut ui, 'p'), Action::Act(Act::Pause(Some(Slot(3)))));
+        assert_eq!(press(&mut ui, 'P'), Action::Act(Act::Pause(None)));
+    }
+
+    #[test]
+    fn acts_with_nothing_to_act_on_say_why() {
+        let mut ui = ui(SlotState::Done);
+        press(&mut ui, 'm');
+        assert_eq!(ui.mode, Mode::List);
+        let why = ui.message.clone().unwrap();
+        assert!(why.contains("ran in no worktree of its own"), "{why}");
+        let mut ui = self::ui(SlotState::Working);
+        press(&mut ui, 'D');
+        let why = ui.message.clone().unwrap();
+        assert_eq!(why, "worker 3 has no ended task to review");
+        press(&mut ui, 'r');
+        assert_eq!(
+            ui.message.as_deref(),
+            Some("worker 3 has no ended task to retry")
+        );
     }
 }

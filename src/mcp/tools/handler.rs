@@ -3,9 +3,9 @@
 use rmcp::handler::server::tool::ToolCallContext;
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, CancelTaskParams, ContentBlock,
-    GetTaskParams, GetTaskResult, Implementation, ListResourceTemplatesResult, ListResourcesResult,
+    GetTaskParams, GetTaskResult, ListResourceTemplatesResult, ListResourcesResult,
     PaginatedRequestParams, ReadResourceRequestParams, ReadResourceResponse, ReadResourceResult,
-    Resource, ServerCapabilities, ServerConfig, SubscribeRequestParams, UnsubscribeRequestParams,
+    Resource, ServerConfig, SubscribeRequestParams, UnsubscribeRequestParams,
 };
 use rmcp::service::RequestContext;
 use rmcp::{tool_handler, ErrorData, RoleServer, ServerHandler};
@@ -208,19 +208,19 @@ impl ServerHandler for Conductor {
         Ok(())
     }
 
+    async fn on_initialized(&self, context: rmcp::service::NotificationContext<RoleServer>) {
+        crate::mcp::events::start(self.client.clone(), context.peer);
+    }
+    #[allow(deprecated)]
+    async fn set_level(
+        &self,
+        request: rmcp::model::SetLevelRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        crate::mcp::events::set_level(request.level);
+        Ok(())
+    }
     fn get_info(&self) -> ServerConfig {
-        ServerConfig::new(
-            ServerCapabilities::builder()
-                .enable_tools()
-                .enable_resources()
-                .enable_resources_subscribe()
-                .enable_tasks()
-                .build(),
-        )
-        .with_server_info(
-            Implementation::new("conductor", env!("CARGO_PKG_VERSION"))
-                .with_title("conductor: AI coding-agent workers"),
-        )
-        .with_instructions(INSTRUCTIONS)
+        crate::mcp::events::server_config(INSTRUCTIONS)
     }
 }

@@ -1,0 +1,283 @@
+//! Group commit: one `syncfs(2)` makes durable every write this process made before it
+//! started, shared by every caller that asked while the previous one ran.
+//!
+//! A durable root used to pay an fsync of each new file and another of its directory,
+//! one after another: five journal commits a task on ext4. A commit here is one
+//! `syncfs` of the filesystem (its dirty data first, then one journal commit), and a
+//! caller waits only for a commit that *started after* it asked — so its write is in
+//! it — while everyone who asks during a commit shares the next one. Where `syncfs`
+//! may not reach the server (network and FUSE filesystems, or one we cannot name),
+//! the caller gets [`Reach::FileByFile`] and keeps the fsyncs of old.
+
+use std::collections::HashMap;
+use std::fs::File;
+use std::io;
+use std::os::unix::fs::MetadataExt;
+use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Condvar, Mutex, OnceLock};
+
+use crate::error::{Error, Result};
+
+/// Every fsync-like call this process made (`fsync`, `syncfs`): what a task costs in
+/// journal commits, for the debug log and the tests.
+static SYNCS: AtomicU64 = AtomicU64::new(0);
+
+/// How many fsync-like calls this process has made so far.
+pub fn sync_count() -> u64 {
+    SYNCS.load(Ordering::Relaxed)
+}
+
+/// Count one fsync-like call (the file-by-file ones in `fsio` call this too).
+pub(crate) fn counted<T>(call: impl FnOnce() -> io::Result<T>) -> io::Result<T> {
+    SYNCS.fetch_add(1, Ordering::Relaxed);
+    call()
+}
+
+/// How a filesystem's writes are made durable.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Reach {
+    /// One `syncfs` covers every file and name on it: local filesystems.
+    WholeFilesystem,
+    /// Each file and directory is fsynced itself (network and FUSE filesystems, where
+    /// `syncfs` may stop at the local cache, and filesystems we do not know).
+    FileByFile,
+}
+
+/// One filesystem's commits.
+struct Group {
+    /// A directory on the filesystem, opened once: what `syncfs` is called on.
+    fd: File,
+    reach: Reach,
+    /// The commit itself: `syncfs` (a stand-in in the unit tests).
+    sync: fn(&File) -> io::Result<()>,
+    state: Mutex<State>,
+    finished: Condvar,
+}
+
+#[derive(Default)]
+struct State {
+    /// Commits started so far (the number of the latest).
+    started: u64,
+    /// The latest commit that has ended.
+    finished: u64,
+    /// A commit is under way (`started` is its number).
+    running: bool,
+    /// The latest commit that failed, and its error.
+    failed: Option<(u64, i32)>,
+}
+
+/// The groups of this process, by device number.
+fn groups() -> &'static Mutex<HashMap<u64, Arc<Group>>> {
+    static GROUPS: OnceLock<Mutex<HashMap<u64, Arc<Group>>>> = OnceLock::new();
+    GROUPS.get_or_init(Default::default)
+}
+
+fn group_of(dir: &Path) -> Result<Arc<Group>> {
+    let dev = std::fs::metadata(dir)
+        .map_err(|e| Error::io("look at directory", dir, e))?
+        .dev();
+    group_on(dev, dir)
+}
+
+/// The group of device `dev`, made on first use from `dir`, a directory on it.
+fn group_on(dev: u64, dir: &Path) -> Result<Arc<Group>> {
+    let mut all = groups().lock().unwrap_or_else(|p| p.into_inner());
+    if let Some(g) = all.get(&dev) {
+        return Ok(Arc::clone(g));
+    }
+    let fd = File::open(dir).map_err(|e| Error::io("open directory", dir, e))?;
+    let reach = match crate::fs_kind::of_fd(&fd) {
+        Some(kind) if !kind.eventless && !kind.name.starts_with("filesystem type") => {
+            Reach::WholeFilesystem
+        }
+        _ => Reach::FileByFile,
+    };
+    let g = Arc::new(Group {
+        fd,
+        reach,
+        sync: syncfs,
+        state: Mutex::new(State::default()),
+        finished: Condvar::new(),
+    });
+    all.insert(dev, Arc::clone(&g));
+    Ok(g)
+}
+
+/// How writes into the open directory `fd` (at `dir`) are made durable (see
+/// [`Reach`]); file by file when that cannot be told.
+pub(crate) fn reach_of(fd: &File, dir: &Path) -> Reach {
+    fd.metadata()
+        .map_err(|e| Error::io("look at directory", dir, e))
+        .and_then(|m| group_on(m.dev(), dir))
+        .map_or(Reach::FileByFile, |g| g.reach)
+}
+
+/// Make the renames, links and unlinks in `dirs` durable: one shared [`commit`] per
+/// filesystem where that covers everything, else an fsync of each directory. Nothing
+/// when the root is written without fsyncs.
+pub fn commit_dirs(dirs: &[&Path]) -> Result<()> {
+    if !super::fsync_on() {
+        return Ok(());
+    }
+    let mut committed: Vec<u64> = Vec::new();
+    for dir in dirs {
+        let dev = std::fs::metadata(dir)
+            .map_err(|e| Error::io("look at directory", *dir, e))?
+            .dev();
+        if committed.contains(&dev) {
+            continue;
+        }
+        commit(dir)?;
+        if group_on(dev, dir)?.reach == Reach::WholeFilesystem {
+            committed.push(dev);
+        }
+    }
+    Ok(())
+}
+
+/// Make every write this process made on `dir`'s filesystem before this call durable,
+/// through a `syncfs` that starts after the call — shared with every other caller of
+/// this process waiting for the same one. Only for a [`Reach::WholeFilesystem`]
+/// filesystem (the caller asked [`reach`]); elsewhere this fsyncs `dir` alone.
+pub fn commit(dir: &Path) -> Result<()> {
+    let g = group_of(dir)?;
+    if g.reach == Reach::FileByFile {
+        let d = File::open(dir).map_err(|e| Error::io("open directory", dir, e))?;
+        return counted(|| d.sync_all()).map_err(|e| Error::io("fsync directory", dir, e));
+    }
+    g.commit()
+        .map_err(|e| Error::io("sync the filesystem of", dir, e))
+}
+
+fn syncfs(fd: &File) -> io::Result<()> {
+    nix::unistd::syncfs(fd).map_err(io::Error::from)
+}
+
+impl State {
+    /// How commit `ours` went, once it (or a later one) has ended.
+    fn outcome(&self, ours: u64) -> Option<io::Result<()>> {
+        if self.finished < ours {
+            return None;
+        }
+        Some(match self.failed {
+            // A later commit's failure may be a write of ours that the failed commit
+            // reported first (the kernel reports a writeback error once): failed too.
+            Some((n, errno)) if n >= ours => Err(io::Error::from_raw_os_error(errno)),
+            _ => Ok(()),
+        })
+    }
+}
+
+impl Group {
+    fn commit(&self) -> io::Result<()> {
+        let mut s = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        // A commit already under way may have started before our write: ours is the
+        // next one.
+        let ours = s.started + 1;
+        loop {
+            if let Some(done) = s.outcome(ours) {
+                return done;
+            }
+            if s.running {
+                s = self.finished.wait(s).unwrap_or_else(|p| p.into_inner());
+                continue;
+            }
+            s.running = true;
+            s.started += 1;
+            let n = s.started;
+            drop(s);
+            let done = counted(|| (self.sync)(&self.fd));
+            s = self.state.lock().unwrap_or_else(|p| p.into_inner());
+            s.running = false;
+            s.finished = n;
+            if let Err(e) = done {
+                s.failed = Some((n, e.raw_os_error().unwrap_or(EIO)));
+            }
+            self.finished.notify_all();
+        }
+    }
+}
+
+const EIO: i32 = nix::errno::Errno::EIO as i32;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    static SLOW_SYNCS: AtomicU64 = AtomicU64::new(0);
+
+    /// A commit that takes a while, so that callers pile up behind it.
+    fn slow_sync(_: &File) -> io::Result<()> {
+        SLOW_SYNCS.fetch_add(1, Ordering::SeqCst);
+        std::thread::sleep(Duration::from_millis(200));
+        Ok(())
+    }
+
+    /// Eight callers asking at once share commits — fewer commits than callers — and
+    /// each returns only after a commit that started after it asked.
+    #[test]
+    fn callers_waiting_together_share_commits() {
+        let g = Group {
+            fd: File::open("/").unwrap(),
+            reach: Reach::WholeFilesystem,
+            sync: slow_sync,
+            state: Mutex::new(State::default()),
+            finished: Condvar::new(),
+        };
+        let barrier = std::sync::Barrier::new(8);
+        std::thread::scope(|s| {
+            for _ in 0..8 {
+                s.spawn(|| {
+                    barrier.wait();
+                    let asked = g.state.lock().unwrap().started;
+                    g.commit().unwrap();
+                    let st = g.state.lock().unwrap();
+                    assert!(
+                        st.finished > asked,
+                        "returned before a commit started after it asked"
+                    );
+                });
+            }
+        });
+        let made = SLOW_SYNCS.load(Ordering::SeqCst);
+        assert!(
+            (1..8).contains(&made),
+            "{made} commits for 8 callers waiting together"
+        );
+        let st = g.state.lock().unwrap();
+        assert!(!st.running && st.finished == st.started && st.started == made);
+    }
+
+    /// A failed commit fails its callers, and callers of an earlier one that had not
+    /// looked yet; a caller whose commit came after the failure is not failed by it.
+    #[test]
+    fn a_failed_commit_is_reported_to_its_callers() {
+        let st = State {
+            started: 5,
+            finished: 5,
+            running: false,
+            failed: Some((4, EIO)),
+        };
+        assert_eq!(
+            st.outcome(4).unwrap().unwrap_err().raw_os_error(),
+            Some(EIO)
+        );
+        assert_eq!(
+            st.outcome(3).unwrap().unwrap_err().raw_os_error(),
+            Some(EIO)
+        );
+        assert!(st.outcome(5).unwrap().is_ok());
+        assert!(st.outcome(6).is_none(), "commit 6 has not run");
+    }
+
+    /// The counter counts the commits of this process.
+    #[test]
+    fn a_commit_on_a_local_filesystem_is_one_counted_sync() {
+        let dir = tempfile::tempdir().unwrap();
+        let before = sync_count();
+        commit(dir.path()).unwrap();
+        assert!(sync_count() > before);
+    }
+}

@@ -1,0 +1,165 @@
+//! Durability at the price of one commit (issue 39.1): what a task costs in fsync-like
+//! calls on a durable root, counted from outside with `strace -f -c` over `conductor run`
+//! and its workers.
+
+use std::path::Path;
+use std::time::Duration;
+
+use crate::harness::{bin, TestRoot};
+use crate::prereq::{self, require};
+
+/// The fsync-like calls `strace -f -c` counted, from its summary's `total` line (none
+/// made: no line, 0).
+fn total_calls(summary: &str) -> u64 {
+    summary
+        .lines()
+        .find(|l| l.trim_end().ends_with(" total"))
+        .and_then(|l| l.split_whitespace().nth(3))
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(0)
+}
+
+/// `conductor run --root R --workers 2 --agent cat` of `n` prompts on a fresh durable
+/// root, under strace; returns the fsync-like calls of the run and its workers.
+fn syncs_of_a_run(n: usize) -> u64 {
+    let t = TestRoot::new();
+    let dir = t.dir.path();
+    let list = dir.join("prompts.txt");
+    let prompts: String = (0..n).map(|i| format!("task {i}\n")).collect();
+    std::fs::write(&list, prompts).unwrap();
+    let counts = dir.join("strace.txt");
+    let out = assert_cmd::Command::new("strace")
+        .args([
+            "-f",
+            "-c",
+            "-e",
+            "trace=fsync,fdatasync,syncfs,sync,sync_file_range",
+        ])
+        .arg("-o")
+        .arg(&counts)
+        .arg(bin("conductor"))
+        .args([
+            "run",
+            "--workers",
+            "2",
+            "--agent",
+            "cat",
+            "--json",
+            "--root",
+        ])
+        .arg(t.path())
+        .arg("-f")
+        .arg(&list)
+        .env("CONDUCTOR_HOME", t.path())
+        .env_remove("CONDUCTOR_WORKER")
+        .timeout(Duration::from_secs(120))
+        .output()
+        .expect("run strace");
+    assert!(
+        out.status.success(),
+        "the run failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let ok = doc["results"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|r| r["success"] == true)
+        .count();
+    assert_eq!(ok, n, "every task succeeds");
+    total_calls(&std::fs::read_to_string(&counts).unwrap())
+}
+
+/// At parallel 2 a task costs at most two fsync-like calls on a durable root (its claim
+/// and its result; the run's delivery rides on the claim's commit), where it cost five
+/// fsyncs in a row. Measured as the difference between runs of 30 and 10 tasks, so the
+/// start-up's own calls cancel out.
+#[test]
+fn a_task_on_a_durable_root_costs_at_most_two_syncs() {
+    require!(prereq::strace());
+    let where_ = std::env::temp_dir();
+    if let Ok(Some(kind)) = conductor::fs_kind::of(Path::new(&where_)) {
+        if kind.eventless {
+            prereq::skip_allowed_in_ci(
+                &format!(
+                    "{} is {}: commits there are fsyncs of each file",
+                    where_.display(),
+                    kind.name
+                ),
+                "a network temp directory is the machine's, not the code's",
+            );
+            return;
+        }
+    }
+    let (few, many) = (syncs_of_a_run(10), syncs_of_a_run(30));
+    let per_task = many.saturating_sub(few) as f64 / 20.0;
+    assert!(
+        per_task <= 2.0,
+        "{per_task} fsync-like calls a task (10 tasks: {few}, 30 tasks: {many}); at most 2"
+    );
+    assert!(
+        per_task >= 1.0,
+        "{per_task} a task: is the claim still committed?"
+    );
+}
+
+#[test]
+fn the_strace_summary_total_is_read() {
+    let summary = "% time     seconds  usecs/call     calls    errors syscall\n\
+                   ------ ----------- ----------- --------- --------- ----------------\n\
+                   100.00    0.009794          37       258           fsync\n\
+                   ------ ----------- ----------- --------- --------- ----------------\n\
+                   100.00    0.009794          37       258           total\n";
+    assert_eq!(total_calls(summary), 258);
+    assert_eq!(total_calls(""), 0);
+}
+
+/// What a machine crash can leave of a task whose sender had not yet been told it was
+/// accepted: a grouped write is committed after its name is published, so the name can
+/// survive with its bytes cut short. A worker refuses such a file (into `rejected/`,
+/// answered `rejected` under the id it can read) and never runs it; the queue does the
+/// same with a cut pending entry.
+#[test]
+fn a_task_cut_short_by_a_crash_before_its_commit_is_refused_not_run() {
+    use conductor::{Slot, TaskId};
+    let t = TestRoot::new();
+    let paths = t.client.create_worker(Slot(0)).unwrap();
+    let ran = t.dir.path().join("ran");
+    let long_ago = std::time::SystemTime::now() - Duration::from_secs(60);
+    let cut = |path: &Path, bytes: &[u8]| {
+        std::fs::write(path, bytes).unwrap();
+        let f = std::fs::File::options().write(true).open(path).unwrap();
+        f.set_modified(long_ago).unwrap();
+    };
+    cut(&paths.task(), br#"{"id": "cut-inbox", "prompt": "hel"#);
+    let pending = t.path().join("queue/pending");
+    cut(
+        &pending.join("4~00000000000000000001~~cut-queued.json"),
+        br#"{"id": "cut-queued", "prom"#,
+    );
+    let agent = format!("sh -c 'cat >/dev/null; touch {}'", ran.display());
+    let w = crate::harness::WorkerProc::start(&t, Slot(0), &agent, &[], &[]);
+    let inbox = t
+        .client
+        .wait_for_result(Slot(0), &TaskId::from("cut-inbox"), Duration::from_secs(60))
+        .unwrap();
+    assert_eq!(
+        inbox.outcome,
+        Some(conductor::Outcome::Rejected),
+        "{inbox:?}"
+    );
+    let queue = conductor::queue::Queue::new(t.client.root().clone());
+    let queued = queue
+        .wait_for_result(&TaskId::from("cut-queued"), Duration::from_secs(60))
+        .unwrap();
+    assert_eq!(
+        queued.outcome,
+        Some(conductor::Outcome::Rejected),
+        "{queued:?}"
+    );
+    crate::harness::wait_until(Duration::from_secs(60), "the inbox emptied", || {
+        !paths.task().exists() && !paths.running().exists()
+    });
+    assert!(!ran.exists(), "a cut task ran:\n{}", w.stderr());
+}
