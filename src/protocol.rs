@@ -249,6 +249,22 @@ impl Task {
         if let Some(id) = &self.id {
             id.validate()?;
         }
+        self.validate_numbers()?;
+        self.validate_resume_and_model()?;
+        if let Some(k) = &self.key {
+            check_key_name(k)?;
+        }
+        if let Some(g) = &self.group {
+            check_group_name(g)?;
+        }
+        self.validate_after_and_dir()?;
+        self.validate_env_and_labels()?;
+        self.validate_agent_and_tools()?;
+        self.validate_run_fields()
+    }
+
+    /// The priority, attempts, timeout and the size of the context.
+    fn validate_numbers(&self) -> std::result::Result<(), String> {
         if let Some(p) = self.priority {
             if p > 9 {
                 return Err(format!("priority {p} is out of range 0-9"));
@@ -278,6 +294,11 @@ impl Task {
         if self.timeout_secs == Some(0) {
             return Err("timeoutSecs must be at least 1".into());
         }
+        Ok(())
+    }
+
+    /// The session resumed and the model: names, never flags.
+    fn validate_resume_and_model(&self) -> std::result::Result<(), String> {
         if let Some(r) = &self.resume {
             if r.is_empty() || r.starts_with('-') || r.len() > 256 {
                 return Err(format!("resume session {r:?} is not a session id"));
@@ -292,14 +313,11 @@ impl Task {
                 return Err(format!("model {m:?} is not a model name"));
             }
         }
-        if let Some(k) = &self.key {
-            check_key_name(k)?;
-        }
-        if let Some(g) = &self.group {
-            check_group_name(g)?;
-        }
-        self.validate_after_and_dir()?;
-        self.validate_env_and_labels()?;
+        Ok(())
+    }
+
+    /// The agent preset, the earliest start, and the narrowing of tools and permissions.
+    fn validate_agent_and_tools(&self) -> std::result::Result<(), String> {
         if let Some(a) = &self.agent {
             if a.is_empty()
                 || a.len() > 64
@@ -340,7 +358,7 @@ impl Task {
                 ));
             }
         }
-        self.validate_run_fields()
+        Ok(())
     }
 
     pub fn attempt(&self) -> u32 {

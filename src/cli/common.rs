@@ -240,6 +240,51 @@ pub fn run_worker(args: WorkerArgs) -> anyhow::Result<()> {
     };
     crate::env::refuse_nested(&format!("start worker {serving}"), args.allow_nested)?;
     let root = Root::resolve(args.root.as_deref())?;
+    let opts = worker_options(&args, root)?;
+    check_one_slot_flags(&args)?;
+
+    let (tx, shutdown) = crossbeam_channel::bounded(1);
+    ctrlc::set_handler(move || {
+        let _ = tx.try_send(());
+    })
+    .map_err(|e| anyhow::anyhow!("cannot install the signal handler: {e}"))?;
+
+    if args.slot.0.len() > 1 {
+        return run_multi(opts, &args.slot.0, &shutdown);
+    }
+    let Some(mut worker) = start_when_space(&shutdown, &opts.root, &[opts.slot], || {
+        Worker::start(opts.clone())
+    })?
+    else {
+        return Ok(());
+    };
+    // Cut to a terminal's width like the log lines after it (a narrow pane never wraps).
+    let width = super::table::width();
+    // With --wake-pipes stdout is the owner's pipe: what we say goes to the log (stderr).
+    let say = |line: String| {
+        if args.wake_pipes {
+            eprintln!("{line}");
+        } else {
+            println!("{line}");
+        }
+    };
+    say(super::table::fit_line(&worker.describe(), width));
+    let rec = worker.recovery();
+    if !rec.is_empty() {
+        say(super::table::fit_line(&format!("recovered: {rec}"), width));
+    }
+    if args.show_output {
+        follow_output(&opts, width)?;
+    }
+    worker.run(&shutdown)?;
+    tracing::info!("worker stopped");
+    Ok(())
+}
+
+/// The worker's options from its arguments: its presets (the first the default, each
+/// command narrowed by `--allowed-tools`/`--permission-mode` where it applies) or its
+/// own `--agent` line, its project directory and limits.
+fn worker_options(args: &WorkerArgs, root: Root) -> anyhow::Result<WorkerOptions> {
     let mut presets = args.preset.clone();
     presets.dedup();
     let preset = presets.first().copied().unwrap_or_default();
@@ -283,44 +328,7 @@ pub fn run_worker(args: WorkerArgs) -> anyhow::Result<()> {
         opts.watch = WatchMode::Poll(interval.max(Duration::from_millis(1)));
     }
     opts.wake_pipes = args.wake_pipes;
-    check_one_slot_flags(&args)?;
-
-    let (tx, shutdown) = crossbeam_channel::bounded(1);
-    ctrlc::set_handler(move || {
-        let _ = tx.try_send(());
-    })
-    .map_err(|e| anyhow::anyhow!("cannot install the signal handler: {e}"))?;
-
-    if args.slot.0.len() > 1 {
-        return run_multi(opts, &args.slot.0, &shutdown);
-    }
-    let Some(mut worker) = start_when_space(&shutdown, &opts.root, &[opts.slot], || {
-        Worker::start(opts.clone())
-    })?
-    else {
-        return Ok(());
-    };
-    // Cut to a terminal's width like the log lines after it (a narrow pane never wraps).
-    let width = super::table::width();
-    // With --wake-pipes stdout is the owner's pipe: what we say goes to the log (stderr).
-    let say = |line: String| {
-        if args.wake_pipes {
-            eprintln!("{line}");
-        } else {
-            println!("{line}");
-        }
-    };
-    say(super::table::fit_line(&worker.describe(), width));
-    let rec = worker.recovery();
-    if !rec.is_empty() {
-        say(super::table::fit_line(&format!("recovered: {rec}"), width));
-    }
-    if args.show_output {
-        follow_output(&opts, width)?;
-    }
-    worker.run(&shutdown)?;
-    tracing::info!("worker stopped");
-    Ok(())
+    Ok(opts)
 }
 
 /// Serve several slots by one worker process until `shutdown`.

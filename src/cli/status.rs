@@ -120,34 +120,9 @@ pub fn render(
     width: Option<usize>,
 ) -> String {
     if reports.is_empty() {
-        let mut out = fit_line(
-            &format!(
-                "no worker slots under {} (create them with `conductor init N`)",
-                root.path().display()
-            ),
-            width,
-        ) + "\n";
-        if matches!(capacity, Ok(c) if c.pending.total > 0) {
-            out.push('\n');
-            out.push_str(&capacity_footer(capacity, 0, width));
-        }
-        return out;
+        return render_no_slots(root, capacity, width);
     }
-    let mut table = Table::new(&[
-        ("SLOT", Col::Keep),
-        ("STATE", Col::Keep),
-        ("AGE", Col::Keep),
-        ("PROMPT", Col::Shrink),
-        // The handle for every other command: kept (shortened) when others go.
-        ("ID", Col::Keep),
-        ("COST", Col::Drop),
-        ("TURNS", Col::Drop),
-        ("BEAT", Col::Drop),
-        ("AGENT", Col::Drop),
-        ("WORKER", Col::Drop),
-        ("LOCK", Col::Drop),
-        ("SERVES", Col::Drop),
-    ]);
+    let mut table = slot_table();
     let mut advice = Vec::new();
     let ids: Vec<String> = reports
         .iter()
@@ -201,6 +176,45 @@ pub fn render(
     out.push('\n');
     out.push_str(&capacity_footer(capacity, working, width));
     out
+}
+
+/// The answer for a root without slots (and its queue's footer, if tasks wait there).
+fn render_no_slots(
+    root: &Root,
+    capacity: &crate::Result<Capacity>,
+    width: Option<usize>,
+) -> String {
+    let mut out = fit_line(
+        &format!(
+            "no worker slots under {} (create them with `conductor init N`)",
+            root.path().display()
+        ),
+        width,
+    ) + "\n";
+    if matches!(capacity, Ok(c) if c.pending.total > 0) {
+        out.push('\n');
+        out.push_str(&capacity_footer(capacity, 0, width));
+    }
+    out
+}
+
+/// The slot table's columns: which keep their width, shrink or go on a narrow screen.
+fn slot_table() -> Table {
+    Table::new(&[
+        ("SLOT", Col::Keep),
+        ("STATE", Col::Keep),
+        ("AGE", Col::Keep),
+        ("PROMPT", Col::Shrink),
+        // The handle for every other command: kept (shortened) when others go.
+        ("ID", Col::Keep),
+        ("COST", Col::Drop),
+        ("TURNS", Col::Drop),
+        ("BEAT", Col::Drop),
+        ("AGENT", Col::Drop),
+        ("WORKER", Col::Drop),
+        ("LOCK", Col::Drop),
+        ("SERVES", Col::Drop),
+    ])
 }
 
 /// `cost $0.0420 · 7 turns (the tasks shown)`, when any agent reported a cost or turns.

@@ -218,49 +218,7 @@ fn judge_owner(
         None => o.host != at.host,
     };
     if other_host {
-        let last = o
-            .heartbeat_at
-            .as_deref()
-            .and_then(parse_rfc3339)
-            .or_else(|| parse_rfc3339(&o.acquired_at));
-        let (host, lease) = (&o.host, opts.lease.as_secs());
-        let Some(t) = last else {
-            return Liveness::Stale(format!(
-                "held by pid {pid} on host {host} with no readable timestamp"
-            ));
-        };
-        let dated = age(t, at.now);
-        if dated <= opts.lease {
-            return Liveness::Alive(format!(
-                "alive on host {host} (pid {pid}), heartbeat {}s ago (lease {lease}s)",
-                dated.as_secs(),
-            ));
-        }
-        // Its date is that host's clock, not ours: past the lease by it is proof only
-        // once this process has seen the record not move for a lease itself, or when it
-        // is older than any clock could be off.
-        let seen = read.unchanged_for;
-        return if seen >= opts.lease {
-            Liveness::Stale(format!(
-                "held by pid {pid} on host {host}, not renewed for {}s (lease {lease}s; seen \
-                 unchanged here for {}s)",
-                dated.as_secs(),
-                seen.as_secs()
-            ))
-        } else if dated > opts.lease + MAX_CLOCK_SKEW {
-            Liveness::Stale(format!(
-                "held by pid {pid} on host {host}, not renewed for {}s (lease {lease}s)",
-                dated.as_secs()
-            ))
-        } else {
-            Liveness::Alive(format!(
-                "on host {host} (pid {pid}), heartbeat {}s ago by its clock (lease {lease}s): \
-                 clocks may differ, so it is taken over only once seen unchanged here for the \
-                 lease ({}s so far)",
-                dated.as_secs(),
-                seen.as_secs()
-            ))
-        };
+        return judge_remote_owner(o, read, at, opts);
     }
     let gone = if !facts.alive {
         format!("holder pid {pid} is dead")
@@ -287,6 +245,60 @@ fn judge_owner(
             }
         )),
         _ => Liveness::Stale(gone),
+    }
+}
+
+/// A holder on another host: judged by its heartbeat against the lease, by that host's
+/// clock, and by how long this process has seen the record unchanged.
+fn judge_remote_owner(
+    o: &LockOwner,
+    read: &LockRead,
+    at: &Vantage,
+    opts: &LockOptions,
+) -> Liveness {
+    let pid = o.pid;
+    let last = o
+        .heartbeat_at
+        .as_deref()
+        .and_then(parse_rfc3339)
+        .or_else(|| parse_rfc3339(&o.acquired_at));
+    let (host, lease) = (&o.host, opts.lease.as_secs());
+    let Some(t) = last else {
+        return Liveness::Stale(format!(
+            "held by pid {pid} on host {host} with no readable timestamp"
+        ));
+    };
+    let dated = age(t, at.now);
+    if dated <= opts.lease {
+        return Liveness::Alive(format!(
+            "alive on host {host} (pid {pid}), heartbeat {}s ago (lease {lease}s)",
+            dated.as_secs(),
+        ));
+    }
+    // Its date is that host's clock, not ours: past the lease by it is proof only
+    // once this process has seen the record not move for a lease itself, or when it
+    // is older than any clock could be off.
+    let seen = read.unchanged_for;
+    if seen >= opts.lease {
+        Liveness::Stale(format!(
+            "held by pid {pid} on host {host}, not renewed for {}s (lease {lease}s; seen \
+             unchanged here for {}s)",
+            dated.as_secs(),
+            seen.as_secs()
+        ))
+    } else if dated > opts.lease + MAX_CLOCK_SKEW {
+        Liveness::Stale(format!(
+            "held by pid {pid} on host {host}, not renewed for {}s (lease {lease}s)",
+            dated.as_secs()
+        ))
+    } else {
+        Liveness::Alive(format!(
+            "on host {host} (pid {pid}), heartbeat {}s ago by its clock (lease {lease}s): \
+             clocks may differ, so it is taken over only once seen unchanged here for the \
+             lease ({}s so far)",
+            dated.as_secs(),
+            seen.as_secs()
+        ))
     }
 }
 

@@ -6,7 +6,7 @@
 
 use std::time::{Duration, Instant};
 
-use crate::agent::{Agent, AgentCommand, Launch};
+use crate::agent::{Agent, AgentCommand, AgentOutput, Launch};
 use crate::layout::Root;
 use crate::preset::Preset;
 use crate::protocol::{Outcome, Status, TaskId, TaskResult};
@@ -142,8 +142,18 @@ pub fn try_agent(preset: Preset, timeout: Duration) -> Check {
             endpoint_hint(preset),
         );
     }
+    let mut r = trial_result(&task_id, &out);
+    let limit = (!r.success)
+        .then(|| preset.rate_limit(&r.output, out.limit_event.as_deref()))
+        .flatten();
+    preset.interpret(&mut r);
+    judge(preset, &name, &r, limit, took)
+}
+
+/// The trial run's output read as a task's result (before the preset interprets it).
+fn trial_result(task_id: &str, out: &AgentOutput) -> TaskResult {
     let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
-    let mut r = TaskResult::failed(TaskId::from(task_id.as_str()), Outcome::Success, "");
+    let mut r = TaskResult::failed(TaskId::from(task_id), Outcome::Success, "");
     r.success = out.status.success();
     r.outcome = Some(if r.success {
         Outcome::Success
@@ -161,11 +171,7 @@ pub fn try_agent(preset: Preset, timeout: Duration) -> Check {
         }
     });
     r.output = String::from_utf8_lossy(&out.stdout).into_owned();
-    let limit = (!r.success)
-        .then(|| preset.rate_limit(&r.output, out.limit_event.as_deref()))
-        .flatten();
-    preset.interpret(&mut r);
-    judge(preset, &name, &r, limit, took)
+    r
 }
 
 /// The verdict on a finished trial run.

@@ -106,6 +106,42 @@ struct Scan<'a> {
 }
 
 impl Scan<'_> {
+    /// The locks candidate `c` takes besides a run slot: its key's (`None` without a
+    /// key, or when keys do not serialize) and one of its group's run slots (`None`
+    /// without a group). `None` when one is taken: skip to another task (a busy key is
+    /// noted in `busy`: one lock attempt per key per scan, however many of its tasks
+    /// wait).
+    fn key_and_group_locks(
+        &self,
+        c: &PendingTask,
+        group: &Option<String>,
+        busy: &mut HashSet<String>,
+    ) -> Result<Option<(Option<DirLock>, Option<DirLock>)>> {
+        let key_lock = match self.key_of(c) {
+            Some(k) => match DirLock::try_acquire(&self.root.key_lock(&k), &self.opts)? {
+                Acquire::Acquired(l) => Some(l),
+                // Busy key: skip to another key's task, never wait on it.
+                Acquire::Held(_) => {
+                    busy.insert(k);
+                    return Ok(None);
+                }
+            },
+            None => None,
+        };
+        // Its group's cap, held as the root's is: by one of the group's run slots.
+        let group_slot = match group {
+            Some(g) => match groups::take_slot(self.root, g, &self.opts)? {
+                GroupSlot::Held(l) => Some(*l),
+                GroupSlot::Full(why) | GroupSlot::Unknown(why) => {
+                    tracing::trace!("{} waits: {why}", c.path.display());
+                    return Ok(None);
+                }
+            },
+            None => None,
+        };
+        Ok(Some((key_lock, group_slot)))
+    }
+
     /// The key a task is serialized on, when keys serialize.
     fn key_of(&self, t: &PendingTask) -> Option<String> {
         t.key
@@ -217,27 +253,8 @@ pub(crate) fn claim_next_seeing(
                 _ => continue,
             }
         };
-        let key_lock = match scan.key_of(&c) {
-            Some(k) => match DirLock::try_acquire(&root.key_lock(&k), &scan.opts)? {
-                Acquire::Acquired(l) => Some(l),
-                // Busy key: skip to another key's task, never wait on it.
-                Acquire::Held(_) => {
-                    busy.insert(k);
-                    continue;
-                }
-            },
-            None => None,
-        };
-        // Its group's cap, held as the root's is: by one of the group's run slots.
-        let group_slot = match &group {
-            Some(g) => match groups::take_slot(root, g, &scan.opts)? {
-                GroupSlot::Held(l) => Some(*l),
-                GroupSlot::Full(why) | GroupSlot::Unknown(why) => {
-                    tracing::trace!("{} waits: {why}", c.path.display());
-                    continue;
-                }
-            },
-            None => None,
+        let Some((key_lock, group_slot)) = scan.key_and_group_locks(&c, &group, &mut busy)? else {
+            continue;
         };
         if slot_lock.is_none() {
             let take = take_slot_lock.take().expect("taken once");

@@ -18,19 +18,21 @@ use crate::gate::Gate;
 use crate::layout::{Root, Slot, WorkerPaths};
 use crate::ledger::{self, Ledger};
 use crate::procfs;
-use crate::protocol::{AgentRecord, Outcome, Status, Task, TaskId, TaskResult, WorkerState};
+use crate::protocol::{AgentRecord, Status, Task, TaskId, TaskResult, WorkerState};
 use crate::queue;
 
 pub mod callbacks;
 mod decide;
 mod group;
 mod lease_watch;
+mod settle;
 mod sweep;
 pub use lease_watch::look_at_refused_slot;
 
 pub use decide::{
     disposition, is_abandoned, leftover_agent_is_ours, Disposition, Leftover, ProcFacts,
 };
+use settle::settle_leftover;
 use sweep::break_stale_locks_in;
 pub use sweep::{free_dead_shared_locks, sweep_abandoned};
 
@@ -123,21 +125,7 @@ pub fn recover_slot(root: &Root, slot: Slot, lock_opts: &LockOptions) -> Result<
     let Some(found) = read_leftover(root, &paths)? else {
         return Ok(report);
     };
-    let id = found.id.clone();
-    if ran_elsewhere || !found.status.as_ref().is_none_or(status_of_this_host) {
-        tracing::info!(
-            "task {id} ran on another host: its agent is that host's to stop, never signalled \
-             from here"
-        );
-    } else {
-        report.killed_agent = kill_leftover_agent(&paths, found.status.as_ref(), &id);
-        let escaped = kill_escaped(root, slot, &id);
-        if escaped > 0 {
-            tracing::warn!(
-                "killed {escaped} process(es) of task {id} that had left its agent's group"
-            );
-        }
-    }
+    stop_leftover_processes(root, slot, &paths, &found, ran_elsewhere, &mut report);
     free_shared_locks(root, found.task.as_ref(), lock_opts)?;
 
     let ledger = Ledger {
@@ -146,55 +134,36 @@ pub fn recover_slot(root: &Root, slot: Slot, lock_opts: &LockOptions) -> Result<
         queued: found.queued,
         epoch: lock.epoch(),
     };
-    let tell = |st: Status| fsio::write_json(&paths.status(), &st, Durability::Atomic);
-    match disposition(found.facts(&paths)) {
-        Disposition::AnnounceKept => {
-            ledger.announce_kept(&id, tell)?;
-            crate::worktree::forget_record(&paths.dir);
-            report.already_finished = Some(id);
-        }
-        Disposition::Redeliver { to_queue } => {
-            let task = found.task.clone().expect("a re-delivered task was read");
-            // The next attempt goes on in the same worktree, from the partial work.
-            if let Some(change) = conclude_worktree(&paths, &found) {
-                tracing::info!("task {id}: {}", change.note.as_deref().unwrap_or(""));
-            }
-            crate::worktree::forget_record(&paths.dir);
-            if redeliver(root, &paths, task, &id, to_queue, &found.why(), true)? {
-                report.redelivered = Some(id);
-            } else {
-                end_leftover(&ledger, &found, Outcome::Interrupted, tell)?;
-                report.interrupted = Some(id);
-            }
-        }
-        Disposition::Defer { to_queue } => {
-            let task = found.task.clone().expect("a deferred task was read");
-            if redeliver(
-                root,
-                &paths,
-                task,
-                &id,
-                to_queue,
-                "finishing its deferral",
-                false,
-            )? {
-                report.redelivered = Some(id);
-            } else {
-                end_leftover(&ledger, &found, Outcome::Interrupted, tell)?;
-                report.interrupted = Some(id);
-            }
-        }
-        Disposition::Cancelled => {
-            let _ = fsio::remove_file_if_exists(&paths.cancel());
-            end_leftover(&ledger, &found, Outcome::Cancelled, tell)?;
-            report.interrupted = Some(id);
-        }
-        Disposition::Interrupted => {
-            end_leftover(&ledger, &found, Outcome::Interrupted, tell)?;
-            report.interrupted = Some(id);
+    settle_leftover(root, &paths, &ledger, &found, &mut report)?;
+    Ok(report)
+}
+
+/// Stop what is left of task `found`'s processes on this host: its agent's group and
+/// any process of it that left that group. Not when it ran on another host
+/// (`ran_elsewhere`, or a status another host wrote): its pids mean nothing here.
+fn stop_leftover_processes(
+    root: &Root,
+    slot: Slot,
+    paths: &WorkerPaths,
+    found: &Found,
+    ran_elsewhere: bool,
+    report: &mut RecoveryReport,
+) {
+    let id = &found.id;
+    if ran_elsewhere || !found.status.as_ref().is_none_or(status_of_this_host) {
+        tracing::info!(
+            "task {id} ran on another host: its agent is that host's to stop, never signalled \
+             from here"
+        );
+    } else {
+        report.killed_agent = kill_leftover_agent(paths, found.status.as_ref(), id);
+        let escaped = kill_escaped(root, slot, id);
+        if escaped > 0 {
+            tracing::warn!(
+                "killed {escaped} process(es) of task {id} that had left its agent's group"
+            );
         }
     }
-    Ok(report)
 }
 
 /// Refusal to recover `slot` while its `.lock` is held by a live holder `h`.
@@ -470,116 +439,6 @@ fn free_shared_locks(root: &Root, task: Option<&Task>, lock_opts: &LockOptions) 
     break_stale_locks_in(&root.slots_dir(), lock_opts)?;
     break_stale_locks_in(&root.groups_dir(), lock_opts)?;
     break_stale_locks_in(&root.ports_dir(), lock_opts)
-}
-
-/// Put the task back for its next attempt. `false` when the inbox holds another task
-/// (then it cannot go back and ends as interrupted).
-fn redeliver(
-    root: &Root,
-    paths: &WorkerPaths,
-    mut task: Task,
-    id: &TaskId,
-    to_queue: bool,
-    why: &str,
-    next_attempt: bool,
-) -> Result<bool> {
-    if next_attempt {
-        task.attempt = Some(task.attempt() + 1);
-    }
-    task.id = Some(id.clone());
-    let running = paths.running();
-    if to_queue {
-        // Back to the queue, for whichever worker is free first.
-        queue::requeue(root, &running, &task)?;
-        tracing::info!("requeued task {id} as attempt {} ({why})", task.attempt());
-        return Ok(true);
-    }
-    let bytes = fsio::to_json_bytes(&task);
-    match fsio::write_new(&paths.task(), &bytes, Durability::Durable) {
-        Ok(()) => {
-            fsio::remove_file_if_exists(&running)?;
-            tracing::info!(
-                "re-delivered task {id} as attempt {} ({why})",
-                task.attempt()
-            );
-            Ok(true)
-        }
-        Err(e) if e.io_kind() == Some(io::ErrorKind::AlreadyExists) => {
-            // An earlier recovery may have re-delivered it and died before removing
-            // running.json: then the inbox already holds this very task.
-            if inbox_holds(paths, id) {
-                fsio::remove_file_if_exists(&running)?;
-                return Ok(true);
-            }
-            tracing::warn!("cannot re-deliver task {id}: the inbox holds another task");
-            Ok(false)
-        }
-        Err(e) => Err(e),
-    }
-}
-
-fn inbox_holds(paths: &WorkerPaths, id: &TaskId) -> bool {
-    fsio::read_bounded(&paths.task(), fsio::TASK_SIZE_LIMIT)
-        .ok()
-        .flatten()
-        .and_then(|b| Task::salvage_id(&b))
-        .as_ref()
-        == Some(id)
-}
-
-/// Give a leftover task its terminal result (`interrupted` or `cancelled`).
-fn end_leftover(
-    ledger: &Ledger<'_>,
-    found: &Found,
-    outcome: Outcome,
-    tell: impl FnOnce(Status) -> Result<()>,
-) -> Result<()> {
-    let mut r = match outcome {
-        Outcome::Cancelled => TaskResult::failed(found.id.clone(), outcome, "cancelled"),
-        _ => TaskResult::failed(found.id.clone(), Outcome::Interrupted, found.why()),
-    };
-    r.worker = Some(ledger.paths.slot.0);
-    r.attempt = Some(found.task.as_ref().map_or(1, Task::attempt));
-    r.started_at = found.status.as_ref().and_then(|s| s.started_at.clone());
-    r.worktree = conclude_worktree(ledger.paths, found);
-    ledger.finish(&r, tell)?;
-    crate::worktree::forget_record(&ledger.paths.dir);
-    Ok(())
-}
-
-/// The dead worker's task worktree, if it had one: what its agent left is committed
-/// on the task's branch (the worktree is kept; a branch that changed nothing is removed)
-/// and the change is what the result tells of it.
-fn conclude_worktree(
-    paths: &WorkerPaths,
-    found: &Found,
-) -> Option<crate::protocol::WorktreeChange> {
-    let rec = crate::worktree::read_record(&paths.dir, &found.id)?;
-    if !rec.path.exists() {
-        // The worker died before `git worktree add` finished: nothing of it is kept.
-        crate::worktree::remove(&rec.repo, &rec.path, None);
-        return None;
-    }
-    let prompt = found.task.as_ref().map_or("", |t| t.prompt.as_str());
-    let message = crate::worktree::commit_message(prompt, &found.id);
-    let note = format!(
-        "{}; recovery kept the worktree {} and committed the partial work on {}",
-        found.why(),
-        rec.path.display(),
-        rec.branch
-    );
-    match crate::worktree::conclude(&rec, &message, Some(&note)) {
-        Ok(c) => Some(c),
-        Err(e) => {
-            tracing::error!("task {}: committing its partial work: {e}", found.id);
-            Some(crate::worktree::kept_as_is(
-                &rec,
-                format!(
-                    "{note}; but committing failed ({e}): the worktree is as the agent left it"
-                ),
-            ))
-        }
-    }
 }
 
 /// `conductor recover`: recover a slot whose worker is gone for good. Refuses (with

@@ -27,6 +27,7 @@
 use std::collections::{HashMap, HashSet};
 use std::fs;
 use std::io;
+use std::path::Path;
 use std::time::SystemTime;
 
 use crate::config::Config;
@@ -146,39 +147,9 @@ pub fn edit_task(
     edited.id = Some(id.clone());
     edited.origin = current.origin.clone();
     let bytes = edited.to_bytes_checked(limit)?;
-    if edited.dir != current.dir {
-        if let Some(dir) = &edited.dir {
-            crate::workdir::check(dir)?;
-        }
-    }
-    if edited.after != current.after {
-        check_known(root, &edited, id)?;
-        if let Some(path) = cycle(root, id, &edited.after)? {
-            return Err(Error::InvalidTask {
-                reason: format!(
-                    "task {id} cannot run after {}: it already waits for {id} ({id} → {}), \
-                     so neither would ever run",
-                    path[0],
-                    path.iter()
-                        .map(TaskId::to_string)
-                        .collect::<Vec<_>>()
-                        .join(" → ")
-                ),
-            });
-        }
-    }
-    let file_name = entry
-        .file_name()
-        .and_then(|n| n.to_str())
-        .unwrap_or_default()
-        .to_string();
+    check_new_fields(root, id, &current, &edited)?;
     // Keep its place in the queue: the submit time stays, priority and key follow the task.
-    let submitted = match PendingName::parse(&file_name) {
-        Some(n) => n.submitted_at(),
-        None => fs::symlink_metadata(&entry)
-            .and_then(|m| m.modified())
-            .unwrap_or_else(|_| SystemTime::now()),
-    };
+    let submitted = submit_time(&entry);
     let new_name = PendingName::for_task(&edited, id, submitted).file_name();
     let tmp = root.queue_tmp();
     fsio::ensure_dir(&tmp)?;
@@ -218,6 +189,49 @@ pub fn edit_task(
     }
     fsio::fsync_dir(&root.queue_pending())?;
     Ok(edited)
+}
+
+/// The checks a submit makes of `dir` and `after`, made again when the edit changes
+/// them: the directory is ours, each dependency is known, and no cycle is made.
+fn check_new_fields(root: &Root, id: &TaskId, current: &Task, edited: &Task) -> Result<()> {
+    if edited.dir != current.dir {
+        if let Some(dir) = &edited.dir {
+            crate::workdir::check(dir)?;
+        }
+    }
+    if edited.after != current.after {
+        check_known(root, edited, id)?;
+        if let Some(path) = cycle(root, id, &edited.after)? {
+            return Err(Error::InvalidTask {
+                reason: format!(
+                    "task {id} cannot run after {}: it already waits for {id} ({id} → {}), \
+                     so neither would ever run",
+                    path[0],
+                    path.iter()
+                        .map(TaskId::to_string)
+                        .collect::<Vec<_>>()
+                        .join(" → ")
+                ),
+            });
+        }
+    }
+    Ok(())
+}
+
+/// When the pending `entry` was submitted: from its name, else (a file dropped in by
+/// hand) its mtime.
+fn submit_time(entry: &Path) -> SystemTime {
+    let file_name = entry
+        .file_name()
+        .and_then(|n| n.to_str())
+        .unwrap_or_default()
+        .to_string();
+    match PendingName::parse(&file_name) {
+        Some(n) => n.submitted_at(),
+        None => fs::symlink_metadata(entry)
+            .and_then(|m| m.modified())
+            .unwrap_or_else(|_| SystemTime::now()),
+    }
 }
 
 /// The chain of queued tasks by which one of `after` waits for `id`, if any: the edit

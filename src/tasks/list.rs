@@ -355,58 +355,8 @@ fn locate(
     id: &TaskId,
     place: Option<Place>,
 ) -> Result<(TaskLocation, Option<TaskResult>)> {
-    let key = id.to_string();
-    let at = |state, queued, slot, file| TaskLocation {
-        id: id.clone(),
-        state,
-        queued,
-        slot,
-        file: Some(file),
-    };
-    match place {
-        Some(Place::Worker(slot)) => {
-            let w = root.worker(slot);
-            let kept = w.result_for(id);
-            match TaskResult::read(&kept) {
-                Ok(Some(r)) => {
-                    return Ok((
-                        at(TaskState::of_result(&r), false, Some(slot), kept),
-                        Some(r),
-                    ))
-                }
-                Err(Error::BadFile { .. }) => {
-                    return Ok((at(TaskState::Damaged, false, Some(slot), kept), None))
-                }
-                _ => {}
-            }
-            if snap.running.get(&key) == Some(&slot) {
-                return Ok((at(TaskState::Running, false, Some(slot), w.running()), None));
-            }
-            if snap.inbox.get(&key) == Some(&slot) {
-                return Ok((at(TaskState::Waiting, false, Some(slot), w.task()), None));
-            }
-        }
-        Some(Place::Queue) => {
-            let path = root.queue_results().join(format!("{key}.json"));
-            match TaskResult::read(&path) {
-                Ok(Some(r)) => {
-                    let slot = r.worker.and_then(|n| Slot::checked(n).ok());
-                    return Ok((at(TaskState::of_result(&r), true, slot, path), Some(r)));
-                }
-                Err(Error::BadFile { .. }) => {
-                    return Ok((at(TaskState::Damaged, true, None, path), None))
-                }
-                _ => {}
-            }
-            if let Some(&slot) = snap.running.get(&key) {
-                let file = root.worker(slot).running();
-                return Ok((at(TaskState::Running, true, Some(slot), file), None));
-            }
-            if let Some((path, _)) = snap.pending.get(&key) {
-                return Ok((at(TaskState::Queued, true, None, path.clone()), None));
-            }
-        }
-        None => {}
+    if let Some(seen) = locate_seen(root, snap, id, place)? {
+        return Ok(seen);
     }
     let gone = |state, file| TaskLocation {
         id: id.clone(),
@@ -429,6 +379,85 @@ fn locate(
         _ => None,
     };
     Ok((loc, result))
+}
+
+/// Where the task is by what the registry and the snapshot say (`place`, its result, its
+/// file seen in hand, in an inbox or pending); `None`: not there now, look everywhere.
+fn locate_seen(
+    root: &Root,
+    snap: &Snapshot,
+    id: &TaskId,
+    place: Option<Place>,
+) -> Result<Option<(TaskLocation, Option<TaskResult>)>> {
+    let key = id.to_string();
+    let at = |state, queued, slot, file| TaskLocation {
+        id: id.clone(),
+        state,
+        queued,
+        slot,
+        file: Some(file),
+    };
+    match place {
+        Some(Place::Worker(slot)) => {
+            let w = root.worker(slot);
+            let kept = w.result_for(id);
+            match TaskResult::read(&kept) {
+                Ok(Some(r)) => {
+                    return Ok(Some((
+                        at(TaskState::of_result(&r), false, Some(slot), kept),
+                        Some(r),
+                    )))
+                }
+                Err(Error::BadFile { .. }) => {
+                    return Ok(Some((
+                        at(TaskState::Damaged, false, Some(slot), kept),
+                        None,
+                    )))
+                }
+                _ => {}
+            }
+            if snap.running.get(&key) == Some(&slot) {
+                return Ok(Some((
+                    at(TaskState::Running, false, Some(slot), w.running()),
+                    None,
+                )));
+            }
+            if snap.inbox.get(&key) == Some(&slot) {
+                return Ok(Some((
+                    at(TaskState::Waiting, false, Some(slot), w.task()),
+                    None,
+                )));
+            }
+        }
+        Some(Place::Queue) => {
+            let path = root.queue_results().join(format!("{key}.json"));
+            match TaskResult::read(&path) {
+                Ok(Some(r)) => {
+                    let slot = r.worker.and_then(|n| Slot::checked(n).ok());
+                    return Ok(Some((
+                        at(TaskState::of_result(&r), true, slot, path),
+                        Some(r),
+                    )));
+                }
+                Err(Error::BadFile { .. }) => {
+                    return Ok(Some((at(TaskState::Damaged, true, None, path), None)))
+                }
+                _ => {}
+            }
+            if let Some(&slot) = snap.running.get(&key) {
+                let file = root.worker(slot).running();
+                return Ok(Some((at(TaskState::Running, true, Some(slot), file), None)));
+            }
+            if let Some((path, _)) = snap.pending.get(&key) {
+                return Ok(Some((
+                    at(TaskState::Queued, true, None, path.clone()),
+                    None,
+                )));
+            }
+        }
+        None => {}
+    }
+    Ok(None)
 }
 
 /// The task file that tells its prompt, key and priority.

@@ -133,40 +133,9 @@ pub(super) fn run(
     }
     let forget_after = forget.clone();
     let watch = move || {
-        let ended = match rx.recv_timeout(timeout) {
-            Ok(status) => describe(status),
-            Err(RecvTimeoutError::Disconnected) => "ended (not seen how)".to_string(),
-            Err(RecvTimeoutError::Timeout) => {
-                crate::agent::signal_group(pid, Signal::SIGTERM);
-                let how = match rx.recv_timeout(KILL_GRACE) {
-                    Ok(_) => "stopped with SIGTERM",
-                    Err(_) => {
-                        crate::agent::signal_group(pid, Signal::SIGKILL);
-                        let _ = rx.recv_timeout(KILL_GRACE);
-                        "killed with SIGKILL"
-                    }
-                };
-                format!("ran over its {}s timeout: {how}", timeout.as_secs())
-            }
-        };
+        let ended = ended_within(&rx, pid, timeout);
         forget_after();
-        // The output is whatever was written before the pipes closed; a process
-        // that escaped the group and holds them is not waited for.
-        let text = |o: Option<Collected>| o.map(|c| c.take()).unwrap_or_default();
-        let (stdout, stderr) = (text(out), text(err));
-        let ok = ended == "exited 0";
-        let mut line = format!("callback for task {id} ({state}) {ended}");
-        for (name, s) in [("stdout", stdout), ("stderr", stderr)] {
-            let s = s.trim_end();
-            if !s.is_empty() {
-                line.push_str(&format!("; {name}: {}", s.replace('\n', " | ")));
-            }
-        }
-        if ok {
-            tracing::info!("{line}");
-        } else {
-            tracing::warn!("{line}");
-        }
+        log_ending(&id, state, &ended, out, err);
     };
     if let Err(e) = std::thread::Builder::new()
         .name("callback".into())
@@ -179,6 +148,53 @@ pub(super) fn run(
             "callback for task {}: cannot start a thread to watch it: {e}",
             result.task_id
         );
+    }
+}
+
+/// How the callback ended, waited for at most `timeout` (then stopped: SIGTERM to its
+/// group, SIGKILL after a grace).
+fn ended_within(
+    rx: &crossbeam_channel::Receiver<std::io::Result<std::process::ExitStatus>>,
+    pid: u32,
+    timeout: Duration,
+) -> String {
+    match rx.recv_timeout(timeout) {
+        Ok(status) => describe(status),
+        Err(RecvTimeoutError::Disconnected) => "ended (not seen how)".to_string(),
+        Err(RecvTimeoutError::Timeout) => {
+            crate::agent::signal_group(pid, Signal::SIGTERM);
+            let how = match rx.recv_timeout(KILL_GRACE) {
+                Ok(_) => "stopped with SIGTERM",
+                Err(_) => {
+                    crate::agent::signal_group(pid, Signal::SIGKILL);
+                    let _ = rx.recv_timeout(KILL_GRACE);
+                    "killed with SIGKILL"
+                }
+            };
+            format!("ran over its {}s timeout: {how}", timeout.as_secs())
+        }
+    }
+}
+
+/// The callback's ending logged with what it wrote: at INFO when it exited 0, else at
+/// WARN.
+fn log_ending(id: &str, state: &str, ended: &str, out: Option<Collected>, err: Option<Collected>) {
+    // The output is whatever was written before the pipes closed; a process
+    // that escaped the group and holds them is not waited for.
+    let text = |o: Option<Collected>| o.map(|c| c.take()).unwrap_or_default();
+    let (stdout, stderr) = (text(out), text(err));
+    let ok = ended == "exited 0";
+    let mut line = format!("callback for task {id} ({state}) {ended}");
+    for (name, s) in [("stdout", stdout), ("stderr", stderr)] {
+        let s = s.trim_end();
+        if !s.is_empty() {
+            line.push_str(&format!("; {name}: {}", s.replace('\n', " | ")));
+        }
+    }
+    if ok {
+        tracing::info!("{line}");
+    } else {
+        tracing::warn!("{line}");
     }
 }
 

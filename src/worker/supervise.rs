@@ -1,5 +1,6 @@
 //! Supervising a claimed task's agent: spawn, heartbeat, cancel, timeout, its result.
 
+mod not_started;
 mod put_back;
 mod result;
 
@@ -16,6 +17,7 @@ use crate::dirlock::DirLock;
 use crate::env::{ENV_CONTEXT, ENV_DEPTH, ENV_HOME};
 use crate::error::{Error, Result};
 use crate::preset::Preset;
+use not_started::{is_transient, NotStarted, TRANSIENT_SPAWN_BOUND};
 mod command;
 
 use crate::protocol::{
@@ -58,33 +60,6 @@ struct Run<'a> {
 /// How long a worker whose inbox its owner filled waits, once it asked, for the owner
 /// to take that task back so that its stopped one can go back there.
 const OWNER_GIVES_BACK: Duration = Duration::from_secs(2);
-
-/// How long a task waits out a passing shortage before its agent can start.
-const TRANSIENT_SPAWN_BOUND: Duration = Duration::from_secs(120);
-
-/// Why the agent of a task was not started.
-enum NotStarted {
-    /// For good: the task ends with this result.
-    Failed(Box<TaskResult>),
-    /// The worker was asked to stop while the task waited to start.
-    Stopping(Box<TaskResult>),
-    /// Out of processes: the task went back to wait.
-    WentBack(put_back::ShortBack),
-}
-
-/// A shortage that passes: processes (EAGAIN), memory, descriptors.
-fn is_transient(e: &crate::error::Error) -> bool {
-    use nix::libc::{EAGAIN, EMFILE, ENFILE, ENOMEM};
-    match e {
-        crate::error::Error::Spawn { source, .. } => {
-            matches!(
-                source.raw_os_error(),
-                Some(EAGAIN | ENOMEM | ENFILE | EMFILE)
-            )
-        }
-        _ => false,
-    }
-}
 
 /// Run a claimed task to its one result. `Pickup::Stop` if asked to shut down.
 pub(crate) fn run(
@@ -416,11 +391,8 @@ impl Run<'_> {
             }
             if now >= next_beat {
                 // No event follows a `touch cancel`: look again on every beat.
-                if self.cancelled() {
-                    return Some(Stop::Cancelled);
-                }
-                if let Some(paused) = self.paused_now() {
-                    return Some(paused);
+                if let Some(stop) = self.cancelled_or_paused() {
+                    return Some(stop);
                 }
                 if let Some(fenced) = self.beat(&mut status, agent, lock, hold) {
                     return Some(fenced);
@@ -432,48 +404,7 @@ impl Run<'_> {
             if let Some(d) = deadline {
                 wait = wait.min(d.saturating_duration_since(now));
             }
-            let event = match &self.slot.inline {
-                // This thread reads the slot's watcher (and, when it serves the agent, its
-                // pidfd and pipes). Without a pidfd to poll (a kernel without
-                // `pidfd_open`) a helper serves the agent and tells its exit on the
-                // channel, looked at between short waits.
-                Some(inline) => {
-                    let (exited, stop) = match agent.exit_fd() {
-                        Some(exit_fd) => {
-                            // The pidfd first, then the output pipes.
-                            let mut fds = vec![exit_fd];
-                            fds.extend(agent.io_fds());
-                            let seen = inline.wait_once(&fds, wait);
-                            if seen.extra & !1 != 0 {
-                                agent.pump();
-                            }
-                            (seen.extra & 1 != 0, seen.stop)
-                        }
-                        None => {
-                            let seen = inline.wait_once(&[], wait.min(EXIT_LOOK));
-                            (agent.exit_channel().try_recv().is_ok(), seen.stop)
-                        }
-                    };
-                    if exited {
-                        Watched::Exit
-                    } else if stop {
-                        // Taken, as the select below takes it: a second stop request
-                        // is then one more message (a full disk's retry waits for it).
-                        let _ = shutdown.try_recv();
-                        Watched::Stop
-                    } else if wake.try_recv().is_ok() {
-                        Watched::Wake
-                    } else {
-                        Watched::Quiet
-                    }
-                }
-                None => select! {
-                    recv(agent.exit_channel()) -> _ => Watched::Exit,
-                    recv(wake) -> _ => Watched::Wake,
-                    recv(shutdown) -> _ => Watched::Stop,
-                    default(wait) => Watched::Quiet,
-                },
-            };
+            let event = self.next_event(agent, wake, shutdown, wait);
             match event {
                 Watched::Exit => {
                     agent.note_exit();
@@ -490,17 +421,75 @@ impl Run<'_> {
                 // put behind this one), not of a cancel or pause: those wait for the beat.
                 Watched::Wake if self.shared.tell_owner.is_some() => {}
                 Watched::Wake => {
-                    if self.cancelled() {
-                        return Some(Stop::Cancelled);
-                    }
-                    if let Some(paused) = self.paused_now() {
-                        return Some(paused);
+                    if let Some(stop) = self.cancelled_or_paused() {
+                        return Some(stop);
                     }
                 }
                 Watched::Stop => return Some(self.interrupted()),
                 Watched::Quiet => {}
             }
         }
+    }
+
+    /// Wait at most `wait` for the agent's exit, a wake-up or a stop request (serving
+    /// the agent's pipes meanwhile when this thread reads them).
+    fn next_event(
+        &self,
+        agent: &mut Agent,
+        wake: &Receiver<()>,
+        shutdown: &Receiver<()>,
+        wait: Duration,
+    ) -> Watched {
+        match &self.slot.inline {
+            // This thread reads the slot's watcher (and, when it serves the agent, its
+            // pidfd and pipes). Without a pidfd to poll (a kernel without
+            // `pidfd_open`) a helper serves the agent and tells its exit on the
+            // channel, looked at between short waits.
+            Some(inline) => {
+                let (exited, stop) = match agent.exit_fd() {
+                    Some(exit_fd) => {
+                        // The pidfd first, then the output pipes.
+                        let mut fds = vec![exit_fd];
+                        fds.extend(agent.io_fds());
+                        let seen = inline.wait_once(&fds, wait);
+                        if seen.extra & !1 != 0 {
+                            agent.pump();
+                        }
+                        (seen.extra & 1 != 0, seen.stop)
+                    }
+                    None => {
+                        let seen = inline.wait_once(&[], wait.min(EXIT_LOOK));
+                        (agent.exit_channel().try_recv().is_ok(), seen.stop)
+                    }
+                };
+                if exited {
+                    Watched::Exit
+                } else if stop {
+                    // Taken, as the select below takes it: a second stop request
+                    // is then one more message (a full disk's retry waits for it).
+                    let _ = shutdown.try_recv();
+                    Watched::Stop
+                } else if wake.try_recv().is_ok() {
+                    Watched::Wake
+                } else {
+                    Watched::Quiet
+                }
+            }
+            None => select! {
+                recv(agent.exit_channel()) -> _ => Watched::Exit,
+                recv(wake) -> _ => Watched::Wake,
+                recv(shutdown) -> _ => Watched::Stop,
+                default(wait) => Watched::Quiet,
+            },
+        }
+    }
+
+    /// Whether the task was cancelled or paused `--now` (and so how it stops).
+    fn cancelled_or_paused(&self) -> Option<Stop> {
+        if self.cancelled() {
+            return Some(Stop::Cancelled);
+        }
+        self.paused_now()
     }
 
     fn cancelled(&self) -> bool {
