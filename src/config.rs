@@ -244,26 +244,7 @@ impl Config {
             MAX_TIMEOUT_SECS * 10,
             "leave it out for the default of 7 days",
         )?;
-        if self
-            .merge_check
-            .as_ref()
-            .is_some_and(|c| c.trim().is_empty())
-        {
-            return Err("mergeCheck must be a shell command (leave it out for none)".into());
-        }
-        for (name, command) in [
-            ("callback", &self.callback),
-            ("approvalCallback", &self.approval_callback),
-            ("budgetCallback", &self.budget_callback),
-        ] {
-            let Some(c) = command else { continue };
-            if c.trim().is_empty() || c.len() > MAX_CALLBACK_CHARS || c.contains('\0') {
-                return Err(format!(
-                    "{name} must be a shell command of 1 to {MAX_CALLBACK_CHARS} characters \
-                     (leave it out for none)"
-                ));
-            }
-        }
+        self.validate_commands()?;
         within(
             "callbackTimeoutSecs",
             self.callback_timeout_secs,
@@ -286,6 +267,25 @@ impl Config {
             RESULT_SIZE_LIMIT,
             "leave it out for the default 4 MiB",
         )
+    }
+
+    /// The shell commands: `mergeCheck` and the callbacks.
+    fn validate_commands(&self) -> std::result::Result<(), String> {
+        for (name, command) in [
+            ("mergeCheck", &self.merge_check),
+            ("callback", &self.callback),
+            ("approvalCallback", &self.approval_callback),
+            ("budgetCallback", &self.budget_callback),
+        ] {
+            let Some(c) = command else { continue };
+            if c.trim().is_empty() || c.len() > MAX_CALLBACK_CHARS || c.contains('\0') {
+                return Err(format!(
+                    "{name} must be a shell command of 1 to {MAX_CALLBACK_CHARS} characters \
+                     (leave it out for none)"
+                ));
+            }
+        }
+        Ok(())
     }
 
     /// `worktreeSetup`, `portRange`, `dailyBudgetUsd`.
