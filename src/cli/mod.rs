@@ -29,7 +29,6 @@ pub mod recover;
 pub mod reference;
 pub mod result;
 pub mod retry;
-mod retry_on_top;
 pub mod run;
 mod run_view;
 pub mod send;

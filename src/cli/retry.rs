@@ -90,17 +90,13 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
     let how = Again {
         resume: args.resume,
         id: args.id.as_deref().map(super::task_id_arg).transpose()?,
-        prompt: match &ran {
-            Ran::Slot(_, old, _) if args.rebase => Some(super::retry_on_top::prompt(&client, old)?),
-            Ran::NeverRan(old) if args.rebase => {
-                return Err(
-                    CliError::Usage(format!("task {old} never ran: no branch to redo")).into(),
-                )
-            }
-            _ => args.prompt,
-        },
+        prompt: args.prompt,
     };
-    let retried = again_from(&client, ran, how)?;
+    let retried = if args.rebase {
+        crate::verbs::redo::again_on_top_from(&client, ran, how)?
+    } else {
+        again_from(&client, ran, how)?
+    };
     if let Some(warning) = &retried.warning {
         eprintln!("{warning}");
     }

@@ -2,6 +2,7 @@
 
 pub mod chain;
 pub mod queue;
+pub mod redo;
 pub mod retry;
 pub mod tasks;
 pub mod totals;

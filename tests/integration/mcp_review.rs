@@ -179,6 +179,43 @@ fn diff_merge_and_discard_over_mcp_a_conflict_leaving_the_repository_as_it_was()
         git(&repo, &["checkout", "--", "a.txt"]);
         assert_eq!(git(&repo, &["rev-parse", "HEAD"]), head);
 
+        // Redo on top: a new task from HEAD, its prompt carrying the conflict; it merges.
+        let e = tool_error(
+            &call(
+                &mcp,
+                "retry",
+                json!({"id": "r2", "rebase": true, "prompt": "x"}),
+            )
+            .await,
+        );
+        assert!(e.contains("without `prompt`"), "{e}");
+        let e = tool_error(&call(&mcp, "retry", json!({"id": "r1", "rebase": true})).await);
+        assert!(e.contains("is merged"), "{e}");
+        let redo = ok(&call(
+            &mcp,
+            "retry",
+            json!({"id": "r2", "rebase": true, "newId": "r2-top"}),
+        )
+        .await);
+        assert_eq!(redo["id"], "r2-top", "{redo}");
+        let waited = ok(&call(&mcp, "wait", json!({"ids": ["r2-top"], "timeoutSecs": 50})).await);
+        assert_eq!(waited["tasks"][0]["state"], "done", "{waited}");
+        let record = t.path().join("workers/0/tasks/r2-top.json");
+        let record: Value = serde_json::from_slice(&std::fs::read(record).unwrap()).unwrap();
+        let prompt = record["prompt"].as_str().unwrap();
+        assert!(prompt.starts_with("WRITE a.txt two\n"), "{prompt}");
+        assert!(prompt.contains("conflicts in: a.txt"), "{prompt}");
+        let m = fits(
+            &tools,
+            "merge",
+            &call(&mcp, "merge", json!({"id": "r2-top"})).await,
+        );
+        assert_eq!(m["merged"], json!(["r2-top"]), "{m}");
+        assert_eq!(
+            std::fs::read_to_string(repo.join("a.txt")).unwrap(),
+            "two\n"
+        );
+
         let gone = fits(
             &tools,
             "discard",

@@ -102,6 +102,10 @@ pub struct RetryArgs {
     pub prompt: Option<String>,
     /// The new task's id (default: ID-r1, -r2 …).
     pub new_id: Option<IdArg>,
+    /// Redo an unmerged or conflicting worktree task on top of the current branch: a
+    /// new task in a new worktree from HEAD whose prompt carries the original prompt,
+    /// the conflict and the old diff (not with resume or prompt).
+    pub rebase: Option<bool>,
 }
 
 #[tool_router(router = create_router, vis = "pub(super)")]
@@ -281,7 +285,9 @@ impl Conductor {
         the shared queue if it came through it, else to the slot it was sent to. With \
         resume, the agent continues its session (claude and codex presets) — give a new \
         prompt saying what to do next; without, it starts afresh with the old prompt or \
-        the new one. Returns the new id at once; `wait` for it.",
+        the new one. With rebase, a conflicting or unmerged worktree task is redone on \
+        top of the current branch (its prompt, the conflict and the old diff). Returns \
+        the new id at once; `wait` for it.",
         annotations(
             read_only_hint = false,
             destructive_hint = false,
@@ -303,6 +309,13 @@ impl Conductor {
         if let Some(Err(msg)) = args.prompt.as_deref().map(|p| checks::prompt("prompt", p)) {
             return to_call(Err(msg));
         }
+        let rebase = args.rebase.unwrap_or(false);
+        if rebase && (args.prompt.is_some() || args.resume == Some(true)) {
+            return to_call(Err(
+                "`rebase` writes the new prompt itself: give it without `prompt` or `resume`"
+                    .into(),
+            ));
+        }
         let how = crate::verbs::retry::Again {
             resume: args.resume.unwrap_or(false),
             id: new_id,
@@ -310,7 +323,12 @@ impl Conductor {
         };
         let (given, given_new) = (args.id, args.new_id);
         self.blocking(move |client| {
-            let retried = match crate::verbs::retry::again(client, old, how) {
+            let retried = if rebase {
+                crate::verbs::redo::again_on_top(client, old, how)
+            } else {
+                crate::verbs::retry::again(client, old, how)
+            };
+            let retried = match retried {
                 Ok(r) => r,
                 // The refusal `conductor retry` prints.
                 Err(e) => return Ok(Err(e.to_string())),
