@@ -12,6 +12,8 @@ use crate::layout::MAX_SLOTS;
 use crate::protocol::{check_schema, MAX_TIMEOUT_SECS, SCHEMA};
 use crate::worktree::setup::{validate_port_range, WorktreeSetup};
 
+pub mod edit;
+
 /// Smallest `maxTaskBytes`: room for a prompt and the fields around it.
 pub const MIN_TASK_BYTES: u64 = 1024;
 /// Longest `leaseSecs`: a lock of a dead holder on another host stays this long.

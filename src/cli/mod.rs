@@ -23,6 +23,7 @@ pub mod logs;
 mod logs_by_id;
 pub mod mcp;
 mod output;
+mod parallel;
 pub mod pause;
 pub mod queue;
 pub mod recover;
@@ -170,6 +171,8 @@ enum Command {
     Resume(pause::ResumeArgs),
     /// Groups with their own parallelism: `group add NAME --parallel N`, set, list, rm.
     Group(group::Args),
+    /// How many agents may run at once on the whole root: show it, or set it (N, --off).
+    Parallel(parallel::Args),
     /// Change a task that still waits in the queue: its prompt (in $EDITOR), priority,
     /// key, dependencies, env or labels.
     Edit(edit::Args),
@@ -267,6 +270,7 @@ fn dispatch(command: Command) -> anyhow::Result<i32> {
         Command::Pause(a) => pause::run(a),
         Command::Resume(a) => pause::run_resume(a),
         Command::Group(a) => group::run(a),
+        Command::Parallel(a) => parallel::run(a),
         Command::Edit(a) => edit::run(a),
         Command::Retry(a) => retry::run(a),
         Command::Locks(a) => locks::run(a),

@@ -19,7 +19,7 @@ use serde_json::Value;
 
 use crate::harness::{assert_nothing_left, bin, wait_until, ChildProc, Ran, TestRoot, WorkerProc};
 use crate::harness::{
-    keyed_runs, keyed_worker, max_concurrent, starts_of, worker_stderrs, KeyedRun,
+    keyed_runs, keyed_worker, max_concurrent, run_conductor, starts_of, worker_stderrs, KeyedRun,
 };
 
 /// Generous: two cores, busy, other tests running beside us.
@@ -196,6 +196,42 @@ fn max_running_caps_agents_across_all_workers() {
     let all = sixty_over_three_keys(&t);
     let most = max_concurrent(&all);
     assert!(most <= 2, "{most} agents ran at once under maxRunning 2");
+}
+
+#[test]
+fn parallel_sets_the_root_wide_cap_and_the_workers_honour_it() {
+    let t = TestRoot::new();
+    write_config(&t, r#"{"leaseSecs": 60}"#);
+    let shown = run_conductor(&t, &["parallel"], 0);
+    assert!(
+        shown.stdout.starts_with("no root-wide cap"),
+        "{}",
+        shown.stdout
+    );
+    let set = run_conductor(&t, &["parallel", "2"], 0);
+    assert!(set.stdout.starts_with("at most 2 agents"), "{}", set.stdout);
+    let config: Value =
+        serde_json::from_str(&fs::read_to_string(t.path().join("config.json")).unwrap()).unwrap();
+    assert_eq!(config["maxRunning"], 2, "{config}");
+    assert_eq!(config["leaseSecs"], 60, "the other keys are kept: {config}");
+    let zero = run_conductor(&t, &["parallel", "0"], 2);
+    assert!(zero.stderr.contains("--off"), "{}", zero.stderr);
+    let json = run_conductor(&t, &["parallel", "--json"], 0);
+    let json: Value = serde_json::from_str(&json.stdout).unwrap();
+    assert_eq!(json["maxRunning"], 2, "{json}");
+
+    let all = sixty_over_three_keys(&t);
+    let most = max_concurrent(&all);
+    assert!(most <= 2, "{most} agents ran at once under `parallel 2`");
+
+    run_conductor(&t, &["parallel", "--off"], 0);
+    let json = run_conductor(&t, &["parallel", "--json"], 0);
+    let json: Value = serde_json::from_str(&json.stdout).unwrap();
+    assert_eq!(json["maxRunning"], Value::Null, "{json}");
+    let typo = t.dir.path().join("no-such-root");
+    let typo = run_conductor(&t, &["parallel", "3", "--root", typo.to_str().unwrap()], 2);
+    assert!(typo.stderr.contains("no-such-root"), "{}", typo.stderr);
+    assert!(!t.dir.path().join("no-such-root").exists());
 }
 
 #[test]
