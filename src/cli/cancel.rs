@@ -1,5 +1,7 @@
 //! `conductor cancel TASK_ID… | N [--task ID]`: withdraw waiting tasks, stop running ones.
 
+use serde_json::json;
+
 use crate::maintenance::{request_cancel, CancelOutcome};
 use crate::tasks::{CancelTask, TaskState};
 use crate::TaskId;
@@ -27,6 +29,10 @@ pub struct Args {
     /// Cancel the unfinished tasks of this group.
     #[arg(long, value_name = "NAME", conflicts_with_all = ["args", "slot", "task"])]
     pub group: Option<String>,
+    /// JSON Lines, one a task: {"id", "outcome": withdrawn | requested | noLiveWorker |
+    /// finished, "slot", "state"} (the exit code as without it).
+    #[arg(long)]
+    pub json: bool,
     #[command(flatten)]
     pub root: RootArg,
 }
@@ -83,15 +89,20 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
             eprintln!("no unfinished task matches; nothing cancelled");
             return Ok(exit::OK);
         }
-        let code = cancel_tasks(&client, &ids)?;
+        let code = cancel_tasks(&client, &ids, args.json)?;
         eprintln!("{} task(s) selected", ids.len());
         return Ok(code);
     }
     let (slot, only) = match args.targets.resolve(client.root())? {
-        Target::Tasks(ids) => return cancel_tasks(&client, &ids),
+        Target::Tasks(ids) => return cancel_tasks(&client, &ids, args.json),
         Target::Slot { slot, ids } => (slot, at_most_one(ids, "cancel")?),
     };
     match request_cancel(client.root(), slot, only.as_ref())? {
+        CancelOutcome::Requested { id } if args.json => {
+            let v = json!({"id": id, "outcome": "requested", "slot": slot.0});
+            super::emit(&format!("{v}\n"))?;
+            Ok(exit::OK)
+        }
         CancelOutcome::Requested { id } => {
             println!("cancel requested for task {id} on worker {slot}");
             Ok(exit::OK)
@@ -131,10 +142,21 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
 }
 
 /// Cancel each task by id; exit 1 if any could not be (finished already, no live worker).
-fn cancel_tasks(client: &crate::Client, ids: &[TaskId]) -> anyhow::Result<i32> {
+fn cancel_tasks(client: &crate::Client, ids: &[TaskId], as_json: bool) -> anyhow::Result<i32> {
     let mut code = exit::OK;
     for id in ids {
-        match client.cancel_task(id)? {
+        let done = client.cancel_task(id)?;
+        if as_json {
+            if matches!(
+                done,
+                CancelTask::NoLiveWorker { .. } | CancelTask::Finished { .. }
+            ) {
+                code = exit::FAILURE;
+            }
+            super::emit(&format!("{}\n", cancel_json(id, &done)))?;
+            continue;
+        }
+        match done {
             CancelTask::Withdrawn { slot: Some(slot) } => {
                 println!(
                     "cancelled task {id}: withdrawn from worker {slot}'s inbox before it started"
@@ -167,4 +189,20 @@ fn cancel_tasks(client: &crate::Client, ids: &[TaskId]) -> anyhow::Result<i32> {
         }
     }
     Ok(code)
+}
+
+/// One line of `cancel --json`.
+fn cancel_json(id: &TaskId, done: &CancelTask) -> serde_json::Value {
+    match done {
+        CancelTask::Withdrawn { slot } => {
+            json!({"id": id, "outcome": "withdrawn", "slot": slot.map(|s| s.0)})
+        }
+        CancelTask::Requested { slot } => {
+            json!({"id": id, "outcome": "requested", "slot": slot.0})
+        }
+        CancelTask::NoLiveWorker { slot } => {
+            json!({"id": id, "outcome": "noLiveWorker", "slot": slot.0})
+        }
+        CancelTask::Finished { state } => json!({"id": id, "outcome": "finished", "state": state}),
+    }
 }

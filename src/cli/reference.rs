@@ -59,6 +59,12 @@ Every command and option of `conductor`, `conductor-worker` and `conductor-launc
 their `--help` gives them (`-h` gives the everyday ones). Durations read `30` (seconds),
 `1.5`, `90s`, `5m`, `1h30m`, `7d`. The guide is the [README](../README.md); config.json is
 [CONFIG.md](CONFIG.md), the files of a root [FILES.md](FILES.md).
+
+`--json`, one shape convention: a command that shows one thing or one listing (`tasks`,
+`queue`, `status`, `result`, `diff`, `merge`, `discard`, `parallel`, `submit`) prints one
+JSON document; a command that acts on or waits for tasks one by one (`wait`, `cancel`,
+`retry`, `submit --batch`) prints one JSON object a task, a line each (JSON Lines), as each
+is done. Field names are camelCase, as in the files on disk.
 ";
 
 /// The command and all its visible subcommands, depth first.

@@ -40,6 +40,10 @@ pub struct Args {
     /// the conflict, and the old diff (its old branch is kept).
     #[arg(long, conflicts_with_all = ["resume", "prompt", "with_dependents"])]
     pub rebase: bool,
+    /// JSON Lines: {"retried": OLD, "id": NEW} for each task run again (and "warning"
+    /// when the new one cannot run either).
+    #[arg(long, conflicts_with = "wait")]
+    pub json: bool,
     #[command(flatten)]
     pub root: RootArg,
 }
@@ -81,8 +85,15 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
         })?;
         let mut out = String::new();
         for (old, new) in &renamed {
-            out.push_str(&format!("{new}\n"));
-            eprintln!("{old} → {new}");
+            if args.json {
+                out.push_str(&format!(
+                    "{}\n",
+                    serde_json::json!({"retried": old, "id": new})
+                ));
+            } else {
+                out.push_str(&format!("{new}\n"));
+                eprintln!("{old} → {new}");
+            }
         }
         super::emit(&out)?;
         return Ok(exit::OK);
@@ -92,11 +103,22 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
         id: args.id.as_deref().map(super::task_id_arg).transpose()?,
         prompt: args.prompt,
     };
+    let old = match &ran {
+        Ran::Slot(_, id, _) | Ran::NeverRan(id) => id.clone(),
+    };
     let retried = if args.rebase {
         crate::verbs::redo::again_on_top_from(&client, ran, how)?
     } else {
         again_from(&client, ran, how)?
     };
+    if args.json {
+        let mut v = serde_json::json!({"retried": old, "id": retried.id});
+        if let Some(w) = &retried.warning {
+            v["warning"] = w.as_str().into();
+        }
+        super::emit(&format!("{v}\n"))?;
+        return Ok(exit::OK);
+    }
     if let Some(warning) = &retried.warning {
         eprintln!("{warning}");
     }

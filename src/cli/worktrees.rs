@@ -24,6 +24,9 @@ pub struct DiffArgs {
     /// Only the diffstat.
     #[arg(long)]
     pub stat: bool,
+    /// JSON: the change and its patch (up to 1 MiB), as the MCP `diff` tool answers.
+    #[arg(long, conflicts_with = "stat")]
+    pub json: bool,
     /// The repository to look in for branch `conductor/ID` when no conductor root knows
     /// the task (after `run --worktree`; default: the current directory).
     #[arg(long, value_name = "DIR")]
@@ -93,6 +96,9 @@ pub struct DiscardArgs {
     /// Throw away work that is not merged too.
     #[arg(long)]
     pub force: bool,
+    /// JSON: {"id", "repo", "branch", "path", "alreadyGone"}.
+    #[arg(long)]
+    pub json: bool,
     /// The repository to look in for branch `conductor/ID` when no conductor root knows
     /// the task (after `run --worktree`; default: the current directory).
     #[arg(long, value_name = "DIR")]
@@ -104,6 +110,10 @@ pub struct DiscardArgs {
 pub fn run_diff(mut args: DiffArgs) -> anyhow::Result<i32> {
     let (id, change) = locate(&args.root, &args.id, args.dir.as_deref())?;
     args.id = id;
+    if args.json {
+        super::emit_json(&review::diff_of(&args.id, &change, review::DIFF_MAX_BYTES)?)?;
+        return Ok(exit::OK);
+    }
     if !change.kept {
         super::emit(&format!("task {} changed nothing\n", args.id))?;
         return Ok(exit::OK);
@@ -161,6 +171,10 @@ pub fn run_discard(mut args: DiscardArgs) -> anyhow::Result<i32> {
     let (id, change) = locate(&args.root, &args.id, args.dir.as_deref())?;
     args.id = id;
     let done = review::discard_of(&args.id, change, args.force)?;
+    if args.json {
+        super::emit_json(&done)?;
+        return Ok(exit::OK);
+    }
     super::emit(&if done.already_gone {
         format!(
             "task {}: {} and its worktree are gone already\n",

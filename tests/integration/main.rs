@@ -23,6 +23,7 @@ mod groups;
 mod help;
 mod hosts;
 mod journey;
+mod json_answers;
 mod launch;
 mod lease_renewer;
 mod lease_takeover;
