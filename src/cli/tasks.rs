@@ -51,8 +51,10 @@ pub struct Args {
     /// (RFC 3339, e.g. 2026-11-22T10:00:00Z).
     #[arg(long, value_name = "WHEN", value_parser = parse_since)]
     pub since: Option<SystemTime>,
-    /// How many to show (newest first).
-    #[arg(short = 'n', long = "limit", value_name = "N", default_value_t = DEFAULT_LIMIT)]
+    /// How many to show (newest first). `-n` still works as before, but `-n` is the
+    /// number of workers elsewhere (`run`, `launch`), so `-l` is its name here.
+    #[arg(short = 'l', short_alias = 'n', long = "limit", value_name = "N",
+          default_value_t = DEFAULT_LIMIT)]
     pub limit: usize,
     /// Show every matching task.
     #[arg(long, conflicts_with = "limit")]

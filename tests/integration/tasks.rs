@@ -304,7 +304,9 @@ fn tasks_lists_newest_first_with_filters_and_json() {
     assert_eq!(listed(&t, &["--state", "waiting,queued"]), ["q1", "w1"]);
     assert_eq!(listed(&t, &["--key", "k1"]), ["q1", "a1"]);
     assert_eq!(listed(&t, &["--slot", "0"]), ["w1", "a2", "a1"]);
-    assert_eq!(listed(&t, &["-n", "1"]), ["q1"]);
+    assert_eq!(listed(&t, &["-l", "1"]), ["q1"]);
+    assert_eq!(listed(&t, &["--state", "done", "--limit", "1"]), ["a2"]);
+    // The old short name is kept for scripts (hidden: -n means workers elsewhere).
     assert_eq!(listed(&t, &["--state", "done", "-n", "1"]), ["a2"]);
     assert_eq!(listed(&t, &["--since", "2000-01-01T00:00:00Z"]).len(), 4);
     cli(&t, &["tasks", "--state", "sleeping"], 2);
