@@ -252,7 +252,7 @@ pub fn render(
     out.push('\n');
     if opts.limit == Some(tasks.len()) {
         out.push_str(&table::fit_line(
-            &format!("the newest {} shown; -n N or --all for more", tasks.len()),
+            &format!("the newest {} shown; -l N or --all for more", tasks.len()),
             width,
         ));
         out.push('\n');
