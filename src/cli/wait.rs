@@ -1,4 +1,4 @@
-//! `conductor wait TASK_ID… | N [TASK_ID] [--timeout D] [--json]`: wait for tasks' results.
+//! `conductor wait TASK_ID… | N [TASK_ID] [--wait-timeout D] [--json]`: wait for tasks' results.
 
 use std::io::IsTerminal;
 use std::time::Duration;
@@ -13,9 +13,12 @@ use crate::inspect;
 pub struct Args {
     #[command(flatten)]
     pub targets: Targets,
-    /// Give up after this long: seconds (`30`) or a duration (`90s`, `5m`, `1h30m`).
-    /// Default: wait as long as it takes.
-    #[arg(long, value_name = "DURATION", value_parser = parse_duration_arg)]
+    /// Give up waiting after this long (the task carries on): seconds (`30`) or a
+    /// duration (`90s`, `5m`, `1h30m`). Default: wait as long as it takes. As
+    /// `submit --wait-timeout`; `--timeout` is everywhere else the task's own limit, and
+    /// is still taken here for scripts.
+    #[arg(long = "wait-timeout", alias = "timeout", value_name = "DURATION",
+          value_parser = parse_duration_arg)]
     pub timeout: Option<Duration>,
     /// Print the whole result as JSON instead of its output (several tasks: JSON Lines,
     /// one compact result a line, in the order given).
@@ -31,12 +34,12 @@ pub struct Args {
 }
 
 const WAIT_HELP: &str = "\
-With task ids, waits for each in turn wherever it runs (one --timeout for all) and prints \
+With task ids, waits for each in turn wherever it runs (one --wait-timeout for all) and prints \
 their results in the order given, each output under a `── task ID · how it ended` line when \
 there are several (--json: one result a line); exits 1 if any failed. With a slot and no TASK_ID, waits for the slot's current task: the one running (running.json), else \
 the one status.json says the worker is on, else the one waiting in the inbox; exits 1 if \
 there is none. Prints the task's output (or the whole result with --json) and exits 0 if \
-it succeeded, 1 if it failed. When --timeout expires first, prints `timed out after …` \
+it succeeded, 1 if it failed. When --wait-timeout expires first, prints `timed out after …` \
 on stderr and exits 1; the task itself carries on.
 
 A wait never blocks for nothing. When no live worker serves the slot (its gate has been \
@@ -52,7 +55,7 @@ spent (the root's or a group's, after the wait began). A finished task is printe
 `wait` prints one, under a `── task ID · how it ended` line (--json: its result), and \
 the exit code says how it ended: 0 ok, 1 failed. Anything else prints `── what happened` \
 (--json: the event, as the approvalCallback/budgetCallback hooks get it on stdin) and \
-exits 5. --timeout first: exit 1; nobody serving the root (or the given tasks): exit 4.";
+exits 5. --wait-timeout first: exit 1; nobody serving the root (or the given tasks): exit 4.";
 
 pub fn run(args: Args) -> anyhow::Result<i32> {
     let client = args.root.client()?;

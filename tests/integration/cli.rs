@@ -461,11 +461,12 @@ fn wait_gives_up_after_its_timeout_with_a_clear_error() {
     let t = TestRoot::new();
     t.client.create_worker(S0).unwrap();
     let started = Instant::now();
-    let r = run_ok(&t, &["wait", "0", "never", "--timeout", "0.5"], 1);
+    let r = run_ok(&t, &["wait", "0", "never", "--wait-timeout", "0.5"], 1);
     assert!(started.elapsed() >= Duration::from_millis(500));
     assert!(r.stderr.contains("timed out after 0.5s"), "{}", r.stderr);
     assert!(r.stderr.contains("task never"), "{}", r.stderr);
     // Durations in words work too; a bad one is a usage error.
+    // The old spelling is still taken (a hidden alias).
     run_ok(&t, &["wait", "0", "never", "--timeout", "300ms"], 1);
     run_ok(&t, &["wait", "0", "never", "--timeout", "soon"], 2);
 }
