@@ -182,7 +182,8 @@ fn submit_gives_the_task_every_field_it_takes_and_totals_are_tasks_summarys_numb
             &mcp,
             "submit",
             json!({"prompt": "b", "id": "b", "key": "k2", "priority": 7, "after": ["a"],
-                   "dir": dir.path(), "agent": "claude", "model": "opus-x"}),
+                   "dir": dir.path(), "agent": "claude", "model": "opus-x",
+                   "maxBudgetUsd": 0.25}),
         )
         .await);
         let b = finished(&mcp, "b").await;
@@ -196,6 +197,7 @@ fn submit_gives_the_task_every_field_it_takes_and_totals_are_tasks_summarys_numb
         assert_eq!(ran["dir"], dir.path().display().to_string(), "{ran}");
         assert_eq!(ran["agent"], "claude", "{ran}");
         assert_eq!(ran["model"], "opus-x", "{ran}");
+        assert_eq!(ran["maxBudgetUsd"], 0.25, "{ran}");
         // `b` ran after `a` had finished.
         let a = t.client.result_of(&TaskId::from("a")).unwrap().unwrap();
         let b = t.client.result_of(&TaskId::from("b")).unwrap().unwrap();

@@ -53,6 +53,10 @@ pub struct TaskArgs {
     /// A-Z a-z 0-9 . _ - : / each.
     #[serde(default)]
     pub labels: Vec<String>,
+    /// The most this task may spend, in USD: passed to Claude Code as
+    /// `--max-budget-usd` (other presets take no cap and run without one). The root's
+    /// and groups' daily budgets are config.json's `dailyBudgetUsd` and the group's.
+    pub max_budget_usd: Option<f64>,
 }
 
 impl TaskArgs {
@@ -73,6 +77,7 @@ impl TaskArgs {
         task.permission_mode = self.permission_mode;
         task.env = self.env;
         task.labels = self.labels;
+        task.max_budget_usd = self.max_budget_usd;
         Ok(task)
     }
 }
