@@ -241,7 +241,7 @@ fn one_duration_syntax_and_the_preset_wherever_an_agent_is_named() {
         (vec!["submit"], "--timeout"),
         (vec!["send"], "--timeout"),
         (vec!["run"], "--timeout"),
-        (vec!["wait"], "--timeout"),
+        (vec!["wait"], "--wait-timeout"),
         (vec!["gc"], "--older-than"),
         (vec!["worker"], "--kill-grace"),
     ] {
