@@ -19,7 +19,7 @@ use crate::approval::{self, Asking, Decision};
 use crate::worker::approval::SERVER_NAME;
 use crate::{Root, Slot, TaskId};
 
-use super::{parse_slot, task_id_arg};
+use super::{args::parse_slot, args::task_id_arg};
 use crate::cli::common::exit;
 
 /// The tool's name (Claude Code calls it `mcp__conductor_approval__ask`).

@@ -2,7 +2,7 @@
 
 use crate::approval::{self, Decision};
 
-use super::RootArg;
+use super::args::RootArg;
 use crate::cli::common::exit;
 
 const AFTER_HELP: &str = "\
@@ -79,7 +79,7 @@ fn answer(
     };
     let q = approval::answer(client.root(), &id, decision, reason.clone(), by)?;
     if json {
-        super::emit_json(&serde_json::json!({
+        super::output::emit_json(&serde_json::json!({
             "id": id,
             "decision": decision,
             "reason": reason,
@@ -90,7 +90,7 @@ fn answer(
             Decision::Allow => "approved",
             Decision::Deny => "denied",
         };
-        super::emit(&format!("{verb} task {id}'s {}\n", q.summary()))?;
+        super::output::emit(&format!("{verb} task {id}'s {}\n", q.summary()))?;
     }
     Ok(exit::OK)
 }

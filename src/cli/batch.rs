@@ -50,9 +50,9 @@ pub fn run(args: &Args) -> anyhow::Result<i32> {
         })?;
         if args.json {
             let line_json = serde_json::json!({ "id": id, "line": line.number });
-            super::emit(&format!("{line_json}\n"))?;
+            super::output::emit(&format!("{line_json}\n"))?;
         } else {
-            super::emit(&format!("{id}\n"))?;
+            super::output::emit(&format!("{id}\n"))?;
         }
         ids.push(id);
     }

@@ -6,8 +6,8 @@ use crate::maintenance::{request_cancel, CancelOutcome};
 use crate::tasks::{CancelTask, TaskState};
 use crate::TaskId;
 
+use super::args::RootArg;
 use super::target::{at_most_one, Target, Targets, TARGET_HELP};
-use super::RootArg;
 use crate::cli::common::exit;
 
 #[derive(Debug, clap::Args)]
@@ -100,7 +100,7 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
     match request_cancel(client.root(), slot, only.as_ref())? {
         CancelOutcome::Requested { id } if args.json => {
             let v = json!({"id": id, "outcome": "requested", "slot": slot.0});
-            super::emit(&format!("{v}\n"))?;
+            super::output::emit(&format!("{v}\n"))?;
             Ok(exit::OK)
         }
         CancelOutcome::Requested { id } => {
@@ -153,7 +153,7 @@ fn cancel_tasks(client: &crate::Client, ids: &[TaskId], as_json: bool) -> anyhow
             ) {
                 code = exit::FAILURE;
             }
-            super::emit(&format!("{}\n", cancel_json(id, &done)))?;
+            super::output::emit(&format!("{}\n", cancel_json(id, &done)))?;
             continue;
         }
         match done {

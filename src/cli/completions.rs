@@ -1,6 +1,5 @@
 //! `conductor completions SHELL`: shell completion scripts.
 
-use clap::CommandFactory;
 use clap_complete::aot::{generate, Shell};
 
 use crate::cli::common::exit;
@@ -16,10 +15,11 @@ pub struct Args {
     pub shell: Shell,
 }
 
-pub fn run(args: Args) -> anyhow::Result<i32> {
-    let mut cmd = super::Cli::command();
+/// Print `args.shell`'s completions for `cmd`, the `conductor` command line (handed
+/// down by `cli/mod.rs`, which defines it: this module does not reach back up).
+pub fn run(args: Args, mut cmd: clap::Command) -> anyhow::Result<i32> {
     let mut buf = Vec::new();
     generate(args.shell, &mut cmd, "conductor", &mut buf);
-    super::emit(&String::from_utf8_lossy(&buf))?;
+    super::output::emit(&String::from_utf8_lossy(&buf))?;
     Ok(exit::OK)
 }

@@ -2,7 +2,7 @@
 
 use crate::doctor::{doctor, CheckStatus, DoctorOptions};
 
-use super::{emit, emit_json, RootArg};
+use super::{args::RootArg, output::emit, output::emit_json};
 use crate::cli::common::exit;
 
 #[derive(Debug, clap::Args)]
@@ -27,7 +27,7 @@ pub struct Args {
     pub agent: Option<Option<String>>,
     /// Agent kind the workers will run (claude, codex, gemini or command): its command line is
     /// the one checked, unless --agent names another.
-    #[arg(long, value_name = "PRESET", value_parser = super::parse_preset)]
+    #[arg(long, value_name = "PRESET", value_parser = super::args::parse_preset)]
     pub preset: Option<crate::preset::Preset>,
     /// One JSON document: {"ok", "checks": [{name, status, detail, fix}]}.
     #[arg(long)]
@@ -87,10 +87,10 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
             &format!("conductor doctor: {}", root.path().display()),
             width,
         ) + "\n";
-        let mut t = super::Table::new(&[
-            ("", super::Col::Keep),
-            ("CHECK", super::Col::Keep),
-            ("FINDING", super::Col::Shrink),
+        let mut t = super::table::Table::new(&[
+            ("", super::table::Col::Keep),
+            ("CHECK", super::table::Col::Keep),
+            ("FINDING", super::table::Col::Shrink),
         ]);
         t.wrap();
         for c in &checks {

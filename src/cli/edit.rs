@@ -6,7 +6,7 @@ use crate::cli::usage::CliError;
 use crate::tasks::edit::{not_editable_reason, TaskEdit};
 use crate::{Error, Task, TaskId};
 
-use super::{emit, emit_json, RootArg};
+use super::{args::RootArg, output::emit, output::emit_json};
 use crate::cli::common::exit;
 
 #[derive(Debug, clap::Args)]
@@ -78,7 +78,7 @@ fn changes(args: &Args, root: &crate::Root) -> anyhow::Result<TaskEdit> {
         Some(list) => {
             let mut ids = Vec::new();
             for dep in list.iter().filter(|d| !d.is_empty()) {
-                ids.push(crate::ids::resolve(root, &super::task_id_arg(dep)?)?);
+                ids.push(crate::ids::resolve(root, &super::args::task_id_arg(dep)?)?);
             }
             Some(ids)
         }
@@ -112,7 +112,7 @@ fn changes(args: &Args, root: &crate::Root) -> anyhow::Result<TaskEdit> {
 pub fn run(args: Args) -> anyhow::Result<i32> {
     let client = args.root.client()?;
     let root = client.root();
-    let id = crate::ids::resolve(root, &super::task_id_arg(&args.id)?)?;
+    let id = crate::ids::resolve(root, &super::args::task_id_arg(&args.id)?)?;
     let changes = changes(&args, root)?;
     if let Some(why) = changes.refusal(&id) {
         anyhow::bail!(CliError::Usage(why));

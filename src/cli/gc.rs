@@ -6,7 +6,7 @@ use crate::maintenance::{apply_gc, plan_gc, GcOptions, GcPlan, TEMP_FILE_AGE};
 use crate::text::{format_age, format_bytes};
 use crate::Root;
 
-use super::{emit, emit_json, show_path, RootArg};
+use super::{args::RootArg, output::emit, output::emit_json, output::show_path};
 use crate::cli::common::exit;
 
 #[derive(Debug, clap::Args)]
@@ -24,7 +24,7 @@ and the bytes it would reclaim.")]
 pub struct Args {
     /// Age past which results, task records, logs and rejected files go: seconds or a
     /// duration (e.g. 24h, 7d, 90m).
-    #[arg(long, value_name = "AGE", default_value = "24h", value_parser = super::parse_duration_arg)]
+    #[arg(long, value_name = "AGE", default_value = "24h", value_parser = super::args::parse_duration_arg)]
     pub older_than: Duration,
     /// Remove the files (default: only print what would be removed).
     #[arg(long)]
@@ -107,11 +107,11 @@ fn render_plan(root: &Root, plan: &GcPlan, older_than: Duration, apply: bool) ->
             plan.items.len(),
             format_bytes(plan.bytes),
         ));
-        let mut t = super::Table::new(&[
-            ("KIND", super::Col::Keep),
-            ("AGE", super::Col::Keep),
-            ("SIZE", super::Col::Keep),
-            ("PATH", super::Col::Shrink),
+        let mut t = super::table::Table::new(&[
+            ("KIND", super::table::Col::Keep),
+            ("AGE", super::table::Col::Keep),
+            ("SIZE", super::table::Col::Keep),
+            ("PATH", super::table::Col::Shrink),
         ]);
         t.wrap();
         for i in &plan.items {

@@ -5,7 +5,7 @@ use serde_json::json;
 use crate::queue::groups;
 
 use super::table::{self, Col, Table};
-use super::{emit, emit_json, RootArg};
+use super::{args::RootArg, output::emit, output::emit_json};
 use crate::cli::common::exit;
 
 #[derive(Debug, clap::Args)]

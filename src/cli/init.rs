@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use crate::cli::usage::CliError;
 use crate::{Client, Slot};
 
-use super::{parse_slot, RootArg};
+use super::{args::parse_slot, args::RootArg};
 use crate::cli::common::exit;
 
 #[derive(Debug, clap::Args)]

@@ -47,7 +47,7 @@ pub struct Args {
     #[arg(long, value_name = "CMD")]
     pub agent: Option<String>,
     /// Agent kind for the workers: claude, codex, gemini or command.
-    #[arg(long, value_name = "PRESET", value_parser = super::parse_preset)]
+    #[arg(long, value_name = "PRESET", value_parser = super::args::parse_preset)]
     pub preset: Option<Preset>,
     /// Give each worker its own git worktree of DIR on branch conductor/worker-i.
     #[arg(long)]
@@ -121,7 +121,7 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
         }
         e => anyhow::Error::from(e),
     })?;
-    super::emit(&describe(&launched, &tmux, args.dashboard))?;
+    super::output::emit(&describe(&launched, &tmux, args.dashboard))?;
     if args.no_attach {
         return Ok(exit::OK);
     }
@@ -183,7 +183,7 @@ fn attach(tmux: &Tmux, session: &str) -> anyhow::Result<i32> {
             Some(s) => socket_name.as_deref() == Some(s),
         };
         if !same_server {
-            super::emit(&format!(
+            super::output::emit(&format!(
                 "this terminal is inside another tmux server; attach from outside it with `{}`\n",
                 tmux.attach_hint(session)
             ))?;
@@ -201,7 +201,7 @@ fn attach(tmux: &Tmux, session: &str) -> anyhow::Result<i32> {
         });
     }
     if !std::io::stdin().is_terminal() || !std::io::stdout().is_terminal() {
-        super::emit(&format!(
+        super::output::emit(&format!(
             "not on a terminal, so not attaching; attach with `{}`\n",
             tmux.attach_hint(session)
         ))?;
@@ -218,25 +218,25 @@ fn list(tmux: &Tmux, json: bool) -> anyhow::Result<i32> {
     // Without --socket: the default server and every private one.
     let sessions = launch::list_everywhere(tmux)?;
     if json {
-        super::emit_json(&sessions)?;
+        super::output::emit_json(&sessions)?;
         return Ok(exit::OK);
     }
     if sessions.is_empty() {
-        super::emit("no conductor sessions running\n")?;
+        super::output::emit("no conductor sessions running\n")?;
         return Ok(exit::OK);
     }
     // A SOCKET column only when a session runs on a private server.
     let sockets = sessions.iter().any(|s| s.socket.is_some());
     let mut cols = vec![
-        ("SESSION", super::Col::Keep),
-        ("WORKERS", super::Col::Keep),
-        ("ATTACHED", super::Col::Keep),
-        ("ROOT", super::Col::Shrink),
+        ("SESSION", super::table::Col::Keep),
+        ("WORKERS", super::table::Col::Keep),
+        ("ATTACHED", super::table::Col::Keep),
+        ("ROOT", super::table::Col::Shrink),
     ];
     if sockets {
-        cols.insert(1, ("SOCKET", super::Col::Keep));
+        cols.insert(1, ("SOCKET", super::table::Col::Keep));
     }
-    let mut t = super::Table::new(&cols);
+    let mut t = super::table::Table::new(&cols);
     t.wrap();
     for s in &sessions {
         let mut row = vec![
@@ -251,7 +251,7 @@ fn list(tmux: &Tmux, json: bool) -> anyhow::Result<i32> {
         t.row(row);
     }
     let text = t.render(super::table::width());
-    super::emit(&text)?;
+    super::output::emit(&text)?;
     Ok(exit::OK)
 }
 
@@ -281,7 +281,7 @@ fn kill(tmux: &Tmux, session: &str, json: bool) -> anyhow::Result<i32> {
         return Ok(exit::FAILURE);
     };
     if json {
-        super::emit_json(&report)?;
+        super::output::emit_json(&report)?;
         return Ok(exit::OK);
     }
     let mut text = String::new();
@@ -302,7 +302,7 @@ fn kill(tmux: &Tmux, session: &str, json: bool) -> anyhow::Result<i32> {
         text.push_str(&format!("worker {slot}: not running\n"));
     }
     text.push_str(&format!("killed tmux session {}\n", report.session));
-    super::emit(&text)?;
+    super::output::emit(&text)?;
     Ok(exit::OK)
 }
 

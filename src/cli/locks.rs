@@ -7,7 +7,7 @@ use crate::text::format_age;
 use crate::Root;
 
 use super::table::{self, Col, Table};
-use super::{emit, emit_json, show_path, RootArg};
+use super::{args::RootArg, output::emit, output::emit_json, output::show_path};
 use crate::cli::common::exit;
 
 #[derive(Debug, clap::Args)]

@@ -10,9 +10,9 @@ use crate::watch::WatchMode;
 use crate::{TaskId, WorkerPaths};
 use crossbeam_channel::select;
 
+use super::args::RootArg;
 use super::output::{copy_out, write_out};
 use super::target::{at_most_one, single, Target, Targets, TARGET_HELP};
-use super::RootArg;
 use crate::cli::common::exit;
 
 #[derive(Debug, clap::Args)]
@@ -72,7 +72,7 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
             None => Ok(exit::OK),
         };
     }
-    let stop = super::interrupt_channel()?;
+    let stop = super::args::interrupt_channel()?;
     let mut follower = LogFollower::new(&paths.output_log(), WatchMode::Auto)?;
     tracing::debug!("following with {}", follower.watcher_kind());
     // A slot's log is followed across its tasks, for as long as asked; but a slot
@@ -105,7 +105,7 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
             // must end us even when the agent is silent.
             default(Duration::from_millis(500)) => {}
         }
-        if super::stdout_closed() {
+        if super::output::stdout_closed() {
             return Ok(exit::OK);
         }
     }

@@ -25,7 +25,7 @@ pub fn run(root: &Root, id: &TaskId, follow: bool) -> anyhow::Result<i32> {
     if !follow {
         return print_once(root, &loc);
     }
-    let stop = super::interrupt_channel()?;
+    let stop = super::args::interrupt_channel()?;
     let loc = match until_started(root, id, loc, &stop)? {
         Followed::Yes(loc) => loc,
         Followed::Interrupted => return Ok(exit::INTERRUPTED),
@@ -134,7 +134,7 @@ fn until_started(
             recv(stop) -> _ => return Ok(Followed::Interrupted),
             default(TICK) => {}
         }
-        if super::stdout_closed() {
+        if super::output::stdout_closed() {
             return Ok(Followed::ReaderGone);
         }
         loc = tasks::find(root, id)?.ok_or_else(|| tasks_error(root, id))?;
@@ -222,7 +222,7 @@ fn follow_running(
             recv(stop) -> _ => return Ok(exit::INTERRUPTED),
             default(TICK) => {}
         }
-        if super::stdout_closed() {
+        if super::output::stdout_closed() {
             return Ok(exit::OK);
         }
     }

@@ -6,7 +6,7 @@
 
 use std::time::Duration;
 
-use super::RootArg;
+use super::args::RootArg;
 use crate::cli::common::exit;
 
 #[derive(Debug, clap::Args)]

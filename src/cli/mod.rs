@@ -6,6 +6,7 @@
 
 pub mod approval_mcp;
 pub mod approve;
+pub mod args;
 mod batch;
 pub mod cancel;
 pub mod common;
@@ -49,74 +50,9 @@ pub mod worktrees;
 mod worktrees_merge;
 pub(crate) mod worktrees_repo;
 
-use std::path::PathBuf;
+use clap::{CommandFactory, Parser, Subcommand};
 
-use clap::{Parser, Subcommand};
-
-use crate::preset::Preset;
-use crate::{Client, Slot};
-
-pub use output::{emit, emit_json, print_result, show_path, stdout_closed};
-pub use table::{Col, Table};
-
-/// `--root`, shared by every subcommand that reads or writes a root.
-#[derive(Debug, Clone, clap::Args)]
-pub struct RootArg {
-    /// Conductor root [default: $CONDUCTOR_HOME, else ~/.claude-code/orchestrator].
-    #[arg(long, value_name = "DIR", global = true, help_heading = help::GLOBAL,
-          hide_short_help = true)]
-    pub root: Option<PathBuf>,
-}
-
-impl RootArg {
-    /// A client on the root, which must exist ([`crate::Error::NoRoot`] otherwise):
-    /// only `init`, `create-worker` and the workers make a root.
-    pub fn client(&self) -> anyhow::Result<Client> {
-        let client = Client::from_env(self.root.as_deref())?;
-        client.root().require_existing()?;
-        Ok(client)
-    }
-
-    /// A client on the root whether it exists or not: for the commands that make it
-    /// (`init`, `create-worker`) and `doctor`, which reports a missing root as a finding.
-    pub fn unchecked_client(&self) -> anyhow::Result<Client> {
-        Ok(Client::from_env(self.root.as_deref())?)
-    }
-}
-
-/// Parse a slot number for clap, with the library's error text.
-pub fn parse_slot(s: &str) -> Result<Slot, String> {
-    s.parse::<Slot>().map_err(|e| e.to_string())
-}
-
-/// Parse `--preset` for clap, with the library's error text.
-pub fn parse_preset(s: &str) -> Result<Preset, String> {
-    s.parse::<Preset>().map_err(|e| e.to_string())
-}
-
-/// Install a Ctrl-C / SIGTERM / SIGHUP handler; the receiver gets `()` when one arrives.
-pub fn interrupt_channel() -> anyhow::Result<crossbeam_channel::Receiver<()>> {
-    let (tx, rx) = crossbeam_channel::bounded(1);
-    ctrlc::set_handler(move || {
-        let _ = tx.try_send(());
-    })
-    .map_err(|e| anyhow::anyhow!("cannot install the signal handler: {e}"))?;
-    Ok(rx)
-}
-
-/// Parse a duration given as seconds (`30`, `1.5`) or in words (`90s`, `5m`, `1h30m`).
-pub use crate::text::parse_duration as parse_duration_arg;
-
-/// A duration as the whole seconds the protocol counts in (`timeoutSecs`), rounded up
-/// so that a limit never becomes shorter than asked.
-pub fn whole_secs(d: std::time::Duration) -> u64 {
-    d.as_secs() + u64::from(d.subsec_nanos() > 0)
-}
-
-/// A task id from the command line: digits become a number, as clients write them.
-pub fn task_id_arg(s: &str) -> Result<crate::TaskId, crate::Error> {
-    crate::TaskId::parse(s).map_err(|reason| crate::Error::InvalidTask { reason })
-}
+use output::emit;
 
 #[derive(Debug, Parser)]
 #[command(
@@ -280,12 +216,14 @@ fn dispatch(command: Command) -> anyhow::Result<i32> {
         Command::CreateWorker(a) => init::run_create(a),
         Command::Worker(a) => common::run_worker(a).map(|()| common::exit::OK),
         Command::Recover(a) => recover::run(a),
-        Command::Completions(a) => completions::run(a),
+        Command::Completions(a) => completions::run(a, Cli::command()),
         Command::Launch(a) => launch::run(a),
         Command::Mcp(a) => mcp::run(a),
         Command::Diff(a) => worktrees::run_diff(a),
         Command::Merge(a) => worktrees::run_merge(a),
         Command::Discard(a) => worktrees::run_discard(a),
-        Command::HelpReference => emit(&reference::markdown()).map(|()| common::exit::OK),
+        Command::HelpReference => {
+            emit(&reference::markdown(Cli::command())).map(|()| common::exit::OK)
+        }
     }
 }

@@ -3,7 +3,7 @@
 use serde_json::json;
 
 use super::usage::CliError;
-use super::{emit, emit_json, RootArg};
+use super::{args::RootArg, output::emit, output::emit_json};
 use crate::cli::common::exit;
 use crate::config::{edit, Config};
 

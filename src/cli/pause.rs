@@ -8,7 +8,7 @@ use crate::tasks::{ListOptions, TaskState};
 use crate::Slot;
 
 use super::usage::CliError;
-use super::{emit, emit_json, parse_slot, RootArg};
+use super::{args::parse_slot, args::RootArg, output::emit, output::emit_json};
 use crate::cli::common::exit;
 
 const PAUSE_HELP: &str = "\

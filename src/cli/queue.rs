@@ -6,7 +6,7 @@ use crate::text::{age_since, format_age};
 use crate::Root;
 
 use super::table::{self, Col, Table};
-use super::{emit, emit_json, RootArg};
+use super::{args::RootArg, output::emit, output::emit_json};
 use crate::cli::common::exit;
 
 #[derive(Debug, clap::Args)]

@@ -3,7 +3,7 @@
 use crate::worker::recover_abandoned;
 use crate::{Error, Slot};
 
-use super::{parse_slot, RootArg};
+use super::{args::parse_slot, args::RootArg};
 use crate::cli::common::{self, exit};
 
 #[derive(Debug, clap::Args)]
@@ -25,8 +25,8 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
     let mut code = exit::OK;
     for s in slots {
         match recover_abandoned(client.root(), s) {
-            Ok(r) => super::emit(&format!("worker {s}: {r}\n"))?,
-            Err(Error::GateHeld { .. }) if args.slot.is_none() => super::emit(&format!(
+            Ok(r) => super::output::emit(&format!("worker {s}: {r}\n"))?,
+            Err(Error::GateHeld { .. }) if args.slot.is_none() => super::output::emit(&format!(
                 "worker {s}: served by a live worker, left alone\n"
             ))?,
             Err(e) => code = common::report(&e.into()),

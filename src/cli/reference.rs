@@ -10,9 +10,9 @@ use clap::{Arg, ArgAction, Command, CommandFactory};
 /// The one command that regenerates docs/CLI.md (said by the test that finds it stale).
 pub const REGENERATE: &str = "cargo run --locked --bin conductor -- help-reference > docs/CLI.md";
 
-/// The whole of docs/CLI.md: every command of the three binaries, every visible option.
-pub fn markdown() -> String {
-    let mut conductor = super::Cli::command();
+/// The whole of docs/CLI.md: every command of the three binaries, every visible option;
+/// `conductor` is the `conductor` command line (handed down by `cli/mod.rs`).
+pub fn markdown(mut conductor: clap::Command) -> String {
     conductor.build();
     let mut worker = super::common::WorkerCli::command();
     worker.build();

@@ -2,8 +2,8 @@
 
 use anyhow::Context as _;
 
+use super::args::RootArg;
 use super::target::{at_most_one, single, Target, Targets, TARGET_HELP};
-use super::RootArg;
 use crate::cli::common::exit;
 
 #[derive(Debug, clap::Args)]
@@ -44,5 +44,5 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
                 .with_context(|| format!("worker {slot} has no result yet"))?,
         },
     };
-    super::print_result(&result, args.json)
+    super::output::print_result(&result, args.json)
 }

@@ -4,8 +4,8 @@ use crate::cli::usage::CliError;
 use crate::verbs::retry::{again_from, locate, Again, Ran};
 use crate::TaskId;
 
+use super::args::RootArg;
 use super::target::{single, Target, Targets, TARGET_HELP};
-use super::RootArg;
 use crate::cli::common::exit;
 use crate::queue::Queue;
 
@@ -95,12 +95,16 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
                 eprintln!("{old} → {new}");
             }
         }
-        super::emit(&out)?;
+        super::output::emit(&out)?;
         return Ok(exit::OK);
     }
     let how = Again {
         resume: args.resume,
-        id: args.id.as_deref().map(super::task_id_arg).transpose()?,
+        id: args
+            .id
+            .as_deref()
+            .map(super::args::task_id_arg)
+            .transpose()?,
         prompt: args.prompt,
     };
     let old = match &ran {
@@ -116,7 +120,7 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
         if let Some(w) = &retried.warning {
             v["warning"] = w.as_str().into();
         }
-        super::emit(&format!("{v}\n"))?;
+        super::output::emit(&format!("{v}\n"))?;
         return Ok(exit::OK);
     }
     if let Some(warning) = &retried.warning {
@@ -128,7 +132,7 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
 /// Print the new task's id, or with `--wait` wait for it and print its result.
 fn finish(client: &crate::Client, id: TaskId, wait: bool) -> anyhow::Result<i32> {
     if !wait {
-        super::emit(&format!("{id}\n"))?;
+        super::output::emit(&format!("{id}\n"))?;
         return Ok(exit::OK);
     }
     let carries_on = format!("task {id} carries on (`conductor wait {id}`)");

@@ -57,7 +57,7 @@ pub struct Args {
     #[arg(long)]
     pub json: bool,
     /// Agent kind: claude, codex, gemini or command.
-    #[arg(long, value_name = "PRESET", value_parser = super::parse_preset,
+    #[arg(long, value_name = "PRESET", value_parser = super::args::parse_preset,
           help_heading = help::AGENT)]
     pub preset: Option<Preset>,
     /// Agent command line (prompt on stdin).
@@ -84,7 +84,7 @@ pub struct Args {
     /// Per-task time limit: 300, 90s, 5m, 1h.
     ///
     /// In seconds (`300`) or a duration (`90s`, `5m`, `1h`).
-    #[arg(long, value_name = "DURATION", value_parser = super::parse_duration_arg,
+    #[arg(long, value_name = "DURATION", value_parser = super::args::parse_duration_arg,
           help_heading = help::AGENT)]
     pub timeout: Option<std::time::Duration>,
     #[command(flatten)]
@@ -253,7 +253,7 @@ fn tasks_of(args: &Args, prompts: &[String]) -> Vec<Task> {
         .iter()
         .map(|p| {
             let mut t = Task::new(p.clone());
-            t.timeout_secs = args.timeout.map(super::whole_secs);
+            t.timeout_secs = args.timeout.map(super::args::whole_secs);
             args.worktree.apply(&mut t);
             t.model = args.model.clone();
             args.env_labels.apply(&mut t);
@@ -393,9 +393,9 @@ fn print_run(
         if let Some(branches) = super::worktrees_repo::branches_json(results) {
             doc["branches"] = branches;
         }
-        return super::emit_json(&doc);
+        return super::output::emit_json(&doc);
     }
-    super::emit(&run_view::render_results(
+    super::output::emit(&run_view::render_results(
         prompts,
         results,
         super::table::width(),
@@ -451,7 +451,10 @@ fn start_workers(
         extra.extend(["--permission-mode".into(), mode.into()]);
     }
     if let Some(t) = args.timeout {
-        extra.extend(["--timeout".into(), super::whole_secs(t).to_string().into()]);
+        extra.extend([
+            "--timeout".into(),
+            super::args::whole_secs(t).to_string().into(),
+        ]);
     }
     if args.allow_nested {
         extra.push("--allow-nested".into());

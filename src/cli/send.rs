@@ -7,7 +7,7 @@ use std::time::Duration;
 use crate::cli::usage::CliError;
 use crate::{Slot, Task};
 
-use super::{help, parse_slot, RootArg};
+use super::{args::parse_slot, args::RootArg, help};
 use crate::cli::common::exit;
 
 /// What a task is made of on the command line; shared by `send` and `submit`.
@@ -27,7 +27,7 @@ pub struct TaskArgs {
     /// The task's time limit: 300, 90s, 5m, 1h.
     ///
     /// Its agent is stopped after it: seconds (`300`) or a duration (`90s`, `5m`, `1h`).
-    #[arg(long, value_name = "DURATION", value_parser = super::parse_duration_arg,
+    #[arg(long, value_name = "DURATION", value_parser = super::args::parse_duration_arg,
           help_heading = help::AGENT)]
     pub timeout: Option<Duration>,
     /// Only a worker serving this preset takes it.
@@ -35,7 +35,7 @@ pub struct TaskArgs {
     /// The agent preset that must run it (`claude`, `codex`, `gemini`, `command`): only a
     /// worker started with that preset takes it (the task's `agent` field). Default: the
     /// worker's first preset.
-    #[arg(long, value_name = "PRESET", value_parser = super::parse_preset,
+    #[arg(long, value_name = "PRESET", value_parser = super::args::parse_preset,
           help_heading = help::AGENT)]
     pub agent_preset: Option<crate::preset::Preset>,
     /// The model the agent uses for this task.
@@ -174,7 +174,7 @@ impl TaskArgs {
         }
         let mut task = Task::new(prompt);
         if let Some(id) = &self.id {
-            task.id = Some(super::task_id_arg(id)?);
+            task.id = Some(super::args::task_id_arg(id)?);
         }
         if let Some(c) = &self.context {
             task.context = Some(
@@ -182,7 +182,7 @@ impl TaskArgs {
                     .map_err(|e| CliError::Usage(format!("--context is not valid JSON: {e}")))?,
             );
         }
-        task.timeout_secs = self.timeout.map(super::whole_secs);
+        task.timeout_secs = self.timeout.map(super::args::whole_secs);
         task.agent = self.agent_preset.map(|p| p.to_string());
         self.worktree.apply(&mut task);
         task.model = self.model.clone();
@@ -213,7 +213,7 @@ pub struct Args {
     ///
     /// Exit 1; the task carries on. Seconds or a duration (`90s`, `5m`, `1h`). Default:
     /// until the task ends.
-    #[arg(long, value_name = "DURATION", requires = "wait", value_parser = super::parse_duration_arg,
+    #[arg(long, value_name = "DURATION", requires = "wait", value_parser = super::args::parse_duration_arg,
           help_heading = help::WAITING, hide_short_help = true)]
     pub wait_timeout: Option<Duration>,
     /// Print the result as JSON (with --wait).
@@ -267,7 +267,7 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
     }
     if !args.wait {
         super::waiting::warn_if_unserved_slot(client.root(), slot);
-        super::emit(&format!("{id}\n"))?;
+        super::output::emit(&format!("{id}\n"))?;
         return Ok(exit::OK);
     }
     eprintln!(

@@ -12,7 +12,7 @@ use crate::{Root, Slot};
 use crossbeam_channel::select;
 
 use super::table::{self, fit_line, Col, Table};
-use super::{emit, emit_json, parse_slot, RootArg};
+use super::{args::parse_slot, args::RootArg, output::emit, output::emit_json};
 use crate::cli::common::exit;
 
 #[derive(Debug, clap::Args)]
@@ -469,7 +469,7 @@ fn group_words(c: &Capacity) -> Vec<String> {
 
 /// Redraw on every change under the watched slots, and every second for the ages.
 fn watch(root: &Root, only: Option<Slot>) -> anyhow::Result<i32> {
-    let stop = super::interrupt_channel()?;
+    let stop = super::args::interrupt_channel()?;
     let (tx, wake) = crossbeam_channel::bounded(1);
     // output.log changes with every line an agent prints, temp files precede renames:
     // neither changes what the table shows.
@@ -525,7 +525,7 @@ fn watch(root: &Root, only: Option<Slot>) -> anyhow::Result<i32> {
             recv(stop) -> _ => return Ok(exit::OK),
             default(Duration::from_secs(1)) => {}
         }
-        if super::stdout_closed() {
+        if super::output::stdout_closed() {
             return Ok(exit::OK);
         }
     }

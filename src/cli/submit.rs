@@ -7,7 +7,7 @@ use crate::queue::Queue;
 use crate::{Error, Task};
 
 use super::send::TaskArgs;
-use super::{help, RootArg};
+use super::{args::RootArg, help};
 use crate::cli::common::exit;
 
 #[derive(Debug, clap::Args)]
@@ -58,7 +58,7 @@ pub struct Args {
     ///
     /// Exit 1; the task carries on. Seconds or a duration (`90s`, `5m`, `1h`). Default:
     /// until the task ends.
-    #[arg(long, value_name = "DURATION", requires = "wait", value_parser = super::parse_duration_arg,
+    #[arg(long, value_name = "DURATION", requires = "wait", value_parser = super::args::parse_duration_arg,
           help_heading = help::WAITING, hide_short_help = true)]
     pub wait_timeout: Option<Duration>,
     /// JSON: {"id": …}, or with --wait the whole result.
@@ -97,7 +97,7 @@ pub fn with_options(args: &Args, mut task: Task) -> anyhow::Result<Task> {
     task.priority = args.priority;
     task.max_attempts = args.max_attempts;
     for dep in &args.after {
-        task.after.push(super::task_id_arg(dep)?);
+        task.after.push(super::args::task_id_arg(dep)?);
     }
     if let Some(dir) = &args.dir {
         // Absolute and resolved (no `..`, no links) for the worker, which runs
@@ -129,9 +129,9 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
     if !args.wait {
         super::waiting::warn_if_unserved_queue(client.root());
         if args.json {
-            super::emit_json(&serde_json::json!({ "id": id }))?;
+            super::output::emit_json(&serde_json::json!({ "id": id }))?;
         } else {
-            super::emit(&format!("{id}\n"))?;
+            super::output::emit(&format!("{id}\n"))?;
         }
         return Ok(exit::OK);
     }

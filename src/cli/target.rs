@@ -3,7 +3,7 @@
 use crate::cli::usage::CliError;
 use crate::{Root, Slot, TaskId};
 
-use super::{parse_slot, task_id_arg};
+use super::{args::parse_slot, args::task_id_arg};
 
 /// The rule, for each command's `--help`.
 pub const TARGET_HELP: &str = "\

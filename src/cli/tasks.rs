@@ -10,7 +10,7 @@ use crate::text::{age_since, format_age};
 use crate::Slot;
 
 use super::table::{self, Col, Table};
-use super::{emit, emit_json, parse_slot, RootArg};
+use super::{args::parse_slot, args::RootArg, output::emit, output::emit_json};
 use crate::cli::common::exit;
 
 #[derive(Debug, clap::Args)]

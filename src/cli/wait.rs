@@ -4,7 +4,7 @@ use std::io::IsTerminal;
 use std::time::Duration;
 
 use super::target::{at_most_one, Target, Targets, TARGET_HELP};
-use super::{parse_duration_arg, RootArg};
+use super::{args::parse_duration_arg, args::RootArg};
 use crate::cli::common::exit;
 use crate::inspect;
 
@@ -127,14 +127,14 @@ pub(super) fn wait_tasks(
         }
         let print = |r: &crate::TaskResult| -> anyhow::Result<i32> {
             if !several {
-                return super::print_result(r, json);
+                return super::output::print_result(r, json);
             }
             if json {
-                super::emit(&format!("{}\n", serde_json::to_string(r)?))?;
+                super::output::emit(&format!("{}\n", serde_json::to_string(r)?))?;
                 return Ok(if r.success { exit::OK } else { exit::FAILURE });
             }
-            super::emit(&format!("{}\n", super::wait_any::heading(r)))?;
-            super::print_result(r, false)
+            super::output::emit(&format!("{}\n", super::wait_any::heading(r)))?;
+            super::output::print_result(r, false)
         };
         let got = super::waiting::finish_with(
             left,

@@ -146,16 +146,16 @@ fn watch_root(root: crate::Root, ids: Vec<TaskId>, left: Duration, tx: Sender<Wo
 
 fn finished(r: &TaskResult, json: bool) -> anyhow::Result<i32> {
     if !json {
-        super::emit(&format!("{}\n", heading(r)))?;
+        super::output::emit(&format!("{}\n", heading(r)))?;
     }
-    super::print_result(r, json)
+    super::output::print_result(r, json)
 }
 
 fn told(e: &Event, json: bool) -> anyhow::Result<i32> {
     if json {
-        super::emit_json(e)?;
+        super::output::emit_json(e)?;
     } else {
-        super::emit(&format!("── {}\n", e.describe()))?;
+        super::output::emit(&format!("── {}\n", e.describe()))?;
     }
     Ok(exit::NEEDS_PERSON)
 }

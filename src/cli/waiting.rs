@@ -6,7 +6,7 @@ use crate::wait::OnDeath;
 use crate::{Error, TaskResult};
 
 use super::common::exit;
-use super::print_result;
+use super::output::print_result;
 
 /// Wait with `wait` (called with what to do on a death and the time left) and finish
 /// the command: print the result (exit 0, or 1 if the task failed); when the worker

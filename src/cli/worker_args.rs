@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use clap::Args;
 
-use super::parse_preset;
+use super::args::parse_preset;
 use crate::layout::SlotList;
 use crate::preset::Preset;
 use crate::watch::DEFAULT_POLL_INTERVAL;
@@ -68,7 +68,7 @@ pub struct WorkerArgs {
     /// Default task time limit: 300, 90s, 5m, 1h.
     ///
     /// A task's own timeoutSecs wins: seconds (`300`) or a duration (`90s`, `5m`, `1h`).
-    #[arg(long, value_name = "DURATION", value_parser = super::parse_duration_arg)]
+    #[arg(long, value_name = "DURATION", value_parser = super::args::parse_duration_arg)]
     pub timeout: Option<Duration>,
     /// Also print each task's live output on stdout.
     ///
@@ -96,7 +96,7 @@ pub struct WorkerArgs {
     #[arg(long, help_heading = super::help::AGENT, hide_short_help = true)]
     pub no_defer_rate_limited: bool,
     /// Time between SIGTERM and SIGKILL when stopping an agent: seconds or a duration.
-    #[arg(long, value_name = "DURATION", default_value = "5", value_parser = super::parse_duration_arg,
+    #[arg(long, value_name = "DURATION", default_value = "5", value_parser = super::args::parse_duration_arg,
           help_heading = super::help::WORKER, hide_short_help = true)]
     pub kill_grace: Duration,
     /// Most bytes a task's log file (`tasks/<id>.log`) keeps; beyond it the middle of

@@ -4,8 +4,8 @@
 use std::path::PathBuf;
 use std::process::Command;
 
+use super::args::RootArg;
 use super::worktrees_repo::locate;
-use super::RootArg;
 use crate::cli::common::exit;
 use crate::protocol::TaskId;
 use crate::review::{self, MergeRequest, MergeTarget};
@@ -19,7 +19,7 @@ branch was made, whatever happened to the checked-out branch since. Paged like g
 stdout is a terminal.")]
 pub struct DiffArgs {
     /// The task's id.
-    #[arg(value_parser = super::task_id_arg)]
+    #[arg(value_parser = super::args::task_id_arg)]
     pub id: TaskId,
     /// Only the diffstat.
     #[arg(long)]
@@ -55,7 +55,7 @@ task not merged), 2 usage (no such task, not finished, no worktree, branch gone)
 (uncommitted changes, detached HEAD)")]
 pub struct MergeArgs {
     /// The task's id.
-    #[arg(value_parser = super::task_id_arg, required_unless_present = "all", conflicts_with = "all")]
+    #[arg(value_parser = super::args::task_id_arg, required_unless_present = "all", conflicts_with = "all")]
     pub id: Option<TaskId>,
     /// Merge every finished task whose branch is still there, in the order they finished,
     /// going on past a conflict.
@@ -91,7 +91,7 @@ unless --force: conductor never loses work on its own."
 )]
 pub struct DiscardArgs {
     /// The task's id.
-    #[arg(value_parser = super::task_id_arg)]
+    #[arg(value_parser = super::args::task_id_arg)]
     pub id: TaskId,
     /// Throw away work that is not merged too.
     #[arg(long)]
@@ -111,11 +111,11 @@ pub fn run_diff(mut args: DiffArgs) -> anyhow::Result<i32> {
     let (id, change) = locate(&args.root, &args.id, args.dir.as_deref())?;
     args.id = id;
     if args.json {
-        super::emit_json(&review::diff_of(&args.id, &change, review::DIFF_MAX_BYTES)?)?;
+        super::output::emit_json(&review::diff_of(&args.id, &change, review::DIFF_MAX_BYTES)?)?;
         return Ok(exit::OK);
     }
     if !change.kept {
-        super::emit(&format!("task {} changed nothing\n", args.id))?;
+        super::output::emit(&format!("task {} changed nothing\n", args.id))?;
         return Ok(exit::OK);
     }
     // git itself shows it, paged and coloured as the user has git set up.
@@ -172,10 +172,10 @@ pub fn run_discard(mut args: DiscardArgs) -> anyhow::Result<i32> {
     args.id = id;
     let done = review::discard_of(&args.id, change, args.force)?;
     if args.json {
-        super::emit_json(&done)?;
+        super::output::emit_json(&done)?;
         return Ok(exit::OK);
     }
-    super::emit(&if done.already_gone {
+    super::output::emit(&if done.already_gone {
         format!(
             "task {}: {} and its worktree are gone already\n",
             done.id, done.branch

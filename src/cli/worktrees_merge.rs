@@ -15,7 +15,7 @@ pub fn print(report: &MergeReport, all: bool, json: bool) -> anyhow::Result<i32>
         exit::FAILURE
     };
     if json {
-        super::emit_json(&serde_json::json!({
+        super::output::emit_json(&serde_json::json!({
             "allMerged": report.all_merged(),
             "tasks": report.tasks,
         }))?;
@@ -27,7 +27,7 @@ pub fn print(report: &MergeReport, all: bool, json: bool) -> anyhow::Result<i32>
     }
     for t in &report.tasks {
         match &t.result {
-            MergeResult::Merged { into, head } => super::emit(&format!(
+            MergeResult::Merged { into, head } => super::output::emit(&format!(
                 "merged task {} ({}, {}) into {into} of {}: now at {}\n",
                 t.id,
                 t.branch,

@@ -4,7 +4,7 @@
 
 use std::path::Path;
 
-use super::RootArg;
+use super::args::RootArg;
 use crate::protocol::{TaskId, TaskResult, WorktreeChange};
 use crate::worktree::{self, Repo};
 use crate::Error;

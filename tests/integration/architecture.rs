@@ -218,6 +218,7 @@ fn expand_use(tree: &str, prefix: &str, out: &mut Vec<String>) {
 /// spelled out from `crate::`, `super::` or `self::`.
 fn referenced_paths(code: &str) -> Vec<String> {
     let mut paths = Vec::new();
+    let mut use_spans: Vec<std::ops::Range<usize>> = Vec::new();
     let is_ident = |c: char| c.is_alphanumeric() || c == '_';
     let mut rest = code;
     while let Some(at) = rest.find("use ") {
@@ -226,16 +227,48 @@ fn referenced_paths(code: &str) -> Vec<String> {
         if boundary {
             if let Some(end) = after.find(';') {
                 expand_use(&after[..end], "", &mut paths);
+                let start = code.len() - after.len();
+                use_spans.push(start..start + end);
             }
         }
         rest = after;
+    }
+    // A path from a child module named without `self::` (`submit::run(a)`): any
+    // identifier that starts a path; the resolver keeps those naming a child module.
+    let mut from = 0;
+    while let Some(at) = code[from..].find("::") {
+        let at = from + at;
+        from = at + 2;
+        let start = code[..at]
+            .char_indices()
+            .rev()
+            .take_while(|&(_, c)| is_ident(c))
+            .last()
+            .map_or(at, |(k, _)| k);
+        let before = code[..start].chars().next_back();
+        if start == at || before.is_some_and(|c| c == ':' || is_ident(c)) {
+            continue;
+        }
+        if matches!(&code[start..at], "crate" | "super" | "self")
+            || use_spans.iter().any(|u| u.contains(&start))
+        {
+            continue;
+        }
+        let len = code[start..]
+            .find(|c: char| !(is_ident(c) || c == ':'))
+            .unwrap_or(code.len() - start);
+        paths.push(code[start..start + len].trim_end_matches(':').to_string());
     }
     for start in ["crate::", "super::", "self::"] {
         let mut from = 0;
         while let Some(at) = code[from..].find(start) {
             let at = from + at;
             from = at + start.len();
-            if code[..at].chars().next_back().is_some_and(is_ident) {
+            // A `use` tree is read whole above (`use super::{a, b}` is no import of
+            // `super` itself).
+            if code[..at].chars().next_back().is_some_and(is_ident)
+                || use_spans.iter().any(|u| u.contains(&at))
+            {
                 continue;
             }
             let len = code[at..]
@@ -305,9 +338,15 @@ impl Crate {
     }
 }
 
-/// file → the files it imports, leaving out a module's own ancestors and descendants
-/// (a parent declares its children; a child may use its parent's items).
+/// file → the files it imports, leaving out a module's own ancestors and descendants.
 fn import_graph() -> BTreeMap<ModPath, BTreeSet<ModPath>> {
+    import_graph_with(false)
+}
+
+/// file → the files it imports; with `family`, a module's imports from its own parent
+/// and children count too (declaring a child with `mod` is no import), but not the
+/// crate root's: lib.rs is the facade every module reaches through.
+fn import_graph_with(family: bool) -> BTreeMap<ModPath, BTreeSet<ModPath>> {
     let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
     let mut files = Vec::new();
     rust_files(&src, &mut files);
@@ -336,7 +375,13 @@ fn import_graph() -> BTreeMap<ModPath, BTreeSet<ModPath>> {
         let targets: BTreeSet<ModPath> = referenced_paths(&without_test_items(code))
             .iter()
             .filter_map(|p| krate.resolve(here, p))
-            .filter(|t| !t.starts_with(here) && !here.starts_with(t))
+            .filter(|t| {
+                if family {
+                    t != here && !t.is_empty() && !here.is_empty()
+                } else {
+                    !t.starts_with(here) && !here.starts_with(t)
+                }
+            })
             .collect();
         graph.insert(here.clone(), targets);
     }
@@ -432,6 +477,94 @@ fn the_sources_have_no_import_circle() {
     );
 }
 
+/// Folders whose children still import their `mod.rs`'s own items (`super::Error`,
+/// `super::find`) while the `mod.rs` uses theirs: a circle inside the folder, allowed here
+/// for now. None needs it: each is a `mod.rs` keeping the folder's shared types and
+/// helpers beside the façade, to be cut as `cli/` was (its shared arguments moved to
+/// `cli/args.rs`, its output helpers named from `cli/output.rs`, the command line handed
+/// down to `completions` and `reference`). They were left so as not to rewrite every
+/// folder at once under other work (issue 36). This list may only shrink: a folder with
+/// no circle left fails the test until it is taken off.
+const INSIDE_CIRCLES_ALLOWED: &[&str] = &[
+    "agent",
+    "agent/spawn",
+    "agent/stream",
+    "doctor",
+    "dirlock",
+    "error",
+    "fsio",
+    "gate",
+    "inspect",
+    "launch",
+    "layout",
+    "orchestrator",
+    "preset",
+    "protocol",
+    "queue",
+    "recovery",
+    "tasks",
+    "wait",
+    "watch",
+    "worker",
+    "worktree",
+];
+
+/// Inside a folder too, no circle: a child does not import its parent's own items while
+/// the parent uses the child's (shared helpers live in a sibling, e.g. `cli/args.rs`).
+/// A circle is the folder's of its shortest member (the parent).
+#[test]
+fn no_folder_has_an_import_circle_inside() {
+    let files = import_graph_with(true);
+    let mut wrong = Vec::new();
+    let mut allowed_seen = BTreeSet::new();
+    for circle in circles(&files) {
+        let mut names: Vec<String> = circle.iter().map(|m| m.join("/")).collect();
+        names.sort();
+        let folder = circle.iter().min_by_key(|m| m.len()).unwrap().join("/");
+        if INSIDE_CIRCLES_ALLOWED.contains(&folder.as_str()) {
+            allowed_seen.insert(folder);
+        } else {
+            wrong.push(format!(
+                "{}\n  {}",
+                names.join(" "),
+                upward_edges(&files, &names)
+            ));
+        }
+    }
+    assert!(
+        wrong.is_empty(),
+        "files import each other in a circle inside a folder (a parent and its children \
+         counted; move what the children share out of the parent into a sibling):\n{}",
+        wrong.join("\n")
+    );
+    let stale: Vec<&&str> = INSIDE_CIRCLES_ALLOWED
+        .iter()
+        .filter(|f| !allowed_seen.contains(**f))
+        .collect();
+    assert!(
+        stale.is_empty(),
+        "no circle is left inside {stale:?}: take them off INSIDE_CIRCLES_ALLOWED"
+    );
+}
+
+/// The edges of circle `c` from a child up to its own parent: the ones to cut.
+fn upward_edges(files: &BTreeMap<ModPath, BTreeSet<ModPath>>, c: &[String]) -> String {
+    let mut up = Vec::new();
+    for (from, to) in files {
+        let name = from.join("/");
+        if !c.contains(&name) {
+            continue;
+        }
+        for t in to
+            .iter()
+            .filter(|t| from.starts_with(t) && c.contains(&t.join("/")))
+        {
+            up.push(format!("{name} -> {}", t.join("/")));
+        }
+    }
+    up.join(", ")
+}
+
 #[test]
 fn no_module_imports_from_a_higher_floor() {
     let files = import_graph();
@@ -505,15 +638,14 @@ fn the_leaves_import_nothing_from_the_crate() {
 fn the_lexer_sees_imports_only_in_code() {
     let code = code_only(
         "use crate::a::{b, c::{d as e}};\n// crate::comment\nlet s = \"crate::string\";\n\
-         let r = r#\"crate::raw\"#; let c = '\"'; fn f<'a>(x: &'a str) { crate::z::call() }",
+         let r = r#\"crate::raw\"#; let c = '\"'; fn f<'a>(x: &'a str) { crate::z::call(); child::g() }",
     );
     let mut paths = referenced_paths(&code);
     paths.sort();
-    // `crate::a` is the spelled-out path's view of the `use` line: the same module.
     assert_eq!(
         paths,
         [
-            "crate::a",
+            "child::g",
             "crate::a::b",
             "crate::a::c::d as e",
             "crate::z::call"

@@ -32,8 +32,8 @@ use crate::{Root, Slot, Task, TaskId};
 use model::{output_path, read_tail, Reader, SlotState};
 use state::{Action, Mode, Selected, Ui};
 
+use super::args::RootArg;
 use super::common::exit;
-use super::RootArg;
 
 #[derive(Debug, clap::Args)]
 #[command(after_help = "\
@@ -78,7 +78,7 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
         ));
     }
     // SIGTERM and SIGHUP (and SIGINT, should it arrive from outside) end us cleanly.
-    let stop = super::interrupt_channel()?;
+    let stop = super::args::interrupt_channel()?;
     let mut keys = KeyReader::spawn();
     let mut dash = Dashboard::new(root)?;
     let (mut term, guard) = term::enter()?;
