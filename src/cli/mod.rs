@@ -34,6 +34,7 @@ pub mod retry;
 pub mod run;
 mod run_view;
 pub mod send;
+mod state_words;
 pub mod status;
 pub mod submit;
 pub mod table;

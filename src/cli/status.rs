@@ -239,14 +239,22 @@ pub fn cost(c: Option<f64>) -> String {
 /// The STATE cell: `failed`, as `tasks` says it (the protocol's word is `error`); `needs
 /// approval` while the running agent waits for a person's answer.
 fn state_word(r: &SlotReport) -> String {
-    // `failed`, as `tasks` says it (the protocol's word is `error`); `rejected` for a
-    // file that was no task, its reason where its prompt would be.
-    dash(r.state.map(|s| match s {
-        crate::WorkerState::Error if r.rejected.is_some() => "rejected".to_string(),
+    dash(
+        r.state
+            .map(|s| slot_word(s, r.rejected.is_some(), r.approval.is_some())),
+    )
+}
+
+/// A slot's state in the words of every view: `failed`, as `tasks` says it (the
+/// protocol's word is `error`); `rejected` for a file that was no task, its reason where
+/// its prompt would be.
+pub(super) fn slot_word(state: crate::WorkerState, rejected: bool, asking: bool) -> String {
+    match state {
+        crate::WorkerState::Error if rejected => "rejected".to_string(),
         crate::WorkerState::Error => "failed".to_string(),
-        _ if r.approval.is_some() => crate::tasks::TaskState::NeedsApproval.to_string(),
+        _ if asking => crate::tasks::TaskState::NeedsApproval.to_string(),
         s => s.to_string(),
-    }))
+    }
 }
 
 /// What the running agent asks a person, under its row, and the commands that answer.

@@ -15,8 +15,9 @@ use crate::cli::common::exit;
 
 #[derive(Debug, clap::Args)]
 #[command(after_long_help = "\
-Columns: STATE (waiting in an inbox, queued, running, needs approval (running, its agent \
-waiting for `conductor approve|deny ID`; `--state needs-approval`), done, failed, timeout, \
+Columns: STATE (waiting in an inbox, queued, working (`--state running` is taken too), \
+needs approval (working, its agent waiting for `conductor approve|deny ID`; \
+`--state needs-approval`), done, failed, timeout, \
 cancelled, interrupted, rejected); AGE (since it was submitted); PROMPT (its start); ID; \
 TOOK (run time, so far while it runs); COST and TURNS (when the agent reported them); WHERE (`slot N` for a task sent to a slot, `queue` \
 while it waits in the shared queue, `queue>N` once slot N took it); KEY; LABELS (only when a task has labels); PRI; TRY \

@@ -187,7 +187,7 @@ pub async fn tell(peer: &Peer<RoleServer>, task: DetailedTask) -> bool {
 /// What an unfinished task's status message says: where it runs or waits.
 pub(super) fn where_message(state: TaskState, slot: Option<impl std::fmt::Display>) -> String {
     match (state, slot) {
-        (TaskState::Running, Some(s)) => format!("running on worker slot {s}"),
+        (TaskState::Running, Some(s)) => format!("working on worker slot {s}"),
         (TaskState::Waiting, Some(s)) => format!("waiting in worker slot {s}'s inbox"),
         (state, _) => state.to_string(),
     }

@@ -62,7 +62,7 @@ pub fn templates() -> Vec<ResourceTemplate> {
         ResourceTemplate::new(format!("{PREFIX}{{id}}"), "task")
             .with_title("A conductor task")
             .with_description(
-                "A task's state (queued, running on slot N, done…) and, once it has finished, \
+                "A task's state (queued, working on slot N, done…) and, once it has finished, \
                  its result (output, success, error, duration, cost), as JSON. Subscribe to be \
                  told when it changes.",
             )

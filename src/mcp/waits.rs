@@ -275,9 +275,9 @@ fn describe(id: &TaskId, now: &Seen) -> Option<String> {
     let state = now.state?;
     Some(match (state, now.slot, &now.line) {
         (TaskState::Running, Some(slot), Some(line)) => {
-            format!("task {id}: running on slot {slot}: {line}")
+            format!("task {id}: working on slot {slot}: {line}")
         }
-        (TaskState::Running, Some(slot), None) => format!("task {id}: running on slot {slot}"),
+        (TaskState::Running, Some(slot), None) => format!("task {id}: working on slot {slot}"),
         (TaskState::Waiting, Some(slot), _) => format!("task {id}: waiting in slot {slot}'s inbox"),
         (state, _, _) => format!("task {id}: {state}"),
     })

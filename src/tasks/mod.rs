@@ -51,7 +51,10 @@ pub enum TaskState {
     Waiting,
     /// In the shared queue (`queue/pending/`), not yet claimed.
     Queued,
-    /// Claimed: in some slot's `running.json`.
+    /// Claimed: in some slot's `running.json`. Its word is `working`, as `status.json`
+    /// and the MCP Tasks specification say it (the one word every view and filter uses;
+    /// `running` is taken as an alias in filters).
+    #[serde(rename = "working")]
     Running,
     /// Running, and its agent waits for a person to allow a tool call
     /// (`conductor approve|deny`, see [`crate::approval`]). Only listings say it: [`find`]
@@ -114,7 +117,7 @@ impl TaskState {
         match self {
             TaskState::Waiting => "waiting",
             TaskState::Queued => "queued",
-            TaskState::Running => "running",
+            TaskState::Running => "working",
             TaskState::NeedsApproval => "needs approval",
             TaskState::Done => "done",
             TaskState::Failed => "failed",
@@ -142,6 +145,10 @@ impl FromStr for TaskState {
         if matches!(s, "needs-approval" | "needs_approval" | "approval") {
             return Ok(TaskState::NeedsApproval);
         }
+        // The word `tasks` and `--state` said before `working` was the only one.
+        if s == "running" {
+            return Ok(TaskState::Running);
+        }
         TaskState::ALL
             .into_iter()
             .find(|t| t.as_str() == s)
@@ -149,6 +156,7 @@ impl FromStr for TaskState {
                 let names: Vec<&str> = TaskState::ALL.iter().map(|t| t.as_str()).collect();
                 let near = names
                     .iter()
+                    .chain(&["running", "needs-approval"])
                     .map(|n| (crate::text::edit_distance(s, n), *n))
                     .min()
                     .filter(|(d, _)| *d <= 2)

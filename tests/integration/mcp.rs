@@ -303,13 +303,13 @@ fn a_wait_that_times_out_returns_the_state_and_a_cancel_ends_the_task() {
         let waited = ok(&call(&mcp, "wait", json!({"ids": ["slow-1"], "timeoutSecs": 0.5})).await);
         assert_eq!(waited["allFinished"], false, "{waited}");
         let state = waited["tasks"][0]["state"].as_str().unwrap();
-        assert!(["queued", "running"].contains(&state), "{waited}");
+        assert!(["queued", "working"].contains(&state), "{waited}");
         assert_eq!(waited["tasks"][0]["finished"], false);
         let deadline = Instant::now() + BOUND;
         loop {
             let logs = ok(&call(&mcp, "logs", json!({"id": "slow-1"})).await);
             if logs["text"].as_str().is_some_and(|s| s.contains("working")) {
-                assert_eq!(logs["state"], "running");
+                assert_eq!(logs["state"], "working");
                 break;
             }
             assert!(

@@ -495,7 +495,7 @@ fn a_wait_with_a_progress_token_reports_each_step_and_subscribed_resources_are_t
                     .is_some_and(|m| m.contains(want))
         }
     };
-    raw.expect("progress: running on slot 0", progress("running on slot 0"));
+    raw.expect("progress: working on slot 0", progress("working on slot 0"));
     raw.expect("progress: the last output line", progress("working on it"));
     // The agent's first line may be written before the log subscription is in place
     // (a busy machine picks the task up at once): its second, after `hold`, comes

@@ -129,7 +129,7 @@ fn a_tasks_client_submits_as_a_task_polls_it_fetches_its_result_later_lists_and_
         json!({"jsonrpc": "2.0", "id": "r1", "method": "tasks/result",
         "params": {"taskId": "st-1"}}),
     );
-    let running = "running on worker slot 0";
+    let running = "working on worker slot 0";
     if task["statusMessage"] != running {
         // The worker took it after the answer: the client is told.
         raw.expect("told it runs", |m| {

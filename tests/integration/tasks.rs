@@ -256,7 +256,11 @@ fn a_running_task_is_followed_and_cancelled_by_id() {
         (loc.state, loc.queued, loc.slot),
         (TaskState::Running, true, Some(S0))
     );
+    // `working`, as status and the dashboard say it; `running` is taken as an alias.
     let v = json(&t, &["tasks", "--json", "--state", "running"]);
+    assert_eq!(v["tasks"][0]["id"], "r1");
+    assert_eq!(v["tasks"][0]["state"], "working");
+    let v = json(&t, &["tasks", "--json", "--state", "working"]);
     assert_eq!(v["tasks"][0]["id"], "r1");
     assert_eq!(v["tasks"][0]["slot"], 0);
 
@@ -425,7 +429,7 @@ fn cancel_in_bulk_and_wait_for_any() {
     assert_eq!(state_of("kb1"), "queued");
     let r = run(&["cancel", "--state", "done"], 2);
     assert!(
-        r.stderr.contains("only waiting, queued and running"),
+        r.stderr.contains("only waiting, queued and working"),
         "{r:?}"
     );
     run(&["cancel", "--all", "ka1"], 2);
@@ -464,7 +468,7 @@ fn cancel_in_bulk_and_wait_for_any() {
         "{r:?}"
     );
     assert!(r.stdout.contains("quick answer"), "{r:?}");
-    assert_eq!(state_of("long"), "running");
+    assert_eq!(state_of("long"), "working");
 }
 
 /// Issue 25, item 16: cost and usage totals per key, per agent and per day.

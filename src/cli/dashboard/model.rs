@@ -29,6 +29,15 @@ pub enum SlotState {
 }
 
 impl SlotState {
+    pub const ALL: [SlotState; 6] = [
+        SlotState::NoWorker,
+        SlotState::Idle,
+        SlotState::Working,
+        SlotState::Done,
+        SlotState::Failed,
+        SlotState::Paused,
+    ];
+
     pub fn label(self) -> &'static str {
         match self {
             SlotState::NoWorker => "no worker",

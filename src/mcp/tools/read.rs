@@ -54,7 +54,7 @@ pub struct LogsArgs {
 #[derive(Debug, Default, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct TasksArgs {
-    /// Only tasks in these states: waiting, queued, running, done, failed, timeout,
+    /// Only tasks in these states: waiting, queued, working (or running), done, failed, timeout,
     /// cancelled, interrupted, rejected, gone.
     #[serde(default)]
     pub states: Vec<String>,
@@ -99,7 +99,7 @@ impl Conductor {
         (default 30, capped at 50 so a call always returns). Returns each task's state and, \
         for a finished one, its result (output, success, error, exit code, duration, \
         cost). A timeout is not an error: unfinished tasks are listed with their state \
-        (queued, running…); call `wait` again to keep waiting.",
+        (queued, working…); call `wait` again to keep waiting.",
         annotations(read_only_hint = true, open_world_hint = false)
     )]
     async fn wait(
@@ -119,7 +119,7 @@ impl Conductor {
 
     #[tool(
         description = "A task's result: output, success, error, outcome, exit code, \
-        duration, cost. If it has not finished yet, says where it is (queued, running…) \
+        duration, cost. If it has not finished yet, says where it is (queued, working…) \
         without waiting; `wait` waits for it.",
         annotations(read_only_hint = true, open_world_hint = false)
     )]
