@@ -4,5 +4,8 @@ pub mod chain;
 pub mod queue;
 pub mod redo;
 pub mod retry;
+pub mod send;
+pub mod spec;
+pub mod submit;
 pub mod tasks;
 pub mod totals;
