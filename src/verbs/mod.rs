@@ -1,6 +1,7 @@
 //! The verbs as a library layer: each verb a function over a typed request with a typed answer, which the CLI parses and renders and the MCP server serializes.
 
 pub mod chain;
+pub mod edit;
 pub mod queue;
 pub mod redo;
 pub mod retry;

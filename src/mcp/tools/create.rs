@@ -8,7 +8,8 @@ use serde::Deserialize;
 use serde_json::json;
 
 use super::super::{checks, reply};
-use super::{echo_id, ids, to_call, wait_secs, Conductor, IdArg};
+use super::{echo_id, to_call, wait_secs, Conductor, IdArg};
+use crate::verbs::edit::EditSpec;
 use crate::verbs::spec::{QueueSpec, TaskSpec};
 use crate::verbs::{send, submit};
 use crate::{Error, Slot, TaskId};
@@ -54,23 +55,14 @@ pub struct SendArgs {
 }
 
 #[derive(Debug, Deserialize, schemars::JsonSchema)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[serde(rename_all = "camelCase")]
+#[schemars(deny_unknown_fields)]
 pub struct EditArgs {
     /// The id of a task still waiting in the shared queue.
     pub id: IdArg,
-    /// The new prompt.
-    pub prompt: Option<String>,
-    /// The new priority, 0-9.
-    #[schemars(range(max = 9))]
-    pub priority: Option<u8>,
-    /// The new serialization key ("" removes it).
-    pub key: Option<String>,
-    /// The tasks it must run after (replaces the list; [] clears it).
-    pub after: Option<Vec<IdArg>>,
-    /// The agent's extra environment (replaces it; {} clears it).
-    pub env: Option<std::collections::BTreeMap<String, String>>,
-    /// Its labels (replaces them; [] clears them).
-    pub labels: Option<Vec<String>>,
+    /// What to change, as `conductor edit` takes it.
+    #[serde(flatten)]
+    pub edit: EditSpec,
 }
 
 #[derive(Debug, Deserialize, schemars::JsonSchema)]
@@ -243,27 +235,12 @@ impl Conductor {
             Ok(id) => id,
             Err(msg) => return to_call(Err(msg)),
         };
-        let after = match args.after.as_deref().map(ids).transpose() {
-            Ok(a) => a,
-            Err(msg) => return to_call(Err(msg)),
-        };
-        if let Some(Err(msg)) = args.prompt.as_deref().map(|p| checks::prompt("prompt", p)) {
-            return to_call(Err(msg));
-        }
-        let edit = crate::tasks::edit::TaskEdit {
-            prompt: args.prompt,
-            priority: args.priority,
-            key: args.key.map(|k| (!k.is_empty()).then_some(k)),
-            after,
-            env: args.env,
-            labels: args.labels,
-        };
-        if let Some(why) = edit.refusal(&id) {
-            return to_call(Err(why));
-        }
         let given = args.id.clone();
         self.blocking(move |client| {
-            let task = client.edit_task(&id, None, |t| edit.apply(t))?;
+            let task = match crate::verbs::edit::edit(client, &id, args.edit) {
+                Ok(t) => t,
+                Err(e) => return Ok(Err(refusal(e))),
+            };
             let v = json!({ "id": id, "state": "queued", "task": task });
             Ok(echo_id(Ok(v), &given))
         })
