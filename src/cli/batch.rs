@@ -11,7 +11,6 @@ use serde_json::Value;
 use super::submit::Args;
 use super::usage::CliError;
 use crate::cli::common::exit;
-use crate::queue::Queue;
 use crate::{Task, TaskId};
 
 /// One task of the batch, with the line it came from.
@@ -34,10 +33,9 @@ pub fn run(args: &Args) -> anyhow::Result<i32> {
     if lines.is_empty() {
         anyhow::bail!(CliError::Usage(format!("{name} holds no task")));
     }
-    let queue = Queue::new(client.root().clone());
     let mut ids = Vec::with_capacity(lines.len());
     for line in lines {
-        let id = submit_line(&client, &queue, line.task).map_err(|e| {
+        let id = submit_line(&client, line.task).map_err(|e| {
             let done = if ids.is_empty() {
                 "none was submitted".to_string()
             } else {
@@ -69,7 +67,9 @@ fn base_task(args: &Args) -> anyhow::Result<Task> {
     let mut flags = args.task.clone();
     flags.prompt = Some("(from the batch file)".into());
     flags.file = None;
-    super::submit::with_options(args, flags.task()?)
+    let mut task = flags.into_task()?;
+    args.queue.apply(&mut task)?;
+    Ok(task)
 }
 
 /// Every task of `text`, each checked as the queue will check it.
@@ -115,11 +115,7 @@ fn task_of(line: &str, base: &Task) -> Result<Task, String> {
 
 /// Submit one task as `conductor submit` does: its dependencies resolved now (an
 /// earlier line's id is on the root by then), its depth stamped.
-fn submit_line(client: &crate::Client, queue: &Queue, mut task: Task) -> anyhow::Result<TaskId> {
-    for dep in &mut task.after {
-        *dep = crate::ids::resolve(client.root(), dep)?;
-    }
+fn submit_line(client: &crate::Client, mut task: Task) -> anyhow::Result<TaskId> {
     crate::env::stamp_depth(&mut task)?;
-    super::send::check_worktree_dir(&task, None)?;
-    Ok(queue.submit(&task)?)
+    Ok(crate::verbs::submit::submit_task(client, task, None)?.id)
 }

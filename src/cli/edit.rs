@@ -1,12 +1,13 @@
 //! `conductor edit ID`: change a task that still waits in the shared queue.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use crate::cli::usage::CliError;
-use crate::tasks::edit::{not_editable_reason, TaskEdit};
+use crate::tasks::edit::not_editable_reason;
+use crate::verbs::edit::EditSpec;
 use crate::{Error, Task, TaskId};
 
-use super::{args::RootArg, output::emit, output::emit_json};
+use super::{output::emit, output::emit_json, args::RootArg};
 use crate::cli::common::exit;
 
 #[derive(Debug, clap::Args)]
@@ -22,23 +23,9 @@ once, never half edited.")]
 pub struct Args {
     /// The task's id (or a unique prefix of it).
     pub id: String,
-    /// The new prompt (instead of opening an editor).
-    #[arg(long, value_name = "TEXT", conflicts_with = "file")]
-    pub prompt: Option<String>,
-    /// Read the new prompt from FILE (`-` for stdin).
-    #[arg(short, long, value_name = "FILE")]
-    pub file: Option<PathBuf>,
-    /// Priority 0-9; higher runs first.
-    #[arg(long, value_name = "0-9", value_parser = clap::value_parser!(u8).range(0..=9))]
-    pub priority: Option<u8>,
-    /// Serialization key (`--key ''` removes it).
-    #[arg(long, value_name = "KEY")]
-    pub key: Option<String>,
-    /// Run only after these tasks have succeeded (replaces the list; `''` clears it).
-    #[arg(long, value_name = "ID[,ID…]", value_delimiter = ',')]
-    pub after: Option<Vec<String>>,
+    /// What to change: each field given replaces that field.
     #[command(flatten)]
-    pub env_labels: EditEnvLabels,
+    pub edit: EditSpec,
     /// Print the edited task as JSON.
     #[arg(long)]
     pub json: bool,
@@ -46,79 +33,16 @@ pub struct Args {
     pub root: RootArg,
 }
 
-/// `--env` and `--label` as `edit` takes them: each replaces the task's whole list, and
-/// an empty value clears it.
-#[derive(Debug, Clone, Default, clap::Args)]
-pub struct EditEnvLabels {
-    /// Set the agent's extra environment to these NAME=VALUE (repeat; replaces the
-    /// task's; `--env ''` clears it).
-    #[arg(long = "env", value_name = "NAME=VALUE", value_parser = parse_env_or_clear)]
-    pub env: Option<Vec<Option<(String, String)>>>,
-    /// Set the task's labels (repeat; replaces them; `--label ''` clears them).
-    #[arg(long = "label", value_name = "LABEL")]
-    pub labels: Option<Vec<String>>,
-}
-
-fn parse_env_or_clear(s: &str) -> Result<Option<(String, String)>, String> {
-    if s.is_empty() {
-        return Ok(None);
-    }
-    super::send::parse_env_arg(s).map(Some)
-}
-
-/// What the options change. Labels are given as a list: one named twice is kept once
-/// (as `--label` on `send` and `submit` does), where the MCP tool refuses the list.
-fn changes(args: &Args, root: &crate::Root) -> anyhow::Result<TaskEdit> {
-    let prompt = match (&args.prompt, &args.file) {
-        (None, None) => None,
-        (p, f) => Some(super::send::read_prompt(p.clone(), f.as_ref())?),
-    };
-    let after = match &args.after {
-        None => None,
-        Some(list) => {
-            let mut ids = Vec::new();
-            for dep in list.iter().filter(|d| !d.is_empty()) {
-                ids.push(crate::ids::resolve(root, &super::args::task_id_arg(dep)?)?);
-            }
-            Some(ids)
-        }
-    };
-    let labels = args.env_labels.labels.as_ref().map(|given| {
-        let mut kept: Vec<String> = Vec::new();
-        for l in given.iter().filter(|l| !l.is_empty()) {
-            if !kept.contains(l) {
-                kept.push(l.clone());
-            }
-        }
-        kept
-    });
-    Ok(TaskEdit {
-        prompt,
-        priority: args.priority,
-        key: args
-            .key
-            .as_ref()
-            .map(|k| (!k.is_empty()).then(|| k.clone())),
-        after,
-        env: args
-            .env_labels
-            .env
-            .as_ref()
-            .map(|list| list.iter().flatten().cloned().collect()),
-        labels,
-    })
-}
-
 pub fn run(args: Args) -> anyhow::Result<i32> {
     let client = args.root.client()?;
     let root = client.root();
     let id = crate::ids::resolve(root, &super::args::task_id_arg(&args.id)?)?;
-    let changes = changes(&args, root)?;
-    if let Some(why) = changes.refusal(&id) {
-        anyhow::bail!(CliError::Usage(why));
-    }
-    let edited = if changes.any() {
-        client.edit_task(&id, None, |t| changes.apply(t))?
+    let edited = if args.edit.any() {
+        let mut spec = args.edit.clone();
+        if let Some(f) = spec.file.take() {
+            spec.prompt = Some(super::send::read_prompt(None, Some(&f))?);
+        }
+        crate::verbs::edit::edit(&client, &id, spec)?
     } else {
         match with_editor(&client, &id)? {
             Some(t) => t,

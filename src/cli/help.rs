@@ -7,13 +7,13 @@
 /// `--root`, `-v`, `-q`: taken by every command.
 pub const GLOBAL: &str = "Global options";
 /// Which agent runs a task and what it may do: preset, model, tools, budget, time limit.
-pub const AGENT: &str = "Agent";
+pub const AGENT: &str = crate::verbs::spec::heading::AGENT;
 /// `--worktree` and the options that go with it.
-pub const WORKTREE: &str = "Worktree";
+pub const WORKTREE: &str = crate::verbs::spec::heading::WORKTREE;
 /// What a task carries besides its prompt: its id, context, environment, labels.
-pub const TASK: &str = "Task fields";
+pub const TASK: &str = crate::verbs::spec::heading::TASK;
 /// The shared queue's options: group, attempts, many tasks at once.
-pub const QUEUE: &str = "Queue";
+pub const QUEUE: &str = crate::verbs::spec::heading::QUEUE;
 /// Waiting for the result.
 pub const WAITING: &str = "Waiting";
 /// How a worker watches, stops and logs.

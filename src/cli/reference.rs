@@ -177,10 +177,14 @@ fn item(arg: &Arg) -> String {
 }
 
 fn takes_value(arg: &Arg) -> bool {
-    !matches!(
-        arg.get_action(),
-        ArgAction::SetTrue | ArgAction::SetFalse | ArgAction::Count
-    )
+    // A flag read into an `Option<bool>` (`--worktree`: absent, the root's default) takes
+    // no value either.
+    let no_values = arg.get_num_args().is_some_and(|n| n.max_values() == 0);
+    !no_values
+        && !matches!(
+            arg.get_action(),
+            ArgAction::SetTrue | ArgAction::SetFalse | ArgAction::Count
+        )
 }
 
 /// How the argument is written: `<SLOT>`, `[PROMPT]...`, `-f, --file <FILE>`,

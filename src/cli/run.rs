@@ -65,11 +65,6 @@ pub struct Args {
     /// [default: the preset's, else `claude -p`]
     #[arg(long, value_name = "CMD", help_heading = help::AGENT)]
     pub agent: Option<String>,
-    /// The model every task uses.
-    ///
-    /// Passed on by the preset (`--model` / `-m`; the command preset ignores it).
-    #[arg(long, value_name = "NAME", help_heading = help::AGENT)]
-    pub model: Option<String>,
     /// Claude preset: the tools the agents may use without asking (see `worker --help`).
     #[arg(long, value_name = "TOOLS", conflicts_with = "agent", help_heading = help::AGENT,
           hide_short_help = true)]
@@ -81,17 +76,9 @@ pub struct Args {
     /// Project directory the agents run in.
     #[arg(long, value_name = "DIR", default_value = ".", help_heading = help::AGENT)]
     pub dir: PathBuf,
-    /// Per-task time limit: 300, 90s, 5m, 1h.
-    ///
-    /// In seconds (`300`) or a duration (`90s`, `5m`, `1h`).
-    #[arg(long, value_name = "DURATION", value_parser = super::args::parse_duration_arg,
-          help_heading = help::AGENT)]
-    pub timeout: Option<std::time::Duration>,
+    /// What every task carries: its time limit, model, worktree, `--env` and `--label`.
     #[command(flatten)]
-    pub worktree: super::send::WorktreeArgs,
-    /// `--env` and `--label`, for every task.
-    #[command(flatten)]
-    pub env_labels: super::send::EnvLabelArgs,
+    pub options: crate::verbs::spec::TaskOptions,
     /// Run on this root (kept afterwards) instead of a private temporary one.
     #[arg(long, value_name = "DIR", help_heading = help::GLOBAL, hide_short_help = true)]
     pub root: Option<PathBuf>,
@@ -139,8 +126,7 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
     )?;
     // What every task carries, checked before any worker starts.
     let mut sample = Task::new("");
-    sample.model = args.model.clone();
-    args.env_labels.apply(&mut sample);
+    args.options.apply(&mut sample);
     sample
         .validate()
         .map_err(|reason| crate::Error::InvalidTask { reason })?;
@@ -148,7 +134,7 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
         .dir
         .canonicalize()
         .map_err(|e| CliError::Usage(format!("--dir {}: {e}", args.dir.display())))?;
-    if args.worktree.worktree {
+    if args.options.worktree == Some(true) {
         crate::worktree::Repo::of(&dir)?;
     }
     // The private root (None with --root or --keep) lives until the run ends.
@@ -253,10 +239,7 @@ fn tasks_of(args: &Args, prompts: &[String]) -> Vec<Task> {
         .iter()
         .map(|p| {
             let mut t = Task::new(p.clone());
-            t.timeout_secs = args.timeout.map(super::args::whole_secs);
-            args.worktree.apply(&mut t);
-            t.model = args.model.clone();
-            args.env_labels.apply(&mut t);
+            args.options.apply(&mut t);
             t
         })
         .collect()
@@ -450,11 +433,8 @@ fn start_workers(
     if let Some(mode) = &args.permission_mode {
         extra.extend(["--permission-mode".into(), mode.into()]);
     }
-    if let Some(t) = args.timeout {
-        extra.extend([
-            "--timeout".into(),
-            super::args::whole_secs(t).to_string().into(),
-        ]);
+    if let Some(t) = args.options.timeout_secs {
+        extra.extend(["--timeout".into(), t.to_string().into()]);
     }
     if args.allow_nested {
         extra.push("--allow-nested".into());

@@ -1,13 +1,12 @@
 //! `conductor submit PROMPT`: put a task into the shared queue; any idle worker runs it.
 
-use std::path::PathBuf;
 use std::time::Duration;
 
 use crate::queue::Queue;
-use crate::{Error, Task};
+use crate::verbs::spec::{QueueSpec, TaskSpec};
+use crate::verbs::submit;
 
-use super::send::TaskArgs;
-use super::{args::RootArg, help};
+use super::{help, args::RootArg};
 use crate::cli::common::exit;
 
 #[derive(Debug, clap::Args)]
@@ -28,26 +27,9 @@ any is submitted (an error names FILE:LINE); then they are submitted in order, s
 with --wait, then waits for them all as `conductor wait ID…` does.")]
 pub struct Args {
     #[command(flatten)]
-    pub task: TaskArgs,
-    /// One running task per key (a user or a project).
-    ///
-    /// The serialization key: tasks with the same key never run at the same time.
-    #[arg(long, value_name = "KEY")]
-    pub key: Option<String>,
-    /// Priority 0-9; higher runs first [default: 5].
-    #[arg(long, value_name = "0-9", value_parser = clap::value_parser!(u8).range(0..=9))]
-    pub priority: Option<u8>,
-    /// Run once these tasks have all succeeded.
-    ///
-    /// They must already be sent or submitted; if one does not succeed, this task ends
-    /// `cancelled` ("dependency ID failed").
-    #[arg(long, value_name = "ID,…", value_delimiter = ',')]
-    pub after: Vec<String>,
-    /// Run the agent in DIR (not the worker's project).
-    ///
-    /// An existing directory of yours, instead of the worker's project directory.
-    #[arg(long, value_name = "DIR", help_heading = help::AGENT)]
-    pub dir: Option<PathBuf>,
+    pub task: TaskSpec,
+    #[command(flatten)]
+    pub queue: QueueSpec,
     /// Wait for the result and print its output.
     ///
     /// Exit 1 if the task failed, 4 if no live worker serves the root or the worker
@@ -64,17 +46,6 @@ pub struct Args {
     /// JSON: {"id": …}, or with --wait the whole result.
     #[arg(long, hide_short_help = true)]
     pub json: bool,
-    /// Run in this group, at most its --parallel at once.
-    ///
-    /// At most the group's --parallel tasks of it run at once, root-wide (`conductor
-    /// group add NAME --parallel N` first).
-    #[arg(long, value_name = "NAME", help_heading = help::QUEUE, hide_short_help = true)]
-    pub group: Option<String>,
-    /// Up to N attempts in all after interruptions [default: 1].
-    ///
-    /// Run again after an interruption (a worker crash) up to N attempts in all.
-    #[arg(long, value_name = "N", help_heading = help::QUEUE, hide_short_help = true)]
-    pub max_attempts: Option<u32>,
     /// -f FILE holds many tasks, one a line (see --help).
     ///
     /// A line is a prompt, or a task as JSON (see below).
@@ -85,47 +56,19 @@ pub struct Args {
     pub root: RootArg,
 }
 
-/// The task the arguments describe (validated by the queue on submit).
-pub fn task_from(args: &Args) -> anyhow::Result<Task> {
-    with_options(args, args.task.task()?)
-}
-
-/// `task` with the queue's options of `args` (key, group, priority, …) set.
-pub fn with_options(args: &Args, mut task: Task) -> anyhow::Result<Task> {
-    task.key = args.key.clone();
-    task.group = args.group.clone();
-    task.priority = args.priority;
-    task.max_attempts = args.max_attempts;
-    for dep in &args.after {
-        task.after.push(super::args::task_id_arg(dep)?);
-    }
-    if let Some(dir) = &args.dir {
-        // Absolute and resolved (no `..`, no links) for the worker, which runs
-        // elsewhere; missing → refused by the queue.
-        let resolved = match dir.canonicalize() {
-            Ok(d) => d,
-            Err(_) => std::path::absolute(dir).map_err(|e| Error::BadTaskDir {
-                path: dir.clone(),
-                reason: e.to_string(),
-            })?,
-        };
-        task.dir = Some(resolved);
-    }
-    task.validate()
-        .map_err(|reason| Error::InvalidTask { reason })?;
-    Ok(task)
+/// The submit request the arguments describe (the prompt read, not yet checked).
+pub fn request(args: &Args) -> anyhow::Result<submit::Submit> {
+    Ok(submit::Submit {
+        task: super::send::with_prompt(&args.task)?,
+        queue: args.queue.clone(),
+        continue_from: None,
+    })
 }
 
 pub fn run(args: Args) -> anyhow::Result<i32> {
     let client = args.root.client()?;
-    let mut task = task_from(&args)?;
-    for dep in &mut task.after {
-        *dep = crate::ids::resolve(client.root(), dep)?;
-    }
-    crate::env::stamp_depth(&mut task)?;
-    super::send::check_worktree_dir(&task, None)?;
+    let id = submit::submit(&client, &request(&args)?)?.id;
     let queue = Queue::new(client.root().clone());
-    let id = queue.submit(&task)?;
     if !args.wait {
         super::waiting::warn_if_unserved_queue(client.root());
         if args.json {

@@ -10,7 +10,7 @@ use rmcp::model::{CallToolResult, ContentBlock};
 use rmcp::service::RequestContext;
 use rmcp::{schemars, ErrorData, RoleServer};
 use serde::Deserialize;
-use serde_json::{json, Value};
+use serde_json::Value;
 
 use super::handles::Handle;
 use super::{schema, waits};
@@ -26,7 +26,6 @@ mod control;
 mod create;
 mod handler;
 mod read;
-mod task_args;
 
 /// The longest a `wait` call blocks, in seconds: under the 60 s after which common MCP
 /// clients give up on a request, so a wait always answers before its client gives up.
@@ -59,31 +58,8 @@ pub struct IdArgs {
     pub id: IdArg,
 }
 
-/// A task id as a client gives it: a string, or a number (an all-digit id); answers
-/// carry it back in the same form.
-#[derive(Debug, Clone, PartialEq, Deserialize, schemars::JsonSchema)]
-#[serde(untagged)]
-pub enum IdArg {
-    Number(u64),
-    Text(String),
-}
-
-impl IdArg {
-    pub(super) fn id(&self) -> std::result::Result<TaskId, String> {
-        match self {
-            IdArg::Number(n) => Ok(TaskId::Number(*n)),
-            IdArg::Text(s) => task_id(s),
-        }
-    }
-
-    /// The id as it was given.
-    pub(super) fn echo(&self) -> Value {
-        match self {
-            IdArg::Number(n) => json!(n),
-            IdArg::Text(s) => json!(s),
-        }
-    }
-}
+/// A task id as a client gives it: a string or a number (described with the task).
+pub use crate::verbs::spec::IdArg;
 
 /// `reply` with its `id` as the client gave it.
 pub(super) fn echo_id(reply: Reply, given: &IdArg) -> Reply {
@@ -133,10 +109,6 @@ pub(super) fn to_call(reply: Reply) -> std::result::Result<CallToolResult, Error
         Ok(v) => CallToolResult::structured(v),
         Err(msg) => CallToolResult::error(vec![ContentBlock::text(msg)]),
     })
-}
-
-fn task_id(s: &str) -> std::result::Result<TaskId, String> {
-    TaskId::parse(s).map_err(|reason| format!("invalid task id {s:?}: {reason}"))
 }
 
 fn ids(list: &[IdArg]) -> std::result::Result<Vec<TaskId>, String> {

@@ -8,40 +8,25 @@ use serde::Deserialize;
 use serde_json::json;
 
 use super::super::{checks, reply};
-use super::task_args::TaskArgs;
-use super::{echo_id, ids, to_call, wait_secs, Conductor, IdArg};
-use crate::queue::Queue;
-use crate::{Client, Error, Slot, Task, TaskId};
+use super::{echo_id, to_call, wait_secs, Conductor, IdArg};
+use crate::verbs::edit::EditSpec;
+use crate::verbs::spec::{QueueSpec, TaskSpec};
+use crate::verbs::{send, submit};
+use crate::{Error, Slot, TaskId};
 
+// The schema is closed (unknown arguments refused: `schema::check` runs before serde);
+// serde's own `deny_unknown_fields` cannot see through a flattened struct that flattens
+// another (`TaskSpec`'s `TaskOptions`).
 #[derive(Debug, Deserialize, schemars::JsonSchema)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[serde(rename_all = "camelCase")]
+#[schemars(deny_unknown_fields)]
 pub struct SubmitArgs {
-    /// What the task asks for, as `send` takes it too.
+    /// What the task asks for, as `send` (and `conductor submit`) takes it too.
     #[serde(flatten)]
-    pub task: TaskArgs,
-    /// Serialization key (a user, a repository): tasks with the same key never run at
-    /// the same time.
-    pub key: Option<String>,
-    /// 0-9, higher runs first (default 5).
-    #[schemars(range(max = 9))]
-    pub priority: Option<u8>,
-    /// Ids of tasks that must all succeed before this one starts; if one fails, this
-    /// one ends cancelled.
-    #[serde(default)]
-    pub after: Vec<IdArg>,
-    /// Run again after a worker crash, up to this many attempts in all (default 1).
-    pub max_attempts: Option<u32>,
-    /// Run in a fresh git worktree of the repository (`dir`, else the worker's project
-    /// directory) on a new branch conductor/<id>; the result gives the branch and its
-    /// diffstat. Default: the root's setting (off).
-    pub worktree: Option<bool>,
-    /// With worktree: the commit or ref to branch from (default HEAD).
-    pub base: Option<String>,
-    /// With worktree: copy the repository's uncommitted changes into the worktree.
-    pub include_uncommitted: Option<bool>,
-    /// The group it runs in (made with `conductor group add NAME --parallel N`): at
-    /// most that many tasks of the group run at once.
-    pub group: Option<String>,
+    pub task: TaskSpec,
+    /// What the shared queue takes: key, priority, after, group, attempts.
+    #[serde(flatten)]
+    pub queue: QueueSpec,
     /// A finished task whose output this task continues from: it is added after the
     /// prompt, as `conductor run --chain` passes one step's output to the next. A task
     /// that has not finished yet is refused (wait for it first).
@@ -59,33 +44,25 @@ pub struct SubmitArgs {
 }
 
 #[derive(Debug, Deserialize, schemars::JsonSchema)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[serde(rename_all = "camelCase")]
+#[schemars(deny_unknown_fields)]
 pub struct SendArgs {
     /// The worker slot number to deliver to (see `status` for the slots).
     pub slot: u32,
     /// What the task asks for, as `submit` takes it too.
     #[serde(flatten)]
-    pub task: TaskArgs,
+    pub task: TaskSpec,
 }
 
 #[derive(Debug, Deserialize, schemars::JsonSchema)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[serde(rename_all = "camelCase")]
+#[schemars(deny_unknown_fields)]
 pub struct EditArgs {
     /// The id of a task still waiting in the shared queue.
     pub id: IdArg,
-    /// The new prompt.
-    pub prompt: Option<String>,
-    /// The new priority, 0-9.
-    #[schemars(range(max = 9))]
-    pub priority: Option<u8>,
-    /// The new serialization key ("" removes it).
-    pub key: Option<String>,
-    /// The tasks it must run after (replaces the list; [] clears it).
-    pub after: Option<Vec<IdArg>>,
-    /// The agent's extra environment (replaces it; {} clears it).
-    pub env: Option<std::collections::BTreeMap<String, String>>,
-    /// Its labels (replaces them; [] clears them).
-    pub labels: Option<Vec<String>>,
+    /// What to change, as `conductor edit` takes it.
+    #[serde(flatten)]
+    pub edit: EditSpec,
 }
 
 #[derive(Debug, Deserialize, schemars::JsonSchema)]
@@ -132,42 +109,34 @@ impl Conductor {
         let wait = args.wait.unwrap_or(false);
         let timeout = wait_secs(args.wait_secs);
         let chars = args.max_output_chars.unwrap_or(reply::DEFAULT_OUTPUT_CHARS);
-        let from = match args.continue_from.as_ref().map(IdArg::id).transpose() {
+        let continue_from = match args.continue_from.as_ref().map(IdArg::id).transpose() {
             Ok(f) => f,
             Err(msg) => return to_call(Err(format!("`continueFrom`: {msg}"))),
         };
-        let task = match submit_task(args) {
-            Ok(t) => t,
-            Err(msg) => return to_call(Err(msg)),
+        let request = submit::Submit {
+            task: args.task,
+            queue: args.queue,
+            continue_from,
         };
+        // Checked before the root is touched: a bad argument is a tool error at once.
+        if let Err(e) = submit::task_of(&request) {
+            return to_call(Err(refusal(e)));
+        }
         let submitted = self
             .reply(move |client| {
-                let mut task = task;
-                if let (Some(true), Some(dir)) = (task.worktree, &task.dir) {
-                    if let Err(msg) = checks::worktree_dir(dir) {
-                        return Ok(Err(msg));
-                    }
-                }
-                if let Some(from) = &from {
-                    match continued(client, task.prompt, from)? {
-                        Ok(p) => task.prompt = p,
-                        Err(msg) => return Ok(Err(msg)),
-                    }
-                    // The composed prompt must still make a valid task (its size).
-                    if let Err(reason) = task.validate() {
-                        return Ok(Err(Error::InvalidTask { reason }.to_string()));
-                    }
-                }
-                let id = Queue::new(client.root().clone()).submit(&task)?;
-                let mut v = json!({ "id": id, "state": "queued" });
-                if let Some(d) = task.depth {
+                let s = match submit::submit(client, &request) {
+                    Ok(s) => s,
+                    Err(e) => return Ok(Err(refusal(e))),
+                };
+                let mut v = json!({ "id": s.id, "state": "queued" });
+                if let Some(d) = s.task.depth {
                     v["depth"] = json!(d);
                 }
-                if let Some(from) = &from {
+                if let Some(from) = &request.continue_from {
                     v["continuedFrom"] = json!(from);
                 }
-                if matches!(crate::wait::root_served(client.root()), Ok(false)) {
-                    v["warning"] = json!("no live worker serves this root yet: the task stays queued until one starts (`conductor run` or `conductor-worker N DIR`)");
+                if s.unserved {
+                    v["warning"] = json!(submit::UNSERVED);
                 }
                 Ok(Ok(v))
             })
@@ -214,14 +183,27 @@ impl Conductor {
         Parameters(args): Parameters<SendArgs>,
     ) -> Result<CallToolResult, ErrorData> {
         let given = args.task.id.clone();
-        let (slot, task) = match send_task(args) {
-            Ok(t) => t,
-            Err(msg) => return to_call(Err(msg)),
+        let slot = match Slot::checked(args.slot) {
+            Ok(s) => s,
+            Err(e) => return to_call(Err(e.to_string())),
         };
+        let request = send::Send {
+            slot,
+            task: args.task,
+        };
+        if let Err(e) = send::task_of(&request) {
+            return to_call(Err(refusal(e)));
+        }
         self.blocking(move |client| {
-            let id = client.write_task(slot, &task)?;
-            let mut v = json!({ "id": id, "slot": slot.0, "state": "waiting" });
-            if matches!(crate::wait::slot_served(client.root(), slot), Ok(false)) {
+            let s = match send::send(client, &request) {
+                Ok(s) => s,
+                Err(e) => return Ok(Err(refusal(e))),
+            };
+            let mut v = json!({ "id": s.id, "slot": slot.0, "state": "waiting" });
+            if let Some((why, _)) = &s.held {
+                v["held"] = json!(why);
+            }
+            if s.unserved {
                 v["warning"] = json!(format!("no live worker serves slot {slot}: the task waits in its inbox until one starts"));
             }
             if let Some(given) = &given {
@@ -253,27 +235,12 @@ impl Conductor {
             Ok(id) => id,
             Err(msg) => return to_call(Err(msg)),
         };
-        let after = match args.after.as_deref().map(ids).transpose() {
-            Ok(a) => a,
-            Err(msg) => return to_call(Err(msg)),
-        };
-        if let Some(Err(msg)) = args.prompt.as_deref().map(|p| checks::prompt("prompt", p)) {
-            return to_call(Err(msg));
-        }
-        let edit = crate::tasks::edit::TaskEdit {
-            prompt: args.prompt,
-            priority: args.priority,
-            key: args.key.map(|k| (!k.is_empty()).then_some(k)),
-            after,
-            env: args.env,
-            labels: args.labels,
-        };
-        if let Some(why) = edit.refusal(&id) {
-            return to_call(Err(why));
-        }
         let given = args.id.clone();
         self.blocking(move |client| {
-            let task = client.edit_task(&id, None, |t| edit.apply(t))?;
+            let task = match crate::verbs::edit::edit(client, &id, args.edit) {
+                Ok(t) => t,
+                Err(e) => return Ok(Err(refusal(e))),
+            };
             let v = json!({ "id": id, "state": "queued", "task": task });
             Ok(echo_id(Ok(v), &given))
         })
@@ -353,52 +320,18 @@ impl Conductor {
     }
 }
 
-/// A task as the CLI's `submit` builds it, marked with this process's depth.
-fn submit_task(a: SubmitArgs) -> std::result::Result<Task, String> {
-    let mut task = a.task.into_task()?;
-    task.key = a.key;
-    task.priority = a.priority;
-    task.max_attempts = a.max_attempts;
-    task.after = ids(&a.after)?;
-    task.worktree = a.worktree;
-    task.base = a.base;
-    task.include_uncommitted = a.include_uncommitted;
-    task.group = a.group;
-    finish_task(task)
+/// A refused submit or send as the tool error it is: an invalid task's reason alone (it
+/// names the field), a worktree outside git naming `dir`.
+fn refusal(e: Error) -> String {
+    match e {
+        Error::InvalidTask { reason } => reason,
+        e @ (Error::NotARepository { .. } | Error::BareRepository { .. }) => format!(
+            "`dir`: `worktree: true` needs a directory in a git repository with a working tree: {e}"
+        ),
+        e => e.to_string(),
+    }
 }
 
-/// `prompt` followed by finished task `from`'s output, composed as `run --chain`
-/// composes a step's prompt; a tool error when `from` has not finished.
-fn continued(
-    client: &Client,
-    prompt: String,
-    from: &TaskId,
-) -> crate::Result<std::result::Result<String, String>> {
-    let loc = client
-        .find_task(from)?
-        .ok_or_else(|| reply::no_such_task(client, from))?;
-    let result = client.result_of(from)?;
-    Ok(match result {
-        Some(r) if loc.state.is_finished() => {
-            Ok(crate::verbs::chain::chained_prompt(&prompt, Some(&r)))
-        }
-        _ => Err(format!(
-            "`continueFrom`: task {from} is {}; only a finished task's output can be passed on \
-             (wait for it first, or give it in `after` to run after it without its output)",
-            loc.state
-        )),
-    })
-}
-
-/// The slot and task of a `send`, marked with this process's depth.
-fn send_task(a: SendArgs) -> std::result::Result<(Slot, Task), String> {
-    let slot = Slot::checked(a.slot).map_err(|e| e.to_string())?;
-    Ok((slot, finish_task(a.task.into_task()?)?))
-}
-
-fn finish_task(mut task: Task) -> std::result::Result<Task, String> {
-    task.validate()
-        .map_err(|reason| Error::InvalidTask { reason }.to_string())?;
-    crate::env::stamp_depth(&mut task).map_err(|e| e.to_string())?;
-    Ok(task)
-}
+#[cfg(test)]
+#[path = "create_tests.rs"]
+mod tests;
