@@ -57,6 +57,7 @@ mod rough_edges;
 mod run_worktree;
 mod scale;
 mod short_ids;
+mod slot_or_task;
 mod stopped;
 mod submit_batch;
 mod tasks;
