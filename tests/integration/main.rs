@@ -51,6 +51,7 @@ mod orchestrator;
 mod protocol;
 mod queue;
 mod real_agents;
+mod resize;
 mod review_states;
 mod rooms;
 mod rough_edges;
