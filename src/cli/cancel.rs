@@ -93,7 +93,7 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
         eprintln!("{} task(s) selected", ids.len());
         return Ok(code);
     }
-    let (slot, only) = match args.targets.resolve(client.root())? {
+    let (slot, only) = match args.targets.resolve(client.root(), "cancel")? {
         Target::Tasks(ids) => return cancel_tasks(&client, &ids, args.json),
         Target::Slot { slot, ids } => (slot, at_most_one(ids, "cancel")?),
     };

@@ -274,7 +274,7 @@ pub fn run_worker(args: WorkerArgs) -> anyhow::Result<()> {
         say(super::table::fit_line(&format!("recovered: {rec}"), width));
     }
     if args.show_output {
-        follow_output(&opts, width)?;
+        follow_output(&opts)?;
     }
     worker.run(&shutdown)?;
     tracing::info!("worker stopped");
@@ -352,8 +352,8 @@ fn run_multi(
     Ok(())
 }
 
-/// `--show-output`: a thread printing the agents' output, cut to `width`.
-fn follow_output(opts: &WorkerOptions, width: Option<usize>) -> anyhow::Result<()> {
+/// `--show-output`: a thread printing the agents' output, cut to the terminal's width.
+fn follow_output(opts: &WorkerOptions) -> anyhow::Result<()> {
     // Armed, and holding the live log it will read, before the worker takes its
     // first task: made on the thread, it could open the log only after a quick
     // first task had already moved it to tasks/ (seen once in CI, the pane empty).
@@ -367,7 +367,7 @@ fn follow_output(opts: &WorkerOptions, width: Option<usize>) -> anyhow::Result<(
         Ok(follower) => {
             std::thread::Builder::new()
                 .name("show-output".into())
-                .spawn(move || show_output(follower, width))
+                .spawn(move || show_output(follower, super::table::width))
                 .map_err(|e| anyhow::anyhow!("cannot start the output thread: {e}"))?;
         }
         Err(e) => tracing::warn!("not showing the agents' output: {e}"),
@@ -379,9 +379,10 @@ fn follow_output(opts: &WorkerOptions, width: Option<usize>) -> anyhow::Result<(
 const SHOW_PARTIAL_AFTER: Duration = Duration::from_millis(300);
 
 /// Print the slot's live log as it grows, across its tasks (as `logs N -f`), each line
-/// marked `│ ` and cut to `width`; for as long as the worker runs (the thread goes
-/// with the process).
-fn show_output(mut follower: crate::inspect::LogFollower, width: Option<usize>) {
+/// marked `│ ` and cut to `width()`, asked again for every batch of lines: a pane
+/// resized (SIGWINCH) cuts the next lines at its new width, not the one it started
+/// with; for as long as the worker runs (the thread goes with the process).
+fn show_output(mut follower: crate::inspect::LogFollower, width: fn() -> Option<usize>) {
     let mut partial: Vec<u8> = Vec::new();
     let mut last_data = std::time::Instant::now();
     loop {
@@ -406,6 +407,7 @@ fn show_output(mut follower: crate::inspect::LogFollower, width: Option<usize>) 
         {
             partial.push(b'\n');
         }
+        let width = width();
         while let Some(end) = partial.iter().position(|b| *b == b'\n') {
             let line: Vec<u8> = partial.drain(..=end).collect();
             let text = String::from_utf8_lossy(&line[..end]);

@@ -40,7 +40,7 @@ pub struct Args {
 
 pub fn run(args: Args) -> anyhow::Result<i32> {
     let root = args.root.client()?.root().clone();
-    let (slot, task) = match args.targets.resolve(&root)? {
+    let (slot, task) = match args.targets.resolve(&root, "logs")? {
         Target::Tasks(ids) => {
             return super::logs_by_id::run(&root, &single(ids, "logs")?, args.follow)
         }

@@ -41,6 +41,7 @@ pub mod table;
 pub mod target;
 pub mod tasks;
 pub mod tasks_review;
+mod top_help;
 pub mod usage;
 pub mod wait;
 pub mod wait_any;
@@ -149,7 +150,10 @@ enum Command {
 
 /// `conductor …`: parse the command line, run the subcommand, return the exit code.
 pub fn conductor_main() -> i32 {
-    let cli = Cli::parse_from(root_after_subcommand(std::env::args_os().collect()));
+    use clap::{CommandFactory, FromArgMatches};
+    let args = root_after_subcommand(std::env::args_os().collect());
+    let matches = top_help::grouped(Cli::command()).get_matches_from(args);
+    let cli = Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit());
     cli.verbosity.init_logging();
     match dispatch(cli.command) {
         Ok(code) => code,

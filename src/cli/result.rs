@@ -21,7 +21,7 @@ pub struct Args {
 
 pub fn run(args: Args) -> anyhow::Result<i32> {
     let client = args.root.client()?;
-    let result = match args.targets.resolve(client.root())? {
+    let result = match args.targets.resolve(client.root(), "result")? {
         Target::Tasks(ids) => {
             let id = single(ids, "result")?;
             match client.result_of(&id)? {

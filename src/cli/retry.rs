@@ -50,7 +50,7 @@ pub struct Args {
 
 /// Where a task to retry ran.
 fn ran_where(client: &crate::Client, args: &Args) -> anyhow::Result<Ran> {
-    match args.targets.resolve(client.root())? {
+    match args.targets.resolve(client.root(), "retry")? {
         Target::Slot { slot, ids } => Ok(Ran::Slot(slot, single(ids, "retry N")?, false)),
         Target::Tasks(ids) => Ok(locate(client, single(ids, "retry")?)?),
     }

@@ -7,11 +7,12 @@ use super::{args::parse_slot, args::task_id_arg};
 
 /// The rule, for each command's `--help`.
 pub const TARGET_HELP: &str = "\
-Tasks are named by id, wherever they are (an inbox, the queue, running, finished). The \
-slot forms still work: with --slot N the arguments are task ids on worker slot N, and \
-without it a first argument that is the number of an existing slot (workers/N/) is that \
-slot, the rest task ids on it. Anything else is a task id. A task whose id is the number \
-of an existing slot is named with --task ID. A task id may be shortened to any prefix of at \
+Tasks are named by id, wherever they are (an inbox, the queue, working, finished). A worker \
+slot is named with --slot N: the arguments are then task ids on slot N (none: its current \
+or newest task). A bare first argument is a task id; only when no task has that id or \
+prefix and it is the number of an existing slot (workers/N/) is it taken as that slot. A \
+number that names both a slot and a task is refused, showing both commands (--slot N, \
+--task ID). A task id may be shortened to any prefix of at \
 least 4 characters that starts no other id (as `tasks`, `status` and `queue` show it on a \
 terminal): a generated id's first 6 characters always do. A prefix of a task and its \
 retries names the task; PREFIX-rN names its retry N.";
@@ -40,18 +41,14 @@ pub enum Target {
 }
 
 impl Targets {
-    /// Apply the rule in [`TARGET_HELP`] on `root`.
-    pub fn resolve(&self, root: &Root) -> anyhow::Result<Target> {
+    /// Apply the rule in [`TARGET_HELP`] on `root`, for `conductor {command}`.
+    pub fn resolve(&self, root: &Root, command: &str) -> anyhow::Result<Target> {
         let mut args = self.args.as_slice();
         let mut slot = self.slot;
         if slot.is_none() {
-            if let Some(first) = args.first() {
-                if let Ok(s) = first.parse::<Slot>() {
-                    if root.worker(s).dir.is_dir() {
-                        slot = Some(s);
-                        args = &args[1..];
-                    }
-                }
+            if let Some(s) = bare_slot(root, args.first(), command)? {
+                slot = Some(s);
+                args = &args[1..];
             }
         }
         let ids = args
@@ -67,6 +64,34 @@ impl Targets {
             .into()),
             None => Ok(Target::Tasks(ids)),
         }
+    }
+}
+
+/// The slot a bare first argument names: one that is the number of an existing slot and
+/// names no task (a task id or prefix wins; both at once is refused, naming both forms, so
+/// `conductor wait 3` never silently means the other thing).
+fn bare_slot(root: &Root, first: Option<&String>, command: &str) -> anyhow::Result<Option<Slot>> {
+    let Some(first) = first else { return Ok(None) };
+    let Ok(slot) = first.parse::<Slot>() else {
+        return Ok(None);
+    };
+    if !root.worker(slot).dir.is_dir() {
+        return Ok(None);
+    }
+    let task = match crate::ids::resolve(root, &task_id_arg(first)?) {
+        // `resolve` hands an unknown id back as given: a task only if registered.
+        Ok(id) => crate::ids::lookup(root, &id)?.map(|_| id.to_string()),
+        // A prefix of several ids names tasks too.
+        Err(crate::Error::AmbiguousId { count, .. }) => Some(format!("{first}… ({count} ids)")),
+        Err(e) => return Err(e.into()),
+    };
+    match task {
+        None => Ok(Some(slot)),
+        Some(task) => Err(CliError::Usage(format!(
+            "{first:?} names both worker slot {slot} and task {task}: say which, \
+             `conductor {command} --slot {slot}` or `conductor {command} --task {first}`"
+        ))
+        .into()),
     }
 }
 

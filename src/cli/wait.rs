@@ -63,7 +63,7 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
     if args.any && t.args.is_empty() && t.task.is_empty() && t.slot.is_none() {
         return super::wait_any::run(&client, &[], args.timeout, args.json);
     }
-    let (slot, task_id) = match args.targets.resolve(client.root())? {
+    let (slot, task_id) = match args.targets.resolve(client.root(), "wait")? {
         Target::Tasks(ids) if args.any => {
             return super::wait_any::run(&client, &ids, args.timeout, args.json)
         }

@@ -7,6 +7,7 @@ use super::harness::*;
 
 /// The commands whose `-h` a newcomer reads first: each must fit an 80x24 terminal.
 const SHORT_HELPS: &[(&str, &[&str])] = &[
+    ("conductor", &["-h"]),
     ("conductor", &["submit", "-h"]),
     ("conductor", &["send", "-h"]),
     ("conductor", &["run", "-h"]),
@@ -54,6 +55,22 @@ fn short_help_fits_one_80x24_screen() {
     }
     // What -h leaves out is in --help, grouped: the worker's process options, the
     // task's agent options.
+    // The top level: the everyday commands first, every command in --help, grouped.
+    let short = help_at_80_columns("conductor", &["-h"]);
+    let everyday = short.find("Everyday commands:").expect("everyday first");
+    assert!(everyday < short.find("More commands").unwrap(), "{short}");
+    let long = help_at_80_columns("conductor", &["--help"]);
+    for needle in [
+        "Everyday commands:",
+        "Worktrees:",
+        "create-worker",
+        "Exit codes:",
+    ] {
+        assert!(
+            long.contains(needle),
+            "{needle} missing from --help:\n{long}"
+        );
+    }
     let long = help_at_80_columns("conductor-worker", &["--help"]);
     for needle in [
         "Worker process:",
