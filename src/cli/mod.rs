@@ -6,6 +6,7 @@
 
 pub mod approval_mcp;
 pub mod approve;
+mod attempts;
 mod batch;
 pub mod cancel;
 pub mod common;
@@ -39,6 +40,7 @@ pub mod table;
 pub mod target;
 pub mod tasks;
 pub mod tasks_review;
+pub mod until;
 pub mod usage;
 pub mod wait;
 pub mod wait_any;
@@ -255,6 +257,7 @@ fn dispatch(command: Command) -> anyhow::Result<i32> {
         Command::Run(a) => run::run(a),
         Command::Send(a) => send::run(a),
         Command::Submit(a) if a.batch => batch::run(&a),
+        Command::Submit(a) if a.attempts.is_some() => attempts::run(&a),
         Command::Submit(a) => submit::run(a),
         Command::Queue(a) => queue::run(a),
         Command::Dashboard(a) => dashboard::run(a),

@@ -133,6 +133,8 @@ pub struct WorktreeArgs {
     #[arg(long, conflicts_with = "worktree", help_heading = help::WORKTREE,
           hide_short_help = true)]
     pub no_worktree: bool,
+    #[command(flatten)]
+    pub until: super::until::UntilArgs,
 }
 
 /// Refuse at once a `--worktree` task whose repository can be known here (its `dir`,
@@ -159,6 +161,7 @@ impl WorktreeArgs {
             task.base = self.base.clone();
             task.include_uncommitted = self.include_uncommitted.then_some(true);
         }
+        self.until.apply(task);
     }
 }
 

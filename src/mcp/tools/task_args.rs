@@ -57,6 +57,13 @@ pub struct TaskArgs {
     /// `--max-budget-usd` (other presets take no cap and run without one). The root's
     /// and groups' daily budgets are config.json's `dailyBudgetUsd` and the group's.
     pub max_budget_usd: Option<f64>,
+    /// A check command (`sh -c`) run in the task's worktree after its agent ends; while
+    /// it fails, the same session continues with the check's output as its next prompt,
+    /// up to untilRounds rounds. The result then says `rounds` and `check`.
+    pub until: Option<String>,
+    /// With until: at most this many rounds in all (default 3, at most 20).
+    #[schemars(range(min = 1, max = 20))]
+    pub until_rounds: Option<u32>,
 }
 
 impl TaskArgs {
@@ -78,6 +85,13 @@ impl TaskArgs {
         task.env = self.env;
         task.labels = self.labels;
         task.max_budget_usd = self.max_budget_usd;
+        if self.until_rounds.is_some() && self.until.is_none() {
+            return Err("`untilRounds` needs `until`, the check to run".into());
+        }
+        task.until = self.until.map(|check| crate::protocol::Until {
+            check,
+            rounds: self.until_rounds,
+        });
         Ok(task)
     }
 }
