@@ -123,3 +123,56 @@ pub(crate) fn read_record(slot_dir: &std::path::Path, id: &super::TaskId) -> Unt
 pub(crate) fn forget_record(slot_dir: &std::path::Path) {
     let _ = crate::fsio::remove_file_if_exists(&record_path(slot_dir));
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::protocol::{Outcome, TaskId, TaskResult};
+
+    fn with_until(check: &str, rounds: Option<u32>) -> Task {
+        let mut t = Task::new("p");
+        t.until = Some(Until {
+            check: check.into(),
+            rounds,
+        });
+        t
+    }
+
+    #[test]
+    fn until_needs_a_check_and_rounds_in_range() {
+        assert!(with_until("cargo test", None).validate().is_ok());
+        assert!(with_until("cargo test", Some(MAX_ROUNDS))
+            .validate()
+            .is_ok());
+        let empty = with_until("  ", None).validate().unwrap_err();
+        assert!(empty.contains("until.check is empty"), "{empty}");
+        let zero = with_until("true", Some(0)).validate().unwrap_err();
+        assert_eq!(zero, "until.rounds 0 is out of range 1-20");
+        assert!(with_until("true", Some(MAX_ROUNDS + 1)).validate().is_err());
+        assert_eq!(
+            with_until("true", None).until.unwrap().rounds(),
+            DEFAULT_ROUNDS
+        );
+    }
+
+    #[test]
+    fn a_result_says_rounds_and_check_at_its_top_level_and_reads_back() {
+        let mut r = TaskResult::failed(TaskId::from("t"), Outcome::Failure, "x");
+        assert!(!serde_json::to_string(&r).unwrap().contains("rounds"));
+        r.until = UntilReport {
+            rounds: Some(2),
+            check: Some(CheckVerdict {
+                command: "make".into(),
+                passed: true,
+                exit_code: Some(0),
+                output_tail: "ok".into(),
+            }),
+        };
+        let v = serde_json::to_value(&r).unwrap();
+        assert_eq!(v["rounds"], 2);
+        assert_eq!(v["check"]["exitCode"], 0);
+        assert_eq!(v["check"]["outputTail"], "ok");
+        let back: TaskResult = serde_json::from_value(v).unwrap();
+        assert_eq!(back, r);
+    }
+}
