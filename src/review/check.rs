@@ -76,6 +76,7 @@ fn run_check(dir: &Path, cmd: &str) -> Result<Verdict> {
         env: &[],
         log: &log,
         bound: CHECK_BOUND,
+        on_start: &|_| {},
     };
     run_bounded(&run, || true)
 }
@@ -88,6 +89,9 @@ pub struct CheckRun<'a> {
     pub env: &'a [(String, String)],
     pub log: &'a Path,
     pub bound: Duration,
+    /// Told the check's pid (its process group's id) once it runs: where a caller
+    /// records it so that recovery can stop it.
+    pub on_start: &'a dyn Fn(u32),
 }
 
 /// Run a check (`sh -c`, its own process group, stdin empty, output to `run.log`, which
@@ -108,6 +112,7 @@ pub fn run_bounded(run: &CheckRun, mut go_on: impl FnMut() -> bool) -> Result<Ve
         .process_group(0)
         .spawn()
         .map_err(|e| Error::io("run the check in", dir, e))?;
+    (run.on_start)(child.id());
     let started = Instant::now();
     let status = loop {
         if let Some(s) = child

@@ -199,3 +199,23 @@ fn attempts_run_one_prompt_in_n_worktrees_and_mark_which_passed() {
         .collect();
     assert_eq!(passed.len(), 2, "{json:#}");
 }
+
+#[test]
+fn a_worker_killed_while_its_check_runs_leaves_no_check_behind() {
+    let t = TestRoot::new();
+    let repo = repo(&t);
+    let mut w = WorkerProc::start(&t, Slot(0), &fixer(), &[], &[]);
+    let marker = t.dir.path().join("check-runs");
+    let check = format!(": > {}; sleep 300", marker.display());
+    submit(&t, &repo, "u4", "go", &["--until", &check]);
+    wait_until(Duration::from_secs(60), "the check to be running", || {
+        marker.exists()
+    });
+    w.crash();
+    conductor_ok(&t, &["recover", "0"], 0);
+    let r = result(&t, "u4");
+    assert_eq!(r["outcome"], "interrupted", "{r:#}");
+    assert_eq!(r["worktree"]["kept"], true, "{r:#}");
+    // Recovery stopped the check's whole group, as it stops an agent.
+    crate::harness::assert_nothing_left(t.path());
+}

@@ -210,12 +210,14 @@ impl Run<'_> {
         let left = self.timeout.map(|t| t.saturating_sub(self.clock.elapsed()));
         let bound = left.map_or(CHECK_BOUND, |l| l.min(CHECK_BOUND));
         let log = self.slot.paths.dir.join("until-check.log");
+        let recorded = |pid| self.record_check(pid);
         let run = CheckRun {
             dir,
             cmd,
             env: &env,
             log: &log,
             bound,
+            on_start: &recorded,
         };
         let heartbeat = self
             .shared
@@ -249,6 +251,25 @@ impl Run<'_> {
             output_tail: v.tail,
         });
         (verdict, stop)
+    }
+}
+
+impl Run<'_> {
+    /// The check runs as the task's process now: named in the agent record and the
+    /// status, so that recovery after a crash stops it (its whole group) as it would
+    /// the agent.
+    fn record_check(&self, pid: u32) {
+        let start = crate::host::process_start_time(pid);
+        let record = crate::protocol::AgentRecord::new(self.id.clone(), pid, start);
+        if let Err(e) = record.write(&self.slot.paths.agent_record()) {
+            tracing::warn!("task {}: recording its check's pid: {e}", self.id);
+        }
+        let mut status = self.working_status();
+        status.agent_pid = Some(pid);
+        status.agent_start_time = start;
+        if let Err(e) = self.slot.board.publish(status) {
+            tracing::warn!("publishing the status of the check: {e}");
+        }
     }
 }
 
