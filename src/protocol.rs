@@ -22,12 +22,14 @@ mod status;
 pub use status::{parse_status, Status, WorkerState};
 mod task_id;
 mod time;
+pub(crate) mod until;
 mod worktree;
 pub use agent_record::AgentRecord;
 pub use denial::Denial;
 pub use env_labels::{parse_env_assignment, MAX_ENV_BYTES, MAX_LABELS};
 pub use scheduling::{id_list, MAX_AFTER};
 pub use task_id::TaskId;
+pub use until::{CheckVerdict, Until, UntilReport};
 pub use worktree::{ReviewState, WorktreeChange, WorktreeRecord};
 
 /// Largest `context` (as JSON text): Linux caps one environment string at 128 KiB.
@@ -168,6 +170,9 @@ pub struct Task {
     /// the task runs.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub labels: Vec<String>,
+    /// Run again until a check passes (`--until`), in rounds of one session ([`Until`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub until: Option<Until>,
 }
 
 /// A group's name: 1–64 of `A-Z a-z 0-9 - _` (it names files under `groups/` and
@@ -226,6 +231,7 @@ impl Task {
             permission_mode: None,
             env: std::collections::BTreeMap::new(),
             labels: Vec::new(),
+            until: None,
         }
     }
 
@@ -293,25 +299,6 @@ impl Task {
         }
         if self.timeout_secs == Some(0) {
             return Err("timeoutSecs must be at least 1".into());
-        }
-        Ok(())
-    }
-
-    /// The session resumed and the model: names, never flags.
-    fn validate_resume_and_model(&self) -> std::result::Result<(), String> {
-        if let Some(r) = &self.resume {
-            if r.is_empty() || r.starts_with('-') || r.len() > 256 {
-                return Err(format!("resume session {r:?} is not a session id"));
-            }
-        }
-        if let Some(m) = &self.model {
-            if m.is_empty()
-                || m.starts_with('-')
-                || m.len() > 256
-                || m.chars().any(|c| c.is_whitespace() || c.is_control())
-            {
-                return Err(format!("model {m:?} is not a model name"));
-            }
         }
         Ok(())
     }
@@ -509,6 +496,9 @@ pub struct TaskResult {
     /// The tool calls the agent was refused, as it reported them ([`Denial`]).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub denials: Vec<Denial>,
+    /// With `until`: the rounds run and the check's last verdict ([`UntilReport`]).
+    #[serde(flatten)]
+    pub until: UntilReport,
 }
 
 impl TaskResult {
@@ -568,6 +558,7 @@ impl TaskResult {
             agent: None,
             worktree: None,
             denials: Vec::new(),
+            until: UntilReport::default(),
         }
     }
 }

@@ -7,6 +7,7 @@
 pub mod approval_mcp;
 pub mod approve;
 pub mod args;
+mod attempts;
 mod batch;
 pub mod cancel;
 pub mod common;
@@ -196,6 +197,7 @@ fn dispatch(command: Command) -> anyhow::Result<i32> {
         Command::Run(a) => run::run(a),
         Command::Send(a) => send::run(a),
         Command::Submit(a) if a.batch => batch::run(&a),
+        Command::Submit(a) if a.attempts.is_some() => attempts::run(&a),
         Command::Submit(a) => submit::run(a),
         Command::Queue(a) => queue::run(a),
         Command::Dashboard(a) => dashboard::run(a),

@@ -60,6 +60,13 @@ pub fn print_result(result: &crate::TaskResult, json: bool) -> anyhow::Result<i3
     if let Some(w) = crate::protocol::denial::warning(&result.denials) {
         eprintln!("task {}: warning: {w}", result.task_id);
     }
+    if let (true, Some(c)) = (result.success, &result.until.check) {
+        let rounds = result.until.rounds.unwrap_or(1);
+        eprintln!(
+            "task {}: the check `{}` passed after {rounds} round(s)",
+            result.task_id, c.command
+        );
+    }
     if result.success {
         Ok(super::common::exit::OK)
     } else {

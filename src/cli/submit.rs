@@ -46,6 +46,14 @@ pub struct Args {
     /// JSON: {"id": …}, or with --wait the whole result.
     #[arg(long, hide_short_help = true)]
     pub json: bool,
+    /// Best of N: N tasks of this prompt, each in its own worktree (with --until, each
+    /// checked); those that pass are left for review.
+    ///
+    /// Labelled `attempts:<first id>`: `conductor tasks --review --label attempts:…` shows
+    /// them, each marked `check passed` or `check failed`. With --wait: exit 0 when one passed.
+    #[arg(long, value_name = "N", conflicts_with = "batch", help_heading = help::WORKTREE,
+          hide_short_help = true)]
+    pub attempts: Option<u32>,
     /// -f FILE holds many tasks, one a line (see --help).
     ///
     /// A line is a prompt, or a task as JSON (see below).

@@ -65,11 +65,18 @@ pub fn annotate_and_filter(
     tasks
 }
 
-/// The BRANCH cell (`branch`, as `tasks` shows it) with the task's review state:
-/// `conductor/t1 +3 -1 in 2 files · unmerged`.
+/// The BRANCH cell (`branch`, as `tasks` shows it) with the task's review state and,
+/// for an `--until` task, its check: `conductor/t1 +3 -1 in 2 files · unmerged · check
+/// passed (2 rounds)`.
 pub fn cell(task: &TaskSummary, branch: String) -> String {
+    let check = task.until.check.as_ref().map(|c| {
+        let rounds = task.until.rounds.unwrap_or(1);
+        let verdict = if c.passed { "passed" } else { "failed" };
+        let s = if rounds == 1 { "" } else { "s" };
+        format!(" · check {verdict} ({rounds} round{s})")
+    });
     match (&task.worktree, task.review) {
-        (Some(w), Some(r)) if w.kept => format!("{branch} · {r}"),
+        (Some(w), Some(r)) if w.kept => format!("{branch} · {r}{}", check.unwrap_or_default()),
         _ => branch,
     }
 }

@@ -1,4 +1,5 @@
-//! Checks of a task's fields about how its run is made: its worktree's base, its budget.
+//! Checks of a task's fields about how its run is made: its worktree's base, its budget,
+//! the session it resumes, its model, its `until` check.
 
 use super::Task;
 
@@ -14,7 +15,27 @@ impl Task {
                 return Err(format!("base {b:?} is not a git commit or ref name"));
             }
         }
-        check_usd("maxBudgetUsd", self.max_budget_usd)
+        check_usd("maxBudgetUsd", self.max_budget_usd)?;
+        self.validate_until()
+    }
+
+    /// The session resumed and the model: names, never flags.
+    pub(super) fn validate_resume_and_model(&self) -> std::result::Result<(), String> {
+        if let Some(r) = &self.resume {
+            if r.is_empty() || r.starts_with('-') || r.len() > 256 {
+                return Err(format!("resume session {r:?} is not a session id"));
+            }
+        }
+        if let Some(m) = &self.model {
+            if m.is_empty()
+                || m.starts_with('-')
+                || m.len() > 256
+                || m.chars().any(|c| c.is_whitespace() || c.is_control())
+            {
+                return Err(format!("model {m:?} is not a model name"));
+            }
+        }
+        Ok(())
     }
 }
 

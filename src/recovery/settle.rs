@@ -143,8 +143,11 @@ fn end_leftover(
     r.attempt = Some(found.task.as_ref().map_or(1, Task::attempt));
     r.started_at = found.status.as_ref().and_then(|s| s.started_at.clone());
     r.worktree = conclude_worktree(ledger.paths, found);
+    // An `until` task tells the rounds it ran before its worker died.
+    r.until = crate::protocol::until::read_record(&ledger.paths.dir, &found.id);
     ledger.finish(&r, tell)?;
     crate::worktree::forget_record(&ledger.paths.dir);
+    crate::protocol::until::forget_record(&ledger.paths.dir);
     Ok(())
 }
 

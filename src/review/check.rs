@@ -70,18 +70,49 @@ fn merge_and_check(scratch: &Path, branch: &str, cmd: &str) -> Result<Verdict> {
 /// [`CHECK_BOUND`].
 fn run_check(dir: &Path, cmd: &str) -> Result<Verdict> {
     let log = dir.join(".conductor-merge-check.log");
-    let file = std::fs::File::create(&log).map_err(|e| Error::io("create", &log, e))?;
-    let err = file.try_clone().map_err(|e| Error::io("open", &log, e))?;
+    let run = CheckRun {
+        dir,
+        cmd,
+        env: &[],
+        log: &log,
+        bound: CHECK_BOUND,
+        on_start: &|_| {},
+    };
+    run_bounded(&run, || true)
+}
+
+/// One run of a check command: where, with what environment, its output file (outside
+/// any tree a commit takes in) and its time bound.
+pub struct CheckRun<'a> {
+    pub dir: &'a Path,
+    pub cmd: &'a str,
+    pub env: &'a [(String, String)],
+    pub log: &'a Path,
+    pub bound: Duration,
+    /// Told the check's pid (its process group's id) once it runs: where a caller
+    /// records it so that recovery can stop it.
+    pub on_start: &'a dyn Fn(u32),
+}
+
+/// Run a check (`sh -c`, its own process group, stdin empty, output to `run.log`, which
+/// is removed afterwards). `go_on` is asked every 50 ms (to renew locks, see a cancel):
+/// `false`, or the bound passed, stops the whole group and the check counts failed.
+pub fn run_bounded(run: &CheckRun, mut go_on: impl FnMut() -> bool) -> Result<Verdict> {
+    let (dir, log) = (run.dir, run.log);
+    let file = std::fs::File::create(log).map_err(|e| Error::io("create", log, e))?;
+    let err = file.try_clone().map_err(|e| Error::io("open", log, e))?;
     let mut child = Command::new("sh")
         .arg("-c")
-        .arg(cmd)
+        .arg(run.cmd)
         .current_dir(dir)
+        .envs(run.env.iter().map(|(k, v)| (k, v)))
         .stdin(Stdio::null())
         .stdout(file)
         .stderr(err)
         .process_group(0)
         .spawn()
-        .map_err(|e| Error::io("run the merge check in", dir, e))?;
+        .map_err(|e| Error::io("run the check in", dir, e))?;
+    (run.on_start)(child.id());
     let started = Instant::now();
     let status = loop {
         if let Some(s) = child
@@ -90,7 +121,7 @@ fn run_check(dir: &Path, cmd: &str) -> Result<Verdict> {
         {
             break Some(s);
         }
-        if started.elapsed() > CHECK_BOUND {
+        if started.elapsed() > run.bound || !go_on() {
             // The whole group: a check's children must not outlive it.
             let _ = nix::sys::signal::killpg(
                 nix::unistd::Pid::from_raw(child.id() as i32),
@@ -102,10 +133,10 @@ fn run_check(dir: &Path, cmd: &str) -> Result<Verdict> {
         std::thread::sleep(Duration::from_millis(50));
     };
     let mut text = Vec::new();
-    if let Ok(mut f) = std::fs::File::open(&log) {
+    if let Ok(mut f) = std::fs::File::open(log) {
         let _ = f.read_to_end(&mut text);
     }
-    let _ = std::fs::remove_file(&log);
+    let _ = std::fs::remove_file(log);
     Ok(Verdict {
         passed: status.is_some_and(|s| s.success()),
         exit: status.and_then(|s| s.code()),

@@ -162,6 +162,9 @@ pub struct TaskSummary {
     /// `needs approval`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub approval: Option<crate::protocol::approval::Question>,
+    /// With `until`: the rounds it ran and its check's last verdict (`rounds`, `check`).
+    #[serde(flatten)]
+    pub until: crate::protocol::UntilReport,
 }
 
 /// What the slots and the queue hold right now, read once per listing.
@@ -518,6 +521,7 @@ fn summarize(root: &Root, snap: &mut Snapshot, id: &TaskId, c: &Candidate) -> Re
         labels: task.as_ref().map(|t| t.labels.clone()).unwrap_or_default(),
         env: task.as_ref().map(|t| t.env.clone()).unwrap_or_default(),
         approval: None,
+        until: Default::default(),
     };
     if let (TaskState::Waiting | TaskState::Queued, Some(t)) = (loc.state, &task) {
         let (paused, config) = snap.root_wide.get_or_insert_with(|| {
@@ -537,6 +541,7 @@ fn summarize(root: &Root, snap: &mut Snapshot, id: &TaskId, c: &Candidate) -> Re
         s.agent = r.agent.or(s.agent);
         s.worktree = r.worktree;
         s.denials = r.denials;
+        s.until = r.until;
     } else if let (TaskState::Running, Some(slot)) = (loc.state, loc.slot) {
         running_since(root, slot, id, &mut s);
         s.approval = crate::protocol::approval::question_of(&root.worker(slot).dir, id);

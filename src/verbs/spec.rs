@@ -112,6 +112,22 @@ pub struct TaskOptions {
     #[serde(skip)]
     #[cfg_attr(feature = "cli", schemars(skip))]
     pub no_worktree: bool,
+    /// Run until CMD passes: after the agent, CMD runs in its worktree; while it fails, the session goes on.
+    ///
+    /// CMD runs with `sh -c` in the task's worktree (else its directory), with the task's
+    /// environment (CONDUCTOR_PORT …), after each round. While it fails, the same agent
+    /// session continues (claude, codex, gemini resume it; another preset starts afresh
+    /// in the same worktree), its next prompt the end of CMD's output, up to
+    /// --until-rounds rounds. The result says `rounds` and the check's last verdict
+    /// (`check`); a check that never passed fails the task, its branch kept for review.
+    #[cfg_attr(feature = "cli", arg(long, value_name = "CMD",
+        help_heading = heading::WORKTREE, hide_short_help = true))]
+    pub until: Option<String>,
+    /// With --until: at most N rounds in all [default: 3, at most 20].
+    #[cfg_attr(feature = "cli", arg(long, value_name = "N", requires = "until",
+        help_heading = heading::WORKTREE, hide_short_help = true))]
+    #[cfg_attr(feature = "cli", schemars(range(min = 1, max = 20)))]
+    pub until_rounds: Option<u32>,
     /// Set NAME=VALUE in the agent's environment (repeatable).
     ///
     /// Repeat for more (over MCP: {"NAME": "value"}); names of letters, digits and _;
@@ -266,6 +282,12 @@ impl TaskOptions {
             task.base = self.base.clone().or(task.base.take());
             task.include_uncommitted = self.include_uncommitted.filter(|i| *i);
         }
+        if let Some(check) = &self.until {
+            task.until = Some(crate::protocol::Until {
+                check: check.clone(),
+                rounds: self.until_rounds,
+            });
+        }
         task.env.extend(self.env.iter().cloned());
         for label in &self.labels {
             if !task.has_label(label) {
@@ -285,6 +307,9 @@ impl TaskSpec {
             return Err(invalid(
                 "`prompt` is blank (only whitespace): say what the agent should do".into(),
             ));
+        }
+        if self.options.until_rounds.is_some() && self.options.until.is_none() {
+            return Err(invalid("`untilRounds` needs `until`, the check to run".into()));
         }
         let mut task = Task::new(prompt);
         task.id = self

@@ -3,6 +3,8 @@
 mod not_started;
 mod put_back;
 mod result;
+mod round;
+mod until;
 
 use std::path::Path;
 use std::time::{Duration, Instant, SystemTime};
@@ -55,6 +57,9 @@ struct Run<'a> {
     /// Its key and group: what a pause made `--now` may name.
     key: Option<String>,
     group: Option<String>,
+    /// The round of an `until` task (1 before the first check): a later round is never
+    /// put back to start afresh, which would lose the earlier rounds' work.
+    round: std::cell::Cell<u32>,
 }
 
 /// How long a worker whose inbox its owner filled waits, once it asked, for the owner
@@ -92,51 +97,55 @@ pub(crate) fn run(
         }
         r
     };
-    let command = match run.command(&task) {
-        Ok(c) => c,
-        Err(r) => return run.end(*concluded(r), lock, hold, shutdown),
-    };
-    let mut agent = match run.spawn_patiently(&task, &command, cwd, (&lock, &hold), shutdown) {
-        Ok(a) => a,
-        Err(NotStarted::WentBack(b)) => return Ok(b.went_back(slot, tree.as_ref(), lock, hold)),
-        Err(NotStarted::Failed(r)) => return run.end(*concluded(r), lock, hold, shutdown),
-        Err(NotStarted::Stopping(r)) => {
-            run.end(*concluded(r), lock, hold, shutdown)?;
-            return Ok(Pickup::Stop);
+    let mut rounds = until::Rounds::start(&run, &task);
+    loop {
+        let round_task = rounds.task(&task);
+        let (out, stop) =
+            match run.agent_round(&round_task, cwd, (&mut lock, &mut hold), wake, shutdown) {
+                Ok(ran) => ran,
+                Err(NotStarted::WentBack(b)) => {
+                    return Ok(b.went_back(slot, tree.as_ref(), lock, hold))
+                }
+                Err(NotStarted::Failed(r)) => {
+                    return run.end(*concluded(rounds.told(*r)), lock, hold, shutdown)
+                }
+                Err(NotStarted::Stopping(r)) => {
+                    run.end(*concluded(rounds.told(*r)), lock, hold, shutdown)?;
+                    return Ok(Pickup::Stop);
+                }
+            };
+        let shutting_down = matches!(stop, Some(Stop::Interrupted(_)));
+        let ended = run.round_result(&task, preset, &out, stop, rounds.first(), (&lock, &hold))?;
+        let mut result = match ended {
+            round::Ended::Result(r) => *r,
+            round::Ended::WentBack(back) => {
+                went_back(slot, tree.as_ref(), lock, hold, &back);
+                return Ok(if shutting_down {
+                    Pickup::Stop
+                } else {
+                    Pickup::Ran
+                });
+            }
+        };
+        let check_dir = cwd.map_or_else(|| run.cwd(&task).ok(), Some);
+        let locks = (&mut lock, &mut hold);
+        let next = rounds.after(
+            &run,
+            (&task, preset),
+            &mut result,
+            check_dir,
+            locks,
+            shutdown,
+        );
+        if next == until::Next::Again {
+            continue;
         }
-    };
-    let fence = run.started(&agent, &lock, &hold);
-    let stop = run.watch(&mut agent, &mut lock, &mut hold, &fence, wake, shutdown);
-    // Disarmed before the agent's leader is reaped (`finish`): the group id stays its own.
-    drop(fence);
-    if stop.is_some() {
-        agent.stop(shared.opts.kill_grace);
+        result::conclude_worktree(tree.as_ref(), &task, &mut result);
+        let ended = run.end(result, lock, hold, shutdown)?;
+        rounds.ended();
+        let stopping = shutting_down || next == until::Next::Stopping;
+        return Ok(if stopping { Pickup::Stop } else { ended });
     }
-    let shutting_down = matches!(stop, Some(Stop::Interrupted(_)));
-    let out = agent.finish();
-    if let Some(Stop::Paused(what)) = &stop {
-        if let Some(back) = run.put_back_paused(&task, what, &lock, &hold)? {
-            // It runs again once resumed, in a worktree made afresh then.
-            went_back(slot, tree.as_ref(), lock, hold, &back);
-            return Ok(if shutting_down {
-                Pickup::Stop
-            } else {
-                Pickup::Ran
-            });
-        }
-    }
-    let (mut result, limit) = run.result_of(preset, &out, stop);
-    if let Some(limit) = limit {
-        if let Some(deferred) = run.defer(&task, preset, &limit, &lock, &hold)? {
-            // It runs again after the reset, in a worktree made afresh then.
-            went_back(slot, tree.as_ref(), lock, hold, &deferred);
-            return Ok(Pickup::Ran);
-        }
-        limit.note_gave_up(&mut result, task.deferrals.unwrap_or(0));
-    }
-    result::conclude_worktree(tree.as_ref(), &task, &mut result);
-    let ended = run.end(result, lock, hold, shutdown)?;
-    Ok(if shutting_down { Pickup::Stop } else { ended })
 }
 
 impl<'a> Run<'a> {
@@ -161,6 +170,7 @@ impl<'a> Run<'a> {
                 .or(shared.config.timeout_secs.map(Duration::from_secs)),
             key: task.key.clone(),
             group: task.group.clone(),
+            round: std::cell::Cell::new(1),
         }
     }
 }
@@ -394,7 +404,7 @@ impl Run<'_> {
                 if let Some(stop) = self.cancelled_or_paused() {
                     return Some(stop);
                 }
-                if let Some(fenced) = self.beat(&mut status, agent, lock, hold) {
+                if let Some(fenced) = self.beat(&mut status, agent.output_bytes(), lock, hold) {
                     return Some(fenced);
                 }
                 fence.renewed(renewed_at(lock, hold));
@@ -514,7 +524,7 @@ impl Run<'_> {
     fn beat(
         &self,
         status: &mut Status,
-        agent: &Agent,
+        output_bytes: u64,
         lock: &mut DirLock,
         hold: &mut Hold,
     ) -> Option<Stop> {
@@ -527,7 +537,7 @@ impl Run<'_> {
         }
         status.heartbeat_at = Some(now_rfc3339());
         status.timestamp = now_rfc3339();
-        status.output_bytes = Some(agent.output_bytes());
+        status.output_bytes = Some(output_bytes);
         if let Err(e) = self.slot.board.publish(status.clone()) {
             tracing::warn!("heartbeat: {e}");
         }

@@ -63,6 +63,7 @@ mod stopped;
 mod submit_batch;
 mod tasks;
 mod trust;
+mod until;
 mod views;
 mod views_tmux;
 mod wait_any;

@@ -183,7 +183,7 @@ fn submit_gives_the_task_every_field_it_takes_and_totals_are_tasks_summarys_numb
             "submit",
             json!({"prompt": "b", "id": "b", "key": "k2", "priority": 7, "after": ["a"],
                    "dir": dir.path(), "agent": "claude", "model": "opus-x",
-                   "maxBudgetUsd": 0.25}),
+                   "maxBudgetUsd": 0.25, "until": "test -d .", "untilRounds": 2}),
         )
         .await);
         let b = finished(&mcp, "b").await;
@@ -198,6 +198,13 @@ fn submit_gives_the_task_every_field_it_takes_and_totals_are_tasks_summarys_numb
         assert_eq!(ran["agent"], "claude", "{ran}");
         assert_eq!(ran["model"], "opus-x", "{ran}");
         assert_eq!(ran["maxBudgetUsd"], 0.25, "{ran}");
+        assert_eq!(
+            ran["until"],
+            json!({"check": "test -d .", "rounds": 2}),
+            "{ran}"
+        );
+        assert_eq!(b["rounds"], 1, "{b}");
+        assert_eq!(b["check"]["passed"], true, "{b}");
         // `b` ran after `a` had finished.
         let a = t.client.result_of(&TaskId::from("a")).unwrap().unwrap();
         let b = t.client.result_of(&TaskId::from("b")).unwrap().unwrap();

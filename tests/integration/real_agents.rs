@@ -1983,4 +1983,5 @@ fn doctor_agent_says_claude_cannot_reach_its_api() {
     );
 }
 
+mod until_loop;
 mod worktree_tasks;

@@ -155,7 +155,7 @@ impl Run<'_> {
         lock: &DirLock,
         hold: &Hold,
     ) -> Option<ShortBack> {
-        if !nproc::is_out_of_processes(e) {
+        if !nproc::is_out_of_processes(e) || self.round.get() > 1 {
             return None;
         }
         nproc::ran_short();
