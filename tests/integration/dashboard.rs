@@ -533,7 +533,10 @@ fn the_dashboard_shows_a_worktree_tasks_branch_and_opens_its_diff() {
     let sh = Shell::start(&t);
     sh.dashboard(&t, "dashboard");
     let screen = sh.wait_for("conductor/dw1 +2 -0 in 2 files");
-    assert!(screen.contains("[+2 -0] WRITE hello.txt"), "{screen}");
+    assert!(
+        screen.contains("[unmerged +2 -0] WRITE hello.txt"),
+        "{screen}"
+    );
     assert!(screen.contains("d diff"), "the key is named: {screen}");
     sh.keys(&["d"]);
     let screen = sh.wait_for("task dw1 · conductor/dw1");

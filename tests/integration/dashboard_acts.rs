@@ -11,7 +11,7 @@ use crate::prereq::{self, require};
 
 const BOUND: Duration = Duration::from_secs(30);
 
-fn repo(t: &TestRoot) -> std::path::PathBuf {
+pub(crate) fn repo(t: &TestRoot) -> std::path::PathBuf {
     let repo = t.dir.path().join("repo");
     fs::create_dir(&repo).unwrap();
     git(&repo, &["init", "--quiet", "--initial-branch=main"]);
@@ -23,7 +23,12 @@ fn repo(t: &TestRoot) -> std::path::PathBuf {
     repo.canonicalize().unwrap()
 }
 
-fn run_in_worktree(t: &TestRoot, repo: &std::path::Path, id: &str, prompt: &str) -> TaskId {
+pub(crate) fn run_in_worktree(
+    t: &TestRoot,
+    repo: &std::path::Path,
+    id: &str,
+    prompt: &str,
+) -> TaskId {
     let mut task = Task::new(prompt).with_id(id);
     task.dir = Some(repo.to_path_buf());
     task.worktree = Some(true);

@@ -12,6 +12,7 @@ mod client;
 mod compat;
 mod dashboard;
 mod dashboard_acts;
+mod dashboard_review;
 mod deps;
 mod edit_env;
 mod faults;

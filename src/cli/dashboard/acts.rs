@@ -1,4 +1,4 @@
-//! The dashboard's acts on the selected worker's task: merge (`m`), discard (`D`) and retry (`r`) after a y/n question, pause/resume the worker (`p`) or everything (`P`).
+//! The dashboard's acts on the selected worker's task: merge (`m`), discard (`D`), retry (`r`) and redo on top (`R`) after a y/n question, pause/resume the worker (`p`) or everything (`P`).
 
 use crate::queue::pause::{self, Target};
 use crate::review::{MergeRequest, MergeResult, MergeTarget};
@@ -16,6 +16,9 @@ pub enum Act {
     Discard(TaskId),
     /// Run the ended task again under a new id, where it ran.
     Retry(TaskId),
+    /// Redo the ended worktree task on top of the current branch (`conductor retry ID
+    /// --rebase`): a new task in a new worktree, its prompt carrying the old diff.
+    Redo(TaskId),
     /// Pause the worker slot, or resume it if it is paused; `None`: everything.
     Pause(Option<Slot>),
 }
@@ -30,13 +33,16 @@ impl Act {
                 "Discard task {id}: delete its worktree and branch, and the work on it?"
             )),
             Act::Retry(id) => Some(format!("Run task {id} again under a new id?")),
+            Act::Redo(id) => Some(format!(
+                "Redo task {id} on top of the current branch, in a new worktree?"
+            )),
             Act::Pause(..) => None,
         }
     }
 }
 
 /// Letters that are acts, for the list's key handler.
-pub const KEYS: [char; 5] = ['m', 'D', 'r', 'p', 'P'];
+pub const KEYS: [char; 6] = ['m', 'D', 'r', 'R', 'p', 'P'];
 
 /// The act key `c` asks for on the selected worker (`row`; `None`: a queued task or
 /// nothing is selected), or why there is none.
@@ -55,15 +61,20 @@ pub fn act_for(c: char, row: Option<&SlotRow>) -> Result<Act, String> {
         format!(
             "worker {} has no ended task to {}",
             row.slot,
-            if c == 'r' { "retry" } else { "review" }
+            match c {
+                'r' => "retry",
+                'R' => "redo",
+                _ => "review",
+            }
         )
     })?;
     match c {
         'r' => Ok(Act::Retry(id)),
         _ if row.worktree.is_none() => Err(format!(
-            "task {id} ran in no worktree of its own: nothing to merge or discard"
+            "task {id} ran in no worktree of its own: nothing to merge, discard or redo"
         )),
         'm' => Ok(Act::Merge(id)),
+        'R' => Ok(Act::Redo(id)),
         _ => Ok(Act::Discard(id)),
     }
 }
@@ -120,6 +131,12 @@ pub fn run(root: &Root, act: &Act) -> String {
                     None => format!("task {id} runs again as {}", new.id),
                 },
                 Err(e) => format!("cannot retry task {id}: {e}"),
+            }
+        }
+        Act::Redo(id) => {
+            match crate::verbs::redo::again_on_top(&client, id.clone(), Default::default()) {
+                Ok(new) => format!("task {id} is redone on top as {}", new.id),
+                Err(e) => format!("cannot redo task {id}: {e}"),
             }
         }
         Act::Pause(slot) => {

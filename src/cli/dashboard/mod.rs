@@ -1,7 +1,7 @@
 //! `conductor dashboard` (alias `top`): a full-screen view of a root, redrawn when its
 //! files change: slots, the selected task's output tail, the queue and why each task
 //! waits, totals; select, read a task's whole output, cancel, answer, merge, discard,
-//! retry, pause.
+//! retry, redo on top, pause.
 //!
 //! `model` reads the root into a [`model::Snapshot`]; `state` is the screen state and
 //! what keys do; `view` draws; `term` takes and gives back the terminal; this file is
@@ -9,6 +9,7 @@
 
 pub mod acts;
 pub mod model;
+mod review_cache;
 pub mod state;
 pub mod term;
 pub mod view;
@@ -41,8 +42,10 @@ Keys: ↑/↓ or j/k select a worker or a queued task; Enter shows its whole out
 log while it runs, else its last task's log; scroll with ↑/↓, PgUp/PgDn, g/G; Esc goes \
 back); c cancels the selected running or queued task after a y/n question; a / x approve \
 or deny what its agent asks (y/n). On the selected worker's ended task: d shows its diff, \
-m merges its branch (y/n), D discards its worktree and branch (y/n), r runs it again \
-under a new id (y/n); p pauses or resumes that worker, P everything. q or Ctrl-C quits.
+its row says where its branch stands ([unmerged +12 -3]: unmerged, conflicting, merged, \
+discarded or unchanged), m merges its branch (y/n), D discards its worktree and branch \
+(y/n), r runs it again under a new id (y/n), R redoes it on top of the current branch in a \
+new worktree (y/n, as `conductor retry ID --rebase`); p pauses or resumes that worker, P everything. q or Ctrl-C quits.
 
 The screen is redrawn when the root's files change (file events, or polling where events \
 do not work), and every second for the elapsed times. The output pane shows the same \

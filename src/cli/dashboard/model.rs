@@ -69,6 +69,8 @@ pub struct SlotRow {
     pub inbox: Option<TaskId>,
     /// The ended task's branch and diffstat, when it ran in a worktree of its own.
     pub worktree: Option<crate::protocol::WorktreeChange>,
+    /// Where that branch stands (unmerged, conflicting, merged, discarded, unchanged).
+    pub review: Option<crate::protocol::ReviewState>,
     /// What the ended task's agent was refused, as every view warns of it.
     pub refused: Option<String>,
     /// What the running task's agent asks a person to allow (`Bash: make deploy`):
@@ -146,6 +148,7 @@ pub struct Reader {
     /// The results directories' mtimes at the last listing, and what it found: while
     /// no directory changed, a refresh lists none of them again.
     listed: Option<(Vec<DirStamp>, Vec<Ended>)>,
+    reviews: super::review_cache::ReviewCache,
 }
 
 /// A directory and its mtime (`None`: missing).
@@ -228,6 +231,11 @@ impl Reader {
             agent: r.agent.clone(),
             inbox: r.inbox.as_ref().and_then(|f| f.task_id.clone()),
             worktree: r.worktree.clone().filter(|_| ended.is_some()),
+            review: r
+                .worktree
+                .as_ref()
+                .filter(|_| ended.is_some())
+                .map(|w| self.reviews.state(w)),
             refused: crate::protocol::denial::warning(&r.denials).filter(|_| ended.is_some()),
             approval: r.approval.as_ref().map(|q| q.summary()),
         }

@@ -348,6 +348,7 @@ mod tests {
             worktree: None,
             refused: None,
             approval: None,
+            review: None,
         }
     }
 
@@ -528,6 +529,7 @@ mod act_tests {
             worktree: None,
             refused: None,
             approval: None,
+            review: None,
         };
         Ui::new(Snapshot {
             slots: vec![row],

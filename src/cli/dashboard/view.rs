@@ -17,11 +17,11 @@ const QUEUE_ROWS: usize = 4;
 /// Width of the queue's WAITING column.
 const WAIT_WIDTH: usize = 30;
 
-/// (80 columns hold it: `?` shows the rest — a, x, D, r, p, P.)
+/// (80 columns hold it: `?` shows the rest — a, x, D, r, R, p, P.)
 const KEYS: &str = "↑↓/jk select · Enter output · d diff · m merge · c cancel · ? keys · q quit";
 
 /// What `?` shows: every key, by mode.
-const HELP: [&str; 20] = [
+const HELP: [&str; 21] = [
     "In the list",
     "  ↑ ↓  j k     select a worker or a queued task",
     "  g G  Home End  the first / the last",
@@ -33,6 +33,7 @@ const HELP: [&str; 20] = [
     "  m            merge the worker's ended --worktree task (y/n)",
     "  D            discard its worktree and branch (y/n)",
     "  r            run the worker's ended task again, new id (y/n)",
+    "  R            redo it on top of the current branch (y/n)",
     "  p            pause the selected worker, or resume it",
     "  P            pause everything, or resume it",
     "  ?            these keys",
@@ -245,8 +246,13 @@ fn slot_cells(r: &SlotRow, task_width: usize) -> Row<'static> {
         (None, Some(id)) => id.to_string(),
         (None, None) => String::new(),
     };
-    if let Some(w) = r.worktree.as_ref().filter(|w| w.kept) {
-        task = format!("[+{} -{}] {task}", w.insertions, w.deletions);
+    match (r.worktree.as_ref().filter(|w| w.kept), r.review) {
+        (Some(w), Some(review)) => {
+            task = format!("[{review} +{} -{}] {task}", w.insertions, w.deletions)
+        }
+        (Some(w), None) => task = format!("[+{} -{}] {task}", w.insertions, w.deletions),
+        (None, Some(review)) => task = format!("[{review}] {task}"),
+        (None, None) => {}
     }
     if r.refused.is_some() {
         task = format!("[refused] {task}");
@@ -496,6 +502,7 @@ mod tests {
             worktree: None,
             refused: None,
             approval: None,
+            review: None,
         };
         Snapshot {
             root: "/tmp/root".into(),
