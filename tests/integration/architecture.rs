@@ -494,7 +494,6 @@ const INSIDE_CIRCLES_ALLOWED: &[&str] = &[
     "error",
     "fsio",
     "gate",
-    "inspect",
     "launch",
     "layout",
     "orchestrator",
