@@ -42,8 +42,7 @@ use crate::error::{Error, Result};
 use crate::protocol::{AgentRecord, TaskId};
 use child::{clone_vfork, step_error, ChildPlan, Step};
 
-/// Exit status of a child that never exec'd because its worker died first.
-pub const EXIT_UNRECORDED: i32 = 125;
+pub use child::EXIT_UNRECORDED;
 
 /// Stack of the child until it execs (it calls a handful of libc wrappers only).
 const CHILD_STACK: usize = 64 * 1024;

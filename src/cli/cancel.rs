@@ -2,9 +2,10 @@
 
 use serde_json::json;
 
-use crate::maintenance::{request_cancel, CancelOutcome};
-use crate::tasks::{CancelTask, TaskState};
-use crate::TaskId;
+use crate::maintenance::CancelOutcome;
+use crate::tasks::TaskState;
+use crate::verbs::cancel::{cancel, CancelAnswer, CancelRequest, Done, Selection, TaskCancelled};
+use crate::{Slot, TaskId};
 
 use super::args::RootArg;
 use super::target::{at_most_one, Target, Targets, TARGET_HELP};
@@ -41,34 +42,10 @@ fn parse_state(s: &str) -> Result<TaskState, String> {
     let state: TaskState = s.trim().parse()?;
     if state.is_finished() {
         return Err(format!(
-            "a {state} task has finished: only waiting, queued and working tasks can be cancelled"
+            "a {state} task has finished: only waiting, queued and running tasks can be cancelled"
         ));
     }
     Ok(state)
-}
-
-/// The states a task can be cancelled in.
-const UNFINISHED: [TaskState; 3] = [TaskState::Waiting, TaskState::Queued, TaskState::Running];
-
-/// `--all`, `--state`, `--key`, `--group`: the unfinished tasks they select, oldest first.
-fn selected(client: &crate::Client, args: &Args) -> anyhow::Result<Vec<TaskId>> {
-    let opts = crate::tasks::ListOptions {
-        states: if args.state.is_empty() {
-            UNFINISHED.to_vec()
-        } else {
-            args.state.clone()
-        },
-        key: args.key.clone(),
-        group: args.group.clone(),
-        labels: Vec::new(),
-        slot: None,
-        since: None,
-        limit: None,
-        after: None,
-    };
-    let mut tasks = client.list_tasks(&opts)?;
-    tasks.reverse();
-    Ok(tasks.into_iter().map(|t| t.id).collect())
 }
 
 const SLOT_HELP: &str = "\
@@ -82,23 +59,72 @@ when no live worker serves the slot; with --task, only if that task is the one r
 
 pub fn run(args: Args) -> anyhow::Result<i32> {
     let client = args.root.client()?;
-    crate::trust::verify_root(client.root())?;
-    if args.all || !args.state.is_empty() || args.key.is_some() || args.group.is_some() {
-        let ids = selected(&client, &args)?;
-        if ids.is_empty() {
+    let request =
+        if args.all || !args.state.is_empty() || args.key.is_some() || args.group.is_some() {
+            CancelRequest::Selected(Selection {
+                states: args.state.clone(),
+                key: args.key.clone(),
+                group: args.group.clone(),
+            })
+        } else {
+            match args.targets.resolve(client.root(), "cancel")? {
+                Target::Tasks(ids) => CancelRequest::Tasks(ids),
+                Target::Slot { slot, ids } => CancelRequest::Slot {
+                    slot,
+                    only: at_most_one(ids, "cancel")?,
+                },
+            }
+        };
+    let selection = matches!(request, CancelRequest::Selected(_));
+    match cancel(&client, &request)? {
+        CancelAnswer::Tasks {
+            done,
+            stopped_by: None,
+        } if selection && done.is_empty() => {
             eprintln!("no unfinished task matches; nothing cancelled");
-            return Ok(exit::OK);
+            Ok(exit::OK)
         }
-        let code = cancel_tasks(&client, &ids, args.json)?;
-        eprintln!("{} task(s) selected", ids.len());
-        return Ok(code);
+        CancelAnswer::Tasks { done, stopped_by } => {
+            let code = render_tasks(&done, args.json)?;
+            if let Some(e) = stopped_by {
+                return Err(e.into());
+            }
+            if selection {
+                eprintln!("{} task(s) selected", done.len());
+            }
+            Ok(code)
+        }
+        CancelAnswer::Slot {
+            slot,
+            only,
+            outcome,
+        } => render_slot(slot, only, outcome, args.json),
     }
-    let (slot, only) = match args.targets.resolve(client.root(), "cancel")? {
-        Target::Tasks(ids) => return cancel_tasks(&client, &ids, args.json),
-        Target::Slot { slot, ids } => (slot, at_most_one(ids, "cancel")?),
-    };
-    match request_cancel(client.root(), slot, only.as_ref())? {
-        CancelOutcome::Requested { id } if args.json => {
+}
+
+/// Print what cancelling by id did, `cancel ID…`'s answer (`queue cancel ID`'s too).
+pub fn cancel_ids(client: &crate::Client, ids: Vec<TaskId>, as_json: bool) -> anyhow::Result<i32> {
+    match cancel(client, &CancelRequest::Tasks(ids))? {
+        CancelAnswer::Tasks { done, stopped_by } => {
+            let code = render_tasks(&done, as_json)?;
+            match stopped_by {
+                Some(e) => Err(e.into()),
+                None => Ok(code),
+            }
+        }
+        CancelAnswer::Slot { .. } => unreachable!("a request by id is answered by id"),
+    }
+}
+
+/// What a slot's cancel did.
+fn render_slot(
+    slot: Slot,
+    only: Option<TaskId>,
+    outcome: CancelOutcome,
+    as_json: bool,
+) -> anyhow::Result<i32> {
+    match outcome {
+        CancelOutcome::Requested { id } if as_json => {
             let v = json!({"id": id, "outcome": "requested", "slot": slot.0});
             super::output::emit(&format!("{v}\n"))?;
             Ok(exit::OK)
@@ -141,68 +167,48 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
     }
 }
 
-/// Cancel each task by id; exit 1 if any could not be (finished already, no live worker).
-fn cancel_tasks(client: &crate::Client, ids: &[TaskId], as_json: bool) -> anyhow::Result<i32> {
+/// Print each task's cancel; exit 1 if any could not be (finished already, no live worker).
+fn render_tasks(done: &[TaskCancelled], as_json: bool) -> anyhow::Result<i32> {
     let mut code = exit::OK;
-    for id in ids {
-        let done = client.cancel_task(id)?;
+    for TaskCancelled { id, done } in done {
+        if done.failed() {
+            code = exit::FAILURE;
+        }
         if as_json {
-            if matches!(
-                done,
-                CancelTask::NoLiveWorker { .. } | CancelTask::Finished { .. }
-            ) {
-                code = exit::FAILURE;
-            }
-            super::output::emit(&format!("{}\n", cancel_json(id, &done)))?;
+            let line = TaskCancelled {
+                id: id.clone(),
+                done: done.clone(),
+            };
+            super::output::emit(&format!("{}\n", serde_json::to_string(&line)?))?;
             continue;
         }
         match done {
-            CancelTask::Withdrawn { slot: Some(slot) } => {
+            Done::Withdrawn { slot: Some(slot) } => {
                 println!(
                     "cancelled task {id}: withdrawn from worker {slot}'s inbox before it started"
                 )
             }
-            CancelTask::Withdrawn { slot: None } => {
+            Done::Withdrawn { slot: None } => {
                 println!("cancelled task {id}: withdrawn from the queue before it started")
             }
-            CancelTask::Requested { slot } => {
+            Done::Requested { slot } => {
                 println!(
                     "cancel requested for task {id}, running on worker {slot}; its worker stops it"
                 )
             }
-            CancelTask::NoLiveWorker { slot } => {
-                eprintln!(
-                    "task {id} was left running on worker {slot}, which no live worker serves; \
-                     run `conductor recover {slot}` to finish it as interrupted"
-                );
-                code = exit::FAILURE;
-            }
-            CancelTask::Finished { state } => {
-                let how = if state == TaskState::Gone {
+            Done::NoLiveWorker { slot } => eprintln!(
+                "task {id} was left running on worker {slot}, which no live worker serves; \
+                 run `conductor recover {slot}` to finish it as interrupted"
+            ),
+            Done::Finished { state } => {
+                let how = if *state == TaskState::Gone {
                     "finished (its files are gone)".to_string()
                 } else {
                     format!("finished: {state}")
                 };
                 eprintln!("task {id} has already {how}; nothing cancelled");
-                code = exit::FAILURE;
             }
         }
     }
     Ok(code)
-}
-
-/// One line of `cancel --json`.
-fn cancel_json(id: &TaskId, done: &CancelTask) -> serde_json::Value {
-    match done {
-        CancelTask::Withdrawn { slot } => {
-            json!({"id": id, "outcome": "withdrawn", "slot": slot.map(|s| s.0)})
-        }
-        CancelTask::Requested { slot } => {
-            json!({"id": id, "outcome": "requested", "slot": slot.0})
-        }
-        CancelTask::NoLiveWorker { slot } => {
-            json!({"id": id, "outcome": "noLiveWorker", "slot": slot.0})
-        }
-        CancelTask::Finished { state } => json!({"id": id, "outcome": "finished", "state": state}),
-    }
 }

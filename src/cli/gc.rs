@@ -2,8 +2,9 @@
 
 use std::time::Duration;
 
-use crate::maintenance::{apply_gc, plan_gc, GcOptions, GcPlan, TEMP_FILE_AGE};
+use crate::maintenance::{GcPlan, TEMP_FILE_AGE};
 use crate::text::{format_age, format_bytes};
+use crate::verbs::gc::GcRequest;
 use crate::Root;
 
 use super::{args::RootArg, output::emit, output::emit_json, output::show_path};
@@ -37,53 +38,33 @@ pub struct Args {
 }
 
 pub fn run(args: Args) -> anyhow::Result<i32> {
-    let root = args.root.client()?.root().clone();
-    if args.apply {
-        crate::trust::verify_root(&root)?;
-    }
-    let mut opts = GcOptions::new(args.older_than);
-    opts.worktrees_older_than =
-        Some(crate::Config::load(&root.config_file())?.worktree_retention());
-    let plan = plan_gc(&root, &opts)?;
-    let report = args.apply.then(|| apply_gc(&plan));
+    let client = args.root.client()?;
+    let request = GcRequest {
+        older_than: args.older_than,
+        apply: args.apply,
+    };
+    let answer = crate::verbs::gc::gc(&client, &request)?;
+    let code = if answer.errors.is_empty() {
+        exit::OK
+    } else {
+        exit::FAILURE
+    };
     if args.json {
-        let (items, bytes, errors) = match &report {
-            Some(r) => (&r.removed, r.bytes, r.errors.clone()),
-            None => (&plan.items, plan.bytes, Vec::new()),
-        };
-        emit_json(&serde_json::json!({
-            "root": root.path(),
-            "applied": args.apply,
-            "olderThanSecs": args.older_than.as_secs(),
-            "items": items,
-            "bytes": bytes,
-            "protected": plan.protected,
-            "unmerged": plan.unmerged,
-            "errors": errors,
-        }))?;
-        return Ok(if errors.is_empty() {
-            exit::OK
-        } else {
-            exit::FAILURE
-        });
+        emit_json(&serde_json::to_value(&answer)?)?;
+        return Ok(code);
     }
-    let mut out = render_plan(&root, &plan, args.older_than, args.apply);
-    let mut code = exit::OK;
-    match &report {
-        None if !plan.items.is_empty() => {
-            out.push_str("run again with --apply to remove them\n");
-        }
-        None => {}
-        Some(r) => {
-            out.push_str(&format!(
-                "removed {} files, {} reclaimed\n",
-                r.removed.len(),
-                format_bytes(r.bytes)
-            ));
-            for e in &r.errors {
-                eprintln!("error: {e}");
-                code = exit::FAILURE;
-            }
+    let root = client.root();
+    let mut out = render_plan(root, &answer.plan, args.older_than, args.apply);
+    if !answer.applied && !answer.plan.items.is_empty() {
+        out.push_str("run again with --apply to remove them\n");
+    } else if answer.applied {
+        out.push_str(&format!(
+            "removed {} files, {} reclaimed\n",
+            answer.items.len(),
+            format_bytes(answer.bytes)
+        ));
+        for e in &answer.errors {
+            eprintln!("error: {e}");
         }
     }
     emit(&out)?;

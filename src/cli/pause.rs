@@ -1,10 +1,8 @@
 //! `conductor pause` / `conductor resume`: stop and restart new pickups of a slot, a
 //! key, a group or everything.
 
-use serde_json::json;
-
-use crate::queue::pause::{self, Paused, Target};
-use crate::tasks::{ListOptions, TaskState};
+use crate::queue::pause::Target;
+use crate::verbs::pause::{self as verb, Resumed};
 use crate::Slot;
 
 use super::usage::CliError;
@@ -39,17 +37,16 @@ pub struct Selector {
 }
 
 impl Selector {
-    fn target(&self, root: &crate::Root) -> anyhow::Result<Target> {
+    /// The verb's selector: exactly one of the four (clap sees to it).
+    fn what(&self) -> anyhow::Result<verb::Selector> {
         Ok(if let Some(s) = self.slot {
-            root.existing_slot(s)?;
-            Target::Slot(s.0)
+            verb::Selector::Slot(s)
         } else if let Some(k) = &self.key {
-            Target::Key(k.clone())
+            verb::Selector::Key(k.clone())
         } else if let Some(g) = &self.group {
-            crate::queue::groups::require(root, g)?;
-            Target::Group(g.clone())
+            verb::Selector::Group(g.clone())
         } else if self.all {
-            Target::All
+            verb::Selector::All
         } else {
             return Err(CliError::Usage(
                 "say what to pause or resume: --slot N, --key K, --group NAME or --all".into(),
@@ -87,51 +84,29 @@ pub struct ResumeArgs {
     pub root: RootArg,
 }
 
-/// The running tasks a pause of `target` made now stops.
-fn stopping(client: &crate::Client, target: &Target) -> anyhow::Result<Vec<String>> {
-    let running = client.list_tasks(&ListOptions {
-        states: vec![TaskState::Running],
-        limit: None,
-        ..Default::default()
-    })?;
-    Ok(running
-        .into_iter()
-        .filter(|t| target.matches(t.slot, t.key.as_deref(), t.group.as_deref()))
-        .map(|t| t.id.to_string())
-        .collect())
-}
-
 pub fn run(args: Args) -> anyhow::Result<i32> {
     let client = args.root.client()?;
-    crate::trust::verify_root(client.root())?;
-    let target = args.what.target(client.root())?;
-    let fresh = pause::pause(client.root(), &target, args.now)?;
-    let stopped = if args.now {
-        stopping(&client, &target)?
-    } else {
-        Vec::new()
+    let request = verb::PauseRequest {
+        what: args.what.what()?,
+        now: args.now,
     };
+    let answer = verb::pause(&client, &request)?;
     if args.json {
-        emit_json(&json!({
-            "paused": target,
-            "already": !fresh,
-            "now": args.now,
-            "stopping": stopped,
-            "file": client.root().paused_dir().join(target.file_name()),
-        }))?;
+        emit_json(&serde_json::to_value(&answer)?)?;
         return Ok(exit::OK);
     }
+    let target = &answer.paused;
     let mut out = format!(
         "paused {target}{}: no new task of it starts until `conductor resume {}`\n",
-        if fresh {
-            ""
-        } else {
+        if answer.already {
             " (it was paused already)"
+        } else {
+            ""
         },
-        selector_text(&target)
+        selector_text(target)
     );
-    if args.now {
-        for id in &stopped {
+    if answer.now {
+        for id in &answer.stopping {
             out.push_str(&format!(
                 "task {id} is being stopped and put back; it runs again after the resume\n"
             ));
@@ -145,38 +120,35 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
 
 pub fn run_resume(args: ResumeArgs) -> anyhow::Result<i32> {
     let client = args.root.client()?;
-    crate::trust::verify_root(client.root())?;
-    let target = args.what.target(client.root())?;
-    if target == Target::All {
-        let lifted = pause::resume_all(client.root())?;
-        if args.json {
-            emit_json(&json!({ "resumed": lifted, "wasPaused": !lifted.is_empty() }))?;
-        } else if lifted.is_empty() {
-            emit("nothing was paused; nothing to resume\n")?;
-        } else {
-            let names: Vec<String> = lifted.iter().map(Target::to_string).collect();
-            emit(&format!(
-                "resumed {}: their tasks start again\n",
-                names.join(", ")
-            ))?;
-        }
-        return Ok(exit::OK);
-    }
-    let was = pause::resume(client.root(), &target)?;
-    if args.json {
-        emit_json(&json!({ "resumed": target, "wasPaused": was }))?;
-        return Ok(exit::OK);
-    }
-    let mut out = if was {
-        format!("resumed {target}: its tasks start again\n")
-    } else {
-        format!("{target} was not paused; nothing to resume\n")
+    let request = verb::ResumeRequest {
+        what: args.what.what()?,
     };
-    // Another pause may still hold what was named.
-    let left = Paused::load(client.root());
-    if left.all() && target != Target::All {
-        out.push_str("everything is still paused (`conductor resume --all`)\n");
+    let answer = verb::resume(&client, &request)?;
+    if args.json {
+        emit_json(&serde_json::to_value(&answer)?)?;
+        return Ok(exit::OK);
     }
+    let out = match &answer.resumed {
+        Resumed::All(lifted) if lifted.is_empty() => {
+            "nothing was paused; nothing to resume\n".to_string()
+        }
+        Resumed::All(lifted) => {
+            let names: Vec<String> = lifted.iter().map(Target::to_string).collect();
+            format!("resumed {}: their tasks start again\n", names.join(", "))
+        }
+        Resumed::One(target) => {
+            let mut out = if answer.was_paused {
+                format!("resumed {target}: its tasks start again\n")
+            } else {
+                format!("{target} was not paused; nothing to resume\n")
+            };
+            // Another pause may still hold what was named.
+            if answer.all_still_paused {
+                out.push_str("everything is still paused (`conductor resume --all`)\n");
+            }
+            out
+        }
+    };
     emit(&out)?;
     Ok(exit::OK)
 }

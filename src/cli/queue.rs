@@ -31,13 +31,14 @@ pub struct Args {
 
 #[derive(Debug, clap::Subcommand)]
 pub enum Action {
-    /// Cancel a task: a pending one is removed and gets a `cancelled` result; a running
-    /// one is stopped by its worker. Exit 1 if the queue knows no such task.
+    /// Cancel a task: the same as `conductor cancel ID` (a pending one is withdrawn
+    /// and gets a `cancelled` result; a running one is stopped by its worker).
     Cancel {
         /// The task to cancel.
         id: String,
     },
-    /// Submit a finished task again under a new id (ID-r1, -r2 …); prints the new id.
+    /// Run a finished task again under a new id (ID-r1, -r2 …): the same as
+    /// `conductor retry ID`; prints the new id.
     Retry {
         /// The finished task to run again.
         id: String,
@@ -137,33 +138,16 @@ pub fn render(root: &Root, pending: &[PendingTask], width: Option<usize>) -> Str
     out
 }
 
+/// `queue cancel ID`: `conductor cancel ID`, one code path.
 fn cancel(root: &RootArg, id: &str) -> anyhow::Result<i32> {
-    let (root, queue) = queue_of(root)?;
-    let id = super::target::id_on(&root, id)?;
-    if queue.cancel(&id)? {
-        // A pending task is answered at once; a running one when its worker stops it.
-        if queue.read_result(&id)?.is_some() {
-            println!("cancelled task {id} (it had not started)");
-        } else {
-            println!("cancel requested for running task {id}; its worker stops it");
-        }
-        Ok(exit::OK)
-    } else {
-        eprintln!("the queue has no pending or running task {id}; nothing cancelled");
-        Ok(exit::FAILURE)
-    }
+    let client = root.client()?;
+    let id = super::target::id_on(client.root(), id)?;
+    super::cancel::cancel_ids(&client, vec![id], false)
 }
 
+/// `queue retry ID [--wait]`: `conductor retry ID [--wait]`, one code path.
 fn retry(root: &RootArg, id: &str, wait: bool) -> anyhow::Result<i32> {
-    let (root, queue) = queue_of(root)?;
-    let old = super::target::id_on(&root, id)?;
-    let id = queue.retry(&old)?;
-    if !wait {
-        emit(&format!("{id}\n"))?;
-        return Ok(exit::OK);
-    }
-    let carries_on = format!("task {id} carries on (`conductor queue cancel {id}`)");
-    super::waiting::finish(None, false, &carries_on, |on_death, left| {
-        queue.wait_for_result_with(&id, left, on_death)
-    })
+    let client = root.client()?;
+    let old = super::target::id_on(client.root(), id)?;
+    super::retry::retry_id(&client, old, wait)
 }

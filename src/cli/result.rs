@@ -1,6 +1,6 @@
 //! `conductor result TASK_ID | N [TASK_ID]`: print a finished task's result.
 
-use anyhow::Context as _;
+use crate::verbs::result::{result, ResultAnswer, ResultRequest};
 
 use super::args::RootArg;
 use super::target::{at_most_one, single, Target, Targets, TARGET_HELP};
@@ -21,28 +21,26 @@ pub struct Args {
 
 pub fn run(args: Args) -> anyhow::Result<i32> {
     let client = args.root.client()?;
-    let result = match args.targets.resolve(client.root(), "result")? {
-        Target::Tasks(ids) => {
-            let id = single(ids, "result")?;
-            match client.result_of(&id)? {
-                Some(r) => r,
-                None => {
-                    let state = client
-                        .find_task(&id)?
-                        .map_or_else(|| "unknown".to_string(), |l| l.state.to_string());
-                    eprintln!("task {id} has no result yet (it is {state}); `conductor wait {id}` waits for it");
-                    return Ok(exit::FAILURE);
-                }
-            }
-        }
-        Target::Slot { slot, ids } => match at_most_one(ids, "result")? {
-            Some(id) => client
-                .read_result_for(slot, &id)?
-                .with_context(|| format!("worker {slot} has no result for task {id}"))?,
-            None => client
-                .read_result(slot)?
-                .with_context(|| format!("worker {slot} has no result yet"))?,
+    let request = match args.targets.resolve(client.root(), "result")? {
+        Target::Tasks(ids) => ResultRequest::Task(single(ids, "result")?),
+        Target::Slot { slot, ids } => ResultRequest::Slot {
+            slot,
+            id: at_most_one(ids, "result")?,
         },
     };
-    super::output::print_result(&result, args.json)
+    let not_yet = match (result(&client, &request)?, &request) {
+        (ResultAnswer::Finished(r), _) => return super::output::print_result(&r, args.json),
+        (ResultAnswer::NotYet(loc), ResultRequest::Task(id)) => {
+            let state = loc.map_or_else(|| "unknown".to_string(), |l| l.state.to_string());
+            eprintln!(
+                "task {id} has no result yet (it is {state}); `conductor wait {id}` waits for it"
+            );
+            return Ok(exit::FAILURE);
+        }
+        (_, ResultRequest::Slot { slot, id: Some(id) }) => {
+            format!("worker {slot} has no result for task {id}")
+        }
+        (_, ResultRequest::Slot { slot, id: None }) => format!("worker {slot} has no result yet"),
+    };
+    Err(anyhow::anyhow!(not_yet))
 }

@@ -129,6 +129,16 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
     finish(&client, retried.id, args.wait)
 }
 
+/// `retry ID [--wait]` with no other option (`queue retry ID` too): run finished task
+/// `id` again, print the new id or wait for it.
+pub fn retry_id(client: &crate::Client, id: TaskId, wait: bool) -> anyhow::Result<i32> {
+    let retried = crate::verbs::retry::again(client, id, Again::default())?;
+    if let Some(warning) = &retried.warning {
+        eprintln!("{warning}");
+    }
+    finish(client, retried.id, wait)
+}
+
 /// Print the new task's id, or with `--wait` wait for it and print its result.
 fn finish(client: &crate::Client, id: TaskId, wait: bool) -> anyhow::Result<i32> {
     if !wait {

@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use serde::Serialize;
 
+use crate::config::Config;
 use crate::dirlock::{self, Holder, Liveness, LockOptions};
 use crate::error::Result;
 use crate::gate;
@@ -17,6 +18,18 @@ use crate::protocol::parse_rfc3339;
 
 use crate::fsio::sorted_entries;
 use crate::text::{age_since, secs};
+
+/// The root's lock timings from `config.json`; the defaults when it is missing or
+/// unreadable (a broken config must not stop anyone from looking at the state).
+pub fn lock_options(root: &Root) -> LockOptions {
+    match Config::load(&root.config_file()) {
+        Ok(c) => c.lock_options(),
+        Err(e) => {
+            tracing::warn!("using default lock timings: {e}");
+            LockOptions::default()
+        }
+    }
+}
 
 /// Who holds a directory lock, as reported.
 #[derive(Debug, Clone, PartialEq, Serialize)]

@@ -11,23 +11,7 @@ pub mod locks;
 pub mod slot_report;
 pub mod task_files;
 
-use crate::config::Config;
-use crate::dirlock::LockOptions;
-use crate::layout::Root;
-
 pub use follow::{open_log, LogFollower};
-pub use locks::{list_locks, spares_in, LockEntry, LockKind, LockState, LockStatus};
+pub use locks::{list_locks, lock_options, spares_in, LockEntry, LockKind, LockState, LockStatus};
 pub use slot_report::{slot_report, slot_reports, Flag, SlotReport};
 pub use task_files::{current_task, read_task_file, running_task, TaskFile, TaskSource};
-
-/// The root's lock timings from `config.json`; the defaults when it is missing or
-/// unreadable (a broken config must not stop anyone from looking at the state).
-pub fn lock_options(root: &Root) -> LockOptions {
-    match Config::load(&root.config_file()) {
-        Ok(c) => c.lock_options(),
-        Err(e) => {
-            tracing::warn!("using default lock timings: {e}");
-            LockOptions::default()
-        }
-    }
-}

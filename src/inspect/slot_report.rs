@@ -15,8 +15,7 @@ use crate::host;
 use crate::layout::{Root, Slot, WorkerPaths};
 use crate::protocol::{parse_rfc3339, Status, TaskId, WorkerState};
 
-use super::lock_options;
-use super::locks::LockState;
+use super::locks::{lock_options, LockState};
 use super::task_files::{read_status, read_task_file, TaskFile};
 use crate::text::{age_since, secs};
 

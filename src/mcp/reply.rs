@@ -6,7 +6,9 @@ use std::os::unix::fs::FileExt;
 use serde_json::{json, Map, Value};
 
 use crate::queue::Queue;
-use crate::tasks::{CancelTask, TaskLocation, TaskState};
+use crate::tasks::{TaskLocation, TaskState};
+use crate::verbs::cancel::Done;
+use crate::verbs::result::{result, ResultAnswer, ResultRequest};
 use crate::{inspect, Client, Error, TaskId, TaskResult};
 
 /// How much of a result's output a reply carries by default, in characters: the end
@@ -92,12 +94,10 @@ fn asking(loc: &TaskLocation, v: &mut Value) {
 
 /// Task `id`: its state and, when it has finished, its result.
 pub fn task_result(client: &Client, id: &TaskId, output_chars: usize) -> crate::Result<Value> {
-    let loc = client
-        .find_task(id)?
-        .ok_or_else(|| no_such_task(client, id))?;
-    match client.result_of(id)? {
-        Some(r) => Ok(finished(id, &r, output_chars)),
-        None => Ok(location_view(
+    match result(client, &ResultRequest::Task(id.clone()))? {
+        ResultAnswer::Finished(r) => Ok(finished(id, &r, output_chars)),
+        ResultAnswer::NotYet(None) => Err(no_such_task(client, id)),
+        ResultAnswer::NotYet(Some(loc)) => Ok(location_view(
             &loc,
             (!loc.state.is_finished())
                 .then(|| "it has no result yet; the `wait` tool waits for it".to_string()),
@@ -114,25 +114,26 @@ pub fn finished(id: &TaskId, r: &TaskResult, output_chars: usize) -> Value {
     })
 }
 
-/// What cancelling task `id` did; `Err` (a tool error) when nothing could be done.
+/// What cancelling task `id` did (the `cancel` verb's answer, as the tool tells it);
+/// `Err` (a tool error) when nothing could be done.
 pub fn cancel(client: &Client, id: &TaskId) -> crate::Result<std::result::Result<Value, String>> {
     let reply = |what: &str, message: String| json!({ "id": id, "done": what, "message": message });
-    Ok(match client.cancel_task(id)? {
-        CancelTask::Withdrawn { slot } => Ok(reply(
+    Ok(match crate::verbs::cancel::task(client, id)?.done {
+        Done::Withdrawn { slot } => Ok(reply(
             "withdrawn",
             match slot {
                 Some(s) => format!("task {id} was withdrawn from worker {s}'s inbox before it started; its result says cancelled"),
                 None => format!("task {id} was withdrawn from the queue before it started; its result says cancelled"),
             },
         )),
-        CancelTask::Requested { slot } => Ok(reply(
+        Done::Requested { slot } => Ok(reply(
             "requested",
             format!("task {id} runs on worker {slot}, which has been asked to stop it; its result (cancelled) follows shortly"),
         )),
-        CancelTask::NoLiveWorker { slot } => Err(format!(
+        Done::NoLiveWorker { slot } => Err(format!(
             "task {id} was left running on worker {slot}, which no live worker serves, so nobody can stop it; `conductor recover {slot}` finishes it as interrupted"
         )),
-        CancelTask::Finished { state } => Err(format!(
+        Done::Finished { state } => Err(format!(
             "task {id} has already finished ({state}); nothing cancelled"
         )),
     })

@@ -771,8 +771,9 @@ fn queue_lists_in_run_order_with_reasons_and_cancels_and_retries() {
         .map(|i| i["id"].as_str().unwrap())
         .collect();
     assert_eq!(ids, ["q2", "q1"], "{v}");
-    // Unknown: exit 1, nothing written.
-    cli(&t, &["queue", "cancel", "nosuch"], 1);
+    // Unknown: exit 2 (as `cancel nosuch`: the same verb), nothing written.
+    let r = cli(&t, &["queue", "cancel", "nosuch"], 2);
+    assert!(r.stderr.contains("nosuch"), "{}", r.stderr);
     assert!(q.read_result(&TaskId::from("nosuch")).unwrap().is_none());
 
     // Cancel the running one: its worker stops it; the rest then run.

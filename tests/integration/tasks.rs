@@ -508,3 +508,29 @@ fn tasks_summary_totals_cost_per_key_agent_and_day() {
         assert!(text.contains(want), "{want}:\n{text}");
     }
 }
+
+/// `queue cancel ID` is `cancel ID`, one code path (issue 36): it withdraws a task
+/// waiting in a slot's inbox too, which the queue's own cancel never knew (it said "the
+/// queue has no pending or running task" and exited 1), and refuses a finished one as
+/// `cancel` does.
+#[test]
+fn queue_cancel_is_cancel_and_withdraws_an_inbox_task_too() {
+    let t = TestRoot::new();
+    t.client.create_worker(S0).unwrap();
+    let _g0 = conductor::gate::Gate::acquire(&t.client.worker(S0).worker_gate(), "test").unwrap();
+    send(&t, S0, Task::new("in the inbox").with_id("in1"));
+    let r = cli(&t, &["queue", "cancel", "in1"], 0);
+    assert!(
+        r.stdout.contains("withdrawn from worker 0's inbox"),
+        "{}",
+        r.stdout
+    );
+    let result = t
+        .client
+        .result_of(&TaskId::from("in1"))
+        .unwrap()
+        .expect("a result for in1");
+    assert_eq!(result.outcome, Some(Outcome::Cancelled), "{result:?}");
+    let r = cli(&t, &["queue", "cancel", "in1"], 1);
+    assert!(r.stderr.contains("has already finished"), "{}", r.stderr);
+}

@@ -7,8 +7,10 @@ use std::io;
 
 use nix::libc;
 
-use super::EXIT_UNRECORDED;
 use crate::protocol::AgentRecord;
+
+/// Exit status of a child that never exec'd because its worker died first.
+pub const EXIT_UNRECORDED: i32 = 125;
 
 /// Everything the child needs, prepared before the clone (raw pointers into buffers
 /// the parent keeps alive until the child has exec'd or exited).

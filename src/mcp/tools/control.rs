@@ -8,7 +8,7 @@ use serde_json::json;
 
 use super::super::reply;
 use super::{echo_id, to_call, Conductor, IdArgs};
-use crate::queue::pause::{self, Target};
+use crate::verbs::{self, pause::Selector};
 use crate::Slot;
 
 #[derive(Debug, Default, Deserialize, schemars::JsonSchema)]
@@ -31,7 +31,7 @@ pub struct PauseArgs {
 
 impl PauseArgs {
     /// The one thing named (exactly one of slot, key, group, all).
-    fn target(&self, root: &crate::Root) -> crate::Result<std::result::Result<Target, String>> {
+    fn what(&self) -> std::result::Result<Selector, String> {
         let given = [
             self.slot.is_some(),
             self.key.is_some(),
@@ -39,25 +39,17 @@ impl PauseArgs {
             self.all,
         ];
         if given.iter().filter(|g| **g).count() != 1 {
-            return Ok(Err(
-                "name exactly one of slot, key, group or all (true)".to_string()
-            ));
+            return Err("name exactly one of slot, key, group or all (true)".to_string());
         }
-        Ok(Ok(if let Some(n) = self.slot {
-            let slot = match Slot::checked(n) {
-                Ok(s) => s,
-                Err(e) => return Ok(Err(e.to_string())),
-            };
-            root.existing_slot(slot)?;
-            Target::Slot(n)
+        Ok(if let Some(n) = self.slot {
+            Selector::Slot(Slot::checked(n).map_err(|e| e.to_string())?)
         } else if let Some(k) = &self.key {
-            Target::Key(k.clone())
+            Selector::Key(k.clone())
         } else if let Some(g) = &self.group {
-            crate::queue::groups::require(root, g)?;
-            Target::Group(g.clone())
+            Selector::Group(g.clone())
         } else {
-            Target::All
-        }))
+            Selector::All
+        })
     }
 }
 
@@ -104,17 +96,15 @@ impl Conductor {
         Parameters(args): Parameters<PauseArgs>,
     ) -> Result<CallToolResult, ErrorData> {
         self.blocking(move |client| {
-            let target = match args.target(client.root())? {
-                Ok(t) => t,
+            let what = match args.what() {
+                Ok(w) => w,
                 Err(msg) => return Ok(Err(msg)),
             };
-            let fresh = pause::pause(client.root(), &target, args.now)?;
-            Ok(Ok(json!({
-                "paused": target,
-                "already": !fresh,
-                "now": args.now,
-                "file": client.root().paused_dir().join(target.file_name()),
-            })))
+            let request = verbs::pause::PauseRequest {
+                what,
+                now: args.now,
+            };
+            Ok(Ok(json!(verbs::pause::pause(client, &request)?)))
         })
         .await
     }
@@ -137,18 +127,12 @@ impl Conductor {
             if args.now {
                 return Ok(Err("now applies to pause only".to_string()));
             }
-            let target = match args.target(client.root())? {
-                Ok(t) => t,
+            let what = match args.what() {
+                Ok(w) => w,
                 Err(msg) => return Ok(Err(msg)),
             };
-            if target == Target::All {
-                let lifted = pause::resume_all(client.root())?;
-                return Ok(Ok(
-                    json!({ "resumed": lifted, "wasPaused": !lifted.is_empty() }),
-                ));
-            }
-            let was = pause::resume(client.root(), &target)?;
-            Ok(Ok(json!({ "resumed": target, "wasPaused": was })))
+            let request = verbs::pause::ResumeRequest { what };
+            Ok(Ok(json!(verbs::pause::resume(client, &request)?)))
         })
         .await
     }
