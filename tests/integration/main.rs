@@ -19,6 +19,7 @@ mod faults_fourth;
 mod fencing;
 mod gate;
 mod group_commit;
+mod group_slot_order;
 mod groups;
 mod help;
 mod hosts;
