@@ -12,6 +12,7 @@
 pub mod approval;
 pub mod budget;
 pub mod news;
+pub mod tracked;
 
 use std::io::Write;
 use std::os::unix::process::CommandExt;
@@ -23,7 +24,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::config::Config;
 use crate::env::{ENV_HOME, ENV_TASK_ID, ENV_WORKER};
-use crate::layout::Root;
+use crate::layout::{Root, WorkerPaths};
 use crate::protocol::TaskId;
 
 /// Which event a hook (or the on-finish callback, `finished`) is run for.
@@ -107,6 +108,13 @@ impl Event {
         }
     }
 
+    /// The task the event is about (its id marks the hook's environment).
+    fn task_id(&self) -> &TaskId {
+        match self {
+            Event::NeedsApproval { task_id, .. } | Event::BudgetReached { task_id, .. } => task_id,
+        }
+    }
+
     fn env(&self) -> Vec<(&'static str, String)> {
         let mut env = vec![(ENV_EVENT, self.name().to_string())];
         match self {
@@ -139,19 +147,22 @@ impl Event {
     }
 }
 
-/// Run the hook `config` names for `event`, if any. Returns at once; a failure to
+/// Run the hook `config` names for `event`, if any, recorded in `slot` (the slot whose
+/// task asks, or whose task spent the budget) until reaped: if the process watching it
+/// dies first (a SIGKILLed worker), whoever recovers the slot ends it, as it ends the
+/// on-finish callback ([`crate::recovery::callbacks`]). Returns at once; a failure to
 /// start it is logged, never the caller's.
-pub fn tell(config: &Config, root: &Root, event: &Event) {
+pub fn tell(config: &Config, root: &Root, slot: &WorkerPaths, event: &Event) {
     let command = match event {
         Event::NeedsApproval { .. } => config.approval_callback.as_deref(),
         Event::BudgetReached { .. } => config.budget_callback.as_deref(),
     };
     if let Some(command) = command {
-        start(command, config.callback_timeout(), root, event);
+        start(command, config.callback_timeout(), root, slot, event);
     }
 }
 
-fn start(command: &str, timeout: Duration, root: &Root, event: &Event) {
+fn start(command: &str, timeout: Duration, root: &Root, slot: &WorkerPaths, event: &Event) {
     let name = event.name();
     let mut cmd = Command::new("sh");
     cmd.arg("-c")
@@ -179,6 +190,12 @@ fn start(command: &str, timeout: Duration, root: &Root, event: &Event) {
         let _ = stdin.write_all(&line);
     }
     let pid = child.id();
+    let record = tracked::record(slot, pid, event.task_id());
+    let forget = move || {
+        if let Some(r) = &record {
+            tracked::forget(r);
+        }
+    };
     let (tx, rx) = crossbeam_channel::bounded(1);
     let waiter = std::thread::Builder::new()
         .name(format!("hook-wait-{name}"))
@@ -187,9 +204,11 @@ fn start(command: &str, timeout: Duration, root: &Root, event: &Event) {
         });
     if let Err(e) = waiter {
         crate::agent::signal_group(pid, Signal::SIGKILL);
+        forget();
         tracing::warn!("{name} hook: cannot start a thread to wait for it: {e}");
         return;
     }
+    let forget_too = forget.clone();
     let watch = move || {
         let got = rx.recv_timeout(timeout).or_else(|_| {
             tracing::warn!("{name} hook ran over its {}s timeout", timeout.as_secs());
@@ -199,23 +218,12 @@ fn start(command: &str, timeout: Duration, root: &Root, event: &Event) {
                 rx.recv_timeout(KILL_GRACE)
             })
         });
-        let ended = got.map_err(|_| std::io::Error::other("not reaped"))??;
-        let status = ended.status;
-        let mut line = format!("{name} hook ended: {status}");
-        for (what, bytes) in [("stdout", &ended.stdout), ("stderr", &ended.stderr)] {
-            let text = String::from_utf8_lossy(&bytes[..bytes.len().min(OUTPUT_LOGGED)]);
-            if !text.trim().is_empty() {
-                line.push_str(&format!(
-                    "; {what}: {}",
-                    text.trim_end().replace('\n', " | ")
-                ));
-            }
-        }
-        if status.success() {
-            tracing::info!("{line}");
-        } else {
-            tracing::warn!("{line}");
-        }
+        // Reaped, or SIGKILLed and still not reaped: either way nothing more to end.
+        forget();
+        log_ended(
+            name,
+            &got.map_err(|_| std::io::Error::other("not reaped"))??,
+        );
         Ok::<(), std::io::Error>(())
     };
     let watcher = std::thread::Builder::new()
@@ -227,6 +235,27 @@ fn start(command: &str, timeout: Duration, root: &Root, event: &Event) {
         });
     if let Err(e) = watcher {
         crate::agent::signal_group(pid, Signal::SIGKILL);
+        forget_too();
         tracing::warn!("{name} hook: cannot start a thread to watch it: {e}");
+    }
+}
+
+/// Log how hook `name` ended, with the start of its output.
+fn log_ended(name: &str, ended: &std::process::Output) {
+    let status = ended.status;
+    let mut line = format!("{name} hook ended: {status}");
+    for (what, bytes) in [("stdout", &ended.stdout), ("stderr", &ended.stderr)] {
+        let text = String::from_utf8_lossy(&bytes[..bytes.len().min(OUTPUT_LOGGED)]);
+        if !text.trim().is_empty() {
+            line.push_str(&format!(
+                "; {what}: {}",
+                text.trim_end().replace('\n', " | ")
+            ));
+        }
+    }
+    if status.success() {
+        tracing::info!("{line}");
+    } else {
+        tracing::warn!("{line}");
     }
 }

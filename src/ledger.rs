@@ -118,7 +118,7 @@ impl Ledger<'_> {
             return;
         }
         // Did it spend the root's or its group's budget for today? Marked and told once.
-        crate::hooks::budget::after_spend(self.root, &result.task_id, group.as_deref());
+        crate::hooks::budget::after_spend(self.root, self.paths, &result.task_id, group.as_deref());
     }
 
     fn publish_to_queue(&self, id: &TaskId) -> Result<()> {

@@ -29,6 +29,12 @@ pub struct Args {
     /// (see below). The others carry on.
     #[arg(long)]
     pub any: bool,
+    /// With --any: wake only for what happened after TIME (RFC 3339, e.g. the last
+    /// event's `askedAt`/`at`/`finishedAt`, or a duration ago: `10m`): a question asked
+    /// or a budget spent at or before it does not wake the wait, a task finished after
+    /// it does even if before the wait began. For polling (see below).
+    #[arg(long, value_name = "TIME", requires = "any", value_parser = super::wait_any::parse_since)]
+    pub since: Option<std::time::SystemTime>,
     #[command(flatten)]
     pub root: RootArg,
 }
@@ -55,17 +61,20 @@ spent (the root's or a group's, after the wait began). A finished task is printe
 `wait` prints one, under a `── task ID · how it ended` line (--json: its result), and \
 the exit code says how it ended: 0 ok, 1 failed. Anything else prints `── what happened` \
 (--json: the event, as the approvalCallback/budgetCallback hooks get it on stdin) and \
-exits 5. --wait-timeout first: exit 1; nobody serving the root (or the given tasks): exit 4.";
+exits 5. --wait-timeout first: exit 1; nobody serving the root (or the given tasks): exit 4. \
+A question still waiting wakes every --any at once: to poll without spinning, pass \
+--since with the time of the last event you were told (its `askedAt`, `at` or `finishedAt`): \
+only news after it wakes the wait.";
 
 pub fn run(args: Args) -> anyhow::Result<i32> {
     let client = args.root.client()?;
     let t = &args.targets;
     if args.any && t.args.is_empty() && t.task.is_empty() && t.slot.is_none() {
-        return super::wait_any::run(&client, &[], args.timeout, args.json);
+        return super::wait_any::run(&client, &[], args.timeout, args.since, args.json);
     }
     let (slot, task_id) = match args.targets.resolve(client.root(), "wait")? {
         Target::Tasks(ids) if args.any => {
-            return super::wait_any::run(&client, &ids, args.timeout, args.json)
+            return super::wait_any::run(&client, &ids, args.timeout, args.since, args.json)
         }
         Target::Tasks(ids) => return wait_tasks(&client, &ids, args.timeout, args.json),
         Target::Slot { slot, ids } => (slot, at_most_one(ids, "wait")?),

@@ -6,7 +6,7 @@
 //! budget spent. With none, that one thread is the whole wait: any task whose result
 //! comes out after the wait began, any question waiting, any budget spent after it began.
 
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
 use crossbeam_channel::Sender;
 
@@ -31,6 +31,7 @@ pub fn run(
     client: &crate::Client,
     ids: &[TaskId],
     timeout: Option<Duration>,
+    since: Option<SystemTime>,
     json: bool,
 ) -> anyhow::Result<i32> {
     let left = timeout.unwrap_or(Duration::MAX);
@@ -47,7 +48,7 @@ pub fn run(
     }
     let watcher = {
         let (root, ids, tx) = (client.root().clone(), ids.to_vec(), tx.clone());
-        std::thread::spawn(move || watch_root(root, ids, left, tx))
+        std::thread::spawn(move || watch_root(root, ids, left, since, tx))
     };
     drop(tx);
     // Each thread sends once. With ids, once every id's wait has ended without a result
@@ -92,6 +93,22 @@ pub fn run(
     }
 }
 
+/// `--since`: an RFC 3339 time, or a duration ago (`10m`, `90s`).
+pub(super) fn parse_since(s: &str) -> Result<SystemTime, String> {
+    if let Some(t) = crate::protocol::parse_rfc3339(s) {
+        return Ok(t);
+    }
+    humantime::parse_duration(s.trim())
+        .ok()
+        .and_then(|ago| SystemTime::now().checked_sub(ago))
+        .ok_or_else(|| {
+            format!(
+                "`{s}` is neither an RFC 3339 time (2026-11-29T06:00:00.123Z) nor a duration \
+                 ago (10m)"
+            )
+        })
+}
+
 fn what_awaited(ids: &[TaskId]) -> String {
     if ids.is_empty() {
         "any task of the root to finish or need a person".to_string()
@@ -103,8 +120,17 @@ fn what_awaited(ids: &[TaskId]) -> String {
 
 /// The one thread that watches the whole root: questions of `ids` (any task's, with
 /// none), spent budgets, and — with no ids — any task's end.
-fn watch_root(root: crate::Root, ids: Vec<TaskId>, left: Duration, tx: Sender<Woke>) {
-    let mut seen = Seen::now(&root);
+fn watch_root(
+    root: crate::Root,
+    ids: Vec<TaskId>,
+    left: Duration,
+    since: Option<SystemTime>,
+    tx: Sender<Woke>,
+) {
+    let mut seen = match since {
+        Some(t) => Seen::since(&root, t),
+        None => Seen::now(&root),
+    };
     let wanted = |id: &TaskId| ids.is_empty() || ids.contains(id);
     let check = || -> crate::Result<Option<Woke>> {
         for news in seen.news(&root) {

@@ -20,7 +20,7 @@ pub fn event(slot: Slot, q: &Question) -> Event {
 /// Question `q` was just written in `slot`: run `approvalCallback`, if configured.
 pub fn asked(root: &Root, slot: Slot, q: &Question) {
     match Config::load(&root.config_file()) {
-        Ok(config) => super::tell(&config, root, &event(slot, q)),
+        Ok(config) => super::tell(&config, root, &root.worker(slot), &event(slot, q)),
         Err(e) => tracing::warn!("no approval notice: {e}"),
     }
 }

@@ -10,7 +10,7 @@ use super::Event;
 use crate::budget::{spent_today, today};
 use crate::config::Config;
 use crate::fsio::{self, Durability, SMALL_FILE_LIMIT};
-use crate::layout::Root;
+use crate::layout::{Root, WorkerPaths};
 use crate::protocol::{rfc3339, TaskId};
 
 /// Mark's file-name prefix after the day: `spend/2026-11-29.reached.root.json`,
@@ -27,8 +27,9 @@ fn mark_path(root: &Root, day: &str, group: Option<&str>) -> PathBuf {
 
 /// After task `id` (of `group`) had its cost counted: mark and tell each daily budget
 /// (the root's, its group's) that this spend reached, once a day each. Failures are
-/// logged: a lost mark loses a notice, never work.
-pub fn after_spend(root: &Root, id: &TaskId, group: Option<&str>) {
+/// logged: a lost mark loses a notice, never work. The hook is recorded in `slot`, the
+/// slot whose task it was, until reaped.
+pub fn after_spend(root: &Root, slot: &WorkerPaths, id: &TaskId, group: Option<&str>) {
     let config = match Config::load(&root.config_file()) {
         Ok(c) => c,
         Err(e) => {
@@ -69,7 +70,7 @@ pub fn after_spend(root: &Root, id: &TaskId, group: Option<&str>) {
         match fsio::write_new(&path, &fsio::to_json_bytes(&event), Durability::Atomic) {
             Ok(()) => {
                 tracing::warn!("{}", event.describe());
-                super::tell(&config, root, &event);
+                super::tell(&config, root, slot, &event);
             }
             Err(e) if e.io_kind() == Some(std::io::ErrorKind::AlreadyExists) => {}
             Err(e) => tracing::warn!("budget notice not marked: {e}"),
@@ -105,6 +106,7 @@ mod tests {
         crate::queue::init_root(&root).unwrap();
         crate::queue::groups::add(&root, "g", 1).unwrap();
         crate::queue::groups::set_budget(&root, "g", Some(0.05)).unwrap();
+        let slot = root.worker(crate::layout::Slot(0));
         let told = dir.path().join("told");
         std::fs::write(
             root.config_file(),
@@ -115,11 +117,11 @@ mod tests {
         )
         .unwrap();
         record(&root, &TaskId::from("a"), Some("g"), 0.01).unwrap();
-        after_spend(&root, &TaskId::from("a"), Some("g"));
+        after_spend(&root, &slot, &TaskId::from("a"), Some("g"));
         assert!(marks_today(&root).is_empty());
         record(&root, &TaskId::from("b"), Some("g"), 0.05).unwrap();
-        after_spend(&root, &TaskId::from("b"), Some("g"));
-        after_spend(&root, &TaskId::from("b"), Some("g"));
+        after_spend(&root, &slot, &TaskId::from("b"), Some("g"));
+        after_spend(&root, &slot, &TaskId::from("b"), Some("g"));
         let marks: Vec<Event> = marks_today(&root).into_iter().map(|(_, e)| e).collect();
         assert_eq!(marks.len(), 1, "{marks:?}");
         match &marks[0] {
@@ -135,7 +137,7 @@ mod tests {
             e => panic!("{e:?}"),
         }
         record(&root, &TaskId::from("c"), None, 1.0).unwrap();
-        after_spend(&root, &TaskId::from("c"), None);
+        after_spend(&root, &slot, &TaskId::from("c"), None);
         assert_eq!(marks_today(&root).len(), 2);
         // Each mark told its hook once: two lines of JSON.
         let ok = (0..400).any(|_| {

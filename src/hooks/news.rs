@@ -3,10 +3,11 @@
 use std::collections::{HashMap, HashSet};
 use std::os::unix::fs::MetadataExt;
 use std::path::PathBuf;
+use std::time::SystemTime;
 
 use super::Event;
 use crate::layout::{Root, Slot};
-use crate::protocol::TaskResult;
+use crate::protocol::{parse_rfc3339, TaskResult};
 
 /// One thing worth waking for.
 #[derive(Debug, Clone, PartialEq)]
@@ -45,6 +46,45 @@ impl Seen {
             .into_iter()
             .map(|(p, _)| p)
             .collect();
+        seen
+    }
+
+    /// Only what happened after `t` is news: a slot's result that finished after it
+    /// (even before the watch began), a question asked after it, a budget spent after
+    /// it. A time that cannot be read counts as before `t`: an unreadable stamp must
+    /// not wake a poller again and again.
+    pub fn since(root: &Root, t: SystemTime) -> Seen {
+        let after = |stamp: Option<&str>| stamp.and_then(parse_rfc3339).is_some_and(|s| s > t);
+        let mut seen = Seen::default();
+        for slot in root.slots().unwrap_or_default() {
+            let Some(ino) = result_inode(root, slot) else {
+                continue;
+            };
+            let r = TaskResult::read(&root.worker(slot).result()).ok().flatten();
+            let finished = r.as_ref().and_then(|r| r.finished_at.as_deref());
+            if !after(finished.or(r.as_ref().map(|r| r.timestamp.as_str()))) {
+                seen.results.insert(slot.0, ino);
+            }
+        }
+        for e in super::approval::waiting(root) {
+            if let Event::NeedsApproval {
+                question_id,
+                asked_at,
+                ..
+            } = &e
+            {
+                if !after(Some(asked_at)) {
+                    seen.questions.insert(question_id.clone());
+                }
+            }
+        }
+        for (path, e) in super::budget::marks_today(root) {
+            if let Event::BudgetReached { at, .. } = &e {
+                if !after(Some(at)) {
+                    seen.marks.insert(path);
+                }
+            }
+        }
         seen
     }
 

@@ -31,6 +31,19 @@ impl Hold {
         .flatten()
     }
 
+    /// Let go of the root's and the group's run slot (the agent has ended): a release
+    /// that fails is logged (recovery judges the lock by its owner, as any).
+    pub fn let_go_of_run_slots(&mut self) {
+        for lock in [self.run_slot.take(), self.group_slot.take()]
+            .into_iter()
+            .flatten()
+        {
+            if let Err(e) = lock.release() {
+                tracing::warn!("letting go of a run slot: {e}");
+            }
+        }
+    }
+
     /// Every lock the task holds, for heartbeats.
     pub fn locks_mut(&mut self) -> impl Iterator<Item = &mut DirLock> {
         [

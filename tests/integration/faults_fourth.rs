@@ -208,3 +208,68 @@ fn a_worker_waiting_for_disk_space_shows_and_is_waited_for() {
     let r = run_conductor(&t, &["wait", "later"], 0);
     assert_eq!(r.stdout.trim(), "hello", "{}", w.stderr());
 }
+
+/// Issue 38.2 for the hooks: a hung `budgetCallback` (started by the worker whose
+/// task's cost spent the budget) outlived its SIGKILLed worker, as the on-finish
+/// callback did, because it was not recorded in the slot. Whoever recovers the slot
+/// ends it now.
+#[test]
+fn a_budget_hook_outliving_its_killed_worker_is_ended_by_whoever_recovers_the_slot() {
+    let t = TestRoot::new();
+    let pids = t.dir.path().join("hook.pids");
+    let config = serde_json::json!({
+        "dailyBudgetUsd": 0.01,
+        // The shell and a child in its group, both recorded; neither ends by itself.
+        "budgetCallback": format!("sleep 1000 & echo \"$$ $!\" >> {}; wait", pids.display()),
+        "callbackTimeoutSecs": 3600,
+    });
+    fs::write(t.client.root().config_file(), config.to_string()).unwrap();
+    let fake = crate::harness::agent("fake-claude-stream")
+        .display()
+        .to_string();
+    let mut w = WorkerProc::start(&t, S0, &fake, &["--preset", "claude"], &[]);
+    // Its cost ($0.0375) spends the day's $0.01.
+    run_conductor(&t, &["send", "0", "--id", "spender", "spend"], 0);
+    run_conductor(&t, &["wait", "spender"], 0);
+    let group = || -> Vec<i32> {
+        fs::read_to_string(&pids)
+            .unwrap_or_default()
+            .split_whitespace()
+            .map(|p| p.parse().unwrap())
+            .collect()
+    };
+    wait_until(BOUND, "the budget hook to start", || group().len() == 2);
+    let group = group();
+    // Whatever the outcome, no hook outlives the test.
+    let _reaper = KillOnDrop(group.clone());
+    w.crash();
+    assert!(
+        group.iter().all(|p| alive(*p)),
+        "the hook went with its worker: {group:?}"
+    );
+    let _restarted = WorkerProc::start(&t, S0, &fake, &["--preset", "claude"], &[]);
+    wait_until(BOUND, "the dead worker's budget hook to be ended", || {
+        group.iter().all(|p| !alive(*p))
+    });
+    assert!(
+        fs::read_dir(t.path().join("workers/0/callbacks"))
+            .unwrap()
+            .next()
+            .is_none(),
+        "its record is gone"
+    );
+}
+
+/// SIGKILLs the processes it names, still alive, when dropped.
+struct KillOnDrop(Vec<i32>);
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        for p in self.0.iter().filter(|p| alive(**p)) {
+            let _ = nix::sys::signal::kill(
+                nix::unistd::Pid::from_raw(*p),
+                nix::sys::signal::Signal::SIGKILL,
+            );
+        }
+    }
+}

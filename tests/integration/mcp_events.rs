@@ -41,7 +41,8 @@ fn the_mcp_server_tells_of_a_question_waiting_and_of_a_budget_spent() {
     fs::write(t.path().join("config.json"), r#"{"dailyBudgetUsd": 0.01}"#).unwrap();
     let root = t.client.root();
     conductor::budget::record(root, &TaskId::from("paid"), None, 0.02).unwrap();
-    conductor::hooks::budget::after_spend(root, &TaskId::from("paid"), None);
+    let slot = root.worker(conductor::Slot(0));
+    conductor::hooks::budget::after_spend(root, &slot, &TaskId::from("paid"), None);
     let note = mcp.expect("a budgetReached message", |v| told(v, "budgetReached"));
     let d = &note["params"]["data"];
     assert_eq!(d["budget"], "root", "{note}");

@@ -99,3 +99,76 @@ fn wait_any_wakes_at_the_next_task_to_finish_then_at_a_spent_budget() {
     let hooked: Value = serde_json::from_str(&fs::read_to_string(&told).unwrap()).unwrap();
     assert_eq!(hooked, v);
 }
+
+/// A question asked through `slot` at `asked_at`, as the permission tool writes it.
+fn ask(t: &TestRoot, slot: u32, id: &str, task: &str, asked_at: &str) {
+    let w = t.client.worker(Slot(slot));
+    w.create_files().unwrap();
+    let q = json!({"schema": 1, "id": id, "taskId": task, "toolName": "Bash",
+                   "input": {"command": "make deploy"}, "askedAt": asked_at,
+                   "deadline": "2099-01-01T00:10:00Z", "pid": 1});
+    fs::write(w.dir.join("approval.json"), q.to_string()).unwrap();
+}
+
+/// Issue 38 follow-up: `wait --any` returned at once, every time, while a question
+/// waited unanswered, so an orchestrator polling with it spun. `--since` the last
+/// event's time wakes it only for news after that: not the same question again, but a
+/// new one, and a task that finished after it even before this wait began.
+#[test]
+fn wait_any_since_the_last_event_wakes_only_for_news_after_it() {
+    let t = TestRoot::new();
+    let now = || conductor::protocol::now_rfc3339();
+    ask(&t, 0, "qs1", "asker", &now());
+    // Without --since: the waiting question, at once, every time.
+    for _ in 0..2 {
+        run_conductor(&t, &["wait", "--any", "--json", "--timeout", "30s"], 5);
+    }
+    let first = run_conductor(&t, &["wait", "--any", "--json", "--timeout", "30s"], 5);
+    let v: Value = serde_json::from_str(&first.stdout).unwrap();
+    let cursor = v["askedAt"].as_str().unwrap().to_string();
+    // The same question, still waiting, is no news after its own time.
+    let out = run_conductor(
+        &t,
+        &["wait", "--any", "--since", &cursor, "--timeout", "2s"],
+        1,
+    );
+    assert!(out.stderr.contains("timed out"), "{}", out.stderr);
+    // A new question is, whichever slot asks it.
+    let mut any = waiter(
+        &t,
+        &[
+            "wait",
+            "--any",
+            "--since",
+            &cursor,
+            "--json",
+            "--timeout",
+            "60s",
+        ],
+    );
+    ask(&t, 1, "qs2", "second", &now());
+    let status = any.wait_exit();
+    assert_eq!(status.code(), Some(5), "{}\n{}", any.stdout(), any.stderr());
+    let v: Value = serde_json::from_str(&any.stdout()).unwrap();
+    assert_eq!(v["taskId"], "second", "{v}");
+    // A task that finished after the cursor but before the wait began wakes it too:
+    // polling loses nothing between two waits.
+    fs::remove_file(t.client.worker(Slot(0)).dir.join("approval.json")).unwrap();
+    fs::remove_file(t.client.worker(Slot(1)).dir.join("approval.json")).unwrap();
+    let cursor = now();
+    let _w = WorkerProc::start(&t, Slot(2), "cat", &[], &[]);
+    run_conductor(&t, &["send", "2", "--id", "between", "done meanwhile"], 0);
+    run_conductor(&t, &["wait", "between"], 0);
+    let out = run_conductor(
+        &t,
+        &["wait", "--any", "--since", &cursor, "--timeout", "30s"],
+        0,
+    );
+    assert!(
+        out.stdout.starts_with("── task between · ok"),
+        "{}",
+        out.stdout
+    );
+    let bad = run_conductor(&t, &["wait", "--any", "--since", "yesterday-ish"], 2);
+    assert!(bad.stderr.contains("RFC 3339"), "{}", bad.stderr);
+}

@@ -118,7 +118,7 @@ impl Run<'_> {
         &self,
         mut r: TaskResult,
         lock: DirLock,
-        hold: Hold,
+        mut hold: Hold,
         shutdown: &Receiver<()>,
     ) -> Result<Pickup> {
         r.started_at = Some(self.started_at.clone());
@@ -144,6 +144,11 @@ impl Run<'_> {
         // The agent is gone, and with it whoever asked: no question outlives the result
         // (a view reading the slot after the result must not show one).
         crate::worker::approval::clear(&self.slot.paths.dir);
+        // The agent is gone: its run slots (the root's and its group's) are let go
+        // before its result is out, so that whoever sees the result sees them free
+        // (`group rm` right after `wait` was refused "1 running"). The key and the
+        // slot's own lock stay until the result is out: they fence a second run.
+        hold.let_go_of_run_slots();
         if !self.write_end(&mut r, hold.queued, lock.epoch(), shutdown)? {
             tracing::warn!(
                 "stopping with the result of task {} unwritten (the disk is full); it stays in \
