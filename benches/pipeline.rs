@@ -7,9 +7,13 @@
 //! wall-clock instant it started, then copies stdin to stdout like `cat`. Pickup is set
 //! beside its floor: a minimal inotify worker (one rename to claim, std's spawn, one
 //! rename to publish) running the same agent.
+//!
+//! `--c-agent`: the agent is instead `benches/clock_agent.c`, built static with `cc`
+//! (issue 39.5: a small static agent, so that the agent's own start — a loader and a
+//! runtime — is not what the pickup measures).
 
 use std::io::{Read, Write};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -21,6 +25,30 @@ const AGENT_MODE: &str = "CONDUCTOR_BENCH_AGENT";
 /// Run as the floor worker, serving the directory this variable names.
 const FLOOR_MODE: &str = "CONDUCTOR_BENCH_FLOOR";
 const BOUND: Duration = Duration::from_secs(60);
+
+/// The agent program both workers run, when it is not this binary (`--c-agent`).
+const AGENT_PROGRAM: &str = "CONDUCTOR_BENCH_AGENT_PROGRAM";
+
+/// The agent program: the `--c-agent` build, or this binary in agent mode.
+fn agent_program() -> PathBuf {
+    std::env::var_os(AGENT_PROGRAM)
+        .map(PathBuf::from)
+        .unwrap_or_else(|| std::env::current_exe().unwrap())
+}
+
+/// Build `benches/clock_agent.c` static into `dir`; its path.
+fn build_c_agent(dir: &Path) -> PathBuf {
+    let out = dir.join("clock_agent");
+    let source = Path::new(env!("CARGO_MANIFEST_DIR")).join("benches/clock_agent.c");
+    let status = Command::new("cc")
+        .args(["-O2", "-static", "-o"])
+        .arg(&out)
+        .arg(&source)
+        .status()
+        .expect("cc (for --c-agent)");
+    assert!(status.success(), "cc -static {} failed", source.display());
+    out
+}
 
 fn now_ns() -> u128 {
     SystemTime::now()
@@ -59,7 +87,7 @@ impl Drop for Workers {
 }
 
 fn start_workers(client: &Client, n: u32, project: &Path) -> Workers {
-    let me = std::env::current_exe().unwrap();
+    let me = agent_program();
     let mut children = Vec::new();
     for i in 0..n {
         let child = Command::new(worker_program())
@@ -366,6 +394,11 @@ fn main() {
     let tempdir = || tempfile::tempdir_in(&base).unwrap();
     // Pickup and round trips beside the floor, nothing else (to compare trees).
     let latency_only = args.iter().any(|a| a == "--latency-only");
+    let agent_dir = tempdir();
+    if args.iter().any(|a| a == "--c-agent") {
+        // Read by this process and, inherited, by the floor worker it starts.
+        std::env::set_var(AGENT_PROGRAM, build_c_agent(agent_dir.path()));
+    }
 
     let dir = tempdir();
     let client = Client::new(Root::new(dir.path().join("root")));
@@ -536,7 +569,7 @@ impl DirEvents {
 /// publishes the agent's output by a rename. No lock, no status, no records.
 fn floor_worker_main(dir: &Path) {
     let mut events = DirEvents::watch(dir, nix::libc::IN_MOVED_TO);
-    let me = std::env::current_exe().unwrap();
+    let me = agent_program();
     std::fs::write(dir.join(".ready.tmp"), "").unwrap();
     std::fs::rename(dir.join(".ready.tmp"), dir.join("ready")).unwrap();
     loop {

@@ -2,6 +2,7 @@
 //! each as a multiple of `xargs -P2` running the same command (issue 23).
 //!
 //! `cargo bench --bench versus -- [--tasks 200] [--rounds 5] [--base /dev/shm] [--ext4]`
+//! (`CONDUCTOR_BENCH_BINS=DIR`: another build's `conductor` binaries, from `DIR`)
 //!
 //! `--ext4`: the base is a journaled ext4 the bench makes itself (`mkfs.ext4` defaults
 //! on a 2 GiB image file under `--base`, loop-mounted; needs root), unmounted and
@@ -26,6 +27,13 @@
 //!   process per task can beat the first; no `conductor` subcommand the second.
 //!
 //! Medians over the rounds, and each as a ratio of the floor's median.
+//!
+//! `--syscalls [--tasks 50]`: instead, the system calls of `conductor run` a task (the
+//! agent's own left out; `strace -f -ff` of runs of 10 and N tasks, the difference):
+//! calls, `openat`, failing `openat`, by name and by file (issue 39.4).
+
+#[path = "census/mod.rs"]
+mod census;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -34,10 +42,19 @@ use std::time::{Duration, Instant};
 use conductor::queue::Queue;
 use conductor::{Root, TaskId};
 
+/// This build's binary `name`, or another build's from the directory
+/// `CONDUCTOR_BENCH_BINS` names (to compare two trees with one harness).
 fn bin(name: &str) -> PathBuf {
     let exe = std::env::current_exe().expect("bench path");
     // target/<profile>/deps/versus-… → target/<profile>/<name>
-    let dir = exe.parent().and_then(Path::parent).expect("target dir");
+    let dir = match std::env::var_os("CONDUCTOR_BENCH_BINS") {
+        Some(other) => PathBuf::from(other),
+        None => exe
+            .parent()
+            .and_then(Path::parent)
+            .expect("target dir")
+            .to_path_buf(),
+    };
     let path = dir.join(name);
     assert!(
         path.exists(),
@@ -308,6 +325,21 @@ fn serial_starts(program: &Path, args: &[&str], n: usize) -> Duration {
     t.elapsed()
 }
 
+/// `--syscalls`: the census of a task on `run`'s path, under `base`.
+fn syscalls(base: &Path, n: usize) {
+    assert!(n > 10, "--tasks must be more than 10 with --syscalls");
+    let dir = tempfile::tempdir_in(base).unwrap();
+    let conductor = bin("conductor");
+    let few = census::census_of_run(&conductor, "cat", dir.path(), 10);
+    let many = census::census_of_run(&conductor, "cat", dir.path(), n);
+    println!(
+        "`conductor run --workers 2 --agent cat` under {}, strace -f -ff, ({n} − 10 tasks) / {}:",
+        base.display(),
+        n - 10
+    );
+    print!("{}", many.per_task(&few, (n - 10) as u64));
+}
+
 fn median(v: &mut [Duration]) -> Duration {
     v.sort();
     v[v.len() / 2]
@@ -343,6 +375,11 @@ fn main() {
     } else {
         None
     };
+    if args.iter().any(|a| a == "--syscalls") {
+        let n = flag("--tasks").and_then(|v| v.parse().ok()).unwrap_or(50);
+        syscalls(&base, n);
+        return;
+    }
     let with_tsp = have("tsp");
     println!(
         "conductor versus the floor: {n} trivial tasks at parallelism 2, {rounds} rounds, under {}{}",

@@ -336,7 +336,7 @@ impl WakePipes {
 
 /// The byte a woken worker of `slot` writes to ask its owner for its inbox back (it must
 /// put its stopped task there: a `pause --now`), when the slot has one (below 127).
-/// Any other byte means "a task started or ended".
+/// Other bytes: see [`news_of`].
 pub(crate) fn inbox_wanted_byte(slot: Slot) -> Option<u8> {
     u8::try_from(slot.0)
         .ok()
@@ -347,6 +347,46 @@ pub(crate) fn inbox_wanted_byte(slot: Slot) -> Option<u8> {
 /// The slot whose worker asks for its inbox back with `byte`, if it is such a byte.
 pub(crate) fn slot_wanting_inbox(byte: u8) -> Option<Slot> {
     (byte & 0x80 != 0 && byte != 0xff).then(|| Slot(u32::from(byte & 0x7f)))
+}
+
+/// The byte a woken worker writes when an agent started: its inbox is free for the
+/// next task, and no result is there to collect yet.
+pub(crate) const STARTED_BYTE: u8 = b's';
+
+/// The byte a woken worker writes when a task ended: for a slot below 64 the slot
+/// itself (its owner looks for the result there only, not in every slot with a task
+/// out, which is a failed `open` each); else `r`, "look everywhere".
+pub(crate) fn result_byte(slot: Slot) -> u8 {
+    u8::try_from(slot.0)
+        .ok()
+        .filter(|&s| s < 0x40)
+        .unwrap_or(b'r')
+}
+
+/// What a byte from a woken worker says.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum News {
+    /// An agent started: an inbox is free.
+    Started,
+    /// A task's result is in this slot.
+    ResultIn(Slot),
+    /// Anything may have changed (a result somewhere, a swept slot).
+    Anything,
+    /// This slot asks for its inbox back.
+    InboxWanted(Slot),
+}
+
+/// Read a byte from a woken worker.
+pub(crate) fn news_of(byte: u8) -> News {
+    if let Some(slot) = slot_wanting_inbox(byte) {
+        News::InboxWanted(slot)
+    } else if byte < 0x40 {
+        News::ResultIn(Slot(u32::from(byte)))
+    } else if byte == STARTED_BYTE {
+        News::Started
+    } else {
+        News::Anything
+    }
 }
 
 /// A close-on-exec pipe: (read end, write end).
@@ -382,6 +422,24 @@ mod tests {
         assert_eq!(inbox_wanted_byte(Slot(4000)), None);
         for tell in [b'r', b'w', 0, 0x7f, 0xff] {
             assert_eq!(slot_wanting_inbox(tell), None, "{tell}");
+        }
+    }
+
+    #[test]
+    fn a_tell_names_the_slot_of_a_result_or_a_start() {
+        for n in [0, 1, 63] {
+            assert_eq!(news_of(result_byte(Slot(n))), News::ResultIn(Slot(n)));
+        }
+        for n in [64, 126, 4000] {
+            assert_eq!(news_of(result_byte(Slot(n))), News::Anything);
+        }
+        assert_eq!(news_of(STARTED_BYTE), News::Started);
+        for n in [0, 63, 126] {
+            let byte = inbox_wanted_byte(Slot(n)).unwrap();
+            assert_eq!(news_of(byte), News::InboxWanted(Slot(n)));
+        }
+        for other in [b'r', b'w', 0x7f, 0xff] {
+            assert_eq!(news_of(other), News::Anything, "{other}");
         }
     }
 

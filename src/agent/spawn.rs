@@ -23,6 +23,7 @@
 //! only the syscalls named in [`child::child_main`]; everything it needs is prepared by
 //! the parent in [`ChildPlan`].
 
+mod caught;
 mod child;
 
 use std::ffi::{CString, OsStr, OsString};
@@ -304,6 +305,8 @@ pub(super) fn spawn(spec: SpawnSpec<'_>) -> Result<AgentProcess, SpawnError> {
         Some(r) => Some(LentLowFds::lend(r, ends)?),
         None => None,
     };
+    // SAFETY: getpid has no preconditions.
+    let parent = unsafe { libc::getpid() };
     let mut plan = ChildPlan {
         program: program.as_ptr(),
         argv: argv_ptrs.as_ptr(),
@@ -316,10 +319,10 @@ pub(super) fn spawn(spec: SpawnSpec<'_>) -> Result<AgentProcess, SpawnError> {
         record: record.bytes.as_mut_ptr(),
         record_len: record.bytes.len(),
         pid_at: record.pid_at,
-        // SAFETY: getpid has no preconditions.
-        parent: unsafe { libc::getpid() },
+        parent,
         error: 0,
         step: Step::Start,
+        caught: caught::caught(parent as u32),
     };
     let pid = clone_vfork(&mut plan, stack)?;
     drop(lent);

@@ -25,6 +25,7 @@ impl Orchestrator {
             })
             .collect::<Result<_>>()?;
         let (tx, wake) = bounded(1);
+        let pipe_tx = tx.clone();
         let arrived = Arc::new(Arrivals::default());
         let (told, slots, watched) = (arrived.clone(), self.slots.clone(), dirs.clone());
         let on_change: OnChange = Arc::new(move |path: Option<&Path>| {
@@ -40,14 +41,18 @@ impl Orchestrator {
             })?;
             // Every worker gone: the recheck finds out whose task is left (as it does
             // for a worker that died without a word).
-            let said = arrived.clone();
-            let inline = InlineWatcher::from_pipe_reading_bytes(
-                told,
-                Box::new(move |bytes| said.note_bytes(bytes)),
-                on_change,
-                Box::new(|| {}),
-            )
-            .map_err(|e| Error::io("read the workers' pipe for", self.client.root().path(), e))?;
+            let (said, wake_tx) = (arrived.clone(), pipe_tx);
+            let on_bytes = Box::new(move |bytes: &[u8]| {
+                said.note_bytes(bytes);
+                // Every byte is news (a start frees an inbox to fill).
+                let _ = wake_tx.try_send(());
+                false
+            });
+            let inline =
+                InlineWatcher::from_pipe_reading_bytes(told, on_bytes, on_change, Box::new(|| {}))
+                    .map_err(|e| {
+                        Error::io("read the workers' pipe for", self.client.root().path(), e)
+                    })?;
             return Ok((ResultsWatch::Inline(inline), wake, arrived));
         }
         let watcher = match InlineWatcher::published(&dirs, self.watch, on_change.clone())? {
@@ -79,7 +84,13 @@ pub(super) enum Woke {
 /// Which slots [`Run::collect`] looks at.
 pub(super) enum Look {
     All,
-    Slots(Vec<Slot>),
+    /// A slot once for each result said to be there (`told`: by its worker's byte, one
+    /// each, so a slot named once holds no second result to look for), or at least once
+    /// (a file event: events of one slot are folded).
+    Slots {
+        slots: Vec<Slot>,
+        told: bool,
+    },
 }
 
 /// The slots whose `results/` a name appeared in since the orchestrator last asked.
@@ -93,6 +104,8 @@ pub(super) struct Arrivals(Mutex<Seen>);
 struct Seen {
     all: bool,
     slots: Vec<Slot>,
+    /// A file event named a slot (it may hold more results than it is named for).
+    evented: bool,
     inbox_wanted: Vec<Slot>,
 }
 
@@ -115,7 +128,10 @@ impl Arrivals {
             return false;
         }
         match dirs.iter().position(|d| Some(d.as_path()) == path.parent()) {
-            Some(i) if !seen.slots.contains(&slots[i]) => seen.slots.push(slots[i]),
+            Some(i) if !seen.slots.contains(&slots[i]) => {
+                seen.slots.push(slots[i]);
+                seen.evented = true;
+            }
             Some(_) => {}
             // A watched directory itself, or a path we cannot place: look everywhere.
             None => seen.all = true,
@@ -123,15 +139,22 @@ impl Arrivals {
         true
     }
 
-    /// Note what woken workers said: the bytes read from their pipe.
+    /// Note what woken workers said: the bytes read from their pipe (a result in a
+    /// slot, a start, an inbox asked back; anything else: look everywhere).
     fn note_bytes(&self, bytes: &[u8]) {
-        let wanted = bytes
-            .iter()
-            .filter_map(|&b| crate::pool::slot_wanting_inbox(b));
+        use crate::pool::News;
         let mut seen = self.0.lock().unwrap_or_else(|e| e.into_inner());
-        for slot in wanted {
-            if !seen.inbox_wanted.contains(&slot) {
-                seen.inbox_wanted.push(slot);
+        for &byte in bytes {
+            match crate::pool::news_of(byte) {
+                News::Started => {}
+                // Once per byte: a second result in one slot is looked for only when
+                // its byte says it is there.
+                News::ResultIn(slot) => seen.slots.push(slot),
+                News::Anything => seen.all = true,
+                News::InboxWanted(slot) if !seen.inbox_wanted.contains(&slot) => {
+                    seen.inbox_wanted.push(slot)
+                }
+                News::InboxWanted(_) => {}
             }
         }
     }
@@ -140,10 +163,14 @@ impl Arrivals {
     pub(super) fn take(&self) -> Look {
         let mut seen = self.0.lock().unwrap_or_else(|e| e.into_inner());
         let slots = std::mem::take(&mut seen.slots);
+        let evented = std::mem::take(&mut seen.evented);
         if std::mem::take(&mut seen.all) {
             Look::All
         } else {
-            Look::Slots(slots)
+            Look::Slots {
+                slots,
+                told: !evented,
+            }
         }
     }
 

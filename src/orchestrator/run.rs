@@ -203,18 +203,19 @@ impl Run {
         on_progress: &mut impl FnMut(Progress<'_>),
     ) -> Result<usize> {
         let mut arrived = 0;
-        let mut candidates: Vec<Slot> = match look {
-            Look::All => self.outstanding.keys().copied().collect(),
-            Look::Slots(named) => named
-                .iter()
-                .copied()
-                .filter(|s| self.outstanding.contains_key(s))
-                .collect(),
+        // Told by their workers' bytes, the slots are named once per result: the task
+        // waiting behind one is looked for only if its slot is named again (its
+        // result's byte), not at once (a failed open nearly always).
+        let (mut candidates, told): (Vec<Slot>, bool) = match look {
+            Look::All => (self.outstanding.keys().copied().collect(), false),
+            Look::Slots { slots, told } => (slots.clone(), *told),
         };
         while !candidates.is_empty() {
             let mut next = Vec::new();
             for slot in candidates {
-                let (index, id) = &self.outstanding[&slot];
+                let Some((index, id)) = self.outstanding.get(&slot) else {
+                    continue;
+                };
                 let Some(result) = client.read_result_for(slot, id)? else {
                     continue;
                 };
@@ -235,7 +236,9 @@ impl Run {
                         id: &w.id,
                     });
                     self.outstanding.insert(slot, (w.index, w.id));
-                    next.push(slot);
+                    if !told {
+                        next.push(slot);
+                    }
                 }
             }
             candidates = next;

@@ -19,8 +19,10 @@ use super::OnChange;
 pub type OnEnd = Box<dyn FnOnce() + Send>;
 
 /// What to do with the bytes read, as they are read (before `on_change` is told): for
-/// a reader whose writers say more than "look again".
-pub type OnBytes = Box<dyn Fn(&[u8]) + Send + Sync>;
+/// a reader whose writers say more than "look again". Returns whether `on_change` is
+/// still to be told "anything may have changed" (`false`: the bytes said what changed,
+/// and `on_bytes` has told its reader itself).
+pub type OnBytes = Box<dyn Fn(&[u8]) -> bool + Send + Sync>;
 
 pub(super) struct PipeNews {
     /// The read end, non-blocking.
@@ -52,13 +54,13 @@ impl PipeNews {
     }
 
     /// Read every byte waiting; told as "anything may have changed" when there was any,
-    /// or when the writers are gone (then `on_end` too). Whether anything was told.
+    /// or when the writers are gone (then `on_end` too). Whether anything was read.
     pub fn tell_waiting(&self) -> bool {
         if !self.open.load(Ordering::SeqCst) {
             return false;
         }
         let mut buf = [0u8; 256];
-        let mut told = false;
+        let (mut told, mut read_any) = (false, false);
         loop {
             match nix::unistd::read(&self.fd, &mut buf) {
                 Ok(0) | Err(Errno::EBADF | Errno::EINVAL | Errno::EIO) => {
@@ -71,10 +73,11 @@ impl PipeNews {
                     return true;
                 }
                 Ok(n) => {
-                    if let Some(on_bytes) = &self.on_bytes {
-                        on_bytes(&buf[..n]);
-                    }
-                    told = true;
+                    told |= match &self.on_bytes {
+                        Some(on_bytes) => on_bytes(&buf[..n]),
+                        None => true,
+                    };
+                    read_any = true;
                 }
                 Err(Errno::EINTR) => {}
                 Err(_) => break,
@@ -83,7 +86,7 @@ impl PipeNews {
         if told {
             (self.on_change)(None);
         }
-        told
+        read_any
     }
 
     /// As [`super::InlineWatcher::wait`]: tell what is waiting, or wait at most
@@ -154,11 +157,25 @@ mod tests {
         let news = news.reading_bytes(Box::new(move |b| {
             assert_eq!(t.load(Ordering::SeqCst), 0, "handed on before the telling");
             s.lock().unwrap().extend_from_slice(b);
+            true
         }));
         nix::unistd::write(&w, b"r\x83r").unwrap();
         assert_eq!(news.wait(&[], Duration::from_secs(30)), 0);
         assert_eq!(*seen.lock().unwrap(), b"r\x83r");
         assert_eq!(told.load(Ordering::SeqCst), 1);
+    }
+
+    #[test]
+    fn bytes_that_say_what_changed_are_not_told_as_anything() {
+        let (news, w, told, _) = news();
+        let news = news.reading_bytes(Box::new(|_| false));
+        nix::unistd::write(&w, b"s").unwrap();
+        assert_eq!(
+            news.wait(&[], Duration::from_secs(30)),
+            0,
+            "read, so no wait"
+        );
+        assert_eq!(told.load(Ordering::SeqCst), 0);
     }
 
     #[test]

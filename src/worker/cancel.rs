@@ -50,6 +50,10 @@ pub(crate) fn judge(
 /// stop the worker.
 pub(crate) fn requested(paths: &WorkerPaths, id: &TaskId, running: bool) -> Option<String> {
     let path = paths.cancel();
+    // Nearly always absent: a look at its name is cheaper than a failed open.
+    if fs::symlink_metadata(&path).is_err_and(|e| e.kind() == std::io::ErrorKind::NotFound) {
+        return None;
+    }
     let bytes = match fsio::read_bounded(&path, SMALL_FILE_LIMIT) {
         Ok(Some(b)) => b,
         Ok(None) => return None,

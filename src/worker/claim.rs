@@ -261,7 +261,11 @@ pub(crate) fn serve(shared: &Shared, task: &Task) -> queue::Serve {
         return queue::Serve::Never;
     };
     let now = SystemTime::now();
-    let limited = queue::limits::active(&shared.opts.root, &preset.to_string(), now);
+    // Only a preset that can read a usage limit from its agent's output ever records
+    // one: the command preset's file never exists (a failed open a task, spared).
+    let limited = (preset != crate::preset::Preset::Command)
+        .then(|| queue::limits::active(&shared.opts.root, &preset.to_string(), now))
+        .flatten();
     let deferred = task.not_before().filter(|t| *t > now);
     match limited.into_iter().chain(deferred).max() {
         Some(t) => queue::Serve::Later(t),

@@ -90,9 +90,24 @@ impl Shared {
     /// for the next) or ended (a result to collect): one byte, never waiting (a full
     /// pipe already holds news enough).
     pub(crate) fn tell_owner(&self) {
+        self.tell_owner_byte(b'r');
+    }
+
+    /// [`Self::tell_owner`] of a task ended in `slot`: the owner looks for its result
+    /// there only.
+    pub(crate) fn tell_owner_result(&self, slot: Slot) {
+        self.tell_owner_byte(crate::pool::result_byte(slot));
+    }
+
+    /// [`Self::tell_owner`] of an agent started: no result to look for yet.
+    pub(crate) fn tell_owner_started(&self) {
+        self.tell_owner_byte(crate::pool::STARTED_BYTE);
+    }
+
+    fn tell_owner_byte(&self, byte: u8) {
         if let Some(mut out) = self.tell_owner.as_ref() {
             use std::io::Write;
-            let _ = out.write(b"r");
+            let _ = out.write(&[byte]);
         }
     }
 
@@ -370,12 +385,12 @@ impl Worker {
             }
             let retry_at = match self.slot.look_if_room(&self.shared, &self.wake, shutdown)? {
                 Pickup::Ran => {
-                    self.shared.tell_owner();
+                    self.shared.tell_owner_result(self.slot.slot());
                     continue;
                 }
                 Pickup::Stop => {
                     // Stopping with a task just ended (interrupted): its result is out.
-                    self.shared.tell_owner();
+                    self.shared.tell_owner_result(self.slot.slot());
                     return Ok(());
                 }
                 Pickup::Empty => None,

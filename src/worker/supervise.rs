@@ -219,7 +219,7 @@ impl Run<'_> {
             renewed_at(lock, hold),
         );
         // Its inbox is empty again: an owner keeping it filled may deliver the next task.
-        shared.tell_owner();
+        shared.tell_owner_started();
         tracing::info!(
             "started \"{}\" · task {} · pid {} · {}us after claim",
             self.preview,

@@ -27,6 +27,7 @@ mod hosts;
 mod journey;
 mod json_answers;
 mod launch;
+mod lean_path;
 mod lease_renewer;
 mod lease_takeover;
 mod limits;

@@ -36,6 +36,9 @@ pub(super) struct ChildPlan {
     /// after; `step` says which.
     pub(super) error: libc::c_int,
     pub(super) step: Step,
+    /// The signals the parent catches (bit `n - 1` for signal `n`), to be put back to
+    /// their default; `None`: ask about each.
+    pub(super) caught: Option<u64>,
 }
 
 /// What the child was doing when it failed.
@@ -177,7 +180,7 @@ extern "C" fn child_main(arg: *mut libc::c_void) -> libc::c_int {
         if write_record(plan) != 0 {
             return fail(plan, Step::Record);
         }
-        reset_signals();
+        reset_signals(plan.caught);
         libc::execve(plan.program, plan.argv, plan.envp);
         if *libc::__errno_location() == libc::ENOEXEC {
             libc::execve(*plan.sh_argv, plan.sh_argv, plan.envp);
@@ -220,23 +223,35 @@ unsafe fn write_record(plan: &mut ChildPlan) -> libc::c_int {
 /// would do that too, but a signal arriving between the unmask and exec would run our
 /// handler on the child's stack in our memory), SIGPIPE to its default (std ignores it
 /// in this process; `Command` also resets it for children), and nothing blocked.
+/// `caught`: the signals the parent caught just before the clone (one call each);
+/// `None`: ask about every signal (two calls each). A handler installed by another
+/// thread between that look and the clone is a race the parent's spawn lock cannot
+/// close; this process installs its handlers at its start.
 ///
 /// # Safety
 /// Child side only.
-unsafe fn reset_signals() {
+unsafe fn reset_signals(caught: Option<u64>) {
     let mut default: libc::sigaction = std::mem::zeroed();
     default.sa_sigaction = libc::SIG_DFL;
     for sig in 1..=libc::SIGRTMAX() {
         if sig == libc::SIGKILL || sig == libc::SIGSTOP {
             continue;
         }
-        let mut old: libc::sigaction = std::mem::zeroed();
-        if libc::sigaction(sig, std::ptr::null(), &mut old) != 0 {
-            // glibc's own two (cancellation, set-id broadcast): refused here, and only
-            // ever sent to threads glibc knows, which this child is not.
+        // glibc's own two (cancellation, set-id broadcast) below SIGRTMIN: refused
+        // here, and only ever sent to threads glibc knows, which this child is not.
+        if sig > 31 && sig < libc::SIGRTMIN() {
             continue;
         }
-        let caught = old.sa_sigaction != libc::SIG_DFL && old.sa_sigaction != libc::SIG_IGN;
+        let caught = match caught {
+            Some(mask) => mask & (1u64 << (sig - 1)) != 0,
+            None => {
+                let mut old: libc::sigaction = std::mem::zeroed();
+                if libc::sigaction(sig, std::ptr::null(), &mut old) != 0 {
+                    continue;
+                }
+                old.sa_sigaction != libc::SIG_DFL && old.sa_sigaction != libc::SIG_IGN
+            }
+        };
         if caught || sig == libc::SIGPIPE {
             libc::sigaction(sig, &default, std::ptr::null_mut());
         }
