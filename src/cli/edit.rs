@@ -7,7 +7,7 @@ use crate::tasks::edit::not_editable_reason;
 use crate::verbs::edit::EditSpec;
 use crate::{Error, Task, TaskId};
 
-use super::{output::emit, output::emit_json, args::RootArg};
+use super::{args::RootArg, output::emit, output::emit_json};
 use crate::cli::common::exit;
 
 #[derive(Debug, clap::Args)]

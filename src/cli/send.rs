@@ -9,7 +9,7 @@ use crate::verbs::send;
 use crate::verbs::spec::TaskSpec;
 use crate::Slot;
 
-use super::{help, args::parse_slot, args::RootArg};
+use super::{args::parse_slot, args::RootArg, help};
 use crate::cli::common::exit;
 
 /// Parse `--env NAME=VALUE` for clap (clap names the argument in the error).

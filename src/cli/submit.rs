@@ -6,7 +6,7 @@ use crate::queue::Queue;
 use crate::verbs::spec::{QueueSpec, TaskSpec};
 use crate::verbs::submit;
 
-use super::{help, args::RootArg};
+use super::{args::RootArg, help};
 use crate::cli::common::exit;
 
 #[derive(Debug, clap::Args)]

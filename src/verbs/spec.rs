@@ -309,7 +309,9 @@ impl TaskSpec {
             ));
         }
         if self.options.until_rounds.is_some() && self.options.until.is_none() {
-            return Err(invalid("`untilRounds` needs `until`, the check to run".into()));
+            return Err(invalid(
+                "`untilRounds` needs `until`, the check to run".into(),
+            ));
         }
         let mut task = Task::new(prompt);
         task.id = self
