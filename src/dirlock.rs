@@ -29,7 +29,7 @@ mod guard;
 mod judge;
 mod seen_notes;
 mod takeover;
-pub use judge::{verdict, LockRead, OwnerRead, ProcessFacts, Vantage, STARTED_AFTER_MARGIN};
+pub use judge::{verdict, LockRead, OwnerRead, ProcessFacts, Vantage};
 
 /// How often a lock may vanish (released, or taken and released) between our failing
 /// to create it and our reading it, before we report it busy instead of retrying.
@@ -269,6 +269,8 @@ impl DirLock {
         files::ready_owner_swap(&self.path);
     }
 
+    /// The owner record this holding wrote (the tests compare it with what readers see).
+    #[cfg(any(test, feature = "internals"))]
     pub fn owner(&self) -> &LockOwner {
         &self.owner
     }
@@ -430,7 +432,7 @@ pub fn clear_dead_spares_in(dir: &Path) -> Result<()> {
     files::clear_spares_where(dir, lease, |name| Some(name.split_once(".lock.spare.")?.1))
 }
 
-pub use files::{clear_tombstones, spare_suffix};
+pub use files::spare_suffix;
 
 /// Who holds the lock at `path` and whether they are alive; `None` if it is free.
 pub fn inspect(path: &Path, opts: &LockOptions) -> Result<Option<Holder>> {

@@ -16,9 +16,11 @@ use crate::dirlock::LockOptions;
 use crate::layout::Root;
 
 pub use follow::{open_log, LogFollower};
-pub use locks::{list_locks, spares_in, LockEntry, LockKind, LockState, LockStatus};
-pub use slot_report::{slot_report, slot_reports, Flag, SlotReport};
-pub use task_files::{current_task, read_task_file, running_task, TaskFile, TaskSource};
+pub use locks::{list_locks, LockEntry, LockKind, LockStatus};
+pub use slot_report::{slot_reports, Flag, SlotReport};
+#[cfg(test)]
+pub use slot_report::slot_report;
+pub use task_files::{current_task, read_task_file, TaskFile};
 
 /// The root's lock timings from `config.json`; the defaults when it is missing or
 /// unreadable (a broken config must not stop anyone from looking at the state).

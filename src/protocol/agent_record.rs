@@ -36,6 +36,9 @@ pub struct AgentRecord {
 }
 
 impl AgentRecord {
+    /// A record of this host (the agent's child writes its own with [`Self::template`];
+    /// the tests make them whole).
+    #[cfg(any(test, feature = "internals"))]
     pub fn new(task_id: TaskId, agent_pid: u32, agent_start_time: Option<u64>) -> AgentRecord {
         AgentRecord {
             schema: SCHEMA,
@@ -48,6 +51,7 @@ impl AgentRecord {
 
     /// The record as written: always [`RECORD_LEN`] bytes (padded with spaces), so
     /// an overwrite in place leaves nothing of an older one.
+    #[cfg(any(test, feature = "internals"))]
     pub fn encode(&self) -> Vec<u8> {
         let (mut bytes, pid_at) = AgentRecord::template(&self.task_id);
         AgentRecord::fill_pid(&mut bytes, pid_at, self.agent_pid);
@@ -95,6 +99,7 @@ impl AgentRecord {
     }
 
     /// Write it in place (no rename, no fsync), as the agent's child does.
+    #[cfg(any(test, feature = "internals"))]
     pub fn write(&self, path: &Path) -> Result<()> {
         fsio::overwrite_padded(path, &self.encode())
     }

@@ -18,7 +18,9 @@ use crate::protocol::{Task, TaskId, TaskResult};
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum DepState {
     /// Not in the id registry: nothing by that id was ever sent or submitted (judged
-    /// at submit; at run time a missing entry only means "not yet known again").
+    /// at submit; at run time a missing entry only means "not yet known again"). Only the
+    /// tests build one: submit refuses an unknown dependency before any state is judged.
+    #[cfg(test)]
     Unknown,
     /// Registered, no result yet (pending, running, or about to be re-run).
     Unfinished,
@@ -62,6 +64,7 @@ pub fn dependency_state(deps: &[(TaskId, DepState)]) -> Readiness {
             }
             DepState::Failed => format!("dependency {id} failed"),
             DepState::Cancelled(why) => format!("dependency {id} was cancelled ({why})"),
+            #[cfg(test)]
             DepState::Unknown => format!("dependency {id} is unknown to this root"),
             DepState::Unreadable(why) => format!("dependency {id} failed: {why}"),
             DepState::Gone => format!(
