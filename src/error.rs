@@ -17,45 +17,24 @@ pub type Result<T, E = Error> = std::result::Result<T, E>;
 /// What is wrong with a file we refused to accept.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
+#[allow(missing_docs)] // each variant's #[error] message is its meaning, as users read it
 pub enum FileProblem {
-    /// Displays as "is a symbolic link; conductor does not follow links".
     #[error("is a symbolic link; conductor does not follow links")]
     Symlink,
-    /// Displays as "is not a regular file".
     #[error("is not a regular file")]
     NotRegular,
-    /// Displays as "is <size> bytes, over the limit of <limit> bytes".
     #[error("is {size} bytes, over the limit of {limit} bytes")]
-    TooLarge {
-        /// Its size in bytes.
-        size: u64,
-        /// The limit in bytes.
-        limit: u64,
-    },
-    /// Displays as "is not valid UTF-8 (first bad byte at offset <offset>)".
+    TooLarge { size: u64, limit: u64 },
     #[error("is not valid UTF-8 (first bad byte at offset {offset})")]
-    NotUtf8 {
-        /// The offset of the first bad byte.
-        offset: usize,
-    },
-    /// Displays as "is empty".
+    NotUtf8 { offset: usize },
     #[error("is empty")]
     Empty,
-    /// Displays as "is not valid JSON: …".
     #[error("is not valid JSON: {0}")]
     Json(#[source] serde_json::Error),
-    /// Displays as "is JSON but not of the expected shape: …".
     #[error("is JSON but not of the expected shape: {0}")]
     Shape(#[source] serde_json::Error),
-    /// Displays as "has schema <found>, but this conductor understands schema <supported> at most; upgrade conductor to read it".
     #[error("has schema {found}, but this conductor understands schema {supported} at most; upgrade conductor to read it")]
-    Schema {
-        /// The schema the file has.
-        found: u64,
-        /// The newest schema this build reads.
-        supported: u32,
-    },
-    /// Any other problem, in words.
+    Schema { found: u64, supported: u32 },
     #[error("{0}")]
     Invalid(String),
 }
@@ -78,74 +57,48 @@ impl FileProblem {
 /// Everything that can go wrong in the conductor library.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
+#[allow(missing_docs)] // each variant's #[error] message is its meaning, as users read it
 pub enum Error {
-    /// Displays as "cannot <op> …: <source>".
     #[error("cannot {op} {}: {source}", path.display())]
     Io {
-        /// What was being done (`open`, `read`, `rename` …).
         op: &'static str,
-        /// The file or directory concerned.
         path: PathBuf,
         #[source]
-        /// The underlying error.
         source: io::Error,
     },
 
-    /// Displays as "…: <problem>".
     #[error("{}: {problem}", path.display())]
     BadFile {
-        /// The file or directory concerned.
         path: PathBuf,
         #[source]
-        /// What is wrong.
         problem: FileProblem,
     },
 
-    /// Displays as "invalid worker slot <name>: a slot is a decimal number such as 0, 1 or 12".
     #[error("invalid worker slot {name:?}: a slot is a decimal number such as 0, 1 or 12")]
-    InvalidSlot {
-        /// The name as given.
-        name: String,
-    },
+    InvalidSlot { name: String },
 
-    /// Displays as "no worker slot <slot> under …: create it with `conductor create-worker <slot> --root …`".
     #[error("no worker slot {slot} under {}: create it with `conductor create-worker {slot} --root {}`", root.display(), root.display())]
-    NoSuchSlot {
-        /// The worker slot.
-        slot: u32,
-        /// The root directory.
-        root: PathBuf,
-    },
+    NoSuchSlot { slot: u32, root: PathBuf },
 
-    /// Displays as "invalid task: <reason>".
     #[error("invalid task: {reason}")]
-    InvalidTask {
-        /// Why, in words.
-        reason: String,
-    },
+    InvalidTask { reason: String },
 
-    /// Displays as "cannot edit task <id>: <reason>".
     #[error("cannot edit task {id}: {reason}")]
     NotEditable {
-        /// The task id.
         id: String,
         /// Where it is instead and what to do: "it started (running on slot 2)".
         reason: String,
     },
 
-    /// Displays as "task <id> asks no approval: <why>".
     #[error("task {id} asks no approval: {why}")]
     NoQuestion {
-        /// The task id.
         id: String,
         /// Where it is instead: "it is queued", "its question was already answered".
         why: String,
     },
 
-    /// Displays as "task id <id> is already used: it went to <place> (…); ids are unique across the root, so send it with a new id".
     #[error("task id {id} is already used: it went to {place} ({}); ids are unique across the root, so send it with a new id", path.display())]
     IdTaken {
-        /// The task id.
         id: String,
         /// e.g. "worker 3", "the shared queue"
         place: String,
@@ -153,79 +106,41 @@ pub enum Error {
         path: PathBuf,
     },
 
-    /// Displays as "worker slot <name> is too large: a root has at most <max> slots, numbered 0 to …".
     #[error("worker slot {name} is too large: a root has at most {max} slots, numbered 0 to {}", max - 1)]
-    SlotTooLarge {
-        /// The name as given.
-        name: String,
-        /// The largest allowed.
-        max: u32,
-    },
+    SlotTooLarge { name: String, max: u32 },
 
-    /// Displays as "inbox busy: … still holds undelivered task <waiting>; wait until the worker picks it up".
     #[error("inbox busy: {} still holds undelivered task {waiting}; wait until the worker picks it up", path.display())]
-    InboxBusy {
-        /// The file or directory concerned.
-        path: PathBuf,
-        /// The id of the task still waiting there.
-        waiting: String,
-    },
+    InboxBusy { path: PathBuf, waiting: String },
 
-    /// Displays as "refusing to start <role>: another process already serves it (<holder>; gate …)".
     #[error("refusing to start {role}: another process already serves it ({holder}; gate {})", path.display())]
     GateHeld {
-        /// The role (worker slot, sweep …).
         role: String,
         /// e.g. "pid 4711, since 2026-11-21T10:42:07.000Z"
         holder: String,
-        /// The file or directory concerned.
         path: PathBuf,
     },
 
-    /// Displays as "lock … is no longer ours (removed, or taken over by a process that judged us gone); leaving it alone".
     #[error("lock {} is no longer ours (removed, or taken over by a process that judged us gone); leaving it alone", path.display())]
-    LockLost {
-        /// The file or directory concerned.
-        path: PathBuf,
-    },
+    LockLost { path: PathBuf },
 
-    /// Displays as "timed out after {:.1}s waiting for <what>".
     #[error("timed out after {:.1}s waiting for {what}", after.as_secs_f64())]
-    Timeout {
-        /// What was being done.
-        what: String,
-        /// How long it waited.
-        after: Duration,
-    },
+    Timeout { what: String, after: Duration },
 
-    /// Displays as "cannot watch …: <source>".
     #[error("cannot watch {}: {source}", path.display())]
     Watch {
-        /// The file or directory concerned.
         path: PathBuf,
         #[source]
-        /// The underlying error.
         source: notify::Error,
     },
 
-    /// Displays as "worker <slot> stopped with task <task> unfinished; start it again or run `conductor recover <slot>`".
     #[error("worker {slot} stopped with task {task} unfinished; start it again or run `conductor recover {slot}`")]
-    WorkerGone {
-        /// The worker slot.
-        slot: u32,
-        /// The task id.
-        task: String,
-    },
+    WorkerGone { slot: u32, task: String },
 
-    /// Displays as "cannot start agent `<program>`: <source><hint>".
     #[error("cannot start agent `{program}`: {source}{hint}")]
     Spawn {
-        /// The program.
         program: String,
-        /// What to do about it.
         hint: &'static str,
         #[source]
-        /// The underlying error.
         source: io::Error,
     },
 
@@ -236,11 +151,8 @@ pub enum Error {
         stderr_suffix(stderr)
     )]
     Command {
-        /// The program.
         program: String,
-        /// The command's arguments.
         args: Vec<String>,
-        /// How the command exited.
         status: std::process::ExitStatus,
         /// What it printed on stderr, trimmed.
         stderr: String,
@@ -263,9 +175,7 @@ pub enum Error {
     /// (exit code 3 in the binaries).
     #[error("slot {slot} is locked by a live process ({holder}); {advice}")]
     SlotBusy {
-        /// The worker slot.
         slot: u32,
-        /// Who holds it.
         holder: String,
         /// What to do: wait for it, or how to remove a lock no worker of ours holds.
         advice: String,
@@ -276,9 +186,7 @@ pub enum Error {
     BadCommandLine {
         /// e.g. "agent", "orchestrator"
         what: &'static str,
-        /// The line as given.
         line: String,
-        /// What is wrong.
         problem: CommandLineProblem,
     },
 
@@ -287,25 +195,15 @@ pub enum Error {
     NotADirectory {
         /// e.g. "project directory"
         what: &'static str,
-        /// The file or directory concerned.
         path: PathBuf,
     },
 
     /// The agent command cannot run: every task would fail, so nothing starts.
     #[error("the agent command `{program}` {problem}; every task would fail, so nothing starts")]
-    AgentNotFound {
-        /// The program.
-        program: String,
-        /// What is wrong.
-        problem: String,
-    },
+    AgentNotFound { program: String, problem: String },
 
-    /// Displays as "unknown preset <name>: use claude, codex, gemini or command".
     #[error("unknown preset {name:?}: use claude, codex, gemini or command")]
-    UnknownPreset {
-        /// The name as given.
-        name: String,
-    },
+    UnknownPreset { name: String },
 
     /// No root was given and none can be derived from the environment.
     #[error("cannot find the conductor root: {variable} is not set, and neither is HOME")]
@@ -314,27 +212,17 @@ pub enum Error {
         variable: &'static str,
     },
 
-    /// Displays as "no worker has a record of task <id>; only tasks that ran can be retried".
     #[error("no worker has a record of task {id}; only tasks that ran can be retried")]
-    NoTaskRecord {
-        /// The task id.
-        id: String,
-    },
+    NoTaskRecord { id: String },
 
     /// A task cannot be run again as asked (`retry`): `why` says why and what to do.
     #[error("{why}")]
-    NotRetryable {
-        /// Why, in words.
-        why: String,
-    },
+    NotRetryable { why: String },
 
     /// A slot lacks what running its task again needs: the task's record, or a result to
     /// resume from.
     #[error("{why}")]
-    RetryMissing {
-        /// Why, in words.
-        why: String,
-    },
+    RetryMissing { why: String },
 
     /// A queued task's result was not linked into `queue/results/`: the id is not the
     /// queue's (exit code 3 in the binaries).
@@ -344,7 +232,6 @@ pub enum Error {
         kept: PathBuf,
         /// Where the queue's copy would have gone.
         dest: PathBuf,
-        /// Why, in words.
         why: String,
     },
 
@@ -355,24 +242,18 @@ pub enum Error {
          ({max_var}, default {default_max}); do this task's work here instead of handing it on"
     )]
     TooDeep {
-        /// How deep it goes.
         depth: u32,
-        /// The largest allowed.
         max: u32,
-        /// The default limit.
         default_max: u32,
         /// The variables that carry the depth and the limit.
         depth_var: &'static str,
-        /// The environment variable that raises the limit.
         max_var: &'static str,
     },
 
     /// An environment variable conductor reads holds something it cannot use.
     #[error("environment variable {name}={value:?} is not {expected}")]
     BadEnvVar {
-        /// The name as given.
         name: &'static str,
-        /// The value as given.
         value: String,
         /// e.g. "a whole number of levels such as 0 or 3"
         expected: &'static str,
@@ -387,45 +268,27 @@ pub enum Error {
 
     /// A slot list (`0-3,7`) that does not parse.
     #[error("slot list {list:?}: {why}")]
-    BadSlotList {
-        /// The list as given.
-        list: String,
-        /// Why, in words.
-        why: String,
-    },
+    BadSlotList { list: String, why: String },
 
     /// A path that should name a file names none (it ends in `..` or is a root).
     #[error("{} does not name a file", path.display())]
-    NotAFileName {
-        /// The file or directory concerned.
-        path: PathBuf,
-    },
+    NotAFileName { path: PathBuf },
 
     /// A cancel met the task's files half-written by its worker.
     #[error("worker {slot} has task {task} in hand but its files are being written; try again in a moment")]
-    CancelMidWrite {
-        /// The worker slot.
-        slot: u32,
-        /// The task id.
-        task: String,
-    },
+    CancelMidWrite { slot: u32, task: String },
 
     /// A cancel chased a task from place to place and never caught it still.
     #[error("task {task} kept moving while it was being cancelled; try again")]
-    CancelKeptMoving {
-        /// The task id.
-        task: String,
-    },
+    CancelKeptMoving { task: String },
 
     /// A wait that nobody would ever answer: no live worker serves the slot (`Some`) or,
     /// for a queued task, the root (`None`) — and none has for a short grace.
     #[error("{}", nobody_serves(*slot, task.as_deref(), root))]
     NobodyServes {
-        /// The worker slot.
         slot: Option<u32>,
         /// The task waited for, if the wait was for one.
         task: Option<String>,
-        /// The root directory.
         root: PathBuf,
     },
 
@@ -433,13 +296,9 @@ pub enum Error {
     /// inbox of a slot no live worker serves.
     #[error("task {task} waits for task {dependency}, which waits in worker {slot}'s inbox, and no live worker serves slot {slot}: start one with `conductor-worker {slot} DIR --root {}`, or cancel {dependency}", root.display())]
     DependencyUnserved {
-        /// The task id.
         task: String,
-        /// The dependency task id.
         dependency: String,
-        /// The worker slot.
         slot: u32,
-        /// The root directory.
         root: PathBuf,
     },
 
@@ -447,13 +306,9 @@ pub enum Error {
     /// serves: the workers there run only `served`, and none will ever take it.
     #[error("task {task} needs agent preset {preset}, and no live worker of {} serves it (they serve {}): start one with `conductor-worker N DIR --preset {preset} --root {}`, or cancel {task}", root.display(), if served.is_empty() { "nothing".to_string() } else { served.join(", ") }, root.display())]
     PresetUnserved {
-        /// The task id.
         task: String,
-        /// The preset.
         preset: String,
-        /// The slots that serve it.
         served: Vec<String>,
-        /// The root directory.
         root: PathBuf,
     },
 
@@ -461,57 +316,35 @@ pub enum Error {
     /// `running.json`): only recovery gives the task its result now.
     #[error("worker {slot}{} died with task {task} in hand; its result now comes only from recovery: start the worker again (`conductor-worker {slot} DIR --root {}` recovers it at start) or run `conductor recover {slot} --root {}`", pid.map(|p| format!(" (pid {p})")).unwrap_or_default(), root.display(), root.display())]
     WorkerDied {
-        /// The worker slot.
         slot: u32,
-        /// The process id, when known.
         pid: Option<u32>,
-        /// The task id.
         task: String,
-        /// The root directory.
         root: PathBuf,
     },
 
     /// The root does not exist (or is not a conductor root): only `init` and workers make one.
     #[error("no conductor root at {}: run `conductor init N{}` first (or point --root / $CONDUCTOR_HOME at the right one)", path.display(), root_flag(path))]
-    NoRoot {
-        /// The file or directory concerned.
-        path: PathBuf,
-    },
+    NoRoot { path: PathBuf },
 
     /// The root a worker serves was deleted, or replaced by another directory on its
     /// path, while the worker ran.
     #[error("the conductor root {} {} while this worker served it: stopping (start the worker again to serve {})", path.display(), if *replaced { "was replaced by a new one" } else { "was deleted" }, if *replaced { "the new root" } else { "a root made again with `conductor init`" })]
-    RootGone {
-        /// The file or directory concerned.
-        path: PathBuf,
-        /// Whether another directory now stands at the path.
-        replaced: bool,
-    },
+    RootGone { path: PathBuf, replaced: bool },
 
     /// The root exists but is another user's: this user may not look inside it.
     #[error("permission denied: the conductor root {} is owned by {owner}, and you are {me}; run conductor as {owner}, or use a root of your own (--root DIR or $CONDUCTOR_HOME)", path.display())]
     RootNotOurs {
-        /// The file or directory concerned.
         path: PathBuf,
-        /// Who owns it.
         owner: String,
-        /// Who we are.
         me: String,
     },
 
-    /// Displays as "no task <id> under …: no inbox, queue entry or result has that id (a finished task's files may have been collected by gc)".
     #[error("no task {id} under {}: no inbox, queue entry or result has that id (a finished task's files may have been collected by gc)", root.display())]
-    NoSuchTask {
-        /// The task id.
-        id: String,
-        /// The root directory.
-        root: PathBuf,
-    },
+    NoSuchTask { id: String, root: PathBuf },
 
     /// A shortened task id that starts more than one id on the root.
     #[error("task id prefix {prefix} is ambiguous: it starts {} ({}); give more of the id", count_ids(*.count), .matches.join(", "))]
     AmbiguousId {
-        /// The prefix as given.
         prefix: String,
         /// The first few ids it starts.
         matches: Vec<String>,
@@ -522,9 +355,7 @@ pub enum Error {
     /// A task waits for a task this root has no record of (refused at submit).
     #[error("task {task} waits for task {dependency}, which this root has no record of (no {}); submit {dependency} first, or check the id", path.display())]
     UnknownDependency {
-        /// The task id.
         task: String,
-        /// The dependency task id.
         dependency: String,
         /// The registry entry that would record it.
         path: PathBuf,
@@ -534,18 +365,14 @@ pub enum Error {
     /// `gc`, or removed): it could never succeed (refused at submit).
     #[error("task {task} waits for task {dependency}, which has no result any more on worker {slot} and is neither waiting nor running there (collected by `conductor gc`, or removed), so it would never succeed and {task} would never run; submit {dependency}'s work again and wait for that, or leave it out of the task's after list")]
     DependencyGone {
-        /// The task id.
         task: String,
-        /// The dependency task id.
         dependency: String,
-        /// The worker slot.
         slot: u32,
     },
 
     /// A task names a group the root does not have (`conductor group add NAME`).
     #[error("no group {name} on this root (no {}); known groups: {known}; add it with `conductor group add {name} --parallel N`", path.display())]
     UnknownGroup {
-        /// The name as given.
         name: String,
         /// The file that would define it.
         path: PathBuf,
@@ -556,191 +383,116 @@ pub enum Error {
     /// A group cannot be removed while tasks of it wait or run.
     #[error("group {name} still has {running} running and {queued} queued task(s); cancel them (`conductor cancel --group {name}`) or let them finish, then remove it ({} stays until then)", path.display())]
     GroupInUse {
-        /// The name as given.
         name: String,
-        /// The file or directory concerned.
         path: PathBuf,
-        /// How many run.
         running: u32,
-        /// How many wait.
         queued: u32,
     },
 
     /// Dependencies are kept by the shared queue, not by a worker's inbox.
     #[error("task {task} waits for {after}: dependencies are kept only by the shared queue, so submit it there (Queue::submit), not to a worker's inbox")]
-    AfterNeedsQueue {
-        /// The task id.
-        task: String,
-        /// How long it waited.
-        after: String,
-    },
+    AfterNeedsQueue { task: String, after: String },
 
     /// A task's working directory (`dir`) cannot be used.
     #[error("task directory {}: {reason}", path.display())]
-    BadTaskDir {
-        /// The file or directory concerned.
-        path: PathBuf,
-        /// Why, in words.
-        reason: String,
-    },
+    BadTaskDir { path: PathBuf, reason: String },
 
     /// The folder that holds a repository's task worktrees cannot be made (by default
     /// `<repo>.conductor-worktrees`, next to the repository).
     #[error("cannot make the folder for task worktrees {} ({source}); set \"worktreeDir\" in the root's config.json to a writable absolute path", folder.display())]
     WorktreeFolder {
-        /// The folder concerned.
         folder: PathBuf,
-        /// The underlying error.
         source: std::io::Error,
     },
 
     /// A worktree was asked for in a directory that is in no git repository.
     #[error("{} is not in a git repository, so it cannot have a worktree ({stderr})", dir.display())]
-    NotARepository {
-        /// The directory concerned.
-        dir: PathBuf,
-        /// What the command wrote to stderr.
-        stderr: String,
-    },
+    NotARepository { dir: PathBuf, stderr: String },
 
     /// A worktree was asked for in a bare repository (it has no checked-out branch to
     /// branch from or merge into).
     #[error("{} is a bare git repository; a task's worktree needs a repository with a working tree (clone it, and point --dir at the clone)", dir.display())]
-    BareRepository {
-        /// The directory concerned.
-        dir: PathBuf,
-    },
+    BareRepository { dir: PathBuf },
 
     /// The commit a task's branch should start from cannot be used.
     #[error("repository {}: cannot branch from {base:?}: {why}", repo.display())]
     BadBase {
-        /// The git repository.
         repo: PathBuf,
-        /// The base as given.
         base: String,
-        /// Why, in words.
         why: String,
     },
 
     /// The branch a task would work on exists already (and is not its own worktree's).
     #[error("repository {}: branch {branch} already exists; a task's branch is made fresh, so delete that branch (`git branch -D {branch}`) or give the task another id", repo.display())]
-    BranchExists {
-        /// The git repository.
-        repo: PathBuf,
-        /// The git branch.
-        branch: String,
-    },
+    BranchExists { repo: PathBuf, branch: String },
 
     /// The repository's uncommitted changes could not be copied into the worktree.
     #[error("repository {}: cannot copy its uncommitted changes into the worktree {}: {why}", repo.display(), worktree.display())]
     UncommittedNotCopied {
-        /// The git repository.
         repo: PathBuf,
-        /// The worktree directory.
         worktree: PathBuf,
-        /// Why, in words.
         why: String,
     },
 
     /// The task has not finished, so its worktree's change is not known yet.
     #[error("task {id} has not finished (it is {state}); `conductor wait {id}` waits for it")]
-    TaskUnfinished {
-        /// The task id.
-        id: String,
-        /// Its state, in words.
-        state: String,
-    },
+    TaskUnfinished { id: String, state: String },
 
     /// `discard` left the task's branch or worktree behind (the warnings logged say why).
     #[error("task {id}: could not remove {branch} or its worktree {} (see the warnings logged)", path.display())]
     NotDiscarded {
-        /// The task id.
         id: String,
-        /// The git branch.
         branch: String,
-        /// The file or directory concerned.
         path: PathBuf,
     },
 
     /// `discard` (or another removal) without `--force` of work no other branch has.
     #[error("task {id}: {branch} {why}; nothing was removed. `conductor diff {id}` shows it, `conductor merge {id}` takes it in, `conductor discard {id} --force` throws it away")]
     WorkNotMerged {
-        /// The task id.
         id: String,
-        /// The git branch.
         branch: String,
-        /// Why, in words.
         why: String,
     },
 
     /// The task ran without a worktree, so it has no branch to diff, merge or discard.
     #[error("task {id} did not run in a worktree (its result has no branch)")]
-    NoWorktree {
-        /// The task id.
-        id: String,
-    },
+    NoWorktree { id: String },
 
     /// The task's branch is gone: merged or discarded already.
     #[error("task {id}: branch {branch} is gone from {} (merged or discarded already)", repo.display())]
     BranchGone {
-        /// The task id.
         id: String,
-        /// The git branch.
         branch: String,
-        /// The git repository.
         repo: PathBuf,
     },
 
     /// A merge needs a clean checkout: it would mix with, or on a conflict lose, changes.
     #[error("repository {} has uncommitted changes ({files}); commit or stash them before merging a task", repo.display())]
-    RepoDirty {
-        /// The git repository.
-        repo: PathBuf,
-        /// The files concerned.
-        files: String,
-    },
+    RepoDirty { repo: PathBuf, files: String },
 
     /// A merge needs a branch checked out to merge into.
     #[error("repository {} has a detached HEAD; check out the branch to merge into first", repo.display())]
-    DetachedHead {
-        /// The git repository.
-        repo: PathBuf,
-    },
+    DetachedHead { repo: PathBuf },
 
     /// A task's branch conflicts with the checked-out branch; the merge was undone.
     #[error("task {id}: merging {branch} into {into} of {} conflicts in {}; the merge was aborted and the repository is as it was", repo.display(), files.join(", "))]
     MergeConflict {
-        /// The task id.
         id: String,
-        /// The git branch.
         branch: String,
-        /// The branch merged into.
         into: String,
-        /// The git repository.
         repo: PathBuf,
-        /// The files concerned.
         files: Vec<String>,
     },
 
     /// A request's argument `field` is refused (an MCP tool call's input, named as the
     /// client sent it).
     #[error("{field}: {reason}")]
-    BadArgument {
-        /// The field or argument.
-        field: String,
-        /// Why, in words.
-        reason: String,
-    },
+    BadArgument { field: String, reason: String },
 
     /// A call run off the caller's thread ended without an answer (it panicked or its
     /// runtime is shutting down).
     #[error("{what} failed: {reason}")]
-    CallFailed {
-        /// What was being done.
-        what: String,
-        /// Why, in words.
-        reason: String,
-    },
+    CallFailed { what: String, reason: String },
 }
 
 /// The message of [`Error::NobodyServes`].
