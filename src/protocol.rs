@@ -20,6 +20,8 @@ pub(crate) mod salvage;
 mod scheduling;
 mod status;
 pub use status::{parse_status, Status, WorkerState};
+mod outcome;
+pub use outcome::Outcome;
 mod task_id;
 mod time;
 mod worktree;
@@ -439,24 +441,6 @@ impl Task {
     pub fn salvage_id(bytes: &[u8]) -> Option<TaskId> {
         salvage::task_id(bytes)
     }
-}
-
-/// How a task ended. Every accepted task ends with exactly one of these.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Outcome {
-    /// The agent exited 0.
-    Success,
-    /// The agent failed (non-zero exit, a signal, or it could not start).
-    Failure,
-    /// It ran past its limit and was stopped.
-    Timeout,
-    /// Someone cancelled it.
-    Cancelled,
-    /// Its worker stopped or died while it ran.
-    Interrupted,
-    /// The worker refused it (unreadable, or not allowed) without running it.
-    Rejected,
 }
 
 /// `result.json` and `results/<taskId>.json`.
