@@ -2,5 +2,5 @@
 //! `conductor launch`).
 
 fn main() {
-    std::process::exit(conductor::cli::launch::launch_main());
+    std::process::exit(conductor::programs::conductor_launch());
 }

@@ -1,5 +1,5 @@
 //! `conductor-worker N DIR`: serve one worker slot (same as `conductor worker`).
 
 fn main() {
-    std::process::exit(conductor::cli::common::worker_main());
+    std::process::exit(conductor::programs::conductor_worker());
 }

@@ -1,5 +1,6 @@
-//! `conductor`: the command-line front end. Everything it does lives in `conductor::cli`.
+//! `conductor`: the command-line front end. Everything it does lives in the library
+//! (`conductor::programs`).
 
 fn main() {
-    std::process::exit(conductor::cli::conductor_main());
+    std::process::exit(conductor::programs::conductor());
 }

@@ -5,10 +5,10 @@
 //! `cargo run --example orchestrator_helper [-- AGENT_CMD]` (default `tr a-z A-Z`, so it
 //! runs anywhere; pass `"claude -p"` for the real thing).
 
-use conductor::agent::AgentCommand;
-use conductor::orchestrator::{Orchestrator, Progress};
-use conductor::worker::{Worker, WorkerOptions};
-use conductor::{Client, Root, Slot, Task, TaskResult};
+use conductor::{
+    AgentCommand, Client, Orchestrator, Progress, Root, Slot, Task, TaskResult, Worker,
+    WorkerOptions,
+};
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let agent = std::env::args()

@@ -5,9 +5,7 @@
 
 use std::time::Duration;
 
-use conductor::agent::AgentCommand;
-use conductor::worker::{Worker, WorkerOptions};
-use conductor::{Client, Root, Slot, Task};
+use conductor::{AgentCommand, Client, Root, Slot, Task, Worker, WorkerOptions};
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let agent = std::env::args()

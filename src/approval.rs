@@ -163,7 +163,8 @@ fn withdraw(dir: &std::path::Path, q: &Question) {
 }
 
 /// The question task `id`'s agent waits on, and its slot; `None` when it asks nothing.
-pub fn pending(root: &Root, id: &TaskId) -> Result<Option<(Slot, Question)>> {
+#[cfg(test)]
+fn pending(root: &Root, id: &TaskId) -> Result<Option<(Slot, Question)>> {
     let Some(slot) = crate::tasks::running_slot(root, id)? else {
         return Ok(None);
     };

@@ -22,7 +22,7 @@ use crate::layout::Root;
 use crate::preset::Preset;
 use crate::protocol::TaskId;
 
-pub use crate::protocol::{check_usd, MAX_BUDGET_USD};
+pub use crate::protocol::check_usd;
 
 /// `$0.0375`: enough digits for the cents of a cheap task.
 pub fn usd(v: f64) -> String {

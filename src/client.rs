@@ -23,6 +23,7 @@ pub struct Client {
 }
 
 impl Client {
+    /// A client of the root at `root` (nothing is created until a write needs it).
     pub fn new(root: Root) -> Client {
         Client {
             root,
@@ -52,10 +53,12 @@ impl Client {
         self
     }
 
+    /// The root this client writes to.
     pub fn root(&self) -> &Root {
         &self.root
     }
 
+    /// The files of worker slot `slot` on this client's root.
     pub fn worker(&self, slot: Slot) -> WorkerPaths {
         self.root.worker(slot)
     }

@@ -35,6 +35,7 @@ fn schema_v1() -> u32 {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Config {
+    /// The config file format version (1).
     #[serde(default = "schema_v1")]
     pub schema: u32,
     /// Cap on agents running at once across the root (shared queue).
@@ -299,6 +300,7 @@ impl Config {
         crate::protocol::check_usd("dailyBudgetUsd", self.daily_budget_usd)
     }
 
+    /// How locks on this root are judged stale (lease and clock settings).
     pub fn lock_options(&self) -> LockOptions {
         let d = LockOptions::default();
         LockOptions {
@@ -315,6 +317,7 @@ impl Config {
         self.per_key_serialization.unwrap_or(true)
     }
 
+    /// Whether a task the agent's provider rate-limited waits and runs again (default on).
     pub fn defer_rate_limited(&self) -> bool {
         self.defer_rate_limited.unwrap_or(true)
     }
@@ -339,6 +342,7 @@ impl Config {
         Duration::from_secs(self.approval_timeout_secs.unwrap_or(600))
     }
 
+    /// The largest `task.json` a worker accepts, in bytes.
     pub fn max_task_bytes(&self) -> u64 {
         self.max_task_bytes.unwrap_or(fsio::TASK_SIZE_LIMIT)
     }

@@ -31,7 +31,7 @@ mod seen_notes;
 mod stale_entry;
 pub(crate) use stale_entry::removed_elsewhere;
 mod takeover;
-pub use judge::{verdict, LockRead, OwnerRead, ProcessFacts, Vantage, STARTED_AFTER_MARGIN};
+pub use judge::{verdict, LockRead, OwnerRead, ProcessFacts, Vantage};
 
 /// How often a lock may vanish (released, or taken and released) between our failing
 /// to create it and our reading it, before we report it busy instead of retrying.
@@ -271,6 +271,8 @@ impl DirLock {
         files::ready_owner_swap(&self.path);
     }
 
+    /// The owner record this holding wrote (the tests compare it with what readers see).
+    #[cfg(any(test, feature = "internals"))]
     pub fn owner(&self) -> &LockOwner {
         &self.owner
     }
@@ -432,7 +434,7 @@ pub fn clear_dead_spares_in(dir: &Path) -> Result<()> {
     files::clear_spares_where(dir, lease, |name| Some(name.split_once(".lock.spare.")?.1))
 }
 
-pub use files::{clear_tombstones, spare_suffix};
+pub use files::spare_suffix;
 
 /// Who holds the lock at `path` and whether they are alive; `None` if it is free.
 pub fn inspect(path: &Path, opts: &LockOptions) -> Result<Option<Holder>> {

@@ -17,6 +17,7 @@ pub type Result<T, E = Error> = std::result::Result<T, E>;
 /// What is wrong with a file we refused to accept.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
+#[allow(missing_docs)] // each variant's #[error] message is its meaning, as users read it
 pub enum FileProblem {
     #[error("is a symbolic link; conductor does not follow links")]
     Symlink,
@@ -56,6 +57,7 @@ impl FileProblem {
 /// Everything that can go wrong in the conductor library.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
+#[allow(missing_docs)] // each variant's #[error] message is its meaning, as users read it
 pub enum Error {
     #[error("cannot {op} {}: {source}", path.display())]
     Io {

@@ -31,7 +31,7 @@ use crate::protocol::now_rfc3339;
 mod renewer;
 mod waiting;
 use renewer::Lease;
-pub use renewer::{renew_every, MAX_RENEW_EVERY, MIN_RENEW_EVERY};
+pub use renewer::renew_every;
 pub use waiting::{hold_waiting, is_waiting, WaitingHold, WAITING_FOR_SPACE};
 
 /// How long `acquire` keeps retrying while the gate is only being probed (probes hold
@@ -74,6 +74,8 @@ impl GateHolder {
 pub struct Gate {
     path: PathBuf,
     _lock: Held,
+    // Only the tests read it back; the file is what other processes read.
+    #[cfg(any(test, feature = "internals"))]
     holder: GateHolder,
     lease: Option<Lease>,
 }
@@ -166,6 +168,7 @@ impl Gate {
         Ok(Gate {
             path: path.to_path_buf(),
             _lock: lock,
+            #[cfg(any(test, feature = "internals"))]
             holder,
             lease: Some(lease),
         })
@@ -181,6 +184,8 @@ impl Gate {
         &self.path
     }
 
+    /// What this gate's file records about us.
+    #[cfg(any(test, feature = "internals"))]
     pub fn holder(&self) -> &GateHolder {
         &self.holder
     }

@@ -110,6 +110,7 @@ impl Root {
         }
     }
 
+    /// The root directory.
     pub fn path(&self) -> &Path {
         &self.path
     }
@@ -157,14 +158,17 @@ impl Root {
         }
     }
 
+    /// The root's `config.json`.
     pub fn config_file(&self) -> PathBuf {
         self.path.join("config.json")
     }
 
+    /// `workers/`: one directory per worker slot.
     pub fn workers_dir(&self) -> PathBuf {
         self.path.join("workers")
     }
 
+    /// The files of worker slot `slot`.
     pub fn worker(&self, slot: Slot) -> WorkerPaths {
         WorkerPaths {
             slot,
@@ -172,14 +176,17 @@ impl Root {
         }
     }
 
+    /// `queue/`: the shared queue any idle worker takes from.
     pub fn queue_dir(&self) -> PathBuf {
         self.path.join("queue")
     }
 
+    /// Where a submit writes a task before renaming it into `pending/`.
     pub fn queue_tmp(&self) -> PathBuf {
         self.queue_dir().join("tmp")
     }
 
+    /// `queue/pending/`: submitted tasks no worker has taken yet.
     pub fn queue_pending(&self) -> PathBuf {
         self.queue_dir().join("pending")
     }
@@ -239,10 +246,12 @@ impl Root {
         self.queue_dir().join("served")
     }
 
+    /// Where the per-key locks live (one running task per key).
     pub fn keys_dir(&self) -> PathBuf {
         self.path.join("keys")
     }
 
+    /// The lock held while a task with key `key` runs.
     pub fn key_lock(&self, key: &str) -> PathBuf {
         self.keys_dir().join(format!("{key}.lock"))
     }
@@ -257,10 +266,12 @@ impl Root {
         self.agents_dir().join(format!("{preset}.limited"))
     }
 
+    /// Where the run-slot locks of `maxRunning` live.
     pub fn slots_dir(&self) -> PathBuf {
         self.path.join("slots")
     }
 
+    /// Run slot `i` of `maxRunning`.
     pub fn slot_lock(&self, i: u32) -> PathBuf {
         self.slots_dir().join(format!("{i}.lock"))
     }
@@ -271,10 +282,12 @@ impl Root {
         self.path.join("groups")
     }
 
+    /// Group `name`'s definition.
     pub fn group_file(&self, name: &str) -> PathBuf {
         self.groups_dir().join(format!("{name}.json"))
     }
 
+    /// Run slot `i` of group `name`'s own limit.
     pub fn group_slot_lock(&self, name: &str, i: u32) -> PathBuf {
         self.groups_dir().join(format!("{name}.{i}.lock"))
     }
@@ -285,6 +298,7 @@ impl Root {
         self.path.join("ports")
     }
 
+    /// The lock a task holds on TCP port `port` while it runs.
     pub fn port_lock(&self, port: u16) -> PathBuf {
         self.ports_dir().join(format!("{port}.lock"))
     }
@@ -366,7 +380,9 @@ fn is_dir_entry(entry: &std::fs::DirEntry) -> bool {
 /// Paths inside one worker slot directory.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct WorkerPaths {
+    /// The slot.
     pub slot: Slot,
+    /// The slot's directory, `workers/<slot>/`.
     pub dir: PathBuf,
 }
 
@@ -384,21 +400,27 @@ impl WorkerPaths {
     pub fn wake_files(&self) -> [PathBuf; 2] {
         Self::WAKE_NAMES.map(|name| self.dir.join(name))
     }
+    /// `task.json`: the inbox, one undelivered task.
     pub fn task(&self) -> PathBuf {
         self.dir.join(Self::TASK)
     }
+    /// `running.json`: the task the worker took and runs.
     pub fn running(&self) -> PathBuf {
         self.dir.join("running.json")
     }
+    /// `status.json`: the worker's state.
     pub fn status(&self) -> PathBuf {
         self.dir.join("status.json")
     }
+    /// `result.json`: the slot's latest result.
     pub fn result(&self) -> PathBuf {
         self.dir.join("result.json")
     }
+    /// `results/`: every result, one file per task id.
     pub fn results_dir(&self) -> PathBuf {
         self.dir.join("results")
     }
+    /// `results/<id>.json`: task `id`'s result.
     pub fn result_for(&self, id: &TaskId) -> PathBuf {
         self.results_dir().join(format!("{id}.json"))
     }
@@ -406,6 +428,7 @@ impl WorkerPaths {
     pub fn tasks_dir(&self) -> PathBuf {
         self.dir.join("tasks")
     }
+    /// The copy of task `id` as it ran, kept beside its result.
     pub fn task_record(&self, id: &TaskId) -> PathBuf {
         self.tasks_dir().join(format!("{id}.json"))
     }
@@ -426,12 +449,15 @@ impl WorkerPaths {
     pub fn output_stream(&self) -> PathBuf {
         self.dir.join("output.jsonl")
     }
+    /// The file whose arrival asks the worker to cancel the running task.
     pub fn cancel(&self) -> PathBuf {
         self.dir.join(Self::CANCEL)
     }
+    /// `.lock/`: held by whoever serves (or recovers) the slot.
     pub fn lock_dir(&self) -> PathBuf {
         self.dir.join(".lock")
     }
+    /// The gate file that keeps a second worker from serving the slot.
     pub fn worker_gate(&self) -> PathBuf {
         self.dir.join(".worker.lock")
     }
@@ -449,6 +475,7 @@ impl WorkerPaths {
     pub fn agent_record(&self) -> PathBuf {
         self.dir.join(".agent.json")
     }
+    /// Where a task the worker refused to parse is moved, for a person to read.
     pub fn rejected_dir(&self) -> PathBuf {
         self.dir.join("rejected")
     }

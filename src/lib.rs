@@ -2,7 +2,7 @@
 //! a prompt on stdin) as workers fed through plain files.
 //!
 //! An orchestrator delivers `task.json` into a worker's directory with
-//! [`Client::write_task`]; the worker ([`worker::Worker`], or the `conductor-worker`
+//! [`Client::write_task`]; the worker ([`Worker`], or the `conductor-worker`
 //! binary) wakes on the filesystem event, takes the slot's `.lock/`, pipes the prompt to
 //! the agent and publishes `results/<id>.json`, `result.json` and `status.json`. Every
 //! state is a file you can `cat`, and every write is atomic.
@@ -13,9 +13,7 @@
 //!
 //! ```
 //! use std::time::Duration;
-//! use conductor::agent::AgentCommand;
-//! use conductor::worker::{Worker, WorkerOptions};
-//! use conductor::{Client, Root, Slot, Task};
+//! use conductor::{AgentCommand, Client, Root, Slot, Task, Worker, WorkerOptions};
 //!
 //! # fn main() -> Result<(), Box<dyn std::error::Error>> {
 //! let dir = tempfile::tempdir()?;
@@ -37,52 +35,102 @@
 //! # }
 //! ```
 
-pub mod agent;
-pub mod approval;
-pub mod budget;
-#[cfg(feature = "cli")]
-pub mod cli;
-pub mod client;
-pub mod config;
-pub mod dirlock;
-pub mod doctor;
-pub mod env;
-pub mod error;
-pub mod fs_kind;
-pub mod fsio;
-pub mod gate;
-pub mod hooks;
-pub mod host;
-pub mod ids;
-pub mod inspect;
-pub mod launch;
-pub mod layout;
-pub(crate) mod ledger;
-pub mod maintenance;
-pub mod mcp;
-pub mod orchestrator;
-pub mod pool;
-pub mod preset;
-pub mod procfs;
-pub mod protocol;
-pub mod queue;
-pub mod recovery;
-pub mod review;
-pub mod tasks;
-pub mod text;
-pub mod trust;
-pub mod verbs;
-pub mod wait;
-pub mod watch;
-pub mod workdir;
-pub mod worker;
-pub mod worktree;
+// The public surface is documented; the internals (public only under `internals`) are not
+// held to it.
+#![cfg_attr(not(feature = "internals"), deny(missing_docs))]
 
+// Everything below is the implementation. Its modules are `pub` only under the
+// non-default `internals` feature, which the binaries' own tests, benches and examples
+// reach through the self dev-dependency in Cargo.toml; a library user sees the curated
+// items re-exported here and the documented modules `verbs` and `programs`.
+macro_rules! internal_modules {
+    ($($name:ident),* $(,)?) => {$(
+        #[cfg(feature = "internals")]
+        #[doc(hidden)]
+        pub mod $name;
+        #[cfg(not(feature = "internals"))]
+        pub(crate) mod $name;
+    )*};
+}
+
+internal_modules!(
+    agent,
+    approval,
+    budget,
+    client,
+    config,
+    dirlock,
+    doctor,
+    env,
+    error,
+    fs_kind,
+    fsio,
+    gate,
+    hooks,
+    host,
+    ids,
+    inspect,
+    launch,
+    layout,
+    maintenance,
+    mcp,
+    orchestrator,
+    pool,
+    preset,
+    procfs,
+    protocol,
+    queue,
+    recovery,
+    review,
+    tasks,
+    text,
+    trust,
+    wait,
+    watch,
+    workdir,
+    worker,
+    worktree,
+);
+
+#[cfg(all(feature = "cli", feature = "internals"))]
+#[doc(hidden)]
+pub mod cli;
+#[cfg(all(feature = "cli", not(feature = "internals")))]
+pub(crate) mod cli;
+
+pub(crate) mod ledger;
+pub mod verbs;
+
+/// The entry points of the three programs (feature `cli`, on by default): each parses
+/// the process's arguments, runs, and returns the exit code for `std::process::exit`.
+#[cfg(feature = "cli")]
+pub mod programs {
+    /// `conductor`: the command-line front end (`conductor --help`).
+    pub fn conductor() -> i32 {
+        crate::cli::conductor_main()
+    }
+
+    /// `conductor-worker N DIR`: serve one worker slot (same as `conductor worker`).
+    pub fn conductor_worker() -> i32 {
+        crate::cli::common::worker_main()
+    }
+
+    /// `conductor-launch`: an orchestrator pane and N worker panes in tmux (same as
+    /// `conductor launch`).
+    pub fn conductor_launch() -> i32 {
+        crate::cli::launch::launch_main()
+    }
+}
+
+pub use agent::AgentCommand;
 pub use client::Client;
 pub use config::Config;
 pub use error::{Error, FileProblem, Result};
 pub use layout::{Root, Slot, WorkerPaths};
+pub use orchestrator::{Orchestrator, Progress};
 pub use protocol::{Outcome, Status, Task, TaskId, TaskResult, WorkerState};
+pub use queue::Queue;
+pub use worker::{Worker, WorkerOptions};
 
 /// For unit tests whose prerequisite (a filesystem feature, a tool) may be missing.
 #[cfg(test)]

@@ -22,7 +22,7 @@ use rmcp::ServiceExt;
 
 use crate::Client;
 
-pub use tools::{Conductor, WAIT_CAP_SECS};
+pub use tools::Conductor;
 
 /// Serve the MCP server over `client`'s root on stdin/stdout until the client closes
 /// stdin (or the session breaks: logged). Runs on the caller's tokio runtime.

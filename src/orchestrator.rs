@@ -36,14 +36,20 @@ pub enum Progress<'a> {
     /// Delivered to a worker's inbox; or, for a task kept waiting in a busy worker's
     /// inbox (a run that wakes its workers through pipes), when the task before it ended.
     Started {
+        /// Its place in the list the run was given.
         index: usize,
+        /// The worker that runs it.
         slot: Slot,
+        /// Its id.
         id: &'a TaskId,
     },
     /// Its result arrived.
     Finished {
+        /// Its place in the list the run was given.
         index: usize,
+        /// The worker that ran it.
         slot: Slot,
+        /// What it produced.
         result: &'a TaskResult,
     },
 }
@@ -125,6 +131,7 @@ impl Orchestrator {
         self
     }
 
+    /// The client it delivers with.
     pub fn client(&self) -> &Client {
         &self.client
     }

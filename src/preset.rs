@@ -18,7 +18,6 @@ use narrow::{narrow_claude, narrow_gemini};
 mod stopped;
 
 pub use limits::{local_offset_secs, RateLimit, MAX_DEFERRALS};
-pub use stopped::STOPPED_OUTPUT_CAP;
 
 /// The tools the claude preset lets Claude Code use without asking: edit files and run
 /// commands (Bash runs any command, in the task's directory or anywhere the worker's

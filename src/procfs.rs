@@ -81,6 +81,7 @@ fn parse_uid(status: &str) -> Option<u32> {
 /// How many inotify instances `pid` holds: its descriptors naming one (readable only for
 /// our own processes; 0 when unreadable). Each costs its process a wait at close, and a
 /// user has 128 by default.
+#[cfg(any(test, feature = "internals"))]
 pub fn inotify_instances(pid: u32) -> usize {
     fs::read_dir(format!("/proc/{pid}/fd"))
         .map(|d| {

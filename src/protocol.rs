@@ -15,18 +15,20 @@ pub mod denial;
 mod env_labels;
 pub mod id_gen;
 mod run_fields;
-pub use run_fields::{check_usd, MAX_BUDGET_USD};
+pub use run_fields::check_usd;
 pub(crate) mod salvage;
 mod scheduling;
 mod status;
 pub use status::{parse_status, Status, WorkerState};
+mod outcome;
+pub use outcome::Outcome;
 mod task_id;
 mod time;
 pub(crate) mod until;
 mod worktree;
 pub use agent_record::AgentRecord;
 pub use denial::Denial;
-pub use env_labels::{parse_env_assignment, MAX_ENV_BYTES, MAX_LABELS};
+pub use env_labels::parse_env_assignment;
 pub use scheduling::{id_list, MAX_AFTER};
 pub use task_id::TaskId;
 pub use until::{CheckVerdict, Until, UntilReport};
@@ -73,10 +75,13 @@ fn lenient_timestamp<'de, D: Deserializer<'de>>(d: D) -> std::result::Result<Str
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Task {
+    /// The file format version (1).
     #[serde(default = "schema_v1")]
     pub schema: u32,
+    /// Its id, unique across the root; one is made when none is given.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub id: Option<TaskId>,
+    /// What the agent is asked: piped to the agent's stdin.
     pub prompt: String,
     /// Any JSON; handed to the agent as `CONDUCTOR_CONTEXT`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -84,6 +89,7 @@ pub struct Task {
     /// Written by original clients; ignored.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub timestamp: Option<Value>,
+    /// How long it may run before it is stopped (none: the worker's default).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub timeout_secs: Option<u64>,
     /// Serialization key (user or project): one running task per key.
@@ -235,16 +241,19 @@ impl Task {
         }
     }
 
+    /// With id `id`.
     pub fn with_id(mut self, id: impl Into<TaskId>) -> Task {
         self.id = Some(id.into());
         self
     }
 
+    /// With `context`, handed to the agent as `CONDUCTOR_CONTEXT`.
     pub fn with_context(mut self, context: Value) -> Task {
         self.context = Some(context);
         self
     }
 
+    /// With a limit of `secs` seconds on its run.
     pub fn with_timeout_secs(mut self, secs: u64) -> Task {
         self.timeout_secs = Some(secs);
         self
@@ -348,6 +357,7 @@ impl Task {
         Ok(())
     }
 
+    /// Which attempt this is, from 1.
     pub fn attempt(&self) -> u32 {
         self.attempt.unwrap_or(1)
     }
@@ -357,6 +367,7 @@ impl Task {
         self.not_before.as_deref().and_then(parse_rfc3339)
     }
 
+    /// How many attempts it may have in all (default 1: no retry).
     pub fn max_attempts(&self) -> u32 {
         self.max_attempts.unwrap_or(1)
     }
@@ -419,53 +430,57 @@ impl Task {
     }
 }
 
-/// How a task ended. Every accepted task ends with exactly one of these.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Outcome {
-    Success,
-    Failure,
-    Timeout,
-    Cancelled,
-    Interrupted,
-    Rejected,
-}
-
 /// `result.json` and `results/<taskId>.json`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct TaskResult {
+    /// The file format version (1).
     #[serde(default = "schema_v1")]
     pub schema: u32,
+    /// The task it is the result of.
     pub task_id: TaskId,
+    /// The agent's answer (its stdout, or the preset's reading of it).
     #[serde(default)]
     pub output: String,
+    /// Whether the task succeeded.
     pub success: bool,
     /// `null` on success, otherwise a one-line reason.
     #[serde(default)]
     pub error: Option<String>,
+    /// When it was written (RFC 3339).
     #[serde(default, deserialize_with = "lenient_timestamp")]
     pub timestamp: String,
+    /// How the run ended.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub outcome: Option<Outcome>,
+    /// The agent's exit status, when it exited.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub exit_code: Option<i32>,
+    /// The signal that ended the agent, when one did.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub signal: Option<i32>,
+    /// The end of the agent's stderr, when it failed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub stderr: Option<String>,
+    /// How long the agent ran, in milliseconds.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub duration_ms: Option<u64>,
+    /// When the agent started (RFC 3339).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub started_at: Option<String>,
+    /// When it ended (RFC 3339).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub finished_at: Option<String>,
+    /// Which attempt this result is of, from 1.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub attempt: Option<u32>,
+    /// The worker slot that ran it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub worker: Option<u32>,
+    /// `output` is cut to its limit; the whole is in `output_file`.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub output_truncated: bool,
+    /// Where the whole output is kept, when `output` is not all of it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub output_file: Option<String>,
     /// Why the output is not whole where it is kept (e.g. cut from the log file).
@@ -474,10 +489,13 @@ pub struct TaskResult {
     /// Claude Code's session (claude preset): `conductor retry --resume` continues it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub session_id: Option<String>,
+    /// What the run cost, as the agent reported it (claude preset).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cost_usd: Option<f64>,
+    /// How many turns the agent took, as it reported (claude preset).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub num_turns: Option<u64>,
+    /// Whether the agent itself reported an error (claude preset).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub is_error: Option<bool>,
     /// Tokens the agent reported it sent to the model, cache reads and writes included

@@ -11,7 +11,7 @@
 
 pub mod check;
 mod state;
-pub use state::{annotate, annotated, state_of, summary, ReviewState, ReviewSummary};
+pub use state::{annotate, annotated, state_of, summary, ReviewState};
 
 use std::path::PathBuf;
 

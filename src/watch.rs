@@ -8,14 +8,13 @@ mod native;
 #[cfg(target_os = "linux")]
 mod pipe;
 #[cfg(target_os = "linux")]
-pub use pipe::{OnBytes, OnEnd};
+pub use pipe::OnEnd;
 mod events;
 mod inline;
 mod poll;
 mod ready_signal;
 
 use events::count_events;
-pub use events::{events_seen, ENV_DEBUG_WATCH_EVENTS};
 pub use inline::{poll_readable, InlineWatcher, Waited};
 pub use ready_signal::ReadySignal;
 

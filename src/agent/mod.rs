@@ -29,16 +29,15 @@ use live::{LiveLog, SharedLog, StdoutForm};
 use output::{Captured, LogSink};
 use serve::{InlineIo, Streams};
 use spawn::{AgentProcess, SelfRecord, SpawnSpec};
-
-pub use live::STDERR_MARK;
 pub use low_fds::reserve_low_fds;
 pub use output::ready_log;
-pub use spawn::EXIT_UNRECORDED;
 
 /// The agent command line, split into argv (no shell unless the user writes `sh -c …`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct AgentCommand {
+    /// The program to run, found on `PATH` unless it has a slash.
     pub program: String,
+    /// Its arguments; the prompt goes on stdin, not here.
     pub args: Vec<String>,
 }
 

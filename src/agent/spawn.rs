@@ -43,7 +43,6 @@ use crate::error::{Error, Result};
 use crate::protocol::{AgentRecord, TaskId};
 use child::{clone_vfork, step_error, ChildPlan, Step};
 
-pub use child::EXIT_UNRECORDED;
 
 /// Stack of the child until it execs (it calls a handful of libc wrappers only).
 const CHILD_STACK: usize = 64 * 1024;

@@ -55,12 +55,6 @@ pub fn interrupt_channel() -> anyhow::Result<crossbeam_channel::Receiver<()>> {
 /// Parse a duration given as seconds (`30`, `1.5`) or in words (`90s`, `5m`, `1h30m`).
 pub use crate::text::parse_duration as parse_duration_arg;
 
-/// A duration as the whole seconds the protocol counts in (`timeoutSecs`), rounded up
-/// so that a limit never becomes shorter than asked.
-pub fn whole_secs(d: std::time::Duration) -> u64 {
-    d.as_secs() + u64::from(d.subsec_nanos() > 0)
-}
-
 /// A task id from the command line: digits become a number, as clients write them.
 pub fn task_id_arg(s: &str) -> Result<crate::TaskId, crate::Error> {
     crate::TaskId::parse(s).map_err(|reason| crate::Error::InvalidTask { reason })

@@ -22,6 +22,7 @@ pub mod exit {
     pub const OK: i32 = ExitClass::Ok.code();
     pub const FAILURE: i32 = ExitClass::Failure.code();
     pub const USAGE: i32 = ExitClass::Usage.code();
+    #[cfg(test)]
     pub const REFUSED: i32 = ExitClass::Refused.code();
     pub const NOBODY: i32 = ExitClass::Nobody.code();
     pub const NEEDS_PERSON: i32 = ExitClass::NeedsPerson.code();

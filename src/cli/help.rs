@@ -10,8 +10,6 @@ pub const GLOBAL: &str = "Global options";
 pub const AGENT: &str = crate::verbs::spec::heading::AGENT;
 /// `--worktree` and the options that go with it.
 pub const WORKTREE: &str = crate::verbs::spec::heading::WORKTREE;
-/// What a task carries besides its prompt: its id, context, environment, labels.
-pub const TASK: &str = crate::verbs::spec::heading::TASK;
 /// The shared queue's options: group, attempts, many tasks at once.
 pub const QUEUE: &str = crate::verbs::spec::heading::QUEUE;
 /// Waiting for the result.

@@ -8,6 +8,7 @@ use std::fmt::Write as _;
 use clap::{Arg, ArgAction, Command, CommandFactory};
 
 /// The one command that regenerates docs/CLI.md (said by the test that finds it stale).
+#[cfg(any(test, feature = "internals"))]
 pub const REGENERATE: &str = "cargo run --locked --bin conductor -- help-reference > docs/CLI.md";
 
 /// The whole of docs/CLI.md: every command of the three binaries, every visible option;
@@ -248,6 +249,7 @@ fn escape(text: &str) -> String {
 
 /// Every key config.json takes, as written there (`maxRunning`, `worktreeSetup.copy`),
 /// read off the types that parse it, so a new key is seen without a list to keep.
+#[cfg(any(test, feature = "internals"))]
 pub fn config_keys() -> Vec<String> {
     let mut keys: Vec<String> = Vec::new();
     for top in field_names::<crate::Config>() {
@@ -260,6 +262,7 @@ pub fn config_keys() -> Vec<String> {
 }
 
 /// The field names serde's derive gives a struct's deserializer (after renaming).
+#[cfg(any(test, feature = "internals"))]
 fn field_names<'de, T: serde::Deserialize<'de>>() -> &'static [&'static str] {
     let mut names = FieldNames(&[]);
     let _ = T::deserialize(&mut names);
@@ -267,8 +270,10 @@ fn field_names<'de, T: serde::Deserialize<'de>>() -> &'static [&'static str] {
 }
 
 /// A deserializer that only records the fields a struct asks for, then stops.
+#[cfg(any(test, feature = "internals"))]
 struct FieldNames(&'static [&'static str]);
 
+#[cfg(any(test, feature = "internals"))]
 impl<'de> serde::Deserializer<'de> for &mut FieldNames {
     type Error = serde::de::value::Error;
 

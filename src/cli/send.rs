@@ -12,11 +12,6 @@ use crate::Slot;
 use super::{args::parse_slot, args::RootArg, help};
 use crate::cli::common::exit;
 
-/// Parse `--env NAME=VALUE` for clap (clap names the argument in the error).
-pub fn parse_env_arg(s: &str) -> Result<(String, String), String> {
-    crate::protocol::parse_env_assignment(s)
-}
-
 /// `spec` with its prompt read (from `-f FILE` or stdin) and not empty: a usage error
 /// naming the file otherwise.
 pub fn with_prompt(spec: &TaskSpec) -> anyhow::Result<TaskSpec> {

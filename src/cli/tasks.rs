@@ -323,7 +323,7 @@ fn totals(tasks: &[TaskSummary]) -> String {
 /// `tasks --summary`: totals by key, agent and day.
 pub mod summary {
     use super::super::table::{fit_line, Col, Table};
-    pub use crate::verbs::totals::{budgets, of, of_root, BudgetUse, Summary, Totals};
+    pub use crate::verbs::totals::{of_root, BudgetUse, Summary, Totals};
 
     /// `today: root $0.0375 of $0.0100 (spent: no new task starts) · group g $0.0100`.
     fn budget_line(budgets: &[BudgetUse]) -> Option<String> {

@@ -12,6 +12,8 @@ pub mod slot_report;
 pub mod task_files;
 
 pub use follow::{open_log, LogFollower};
-pub use locks::{list_locks, lock_options, spares_in, LockEntry, LockKind, LockState, LockStatus};
-pub use slot_report::{slot_report, slot_reports, Flag, SlotReport};
-pub use task_files::{current_task, read_task_file, running_task, TaskFile, TaskSource};
+pub use locks::{list_locks, lock_options, LockEntry, LockKind, LockStatus};
+pub use slot_report::{slot_reports, Flag, SlotReport};
+#[cfg(test)]
+pub use slot_report::slot_report;
+pub use task_files::{current_task, read_task_file, TaskFile};

@@ -59,9 +59,8 @@ pub use problem::{LaunchError, LaunchProblem, LaunchRefusal};
 pub type Result<T, E = LaunchError> = std::result::Result<T, E>;
 pub use session::{launch, stop_command, where_workers_are};
 pub use sockets::{list_everywhere, servers_with};
-pub use stop::{kill, list, KillReport, SessionInfo, StoppedWorker};
+pub use stop::kill;
 pub use tmux::Tmux;
-pub use worktree::{worktree_branch, worktree_path};
 
 /// The session name used when none is given.
 pub const DEFAULT_SESSION: &str = "conductor";
@@ -162,12 +161,6 @@ impl LaunchOptions {
 pub struct Launched {
     pub session: String,
     pub root: PathBuf,
-    pub dir: PathBuf,
-    /// tmux window id (`@3`) and the orchestrator's pane id (`%7`).
-    pub window: String,
-    /// The further windows of workers that did not fit in the first (see [`layout`]).
-    pub windows: Vec<String>,
-    pub orchestrator_pane: String,
     pub workers: Vec<LaunchedWorker>,
 }
 
@@ -175,10 +168,6 @@ pub struct Launched {
 #[derive(Debug, Clone)]
 pub struct LaunchedWorker {
     pub slot: Slot,
-    /// tmux pane id, e.g. `%8`.
-    pub pane: String,
-    /// The name of the window the pane is in.
-    pub window: String,
     /// The `conductor-worker` process.
     pub pid: u32,
     /// Its project directory (its worktree with `worktrees`).

@@ -71,9 +71,9 @@ pub fn launch(opts: &LaunchOptions) -> Result<Launched> {
         worktrees: Vec::new(),
     };
     let worker_dirs = worker_dirs(opts, &root, &dir, &slots, &mut undo)?;
-    let (window, orch_pane) = new_window(&mut undo, session, &root_path, &dir, opts.workers)?;
+    let (_, orch_pane) = new_window(&mut undo, session, &root_path, &dir, opts.workers)?;
     let plan = layout::plan(&slots, opts.dashboard);
-    let (windows, panes) = lay_out(tmux, session, &dir, &orch_pane, &plan)?;
+    let (_, panes) = lay_out(tmux, session, &dir, &orch_pane, &plan)?;
     for (i, &slot) in slots.iter().enumerate() {
         start_worker(tmux, opts, &root_path, slot, &panes[i].1, &worker_dirs[i].0)?;
     }
@@ -87,8 +87,6 @@ pub fn launch(opts: &LaunchOptions) -> Result<Launched> {
         .enumerate()
         .map(|(i, &slot)| LaunchedWorker {
             slot,
-            pane: panes[i].1.clone(),
-            window: panes[i].0.clone(),
             pid: pids[i],
             dir: worker_dirs[i].0.clone(),
             branch: worker_dirs[i].1.clone(),
@@ -99,10 +97,6 @@ pub fn launch(opts: &LaunchOptions) -> Result<Launched> {
     Ok(Launched {
         session: session.to_string(),
         root: root_path,
-        dir,
-        window,
-        windows,
-        orchestrator_pane: orch_pane,
         workers,
     })
 }

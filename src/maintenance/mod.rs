@@ -13,6 +13,6 @@ pub mod lock_cleanup;
 
 pub use cancel::{request_cancel, CancelOutcome};
 pub use gc::{
-    apply_gc, plan_gc, GcItem, GcKind, GcOptions, GcPlan, GcReport, UnmergedBranch, TEMP_FILE_AGE,
+    apply_gc, plan_gc, GcOptions, GcPlan, TEMP_FILE_AGE,
 };
 pub use lock_cleanup::{clean_locks, CleanAction, CleanedLock};

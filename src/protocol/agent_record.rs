@@ -36,6 +36,8 @@ pub struct AgentRecord {
 }
 
 impl AgentRecord {
+    /// A record of this host (the agent's child writes its own with [`Self::template`];
+    /// the tests make them whole).
     pub fn new(task_id: TaskId, agent_pid: u32, agent_start_time: Option<u64>) -> AgentRecord {
         AgentRecord {
             schema: SCHEMA,

@@ -6,9 +6,13 @@ use super::*;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum WorkerState {
+    /// Waiting for a task.
     Idle,
+    /// Running a task.
     Working,
+    /// Its last task ended; `result.json` holds the result.
     Done,
+    /// Its last task failed, or the worker cannot work (see `problem`).
     Error,
 }
 
@@ -27,32 +31,43 @@ impl fmt::Display for WorkerState {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Status {
+    /// The file format version (1).
     #[serde(default = "schema_v1")]
     pub schema: u32,
+    /// The state.
     pub status: WorkerState,
+    /// The task in hand (or last ended).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub task_id: Option<TaskId>,
+    /// When it was written (RFC 3339).
     #[serde(default, deserialize_with = "lenient_timestamp")]
     pub timestamp: String,
+    /// When the task in hand started (RFC 3339).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub started_at: Option<String>,
+    /// The worker's last sign of life while it works (RFC 3339).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub heartbeat_at: Option<String>,
+    /// The agent's process id while it runs.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub agent_pid: Option<u32>,
     /// The agent's process start time (clock ticks since boot), so a restarted
     /// worker can tell a leftover agent from an unrelated process that reused its pid.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub agent_start_time: Option<u64>,
+    /// The worker's process id.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub worker_pid: Option<u32>,
+    /// The host the worker runs on.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub host: Option<String>,
     /// `host::host_id()` of the worker: its pids mean something only on that host.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub host_id: Option<String>,
+    /// Which attempt of the task in hand this is, from 1.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub attempt: Option<u32>,
+    /// How much output the agent has written so far.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub output_bytes: Option<u64>,
     /// What keeps the worker from its work right now (e.g. a full disk), for people.

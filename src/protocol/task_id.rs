@@ -9,7 +9,9 @@ use serde_json::Value;
 /// use `Date.now()`). It names files, so only `A-Z a-z 0-9 . _ -` are allowed.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub enum TaskId {
+    /// A numeric id, as the original clients write (`Date.now()`).
     Number(u64),
+    /// A text id.
     Text(String),
 }
 

@@ -57,8 +57,8 @@ pub enum Claim {
     Taken(Box<QueueClaim>),
     /// Nothing pending, or every pending task's key is busy.
     Nothing,
-    /// Tasks wait, but every run slot is taken (`maxRunning`); says which cap.
-    AllSlotsBusy(String),
+    /// Tasks wait, but every run slot is taken (`maxRunning`).
+    AllSlotsBusy,
     /// The worker's own `.lock` is held by someone else (a recovery is at it).
     SlotLocked,
     /// The best candidate does not parse yet and may still be being written by a
@@ -194,6 +194,7 @@ impl Scan<'_> {
 /// `running.json`. `take_slot_lock` takes the worker's own `.lock`; it is called only
 /// once an eligible task is found (most wake-ups find none: every lock change on the
 /// root wakes every idle worker).
+#[cfg(any(test, feature = "internals"))]
 pub fn claim_next(
     root: &Root,
     worker: &WorkerPaths,
@@ -236,7 +237,7 @@ pub(crate) fn claim_next_seeing(
     let run_slot = match take_run_slot(root, config)? {
         RunSlot::Uncapped => None,
         RunSlot::Held(l) => Some(*l),
-        RunSlot::AllBusy(why) => return Ok(Claim::AllSlotsBusy(why)),
+        RunSlot::AllBusy(_) => return Ok(Claim::AllSlotsBusy),
     };
     // One lock attempt per key per scan, however many of its tasks wait.
     let mut busy = HashSet::new();

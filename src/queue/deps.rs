@@ -17,9 +17,6 @@ use crate::protocol::{Task, TaskId, TaskResult};
 /// What is known of one dependency.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum DepState {
-    /// Not in the id registry: nothing by that id was ever sent or submitted (judged
-    /// at submit; at run time a missing entry only means "not yet known again").
-    Unknown,
     /// Registered, no result yet (pending, running, or about to be re-run).
     Unfinished,
     /// Its result says it succeeded.
@@ -62,7 +59,6 @@ pub fn dependency_state(deps: &[(TaskId, DepState)]) -> Readiness {
             }
             DepState::Failed => format!("dependency {id} failed"),
             DepState::Cancelled(why) => format!("dependency {id} was cancelled ({why})"),
-            DepState::Unknown => format!("dependency {id} is unknown to this root"),
             DepState::Unreadable(why) => format!("dependency {id} failed: {why}"),
             DepState::Gone => format!(
                 "dependency {id} has no result any more (removed) and is neither waiting nor \
@@ -230,7 +226,7 @@ mod tests {
         let d = deps(&[
             ("a", DepState::Unfinished),
             ("b", DepState::Failed),
-            ("c", DepState::Unknown),
+            ("c", DepState::Gone),
         ]);
         assert_eq!(
             dependency_state(&d),
@@ -239,11 +235,6 @@ mod tests {
                 reason: "dependency b failed".into()
             }
         );
-        let unknown = deps(&[("x", DepState::Unknown)]);
-        assert!(matches!(
-            dependency_state(&unknown),
-            Readiness::Failed { reason, .. } if reason == "dependency x is unknown to this root"
-        ));
         let broken = deps(&[("y", DepState::Unreadable("is empty".into()))]);
         assert!(matches!(
             dependency_state(&broken),

@@ -182,6 +182,7 @@ impl Paused {
         Paused { entries }
     }
 
+    #[cfg(test)]
     pub fn is_empty(&self) -> bool {
         self.entries.is_empty()
     }

@@ -21,7 +21,7 @@ use crate::protocol::TaskId;
 /// own worker would have given them).
 pub const KILL_GRACE: Duration = Duration::from_secs(2);
 
-pub use crate::hooks::tracked::{dir, forget, record};
+pub use crate::hooks::tracked::{forget, record};
 use crate::hooks::tracked::{records, Record};
 
 /// Whether the slot holds a record of a callback started on this host by a worker now

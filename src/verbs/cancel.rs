@@ -14,7 +14,12 @@ pub enum CancelRequest {
     /// The unfinished tasks a selection names, oldest first.
     Selected(Selection),
     /// The task running on `slot`; with `only`, only if it is that one.
-    Slot { slot: Slot, only: Option<TaskId> },
+    Slot {
+        /// The worker slot whose running task is to stop.
+        slot: Slot,
+        /// Stop it only if it is this task.
+        only: Option<TaskId>,
+    },
 }
 
 /// `cancel --all | --state | --key | --group`: unfinished tasks by state, key and group.
@@ -37,13 +42,18 @@ pub enum CancelAnswer {
     /// Each task, as far as cancelling went: `stopped_by` is the error that ended it
     /// early (an unknown id), the tasks before it having been cancelled and reported.
     Tasks {
+        /// What cancelling each task did, in the request's order.
         done: Vec<TaskCancelled>,
+        /// The error that stopped the run early, if one did.
         stopped_by: Option<Error>,
     },
     /// What asking `slot`'s worker to stop its running task did.
     Slot {
+        /// The slot asked.
         slot: Slot,
+        /// The task it was to be, if one was named.
         only: Option<TaskId>,
+        /// What the request did.
         outcome: CancelOutcome,
     },
 }
@@ -51,7 +61,9 @@ pub enum CancelAnswer {
 /// What cancelling one task did: `cancel --json`'s line, `{"id", "outcome", …}`.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct TaskCancelled {
+    /// The task.
     pub id: TaskId,
+    /// What became of it.
     #[serde(flatten)]
     pub done: Done,
 }
@@ -62,13 +74,25 @@ pub struct TaskCancelled {
 pub enum Done {
     /// Taken out of `slot`'s inbox (or, `None`, the queue) before it started, and
     /// answered `cancelled`.
-    Withdrawn { slot: Option<u32> },
+    Withdrawn {
+        /// The slot whose inbox held it; `None`: the queue.
+        slot: Option<u32>,
+    },
     /// Running on `slot`: its worker was asked to stop it.
-    Requested { slot: u32 },
+    Requested {
+        /// The slot running it.
+        slot: u32,
+    },
     /// Left running on `slot`, which no live worker serves: nobody can stop it.
-    NoLiveWorker { slot: u32 },
+    NoLiveWorker {
+        /// The slot it runs on.
+        slot: u32,
+    },
     /// It had already finished, in `state`; nothing was done.
-    Finished { state: TaskState },
+    Finished {
+        /// The state it ended in.
+        state: TaskState,
+    },
 }
 
 impl Done {

@@ -5,13 +5,16 @@ use std::time::Duration;
 
 use serde::Serialize;
 
-use crate::maintenance::{apply_gc, plan_gc, GcItem, GcOptions, GcPlan, UnmergedBranch};
+use crate::maintenance::gc::{GcItem, UnmergedBranch};
+use crate::maintenance::{apply_gc, plan_gc, GcOptions, GcPlan};
 use crate::Client;
 
 /// `gc`: the age past which files go, and whether to remove them or only plan.
 #[derive(Debug, Clone)]
 pub struct GcRequest {
+    /// Files older than this go.
     pub older_than: Duration,
+    /// Remove them (`gc --apply`); else only say what would go.
     pub apply: bool,
 }
 
@@ -19,8 +22,11 @@ pub struct GcRequest {
 #[derive(Debug, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct GcAnswer {
+    /// The root collected.
     pub root: PathBuf,
+    /// Whether the files were removed (else this is a plan).
     pub applied: bool,
+    /// The age asked for, in seconds.
     pub older_than_secs: u64,
     /// The files removed (applied) or to remove (a plan).
     pub items: Vec<GcItem>,

@@ -11,9 +11,13 @@ use crate::{Client, Slot, TaskId};
 /// What to pause: one slot, key or group, or everything.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Selector {
+    /// One worker slot.
     Slot(Slot),
+    /// The tasks with this key.
     Key(String),
+    /// The tasks of this group.
     Group(String),
+    /// Everything on the root.
     All,
 }
 
@@ -39,6 +43,7 @@ impl Selector {
 /// `pause`: what, and whether its running tasks stop too.
 #[derive(Debug, Clone)]
 pub struct PauseRequest {
+    /// What to pause.
     pub what: Selector,
     /// Also stop the running tasks it names and put them back, to run again once resumed.
     pub now: bool,
@@ -95,6 +100,7 @@ fn stopping(client: &Client, target: &Target) -> crate::Result<Vec<TaskId>> {
 /// `resume`: what (`All`: every pause in force, whatever it names).
 #[derive(Debug, Clone)]
 pub struct ResumeRequest {
+    /// What to resume.
     pub what: Selector,
 }
 
@@ -102,7 +108,9 @@ pub struct ResumeRequest {
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(untagged)]
 pub enum Resumed {
+    /// The one pause named.
     One(Target),
+    /// Every pause that was in force.
     All(Vec<Target>),
 }
 
@@ -110,6 +118,7 @@ pub enum Resumed {
 #[derive(Debug, Clone, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct ResumeAnswer {
+    /// What was lifted.
     pub resumed: Resumed,
     /// Something named was paused (and is not any more).
     pub was_paused: bool,

@@ -11,7 +11,9 @@ use crate::{Root, TaskId};
 /// The answer: the root and its pending tasks, first to run first.
 #[derive(Debug, Clone, Serialize)]
 pub struct QueueView {
+    /// The root.
     pub root: PathBuf,
+    /// The pending tasks, in the order they will be taken.
     pub pending: Vec<Pending>,
 }
 
@@ -23,12 +25,15 @@ pub struct Pending {
     pub position: usize,
     /// `None` for an entry not written by `submit` (dropped in by hand).
     pub id: Option<TaskId>,
+    /// Its priority as given, 0-9.
     pub priority: u8,
     /// The priority raised by waiting.
     pub effective_priority: u8,
+    /// Its serialization key.
     pub key: Option<String>,
     /// RFC 3339.
     pub submitted_at: String,
+    /// How long it has waited, in seconds.
     pub age_secs: f64,
     /// Why it does not run yet, when that can be told.
     pub waiting: Option<String>,

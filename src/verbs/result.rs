@@ -9,7 +9,12 @@ pub enum ResultRequest {
     /// Task `id`'s, wherever it ran.
     Task(TaskId),
     /// A slot's: its newest (`id: None`), or task `id`'s as that slot kept it.
-    Slot { slot: Slot, id: Option<TaskId> },
+    Slot {
+        /// The worker slot.
+        slot: Slot,
+        /// The task; `None`: the slot's newest result.
+        id: Option<TaskId>,
+    },
 }
 
 /// The answer to a [`ResultRequest`].

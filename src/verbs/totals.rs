@@ -13,14 +13,19 @@ pub struct Totals {
     /// What they share: the key, the agent or the day (`-` for none).
     #[serde(skip_serializing_if = "String::is_empty")]
     pub name: String,
+    /// How many tasks.
     pub tasks: usize,
+    /// How many succeeded.
     pub done: usize,
     /// Ended any other way (failed, timed out, cancelled, interrupted, rejected).
     pub failed: usize,
     /// Not finished yet (waiting, queued, running).
     pub unfinished: usize,
+    /// What they cost, in US dollars, as the agents reported.
     pub cost_usd: f64,
+    /// How many turns the agents took.
     pub turns: u64,
+    /// How long they ran, in milliseconds.
     pub run_ms: u64,
 }
 
@@ -38,13 +43,19 @@ impl Totals {
     }
 }
 
+/// The totals of a set of tasks, whole and by key, group, agent and day.
 #[derive(Debug, Clone, Default, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Summary {
+    /// All of them.
     pub total: Totals,
+    /// By serialization key.
     pub by_key: Vec<Totals>,
+    /// By group.
     pub by_group: Vec<Totals>,
+    /// By agent.
     pub by_agent: Vec<Totals>,
+    /// By day.
     pub by_day: Vec<Totals>,
     /// Today's spend against each daily budget (the root's, then groups').
     pub budgets: Vec<BudgetUse>,
@@ -56,7 +67,9 @@ pub struct Summary {
 pub struct BudgetUse {
     /// `root`, or `group NAME`.
     pub name: String,
+    /// Spent today, in US dollars.
     pub spent_today_usd: f64,
+    /// The daily budget, when one is set.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub daily_budget_usd: Option<f64>,
 }

@@ -11,13 +11,17 @@ use crate::watch::WatchMode;
 /// How a worker is set up. [`WorkerOptions::new`] gives the documented defaults.
 #[derive(Debug, Clone)]
 pub struct WorkerOptions {
+    /// The root it serves.
     pub root: Root,
+    /// The slot it serves.
     pub slot: Slot,
     /// The agent's working directory (the project).
     pub project_dir: PathBuf,
+    /// The agent command each task is piped to.
     pub agent: AgentCommand,
     /// How to read the agent's output and continue sessions.
     pub preset: Preset,
+    /// How it notices new files (filesystem events, or polling).
     pub watch: WatchMode,
     /// Default timeout when the task gives none (`--timeout`); none = no limit.
     pub timeout: Option<Duration>,
@@ -53,6 +57,7 @@ pub struct WorkerOptions {
 }
 
 impl WorkerOptions {
+    /// A worker of `slot` on `root` that runs `agent` in `project_dir`, with the defaults.
     pub fn new(root: Root, slot: Slot, project_dir: PathBuf, agent: AgentCommand) -> Self {
         WorkerOptions {
             root,

@@ -4,6 +4,7 @@ mod harness;
 mod prereq;
 mod process_limit;
 
+mod api;
 mod approvals;
 mod architecture;
 mod budgets;

@@ -29,6 +29,7 @@ pub enum SlotState {
 }
 
 impl SlotState {
+    #[cfg(test)]
     pub const ALL: [SlotState; 6] = [
         SlotState::NoWorker,
         SlotState::Idle,
