@@ -73,16 +73,6 @@ pub struct TaskEdit {
 }
 
 impl TaskEdit {
-    /// Whether it changes anything at all.
-    pub fn any(&self) -> bool {
-        self.prompt.is_some()
-            || self.priority.is_some()
-            || self.key.is_some()
-            || self.after.is_some()
-            || self.env.is_some()
-            || self.labels.is_some()
-    }
-
     /// Why it may not be made, checked before the entry is touched: a prompt left empty.
     pub fn refusal(&self, id: &TaskId) -> Option<String> {
         self.prompt

@@ -3,17 +3,13 @@
 //! The worktree verbs `diff`, `merge` and `discard` are such functions already, in
 //! [`crate::review`] (`DiffRequest`, `MergeRequest` → `MergeReport`), called by both sides.
 
+// What a program driving conductor needs (describe and submit a task, list, cancel) is
+// public; `Client` writes to a slot, waits and reads results. The operator's verbs (send,
+// result, retry, gc, pause, edit, the queue's order, totals, redo, chains) serve the CLI
+// and the MCP server and are public only under `internals`, like the implementation.
 pub mod cancel;
-pub mod chain;
-pub mod edit;
-pub mod gc;
-pub mod pause;
-pub mod queue;
-pub mod redo;
-pub mod result;
-pub mod retry;
-pub mod send;
 pub mod spec;
 pub mod submit;
 pub mod tasks;
-pub mod totals;
+
+internal_modules!(chain, edit, gc, pause, queue, redo, result, retry, send, totals);

@@ -13,15 +13,11 @@ pub struct Send {
     pub task: TaskSpec,
 }
 
-/// The answer: the task as delivered, and what keeps it from starting, if anything.
+/// The answer: the task's id, and what keeps it from starting, if anything.
 #[derive(Debug, Clone)]
 pub struct Sent {
-    /// The delivered task.
-    pub task: Task,
-    /// Its id.
+    /// The delivered task's id.
     pub id: TaskId,
-    /// The slot it waits on.
-    pub slot: Slot,
     /// A pause that holds it in the inbox (why, and what to resume).
     pub held: Option<(String, Target)>,
     /// Whether no live worker serves the slot (it waits in the inbox until one starts).
@@ -55,9 +51,7 @@ pub fn send(client: &Client, request: &Send) -> crate::Result<Sent> {
     };
     let unserved = matches!(crate::wait::slot_served(client.root(), slot), Ok(false));
     Ok(Sent {
-        task,
         id,
-        slot,
         held,
         unserved,
     })
