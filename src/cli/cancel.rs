@@ -42,7 +42,7 @@ fn parse_state(s: &str) -> Result<TaskState, String> {
     let state: TaskState = s.trim().parse()?;
     if state.is_finished() {
         return Err(format!(
-            "a {state} task has finished: only waiting, queued and running tasks can be cancelled"
+            "a {state} task has finished: only waiting, queued and working tasks can be cancelled"
         ));
     }
     Ok(state)
