@@ -40,16 +40,18 @@ const ROOT_NAMES: &[&str] = &[
 ];
 
 /// rustdoc's JSON of the library as a user builds it (default features), made with the
-/// stable toolchain (`RUSTC_BOOTSTRAP` lets it take `--output-format json`) into this
-/// test binary's own target directory; `None` (with the reason) when it cannot be made.
+/// stable toolchain (`RUSTC_BOOTSTRAP` lets it take `--output-format json`) into a
+/// target directory of its own; `None` (with the reason) when it cannot be made.
 fn rustdoc_json() -> Result<Value, String> {
     let exe = std::env::current_exe().map_err(|e| e.to_string())?;
-    // target/debug/deps/integration-HASH → target
+    // target/debug/deps/integration-HASH → target; a directory of its own inside it,
+    // because dependencies built under RUSTC_BOOTSTRAP would replace the ones the other
+    // test targets (the doctests) link, with metadata the plain toolchain refuses.
     let target: PathBuf = exe
         .ancestors()
         .nth(3)
         .ok_or("no target directory above the test binary")?
-        .to_path_buf();
+        .join("api-rustdoc");
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
     let out = Command::new(cargo)
         .args(["rustdoc", "--lib", "--locked", "-q", "--target-dir"])
