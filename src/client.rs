@@ -37,7 +37,7 @@ impl Client {
     /// tasks itself until their results come and dies with the machine anyway
     /// (`conductor run`): the worker's claim commits the task's bytes with the claim,
     /// and a task lost with the machine before its claim was never started.
-    pub fn with_delivery(mut self, delivery: Durability) -> Client {
+    pub(crate) fn with_delivery(mut self, delivery: Durability) -> Client {
         self.delivery = delivery;
         self
     }
@@ -238,7 +238,7 @@ impl Client {
     }
 
     /// [`Client::wait_for_result`], doing `on_death` if the worker dies with the task.
-    pub fn wait_for_result_with(
+    pub(crate) fn wait_for_result_with(
         &self,
         slot: Slot,
         id: &TaskId,

@@ -38,6 +38,8 @@
 // The public surface is documented; the internals (public only under `internals`) are not
 // held to it.
 #![cfg_attr(not(feature = "internals"), deny(missing_docs))]
+// A public item never takes or gives a type a user cannot name.
+#![cfg_attr(not(feature = "internals"), deny(unnameable_types))]
 
 // Everything below is the implementation. Its modules are `pub` only under the
 // non-default `internals` feature, which the binaries' own tests, benches and examples
@@ -122,10 +124,28 @@ pub mod programs {
     }
 }
 
+/// The types the public items' methods and fields take and give: task listings, the
+/// parts of a task record and its result, the queue's capacity report, and options.
+pub mod types {
+    pub use crate::dirlock::LockOptions;
+    pub use crate::preset::{Preset, RateLimit};
+    pub use crate::protocol::{
+        approval::Question, CheckVerdict, Denial, ReviewState, Until, UntilReport, WorktreeChange,
+    };
+    pub use crate::queue::{
+        groups::GroupUse, Capacity, KeyUse, LockInfo, PendingCount, PendingTask, SlotUse,
+    };
+    pub use crate::tasks::{
+        CancelTask, Cursor as ListCursor, ListOptions, TaskLocation, TaskState, TaskSummary,
+    };
+    pub use crate::watch::WatchMode;
+    pub use crate::worktree::setup::WorktreeSetup;
+}
+
 pub use agent::AgentCommand;
 pub use client::Client;
 pub use config::Config;
-pub use error::{Error, FileProblem, Result};
+pub use error::{CommandLineProblem, Error, FileProblem, Result};
 pub use layout::{Root, Slot, WorkerPaths};
 pub use orchestrator::{Orchestrator, Progress};
 pub use protocol::{Outcome, Status, Task, TaskId, TaskResult, WorkerState};

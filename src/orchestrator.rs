@@ -94,7 +94,7 @@ impl Orchestrator {
     /// and of each task's start from them, instead of by file events: for workers this
     /// process started with [`crate::pool::WorkerPool::spawn_woken`] (`run_all` only).
     /// Told of a start, the run puts the slot's next task in its inbox.
-    pub fn with_wake_pipes(mut self, pipes: crate::pool::WakePipes) -> Orchestrator {
+    pub(crate) fn with_wake_pipes(mut self, pipes: crate::pool::WakePipes) -> Orchestrator {
         self.pipes = Some(pipes);
         self
     }

@@ -45,7 +45,7 @@ impl ExitClass {
 
 impl Error {
     /// Which kind of failure this is (and so the binaries' exit code).
-    pub fn exit_class(&self) -> ExitClass {
+    pub(crate) fn exit_class(&self) -> ExitClass {
         use Error::*;
         match self {
             GateHeld { .. }

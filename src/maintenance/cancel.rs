@@ -12,13 +12,25 @@ use crate::protocol::TaskId;
 #[non_exhaustive]
 pub enum CancelOutcome {
     /// `cancel` now names the running task; its worker stops the agent.
-    Requested { id: TaskId },
+    Requested {
+        /// The task asked to stop.
+        id: TaskId,
+    },
     /// Nothing is running on the slot (a task may wait in the inbox).
-    NothingRunning { inbox: Option<TaskId> },
+    NothingRunning {
+        /// The task waiting in the slot's inbox, if any.
+        inbox: Option<TaskId>,
+    },
     /// Another task than the one asked for is running; nothing was written.
-    OtherTaskRunning { running: TaskId },
+    OtherTaskRunning {
+        /// The task that runs there.
+        running: TaskId,
+    },
     /// A task is in hand but no live worker serves the slot; nothing was written.
-    NoLiveWorker { id: Option<TaskId> },
+    NoLiveWorker {
+        /// The task in hand, when its id can be read.
+        id: Option<TaskId>,
+    },
     /// A live worker has a task in hand whose id cannot be read yet (its files are
     /// being written); nothing was written, asking again in a moment will do.
     IdNotReadable,

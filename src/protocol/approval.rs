@@ -23,6 +23,7 @@ pub const QUESTION_FILE: &str = "approval.json";
 #[serde(rename_all = "camelCase")]
 pub struct Question {
     #[serde(default)]
+    /// The question file's format version.
     pub schema: u32,
     /// This question's own id (a nonce): its answer file carries it in its name.
     pub id: String,
@@ -36,6 +37,7 @@ pub struct Question {
     /// The agent's id for the tool call, when it gave one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tool_use_id: Option<String>,
+    /// When it was asked (RFC 3339).
     pub asked_at: String,
     /// When it is denied if nobody answers (RFC 3339).
     pub deadline: String,

@@ -17,6 +17,7 @@ const MAX_CHECK_BYTES: usize = 4096;
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Until {
+    /// The check: a shell command (`sh -c`) run in the task's worktree, which passes when it exits 0.
     pub check: String,
     /// Rounds in all, the first included [default: [`DEFAULT_ROUNDS`]].
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -48,6 +49,7 @@ pub struct UntilReport {
 pub struct CheckVerdict {
     /// The command, as the task gave it.
     pub command: String,
+    /// Whether it exited 0.
     pub passed: bool,
     /// Its exit code (`None`: killed by a signal, or stopped at its time bound).
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -40,13 +40,21 @@ pub struct WorktreeRecord {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct WorktreeChange {
+    /// The repository the worktree was made from.
     pub repo: PathBuf,
+    /// The worktree's directory.
     pub path: PathBuf,
+    /// The task's branch (`conductor/<id>`).
     pub branch: String,
+    /// The commit the branch started from.
     pub base_commit: String,
+    /// The branch's head when the task ended.
     pub head_commit: String,
+    /// Files changed between the base and the head.
     pub files_changed: u64,
+    /// Lines added between the base and the head.
     pub insertions: u64,
+    /// Lines removed between the base and the head.
     pub deletions: u64,
     /// Whether the branch and worktree were kept (false: the task changed nothing,
     /// and both were removed).
@@ -55,6 +63,7 @@ pub struct WorktreeChange {
     #[serde(default)]
     pub committed_for_agent: bool,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// Anything the worker has to say of it (e.g. why the worktree was kept).
     pub note: Option<String>,
 }
 
@@ -107,6 +116,7 @@ impl ReviewState {
         matches!(self, ReviewState::Unmerged | ReviewState::Conflicting)
     }
 
+    /// The state's word, as every view prints it (`unmerged`, `merged` …).
     pub fn as_str(self) -> &'static str {
         match self {
             ReviewState::Unmerged => "unmerged",

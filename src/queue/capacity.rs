@@ -15,8 +15,11 @@ use crate::error::Result;
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct SlotUse {
+    /// The root-wide cap (`maxRunning`), if any.
     pub max: Option<u32>,
+    /// Tasks running now.
     pub used: u32,
+    /// How many more may start (`None`: no cap).
     pub available: Option<u32>,
 }
 
@@ -24,7 +27,9 @@ pub struct SlotUse {
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct KeyUse {
+    /// Its tasks running now.
     pub running: u32,
+    /// Its tasks waiting in the queue.
     pub pending: u32,
 }
 
@@ -32,7 +37,9 @@ pub struct KeyUse {
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct PendingCount {
+    /// How many wait at each priority (0 most urgent).
     pub by_priority: BTreeMap<u8, u32>,
+    /// How many wait in all.
     pub total: u32,
 }
 
@@ -40,11 +47,17 @@ pub struct PendingCount {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct LockInfo {
+    /// What is locked: `key`, `slot`, `group` …
     pub kind: String,
+    /// The key's, slot's or group's name.
     pub name: String,
+    /// The holder's pid, as its lock records it.
     pub holder_pid: Option<u32>,
+    /// The holder's host, as its lock records it.
     pub host: Option<String>,
+    /// When the lock was taken (RFC 3339).
     pub acquired_at: Option<String>,
+    /// Whether the holder is alive (for another host: its lease is renewed).
     pub alive: bool,
 }
 
@@ -52,9 +65,13 @@ pub struct LockInfo {
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Capacity {
+    /// The root-wide cap and its use.
     pub slots: SlotUse,
+    /// Each key's running and waiting tasks.
     pub by_key: BTreeMap<String, KeyUse>,
+    /// The tasks waiting in the queue.
     pub pending: PendingCount,
+    /// Every key and slot lock held, with its holder.
     pub locks: Vec<LockInfo>,
     /// The pauses in force ("slot 2", "key alice", "group batch", "everything").
     pub paused: Vec<String>,

@@ -49,12 +49,18 @@ fn schema_v1() -> u32 {
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct GroupUse {
+    /// The group's name.
     pub name: String,
+    /// How many of its tasks may run at once.
     pub parallel: u32,
+    /// Its tasks running now.
     pub running: u32,
+    /// Its tasks waiting in the queue.
     pub queued: u32,
+    /// Whether the group is paused.
     pub paused: bool,
     #[serde(skip_serializing_if = "Option::is_none")]
+    /// Its daily budget in US dollars, if it has one.
     pub daily_budget_usd: Option<f64>,
     /// What its tasks reported spending today (the spend ledger).
     pub spent_today_usd: f64,

@@ -36,7 +36,7 @@ use crate::protocol::{id_list, Task, TaskId, TaskResult, SCHEMA};
 use crate::wait::{Awaited, OnDeath, Vigil, Wait};
 use crate::watch::{Interest, WatchMode};
 
-pub use capacity::Capacity;
+pub use capacity::{Capacity, KeyUse, LockInfo, PendingCount, SlotUse};
 pub(crate) use claim::claim_next_seeing;
 // The benches time a claim on its own; the worker claims through `claim_next_seeing`.
 #[cfg(any(test, feature = "internals"))]
@@ -323,7 +323,7 @@ impl Queue {
     }
 
     /// [`Queue::wait_for_result`], doing `on_death` if the worker dies with the task.
-    pub fn wait_for_result_with(
+    pub(crate) fn wait_for_result_with(
         &self,
         id: &TaskId,
         timeout: Duration,
@@ -333,7 +333,7 @@ impl Queue {
     }
 
     /// [`Queue::wait_for_result_with`] as a [`Wait`] not yet driven.
-    pub fn result_wait(
+    pub(crate) fn result_wait(
         &self,
         id: &TaskId,
         timeout: Duration,

@@ -89,12 +89,17 @@ impl PendingName {
 /// A pending entry as its file name describes it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PendingTask {
+    /// The task's id (`None`: the entry's name does not hold a valid one).
     pub id: Option<TaskId>,
+    /// The priority it was submitted with (0 most urgent).
     pub priority: u8,
     /// Raised by waiting ([`AGING_STEP`]), at most 9.
     pub effective_priority: u8,
+    /// Its key: tasks of one key run one at a time.
     pub key: Option<String>,
+    /// When it was submitted.
     pub submitted_at: SystemTime,
+    /// The pending entry's file.
     pub path: PathBuf,
     /// Why it is not running yet, when [`super::Queue::pending`] can tell.
     pub waiting: Option<String>,

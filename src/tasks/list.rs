@@ -61,7 +61,9 @@ pub struct ListOptions {
 /// however many tasks came or went meanwhile.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Cursor {
+    /// The last task shown's submission time.
     pub submitted: SystemTime,
+    /// The last task shown's id.
     pub id: String,
 }
 
@@ -100,28 +102,37 @@ impl Cursor {
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct TaskSummary {
+    /// The task's id.
     pub id: TaskId,
+    /// Where it is in its life.
     pub state: TaskState,
     /// Submitted to the shared queue (else delivered to a slot's inbox).
     pub queued: bool,
     /// The slot whose inbox holds it, that runs it, or that ran it.
     pub slot: Option<u32>,
+    /// Its key: tasks of one key run one at a time.
     pub key: Option<String>,
     /// The group it runs in, if any.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub group: Option<String>,
+    /// Its queue priority (0 most urgent), for a queued task.
     pub priority: Option<u8>,
     /// The prompt's start, whitespace folded (up to 120 characters).
     pub prompt_preview: Option<String>,
     /// When its id was reserved (the registry entry's time).
     pub submitted_at: String,
     #[serde(skip)]
+    /// When its id was reserved, as a time to sort by.
     pub submitted: SystemTime,
+    /// When its agent started (RFC 3339).
     pub started_at: Option<String>,
+    /// When it ended (RFC 3339).
     pub finished_at: Option<String>,
     /// Run time: the result's, or so far for a running task.
     pub duration_ms: Option<u64>,
+    /// Which attempt this is (retries count from 1).
     pub attempt: Option<u32>,
+    /// How many attempts it may have.
     pub max_attempts: Option<u32>,
     /// What the agent reported it cost (claude preset).
     pub cost_usd: Option<f64>,

@@ -61,11 +61,18 @@ pub enum TaskState {
     /// reports such a task `Running`, which is what it is to every other command.
     #[serde(rename = "needs approval")]
     NeedsApproval,
+    /// Ended: its agent succeeded.
     Done,
+    /// Ended: its agent failed.
     Failed,
+    /// Ended: it ran past its time limit and was stopped.
     Timeout,
+    /// Ended: cancelled before or while it ran.
     Cancelled,
+    /// Ended: its worker died or was stopped while it ran.
     Interrupted,
+    /// Ended: refused without running (a malformed `task.json`, quarantined with the
+    /// reason, or a task its worker may not run).
     Rejected,
     /// Registered, but no file shows it any more (collected by gc, or removed by hand).
     Gone,
@@ -75,6 +82,7 @@ pub enum TaskState {
 }
 
 impl TaskState {
+    /// Every state, in the order listings explain them.
     pub const ALL: [TaskState; 12] = [
         TaskState::Waiting,
         TaskState::Queued,
@@ -113,6 +121,7 @@ impl TaskState {
         )
     }
 
+    /// The state's word, as every view and filter says it (`working` for `Running`).
     pub fn as_str(self) -> &'static str {
         match self {
             TaskState::Waiting => "waiting",
@@ -174,7 +183,9 @@ impl FromStr for TaskState {
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct TaskLocation {
+    /// The task's id.
     pub id: TaskId,
+    /// Where it is in its life.
     pub state: TaskState,
     /// It was submitted to the shared queue (else delivered to a slot's inbox).
     pub queued: bool,
@@ -411,7 +422,7 @@ impl Client {
     }
 
     /// [`Client::wait_for_task`], doing `on_death` if the worker dies with the task.
-    pub fn wait_for_task_with(
+    pub(crate) fn wait_for_task_with(
         &self,
         id: &TaskId,
         timeout: Duration,

@@ -20,14 +20,26 @@ use super::{find, no_such_task, TaskState};
 pub enum CancelTask {
     /// Taken out of a slot's inbox (`slot`) or the queue (`slot: None`) before any
     /// worker claimed it, and answered with a `cancelled` result.
-    Withdrawn { slot: Option<Slot> },
+    Withdrawn {
+        /// The slot whose inbox held it (`None`: the shared queue).
+        slot: Option<Slot>,
+    },
     /// It runs on `slot`: its worker was asked (`workers/N/cancel`) to stop it; the
     /// `cancelled` result follows when it has.
-    Requested { slot: Slot },
+    Requested {
+        /// The slot that runs it.
+        slot: Slot,
+    },
     /// It runs on `slot`, but no live worker serves the slot to act on a cancel.
-    NoLiveWorker { slot: Slot },
+    NoLiveWorker {
+        /// The slot that holds it.
+        slot: Slot,
+    },
     /// It had already finished in this state; nothing was done.
-    Finished { state: TaskState },
+    Finished {
+        /// The state it ended in.
+        state: TaskState,
+    },
 }
 
 /// How many times a cancel follows a task that moves while it is being cancelled (claimed

@@ -2,7 +2,8 @@
 
 use serde::Serialize;
 
-use crate::maintenance::{request_cancel, CancelOutcome};
+use crate::maintenance::request_cancel;
+pub use crate::maintenance::CancelOutcome;
 use crate::tasks::{CancelTask, ListOptions, TaskState};
 use crate::{Client, Error, Slot, TaskId};
 

@@ -331,7 +331,7 @@ impl Worker {
     }
 
     /// What starting this worker recovered from a previous one that died.
-    pub fn recovery(&self) -> &RecoveryReport {
+    pub(crate) fn recovery(&self) -> &RecoveryReport {
         &self.recovery
     }
 

@@ -43,7 +43,7 @@ pub struct WorkerOptions {
     pub allow_nested: bool,
     /// More presets this worker serves besides `preset` (which stays the default for
     /// tasks naming none): a task's `agent` picks one, each with its command line.
-    pub more_agents: Vec<(Preset, AgentCommand)>,
+    pub(crate) more_agents: Vec<(Preset, AgentCommand)>,
     /// A task its agent reports usage- or rate-limited with a reset time goes back to
     /// wait for the reset instead of failing (`--no-defer-rate-limited`, or config
     /// `deferRateLimited: false`, turns it off).
@@ -90,7 +90,7 @@ impl WorkerOptions {
 
     /// The preset and command that run a task naming `agent` (none: the default).
     /// `None`: this worker does not serve that preset.
-    pub fn agent_for(&self, agent: Option<&str>) -> Option<(Preset, &AgentCommand)> {
+    pub(crate) fn agent_for(&self, agent: Option<&str>) -> Option<(Preset, &AgentCommand)> {
         match agent {
             None => Some((self.preset, &self.agent)),
             Some(name) if name == self.preset.to_string() => Some((self.preset, &self.agent)),

@@ -17,6 +17,7 @@ const MAX_PUBLIC_ITEMS: usize = 700;
 const ROOT_NAMES: &[&str] = &[
     "AgentCommand",
     "Client",
+    "CommandLineProblem",
     "Config",
     "Error",
     "FileProblem",
@@ -36,6 +37,7 @@ const ROOT_NAMES: &[&str] = &[
     "WorkerPaths",
     "WorkerState",
     "programs",
+    "types",
     "verbs",
 ];
 
