@@ -40,6 +40,8 @@
 #![cfg_attr(not(feature = "internals"), deny(missing_docs))]
 // A public item never takes or gives a type a user cannot name.
 #![cfg_attr(not(feature = "internals"), deny(unnameable_types))]
+// Without `cli`, the helpers only the command-line front end calls are dead here.
+#![cfg_attr(not(feature = "cli"), allow(dead_code, unused_imports))]
 
 // Everything below is the implementation. Its modules are `pub` only under the
 // non-default `internals` feature, which the binaries' own tests, benches and examples
@@ -75,7 +77,6 @@ internal_modules!(
     launch,
     layout,
     maintenance,
-    mcp,
     orchestrator,
     pool,
     preset,
@@ -93,6 +94,12 @@ internal_modules!(
     worker,
     worktree,
 );
+
+#[cfg(all(feature = "cli", feature = "internals"))]
+#[doc(hidden)]
+pub mod mcp;
+#[cfg(all(feature = "cli", not(feature = "internals")))]
+pub(crate) mod mcp;
 
 #[cfg(all(feature = "cli", feature = "internals"))]
 #[doc(hidden)]
