@@ -10,6 +10,7 @@
 //! branch kept) or left (refused or failed for another reason, with the reason).
 
 pub mod check;
+mod facts;
 mod state;
 pub use state::{annotate, annotated, state_of, summary, ReviewState};
 

@@ -1,5 +1,8 @@
 //! The review state of a worktree task — unmerged, merged, conflicting, discarded or unchanged — read from git each time, so it stays true when branches are merged or deleted by hand.
 
+use std::collections::HashMap;
+use std::path::PathBuf;
+
 use serde::Serialize;
 
 pub use crate::protocol::ReviewState;
@@ -8,6 +11,8 @@ use crate::protocol::WorktreeChange;
 use crate::tasks::TaskSummary;
 use crate::worktree::merge_tree::{is_ancestor, tree_of, try_merge, Trial};
 use crate::worktree::Repo;
+
+use super::facts::RepoFacts;
 
 /// The review state of `change`, from its repository as it is now. A repository that
 /// is gone counts as discarded; one git cannot read leaves the branch unmerged.
@@ -63,10 +68,25 @@ fn against_head(repo: &Repo, tip: &str) -> Option<Against> {
     }
 }
 
-/// Fill in the review state of each listed task that ran in a worktree.
+/// Fill in the review state of each listed task that ran in a worktree. Each
+/// repository's branches and `HEAD` are read once for the whole listing
+/// ([`RepoFacts`]); a repository git cannot list is judged task by task.
 pub fn annotate(tasks: &mut [TaskSummary]) {
+    let mut repos: HashMap<PathBuf, Option<Option<RepoFacts>>> = HashMap::new();
     for t in tasks {
-        t.review = t.worktree.as_ref().map(state_of);
+        let Some(change) = &t.worktree else { continue };
+        if !change.kept {
+            t.review = Some(ReviewState::Unchanged);
+            continue;
+        }
+        let facts = repos
+            .entry(change.repo.clone())
+            .or_insert_with(|| RepoFacts::read(&change.repo).ok());
+        t.review = Some(match facts {
+            Some(Some(facts)) => facts.state_of(change),
+            Some(None) => ReviewState::Discarded,
+            None => state_of(change),
+        });
     }
 }
 

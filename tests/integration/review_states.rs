@@ -215,3 +215,87 @@ fn removal_keeps_a_branch_holding_commits_no_other_branch_has() {
     assert!(branches(&repo).is_empty());
     assert!(!wt.exists());
 }
+
+/// `tasks` reads each repository's branches and `HEAD` once for the whole listing: six
+/// worktree tasks in one repository cost a few git calls for the repository and at
+/// most two for each task left to merge (a trial merge, `HEAD`'s tree once), not the
+/// five to seven a task it cost when each was judged alone.
+#[test]
+fn a_listing_reads_a_repository_once_not_once_a_task() {
+    let t = TestRoot::new();
+    let repo = repo(&t);
+    let _w = WorkerProc::start(&t, Slot(0), &edit_agent(), &[], &[]);
+    let ids = ["g1", "g2", "g3", "g4", "g5", "g6"];
+    for (n, id) in ids.iter().enumerate() {
+        submit(&t, &repo, id, &format!("WRITE file{n}.txt {n}"), &[]);
+    }
+    for id in ids {
+        result(&t, id);
+    }
+    git(
+        &repo,
+        &[
+            "merge",
+            "--no-ff",
+            "--quiet",
+            "-m",
+            "by hand",
+            "conductor/g1",
+        ],
+    );
+
+    // git on PATH logs each call, then runs the real one.
+    let real = String::from_utf8(
+        std::process::Command::new("sh")
+            .args(["-c", "command -v git"])
+            .output()
+            .unwrap()
+            .stdout,
+    )
+    .unwrap();
+    let bin = t.path().join("git-counting");
+    std::fs::create_dir_all(&bin).unwrap();
+    let log = t.path().join("git-calls.log");
+    let wrapper = bin.join("git");
+    std::fs::write(
+        &wrapper,
+        format!(
+            "#!/bin/sh\necho \"$*\" >> '{}'\nexec '{}' \"$@\"\n",
+            log.display(),
+            real.trim()
+        ),
+    )
+    .unwrap();
+    let mut perms = std::fs::metadata(&wrapper).unwrap().permissions();
+    std::os::unix::fs::PermissionsExt::set_mode(&mut perms, 0o755);
+    std::fs::set_permissions(&wrapper, perms).unwrap();
+    let path = format!("{}:{}", bin.display(), std::env::var("PATH").unwrap());
+    let out = crate::harness::run_conductor_env(
+        &t,
+        &["tasks", "--json", "--all"],
+        &[("PATH".to_string(), path)],
+        0,
+    );
+    let v: Value = serde_json::from_str(&out.stdout).unwrap();
+    let reviews: Vec<&str> = v["tasks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["review"].as_str().unwrap_or("-"))
+        .collect();
+    assert_eq!(
+        reviews.iter().filter(|r| **r == "merged").count(),
+        1,
+        "{reviews:?}"
+    );
+    assert_eq!(
+        reviews.iter().filter(|r| **r == "unmerged").count(),
+        5,
+        "{reviews:?}"
+    );
+    let calls = std::fs::read_to_string(&log).unwrap_or_default();
+    let n = calls.lines().count();
+    // 4 for the repository, then a trial merge for each of the 5 unmerged and HEAD's
+    // tree once: 10. Judged one by one it was 6 × 5 + 5 × 2 = 40.
+    assert!(n <= 12, "{n} git calls for 6 worktree tasks:\n{calls}");
+}
