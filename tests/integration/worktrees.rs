@@ -72,11 +72,26 @@ pub(crate) fn submit(t: &TestRoot, repo: &Path, id: &str, prompt: &str, extra: &
 }
 
 /// Task `id`'s result, waited for (bounded), as JSON.
+/// Task `id`'s result, once its slot has let it go too: a result shows a moment before
+/// the slot's `running.json` is cleared, and until then `gc` rightly keeps the task's
+/// files as in flight (the tests that follow a result with `gc`, `merge` or `discard`
+/// would otherwise depend on that moment).
 pub(crate) fn result(t: &TestRoot, id: &str) -> Value {
     let r = t
         .client
         .wait_for_task(&TaskId::from(id), BOUND)
         .unwrap_or_else(|e| panic!("task {id}: {e}"));
+    let workers = t.path().join("workers");
+    wait_until(BOUND, &format!("a slot to let task {id} go"), || {
+        std::fs::read_dir(&workers)
+            .into_iter()
+            .flatten()
+            .flatten()
+            .all(|slot| {
+                std::fs::read_to_string(slot.path().join("running.json"))
+                    .map_or(true, |claim| !claim.contains(&format!("\"{id}\"")))
+            })
+    });
     serde_json::to_value(r).unwrap()
 }
 
