@@ -11,7 +11,7 @@
 
 pub mod check;
 mod state;
-pub use state::{annotate, annotated, state_of, summary, ReviewState};
+pub use state::{annotate, annotated, state_of, summary, ReviewState, ReviewSummary};
 
 use std::path::PathBuf;
 

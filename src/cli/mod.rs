@@ -22,7 +22,7 @@ pub mod init;
 pub mod launch;
 pub mod locks;
 pub mod logs;
-mod logs_by_id;
+mod logs_follow;
 pub mod mcp;
 mod output;
 mod parallel;
