@@ -51,17 +51,17 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
         },
     };
     if args.follow {
-        return super::logs_follow::run(&client, &request, args.json);
+        match super::logs_follow::run(&client, &request, args.json)? {
+            Ok(code) => return Ok(code),
+            // It ended before it was seen running: its whole log.
+            Err(id) => return once(&client, &LogsRequest::Task(id), false),
+        }
     }
     once(&client, &request, args.json)
 }
 
 /// The log as it is now: copied out whole, or one JSON document.
-pub(super) fn once(
-    client: &crate::Client,
-    request: &LogsRequest,
-    json: bool,
-) -> anyhow::Result<i32> {
+fn once(client: &crate::Client, request: &LogsRequest, json: bool) -> anyhow::Result<i32> {
     let answer = logs(client, request)?;
     if let Err(no) = &answer.log {
         anyhow::bail!(CliError::Usage(no_log(&answer, no)));

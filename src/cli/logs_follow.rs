@@ -9,8 +9,13 @@ use crate::{Client, TaskId};
 use super::output::{stdout_closed, write_out};
 use crate::cli::common::exit;
 
-/// Follow what `request` names; returns the exit code.
-pub fn run(client: &Client, request: &LogsRequest, json: bool) -> anyhow::Result<i32> {
+/// Follow what `request` names; returns the exit code, or (text) the id of a task that
+/// does not run, whose log is to be printed once instead.
+pub fn run(
+    client: &Client,
+    request: &LogsRequest,
+    json: bool,
+) -> anyhow::Result<Result<i32, TaskId>> {
     let root = client.root();
     let stop = super::args::interrupt_channel()?;
     let mut sink = Printer {
@@ -23,10 +28,10 @@ pub fn run(client: &Client, request: &LogsRequest, json: bool) -> anyhow::Result
         }
         LogsRequest::Slot { slot, id: None } => follow_slot(root, *slot, &stop, &mut sink)?,
     };
-    match end {
+    Ok(Ok(match end {
         FollowEnd::Ended(id) => {
             sink.end(client, &id)?;
-            Ok(exit::OK)
+            exit::OK
         }
         FollowEnd::NotRunning(loc) if json => {
             // Ended before it was seen running: its whole log, then its end.
@@ -36,12 +41,12 @@ pub fn run(client: &Client, request: &LogsRequest, json: bool) -> anyhow::Result
                 sink.event(LogEvent::Output(text.as_bytes()))?;
             }
             sink.end(client, &loc.id)?;
-            Ok(exit::OK)
+            exit::OK
         }
-        FollowEnd::NotRunning(loc) => super::logs::once(client, &LogsRequest::Task(loc.id), false),
-        FollowEnd::Stopped => Ok(exit::INTERRUPTED),
-        FollowEnd::ReaderGone => Ok(exit::OK),
-    }
+        FollowEnd::NotRunning(loc) => return Ok(Err(loc.id)),
+        FollowEnd::Stopped => exit::INTERRUPTED,
+        FollowEnd::ReaderGone => exit::OK,
+    }))
 }
 
 /// Prints a follow's events: the agent's bytes as written, or one JSON object a line.
