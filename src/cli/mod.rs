@@ -45,7 +45,6 @@ pub mod tasks_review;
 mod top_help;
 pub mod usage;
 pub mod wait;
-pub mod wait_any;
 pub mod waiting;
 pub mod worker_args;
 mod worker_defaults;

@@ -27,4 +27,6 @@ internal_modules!(
     status,
     totals,
     view,
+    wait,
+    wait_any,
 );
