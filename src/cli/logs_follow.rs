@@ -125,3 +125,23 @@ impl LogSink for Printer {
         stdout_closed()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_character_cut_between_chunks_is_told_whole_in_json() {
+        let mut p = Printer {
+            json: true,
+            carry: Vec::new(),
+        };
+        let euro = "€".as_bytes();
+        assert_eq!(p.text_of(&[b'a', euro[0]]), "a");
+        assert_eq!(p.text_of(&euro[1..2]), "");
+        assert_eq!(p.text_of(&[euro[2], b'b']), "€b");
+        assert!(p.carry.is_empty());
+        // Bytes that are no UTF-8 at all are told lossily, not held back for ever.
+        assert_eq!(p.text_of(&[0xff, b'c']), "\u{fffd}c");
+    }
+}

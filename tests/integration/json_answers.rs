@@ -75,6 +75,12 @@ fn logs_init_recover_and_the_queue_verbs_answer_in_json() {
     assert_eq!(v.len(), 3, "{out}");
     assert_eq!(v[2]["slot"], 2, "{out}");
     assert_eq!(v[0]["interrupted"], Value::Null, "{out}");
+    // `status --json` is the status verb's answer, as the MCP `status` tool serializes it.
+    let d: Value =
+        serde_json::from_str(&run_conductor(&t, &["status", "--json"], 0).stdout).unwrap();
+    assert_eq!(d["workers"].as_array().map(Vec::len), Some(3), "{d}");
+    assert_eq!(d["servedByLiveWorker"], false, "{d}");
+    assert!(d.get("review").is_some(), "{d}");
 
     // The queue's own verbs, as `cancel` and `retry` answer.
     run_conductor(&t, &["submit", "never runs", "--id", "q1"], 0);
