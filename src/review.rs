@@ -12,7 +12,7 @@
 pub mod check;
 mod facts;
 mod state;
-pub use state::{annotate, annotated, state_of, summary, ReviewState};
+pub use state::{annotate, annotated, state_of, summary, ReviewState, ReviewSummary};
 
 use std::path::PathBuf;
 

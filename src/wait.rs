@@ -203,10 +203,6 @@ const LOOK_EVERY: Duration = Duration::from_micros(200);
 /// How long a blocking wait looks every [`LOOK_EVERY`] before it backs off.
 const LOOK_OFTEN_FOR: Duration = Duration::from_millis(5);
 
-/// How a [`Hub`] wakes one of its waiters (it must not block: it runs on the
-/// watcher's thread).
-pub type Wake = Arc<dyn Fn() + Send + Sync>;
-
 /// Wait until `slot`'s status is one of `states`; returns that status. Ends with
 /// [`Error::NobodyServes`] when no live worker serves the slot (for [`NOBODY_GRACE`]),
 /// since then the status would never change.

@@ -21,6 +21,10 @@ pub struct Args {
     /// so it is refused here with the right flag rather than taken for the root.
     #[arg(long, value_name = "DIR", hide = true)]
     pub dir: Option<PathBuf>,
+    /// One JSON document: {"root", "rootCreated", "slots": [{"slot", "dir", "created"}]}
+    /// (no hint of what to start next).
+    #[arg(long)]
+    pub json: bool,
     #[command(flatten)]
     pub root: RootArg,
 }
@@ -30,31 +34,67 @@ pub struct CreateArgs {
     /// The slot number to create (0, 1, 2 …).
     #[arg(value_parser = parse_slot)]
     pub slot: Slot,
+    /// One JSON document, as `init --json`'s: {"root", "rootCreated", "slots": [{"slot",
+    /// "dir", "created"}]}.
+    #[arg(long)]
+    pub json: bool,
     #[command(flatten)]
     pub root: RootArg,
 }
 
-/// Create the root's shared directories, saying whether it existed.
-fn init_root(client: &Client) -> anyhow::Result<()> {
-    let existed = client.root().workers_dir().is_dir();
-    client.init_queue()?;
-    println!(
-        "{} root {}",
-        if existed { "using existing" } else { "created" },
-        client.root().path().display()
-    );
-    Ok(())
+/// What `init` and `create-worker` made, told as they go (text) or at the end (--json).
+struct Made {
+    json: bool,
+    doc: serde_json::Value,
 }
 
-fn create_slot(client: &Client, slot: Slot) -> anyhow::Result<()> {
-    let existed = client.worker(slot).dir.is_dir();
-    let w = client.create_worker(slot)?;
-    println!(
-        "{} worker slot {slot}: {}",
-        if existed { "kept existing" } else { "created" },
-        w.dir.display()
-    );
-    Ok(())
+impl Made {
+    fn new(json: bool) -> Made {
+        Made {
+            json,
+            doc: serde_json::json!({ "slots": [] }),
+        }
+    }
+
+    /// Create the root's shared directories, saying whether it existed.
+    fn root(&mut self, client: &Client) -> anyhow::Result<()> {
+        let existed = client.root().workers_dir().is_dir();
+        client.init_queue()?;
+        self.doc["root"] = serde_json::json!(client.root().path());
+        self.doc["rootCreated"] = serde_json::json!(!existed);
+        if !self.json {
+            println!(
+                "{} root {}",
+                if existed { "using existing" } else { "created" },
+                client.root().path().display()
+            );
+        }
+        Ok(())
+    }
+
+    fn slot(&mut self, client: &Client, slot: Slot) -> anyhow::Result<()> {
+        let existed = client.worker(slot).dir.is_dir();
+        let w = client.create_worker(slot)?;
+        if let Some(slots) = self.doc["slots"].as_array_mut() {
+            slots.push(serde_json::json!({"slot": slot.0, "dir": w.dir, "created": !existed}));
+        }
+        if !self.json {
+            println!(
+                "{} worker slot {slot}: {}",
+                if existed { "kept existing" } else { "created" },
+                w.dir.display()
+            );
+        }
+        Ok(())
+    }
+
+    /// With --json, the document (else everything was said already).
+    fn finish(self) -> anyhow::Result<()> {
+        if self.json {
+            super::output::emit_json(&self.doc)?;
+        }
+        Ok(())
+    }
 }
 
 pub fn run(args: Args) -> anyhow::Result<i32> {
@@ -75,11 +115,13 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
         }
         .into());
     }
-    init_root(&client)?;
+    let mut made = Made::new(args.json);
+    made.root(&client)?;
     for n in 0..args.count {
-        create_slot(&client, Slot(n))?;
+        made.slot(&client, Slot(n))?;
     }
-    if args.count > 0 {
+    made.finish()?;
+    if args.count > 0 && !args.json {
         // Named explicitly and not what the environment says: the worker needs telling.
         let explicit = args.root.root.is_some();
         let env_matches = std::env::var_os(crate::layout::ENV_HOME)
@@ -98,7 +140,9 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
 
 pub fn run_create(args: CreateArgs) -> anyhow::Result<i32> {
     let client = args.root.unchecked_client()?;
-    init_root(&client)?;
-    create_slot(&client, args.slot)?;
+    let mut made = Made::new(args.json);
+    made.root(&client)?;
+    made.slot(&client, args.slot)?;
+    made.finish()?;
     Ok(exit::OK)
 }

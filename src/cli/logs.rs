@@ -1,17 +1,10 @@
 //! `conductor logs TASK_ID [-f] | N [-f]`: a task's output by id (live or finished), or a slot's live output.
 
-use std::time::Duration;
-
 use crate::cli::usage::CliError;
-use crate::fsio::{self, RESULT_SIZE_LIMIT};
-use crate::inspect::{self, LogFollower};
-use crate::protocol::parse_result;
-use crate::watch::WatchMode;
-use crate::{TaskId, WorkerPaths};
-use crossbeam_channel::select;
+use crate::verbs::logs::{logs, LogsAnswer, LogsRequest, NoLog};
 
 use super::args::RootArg;
-use super::output::{copy_out, write_out};
+use super::output::{copy_out, emit_json};
 use super::target::{at_most_one, single, Target, Targets, TARGET_HELP};
 use crate::cli::common::exit;
 
@@ -26,7 +19,13 @@ has written so far; -f follows a running task (or waits for a waiting or queued 
 start) until it ends. With a slot: output.log, the running agent's live log, or when \
 nothing runs there the log of the slot's last task; when a task ends its output.log moves \
 to tasks/<id>.log and an empty one takes its place. -f keeps following the name across \
-tasks, like `tail -F`, until Ctrl-C or until nobody reads the output."))]
+tasks, like `tail -F`, until Ctrl-C or until nobody reads the output.\n\n\
+--json: without -f one JSON document, {{\"id\", \"state\", \"slot\", \"path\", \"logBytes\", \
+\"shownFromByte\", \"text\"}} (by id, where the task is as `result --json` and the MCP tools say \
+it; for a slot, {{\"slot\", \"id\", \"lastTask\"}}); with -f JSON Lines, one stream event a line as it \
+happens: {{\"event\": \"output\", \"text\"}} for what the agent wrote, {{\"event\": \"unserved\", \
+\"note\"}} when nobody serves the followed slot, and by id a last {{\"event\": \"end\", \"id\", \
+\"state\"}} once the task has ended."))]
 pub struct Args {
     #[command(flatten)]
     pub targets: Targets,
@@ -34,105 +33,77 @@ pub struct Args {
     /// or, for a slot, across tasks until Ctrl-C.
     #[arg(short, long)]
     pub follow: bool,
+    /// One JSON document with the log's text; with -f JSON Lines of stream events
+    /// (see below).
+    #[arg(long)]
+    pub json: bool,
     #[command(flatten)]
     pub root: RootArg,
 }
 
 pub fn run(args: Args) -> anyhow::Result<i32> {
-    let root = args.root.client()?.root().clone();
-    let (slot, task) = match args.targets.resolve(&root, "logs")? {
-        Target::Tasks(ids) => {
-            return super::logs_by_id::run(&root, &single(ids, "logs")?, args.follow)
-        }
-        Target::Slot { slot, ids } => (slot, at_most_one(ids, "logs")?),
+    let client = args.root.client()?;
+    let request = match args.targets.resolve(client.root(), "logs")? {
+        Target::Tasks(ids) => LogsRequest::Task(single(ids, "logs")?),
+        Target::Slot { slot, ids } => LogsRequest::Slot {
+            slot,
+            id: at_most_one(ids, "logs")?,
+        },
     };
-    let paths = root.existing_slot(slot)?;
-    if let Some(id) = task {
-        if args.follow {
-            return super::logs_by_id::run(&root, &id, true);
+    if args.follow {
+        match super::logs_follow::run(&client, &request, args.json)? {
+            Ok(code) => return Ok(code),
+            // It ended before it was seen running: its whole log.
+            Err(id) => return once(&client, &LogsRequest::Task(id), false),
         }
-        let path = paths.task_log(&id);
-        let Some(mut f) = inspect::open_log(&path)? else {
-            anyhow::bail!(CliError::Usage(format!(
-                "worker {} has no log for task {id} ({} is missing: the task never ran there, is still running, or was collected by gc)",
-                slot,
-                path.display()
-            )));
-        };
-        return copy_out(&mut f);
     }
-    if !args.follow {
-        return match slot_log(&paths)? {
-            Some((mut f, ended)) => {
-                if let Some(id) = ended {
-                    eprintln!("(worker {slot} runs nothing now; the log of its last task, {id}:)");
-                }
-                copy_out(&mut f)
-            }
-            None => Ok(exit::OK),
-        };
+    once(&client, &request, args.json)
+}
+
+/// The log as it is now: copied out whole, or one JSON document.
+fn once(client: &crate::Client, request: &LogsRequest, json: bool) -> anyhow::Result<i32> {
+    let answer = logs(client, request)?;
+    if let Err(no) = &answer.log {
+        anyhow::bail!(CliError::Usage(no_log(&answer, no)));
     }
-    let stop = super::args::interrupt_channel()?;
-    let mut follower = LogFollower::new(&paths.output_log(), WatchMode::Auto)?;
-    tracing::debug!("following with {}", follower.watcher_kind());
-    // A slot's log is followed across its tasks, for as long as asked; but a slot
-    // nobody serves is said to be one (once per time it stops being served).
-    let mut vigil = crate::wait::Vigil::new(
-        root.clone(),
-        crate::wait::Awaited::Slot(slot),
-        None,
-        crate::wait::OnDeath::AwaitRecovery,
-    );
-    let mut said_unserved = false;
-    loop {
-        match vigil.check() {
-            Ok(()) => said_unserved = false,
-            Err(e) if !said_unserved => {
-                eprintln!("conductor: {e}; following on");
-                said_unserved = true;
-            }
-            Err(_) => {}
-        }
-        while let Some(chunk) = follower.next_chunk()? {
-            if !write_out(&chunk)? {
-                return Ok(exit::OK);
-            }
-        }
-        select! {
-            recv(follower.wake()) -> _ => {}
-            recv(stop) -> _ => return Ok(exit::INTERRUPTED),
-            // The slow safety net: events are only wake-ups, and a closed stdout
-            // must end us even when the agent is silent.
-            default(Duration::from_millis(500)) => {}
-        }
-        if super::output::stdout_closed() {
-            return Ok(exit::OK);
-        }
+    if json {
+        emit_json(&answer.to_json(u64::MAX)?)?;
+        return Ok(exit::OK);
+    }
+    if let (true, Some(slot), Some(id)) = (answer.last_task, answer.slot, &answer.task_id) {
+        eprintln!("(worker {slot} runs nothing now; the log of its last task, {id}:)");
+    }
+    match answer.log {
+        Ok(Some((_, mut f))) => copy_out(&mut f),
+        _ => Ok(exit::OK),
     }
 }
 
-/// What `logs N` prints: the live log of the task the slot runs, or once that task has
-/// ended (or nothing runs), the kept log of its last task — with that task's id.
-fn slot_log(paths: &WorkerPaths) -> anyhow::Result<Option<(std::fs::File, Option<TaskId>)>> {
-    // Opened first: a task that ends after this keeps the same file under its new name.
-    let live = inspect::open_log(&paths.output_log())?;
-    let task = match inspect::read_task_file(&paths.running()) {
-        Some(running) => running.task_id,
-        None => last_result_id(paths),
-    };
-    if let Some(id) = task {
-        // Its log is kept only once it has ended.
-        if let Some(kept) = inspect::open_log(&paths.task_log(&id))? {
-            return Ok(Some((kept, Some(id))));
-        }
+/// Why there is no log, as the command line says it.
+fn no_log(answer: &LogsAnswer, no: &NoLog) -> String {
+    let id = answer
+        .task_id
+        .as_ref()
+        .map(ToString::to_string)
+        .unwrap_or_default();
+    match (&answer.task, no) {
+        (Some(loc), NoLog::NotStarted) => format!(
+            "task {id} has not run (it is {}), so it has no output yet",
+            loc.state
+        ),
+        (_, NoLog::InInbox(slot)) => format!(
+            "task {id} waits in worker {slot}'s inbox and has no output yet (-f waits for it)"
+        ),
+        (Some(loc), NoLog::Missing(path)) => format!(
+            "task {id} ({}) has no log: {} is missing (it never started, or gc collected it)",
+            loc.state,
+            path.display()
+        ),
+        (None, NoLog::Missing(path)) => format!(
+            "worker {} has no log for task {id} ({} is missing: the task never ran there, is still running, or was collected by gc)",
+            answer.slot.map(|s| s.to_string()).unwrap_or_default(),
+            path.display()
+        ),
+        (None, NoLog::NotStarted) => format!("task {id} has no output yet"),
     }
-    Ok(live.map(|f| (f, None)))
-}
-
-/// The id `result.json` answers: the slot's last finished task.
-fn last_result_id(paths: &WorkerPaths) -> Option<TaskId> {
-    let bytes = fsio::read_bounded(&paths.result(), RESULT_SIZE_LIMIT).ok()??;
-    parse_result(&paths.result(), &bytes)
-        .ok()
-        .map(|r| r.task_id)
 }

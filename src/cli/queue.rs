@@ -36,6 +36,9 @@ pub enum Action {
     Cancel {
         /// The task to cancel.
         id: String,
+        /// JSON Lines, as `cancel --json`: {"id", "outcome", "slot", "state"}.
+        #[arg(long)]
+        json: bool,
     },
     /// Run a finished task again under a new id (ID-r1, -r2 …): the same as
     /// `conductor retry ID`; prints the new id.
@@ -46,14 +49,18 @@ pub enum Action {
         /// 4 if nobody serves the queue or recovers the task; see `conductor wait`).
         #[arg(long)]
         wait: bool,
+        /// JSON Lines, as `retry --json`: {"retried": OLD, "id": NEW} (and "warning");
+        /// with --wait, the new task's whole result.
+        #[arg(long)]
+        json: bool,
     },
 }
 
 pub fn run(args: Args) -> anyhow::Result<i32> {
     match args.action {
         None => list(&args.root, args.json),
-        Some(Action::Cancel { id }) => cancel(&args.root, &id),
-        Some(Action::Retry { id, wait }) => retry(&args.root, &id, wait),
+        Some(Action::Cancel { id, json }) => cancel(&args.root, &id, json || args.json),
+        Some(Action::Retry { id, wait, json }) => retry(&args.root, &id, wait, json || args.json),
     }
 }
 
@@ -139,15 +146,15 @@ pub fn render(root: &Root, pending: &[PendingTask], width: Option<usize>) -> Str
 }
 
 /// `queue cancel ID`: `conductor cancel ID`, one code path.
-fn cancel(root: &RootArg, id: &str) -> anyhow::Result<i32> {
+fn cancel(root: &RootArg, id: &str, json: bool) -> anyhow::Result<i32> {
     let client = root.client()?;
     let id = super::target::id_on(client.root(), id)?;
-    super::cancel::cancel_ids(&client, vec![id], false)
+    super::cancel::cancel_ids(&client, vec![id], json)
 }
 
 /// `queue retry ID [--wait]`: `conductor retry ID [--wait]`, one code path.
-fn retry(root: &RootArg, id: &str, wait: bool) -> anyhow::Result<i32> {
+fn retry(root: &RootArg, id: &str, wait: bool, json: bool) -> anyhow::Result<i32> {
     let client = root.client()?;
     let old = super::target::id_on(client.root(), id)?;
-    super::retry::retry_id(&client, old, wait)
+    super::retry::retry_id(&client, old, wait, json)
 }

@@ -62,10 +62,14 @@ their `--help` gives them (`-h` gives the everyday ones). Durations read `30` (s
 [CONFIG.md](CONFIG.md), the files of a root [FILES.md](FILES.md).
 
 `--json`, one shape convention: a command that shows one thing or one listing (`tasks`,
-`queue`, `status`, `result`, `diff`, `merge`, `discard`, `parallel`, `submit`) prints one
-JSON document; a command that acts on or waits for tasks one by one (`wait`, `cancel`,
-`retry`, `submit --batch`) prints one JSON object a task, a line each (JSON Lines), as each
-is done. Field names are camelCase, as in the files on disk.
+`queue`, `status`, `result`, `logs`, `diff`, `merge`, `discard`, `parallel`, `submit`,
+`init`) prints one JSON document; a command that acts on or waits for tasks (or slots) one
+by one (`wait`, `cancel`, `retry`, `recover`, `submit --batch`) prints one JSON object a
+task, a line each (JSON Lines), as each is done; a stream (`logs --follow`) prints one JSON
+object an event, a line each, as it happens. Field names are camelCase, as in the files on
+disk. Every command takes `--json` but `dashboard` (a live view for a person), `worker`
+(it serves a slot; its doings are JSON files), `completions` (a shell script) and `mcp`
+(JSON-RPC already).
 ";
 
 /// The command and all its visible subcommands, depth first.

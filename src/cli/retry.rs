@@ -126,27 +126,37 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
     if let Some(warning) = &retried.warning {
         eprintln!("{warning}");
     }
-    finish(&client, retried.id, args.wait)
+    finish(&client, retried.id, args.wait, false)
 }
 
 /// `retry ID [--wait]` with no other option (`queue retry ID` too): run finished task
 /// `id` again, print the new id or wait for it.
-pub fn retry_id(client: &crate::Client, id: TaskId, wait: bool) -> anyhow::Result<i32> {
+pub fn retry_id(client: &crate::Client, id: TaskId, wait: bool, json: bool) -> anyhow::Result<i32> {
+    let old = id.clone();
     let retried = crate::verbs::retry::again(client, id, Again::default())?;
+    if json && !wait {
+        let mut v = serde_json::json!({"retried": old, "id": retried.id});
+        if let Some(w) = &retried.warning {
+            v["warning"] = w.as_str().into();
+        }
+        super::output::emit(&format!("{v}\n"))?;
+        return Ok(exit::OK);
+    }
     if let Some(warning) = &retried.warning {
         eprintln!("{warning}");
     }
-    finish(client, retried.id, wait)
+    finish(client, retried.id, wait, json)
 }
 
-/// Print the new task's id, or with `--wait` wait for it and print its result.
-fn finish(client: &crate::Client, id: TaskId, wait: bool) -> anyhow::Result<i32> {
+/// Print the new task's id, or with `--wait` wait for it and print its result (the
+/// whole result with `json`).
+fn finish(client: &crate::Client, id: TaskId, wait: bool, json: bool) -> anyhow::Result<i32> {
     if !wait {
         super::output::emit(&format!("{id}\n"))?;
         return Ok(exit::OK);
     }
     let carries_on = format!("task {id} carries on (`conductor wait {id}`)");
-    super::waiting::finish(None, false, &carries_on, |on_death, left| {
+    super::waiting::finish(None, json, &carries_on, |on_death, left| {
         client.wait_for_task_with(&id, left, on_death)
     })
 }

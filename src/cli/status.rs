@@ -4,8 +4,8 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::inspect::{self, Flag, SlotReport, TaskFile};
-use crate::queue::{Capacity, Queue};
+use crate::inspect::{Flag, SlotReport, TaskFile};
+use crate::queue::Capacity;
 use crate::text::format_age;
 use crate::watch::{DirWatcher, Interest, WatchMode};
 use crate::{Root, Slot};
@@ -49,33 +49,22 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
     let client = args.root.client()?;
     let root = client.root().clone();
     if args.watch {
-        return watch(&root, args.slot);
+        return watch(&client, args.slot);
     }
-    let reports = inspect::slot_reports(&root, args.slot)?;
-    let capacity = Queue::new(root.clone()).capacity();
+    let request = crate::verbs::status::StatusRequest {
+        slot: args.slot,
+        review: args.json,
+    };
+    let answer = crate::verbs::status::status(&client, &request)?;
     if args.json {
-        let mut doc = serde_json::json!({
-            "root": root.path(),
-            "workers": reports,
-        });
-        match &capacity {
-            Ok(c) => {
-                if let (Some(doc), serde_json::Value::Object(cap)) =
-                    (doc.as_object_mut(), serde_json::to_value(c)?)
-                {
-                    doc.extend(cap);
-                }
-            }
-            Err(e) => doc["capacityError"] = e.to_string().into(),
-        }
-        // Where each worktree task's change stands, read from git.
-        match crate::review::summary(&client) {
-            Ok(r) => doc["review"] = serde_json::to_value(r)?,
-            Err(e) => doc["reviewError"] = e.to_string().into(),
-        }
-        emit_json(&doc)?;
+        emit_json(&answer.to_json())?;
     } else {
-        emit(&render(&root, &reports, &capacity, table::width()))?;
+        emit(&render(
+            &root,
+            &answer.workers,
+            &answer.capacity,
+            table::width(),
+        ))?;
     }
     Ok(exit::OK)
 }
@@ -476,7 +465,8 @@ fn group_words(c: &Capacity) -> Vec<String> {
 }
 
 /// Redraw on every change under the watched slots, and every second for the ages.
-fn watch(root: &Root, only: Option<Slot>) -> anyhow::Result<i32> {
+fn watch(client: &crate::Client, only: Option<Slot>) -> anyhow::Result<i32> {
+    let root = client.root();
     let stop = super::args::interrupt_channel()?;
     let (tx, wake) = crossbeam_channel::bounded(1);
     // output.log changes with every line an agent prints, temp files precede renames:
@@ -507,13 +497,12 @@ fn watch(root: &Root, only: Option<Slot>) -> anyhow::Result<i32> {
             }
             watched = Some(dirs);
         }
-        let body = match inspect::slot_reports(root, only) {
-            Ok(reports) => render(
-                root,
-                &reports,
-                &Queue::new(root.clone()).capacity(),
-                table::width(),
-            ),
+        let request = crate::verbs::status::StatusRequest {
+            slot: only,
+            review: false,
+        };
+        let body = match crate::verbs::status::status(client, &request) {
+            Ok(s) => render(root, &s.workers, &s.capacity, table::width()),
             Err(e) => format!("error: {e}\n"),
         };
         let now = crate::protocol::now_rfc3339();

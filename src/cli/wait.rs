@@ -1,12 +1,13 @@
 //! `conductor wait TASK_ID… | N [TASK_ID] [--wait-timeout D] [--json]`: wait for tasks' results.
 
 use std::io::IsTerminal;
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
+use super::output::{emit, emit_json, print_result};
 use super::target::{at_most_one, Target, Targets, TARGET_HELP};
 use super::{args::parse_duration_arg, args::RootArg};
 use crate::cli::common::exit;
-use crate::inspect;
+use crate::verbs::wait::{wait, WaitEnd, WaitEvent, WaitRequest, WaitTargets};
 
 #[derive(Debug, clap::Args)]
 #[command(after_long_help = format!("{TARGET_HELP}\n\n{WAIT_HELP}"))]
@@ -33,7 +34,7 @@ pub struct Args {
     /// event's `askedAt`/`at`/`finishedAt`, or a duration ago: `10m`): a question asked
     /// or a budget spent at or before it does not wake the wait, a task finished after
     /// it does even if before the wait began. For polling (see below).
-    #[arg(long, value_name = "TIME", requires = "any", value_parser = super::wait_any::parse_since)]
+    #[arg(long, value_name = "TIME", requires = "any", value_parser = parse_since)]
     pub since: Option<std::time::SystemTime>,
     #[command(flatten)]
     pub root: RootArg,
@@ -69,51 +70,30 @@ only news after it wakes the wait.";
 pub fn run(args: Args) -> anyhow::Result<i32> {
     let client = args.root.client()?;
     let t = &args.targets;
-    if args.any && t.args.is_empty() && t.task.is_empty() && t.slot.is_none() {
-        return super::wait_any::run(&client, &[], args.timeout, args.since, args.json);
-    }
-    let (slot, task_id) = match args.targets.resolve(client.root(), "wait")? {
-        Target::Tasks(ids) if args.any => {
-            return super::wait_any::run(&client, &ids, args.timeout, args.since, args.json)
+    let targets = if args.any && t.args.is_empty() && t.task.is_empty() && t.slot.is_none() {
+        WaitTargets::Tasks(Vec::new())
+    } else {
+        match args.targets.resolve(client.root(), "wait")? {
+            Target::Tasks(ids) => WaitTargets::Tasks(ids),
+            Target::Slot { .. } if args.any => {
+                return Err(crate::cli::usage::CliError::Usage(
+                    "--any waits for task ids (`conductor wait --any ID ID…`), not a slot".into(),
+                )
+                .into())
+            }
+            Target::Slot { slot, ids } => WaitTargets::Slot {
+                slot,
+                id: at_most_one(ids, "wait")?,
+            },
         }
-        Target::Tasks(ids) => return wait_tasks(&client, &ids, args.timeout, args.json),
-        Target::Slot { slot, ids } => (slot, at_most_one(ids, "wait")?),
     };
-    if args.any {
-        return Err(crate::cli::usage::CliError::Usage(
-            "--any waits for task ids (`conductor wait --any ID ID…`), not a slot".into(),
-        )
-        .into());
-    }
-    let id = match task_id {
-        Some(id) => id,
-        None => match inspect::current_task(client.root(), slot)? {
-            Some((id, source)) => {
-                if std::io::stderr().is_terminal() {
-                    eprintln!("waiting for task {id} ({source}) on worker {slot}");
-                }
-                id
-            }
-            None => {
-                let newest = client.read_result(slot).ok().flatten();
-                eprintln!(
-                    "nothing to wait for: worker {slot} has no task running or waiting{}",
-                    match newest {
-                        Some(r) => format!(
-                            " (its newest result is task {}: `conductor result {slot}`)",
-                            r.task_id
-                        ),
-                        None => String::new(),
-                    }
-                );
-                return Ok(exit::FAILURE);
-            }
-        },
+    let request = WaitRequest {
+        targets,
+        timeout: args.timeout,
+        any: args.any,
+        since: args.since,
     };
-    let carries_on = format!("the task carries on (wait again, or `conductor cancel {slot}`)");
-    super::waiting::finish(args.timeout, args.json, &carries_on, |on_death, left| {
-        client.wait_for_result_with(slot, &id, left, on_death)
-    })
+    render(&client, &request, args.json)
 }
 
 /// Wait for each task by id in turn (one deadline for all), printing each result.
@@ -123,38 +103,133 @@ pub(super) fn wait_tasks(
     timeout: Option<Duration>,
     json: bool,
 ) -> anyhow::Result<i32> {
-    let deadline = timeout.and_then(|t| std::time::Instant::now().checked_add(t));
+    let request = WaitRequest {
+        targets: WaitTargets::Tasks(ids.to_vec()),
+        timeout,
+        any: false,
+        since: None,
+    };
+    render(client, &request, json)
+}
+
+/// Run the `wait` verb, printing its events as they come; returns the exit code (see
+/// `WAIT_HELP`).
+fn render(client: &crate::Client, request: &WaitRequest, json: bool) -> anyhow::Result<i32> {
+    let several = matches!(&request.targets, WaitTargets::Tasks(ids) if ids.len() > 1);
     let mut code = exit::OK;
-    for id in ids {
-        let left = deadline.map(|d| d.saturating_duration_since(std::time::Instant::now()));
-        let carries_on = format!("task {id} carries on (wait again, or `conductor cancel {id}`)");
-        let several = ids.len() > 1;
+    let mut failed: Option<anyhow::Error> = None;
+    let mut on_event = |e: WaitEvent<'_>| -> crate::Result<bool> {
+        match told(e, request, several, json) {
+            Ok(got) => code = code.max(got),
+            Err(e) => {
+                failed.get_or_insert(e);
+                return Ok(false);
+            }
+        }
+        Ok(true)
+    };
+    let end = wait(client, request, &mut on_event)?;
+    if let Some(e) = failed {
+        return Err(e);
+    }
+    Ok(match end {
+        WaitEnd::Done => code,
+        WaitEnd::NothingOnSlot { slot, newest } => {
+            eprintln!(
+                "nothing to wait for: worker {slot} has no task running or waiting{}",
+                match newest {
+                    Some(id) =>
+                        format!(" (its newest result is task {id}: `conductor result {slot}`)"),
+                    None => String::new(),
+                }
+            );
+            exit::FAILURE
+        }
+        WaitEnd::Nobody(e) if request.any => {
+            eprintln!("error: {e}");
+            exit::NOBODY
+        }
+        WaitEnd::Nobody(e) => super::waiting::say_nobody(&e),
+    })
+}
+
+/// Print one event; returns the exit code it makes.
+fn told(e: WaitEvent<'_>, request: &WaitRequest, several: bool, json: bool) -> anyhow::Result<i32> {
+    match e {
+        WaitEvent::Current { slot, id, source } => {
+            if std::io::stderr().is_terminal() {
+                eprintln!("waiting for task {id} ({source}) on worker {slot}");
+            }
+        }
         // Held back by a pause or its group's cap: said before the wait, which ends
         // only once that lets it run.
-        if let Ok(Some(why)) = crate::queue::Queue::new(client.root().clone()).held_reason(id) {
-            eprintln!("task {id} is queued and waits: {why}");
-        }
-        let print = |r: &crate::TaskResult| -> anyhow::Result<i32> {
-            if !several {
-                return super::output::print_result(r, json);
+        WaitEvent::Held { id, why } => eprintln!("task {id} is queued and waits: {why}"),
+        WaitEvent::Died(e) => super::waiting::say_died(e),
+        WaitEvent::Finished(r) if request.any => {
+            if !json {
+                emit(&format!("{}\n", heading(r)))?;
             }
+            return print_result(r, json);
+        }
+        WaitEvent::Finished(r) if several && json => {
+            emit(&format!("{}\n", serde_json::to_string(r)?))?;
+            return Ok(if r.success { exit::OK } else { exit::FAILURE });
+        }
+        WaitEvent::Finished(r) if several => {
+            emit(&format!("{}\n", heading(r)))?;
+            return print_result(r, false);
+        }
+        WaitEvent::Finished(r) => return print_result(r, json),
+        WaitEvent::TimedOut { id, error } => {
+            let carries_on = match (id, &request.targets) {
+                (Some(id), _) => {
+                    format!("task {id} carries on (wait again, or `conductor cancel {id}`)")
+                }
+                (None, WaitTargets::Slot { slot, .. }) => {
+                    format!("the task carries on (wait again, or `conductor cancel {slot}`)")
+                }
+                (None, WaitTargets::Tasks(_)) => "the tasks carry on".to_string(),
+            };
+            eprintln!("error: {error}; {carries_on}");
+            return Ok(exit::FAILURE);
+        }
+        WaitEvent::Told(e) => {
             if json {
-                super::output::emit(&format!("{}\n", serde_json::to_string(r)?))?;
-                return Ok(if r.success { exit::OK } else { exit::FAILURE });
+                emit_json(e)?;
+            } else {
+                emit(&format!("── {}\n", e.describe()))?;
             }
-            super::output::emit(&format!("{}\n", super::wait_any::heading(r)))?;
-            super::output::print_result(r, false)
-        };
-        let got = super::waiting::finish_with(
-            left,
-            &carries_on,
-            |on_death, left| client.wait_for_task_with(id, left, on_death),
-            print,
-        )?;
-        if got != exit::OK && got != exit::FAILURE {
-            return Ok(got);
+            return Ok(exit::NEEDS_PERSON);
         }
-        code = code.max(got);
     }
-    Ok(code)
+    Ok(exit::OK)
+}
+
+/// `--since`: an RFC 3339 time, or a duration ago (`10m`, `90s`).
+fn parse_since(s: &str) -> Result<SystemTime, String> {
+    if let Some(t) = crate::protocol::parse_rfc3339(s) {
+        return Ok(t);
+    }
+    humantime::parse_duration(s.trim())
+        .ok()
+        .and_then(|ago| SystemTime::now().checked_sub(ago))
+        .ok_or_else(|| {
+            format!(
+                "`{s}` is neither an RFC 3339 time (2026-11-29T06:00:00.123Z) nor a duration \
+                 ago (10m)"
+            )
+        })
+}
+
+/// `── task ID · ok in 1.5s · $0.0123`: what heads a task's output among several.
+fn heading(r: &crate::TaskResult) -> String {
+    let mut how = r.outcome_label().to_string();
+    if let Some(ms) = r.duration_ms {
+        how.push_str(&format!(" in {}", crate::text::format_took(ms)));
+    }
+    let mut line = format!("── task {} · {how}", r.task_id);
+    if let Some(c) = r.cost_usd {
+        line.push_str(&format!(" · ${c:.4}"));
+    }
+    line
 }

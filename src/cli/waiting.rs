@@ -1,7 +1,8 @@
 //! How every command that waits for a result ends: the result, a dead worker, nobody, or time.
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
+use crate::verbs::wait::{await_result, Got, WaitEvent};
 use crate::wait::OnDeath;
 use crate::{Error, TaskResult};
 
@@ -13,57 +14,49 @@ use super::output::print_result;
 /// dies with the task, say so at once on stderr and wait on for recovery's result; when
 /// nobody serves the wait (or nobody is left to recover the task), say what to start
 /// and exit 4; when `timeout` passes first, say so with `carries_on` (what the user may
-/// do about the task that carries on) and exit 1.
+/// do about the task that carries on) and exit 1. The `wait` verb's one-result wait.
 pub fn finish(
     timeout: Option<Duration>,
     json: bool,
     carries_on: &str,
     wait: impl Fn(OnDeath, Duration) -> crate::Result<TaskResult>,
 ) -> anyhow::Result<i32> {
-    finish_with(timeout, carries_on, wait, |r| print_result(r, json))
-}
-
-/// [`finish`], the result printed by `print` (which returns the exit code).
-pub fn finish_with(
-    timeout: Option<Duration>,
-    carries_on: &str,
-    wait: impl Fn(OnDeath, Duration) -> crate::Result<TaskResult>,
-    print: impl FnOnce(&TaskResult) -> anyhow::Result<i32>,
-) -> anyhow::Result<i32> {
-    let started = Instant::now();
-    let total = timeout.unwrap_or(Duration::MAX);
-    let outcome = match wait(OnDeath::Fail, total) {
-        Err(Error::WorkerDied {
-            slot, pid, task, ..
-        }) => {
-            let pid = pid.map(|p| format!(" (pid {p})")).unwrap_or_default();
-            eprintln!(
-                "warning: worker {slot}{pid} died with task {task} in hand; waiting for its recovery to give it a result"
-            );
-            wait(
-                OnDeath::AwaitRecovery,
-                total.saturating_sub(started.elapsed()),
-            )
+    let mut on_event = |e: WaitEvent<'_>| {
+        if let WaitEvent::Died(e) = e {
+            say_died(e);
         }
-        other => other,
+        Ok(true)
     };
-    match outcome {
-        Ok(result) => print(&result),
-        Err(Error::Timeout { what, .. }) => {
-            let e = Error::Timeout { what, after: total };
+    match await_result(timeout, &mut on_event, wait)? {
+        Got::Result(result) => print_result(&result, json),
+        Got::TimedOut(e) => {
             eprintln!("error: {e}; {carries_on}");
             Ok(exit::FAILURE)
         }
-        Err(e @ Error::NobodyServes { .. }) => {
-            eprintln!("error: {e}");
-            Ok(exit::NOBODY)
-        }
-        Err(e @ Error::WorkerDied { .. }) => {
-            eprintln!("error: no live worker is left to recover it: {e}");
-            Ok(exit::NOBODY)
-        }
-        Err(e) => Err(e.into()),
+        Got::Nobody(e) => Ok(say_nobody(&e)),
     }
+}
+
+/// Say that the worker died with the task (the wait goes on for its recovery).
+pub fn say_died(e: &Error) {
+    if let Error::WorkerDied {
+        slot, pid, task, ..
+    } = e
+    {
+        let pid = pid.map(|p| format!(" (pid {p})")).unwrap_or_default();
+        eprintln!(
+            "warning: worker {slot}{pid} died with task {task} in hand; waiting for its recovery to give it a result"
+        );
+    }
+}
+
+/// Say who must act when nobody will answer a wait; the exit code (4).
+pub fn say_nobody(e: &Error) -> i32 {
+    match e {
+        Error::WorkerDied { .. } => eprintln!("error: no live worker is left to recover it: {e}"),
+        e => eprintln!("error: {e}"),
+    }
+    exit::NOBODY
 }
 
 /// Warn on stderr, without failing, that no live worker serves `slot` (a task sent

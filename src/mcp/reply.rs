@@ -1,15 +1,11 @@
 //! What the MCP tools answer: library calls turned into JSON for a model to read (blocking; run off the async thread).
 
-use std::fs::File;
-use std::os::unix::fs::FileExt;
-
 use serde_json::{json, Map, Value};
 
-use crate::queue::Queue;
-use crate::tasks::{TaskLocation, TaskState};
+use crate::tasks::TaskState;
 use crate::verbs::cancel::Done;
 use crate::verbs::result::{result, ResultAnswer, ResultRequest};
-use crate::{inspect, Client, Error, TaskId, TaskResult};
+use crate::{Client, Error, TaskId, TaskResult};
 
 /// How much of a result's output a reply carries by default, in characters: the end
 /// of it (where agents put their conclusions); `logs` reads more.
@@ -56,41 +52,8 @@ pub fn result_view(r: &TaskResult, output_chars: usize) -> Value {
     v
 }
 
-/// Where a task is, as a reply (`note`: why it is not moving, when known).
-pub fn location_view(loc: &TaskLocation, note: Option<String>) -> Value {
-    let mut v = json!({
-        "id": loc.id,
-        "state": loc.state,
-        "finished": loc.state.is_finished(),
-        "queued": loc.queued,
-        "slot": loc.slot.map(|s| s.0),
-    });
-    if let Some(n) = note {
-        v["note"] = json!(n);
-    }
-    asking(loc, &mut v);
-    v
-}
-
-/// A running task whose agent waits for a person's answer: its state says so
-/// (`needs approval`, as `tasks` has it) and `approval` is the question.
-fn asking(loc: &TaskLocation, v: &mut Value) {
-    let (TaskState::Running, Some(file)) = (loc.state, &loc.file) else {
-        return;
-    };
-    let Some(q) = file
-        .parent()
-        .and_then(|dir| crate::protocol::approval::question_of(dir, &loc.id))
-    else {
-        return;
-    };
-    v["state"] = json!(TaskState::NeedsApproval);
-    v["note"] = json!(format!(
-        "its agent asks to use {}: answer with the `approve` or `deny` tool",
-        q.summary()
-    ));
-    v["approval"] = json!(q);
-}
+/// Where a task is, as a reply: the view every verb gives.
+pub use crate::verbs::view::location_view;
 
 /// Task `id`: its state and, when it has finished, its result.
 pub fn task_result(client: &Client, id: &TaskId, output_chars: usize) -> crate::Result<Value> {
@@ -139,88 +102,14 @@ pub fn cancel(client: &Client, id: &TaskId) -> crate::Result<std::result::Result
     })
 }
 
-/// The last `tail` bytes of task `id`'s output: the live log while it runs, the kept
-/// log once it has ended.
+/// Task `id`'s log, its last `tail` bytes: the `logs` verb's answer.
 pub fn logs(client: &Client, id: &TaskId, tail: u64) -> crate::Result<Value> {
-    let root = client.root();
-    let loc = client
-        .find_task(id)?
-        .ok_or_else(|| no_such_task(client, id))?;
-    let path = match (loc.state, loc.slot) {
-        (TaskState::Waiting | TaskState::Queued, _) | (_, None) => {
-            return Ok(location_view(
-                &loc,
-                Some("it has not started, so it has no output yet".into()),
-            ))
-        }
-        (TaskState::Running, Some(slot)) => root.worker(slot).output_log(),
-        (_, Some(slot)) => root.worker(slot).task_log(id),
-    };
-    let Some(file) = inspect::open_log(&path)? else {
-        let note = format!(
-            "{} is missing (the task never started, or gc collected its log)",
-            path.display()
-        );
-        return Ok(location_view(&loc, Some(note)));
-    };
-    let (text, total, from) = read_tail(&file, tail).map_err(|e| Error::io("read", &path, e))?;
-    let mut v = location_view(&loc, None);
-    v["logBytes"] = json!(total);
-    v["shownFromByte"] = json!(from);
-    v["text"] = json!(text);
-    Ok(v)
+    let request = crate::verbs::logs::LogsRequest::Task(id.clone());
+    crate::verbs::logs::logs(client, &request)?.to_json(tail)
 }
 
-/// The last `tail` bytes of `file` as text (starting at a character boundary), its
-/// length, and where the text starts.
-pub fn read_tail(file: &File, tail: u64) -> std::io::Result<(String, u64, u64)> {
-    let total = file.metadata()?.len();
-    let mut from = total.saturating_sub(tail);
-    let mut buf = vec![0u8; usize::try_from(total - from).unwrap_or(usize::MAX)];
-    let mut got = 0;
-    while got < buf.len() {
-        let n = file.read_at(&mut buf[got..], from + got as u64)?;
-        if n == 0 {
-            break;
-        }
-        got += n;
-    }
-    buf.truncate(got);
-    // Do not start in the middle of a character.
-    let skip = if from > 0 {
-        buf.iter()
-            .take(3)
-            .take_while(|b| (**b & 0xC0) == 0x80)
-            .count()
-    } else {
-        0
-    };
-    from += skip as u64;
-    Ok((
-        String::from_utf8_lossy(&buf[skip..]).into_owned(),
-        total,
-        from,
-    ))
-}
-
-/// Every slot and the queue's capacity, as `conductor status --json` shows them.
-pub fn status(client: &Client) -> crate::Result<Value> {
-    let root = client.root();
-    let reports = inspect::slot_reports(root, None)?;
-    let mut doc = json!({ "root": root.path(), "workers": reports });
-    match Queue::new(root.clone()).capacity() {
-        Ok(c) => {
-            if let (Some(doc), Ok(Value::Object(cap))) =
-                (doc.as_object_mut(), serde_json::to_value(c))
-            {
-                doc.extend(cap);
-            }
-        }
-        Err(e) => doc["capacityError"] = e.to_string().into(),
-    }
-    doc["servedByLiveWorker"] = json!(crate::wait::root_served(root).ok());
-    Ok(doc)
-}
+/// The end of a log as text: the one reading every view shares.
+pub use crate::verbs::logs::read_tail;
 
 #[cfg(test)]
 mod tests {

@@ -215,11 +215,16 @@ impl Conductor {
         });
         let ct = ctx.ct.clone();
         let _counted = Waiting::new(&self.waiting);
+        let request = crate::verbs::wait::WaitRequest {
+            targets: crate::verbs::wait::WaitTargets::Tasks(ids),
+            timeout: Some(timeout),
+            any: false,
+            since: None,
+        };
         let waited = waits::wait_all(
             self.client.clone(),
             self.hub.clone(),
-            ids,
-            timeout,
+            request,
             chars,
             ct.cancelled_owned(),
             progress,

@@ -19,6 +19,7 @@ use tokio::sync::Notify;
 
 use super::reply;
 use crate::tasks::{TaskLocation, TaskState};
+use crate::verbs::wait::{held_reason, Got, WaitRequest, WaitTargets};
 use crate::wait::{Hub, OnDeath, Step, Subscription, Wait};
 use crate::watch::Interest;
 use crate::{Client, Error, TaskId, TaskResult};
@@ -53,19 +54,19 @@ struct Seen {
     line: Option<String>,
 }
 
-/// Wait for every task of `ids` until `timeout` (one deadline for all): each one's
-/// result if it finished, else where it is. `None` when `cancelled` fired first.
+/// The `wait` verb's request for task ids, driven here: wait for every one until the
+/// timeout (one deadline for all): each one's result if it finished, else where it is. `None` when `cancelled` fired first.
 /// Unknown ids are refused before any wait.
 #[allow(clippy::too_many_arguments)]
 pub async fn wait_all(
     client: Client,
     hub: Hub,
-    ids: Vec<TaskId>,
-    timeout: Duration,
+    request: WaitRequest,
     output_chars: usize,
     cancelled: impl std::future::Future<Output = ()>,
     progress: Option<Progress>,
 ) -> crate::Result<Option<Value>> {
+    let (ids, timeout) = ids_of(request)?;
     let woken = Arc::new(Notify::new());
     let output = Arc::new(Notify::new());
     let started = {
@@ -131,6 +132,17 @@ pub async fn wait_all(
     blocking(move || answer(&client2, &ids2, outcomes, timeout, output_chars))
         .await?
         .map(Some)
+}
+
+/// The ids and the timeout of a wait for every one of them (the only wait the tool makes).
+fn ids_of(request: WaitRequest) -> crate::Result<(Vec<TaskId>, Duration)> {
+    match (request.targets, request.any) {
+        (WaitTargets::Tasks(ids), false) => Ok((ids, request.timeout.unwrap_or(Duration::MAX))),
+        _ => Err(Error::BadArgument {
+            field: "ids".into(),
+            reason: "the wait tool waits for every one of the task ids given".into(),
+        }),
+    }
 }
 
 /// Run `f` on the blocking pool.
@@ -211,11 +223,10 @@ fn look(
                     sleep = Some(sleep.map_or(d, |s| s.min(d)));
                     Outcome::Pending(w)
                 }
-                Err(Error::Timeout { .. }) => Outcome::Stopped(None),
-                Err(e @ (Error::NobodyServes { .. } | Error::WorkerDied { .. })) => {
-                    Outcome::Stopped(Some(e.to_string()))
-                }
-                Err(e) => return Err(e),
+                Err(e) => match Got::of_error(e)? {
+                    Got::Nobody(e) => Outcome::Stopped(Some(e.to_string())),
+                    Got::TimedOut(_) | Got::Result(_) => Outcome::Stopped(None),
+                },
             },
             done => done,
         };
@@ -302,11 +313,7 @@ fn answer(
             Outcome::Stopped(Some(note)) => Some(note),
             // Not finished within the wait: held back by a pause or its group's cap?
             Outcome::Stopped(None) | Outcome::Pending(_) => {
-                crate::queue::Queue::new(client.root().clone())
-                    .held_reason(id)
-                    .ok()
-                    .flatten()
-                    .map(|why| format!("queued and waits: {why}"))
+                held_reason(client, id).map(|why| format!("queued and waits: {why}"))
             }
         };
         all = false;

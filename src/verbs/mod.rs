@@ -12,4 +12,21 @@ pub mod spec;
 pub mod submit;
 pub mod tasks;
 
-internal_modules!(chain, edit, gc, pause, queue, redo, result, retry, send, totals);
+internal_modules!(
+    chain,
+    edit,
+    gc,
+    logs,
+    logs_follow,
+    pause,
+    queue,
+    redo,
+    result,
+    retry,
+    send,
+    status,
+    totals,
+    view,
+    wait,
+    wait_any,
+);

@@ -1,7 +1,16 @@
 //! One watcher shared by many waits (the MCP server's): a `Hub` wakes each
 //! subscription whose files changed.
 
-use super::*;
+// Nothing from the parent: no circle inside the folder.
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use crate::error::Result;
+use crate::watch::{DirWatcher, Interest, WatchMode};
+
+/// How a [`Hub`] wakes one of its waiters (it must not block: it runs on the
+/// watcher's thread).
+pub type Wake = Arc<dyn Fn() + Send + Sync>;
 
 /// One watcher for many waits: every wait that subscribes shares its single inotify
 /// instance (or poller), and is woken when a path its interest accepts changes. The

@@ -501,7 +501,6 @@ const INSIDE_CIRCLES_ALLOWED: &[&str] = &[
     "queue",
     "recovery",
     "tasks",
-    "wait",
     "watch",
     "worker",
     "worktree",

@@ -186,3 +186,76 @@ fn every_config_key_is_documented() {
         "config.json keys not documented in docs/CONFIG.md (as `key`): {missing:?}"
     );
 }
+
+/// The commands without `--json`, and why it could mean nothing there (issue 36.4: "`--json`
+/// on every command"; the shape convention is docs/CLI.md's preamble).
+const NO_JSON: &[(&str, &str)] = &[
+    (
+        "conductor dashboard",
+        "a full-screen view for a person, redrawn live; its data is `status --json`, \
+         `tasks --json` and `queue --json`",
+    ),
+    (
+        "conductor worker",
+        "serves a slot until stopped and prints only its log; what it does is written as \
+         JSON files (status.json, results), read with `status --json` and `result --json`",
+    ),
+    ("conductor-worker", "the same as `conductor worker`"),
+    (
+        "conductor completions",
+        "prints a shell's completion script, which is its whole point",
+    ),
+    (
+        "conductor mcp",
+        "speaks JSON-RPC (the Model Context Protocol) on stdio already",
+    ),
+];
+
+/// Every visible command of the three binaries, nested ones too, takes `--json`, but for
+/// the few in [`NO_JSON`], each with the reason it could mean nothing there. Read off the
+/// clap definitions, so a new command without it fails here.
+#[test]
+fn every_command_takes_json() {
+    use clap::CommandFactory;
+    fn walk(cmd: &clap::Command, path: String, out: &mut Vec<(String, bool)>) {
+        let json = cmd.get_arguments().any(|a| a.get_long() == Some("json"));
+        out.push((path.clone(), json));
+        // clap's own `help` subcommand is help, not a command.
+        let shown = |s: &&clap::Command| !s.is_hide_set() && s.get_name() != "help";
+        for sub in cmd.get_subcommands().filter(shown) {
+            walk(sub, format!("{path} {}", sub.get_name()), out);
+        }
+    }
+    let mut all = Vec::new();
+    let mut top = conductor::cli::Cli::command();
+    top.build();
+    for sub in top
+        .get_subcommands()
+        .filter(|s| !s.is_hide_set() && s.get_name() != "help")
+    {
+        walk(sub, format!("conductor {}", sub.get_name()), &mut all);
+    }
+    walk(
+        &conductor::cli::common::WorkerCli::command(),
+        "conductor-worker".into(),
+        &mut all,
+    );
+    walk(
+        &conductor::cli::launch::LaunchCli::command(),
+        "conductor-launch".into(),
+        &mut all,
+    );
+    assert!(all.len() > 40, "{all:?}");
+    let missing: Vec<&str> = all
+        .iter()
+        .filter(|(path, json)| !json && !NO_JSON.iter().any(|(p, _)| p == path))
+        .map(|(path, _)| path.as_str())
+        .collect();
+    assert!(missing.is_empty(), "commands without --json: {missing:?}");
+    // The exceptions are still commands, and still without it (else off the list).
+    for (path, why) in NO_JSON {
+        assert!(!why.is_empty());
+        let found = all.iter().find(|(p, _)| p == path);
+        assert_eq!(found.map(|(_, j)| *j), Some(false), "{path}: {found:?}");
+    }
+}

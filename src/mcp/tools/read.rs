@@ -182,7 +182,8 @@ impl Conductor {
             "watcherPolls": self.hub.is_polling(),
         });
         self.blocking(move |client| {
-            let mut v = reply::status(client)?;
+            let request = crate::verbs::status::StatusRequest::default();
+            let mut v = crate::verbs::status::status(client, &request)?.to_json();
             v["server"] = server;
             Ok(Ok(v))
         })

@@ -1,4 +1,4 @@
-//! `conductor wait --any [TASK_ID…]`: wake at the first of the given tasks (or any task of the root) to finish or need a person.
+//! `wait --any [TASK_ID…]` as a verb: wake at the first of the given tasks (or any task of the root) to finish or need a person.
 //!
 //! With ids, each is waited for by a thread of its own exactly as `wait ID` waits
 //! (through a dead worker's recovery; nobody serving it ends that thread's wait), and
@@ -10,11 +10,10 @@ use std::time::{Duration, SystemTime};
 
 use crossbeam_channel::Sender;
 
-use crate::cli::common::exit;
 use crate::hooks::news::{News, Seen};
 use crate::hooks::Event;
 use crate::wait::{Awaited, OnDeath, Vigil};
-use crate::{Error, TaskId, TaskResult};
+use crate::{Client, Error, TaskId, TaskResult};
 
 /// What woke the wait.
 enum Woke {
@@ -26,14 +25,26 @@ enum Woke {
     WatchEnded(Error),
 }
 
-/// `--any`: returns the exit code (see `WAIT_ANY_HELP`).
-pub fn run(
-    client: &crate::Client,
+/// How a `--any` wait ended.
+#[derive(Debug)]
+pub enum AnyEnd {
+    /// A task finished first: its result.
+    Finished(Box<TaskResult>),
+    /// Something wants a person first (a question asked, a budget spent).
+    Told(Event),
+    /// The timeout passed first (`Error::Timeout`); the tasks carry on.
+    TimedOut(Error),
+    /// Nobody serves the tasks (or the root) any more: who must act.
+    Nobody(Error),
+}
+
+/// `--any`: the first news, the timeout, or nobody to serve the tasks (or the root).
+pub fn wait_any(
+    client: &Client,
     ids: &[TaskId],
     timeout: Option<Duration>,
     since: Option<SystemTime>,
-    json: bool,
-) -> anyhow::Result<i32> {
+) -> crate::Result<AnyEnd> {
     let left = timeout.unwrap_or(Duration::MAX);
     let (tx, rx) = crossbeam_channel::unbounded();
     for id in ids {
@@ -57,8 +68,8 @@ pub fn run(
     let mut ended = 0;
     for woke in rx.iter() {
         match woke {
-            Woke::Finished(r) => return finished(&r, json),
-            Woke::Told(e) => return told(&e, json),
+            Woke::Finished(r) => return Ok(AnyEnd::Finished(r)),
+            Woke::Told(e) => return Ok(AnyEnd::Told(e)),
             Woke::Ended(e) => {
                 first_end.get_or_insert(e);
                 ended += 1;
@@ -77,36 +88,13 @@ pub fn run(
     // Not joined: a watcher still waiting ends with the process.
     drop(watcher);
     match first_end.expect("every wait ends with a message") {
-        Error::Timeout { .. } => {
-            let e = Error::Timeout {
-                what: what_awaited(ids),
-                after: left,
-            };
-            eprintln!("error: {e}; the tasks carry on");
-            Ok(exit::FAILURE)
-        }
-        e @ (Error::NobodyServes { .. } | Error::WorkerDied { .. }) => {
-            eprintln!("error: {e}");
-            Ok(exit::NOBODY)
-        }
-        e => Err(e.into()),
+        Error::Timeout { .. } => Ok(AnyEnd::TimedOut(Error::Timeout {
+            what: what_awaited(ids),
+            after: left,
+        })),
+        e @ (Error::NobodyServes { .. } | Error::WorkerDied { .. }) => Ok(AnyEnd::Nobody(e)),
+        e => Err(e),
     }
-}
-
-/// `--since`: an RFC 3339 time, or a duration ago (`10m`, `90s`).
-pub(super) fn parse_since(s: &str) -> Result<SystemTime, String> {
-    if let Some(t) = crate::protocol::parse_rfc3339(s) {
-        return Ok(t);
-    }
-    humantime::parse_duration(s.trim())
-        .ok()
-        .and_then(|ago| SystemTime::now().checked_sub(ago))
-        .ok_or_else(|| {
-            format!(
-                "`{s}` is neither an RFC 3339 time (2026-11-29T06:00:00.123Z) nor a duration \
-                 ago (10m)"
-            )
-        })
 }
 
 fn what_awaited(ids: &[TaskId]) -> String {
@@ -168,33 +156,4 @@ fn watch_root(
         check,
     );
     let _ = tx.send(got.unwrap_or_else(Woke::WatchEnded));
-}
-
-fn finished(r: &TaskResult, json: bool) -> anyhow::Result<i32> {
-    if !json {
-        super::output::emit(&format!("{}\n", heading(r)))?;
-    }
-    super::output::print_result(r, json)
-}
-
-fn told(e: &Event, json: bool) -> anyhow::Result<i32> {
-    if json {
-        super::output::emit_json(e)?;
-    } else {
-        super::output::emit(&format!("── {}\n", e.describe()))?;
-    }
-    Ok(exit::NEEDS_PERSON)
-}
-
-/// `── task ID · ok in 1.5s · $0.0123`: what heads a task's output among several.
-pub(super) fn heading(r: &crate::TaskResult) -> String {
-    let mut how = r.outcome_label().to_string();
-    if let Some(ms) = r.duration_ms {
-        how.push_str(&format!(" in {}", crate::text::format_took(ms)));
-    }
-    let mut line = format!("── task {} · {how}", r.task_id);
-    if let Some(c) = r.cost_usd {
-        line.push_str(&format!(" · ${c:.4}"));
-    }
-    line
 }
