@@ -48,10 +48,14 @@ mod stop;
 mod tmux;
 mod worktree;
 
+// The internals' surface: inside the crate these are named where they are defined.
+#[cfg_attr(not(feature = "internals"), allow(unused_imports))]
 pub use options::{
     launch_gate, LaunchOptions, Launched, LaunchedWorker, DEFAULT_READY_TIMEOUT,
     DEFAULT_SESSION, DEFAULT_STOP_TIMEOUT, MAX_WORKERS,
 };
+// The internals' surface: inside the crate these are named where they are defined.
+#[cfg_attr(not(feature = "internals"), allow(unused_imports))]
 pub use problem::{validate_session_name, LaunchError, LaunchProblem, LaunchRefusal, Result};
 
 pub use session::{launch, stop_command, where_workers_are};

@@ -37,18 +37,7 @@ const FLOORS: &[(&str, &[&str])] = &[
             "hooks",
         ],
     ),
-    (
-        "roles",
-        &[
-            "recovery",
-            "tasks",
-            "review",
-            "orchestrator",
-            "worker",
-            "pool",
-            "approval",
-        ],
-    ),
+    ("roles", &["review", "worker", "pool", "approval"]),
     ("verbs", &["verbs"]),
     ("surface", &["launch", "mcp", "cli"]),
 ];
@@ -490,15 +479,12 @@ const INSIDE_CIRCLES_ALLOWED: &[&str] = &[
     "fsio",
     "gate",
     "orchestrator",
-    "preset",
     "protocol",
     "queue",
     "recovery",
     "tasks",
     "wait",
-    "watch",
     "worker",
-    "worktree",
 ];
 
 /// Inside a folder too, no circle: a child does not import its parent's own items while
