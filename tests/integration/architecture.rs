@@ -37,7 +37,18 @@ const FLOORS: &[(&str, &[&str])] = &[
             "hooks",
         ],
     ),
-    ("roles", &["review", "worker", "pool", "approval"]),
+    (
+        "roles",
+        &[
+            "recovery",
+            "tasks",
+            "review",
+            "orchestrator",
+            "worker",
+            "pool",
+            "approval",
+        ],
+    ),
     ("verbs", &["verbs"]),
     ("surface", &["launch", "mcp", "cli"]),
 ];
@@ -474,18 +485,7 @@ fn the_sources_have_no_import_circle() {
 /// down to `completions` and `reference`). They were left so as not to rewrite every
 /// folder at once under other work (issue 36). This list may only shrink: a folder with
 /// no circle left fails the test until it is taken off.
-const INSIDE_CIRCLES_ALLOWED: &[&str] = &[
-    "dirlock",
-    "fsio",
-    "gate",
-    "orchestrator",
-    "protocol",
-    "queue",
-    "recovery",
-    "tasks",
-    "wait",
-    "worker",
-];
+const INSIDE_CIRCLES_ALLOWED: &[&str] = &["wait", "worker"];
 
 /// Inside a folder too, no circle: a child does not import its parent's own items while
 /// the parent uses the child's (shared helpers live in a sibling, e.g. `cli/args.rs`).
