@@ -477,8 +477,8 @@ fn the_sources_have_no_import_circle() {
     );
 }
 
-/// Folders whose children still import their `mod.rs`'s own items (`super::Error`,
-/// `super::find`) while the `mod.rs` uses theirs: a circle inside the folder, allowed here
+/// Folders whose children still import their `mod.rs`'s own items (`super::Shared`,
+/// `super::Run`) while the `mod.rs` uses theirs: a circle inside the folder, allowed here
 /// for now. None needs it: each is a `mod.rs` keeping the folder's shared types and
 /// helpers beside the façade, to be cut as `cli/` was (its shared arguments moved to
 /// `cli/args.rs`, its output helpers named from `cli/output.rs`, the command line handed
