@@ -7,169 +7,44 @@
 //! (`<lock>.guard`), so two recoverers can never both win and a release never removes a
 //! lock that somebody else has taken over.
 
-use std::fmt;
 use std::fs::{self, File};
 use std::path::{Path, PathBuf};
-use std::time::{Duration, SystemTime};
-
-use serde::{Deserialize, Serialize};
+use std::time::Duration;
 
 use crate::error::{Error, Result};
-use crate::fsio::{self, SMALL_FILE_LIMIT};
 use crate::host;
-use crate::procfs;
-use crate::protocol::rfc3339;
 use guard::Guard;
 
 mod age;
 pub use age::visible_skew;
-use age::{facts_about, on_shared_fs, ownerless_for, unchanged_for, warn_of_skew};
 mod files;
 mod guard;
 mod judge;
 mod seen_notes;
 mod takeover;
+// The internals' surface: inside the crate these are named where they are defined.
+#[cfg_attr(not(feature = "internals"), allow(unused_imports))]
 pub use judge::{verdict, LockRead, OwnerRead, ProcessFacts, Vantage};
 
 /// How often a lock may vanish (released, or taken and released) between our failing
 /// to create it and our reading it, before we report it busy instead of retrying.
 const VANISH_RETRIES: usize = 5;
 
+mod owner;
+mod reading;
+use owner::lease_stamp;
+pub use owner::{Holder, Liveness, LockOptions, LockOwner};
+// The internals' surface: inside the crate these are named where they are defined.
+#[cfg_attr(not(feature = "internals"), allow(unused_imports))]
+pub use owner::ENV_DEBUG_CLOCK_OFFSET;
+pub use reading::read_lock;
+use reading::judge;
+
 /// How many more times a holder looks for its lock when it cannot read it in place,
 /// and how long it waits between looks: another host that moved it aside on a stale
 /// read puts it back within a few round trips (see `takeover`).
 pub const UNSEEN_LOOKS: u32 = 5;
 pub const UNSEEN_PAUSE: Duration = Duration::from_millis(100);
-
-/// How long to wait before judging locks stale in the cases that need time.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct LockOptions {
-    /// A lock directory with no owner yet is young (its holder may be between `mkdir`
-    /// and its first write) until it is this old.
-    pub grace: Duration,
-    /// A lock held from another host is alive until its heartbeat is this old.
-    pub lease: Duration,
-}
-
-impl Default for LockOptions {
-    fn default() -> Self {
-        LockOptions {
-            grace: Duration::from_secs(10),
-            lease: Duration::from_secs(120),
-        }
-    }
-}
-
-/// Debug variable (like `CONDUCTOR_DEBUG_WATCH_EVENTS`): seconds, signed, added to the
-/// wall clock this process dates its lock records by (`acquiredAt`, `heartbeatAt`), to
-/// play a host whose clock is off (tests of clock skew across hosts; nothing else).
-pub const ENV_DEBUG_CLOCK_OFFSET: &str = "CONDUCTOR_DEBUG_CLOCK_OFFSET_SECS";
-
-/// Now by this process's clock, as its lock records are dated ([`ENV_DEBUG_CLOCK_OFFSET`]).
-fn lease_stamp() -> String {
-    static OFFSET: std::sync::OnceLock<i64> = std::sync::OnceLock::new();
-    let offset = *OFFSET.get_or_init(|| {
-        std::env::var(ENV_DEBUG_CLOCK_OFFSET)
-            .ok()
-            .and_then(|v| v.trim().parse().ok())
-            .unwrap_or(0)
-    });
-    let now = SystemTime::now();
-    let at = match offset {
-        0 => now,
-        o if o > 0 => now + Duration::from_secs(o.unsigned_abs()),
-        o => now - Duration::from_secs(o.unsigned_abs()),
-    };
-    rfc3339(at)
-}
-
-/// `owner.json`: who holds a lock, with enough to prove them gone.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct LockOwner {
-    pub pid: u32,
-    pub host: String,
-    pub boot_id: String,
-    /// Clock ticks since boot at which `pid` started (detects pid reuse).
-    #[serde(default)]
-    pub start_time: Option<u64>,
-    pub nonce: String,
-    pub acquired_at: String,
-    /// Renewed by long holders; what other hosts judge the lease by.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub heartbeat_at: Option<String>,
-    /// [`host::host_id`] of the holder: only a holder of this host is judged by its pid
-    /// (absent in locks of versions before it: then `host` decides).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub host_id: Option<String>,
-    /// The fencing token: one more than any earlier holder of this lock name that this
-    /// acquisition could see (the counter in `<lock>.guard`, the taken-over owner's).
-    #[serde(default)]
-    pub epoch: u64,
-    /// The task this lock is held for (key and run-slot locks, recorded before its agent
-    /// starts): while processes carrying that task's marker live on this host, the lock
-    /// is not free, even if its holder died (its agent's children outlive it).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub task: Option<String>,
-}
-
-impl LockOwner {
-    fn for_this_process() -> LockOwner {
-        let pid = std::process::id();
-        LockOwner {
-            pid,
-            host: host::hostname().to_string(),
-            boot_id: host::boot_id().to_string(),
-            start_time: host::own_start_time(),
-            nonce: fsio::nonce(),
-            acquired_at: lease_stamp(),
-            heartbeat_at: None,
-            host_id: Some(host::host_id().to_string()),
-            epoch: 0,
-            task: None,
-        }
-    }
-
-    /// Whether this owner is a process of this host (so its pid means something here).
-    pub fn is_this_host(&self) -> bool {
-        host::is_this_host(self.host_id.as_deref(), Some(&self.host))
-    }
-}
-
-/// Whether a lock's holder is still there, and why we think so.
-#[derive(Debug, Clone, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum Liveness {
-    Alive(String),
-    Stale(String),
-}
-
-impl Liveness {
-    pub fn is_stale(&self) -> bool {
-        matches!(self, Liveness::Stale(_))
-    }
-}
-
-/// What we know about the holder of a lock.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Holder {
-    pub path: PathBuf,
-    pub owner: Option<LockOwner>,
-    /// From `pid` (or `owner.json` when `pid` is missing).
-    pub pid: Option<u32>,
-    pub liveness: Liveness,
-}
-
-impl fmt::Display for Holder {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match (&self.liveness, &self.owner) {
-            (Liveness::Alive(why) | Liveness::Stale(why), Some(o)) => {
-                write!(f, "{why} (since {})", o.acquired_at)
-            }
-            (Liveness::Alive(why) | Liveness::Stale(why), None) => f.write_str(why),
-        }
-    }
-}
 
 /// The outcome of [`DirLock::try_acquire`].
 #[derive(Debug)]
@@ -193,7 +68,6 @@ pub struct DirLock {
     renewed: Duration,
 }
 
-use files::{owner_file, pid_file};
 
 impl DirLock {
     /// Take the lock if it is free or provably stale; otherwise report the holder.
@@ -465,100 +339,4 @@ fn break_judged(path: &Path, opts: &LockOptions, gated: bool) -> Result<Option<H
         },
         _ => Ok(None),
     }
-}
-
-/// Read the lock directory at `path`; `None` if there is none (or it vanished while
-/// being read).
-pub fn read_lock(path: &Path) -> Result<Option<LockRead>> {
-    let stat = |path: &Path| match fs::symlink_metadata(path) {
-        Ok(m) => Ok(Some(m)),
-        // Removed (or replaced, on a network filesystem) by someone else just now.
-        Err(e) if files::vanished(&e) => Ok(None),
-        Err(e) => Err(Error::io("stat lock", path, e)),
-    };
-    let Some(meta) = stat(path)? else {
-        return Ok(None);
-    };
-    let modified = meta
-        .modified()
-        .map_err(|e| Error::io("stat lock", path, e))?;
-    let owner = match fsio::read_json::<LockOwner>(&owner_file(path), SMALL_FILE_LIMIT) {
-        Ok(Some(o)) => OwnerRead::Valid(o),
-        Ok(None) => OwnerRead::Missing,
-        Err(e) if files::error_vanished(&e) => OwnerRead::Missing,
-        Err(e) => OwnerRead::Corrupt(e.to_string()),
-    };
-    let pid_file = fsio::read_bounded(&pid_file(path), 64)
-        .ok()
-        .flatten()
-        .and_then(|b| String::from_utf8(b).ok())
-        .and_then(|s| s.trim().parse::<u32>().ok());
-    let read = LockRead {
-        pid_file,
-        owner,
-        modified,
-        created: meta.created().ok(),
-        ownerless_for: Duration::ZERO,
-        unchanged_for: Duration::ZERO,
-    };
-    // Files missing may mean the whole lock went away while we read it.
-    if read.pid().is_none() && stat(path)?.is_none() {
-        return Ok(None);
-    }
-    Ok(Some(read))
-}
-
-/// Whether the lock at `path` is held by somebody alive; `None` if there is no lock.
-fn judge(path: &Path, opts: &LockOptions, gated: bool) -> Result<Option<Holder>> {
-    judge_read(path, opts, gated, false)
-}
-
-/// [`judge`]; `fresh`: `path` is a name no client cache can answer for (a lock just
-/// moved there).
-fn judge_read(path: &Path, opts: &LockOptions, gated: bool, fresh: bool) -> Result<Option<Holder>> {
-    let Some(mut read) = read_lock(path)? else {
-        if !fresh {
-            ownerless_for(path, false);
-        }
-        return Ok(None);
-    };
-    // A fresh read (a name no client has cached) is dated by its mtime alone.
-    read.ownerless_for = if fresh {
-        Duration::MAX
-    } else {
-        ownerless_for(path, read.pid().is_none())
-    };
-    if let OwnerRead::Corrupt(e) = &read.owner {
-        tracing::warn!("ignoring unreadable lock owner: {e}");
-    }
-    if let OwnerRead::Valid(o) = &read.owner {
-        if !o.is_this_host() {
-            read.unchanged_for = unchanged_for(path, o);
-            warn_of_skew(path, o, read.modified);
-        }
-    }
-    let at = Vantage {
-        host: host::hostname().to_string(),
-        host_id: host::host_id().to_string(),
-        boot_id: host::boot_id().to_string(),
-        now: SystemTime::now(),
-        gated,
-        shared: on_shared_fs(path),
-    };
-    let facts = facts_about(&read);
-    let Some(liveness) = verdict(Some(&read), facts.as_ref(), &at, opts) else {
-        return Ok(None);
-    };
-    if liveness.is_stale() {
-        tracing::debug!(lock = %path.display(), gated, ?read, ?facts, "judged stale: {liveness:?}");
-    }
-    Ok(Some(Holder {
-        path: path.to_path_buf(),
-        pid: read.pid(),
-        owner: match read.owner {
-            OwnerRead::Valid(o) => Some(o),
-            _ => None,
-        },
-        liveness,
-    }))
 }

@@ -25,6 +25,9 @@ pub use read::{
 mod swap;
 use swap::swap_in_at_via;
 pub use swap::{next_name, refused_in as swap_refused_in, swap_in_at};
+mod fsync;
+use fsync::fsync_on;
+pub use fsync::set_fsync;
 
 /// Default size limit for a task file.
 pub const TASK_SIZE_LIMIT: u64 = 4 * 1024 * 1024;
@@ -110,21 +113,6 @@ pub fn create_private(path: &Path) -> Result<File> {
     file.set_permissions(std::fs::Permissions::from_mode(0o600))
         .map_err(|e| Error::io("restrict the permissions of", path, e))?;
     Ok(file)
-}
-
-/// Whether this process fsyncs: on unless its root's config turns it off
-/// ([`set_fsync`]); a process serves one root.
-static FSYNC: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(true);
-
-/// Turn this process's fsyncs on or off, as its root's `config.json` `fsync` says (off
-/// only for a root whose loss with the machine costs nothing: `conductor run`'s private
-/// one). Every write stays atomic (temp file, then rename or link) either way.
-pub fn set_fsync(on: bool) {
-    FSYNC.store(on, std::sync::atomic::Ordering::Relaxed);
-}
-
-pub(crate) fn fsync_on() -> bool {
-    FSYNC.load(std::sync::atomic::Ordering::Relaxed)
 }
 
 /// fsync a directory so a rename, link or unlink inside it is durable.

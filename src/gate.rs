@@ -20,17 +20,18 @@ use std::time::{Duration, Instant};
 
 use nix::errno::Errno;
 use nix::fcntl::{Flock, FlockArg};
-use serde::{Deserialize, Serialize};
 
-use crate::dirlock::{self, Acquire, DirLock, LockOptions};
+use crate::dirlock::{self, Acquire, DirLock};
 use crate::error::{Error, Result};
 use crate::fsio;
 use crate::host;
 use crate::protocol::now_rfc3339;
 
+mod holder;
 mod renewer;
 mod waiting;
-use renewer::Lease;
+pub use holder::GateHolder;
+use renewer::{lease_options, Lease};
 pub use renewer::renew_every;
 pub use waiting::{hold_waiting, is_waiting, WaitingHold, WAITING_FOR_SPACE};
 
@@ -44,30 +45,6 @@ const PROBE_RETRY: Duration = Duration::from_secs(1);
 /// spawning its agent leaves the flock with that child for those moments — longer when
 /// the child is slow to exec, as under load.
 pub const DEAD_HOLDER_RETRY: Duration = Duration::from_secs(5);
-
-/// What a gate file records about its holder.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct GateHolder {
-    pub pid: u32,
-    pub role: String,
-    pub host: String,
-    pub since: String,
-    /// `host::host_id()` of the holder (absent in records of older versions).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub host_id: Option<String>,
-    /// For a holder on another host: how its lease was judged (e.g. "alive on host b
-    /// (pid 12), heartbeat 2s ago (lease 120s)").
-    #[serde(skip)]
-    pub lease: Option<String>,
-}
-
-impl GateHolder {
-    /// Whether the holder is a process of this host (its pid may be looked at here).
-    pub fn is_this_host(&self) -> bool {
-        host::is_this_host(self.host_id.as_deref(), Some(&self.host))
-    }
-}
 
 /// A held singleton gate; dropping it (or dying) releases it.
 #[derive(Debug)]
@@ -283,23 +260,6 @@ fn lock_exclusive(file: File, path: &Path, role: &str, pause: &mut dyn FnMut()) 
     }
 }
 
-/// The lock options of the root a gate (or its lease) belongs to — `leaseSecs` from its
-/// `config.json` — for `workers/<N>/.worker.lock` and `.locks/<name>.lock`; the
-/// defaults where there is none or it cannot be read.
-fn lease_options(gate: &Path) -> LockOptions {
-    let dir = gate.parent();
-    let root = match dir.and_then(Path::file_name).and_then(|n| n.to_str()) {
-        Some(".locks") => dir.and_then(Path::parent),
-        _ => dir
-            .and_then(Path::parent)
-            .filter(|p| p.file_name().is_some_and(|n| n == "workers"))
-            .and_then(Path::parent),
-    };
-    root.and_then(|r| crate::config::Config::load(&r.join("config.json")).ok())
-        .map(|c| c.lock_options())
-        .unwrap_or_default()
-}
-
 /// The recorded holder is a process of this host that no longer exists.
 fn provably_dead(h: &GateHolder) -> bool {
     h.is_this_host() && !host::pid_alive(h.pid)
@@ -365,6 +325,7 @@ fn read_holder(file: &mut File) -> Option<GateHolder> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::dirlock::LockOptions;
     use std::process::{Command, Stdio};
 
     /// A pid that has exited and been reaped.

@@ -4,17 +4,20 @@ mod results_watch;
 mod run;
 
 use std::collections::HashMap;
+use std::path::Path;
+use std::sync::Arc;
 use std::time::Duration;
 
-use crossbeam_channel::{never, Receiver};
+use crossbeam_channel::{bounded, never, Receiver};
 
 use crate::client::Client;
 use crate::error::{Error, Result};
 use crate::gate;
 use crate::layout::Slot;
 use crate::protocol::{Task, TaskId, TaskResult};
-use crate::watch::{ReadySignal, WatchMode};
-use results_watch::{Look, ResultsWatch, Woke};
+use crate::watch::{DirWatcher, InlineWatcher, OnChange, ReadySignal, WatchMode};
+use results_watch::{Arrivals, Look, ResultsWatch, Woke};
+pub use run::Progress;
 use run::Run;
 
 /// How often outstanding tasks are re-checked without an event, and dead workers noticed
@@ -28,30 +31,6 @@ fn stop_requested(stop: &Receiver<()>) -> bool {
         stop.try_recv(),
         Ok(()) | Err(crossbeam_channel::TryRecvError::Disconnected)
     )
-}
-
-/// What happened, for progress displays. `index` is the task's position in the input.
-#[derive(Debug, Clone, Copy)]
-pub enum Progress<'a> {
-    /// Delivered to a worker's inbox; or, for a task kept waiting in a busy worker's
-    /// inbox (a run that wakes its workers through pipes), when the task before it ended.
-    Started {
-        /// Its place in the list the run was given.
-        index: usize,
-        /// The worker that runs it.
-        slot: Slot,
-        /// Its id.
-        id: &'a TaskId,
-    },
-    /// Its result arrived.
-    Finished {
-        /// Its place in the list the run was given.
-        index: usize,
-        /// The worker that ran it.
-        slot: Slot,
-        /// What it produced.
-        result: &'a TaskResult,
-    },
 }
 
 /// Fans tasks out over a set of worker slots and collects the results.
@@ -273,6 +252,57 @@ impl Orchestrator {
             }
         }
         Ok(done)
+    }
+}
+
+impl Orchestrator {
+    /// Watch every slot's `results/`: the receiver wakes when a result's name appears
+    /// there, and [`Arrivals`] says in which slots.
+    fn watch_results(&self) -> Result<(ResultsWatch, Receiver<()>, Arc<Arrivals>)> {
+        let dirs: Vec<_> = self
+            .slots
+            .iter()
+            .map(|s| {
+                let w = self.client.worker(*s);
+                crate::fsio::ensure_dir(&w.results_dir()).map(|()| w.results_dir())
+            })
+            .collect::<Result<_>>()?;
+        let (tx, wake) = bounded(1);
+        let pipe_tx = tx.clone();
+        let arrived = Arc::new(Arrivals::default());
+        let (told, slots, watched) = (arrived.clone(), self.slots.clone(), dirs.clone());
+        let on_change: OnChange = Arc::new(move |path: Option<&Path>| {
+            if told.note(path, &watched, &slots) {
+                // A full channel already holds a pending wake-up: nothing is lost.
+                let _ = tx.try_send(());
+            }
+        });
+        #[cfg(target_os = "linux")]
+        if let Some(told) = self.pipes.as_ref().and_then(|p| p.told.as_ref()) {
+            let told = told.try_clone().map_err(|e| {
+                Error::io("read the workers' pipe for", self.client.root().path(), e)
+            })?;
+            // Every worker gone: the recheck finds out whose task is left (as it does
+            // for a worker that died without a word).
+            let (said, wake_tx) = (arrived.clone(), pipe_tx);
+            let on_bytes = Box::new(move |bytes: &[u8]| {
+                said.note_bytes(bytes);
+                // Every byte is news (a start frees an inbox to fill).
+                let _ = wake_tx.try_send(());
+                false
+            });
+            let inline =
+                InlineWatcher::from_pipe_reading_bytes(told, on_bytes, on_change, Box::new(|| {}))
+                    .map_err(|e| {
+                        Error::io("read the workers' pipe for", self.client.root().path(), e)
+                    })?;
+            return Ok((ResultsWatch::Inline(inline), wake, arrived));
+        }
+        let watcher = match InlineWatcher::published(&dirs, self.watch, on_change.clone())? {
+            Some(inline) => ResultsWatch::Inline(inline),
+            None => ResultsWatch::Thread(DirWatcher::published(&dirs, self.watch, on_change)?),
+        };
+        Ok((watcher, wake, arrived))
     }
 }
 

@@ -1,22 +1,19 @@
 //! Agent presets: sensible command lines per agent, and reading what they print.
 
-use std::fmt;
-use std::str::FromStr;
-
 use serde_json::Value;
 
-use crate::error::Error;
 use crate::protocol::TaskResult;
 use crate::text::first_line;
 
 mod denials;
-
+mod kind;
 mod limits;
 mod narrow;
-pub use narrow::{claude_mode_rank, gemini_mode_rank, tool_list};
+pub use narrow::{claude_mode_rank, gemini_mode_rank, tool_list, GEMINI_APPROVAL_MODES};
 use narrow::{narrow_claude, narrow_gemini};
 mod stopped;
 
+pub use kind::Preset;
 pub use limits::{local_offset_secs, RateLimit, MAX_DEFERRALS};
 
 /// The tools the claude preset lets Claude Code use without asking: edit files and run
@@ -27,33 +24,6 @@ pub const CLAUDE_ALLOWED_TOOLS: &str = "Bash,Edit,Write,Read,NotebookEdit";
 /// The claude preset's permission mode: file edits are accepted without asking (Claude
 /// Code 2.1 also knows `auto`, `manual`, `dontAsk`, `plan` and `bypassPermissions`).
 pub const CLAUDE_PERMISSION_MODE: &str = "acceptEdits";
-
-/// The approval modes Gemini CLI knows (`--approval-mode`); the worker's
-/// `--permission-mode` picks one for the gemini preset (default: `yolo`).
-pub const GEMINI_APPROVAL_MODES: [&str; 4] = ["default", "auto_edit", "yolo", "plan"];
-
-/// Which kind of agent a worker runs.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-#[non_exhaustive]
-pub enum Preset {
-    /// Claude Code in print mode streaming its events (`stream-json`): the live log
-    /// shows its messages and tool uses as they come; the answer, session id, cost and
-    /// turns are lifted into the result from the final event; tasks with `resume`
-    /// continue a session.
-    Claude,
-    /// OpenAI Codex, non-interactive (`codex exec --json`), prompt on stdin: its event
-    /// stream shown readable in the live log; the last agent message is the answer, the
-    /// thread id, and tokens are lifted into the result.
-    Codex,
-    /// Gemini CLI, non-interactive (prompt on stdin) streaming its events
-    /// (`--output-format stream-json`): text, tool calls and results shown in the live
-    /// log; the answer (its text after its last tool call), the session id and tokens
-    /// lifted into the result.
-    Gemini,
-    /// Any command; its stdout is the output as is.
-    #[default]
-    Command,
-}
 
 impl Preset {
     /// The command line used when `--agent` is not given.
@@ -259,33 +229,6 @@ impl Preset {
             Preset::Gemini => interpret_gemini(result),
             Preset::Command => {}
         }
-    }
-}
-
-impl FromStr for Preset {
-    type Err = Error;
-
-    fn from_str(s: &str) -> Result<Preset, Error> {
-        match s {
-            "claude" => Ok(Preset::Claude),
-            "codex" => Ok(Preset::Codex),
-            "gemini" => Ok(Preset::Gemini),
-            "command" => Ok(Preset::Command),
-            other => Err(Error::UnknownPreset {
-                name: other.to_string(),
-            }),
-        }
-    }
-}
-
-impl fmt::Display for Preset {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            Preset::Claude => "claude",
-            Preset::Codex => "codex",
-            Preset::Gemini => "gemini",
-            Preset::Command => "command",
-        })
     }
 }
 

@@ -11,11 +11,16 @@ mod pipe;
 pub use pipe::OnEnd;
 mod events;
 mod inline;
+mod mode;
 mod poll;
+mod readable;
 mod ready_signal;
 
 use events::count_events;
-pub use inline::{poll_readable, InlineWatcher, Waited};
+pub use inline::{InlineWatcher, Waited};
+use mode::{poll_reason, How};
+pub use mode::{OnChange, WatchMode, DEFAULT_POLL_INTERVAL};
+pub use readable::poll_readable;
 pub use ready_signal::ReadySignal;
 
 use std::path::{Path, PathBuf};
@@ -28,19 +33,6 @@ use notify::RecommendedWatcher;
 use notify::{Config, Event, PollWatcher, RecursiveMode, Watcher};
 
 use crate::error::{Error, Result};
-
-/// The default interval of the poll watcher.
-pub const DEFAULT_POLL_INTERVAL: Duration = Duration::from_millis(100);
-
-/// How the caller wants to be woken.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum WatchMode {
-    /// Native events (inotify, FSEvents), falling back to polling when they cannot work.
-    Auto,
-    /// Poll at this interval (`--poll`).
-    Poll(Duration),
-}
 
 /// Which watcher ended up in use, and why: worth printing at start-up.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -60,22 +52,6 @@ impl std::fmt::Display for WatcherKind {
         }
     }
 }
-
-/// How a directory is watched where events are native (polling looks at everything).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum How {
-    /// Every change.
-    Changes,
-    /// Files arriving, by any writer (created, linked, renamed in, closed after writing):
-    /// a slot's inbox.
-    Arrivals,
-    /// Files published whole, by a link or a rename: a slot's `results/`.
-    Published,
-}
-
-/// Told of each changed path (or a watched directory itself), or `None` when
-/// anything may have changed (events lost, a backend error).
-pub type OnChange = Arc<dyn Fn(Option<&Path>) + Send + Sync>;
 
 /// Decides which changed paths are worth a wake-up (e.g. not every write to `output.log`).
 pub type Interest = Arc<dyn Fn(&Path) -> bool + Send + Sync>;
@@ -127,24 +103,6 @@ fn notify_handler(on_change: OnChange) -> impl notify::EventHandler + Clone {
             // An error from the backend: re-read to be safe.
             Err(_) => on_change(None),
         }
-    }
-}
-
-/// Why we poll without being asked: a filesystem that delivers no events.
-fn poll_reason(dirs: &[PathBuf], mode: WatchMode) -> Option<(Duration, String)> {
-    match mode {
-        WatchMode::Poll(interval) => Some((interval, "polling was asked for".to_string())),
-        WatchMode::Auto => dirs.iter().find_map(|d| {
-            eventless_filesystem(d).map(|fs| {
-                (
-                    DEFAULT_POLL_INTERVAL,
-                    format!(
-                        "{} is on {fs}, which delivers no change events",
-                        d.display()
-                    ),
-                )
-            })
-        }),
     }
 }
 
@@ -374,14 +332,4 @@ fn native_failure_advice(e: &dyn std::fmt::Display, limit_hit: bool) -> String {
     } else {
         format!("native file events unavailable ({e})")
     }
-}
-
-/// The name of the filesystem `dir` is on, if it is known not to deliver change
-/// events to local watchers.
-fn eventless_filesystem(dir: &Path) -> Option<String> {
-    crate::fs_kind::of(dir)
-        .ok()
-        .flatten()
-        .filter(|k| k.eventless)
-        .map(|k| k.name)
 }

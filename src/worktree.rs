@@ -16,6 +16,7 @@ mod merge;
 pub mod merge_tree;
 pub mod place;
 mod plan;
+mod remove;
 mod repo;
 pub mod setup;
 pub use git::git;
@@ -23,54 +24,27 @@ pub(crate) use git::git_as_committer;
 pub use git::git_output;
 pub use listing::{task_branches, task_worktrees};
 pub use merge::{diff_range, merge, ready_to_merge, MergeHow};
-pub use plan::{plan, Request};
+pub use plan::{plan, task_branch, Request};
+// The internals' surface: inside the crate these are named where they are defined.
+#[cfg_attr(not(feature = "internals"), allow(unused_imports))]
+pub use {
+    git::{FALLBACK_EMAIL, FALLBACK_NAME},
+    place::FOLDER,
+    plan::BRANCH_PREFIX,
+};
+use remove::folder_lock;
+pub use remove::{remove, remove_forced};
 pub use repo::Repo;
 
 use git::{command_error, git_with_input, succeeds};
-use std::io;
 use std::path::{Path, PathBuf};
 
 use crate::error::{Error, Result};
 use crate::fsio::{self, Durability};
 use crate::protocol::{TaskId, WorktreeChange, WorktreeRecord};
 
-/// Task branches are `conductor/<task id>`.
-pub const BRANCH_PREFIX: &str = "conductor/";
-/// The folder under the repository's git directory that held task worktrees before
-/// they moved next to the repository ([`place`]); worktrees there still work.
-pub const FOLDER: &str = "conductor-worktrees";
 /// A slot's record of its task's worktree: `workers/<N>/worktree.json`.
 pub const RECORD_FILE: &str = "worktree.json";
-/// Who commits when git knows nobody (no `user.name` / `user.email`).
-pub const FALLBACK_NAME: &str = "conductor";
-pub const FALLBACK_EMAIL: &str = "conductor@localhost";
-
-/// The branch task `id` works on.
-pub fn task_branch(id: &TaskId) -> String {
-    format!("{BRANCH_PREFIX}{id}")
-}
-
-/// Hold the lock that serializes changes to the worktrees kept in `folder` (the folder
-/// holding them: per repository by default). git does not: a `git worktree add` reads
-/// every registered worktree's files, and one half-made by a parallel `add` makes it
-/// fail ("failed to read .git/worktrees/<name>/commondir"), as 20 tasks started at once
-/// on one repository showed. The kernel drops the lock if its holder dies.
-fn folder_lock(folder: &Path) -> Result<nix::fcntl::Flock<std::fs::File>> {
-    use std::os::unix::fs::OpenOptionsExt;
-    fsio::ensure_dir(folder)?;
-    let path = folder.join(".conductor.lock");
-    let file = std::fs::OpenOptions::new()
-        .create(true)
-        .truncate(false)
-        .write(true)
-        .mode(0o600)
-        .custom_flags(nix::libc::O_NOFOLLOW | nix::libc::O_CLOEXEC)
-        .open(&path)
-        .map_err(|e| Error::io("open", &path, e))?;
-    nix::fcntl::Flock::lock(file, nix::fcntl::FlockArg::LockExclusive)
-        .map_err(|(_, errno)| Error::io("lock", &path, io::Error::from(errno)))
-}
-
 /// Make the worktree `rec` plans (`git worktree add -b`), unless it is there from an
 /// earlier attempt; with `include_uncommitted`, copy the repository's staged and
 /// unstaged changes into it (`git diff --binary HEAD | git apply`). On failure nothing
@@ -250,53 +224,6 @@ pub fn shortstat(text: &str) -> (u64, u64, u64) {
         }
     }
     out
-}
-
-/// Remove a task's worktree and, if named, its branch; what is already gone is fine.
-/// A branch holding commits no other branch has is kept with its worktree (no work is
-/// ever lost: see [`keep`]); [`remove_forced`] removes them anyway. Failures are logged,
-/// not returned: removing is tidying, and `doctor` lists what is left.
-pub fn remove(repo: &Path, path: &Path, branch: Option<&str>) {
-    if branch.is_some_and(|b| keep::holds_work(repo, b)) {
-        return;
-    }
-    remove_forced(repo, path, branch);
-}
-
-/// [`remove`] even of a branch holding commits no other branch has (`discard --force`,
-/// or a branch whose change was just merged by squash).
-pub fn remove_forced(repo: &Path, path: &Path, branch: Option<&str>) {
-    let lock = path.parent().map(folder_lock);
-    if let Some(Err(e)) = &lock {
-        tracing::warn!("{e}");
-    }
-    if path.exists() {
-        let p = path.to_string_lossy();
-        if let Err(e) = git(repo, &["worktree", "remove", "--force", "--force", &p]) {
-            tracing::warn!("cannot remove the worktree {p}: {e}");
-        }
-    }
-    // A worktree deleted by hand stays registered until pruned.
-    if let Err(e) = git(repo, &["worktree", "prune"]) {
-        tracing::warn!("git worktree prune in {}: {e}", repo.display());
-    }
-    if let Some(b) = branch {
-        let exists = succeeds(
-            repo,
-            &[
-                "show-ref",
-                "--verify",
-                "--quiet",
-                &format!("refs/heads/{b}"),
-            ],
-        )
-        .unwrap_or(false);
-        if exists {
-            if let Err(e) = git(repo, &["branch", "-D", b]) {
-                tracing::warn!("cannot delete the branch {b}: {e}");
-            }
-        }
-    }
 }
 
 /// `workers/<N>/worktree.json` of the slot directory `slot_dir`.

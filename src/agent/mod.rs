@@ -12,22 +12,21 @@ pub mod stream;
 
 use std::ffi::{OsStr, OsString};
 use std::io;
-use std::os::fd::OwnedFd;
 use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
 use std::process::ExitStatus;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
-use crossbeam_channel::{bounded, Receiver, Sender};
+use crossbeam_channel::{bounded, Receiver};
 use nix::sys::signal::{killpg, Signal};
 use nix::unistd::Pid;
 
 use crate::error::{split_command_line, Error, Result};
 use live::{LiveLog, SharedLog, StdoutForm};
-use output::{Captured, LogSink};
-use serve::{InlineIo, Streams};
+use output::{LogSink, SharedCapture};
+use serve::{ExitWatch, InlineIo, Streams};
 use spawn::{AgentProcess, SelfRecord, SpawnSpec};
 pub use low_fds::reserve_low_fds;
 pub use output::ready_log;
@@ -225,10 +224,6 @@ fn spawn_spec<'a>(
     })
 }
 
-/// How the agent's exit is told: by its pidfd, polled by the helper that reads its
-/// output ([`serve_io`]), or — a kernel without `pidfd_open` — by a helper of its own.
-type ExitWatch = Option<(OwnedFd, Sender<()>)>;
-
 /// Start the agent, which records itself at `record` before it execs: the child, the
 /// channel that fires on its exit, and what must fire it.
 fn start_recorded(
@@ -284,16 +279,10 @@ pub fn task_marker(id: &str) -> String {
     format!("{ENV_TASK_ID}={id}")
 }
 
-/// How much of stderr is kept (its tail): enough for the error line and some context.
-const STDERR_TAIL: usize = 64 * 1024;
-
 /// How long to wait for the output readers after the agent's processes are gone. A
 /// descendant that left the group and cleared its environment may hold the pipes open
 /// for ever; we then keep what was read so far rather than hang.
 const READER_GRACE: Duration = Duration::from_secs(2);
-
-/// What a stream reader has collected so far, shared with the reader thread.
-type SharedCapture = Arc<Mutex<Captured>>;
 
 /// A running agent. Its process group is signalled as a whole.
 ///

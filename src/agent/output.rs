@@ -22,6 +22,9 @@ pub(super) struct Captured {
     pub limit_event: Option<Vec<u8>>,
 }
 
+/// What a stream reader has collected so far, shared with the reader thread.
+pub(super) type SharedCapture = std::sync::Arc<std::sync::Mutex<Captured>>;
+
 /// Room left for the cut marker line within the cap.
 const MARKER_ROOM: u64 = 256;
 

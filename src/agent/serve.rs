@@ -13,7 +13,15 @@ use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
 
 use super::live::{self, SharedLog, StdoutForm};
 use super::spawn::AgentProcess;
-use super::{helpers, ExitWatch, SharedCapture, STDERR_TAIL};
+use super::helpers;
+use super::output::SharedCapture;
+
+/// How the agent's exit is told: by its pidfd, polled by the helper that reads its
+/// output ([`serve_io`]), or — a kernel without `pidfd_open` — by a helper of its own.
+pub(super) type ExitWatch = Option<(std::os::fd::OwnedFd, Sender<()>)>;
+
+/// How much of stderr is kept (its tail): enough for the error line and some context.
+const STDERR_TAIL: usize = 64 * 1024;
 
 /// The threads feeding the agent its prompt and collecting its output.
 pub(super) struct Streams {

@@ -15,10 +15,10 @@
 use serde_json::{Map, Value};
 
 mod codex;
+mod lines;
 mod refusals;
 
-/// Longest summary of a tool use or a tool result, in characters.
-const SUMMARY_CHARS: usize = 160;
+use lines::{clip, first_line, push_line, str_field, text_lines, tool_result_summary};
 
 /// Renders one event line after another; remembers the session's working directory
 /// (from the `init` event) to show paths relative to it.
@@ -409,21 +409,6 @@ fn result(event: &Map<String, Value>, out: &mut Vec<u8>) {
     push_line(out, &clip(&parts.join(" · ")));
 }
 
-/// `‹ first line (+N lines)`, or `‹ error: first line` for a failed tool.
-fn tool_result_summary(text: &str, failed: bool) -> String {
-    let lines: Vec<&str> = text.lines().filter(|l| !l.trim().is_empty()).collect();
-    let first = lines.first().map(|l| l.trim()).unwrap_or("");
-    let more = match lines.len() {
-        0 | 1 => String::new(),
-        n => format!(" (+{} lines)", n - 1),
-    };
-    match (failed, first.is_empty()) {
-        (true, _) => format!("  ‹ error: {first}{more}"),
-        (false, true) => "  ‹ (no output)".to_string(),
-        (false, false) => format!("  ‹ {first}{more}"),
-    }
-}
-
 /// A tool result's content: a string, or blocks of which the text ones count.
 fn result_text(content: Option<&Value>) -> String {
     match content {
@@ -459,43 +444,6 @@ fn str_of<'v>(v: &'v Value, key: &str) -> &'v str {
     v.get(key).and_then(Value::as_str).unwrap_or("")
 }
 
-fn str_field<'m>(m: &'m Map<String, Value>, key: &str) -> Option<&'m str> {
-    m.get(key).and_then(Value::as_str)
-}
-
-/// Every line of `text`, trailing blank lines left out.
-fn text_lines(text: &str, prefix: &str, out: &mut Vec<u8>) {
-    for line in text.trim_end().lines() {
-        push_line(out, &format!("{prefix}{}", line.trim_end()));
-    }
-}
-
-fn first_line(s: &str) -> &str {
-    s.lines()
-        .map(str::trim)
-        .find(|l| !l.is_empty())
-        .unwrap_or("")
-}
-
-/// At most [`SUMMARY_CHARS`] characters, `…` marking a cut.
-fn clip(s: &str) -> String {
-    match s.char_indices().nth(SUMMARY_CHARS) {
-        Some((at, _)) => format!("{}…", &s[..at]),
-        None => s.to_string(),
-    }
-}
-
-/// One rendered line; control characters (a tool's colour codes, a stray `\r`) are left
-/// out, so what a terminal shows is what the line says.
-fn push_line(out: &mut Vec<u8>, line: &str) {
-    if line.chars().any(|c| c.is_control() && c != '\t') {
-        out.extend_from_slice(crate::text::without_escapes(line).as_bytes());
-    } else {
-        out.extend_from_slice(line.as_bytes());
-    }
-    out.push(b'\n');
-}
-
 fn as_is(line: &[u8], out: &mut Vec<u8>) {
     out.extend_from_slice(line);
     out.push(b'\n');
@@ -503,6 +451,7 @@ fn as_is(line: &[u8], out: &mut Vec<u8>) {
 
 #[cfg(test)]
 mod tests {
+    use super::lines::SUMMARY_CHARS;
     use super::*;
 
     fn render_all(lines: &[&str]) -> (String, Vec<LineKind>) {

@@ -1,7 +1,13 @@
 //! How long a lock has looked dead, and what its holder's process and clock say:
 //! the facts a judgement of staleness rests on.
 
-use super::*;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, SystemTime};
+
+use super::judge::{LockRead, OwnerRead, ProcessFacts};
+use super::owner::LockOwner;
+use crate::host;
+use crate::procfs;
 
 /// What this host knows about the process a lock names: nothing unless the lock is
 /// provably of this host — an owner of this host id (or, before host ids, host name).

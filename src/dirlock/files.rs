@@ -16,7 +16,7 @@ use nix::errno::Errno;
 use nix::fcntl::{self, OFlag};
 use nix::sys::stat::Mode;
 
-use super::LockOwner;
+use super::owner::LockOwner;
 use crate::error::{Error, Result};
 use crate::fsio::{self, Durability, SMALL_FILE_LIMIT};
 use crate::host;

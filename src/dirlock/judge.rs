@@ -3,7 +3,7 @@
 
 use std::time::{Duration, SystemTime};
 
-use super::{Liveness, LockOptions, LockOwner};
+use super::owner::{Liveness, LockOptions, LockOwner};
 use crate::protocol::parse_rfc3339;
 
 /// How much later than its lock directory a process must have started before it is

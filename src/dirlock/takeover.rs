@@ -3,7 +3,9 @@
 
 use std::path::Path;
 
-use super::{files, judge_read, Holder, LockOptions};
+use super::files;
+use super::owner::{Holder, LockOptions};
+use super::reading::judge_read;
 use crate::error::Result;
 
 /// What became of a lock judged stale through its name.

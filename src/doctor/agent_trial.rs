@@ -11,7 +11,7 @@ use crate::layout::Root;
 use crate::preset::Preset;
 use crate::protocol::{Outcome, Status, TaskId, TaskResult};
 
-use super::Check;
+use super::check::Check;
 
 /// How long the trial run may take: an agent that answers a one-word prompt takes
 /// seconds; one still retrying an API it cannot reach after this is reported so.

@@ -9,7 +9,7 @@ use crate::fs_kind;
 use crate::layout::Root;
 use crate::watch::{DirWatcher, Interest, WatchMode, WatcherKind};
 
-use super::Check;
+use super::check::Check;
 
 /// inotify limits below these are worth raising (one instance per worker and per
 /// waiting client, one watch per watched directory).

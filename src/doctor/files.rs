@@ -9,7 +9,7 @@ use crate::fsio::{is_temp_name, regular_files};
 use crate::layout::{Root, WorkerPaths};
 use crate::protocol::{parse_result, parse_status, Task};
 
-use super::Check;
+use super::check::Check;
 
 /// What a JSON file under `workers/` should parse as.
 #[derive(Debug, Clone, Copy)]

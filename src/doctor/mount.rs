@@ -4,7 +4,7 @@
 use crate::fs_kind::{self, MountInfo};
 use crate::layout::Root;
 
-use super::Check;
+use super::check::Check;
 
 pub(super) fn check_mount(root: &Root) -> Check {
     let m = match fs_kind::mount_of(root.path()) {

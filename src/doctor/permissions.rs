@@ -12,7 +12,7 @@ use std::path::Path;
 
 use crate::layout::Root;
 
-use super::Check;
+use super::check::Check;
 
 /// Group and other permission bits.
 const OTHERS: u32 = 0o077;

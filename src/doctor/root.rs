@@ -8,7 +8,7 @@ use crate::config::Config;
 use crate::error::Error;
 use crate::layout::Root;
 
-use super::Check;
+use super::check::Check;
 
 /// The root exists, is a directory and is private; false when nothing else can be
 /// checked.

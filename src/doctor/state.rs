@@ -3,7 +3,7 @@
 use crate::inspect::{self, Flag, LockStatus};
 use crate::layout::Root;
 
-use super::Check;
+use super::check::Check;
 
 pub(super) fn check_locks(root: &Root) -> Check {
     let opts = inspect::lock_options(root);

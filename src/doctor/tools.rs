@@ -5,7 +5,7 @@ use std::os::unix::fs::PermissionsExt;
 
 use crate::agent::AgentCommand;
 
-use super::Check;
+use super::check::Check;
 
 pub(super) fn check_tmux() -> Check {
     match std::process::Command::new("tmux")

@@ -3,7 +3,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
-use super::Check;
+use super::check::Check;
 use crate::fsio::regular_files;
 use crate::layout::Root;
 use crate::protocol::{TaskId, TaskResult};

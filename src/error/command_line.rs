@@ -1,6 +1,4 @@
-//! Command lines in errors: splitting one as a shell would (and what is wrong with it), and quoting one back in a message.
-
-use super::{Error, Result};
+//! Command lines in errors: what is wrong with one that cannot be split, and quoting one back in a message.
 
 /// What is wrong with a command line.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -19,21 +17,6 @@ impl CommandLineProblem {
             CommandLineProblem::Empty => "is empty".to_string(),
         }
     }
-}
-
-/// Split `line` into words as a shell would (no expansion), refusing an empty line or
-/// unbalanced quotes; `what` names the command in the error ("agent", "orchestrator").
-pub(crate) fn split_command_line(what: &'static str, line: &str) -> Result<Vec<String>> {
-    let bad = |problem| Error::BadCommandLine {
-        what,
-        line: line.to_string(),
-        problem,
-    };
-    let words = shlex::split(line).ok_or_else(|| bad(CommandLineProblem::UnbalancedQuotes))?;
-    if words.is_empty() {
-        return Err(bad(CommandLineProblem::Empty));
-    }
-    Ok(words)
 }
 
 /// `program args…`, quoted as a shell would need it, for error messages.

@@ -1,6 +1,6 @@
 //! What kind of failure an error is, and so the exit code each binary ends with.
 
-use super::Error;
+use super::types::Error;
 
 /// What kind of failure an error is, and so the binaries' exit code. Every exit code
 /// conductor's binaries use is defined here, once; `--help` and the README list them.

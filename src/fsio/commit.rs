@@ -117,7 +117,7 @@ pub(crate) fn reach_of(fd: &File, dir: &Path) -> Reach {
 /// filesystem where that covers everything, else an fsync of each directory. Nothing
 /// when the root is written without fsyncs.
 pub fn commit_dirs(dirs: &[&Path]) -> Result<()> {
-    if !super::fsync_on() {
+    if !super::fsync::fsync_on() {
         return Ok(());
     }
     let mut committed: Vec<u64> = Vec::new();

@@ -1,13 +1,15 @@
 //! Reading the protocol's files safely: only regular files, never past a size limit,
 //! JSON parsed with the file named in the error.
 
-use std::fs::{self, File};
+use std::fs::{self, File, OpenOptions};
 use std::io::{self, Read};
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::Path;
 
+use nix::fcntl::OFlag;
 use serde::de::DeserializeOwned;
 
-use super::*;
+use crate::error::{Error, FileProblem, Result};
 
 /// Open a file for reading, refusing symlinks and anything but a regular file.
 /// A missing file is `Ok(None)`.

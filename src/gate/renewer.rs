@@ -11,7 +11,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
-use crate::dirlock::{Acquire, DirLock, UNSEEN_LOOKS, UNSEEN_PAUSE};
+use crate::dirlock::{Acquire, DirLock, LockOptions, UNSEEN_LOOKS, UNSEEN_PAUSE};
 use crate::error::{Error, Result};
 
 /// The shortest interval between renewals of one lease, whatever its length: a lease
@@ -301,7 +301,7 @@ fn renew_once(held: &Held) -> Renewed {
         std::mem::forget(s.lock.take());
         return Renewed::Ended;
     }
-    match DirLock::try_acquire(path, &super::lease_options(path)) {
+    match DirLock::try_acquire(path, &lease_options(path)) {
         Ok(Acquire::Acquired(l)) => {
             s.held_rounds = 0;
             tracing::warn!(
@@ -334,6 +334,23 @@ fn renew_once(held: &Held) -> Renewed {
 /// The directory `path` is in, with every link resolved (`None` if it is gone).
 fn canonical_parent(path: &Path) -> Option<PathBuf> {
     path.parent()?.canonicalize().ok()
+}
+
+/// The lock options of the root a gate (or its lease) belongs to — `leaseSecs` from its
+/// `config.json` — for `workers/<N>/.worker.lock` and `.locks/<name>.lock`; the
+/// defaults where there is none or it cannot be read.
+pub(super) fn lease_options(gate: &Path) -> LockOptions {
+    let dir = gate.parent();
+    let root = match dir.and_then(Path::file_name).and_then(|n| n.to_str()) {
+        Some(".locks") => dir.and_then(Path::parent),
+        _ => dir
+            .and_then(Path::parent)
+            .filter(|p| p.file_name().is_some_and(|n| n == "workers"))
+            .and_then(Path::parent),
+    };
+    root.and_then(|r| crate::config::Config::load(&r.join("config.json")).ok())
+        .map(|c| c.lock_options())
+        .unwrap_or_default()
 }
 
 #[cfg(test)]

@@ -16,7 +16,7 @@ use std::path::Path;
 
 use nix::fcntl::{Flock, FlockArg};
 
-use super::GateHolder;
+use super::holder::GateHolder;
 use crate::host;
 use crate::protocol::now_rfc3339;
 

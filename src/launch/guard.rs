@@ -1,12 +1,13 @@
 //! One launch per session: the launch gate, and refusing a session (or slot) already in use.
 
-use super::{LaunchError, Result};
+use super::problem::{LaunchError, Result};
 use crate::error::Error;
 use crate::gate::{self, Gate, GateHolder};
 use crate::layout::{Root, Slot};
 
 use super::tmux::Tmux;
-use super::{launch_gate, LaunchRefusal};
+use super::options::launch_gate;
+use super::problem::LaunchRefusal;
 
 /// Take the launch gate of `session`, refusing when another launcher holds it or the
 /// session already runs.

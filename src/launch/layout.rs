@@ -8,7 +8,7 @@
 //! `--dashboard` the dashboard needs the whole screen: it has the first window to
 //! itself and every worker is in the windows after it.
 
-use super::Result;
+use super::problem::Result;
 use crate::layout::Slot;
 
 use super::tmux::{exact, Tmux};

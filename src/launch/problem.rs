@@ -1,11 +1,15 @@
 //! Why the launcher refused or could not start: typed, so a caller can tell them apart.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use crate::error::ExitClass;
 use crate::gate::GateHolder;
 
-use super::{MAX_WORKERS, OPT_ROOT};
+use super::options::MAX_WORKERS;
+use super::tmux::OPT_ROOT;
+
+/// What the launcher's functions return.
+pub type Result<T, E = LaunchError> = std::result::Result<T, E>;
 
 /// Why [`launch`](super::launch) refused: the session is in use right now (exit code 3
 /// in the binaries). Each says how to attach to it.
@@ -129,6 +133,50 @@ impl LaunchError {
             LaunchError::Refused(_) => ExitClass::Refused,
             LaunchError::Problem(_) => ExitClass::Usage,
             LaunchError::Core(e) => e.exit_class(),
+        }
+    }
+}
+
+/// Check a session name: it names a tmux session and the gate file, so only
+/// `A-Z a-z 0-9 _ -`, 1–64 characters, not starting with `-`.
+pub fn validate_session_name(name: &str) -> Result<()> {
+    let ok = !name.is_empty()
+        && name.len() <= 64
+        && !name.starts_with('-')
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-');
+    if ok {
+        Ok(())
+    } else {
+        Err(LaunchProblem::SessionName {
+            name: name.to_string(),
+        }
+        .into())
+    }
+}
+
+/// `p` as UTF-8: tmux command lines are text.
+pub(super) fn utf8(p: &Path) -> Result<&str> {
+    p.to_str().ok_or_else(|| {
+        LaunchProblem::NotUtf8 {
+            path: p.to_path_buf(),
+        }
+        .into()
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn session_names_are_checked() {
+        for ok in ["conductor", "a", "work-2_x"] {
+            assert!(validate_session_name(ok).is_ok(), "{ok}");
+        }
+        for bad in ["", "-x", "a.b", "a:b", "a b", "é", &"x".repeat(65)] {
+            assert!(validate_session_name(bad).is_err(), "{bad}");
         }
     }
 }

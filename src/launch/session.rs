@@ -4,7 +4,7 @@ use std::io;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use super::Result;
+use super::problem::Result;
 use crate::agent::AgentCommand;
 use crate::env::{project_dir, refuse_nested, ENV_HOME, ENV_WORKER};
 use crate::error::{split_command_line, Error};
@@ -15,10 +15,9 @@ use super::guard::{check_slots_free, take_gate};
 use super::layout::{self, slot_range, window_name, PLACEHOLDER};
 use super::tmux::{exact, pane_target, Tmux};
 use super::worktree::{Made, Repo};
-use super::{
-    utf8, validate_session_name, LaunchOptions, LaunchProblem, Launched, LaunchedWorker,
-    MAX_WORKERS, OPT_DIR, OPT_ROOT, OPT_WORKERS,
-};
+use super::options::{LaunchOptions, Launched, LaunchedWorker, MAX_WORKERS};
+use super::problem::{utf8, validate_session_name, LaunchProblem};
+use super::tmux::{OPT_DIR, OPT_ROOT, OPT_WORKERS};
 
 /// The name of the window holding the panes.
 const WINDOW_NAME: &str = "conductor";

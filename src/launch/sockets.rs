@@ -11,7 +11,7 @@ use std::path::PathBuf;
 
 use super::stop::{list, SessionInfo};
 use super::tmux::Tmux;
-use super::Result;
+use super::problem::Result;
 
 /// Where tmux keeps this user's server sockets.
 fn socket_dir() -> PathBuf {

@@ -7,14 +7,16 @@ use std::time::{Duration, Instant};
 use nix::sys::signal::{kill as send_signal, Signal};
 use nix::unistd::Pid;
 
-use super::Result;
+use super::problem::Result;
 use crate::gate::{self, Gate};
 use crate::host;
 use crate::layout::{Root, Slot};
 use crate::protocol::{TaskId, WorkerState};
 
 use super::tmux::{exact, Tmux};
-use super::{launch_gate, validate_session_name, LaunchProblem, OPT_DIR, OPT_ROOT, OPT_WORKERS};
+use super::options::launch_gate;
+use super::problem::{validate_session_name, LaunchProblem};
+use super::tmux::{OPT_DIR, OPT_ROOT, OPT_WORKERS};
 
 /// How often a worker's exit is re-checked: a process that is not our child offers no
 /// event for its exit.

@@ -5,7 +5,10 @@ use std::process::{Command, Output, Stdio};
 
 use crate::error::{Error, Result};
 
-use super::{OPT_DIR, OPT_ROOT, OPT_WORKERS};
+/// Session options that record a launched session.
+pub(super) const OPT_ROOT: &str = "@conductor_root";
+pub(super) const OPT_WORKERS: &str = "@conductor_workers";
+pub(super) const OPT_DIR: &str = "@conductor_dir";
 
 const INSTALL_TMUX: &str = "tmux is not installed or not on PATH; install it \
     (`apt install tmux` on Debian/Ubuntu, `dnf install tmux` on Fedora, `brew install tmux` on macOS) \

@@ -4,13 +4,13 @@
 
 use std::path::{Path, PathBuf};
 
-use super::Result;
+use super::problem::Result;
 use crate::error::Error;
 use crate::fsio;
 use crate::layout::{Root, Slot};
 use crate::worktree::{self as core, git, git_output};
 
-use super::{LaunchError, LaunchProblem};
+use super::problem::{utf8, LaunchError, LaunchProblem};
 
 /// Where worker `slot`'s worktree lives for `session` (with worktrees).
 pub fn worktree_path(root: &Root, session: &str, slot: Slot) -> PathBuf {
@@ -124,7 +124,7 @@ impl Repo {
         // A worktree deleted by hand is still registered; forget it so `add` works.
         let top = &self.0.top;
         git(top, &["worktree", "prune"])?;
-        let path_str = super::utf8(path)?;
+        let path_str = utf8(path)?;
         let branch_ref = format!("refs/heads/{branch}");
         let branch_exists = git_output(top, &["show-ref", "--verify", "--quiet", &branch_ref])?
             .status

@@ -4,7 +4,7 @@ use std::collections::BTreeSet;
 use std::fmt;
 use std::str::FromStr;
 
-use super::Slot;
+use super::slot::Slot;
 use crate::error::{Error, Result};
 
 /// The slots one worker process serves: one, a range, or a list; sorted, without

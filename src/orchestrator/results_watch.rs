@@ -2,66 +2,13 @@
 //! slots a result appeared in (`Arrivals`), and what ended a wait (`Woke`).
 
 use std::path::Path;
-use std::sync::{Arc, Mutex};
+use std::sync::Mutex;
 use std::time::Duration;
 
-use crossbeam_channel::{bounded, select, Receiver};
+use crossbeam_channel::{select, Receiver};
 
-use super::Orchestrator;
-use crate::error::{Error, Result};
 use crate::layout::Slot;
-use crate::watch::{DirWatcher, InlineWatcher, OnChange, ReadySignal, Waited};
-
-impl Orchestrator {
-    /// Watch every slot's `results/`: the receiver wakes when a result's name appears
-    /// there, and [`Arrivals`] says in which slots.
-    pub(super) fn watch_results(&self) -> Result<(ResultsWatch, Receiver<()>, Arc<Arrivals>)> {
-        let dirs: Vec<_> = self
-            .slots
-            .iter()
-            .map(|s| {
-                let w = self.client.worker(*s);
-                crate::fsio::ensure_dir(&w.results_dir()).map(|()| w.results_dir())
-            })
-            .collect::<Result<_>>()?;
-        let (tx, wake) = bounded(1);
-        let pipe_tx = tx.clone();
-        let arrived = Arc::new(Arrivals::default());
-        let (told, slots, watched) = (arrived.clone(), self.slots.clone(), dirs.clone());
-        let on_change: OnChange = Arc::new(move |path: Option<&Path>| {
-            if told.note(path, &watched, &slots) {
-                // A full channel already holds a pending wake-up: nothing is lost.
-                let _ = tx.try_send(());
-            }
-        });
-        #[cfg(target_os = "linux")]
-        if let Some(told) = self.pipes.as_ref().and_then(|p| p.told.as_ref()) {
-            let told = told.try_clone().map_err(|e| {
-                Error::io("read the workers' pipe for", self.client.root().path(), e)
-            })?;
-            // Every worker gone: the recheck finds out whose task is left (as it does
-            // for a worker that died without a word).
-            let (said, wake_tx) = (arrived.clone(), pipe_tx);
-            let on_bytes = Box::new(move |bytes: &[u8]| {
-                said.note_bytes(bytes);
-                // Every byte is news (a start frees an inbox to fill).
-                let _ = wake_tx.try_send(());
-                false
-            });
-            let inline =
-                InlineWatcher::from_pipe_reading_bytes(told, on_bytes, on_change, Box::new(|| {}))
-                    .map_err(|e| {
-                        Error::io("read the workers' pipe for", self.client.root().path(), e)
-                    })?;
-            return Ok((ResultsWatch::Inline(inline), wake, arrived));
-        }
-        let watcher = match InlineWatcher::published(&dirs, self.watch, on_change.clone())? {
-            Some(inline) => ResultsWatch::Inline(inline),
-            None => ResultsWatch::Thread(DirWatcher::published(&dirs, self.watch, on_change)?),
-        };
-        Ok((watcher, wake, arrived))
-    }
-}
+use crate::watch::{DirWatcher, InlineWatcher, ReadySignal, Waited};
 
 /// The orchestrator's watch of the slots' `results/`: read by its own thread where
 /// events are native (the kernel wakes it directly when a result appears, not a reader
@@ -113,7 +60,7 @@ impl Arrivals {
     /// Note a change at `path` (`None`: anything may have changed) in one of `dirs`,
     /// the `results/` of `slots` in order; whether it is worth a wake-up. Noted before
     /// the wake-up is sent, so a wake-up always finds its slot here.
-    fn note(&self, path: Option<&Path>, dirs: &[std::path::PathBuf], slots: &[Slot]) -> bool {
+    pub(super) fn note(&self, path: Option<&Path>, dirs: &[std::path::PathBuf], slots: &[Slot]) -> bool {
         let mut seen = self.0.lock().unwrap_or_else(|e| e.into_inner());
         let Some(path) = path else {
             seen.all = true;
@@ -141,7 +88,7 @@ impl Arrivals {
 
     /// Note what woken workers said: the bytes read from their pipe (a result in a
     /// slot, a start, an inbox asked back; anything else: look everywhere).
-    fn note_bytes(&self, bytes: &[u8]) {
+    pub(super) fn note_bytes(&self, bytes: &[u8]) {
         use crate::pool::News;
         let mut seen = self.0.lock().unwrap_or_else(|e| e.into_inner());
         for &byte in bytes {

@@ -4,11 +4,34 @@
 use std::collections::{HashMap, HashSet, VecDeque};
 
 use super::results_watch::Look;
-use super::Progress;
 use crate::client::Client;
 use crate::error::{Error, Result};
 use crate::layout::Slot;
 use crate::protocol::{Outcome, Task, TaskId, TaskResult};
+
+/// What happened, for progress displays. `index` is the task's position in the input.
+#[derive(Debug, Clone, Copy)]
+pub enum Progress<'a> {
+    /// Delivered to a worker's inbox; or, for a task kept waiting in a busy worker's
+    /// inbox (a run that wakes its workers through pipes), when the task before it ended.
+    Started {
+        /// Its place in the list the run was given.
+        index: usize,
+        /// The worker that runs it.
+        slot: Slot,
+        /// Its id.
+        id: &'a TaskId,
+    },
+    /// Its result arrived.
+    Finished {
+        /// Its place in the list the run was given.
+        index: usize,
+        /// The worker that ran it.
+        slot: Slot,
+        /// What it produced.
+        result: &'a TaskResult,
+    },
+}
 
 /// One [`Orchestrator::run_all`] under way: the tasks still to deliver, the task each
 /// slot has in hand, and the results so far, by input position.

@@ -4,7 +4,8 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use serde_json::Value;
 
-use super::{first_line, Preset};
+use super::kind::Preset;
+use crate::text::first_line;
 use crate::protocol::TaskResult;
 
 /// At most this many deferrals of one task: a limit met again after the fifth ends the

@@ -1,7 +1,9 @@
 //! Narrowing a worker's command line for one task: the tools and the permission or
 //! approval mode it may have, never more than the worker's.
 
-use super::*;
+/// The approval modes Gemini CLI knows (`--approval-mode`); the worker's
+/// `--permission-mode` picks one for the gemini preset (default: `yolo`).
+pub const GEMINI_APPROVAL_MODES: [&str; 4] = ["default", "auto_edit", "yolo", "plan"];
 
 /// How much a Claude Code permission mode lets run unattended (higher: more).
 pub fn claude_mode_rank(mode: &str) -> Option<u8> {

@@ -5,7 +5,7 @@ use std::path::Path;
 
 use serde_json::{Map, Value};
 
-use super::Preset;
+use super::kind::Preset;
 use crate::protocol::TaskResult;
 
 /// The most of the rendered log a stopped task's `output` holds (its end; the whole log

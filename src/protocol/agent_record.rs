@@ -11,7 +11,8 @@ use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
-use super::{check_schema, TaskId, SCHEMA};
+use super::schema::{check_schema, SCHEMA};
+use super::task_id::TaskId;
 use crate::error::Result;
 use crate::fsio;
 

@@ -2,7 +2,7 @@
 
 use std::collections::HashSet;
 
-use super::Task;
+use super::task::Task;
 
 /// Most labels one task may carry.
 pub const MAX_LABELS: usize = 32;

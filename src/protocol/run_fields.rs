@@ -1,7 +1,7 @@
 //! Checks of a task's fields about how its run is made: its worktree's base, its budget,
 //! the session it resumes, its model, its `until` check.
 
-use super::Task;
+use super::task::Task;
 
 impl Task {
     /// `base` names a commit or ref; `maxBudgetUsd` is a positive amount.

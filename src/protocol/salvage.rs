@@ -9,7 +9,7 @@
 
 use serde_json::Value;
 
-use super::TaskId;
+use super::task_id::TaskId;
 
 /// How much of a too-large file is scanned for its id.
 pub const PREFIX_SCANNED: usize = 64 * 1024;

@@ -3,7 +3,8 @@
 use std::collections::HashSet;
 use std::path::PathBuf;
 
-use super::{Task, TaskId};
+use super::task::Task;
+use super::task_id::TaskId;
 
 /// Most dependencies one task may name: each costs a lookup on every queue scan.
 pub const MAX_AFTER: usize = 64;

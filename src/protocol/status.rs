@@ -1,6 +1,14 @@
 //! A worker slot's `status.json`: its state, the task in hand, its heartbeat.
 
-use super::*;
+use std::fmt;
+use std::path::Path;
+
+use serde::{Deserialize, Serialize};
+
+use super::schema::{check_schema, lenient_timestamp, schema_v1, SCHEMA};
+use super::task_id::TaskId;
+use super::time::now_rfc3339;
+use crate::error::{Error, Result};
 
 /// A worker's state as published in `status.json`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]

@@ -2,14 +2,13 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::Task;
 
 /// Rounds in all (the first run included) when `until.rounds` is left out.
 pub const DEFAULT_ROUNDS: u32 = 3;
 /// The most rounds a task may ask for.
 pub const MAX_ROUNDS: u32 = 20;
 /// The longest check command accepted, in bytes.
-const MAX_CHECK_BYTES: usize = 4096;
+pub(super) const MAX_CHECK_BYTES: usize = 4096;
 
 /// `until` in task.json: after its agent ends well, `check` runs (`sh -c`) in the task's
 /// worktree (else its directory); while it fails, the same session goes on with the
@@ -59,38 +58,13 @@ pub struct CheckVerdict {
     pub output_tail: String,
 }
 
-impl Task {
-    /// `until`: a check command, and a bound of rounds within range.
-    pub(super) fn validate_until(&self) -> Result<(), String> {
-        let Some(u) = &self.until else {
-            return Ok(());
-        };
-        if u.check.trim().is_empty() {
-            return Err(
-                "until.check is empty: give the command to run (e.g. \"cargo test\")".into(),
-            );
-        }
-        if u.check.len() > MAX_CHECK_BYTES || u.check.contains('\0') {
-            return Err(format!(
-                "until.check must be at most {MAX_CHECK_BYTES} bytes, without NUL"
-            ));
-        }
-        match u.rounds {
-            Some(n) if n == 0 || n > MAX_ROUNDS => {
-                Err(format!("until.rounds {n} is out of range 1-{MAX_ROUNDS}"))
-            }
-            _ => Ok(()),
-        }
-    }
-}
-
 /// `workers/<N>/until.json`: the loop's state of the slot's task in hand, rewritten after
 /// each check, so recovery's result of a worker that died between rounds still says
 /// how many rounds ran and how the last check went.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 struct UntilRecord {
-    task_id: super::TaskId,
+    task_id: super::task_id::TaskId,
     #[serde(flatten)]
     report: UntilReport,
 }
@@ -100,7 +74,7 @@ fn record_path(slot_dir: &std::path::Path) -> std::path::PathBuf {
 }
 
 /// Record the loop's state of task `id` in its slot (best effort: a log line if not).
-pub(crate) fn write_record(slot_dir: &std::path::Path, id: &super::TaskId, report: &UntilReport) {
+pub(crate) fn write_record(slot_dir: &std::path::Path, id: &super::task_id::TaskId, report: &UntilReport) {
     let rec = UntilRecord {
         task_id: id.clone(),
         report: report.clone(),
@@ -112,7 +86,7 @@ pub(crate) fn write_record(slot_dir: &std::path::Path, id: &super::TaskId, repor
 }
 
 /// The loop's state of task `id` its slot recorded, if any.
-pub(crate) fn read_record(slot_dir: &std::path::Path, id: &super::TaskId) -> UntilReport {
+pub(crate) fn read_record(slot_dir: &std::path::Path, id: &super::task_id::TaskId) -> UntilReport {
     std::fs::read(record_path(slot_dir))
         .ok()
         .and_then(|b| serde_json::from_slice::<UntilRecord>(&b).ok())
@@ -129,7 +103,7 @@ pub(crate) fn forget_record(slot_dir: &std::path::Path) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::protocol::{Outcome, TaskId, TaskResult};
+    use crate::protocol::{Outcome, Task, TaskId, TaskResult};
 
     fn with_until(check: &str, rounds: Option<u32>) -> Task {
         let mut t = Task::new("p");

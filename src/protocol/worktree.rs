@@ -5,7 +5,8 @@ use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
 
-use super::{schema_v1, TaskId};
+use super::schema::schema_v1;
+use super::task_id::TaskId;
 
 /// `workers/<N>/worktree.json`: the worktree the slot's task in hand runs in, written
 /// (durably) before the worktree is made and removed once the task's result is out, so

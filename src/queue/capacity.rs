@@ -7,7 +7,8 @@ use std::fs;
 
 use serde::Serialize;
 
-use super::{groups, pause, Queue};
+use super::handle::Queue;
+use super::{groups, pause};
 use crate::dirlock;
 use crate::error::Result;
 

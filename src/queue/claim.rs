@@ -19,7 +19,7 @@ use super::held::is_held;
 use super::held::take_one_of;
 use super::order::{next_to_run, PendingName, PendingTask};
 use super::pause::Paused;
-use super::{Queue, ORIGIN_QUEUE};
+use super::handle::{Queue, ORIGIN_QUEUE};
 
 /// What a worker holds while it runs a queued task.
 #[derive(Debug)]
@@ -352,13 +352,13 @@ fn look_at(
     if task.after.is_empty() {
         return Ok(ready);
     }
-    match super::readiness(queue.root(), &task) {
-        super::Readiness::Ready => Ok(ready),
-        super::Readiness::Wait(ids) => {
+    match super::deps::readiness(queue.root(), &task) {
+        super::deps::Readiness::Ready => Ok(ready),
+        super::deps::Readiness::Wait(ids) => {
             tracing::trace!("{} waits for {ids:?}", c.path.display());
             Ok(Candidate::Skip)
         }
-        super::Readiness::Failed { reason, .. } => {
+        super::deps::Readiness::Failed { reason, .. } => {
             // A submitted entry's id (in its name) is the queue's; a hand-dropped file's
             // is answered only if the queue can have it.
             let id = c.id.as_ref().or(task

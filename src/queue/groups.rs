@@ -22,7 +22,7 @@ use crate::layout::Root;
 use crate::protocol::{check_group_name, now_rfc3339, Task, SCHEMA};
 
 use super::held::{is_held, take_one_of};
-use super::Queue;
+use super::handle::Queue;
 
 /// A group as its file holds it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

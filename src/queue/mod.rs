@@ -12,6 +12,7 @@ mod cancel;
 mod capacity;
 mod claim;
 mod deps;
+mod handle;
 pub mod groups;
 mod held;
 pub mod limits;
@@ -45,19 +46,11 @@ pub use claim::{
     publish_queue_result, reject_in_hand, requeue, take_run_slot, Claim, RunSlot, Serve,
 };
 pub use deps::{check_known, readiness, Readiness};
+pub use handle::{Queue, ORIGIN_QUEUE};
 use held::is_held;
 use order::DEFAULT_PRIORITY;
 pub use order::{effective, order, PendingName, PendingTask};
 pub(crate) use waits::root_wide_wait;
-
-/// The `origin` of a task that came through the queue.
-pub const ORIGIN_QUEUE: &str = "queue";
-
-/// The shared queue of one root.
-#[derive(Debug, Clone)]
-pub struct Queue {
-    root: Root,
-}
 
 impl Queue {
     /// The shared queue of the root at `root`.

@@ -3,7 +3,7 @@
 
 use std::time::{Duration, Instant};
 
-use super::{leftover_agent_is_ours, ProcFacts};
+use super::decide::{leftover_agent_is_ours, ProcFacts};
 use crate::agent;
 use crate::procfs;
 use crate::protocol::TaskId;

@@ -4,7 +4,9 @@
 //! [`leftover_agent_is_ours`], [`is_abandoned`]); the rest of this module reads the
 //! facts they need and carries out their verdict through [`crate::ledger`].
 
+use std::fs;
 use std::io;
+use std::path::Path;
 use std::time::{Duration, Instant};
 
 use nix::sys::signal::Signal;
@@ -13,87 +15,37 @@ use crate::agent;
 use crate::config::Config;
 use crate::dirlock::{self, Acquire, DirLock, LockOptions};
 use crate::error::{Error, Result};
-use crate::fsio::{self, Durability, SMALL_FILE_LIMIT};
+use crate::fsio::{self, Durability};
 use crate::gate::Gate;
 use crate::layout::{Root, Slot, WorkerPaths};
 use crate::ledger::{self, Ledger};
 use crate::procfs;
-use crate::protocol::{AgentRecord, Status, Task, TaskId, TaskResult, WorkerState};
+use crate::protocol::{AgentRecord, Status, Task, TaskId, WorkerState};
 use crate::queue;
 
 pub mod callbacks;
 mod decide;
 mod group;
 mod lease_watch;
+mod report;
 mod settle;
 mod sweep;
 pub use lease_watch::look_at_refused_slot;
 
+// The internals' surface: inside the crate these are named where they are defined.
+#[cfg_attr(not(feature = "internals"), allow(unused_imports))]
 pub use decide::{
     disposition, is_abandoned, leftover_agent_is_ours, Disposition, Leftover, ProcFacts,
 };
+pub use report::RecoveryReport;
+use report::Found;
 use settle::settle_leftover;
 use sweep::break_stale_locks_in;
-pub use sweep::{free_dead_shared_locks, sweep_abandoned};
+pub use sweep::free_dead_shared_locks;
 
 /// A slot whose worker is gone and whose status has been silent this long is
 /// recovered by any idle worker (live workers refresh their status every heartbeat).
 pub const ABANDONED_AFTER: Duration = Duration::from_secs(10);
-
-/// What recovery found on a slot left behind by a dead worker.
-#[derive(Debug, Default, Clone, PartialEq, Eq)]
-pub struct RecoveryReport {
-    /// A stale `.lock` was removed (who held it).
-    pub stale_lock: Option<String>,
-    /// A leftover agent group was killed (its pid).
-    pub killed_agent: Option<u32>,
-    /// Task finished as interrupted.
-    pub interrupted: Option<TaskId>,
-    /// Task put back in the inbox for another attempt.
-    pub redelivered: Option<TaskId>,
-    /// `running.json` already had its result; only cleaned up.
-    pub already_finished: Option<TaskId>,
-    /// Callback groups the dead worker left running, stopped.
-    pub ended_callbacks: usize,
-}
-
-impl RecoveryReport {
-    pub fn is_empty(&self) -> bool {
-        *self == RecoveryReport::default()
-    }
-}
-
-impl std::fmt::Display for RecoveryReport {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let mut did = Vec::new();
-        if let Some(h) = &self.stale_lock {
-            did.push(format!("removed stale lock ({h})"));
-        }
-        if let Some(pid) = self.killed_agent {
-            did.push(format!("killed leftover agent group {pid}"));
-        }
-        if let Some(id) = &self.interrupted {
-            did.push(format!("task {id} finished as interrupted"));
-        }
-        if let Some(id) = &self.redelivered {
-            did.push(format!("task {id} re-delivered for another attempt"));
-        }
-        if let Some(id) = &self.already_finished {
-            did.push(format!("task {id} already had its result; cleaned up"));
-        }
-        if self.ended_callbacks > 0 {
-            did.push(format!(
-                "stopped {} callback(s) left running",
-                self.ended_callbacks
-            ));
-        }
-        if did.is_empty() {
-            f.write_str("nothing to recover")
-        } else {
-            f.write_str(&did.join("; "))
-        }
-    }
-}
 
 /// Finish what a dead worker left on `slot`: remove a stale lock, kill a leftover
 /// agent, and give an in-flight task its one terminal result (or re-deliver it when
@@ -222,61 +174,6 @@ fn finish_rejection(root: &Root, paths: &WorkerPaths) -> Result<Option<TaskId>> 
         held.display()
     );
     Ok(id)
-}
-
-/// What a dead worker left in `running.json`, with what its status said.
-struct Found {
-    id: TaskId,
-    task: Option<Task>,
-    status: Option<Status>,
-    queued: bool,
-}
-
-impl Found {
-    fn facts(&self, paths: &WorkerPaths) -> Leftover {
-        let cancel_requested = fsio::read_bounded(&paths.cancel(), SMALL_FILE_LIMIT)
-            .ok()
-            .flatten()
-            .is_some_and(|b| String::from_utf8_lossy(&b).trim() == self.id.to_string());
-        Leftover {
-            has_result: kept_result(paths, &self.id),
-            cancel_requested,
-            attempts: self.task.as_ref().map(|t| (t.attempt(), t.max_attempts())),
-            queued: self.queued,
-            deferring: self
-                .task
-                .as_ref()
-                .and_then(Task::not_before)
-                .is_some_and(|t| t > std::time::SystemTime::now()),
-        }
-    }
-
-    fn why(&self) -> String {
-        match self.status.as_ref().and_then(|s| s.worker_pid) {
-            Some(p) => format!("interrupted: worker pid {p} died"),
-            None => "interrupted: the worker died".to_string(),
-        }
-    }
-}
-
-/// Whether the dead worker kept a result for `id` (it died after publishing it). A
-/// damaged one (cut short by a crash on a filesystem without ordering, or by hand) is
-/// no result: it is set aside, and the task ends as if none had been written.
-fn kept_result(paths: &WorkerPaths, id: &TaskId) -> bool {
-    let kept = paths.result_for(id);
-    match TaskResult::read(&kept) {
-        Ok(found) => found.is_some(),
-        Err(Error::BadFile { problem, .. }) => {
-            let aside = fsio::set_aside_damaged(&kept);
-            tracing::warn!(
-                "kept result {} {problem}: not the task's result; set aside ({aside:?})",
-                kept.display()
-            );
-            false
-        }
-        // Unreadable for another reason: announcing it will say why.
-        Err(_) => true,
-    }
 }
 
 /// Read `running.json` and the status beside it; `None` when no task was in hand.
@@ -448,4 +345,47 @@ pub fn recover_abandoned(root: &Root, slot: Slot) -> Result<RecoveryReport> {
     let _gate = Gate::acquire(&paths.worker_gate(), &format!("recovery of worker {slot}"))?;
     let config = Config::load(&root.config_file())?;
     recover_slot(root, slot, &config.lock_options())
+}
+
+/// Finish, on their behalf, tasks left by workers that died for good: every slot but
+/// `own` with a `running.json` whose gate nobody holds. Exactly once: the gate admits one.
+pub fn sweep_abandoned(root: &Root, slots: &[Slot], own: Slot, lock_opts: &LockOptions) {
+    for &slot in slots.iter().filter(|s| **s != own) {
+        let w = root.worker(slot);
+        // A worker restarted right after a crash recovers its own slot: leave the slot
+        // to it unless its status has been silent for a while. Left behind: a task in
+        // hand, or (looked for only once silent) callbacks nobody reaps.
+        // Its locks' lease waits start now, not when it looks abandoned.
+        lease_watch::watch_if_foreign(root, &w, lock_opts);
+        let silent = silent_for(&w.status());
+        let left = w.running().exists()
+            || (silent.is_none_or(|s| s >= ABANDONED_AFTER) && callbacks::any_left_here(&w));
+        if !is_abandoned(left, silent, ABANDONED_AFTER) {
+            continue;
+        }
+        tracing::debug!(
+            "worker {slot} looks abandoned: running.json exists, status silent for {:?}",
+            silent_for(&w.status())
+        );
+        let _gate = match Gate::acquire(&w.worker_gate(), &format!("recovery of worker {slot}")) {
+            Ok(g) => g,
+            // A live worker serves it (here or, by its lease, on another host), or
+            // another recoverer is at it.
+            Err(crate::error::Error::GateHeld { .. }) => continue,
+            Err(e) => {
+                tracing::warn!("cannot take worker {slot}'s gate to recover it: {e}");
+                continue;
+            }
+        };
+        match recover_slot(root, slot, lock_opts) {
+            Ok(r) if !r.is_empty() => tracing::warn!("recovered abandoned worker {slot}: {r}"),
+            Ok(_) => {}
+            Err(e) => tracing::warn!("recovering abandoned worker {slot}: {e}"),
+        }
+    }
+}
+
+fn silent_for(path: &Path) -> Option<Duration> {
+    let modified = fs::metadata(path).and_then(|m| m.modified()).ok()?;
+    Some(modified.elapsed().unwrap_or_default())
 }

@@ -10,7 +10,8 @@ use crate::ledger::Ledger;
 use crate::protocol::{Outcome, Status, Task, TaskId, TaskResult};
 use crate::queue;
 
-use super::{disposition, Disposition, Found, RecoveryReport};
+use super::decide::{disposition, Disposition};
+use super::report::{Found, RecoveryReport};
 
 /// Act on what is decided for the task a dead worker left (`found`): announce its
 /// kept end, deliver it again, or end it; noted in `report`.

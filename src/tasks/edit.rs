@@ -37,7 +37,8 @@ use crate::layout::Root;
 use crate::protocol::{Task, TaskId};
 use crate::queue::{check_known, PendingName, Queue};
 
-use super::{find, TaskState};
+use super::locate::find;
+use super::state::TaskState;
 
 /// Why task `id` cannot be edited now, from where it is.
 pub fn not_editable_reason(root: &Root, id: &TaskId) -> Result<String> {

@@ -26,7 +26,8 @@ use crate::protocol::id_gen::order_key;
 use crate::protocol::{Status, Task, TaskId, TaskResult};
 use crate::queue::PendingName;
 
-use super::{find, TaskLocation, TaskState};
+use super::locate::{find, TaskLocation};
+use super::state::TaskState;
 
 /// The default page size of `conductor tasks`.
 pub const DEFAULT_LIMIT: usize = 50;

@@ -12,7 +12,8 @@ use crate::maintenance::{request_cancel, CancelOutcome};
 use crate::protocol::{Outcome, TaskId, TaskResult};
 use crate::queue::Queue;
 
-use super::{find, no_such_task, TaskState};
+use super::locate::{find, no_such_task};
+use super::state::TaskState;
 
 /// What [`cancel_task`] did.
 #[derive(Debug, Clone, PartialEq)]

@@ -9,7 +9,8 @@ use std::time::Duration;
 use inotify::{EventMask, Inotify, WatchMask};
 use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
 
-use super::{count_events, How, OnChange};
+use super::events::count_events;
+use super::mode::{How, OnChange};
 
 /// What changes a directory's contents or a file in it. Left out on purpose:
 /// `IN_OPEN`, `IN_ACCESS` and `IN_CLOSE_NOWRITE`, which every `ls`, `conductor status`
@@ -207,7 +208,7 @@ impl Inline {
                 return 0;
             }
         }
-        let (changed, ready) = match super::poll_readable(Some(ino.as_fd()), fds, timeout) {
+        let (changed, ready) = match super::readable::poll_readable(Some(ino.as_fd()), fds, timeout) {
             Ok(seen) => seen,
             Err(_) => {
                 (self.on_change)(None);

@@ -13,7 +13,7 @@ use std::time::Duration;
 
 use nix::errno::Errno;
 
-use super::OnChange;
+use super::mode::OnChange;
 
 /// What to do once every writer has closed its end (once).
 pub type OnEnd = Box<dyn FnOnce() + Send>;
@@ -97,7 +97,7 @@ impl PipeNews {
         }
         // Once every writer is gone the pipe is readable for ever: not waited on.
         let own = self.open.load(Ordering::SeqCst).then(|| self.fd.as_fd());
-        let (news, ready) = match super::poll_readable(own, fds, timeout) {
+        let (news, ready) = match super::readable::poll_readable(own, fds, timeout) {
             Ok(seen) => seen,
             Err(_) => {
                 (self.on_change)(None);

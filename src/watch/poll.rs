@@ -29,7 +29,8 @@ use std::time::{Duration, Instant, SystemTime};
 
 use crossbeam_channel::{bounded, Receiver, RecvTimeoutError, Sender};
 
-use super::{count_events, OnChange};
+use super::events::count_events;
+use super::mode::OnChange;
 
 /// After this long without a change the interval starts to grow.
 const STAY_FAST_FOR: Duration = Duration::from_secs(2);

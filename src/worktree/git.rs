@@ -4,8 +4,11 @@ use std::io::{self, Write};
 use std::path::Path;
 use std::process::{Command, Output, Stdio};
 
-use super::{FALLBACK_EMAIL, FALLBACK_NAME};
 use crate::error::{Error, Result};
+
+/// Who commits when git knows nobody (no `user.name` / `user.email`).
+pub const FALLBACK_NAME: &str = "conductor";
+pub const FALLBACK_EMAIL: &str = "conductor@localhost";
 
 /// Run git in `dir`; its stdout, or [`Error::Command`] with its stderr.
 pub fn git(dir: &Path, args: &[&str]) -> Result<String> {

@@ -3,7 +3,8 @@
 
 use std::path::{Path, PathBuf};
 
-use super::{git, place, BRANCH_PREFIX};
+use super::plan::BRANCH_PREFIX;
+use super::{git, place};
 use crate::error::Result;
 
 /// The `conductor/*` branches of the repository at `repo`, but `conductor-launch`'s

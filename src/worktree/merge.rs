@@ -3,7 +3,8 @@
 use std::path::Path;
 
 use super::git::{command_error, git, git_as_committer, git_output, succeeds};
-use super::{remove_forced, Repo};
+use super::remove::remove_forced;
+use super::repo::Repo;
 use crate::error::{Error, Result};
 use crate::protocol::{TaskId, WorktreeChange};
 

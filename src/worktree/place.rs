@@ -1,7 +1,7 @@
 //! Where task worktrees go: next to the repository, not inside its git directory.
 //!
 //! The default is `<parent of the repository's top>/<its dir name>.conductor-worktrees/<id>`.
-//! Not under `.git/` (the earlier default, [`super::FOLDER`]): Claude Code treats every
+//! Not under `.git/` (the earlier default, [`FOLDER`]): Claude Code treats every
 //! path there as a sensitive file and refuses each Write, Edit and writing Bash command,
 //! so its tasks changed nothing. Not inside the working tree either: a worktree nested
 //! there would be captured by the repository's own tools (a Cargo or npm workspace finds
@@ -12,6 +12,10 @@
 use std::path::{Path, PathBuf};
 
 use crate::error::{Error, Result};
+
+/// The folder under the repository's git directory that held task worktrees before
+/// they moved next to the repository (this module); worktrees there still work.
+pub const FOLDER: &str = "conductor-worktrees";
 
 /// The suffix of the default folder next to the repository: `app.conductor-worktrees`.
 pub const SIBLING_SUFFIX: &str = ".conductor-worktrees";
@@ -29,7 +33,7 @@ pub fn folder(top: &Path, common_dir: &Path, configured: Option<&Path>) -> PathB
             name.push(SIBLING_SUFFIX);
             parent.join(name)
         }
-        _ => common_dir.join(super::FOLDER),
+        _ => common_dir.join(FOLDER),
     }
 }
 
@@ -46,7 +50,7 @@ pub fn ensure(folder: &Path) -> Result<()> {
 /// (`conductor-worktrees`).
 pub fn is_task_folder(name: &std::ffi::OsStr) -> bool {
     let name = name.to_string_lossy();
-    name == super::FOLDER || (name.ends_with(SIBLING_SUFFIX) && name.len() > SIBLING_SUFFIX.len())
+    name == FOLDER || (name.ends_with(SIBLING_SUFFIX) && name.len() > SIBLING_SUFFIX.len())
 }
 
 #[cfg(test)]

@@ -3,9 +3,19 @@
 
 use std::path::Path;
 
-use super::{git, task_branch, Repo, FOLDER};
+use super::place::FOLDER;
+use super::repo::Repo;
+use super::git;
 use crate::error::{Error, Result};
 use crate::protocol::{TaskId, WorktreeRecord, SCHEMA};
+
+/// Task branches are `conductor/<task id>`.
+pub const BRANCH_PREFIX: &str = "conductor/";
+
+/// The branch task `id` works on.
+pub fn task_branch(id: &TaskId) -> String {
+    format!("{BRANCH_PREFIX}{id}")
+}
 
 /// What a task asks of its worktree.
 #[derive(Debug, Clone, Copy)]

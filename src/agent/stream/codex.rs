@@ -2,7 +2,7 @@
 
 use serde_json::{Map, Value};
 
-use super::{clip, first_line, push_line, str_field, text_lines, tool_result_summary};
+use super::lines::{clip, first_line, push_line, str_field, text_lines, tool_result_summary};
 
 /// One Codex event of the kinds [`super::StreamRenderer::render`] hands here.
 pub(super) fn event(kind: &str, event: &Map<String, Value>, out: &mut Vec<u8>) {
