@@ -109,7 +109,7 @@ impl Client {
     }
 
     /// [`Client::wait_for_task`], doing `on_death` if the worker dies with the task.
-    pub fn wait_for_task_with(
+    pub(crate) fn wait_for_task_with(
         &self,
         id: &TaskId,
         timeout: Duration,
