@@ -49,6 +49,8 @@ struct Group {
     /// A directory on the filesystem, opened once: what `syncfs` is called on.
     fd: File,
     reach: Reach,
+    /// An fsync of a file commits the names just made for it too (see [`commit_file`]).
+    name_with_file: bool,
     /// The commit itself: `syncfs` (a stand-in in the unit tests).
     sync: fn(&File) -> io::Result<()>,
     state: Mutex<State>,
@@ -93,9 +95,11 @@ fn group_on(dev: u64, dir: &Path) -> Result<Arc<Group>> {
         }
         _ => Reach::FileByFile,
     };
+    let name_with_file = reach == Reach::WholeFilesystem && journals_names(&fd, dev);
     let g = Arc::new(Group {
         fd,
         reach,
+        name_with_file,
         sync: syncfs,
         state: Mutex::new(State::default()),
         finished: Condvar::new(),
@@ -148,6 +152,56 @@ pub fn commit(dir: &Path) -> Result<()> {
     }
     g.commit()
         .map_err(|e| Error::io("sync the filesystem of", dir, e))
+}
+
+/// Make `file`, just published in `dir` under a new name (linked or renamed there),
+/// durable with that name. Where the filesystem's journal logs a link or rename in the
+/// transaction that changes the file's own inode (its ctime, its link count), and an
+/// fsync of the file commits that transaction — ext4 with a journal, xfs — one fsync of
+/// the file does it: a journal commit that the kernel shares between the processes
+/// fsyncing at once, without `syncfs`'s writeback of every dirty file of the filesystem
+/// (on a journaled ext4 here, 4.0 ms p50 against 6.2). Elsewhere the shared [`commit`]
+/// of `dir`'s filesystem. Nothing when the root is written without fsyncs.
+pub fn commit_file(dir: &Path, file: &File) -> Result<()> {
+    if !super::fsync_on() {
+        return Ok(());
+    }
+    let g = group_of(dir)?;
+    if g.name_with_file {
+        return counted(|| file.sync_all()).map_err(|e| Error::io("fsync the file in", dir, e));
+    }
+    commit(dir)
+}
+
+/// Whether an fsync of a file on this filesystem (of device `dev`, a directory of it
+/// open as `fd`) commits the names made for the file before it: xfs (every change is
+/// logged, in order), ext4 with a journal (seen by its `jbd2` journal in `/proc`; an
+/// ext4 without one writes names back on its own schedule). Not btrfs, whose fsync
+/// writes a log of its own for the file, and nothing we do not know.
+fn journals_names(fd: &File, dev: u64) -> bool {
+    match crate::fs_kind::of_fd(fd) {
+        Some(kind) if kind.name == "xfs" => true,
+        Some(kind) if kind.name == "ext2/3/4" => ext4_journal_in(Path::new("/"), dev),
+        _ => false,
+    }
+}
+
+/// Whether the ext4 on device `dev` has its journal inside (`/proc/fs/jbd2/NAME-8`, the
+/// journal's inode 8 on the block device `/sys/dev/block/MAJOR:MINOR` names), under
+/// `top` (`/`; a stand-in tree in the tests). An external journal is not recognized: the
+/// caller then keeps `syncfs`.
+fn ext4_journal_in(top: &Path, dev: u64) -> bool {
+    #[allow(clippy::unnecessary_cast)] // dev_t's width differs between platforms
+    let dev = dev as nix::libc::dev_t;
+    let (major, minor) = (nix::sys::stat::major(dev), nix::sys::stat::minor(dev));
+    let block = top.join(format!("sys/dev/block/{major}:{minor}"));
+    let Some(name) = std::fs::read_link(block)
+        .ok()
+        .and_then(|l| l.file_name().map(|n| n.to_string_lossy().into_owned()))
+    else {
+        return false;
+    };
+    top.join(format!("proc/fs/jbd2/{name}-8")).exists()
 }
 
 fn syncfs(fd: &File) -> io::Result<()> {
@@ -222,6 +276,7 @@ mod tests {
         let g = Group {
             fd: File::open("/").unwrap(),
             reach: Reach::WholeFilesystem,
+            name_with_file: false,
             sync: slow_sync,
             state: Mutex::new(State::default()),
             finished: Condvar::new(),
@@ -279,5 +334,43 @@ mod tests {
         let before = sync_count();
         commit(dir.path()).unwrap();
         assert!(sync_count() > before);
+    }
+
+    /// An ext4's journal is told from `/proc/fs/jbd2/` by its block device's name; a
+    /// device without one (an ext4 made without a journal) or unknown is not journaled.
+    #[test]
+    fn an_ext4_journal_is_found_by_its_block_device() {
+        let top = tempfile::tempdir().unwrap();
+        let t = top.path();
+        std::fs::create_dir_all(t.join("sys/dev/block")).unwrap();
+        std::fs::create_dir_all(t.join("proc/fs/jbd2/loop3-8")).unwrap();
+        let link = |mm: &str, name: &str| {
+            std::os::unix::fs::symlink(
+                format!("../../devices/virtual/block/{name}"),
+                t.join("sys/dev/block").join(mm),
+            )
+            .unwrap();
+        };
+        link("7:3", "loop3");
+        link("253:1", "vda1");
+        let dev = |major, minor| nix::sys::stat::makedev(major, minor) as u64;
+        assert!(ext4_journal_in(t, dev(7, 3)));
+        assert!(!ext4_journal_in(t, dev(253, 1)), "no jbd2 entry: no journal");
+        assert!(!ext4_journal_in(t, dev(8, 0)), "no such block device");
+    }
+
+    /// Where the root is not fsynced, committing a file is nothing; on tmpfs (no
+    /// journal to ride on) it is the shared commit.
+    #[test]
+    fn a_file_on_a_filesystem_without_a_journal_takes_the_shared_commit() {
+        let dir = tempfile::tempdir_in("/dev/shm").unwrap_or_else(|_| tempfile::tempdir().unwrap());
+        let path = dir.path().join("f");
+        std::fs::write(&path, b"x").unwrap();
+        let f = File::open(&path).unwrap();
+        commit_file(dir.path(), &f).unwrap();
+        let g = group_of(dir.path()).unwrap();
+        if crate::fs_kind::of_fd(&g.fd).is_some_and(|k| k.name == "tmpfs") {
+            assert!(!g.name_with_file, "tmpfs has no journal to carry a name");
+        }
     }
 }
