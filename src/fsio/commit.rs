@@ -9,11 +9,12 @@
 //! may not reach the server (network and FUSE filesystems, or one we cannot name),
 //! the caller gets [`Reach::FileByFile`] and keeps the fsyncs of old.
 
+use std::cell::RefCell;
 use std::collections::HashMap;
 use std::fs::File;
 use std::io;
 use std::os::unix::fs::MetadataExt;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, OnceLock};
 
@@ -31,6 +32,8 @@ pub fn sync_count() -> u64 {
 /// Count one fsync-like call (the file-by-file ones in `fsio` call this too).
 pub(crate) fn counted<T>(call: impl FnOnce() -> io::Result<T>) -> io::Result<T> {
     SYNCS.fetch_add(1, Ordering::Relaxed);
+    #[cfg(test)]
+    tests::MINE.with(|m| m.set(m.get() + 1));
     call()
 }
 
@@ -146,6 +149,9 @@ pub fn commit_dirs(dirs: &[&Path]) -> Result<()> {
 /// filesystem (the caller asked [`reach`]); elsewhere this fsyncs `dir` alone.
 pub fn commit(dir: &Path) -> Result<()> {
     let g = group_of(dir)?;
+    if g.reach == Reach::WholeFilesystem && deferred(dir) {
+        return Ok(());
+    }
     if g.reach == Reach::FileByFile {
         let d = File::open(dir).map_err(|e| Error::io("open directory", dir, e))?;
         return counted(|| d.sync_all()).map_err(|e| Error::io("fsync directory", dir, e));
@@ -167,10 +173,61 @@ pub fn commit_file(dir: &Path, file: &File) -> Result<()> {
         return Ok(());
     }
     let g = group_of(dir)?;
-    if g.name_with_file {
+    if g.name_with_file && !deferring() {
         return counted(|| file.sync_all()).map_err(|e| Error::io("fsync the file in", dir, e));
     }
     commit(dir)
+}
+
+thread_local! {
+    /// Inside [`in_one_commit`]: a directory of each filesystem whose commit this
+    /// thread put off.
+    static DEFERRED: RefCell<Option<Vec<PathBuf>>> = const { RefCell::new(None) };
+}
+
+fn deferring() -> bool {
+    DEFERRED.with(|d| d.borrow().is_some())
+}
+
+/// Inside [`in_one_commit`]: note that `dir`'s filesystem is to be committed at its
+/// end, and say so (`false`: commit now).
+fn deferred(dir: &Path) -> bool {
+    DEFERRED.with(|d| match d.borrow_mut().as_mut() {
+        Some(dirs) => {
+            dirs.push(dir.to_path_buf());
+            true
+        }
+        None => false,
+    })
+}
+
+/// Run `make` with this thread's commits of whole filesystems ([`commit`],
+/// [`commit_file`], [`commit_dirs`]) put off, then make everything it wrote durable by
+/// one shared commit per filesystem: what one process writing many new names (a
+/// `submit --batch`) pays once instead of once a name. Nothing `make` wrote is durable
+/// until this returns `Ok`, so nobody may be told of it before (file-by-file
+/// filesystems still fsync as they go). The commit runs even when `make` failed, for
+/// what it did write.
+pub fn in_one_commit<T>(make: impl FnOnce() -> T) -> (T, Result<()>) {
+    let outer = DEFERRED.with(|d| d.borrow_mut().replace(Vec::new()));
+    let made = make();
+    let dirs = DEFERRED.with(|d| std::mem::replace(&mut *d.borrow_mut(), outer));
+    let mut seen: Vec<u64> = Vec::new();
+    let mut done = Ok(());
+    for dir in dirs.unwrap_or_default() {
+        let dev = match std::fs::metadata(&dir) {
+            Ok(m) => m.dev(),
+            Err(e) => {
+                done = done.and(Err(Error::io("look at directory", &dir, e)));
+                continue;
+            }
+        };
+        if !seen.contains(&dev) {
+            seen.push(dev);
+            done = done.and(commit(&dir));
+        }
+    }
+    (made, done)
 }
 
 /// Whether an fsync of a file on this filesystem (of device `dev`, a directory of it
@@ -261,6 +318,11 @@ mod tests {
     use std::time::Duration;
 
     static SLOW_SYNCS: AtomicU64 = AtomicU64::new(0);
+
+    thread_local! {
+        /// The fsync-like calls of this test's thread (the unit tests run side by side).
+        pub(super) static MINE: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
+    }
 
     /// A commit that takes a while, so that callers pile up behind it.
     fn slow_sync(_: &File) -> io::Result<()> {
@@ -372,5 +434,28 @@ mod tests {
         if crate::fs_kind::of_fd(&g.fd).is_some_and(|k| k.name == "tmpfs") {
             assert!(!g.name_with_file, "tmpfs has no journal to carry a name");
         }
+    }
+
+    /// Inside `in_one_commit`, many commits of one filesystem are one, made at its end.
+    #[test]
+    fn commits_put_off_together_are_one_at_the_end() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("f");
+        std::fs::write(&path, b"x").unwrap();
+        let f = File::open(&path).unwrap();
+        if group_of(dir.path()).unwrap().reach == Reach::FileByFile {
+            return; // a temp directory on a network filesystem: commits are not put off
+        }
+        let before = MINE.with(|m| m.get());
+        let ((), done) = in_one_commit(|| {
+            for _ in 0..5 {
+                commit(dir.path()).unwrap();
+                commit_file(dir.path(), &f).unwrap();
+            }
+            assert_eq!(MINE.with(|m| m.get()), before, "a commit was made inside");
+        });
+        done.unwrap();
+        assert_eq!(MINE.with(|m| m.get()), before + 1, "one commit at the end");
+        assert!(!deferring(), "the scope ended");
     }
 }

@@ -182,3 +182,40 @@ fn a_task_cut_short_by_a_crash_before_its_commit_is_refused_not_run() {
     });
     assert!(!ran.exists(), "a cut task ran:\n{}", w.stderr());
 }
+
+/// `submit --batch` of 40 lines into a durable root makes its new names durable by one
+/// commit at the end, not one a line (issue 39.3), and prints every id after it.
+#[test]
+fn a_batch_commits_once_for_all_its_lines() {
+    require!(prereq::strace());
+    let t = TestRoot::new();
+    let list = t.dir.path().join("batch.txt");
+    let lines: String = (0..40).map(|i| format!("task {i}\n")).collect();
+    std::fs::write(&list, lines).unwrap();
+    let counts = t.dir.path().join("strace.txt");
+    let out = assert_cmd::Command::new("strace")
+        .args(["-f", "-c", "-e", "trace=fsync,fdatasync,syncfs,sync"])
+        .arg("-o")
+        .arg(&counts)
+        .arg(bin("conductor"))
+        .args(["submit", "--batch", "-f"])
+        .arg(&list)
+        .arg("--root")
+        .arg(t.path())
+        .env_remove("CONDUCTOR_WORKER")
+        .timeout(Duration::from_secs(120))
+        .output()
+        .expect("run strace");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let ids = String::from_utf8_lossy(&out.stdout).lines().count();
+    assert_eq!(ids, 40, "an id a line");
+    let syncs = total_calls(&std::fs::read_to_string(&counts).unwrap());
+    assert!(
+        (1..=2).contains(&syncs),
+        "{syncs} fsync-like calls for a batch of 40 (one commit for all expected)"
+    );
+}
