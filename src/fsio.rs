@@ -18,7 +18,9 @@ use crate::error::{Error, FileProblem, Result};
 pub mod commit;
 mod read;
 pub mod space;
-pub use commit::{commit_dirs, commit_file, in_one_commit, sync_count};
+pub use commit::{
+    commit_dirs, commit_file, commit_file_at, commit_moved, in_one_commit, sync_count,
+};
 pub use read::{
     open_regular, parse_json, read_bounded, read_bounded_open, read_json, reread_bounded,
 };

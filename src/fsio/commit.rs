@@ -179,6 +179,41 @@ pub fn commit_file(dir: &Path, file: &File) -> Result<()> {
     commit(dir)
 }
 
+/// [`commit_file`] of the file at `path`, opened only when the root is fsynced (where
+/// it cannot be opened, the shared commit of `dir`).
+pub fn commit_file_at(dir: &Path, path: &Path) -> Result<()> {
+    if !super::fsync_on() {
+        return Ok(());
+    }
+    match File::open(path) {
+        Ok(f) => commit_file(dir, &f),
+        Err(_) => commit(dir),
+    }
+}
+
+/// Make a rename of a file into `path` out of and into `dirs` durable: an fsync of the
+/// file where all of `dirs` are one filesystem that carries names with the file (one
+/// rename changes the file's inode in the transaction that moves it), else
+/// [`commit_dirs`].
+pub fn commit_moved(path: &Path, dirs: &[&Path]) -> Result<()> {
+    if !super::fsync_on() {
+        return Ok(());
+    }
+    let devs: Vec<u64> = dirs
+        .iter()
+        .filter_map(|d| std::fs::metadata(d).ok().map(|m| m.dev()))
+        .collect();
+    let one_fs = devs.len() == dirs.len() && devs.windows(2).all(|w| w[0] == w[1]);
+    if let (true, Some(&dev), Some(dir)) = (one_fs, devs.first(), dirs.first()) {
+        if group_on(dev, dir)?.name_with_file && !deferring() {
+            if let Ok(f) = File::open(path) {
+                return counted(|| f.sync_all()).map_err(|e| Error::io("fsync", path, e));
+            }
+        }
+    }
+    commit_dirs(dirs)
+}
+
 thread_local! {
     /// Inside [`in_one_commit`]: a directory of each filesystem whose commit this
     /// thread put off.

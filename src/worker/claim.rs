@@ -196,8 +196,9 @@ pub(crate) fn from_queue(
         queue::Claim::NotYet(wait) => return Ok(Pickup::NotYet(Instant::now() + wait)),
         _ => return Ok(Pickup::Empty),
     };
-    // The move out of pending/ and into running.json must both survive a power loss.
-    fsio::commit_dirs(&[&pending, &slot.paths.dir])?;
+    // The move out of pending/ and into running.json must both survive a power loss
+    // (one rename: an fsync of the file where that commits its names, `fsio::commit_moved`).
+    fsio::commit_moved(&slot.paths.running(), &[&pending, &slot.paths.dir])?;
     let task = Task::from_bytes(&slot.paths.running(), &claim.task_bytes)?;
     let task = ensure_id(shared, slot, task)?;
     let id = task.id.clone().expect("id ensured");
