@@ -102,3 +102,103 @@ fn on_a_journaled_ext4_a_task_commits_its_files_not_the_filesystem() {
         "{fsyncs} fsyncs a task: the claim's and the result's expected ({counts})"
     );
 }
+
+/// The queue's path on a journaled ext4: 12 tasks from one `submit --batch` served by a
+/// worker under `strace -f -c`; each claim (one rename out of `queue/pending/`), result
+/// and queue result is committed by an fsync of its file, and no `syncfs` is made.
+#[test]
+fn on_a_journaled_ext4_a_queued_task_commits_its_files_not_the_filesystem() {
+    use conductor::queue::Queue;
+    use conductor::TaskId;
+    require!(prereq::strace());
+    let fs = match Ext4::make() {
+        Ok(fs) => fs,
+        Err(why) if why.contains("needs root") => {
+            prereq::skip_or_fail(&why);
+            return;
+        }
+        Err(why) => {
+            prereq::skip_allowed_in_ci(
+                &format!("no journaled ext4 of our own: {why}"),
+                "a container without loop devices is the machine's, not the code's",
+            );
+            return;
+        }
+    };
+    let root = fs.mount.join("root");
+    let client = conductor::Client::new(conductor::Root::new(&root));
+    client.init_queue().unwrap();
+    let counts = fs.mount.join("strace.txt");
+    let mut worker = Command::new("strace")
+        .args(["-f", "-c", "-e", "trace=fsync,fdatasync,syncfs"])
+        .arg("-o")
+        .arg(&counts)
+        .arg(crate::harness::bin("conductor-worker"))
+        .arg("0")
+        .arg(&fs.mount)
+        .args(["--agent", "cat", "--root"])
+        .arg(&root)
+        .env_remove("CONDUCTOR_WORKER")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let list = fs.mount.join("batch.txt");
+    std::fs::write(
+        &list,
+        (0..12).map(|i| format!("task {i}\n")).collect::<String>(),
+    )
+    .unwrap();
+    let out = Command::new(crate::harness::bin("conductor"))
+        .args(["submit", "--batch", "-f"])
+        .arg(&list)
+        .arg("--root")
+        .arg(&root)
+        .env_remove("CONDUCTOR_WORKER")
+        .output()
+        .unwrap();
+    let ids: Vec<String> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(String::from)
+        .collect();
+    let queue = Queue::new(client.root().clone());
+    let finished = ids.iter().all(|id| {
+        queue
+            .wait_for_result(
+                &TaskId::from(id.as_str()),
+                std::time::Duration::from_secs(60),
+            )
+            .is_ok_and(|r| r.success)
+    });
+    // The worker (strace's child) stops on SIGTERM; strace then writes its summary.
+    let children = std::fs::read_to_string(format!("/proc/{0}/task/{0}/children", worker.id()))
+        .unwrap_or_default();
+    for pid in children
+        .split_whitespace()
+        .filter_map(|p| p.parse::<i32>().ok())
+    {
+        let _ = nix::sys::signal::kill(
+            nix::unistd::Pid::from_raw(pid),
+            nix::sys::signal::Signal::SIGTERM,
+        );
+    }
+    crate::harness::wait_until(
+        std::time::Duration::from_secs(60),
+        "the worker to stop",
+        || worker.try_wait().is_ok_and(|s| s.is_some()),
+    );
+    let _ = worker.kill();
+    assert_eq!(ids.len(), 12, "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(finished, "every queued task ends with a success");
+    let summary = std::fs::read_to_string(&counts).unwrap();
+    let (fsyncs, syncfs) = (
+        calls_named(&summary, "fsync"),
+        calls_named(&summary, "syncfs"),
+    );
+    assert_eq!(syncfs, 0, "no syncfs on a journaled ext4:\n{summary}");
+    assert!(
+        (24..=40).contains(&fsyncs),
+        "{fsyncs} fsyncs for 12 queued tasks: their claims, results and queue results \
+         expected (3 a task, a few at start):\n{summary}"
+    );
+}
