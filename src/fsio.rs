@@ -18,7 +18,9 @@ use crate::error::{Error, FileProblem, Result};
 pub mod commit;
 mod read;
 pub mod space;
-pub use commit::{commit_dirs, sync_count};
+pub use commit::{
+    commit_dirs, commit_file, commit_file_at, commit_moved, in_one_commit, sync_count,
+};
 pub use read::{
     open_regular, parse_json, read_bounded, read_bounded_open, read_json, reread_bounded,
 };
@@ -200,11 +202,11 @@ impl Dir {
             && commit::reach_of(&self.fd, &self.path) == commit::Reach::WholeFilesystem
     }
 
-    /// Make what was published here durable, as `durability` asks.
-    fn make_durable(&self, durability: Durability, whole: bool) -> Result<()> {
+    /// Make `file`, just published here, durable with its name, as `durability` asks.
+    fn make_durable(&self, durability: Durability, whole: bool, file: &File) -> Result<()> {
         match durability {
             Durability::Atomic => Ok(()),
-            Durability::Grouped if whole => commit::commit(&self.path),
+            Durability::Grouped if whole => commit::commit_file(&self.path, file),
             _ => self.sync(),
         }
     }
@@ -242,7 +244,7 @@ fn temp_name(name: &OsStr) -> OsString {
 }
 
 /// Stage `bytes` for `name` in a fresh temp file in `dir` (same filesystem as the
-/// target); returns the temp file's name.
+/// target); returns the temp file's name, and the file.
 /// A [`Durability::Grouped`] write whose commit comes after the publication
 /// (`whole`: see [`Dir::commits_whole`]) is not fsynced here.
 fn stage_in(
@@ -251,7 +253,7 @@ fn stage_in(
     bytes: &[u8],
     durability: Durability,
     whole: bool,
-) -> Result<OsString> {
+) -> Result<(OsString, File)> {
     let tmp = temp_name(name);
     let mut f = dir.create_new(&tmp)?;
     let res = f.write_all(bytes).and_then(|()| {
@@ -265,19 +267,19 @@ fn stage_in(
         dir.unlink(&tmp);
         return Err(Error::io("write temp file", dir.path.join(&tmp), e));
     }
-    Ok(tmp)
+    Ok((tmp, f))
 }
 
 /// Atomically replace `path` with `bytes` (temp file + rename).
 pub fn write_replace(path: &Path, bytes: &[u8], durability: Durability) -> Result<()> {
     let (dir, name) = Dir::of(path)?;
     let whole = dir.commits_whole(durability);
-    let tmp = stage_in(&dir, name, bytes, durability, whole)?;
+    let (tmp, file) = stage_in(&dir, name, bytes, durability, whole)?;
     if let Err(e) = dir.rename(&tmp, name) {
         dir.unlink(&tmp);
         return Err(e);
     }
-    dir.make_durable(durability, whole)
+    dir.make_durable(durability, whole, &file)
 }
 
 /// Atomically replace `path` with `bytes` by swapping it with its second name
@@ -321,9 +323,9 @@ fn publish(from: &Dir, tmp: &OsStr, to: &Dir, name: &OsStr, path: &Path) -> Resu
 pub fn write_new(path: &Path, bytes: &[u8], durability: Durability) -> Result<()> {
     let (dir, name) = Dir::of(path)?;
     let whole = dir.commits_whole(durability);
-    let tmp = stage_in(&dir, name, bytes, durability, whole)?;
+    let (tmp, file) = stage_in(&dir, name, bytes, durability, whole)?;
     publish(&dir, &tmp, &dir, name, path)?;
-    dir.make_durable(durability, whole)
+    dir.make_durable(durability, whole, &file)
 }
 
 /// Overwrite a private file in place without truncating it: `text` is padded with
@@ -415,12 +417,12 @@ fn write_new_via_as(
     let staging = Dir::open(tmp_dir)?;
     let (dir, name) = Dir::of(path)?;
     let whole = dir.commits_whole(durability);
-    let tmp = stage_in(&staging, name, bytes, durability, whole)?;
+    let (tmp, file) = stage_in(&staging, name, bytes, durability, whole)?;
     publish(&staging, &tmp, &dir, name, path)?;
     if dir_is_shared(&dir) {
         announce_in(&dir, name);
     }
-    dir.make_durable(durability, whole)
+    dir.make_durable(durability, whole, &file)
 }
 
 /// Whether `dir` is on a filesystem other hosts may share (no local change events).

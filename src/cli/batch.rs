@@ -33,27 +33,39 @@ pub fn run(args: &Args) -> anyhow::Result<i32> {
     if lines.is_empty() {
         anyhow::bail!(CliError::Usage(format!("{name} holds no task")));
     }
-    let mut ids = Vec::with_capacity(lines.len());
-    for line in lines {
-        let id = submit_line(&client, line.task).map_err(|e| {
-            let done = if ids.is_empty() {
-                "none was submitted".to_string()
-            } else {
-                format!("the {} before it were (their ids are above)", ids.len())
-            };
-            e.context(format!(
-                "{name}:{}: not submitted, nor the lines after it; {done}",
-                line.number
-            ))
-        })?;
+    // The lines' new names are made durable together, by one commit at the end, and
+    // only then is any id printed: an id on the output is a task accepted for good.
+    let (submitted, committed) = crate::fsio::in_one_commit(|| submit_all(&client, lines));
+    let (ids, failed) = submitted;
+    if let Err(e) = committed {
+        let e = anyhow::Error::from(e).context(format!(
+            "{name}: the {} tasks submitted are not known to be on disk (no id printed)",
+            ids.len()
+        ));
+        return Err(match failed {
+            Some((number, first)) => e.context(format!("{name}:{number}: {first:#}")),
+            None => e,
+        });
+    }
+    for (id, number) in &ids {
         if args.json {
-            let line_json = serde_json::json!({ "id": id, "line": line.number });
+            let line_json = serde_json::json!({ "id": id, "line": number });
             super::output::emit(&format!("{line_json}\n"))?;
         } else {
             super::output::emit(&format!("{id}\n"))?;
         }
-        ids.push(id);
     }
+    if let Some((number, e)) = failed {
+        let done = if ids.is_empty() {
+            "none was submitted".to_string()
+        } else {
+            format!("the {} before it were (their ids are above)", ids.len())
+        };
+        return Err(e.context(format!(
+            "{name}:{number}: not submitted, nor the lines after it; {done}"
+        )));
+    }
+    let ids: Vec<TaskId> = ids.into_iter().map(|(id, _)| id).collect();
     if !args.wait {
         super::waiting::warn_if_unserved_queue(client.root());
         return Ok(exit::OK);
@@ -111,6 +123,21 @@ fn task_of(line: &str, base: &Task) -> Result<Task, String> {
     let task = Task::from_bytes(Path::new("the line"), &bytes).map_err(|e| e.to_string())?;
     task.validate()?;
     Ok(task)
+}
+
+/// The ids submitted, with their line numbers; and the first line that failed, with why.
+type Submitted = (Vec<(TaskId, usize)>, Option<(usize, anyhow::Error)>);
+
+/// Submit every line in turn, stopping at the first that fails.
+fn submit_all(client: &crate::Client, lines: Vec<Line>) -> Submitted {
+    let mut ids = Vec::with_capacity(lines.len());
+    for line in lines {
+        match submit_line(client, line.task) {
+            Ok(id) => ids.push((id, line.number)),
+            Err(e) => return (ids, Some((line.number, e))),
+        }
+    }
+    (ids, None)
 }
 
 /// Submit one task as `conductor submit` does: its dependencies resolved now (an

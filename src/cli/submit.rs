@@ -75,10 +75,14 @@ pub fn request(args: &Args) -> anyhow::Result<submit::Submit> {
 
 pub fn run(args: Args) -> anyhow::Result<i32> {
     let client = args.root.client()?;
-    let id = submit::submit(&client, &request(&args)?)?.id;
+    let done = submit::submit(&client, &request(&args)?)?;
+    let id = done.id;
     let queue = Queue::new(client.root().clone());
     if !args.wait {
-        super::waiting::warn_if_unserved_queue(client.root());
+        // The submit looked at the workers already: not a second time.
+        if done.unserved {
+            super::waiting::warn_unserved_queue(client.root());
+        }
         if args.json {
             super::output::emit_json(&serde_json::json!({ "id": id }))?;
         } else {

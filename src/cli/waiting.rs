@@ -75,11 +75,16 @@ pub fn warn_if_unserved_slot(root: &crate::Root, slot: crate::Slot) {
 /// Warn on stderr, without failing, that no live worker serves the root's queue.
 pub fn warn_if_unserved_queue(root: &crate::Root) {
     if matches!(crate::wait::root_served(root), Ok(false)) {
-        let nobody = Error::NobodyServes {
-            slot: None,
-            task: None,
-            root: root.path().to_path_buf(),
-        };
-        eprintln!("warning: {nobody}; the task stays pending until then");
+        warn_unserved_queue(root);
     }
+}
+
+/// Warn on stderr that no live worker serves the root's queue (the caller looked).
+pub fn warn_unserved_queue(root: &crate::Root) {
+    let nobody = Error::NobodyServes {
+        slot: None,
+        task: None,
+        root: root.path().to_path_buf(),
+    };
+    eprintln!("warning: {nobody}; the task stays pending until then");
 }

@@ -558,7 +558,9 @@ pub fn publish_queue_result(root: &Root, kept: &Path, id: &TaskId) -> Result<()>
             Err(e) => return Err(Error::io("link queue result", dest, e)),
         },
     }
-    fsio::commit_dirs(&[&dir])
+    // The new name is a link to `kept`: committed by an fsync of that file where the
+    // journal carries its names with it (`fsio::commit_file`), else the shared commit.
+    fsio::commit_file_at(&dir, kept)
 }
 
 /// Put a dead worker's task back in the queue for another attempt, in one rename so

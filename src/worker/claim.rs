@@ -126,9 +126,14 @@ fn take_inbox(
         inbox::make_private(&running);
     }
     // The claim must survive a power loss, or task.json could reappear and the task
-    // run a second time. One commit shared with the other slots of this process; it
-    // also makes the task's own bytes durable where its sender left that to us.
-    fsio::commit_dirs(&[&slot.paths.dir])?;
+    // run a second time. One commit, which also makes the task's own bytes durable
+    // where its sender left that to us: an fsync of the renamed file where that commits
+    // its new name (a journaled ext4, xfs), else shared with this process's other slots.
+    if renamed_ours {
+        fsio::commit_file(&slot.paths.dir, &file)?;
+    } else {
+        fsio::commit_dirs(&[&slot.paths.dir])?;
+    }
     // A non-atomic client may have rewritten the file in place between our read and
     // the rename: what is in running.json now is what runs.
     let limit = shared.config.max_task_bytes();
@@ -191,8 +196,9 @@ pub(crate) fn from_queue(
         queue::Claim::NotYet(wait) => return Ok(Pickup::NotYet(Instant::now() + wait)),
         _ => return Ok(Pickup::Empty),
     };
-    // The move out of pending/ and into running.json must both survive a power loss.
-    fsio::commit_dirs(&[&pending, &slot.paths.dir])?;
+    // The move out of pending/ and into running.json must both survive a power loss
+    // (one rename: an fsync of the file where that commits its names, `fsio::commit_moved`).
+    fsio::commit_moved(&slot.paths.running(), &[&pending, &slot.paths.dir])?;
     let task = Task::from_bytes(&slot.paths.running(), &claim.task_bytes)?;
     let task = ensure_id(shared, slot, task)?;
     let id = task.id.clone().expect("id ensured");

@@ -8,22 +8,34 @@ use std::time::Duration;
 use crate::harness::{bin, TestRoot};
 use crate::prereq::{self, require};
 
-/// The fsync-like calls `strace -f -c` counted, from its summary's `total` line (none
-/// made: no line, 0).
-fn total_calls(summary: &str) -> u64 {
+/// The calls `strace -f -c` counted, from its summary's line for `name` (`total`: all
+/// of them); none made: no line, 0.
+pub(crate) fn calls_named(summary: &str, name: &str) -> u64 {
     summary
         .lines()
-        .find(|l| l.trim_end().ends_with(" total"))
-        .and_then(|l| l.split_whitespace().nth(3))
-        .and_then(|n| n.parse().ok())
+        .find(|l| l.split_whitespace().last() == Some(name))
+        .and_then(|l| {
+            // `% time, seconds, usecs/call, calls[, errors], syscall`
+            let cols: Vec<&str> = l.split_whitespace().collect();
+            cols.get(3).and_then(|n| n.parse().ok())
+        })
         .unwrap_or(0)
+}
+
+fn total_calls(summary: &str) -> u64 {
+    calls_named(summary, "total")
 }
 
 /// `conductor run --root R --workers 2 --agent cat` of `n` prompts on a fresh durable
 /// root, under strace; returns the fsync-like calls of the run and its workers.
 fn syncs_of_a_run(n: usize) -> u64 {
     let t = TestRoot::new();
-    let dir = t.dir.path();
+    total_calls(&strace_a_run(t.dir.path(), t.path(), n))
+}
+
+/// `conductor run --root ROOT --workers 2 --agent cat` of `n` prompts (written in
+/// `dir`), under `strace -f -c` of the fsync-like calls; returns strace's summary.
+pub(crate) fn strace_a_run(dir: &Path, root: &Path, n: usize) -> String {
     let list = dir.join("prompts.txt");
     let prompts: String = (0..n).map(|i| format!("task {i}\n")).collect();
     std::fs::write(&list, prompts).unwrap();
@@ -47,10 +59,10 @@ fn syncs_of_a_run(n: usize) -> u64 {
             "--json",
             "--root",
         ])
-        .arg(t.path())
+        .arg(root)
         .arg("-f")
         .arg(&list)
-        .env("CONDUCTOR_HOME", t.path())
+        .env("CONDUCTOR_HOME", root)
         .env_remove("CONDUCTOR_WORKER")
         .timeout(Duration::from_secs(120))
         .output()
@@ -68,7 +80,7 @@ fn syncs_of_a_run(n: usize) -> u64 {
         .filter(|r| r["success"] == true)
         .count();
     assert_eq!(ok, n, "every task succeeds");
-    total_calls(&std::fs::read_to_string(&counts).unwrap())
+    std::fs::read_to_string(&counts).unwrap()
 }
 
 /// At parallel 2 a task costs two fsync-like calls on a durable root (its claim
@@ -117,6 +129,8 @@ fn the_strace_summary_total_is_read() {
                    ------ ----------- ----------- --------- --------- ----------------\n\
                    100.00    0.009794          37       258           total\n";
     assert_eq!(total_calls(summary), 258);
+    assert_eq!(calls_named(summary, "fsync"), 258);
+    assert_eq!(calls_named(summary, "syncfs"), 0);
     assert_eq!(total_calls(""), 0);
 }
 
@@ -167,4 +181,41 @@ fn a_task_cut_short_by_a_crash_before_its_commit_is_refused_not_run() {
         !paths.task().exists() && !paths.running().exists()
     });
     assert!(!ran.exists(), "a cut task ran:\n{}", w.stderr());
+}
+
+/// `submit --batch` of 40 lines into a durable root makes its new names durable by one
+/// commit at the end, not one a line (issue 39.3), and prints every id after it.
+#[test]
+fn a_batch_commits_once_for_all_its_lines() {
+    require!(prereq::strace());
+    let t = TestRoot::new();
+    let list = t.dir.path().join("batch.txt");
+    let lines: String = (0..40).map(|i| format!("task {i}\n")).collect();
+    std::fs::write(&list, lines).unwrap();
+    let counts = t.dir.path().join("strace.txt");
+    let out = assert_cmd::Command::new("strace")
+        .args(["-f", "-c", "-e", "trace=fsync,fdatasync,syncfs,sync"])
+        .arg("-o")
+        .arg(&counts)
+        .arg(bin("conductor"))
+        .args(["submit", "--batch", "-f"])
+        .arg(&list)
+        .arg("--root")
+        .arg(t.path())
+        .env_remove("CONDUCTOR_WORKER")
+        .timeout(Duration::from_secs(120))
+        .output()
+        .expect("run strace");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let ids = String::from_utf8_lossy(&out.stdout).lines().count();
+    assert_eq!(ids, 40, "an id a line");
+    let syncs = total_calls(&std::fs::read_to_string(&counts).unwrap());
+    assert!(
+        (1..=2).contains(&syncs),
+        "{syncs} fsync-like calls for a batch of 40 (one commit for all expected)"
+    );
 }

@@ -25,6 +25,7 @@ mod group_slot_order;
 mod groups;
 mod help;
 mod hosts;
+mod journaled_commit;
 mod journey;
 mod json_answers;
 mod launch;
