@@ -169,7 +169,7 @@ pub fn commit(dir: &Path) -> Result<()> {
 /// (on a journaled ext4 here, 4.0 ms p50 against 6.2). Elsewhere the shared [`commit`]
 /// of `dir`'s filesystem. Nothing when the root is written without fsyncs.
 pub fn commit_file(dir: &Path, file: &File) -> Result<()> {
-    if !super::fsync_on() {
+    if !super::fsync::fsync_on() {
         return Ok(());
     }
     let g = group_of(dir)?;
@@ -182,7 +182,7 @@ pub fn commit_file(dir: &Path, file: &File) -> Result<()> {
 /// [`commit_file`] of the file at `path`, opened only when the root is fsynced (where
 /// it cannot be opened, the shared commit of `dir`).
 pub fn commit_file_at(dir: &Path, path: &Path) -> Result<()> {
-    if !super::fsync_on() {
+    if !super::fsync::fsync_on() {
         return Ok(());
     }
     match File::open(path) {
@@ -196,7 +196,7 @@ pub fn commit_file_at(dir: &Path, path: &Path) -> Result<()> {
 /// rename changes the file's inode in the transaction that moves it), else
 /// [`commit_dirs`].
 pub fn commit_moved(path: &Path, dirs: &[&Path]) -> Result<()> {
-    if !super::fsync_on() {
+    if !super::fsync::fsync_on() {
         return Ok(());
     }
     let devs: Vec<u64> = dirs
