@@ -46,6 +46,7 @@ mod merge_queue;
 mod multihost;
 mod multihost_env;
 mod multihost_faults;
+mod multihost_fresh;
 mod multihost_gluster;
 mod multihost_mounts;
 mod multihost_nfs;
