@@ -124,7 +124,6 @@ pub(super) fn place(path: &Path, owner: &LockOwner, reusable: bool) -> Result<bo
     } else {
         rename_if_free(&spare, path)?
     };
-    let placed = placed || super::stale_entry::place_past_a_stale_entry(&spare, path)?;
     if !placed && !reusable {
         bury(&spare);
     }

@@ -6,13 +6,9 @@ use std::path::{Path, PathBuf};
 use crate::dirlock::{self, Acquire, DirLock, LockOptions};
 use crate::error::Result;
 
-/// Whether the lock at `lock` is held by someone alive (or whose task still runs) —
-/// not merely still shown by this host's filesystem client after another host freed
-/// it (GlusterFS keeps a removed name up to 1 s: a task waiting for the key waited
-/// that long, and then for the next look).
+/// Whether the lock at `lock` is held by someone alive (or whose task still runs).
 pub(crate) fn is_held(lock: &Path, opts: &LockOptions) -> bool {
     matches!(dirlock::inspect(lock, opts), Ok(Some(h)) if !h.liveness.is_stale())
-        && !dirlock::removed_elsewhere(lock)
 }
 
 /// The first of `locks` free to take (a run slot: the root's or a group's), held until

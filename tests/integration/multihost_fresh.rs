@@ -188,8 +188,8 @@ fn brick_result(c: &Cluster, id: &str) -> PathBuf {
         .join(format!("{id}.json"))
 }
 
-/// Every kind's median (ms), printed; each within `bound_ms`.
-fn freshness(fs: Fs, bound_ms: f64) {
+/// Every kind's median (ms), printed; each within its bound (ms).
+fn freshness(fs: Fs, bounds: [f64; 3]) {
     let c = Cluster::start_on(fs, &["hostA", "hostB"], "{}\n");
     std::fs::create_dir(c.backing.join("runs")).expect("runs");
     let _w = worker_on_b(&c);
@@ -199,18 +199,18 @@ fn freshness(fs: Fs, bound_ms: f64) {
         ("result written", result_written),
     ];
     let mut report = Vec::new();
-    for (what, sample) in kinds {
+    for ((what, sample), bound) in kinds.into_iter().zip(bounds) {
         let ns: Vec<u128> = (0..SAMPLES).map(|i| sample(&c, i)).collect();
         let max = *ns.iter().max().expect("samples") as f64 / 1e6;
-        report.push((what, median_ms(ns), max));
+        report.push((what, median_ms(ns), max, bound));
     }
-    for (what, p50, max) in &report {
+    for (what, p50, max, _) in &report {
         eprintln!("{fs:?}: {what} on host A, seen on B: p50 {p50:.0} ms, max {max:.0} ms");
     }
-    for (what, p50, _) in &report {
+    for (what, p50, _, bound) in &report {
         assert!(
-            *p50 <= bound_ms,
-            "{what}: seen across hosts after {p50:.0} ms p50 (bound {bound_ms} ms): {report:?}"
+            p50 <= bound,
+            "{what}: seen across hosts after {p50:.0} ms p50 (bound {bound} ms): {report:?}"
         );
     }
 }
@@ -218,8 +218,11 @@ fn freshness(fs: Fs, bound_ms: f64) {
 #[test]
 fn a_freed_lock_a_lifted_pause_and_a_result_reach_the_other_host_promptly_on_glusterfs() {
     multihost_env::require_fs!(Fs::Gluster);
-    // The target is 200 ms p50 (met alone: 135-194 ms; 360-390 ms beside another
-    // GlusterFS test on a loaded 2-core machine). The bound leaves room for that and
-    // still fails on the 1 s caches (868 and 922 ms p50 before, the lock ~2.2 s midway).
-    freshness(Fs::Gluster, 600.0);
+    // A lifted pause and a result: the target is 200 ms p50 (met alone; about
+    // 400 ms beside another GlusterFS test on a loaded 2-core machine), and the bound
+    // still fails the client's 1 s attribute cache (922 ms p50 before). A freed lock is
+    // bounded by the client's entry cache, which nothing that cannot replace a lock gets
+    // past with the volume's defaults (docs/HOSTS.md): ~0.5 s p50 alone; the bound fails
+    // a queue that waits for its next rescan instead (~2.2 s).
+    freshness(Fs::Gluster, [1000.0, 600.0, 600.0]);
 }
