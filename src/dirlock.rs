@@ -28,8 +28,6 @@ mod files;
 mod guard;
 mod judge;
 mod seen_notes;
-mod stale_entry;
-pub(crate) use stale_entry::removed_elsewhere;
 mod takeover;
 pub use judge::{verdict, LockRead, OwnerRead, ProcessFacts, Vantage};
 

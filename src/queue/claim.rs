@@ -49,11 +49,6 @@ pub enum Serve {
     Never,
 }
 
-/// How soon a queue whose task waits for a lock another host freed, which this host's
-/// filesystem client still shows, is looked at again: the client lets go of the name
-/// within about a second of its last look.
-const STALE_RECHECK: Duration = Duration::from_millis(100);
-
 /// What [`claim_next`] found.
 #[derive(Debug)]
 #[non_exhaustive]
@@ -167,11 +162,6 @@ impl Scan<'_> {
             };
             let key = self.key_of(&self.pending[i]);
             if let Some(k) = key.filter(|k| is_held(&self.root.key_lock(k), &self.opts)) {
-                // Freed on another host, still shown here (GlusterFS): look again soon
-                // rather than wait for news that has come already.
-                if crate::dirlock::removed_elsewhere(&self.root.key_lock(&k)) {
-                    retry = Some(retry.map_or(STALE_RECHECK, |r| r.min(STALE_RECHECK)));
-                }
                 held.insert(k);
                 continue;
             }
