@@ -27,6 +27,7 @@ use age::{facts_about, on_shared_fs, ownerless_for, unchanged_for, warn_of_skew}
 mod files;
 mod guard;
 mod judge;
+mod pid_only;
 mod seen_notes;
 mod takeover;
 pub use judge::{verdict, LockRead, OwnerRead, ProcessFacts, Vantage};

@@ -34,6 +34,7 @@ mod lease_takeover;
 mod limits;
 mod live;
 mod locks;
+mod locks_pid_only;
 mod mcp;
 mod mcp_checks;
 mod mcp_cli;
