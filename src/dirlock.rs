@@ -20,6 +20,7 @@ pub use age::visible_skew;
 mod files;
 mod guard;
 mod judge;
+mod pid_only;
 mod seen_notes;
 mod takeover;
 // The internals' surface: inside the crate these are named where they are defined.

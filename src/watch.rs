@@ -158,17 +158,22 @@ impl DirWatcher {
         mode: WatchMode,
         on_change: OnChange,
     ) -> Result<Self> {
+        let listed = Listed {
+            always: listed,
+            while_waiting: &[],
+        };
         Self::watch_changes_and_inboxes(dirs, &[], files, listed, mode, on_change)
     }
 
     /// [`DirWatcher::watch_changes`], and `inboxes` too, where only a file's arrival
     /// (created, linked, renamed in, or closed after writing) is told when events are
-    /// native: what a worker watches its slot's directory for.
+    /// native: what a worker watches its slot's directory for. `listed` says which
+    /// directories are read before their `stat` where the client caches (GlusterFS).
     pub fn watch_changes_and_inboxes(
         dirs: &[PathBuf],
         inboxes: &[PathBuf],
         files: &[PathBuf],
-        listed: &[PathBuf],
+        listed: Listed<'_>,
         mode: WatchMode,
         on_change: OnChange,
     ) -> Result<Self> {
@@ -176,12 +181,15 @@ impl DirWatcher {
         let stat_poll = |interval: Duration, reason: String, on_change: OnChange| {
             // A path named both as a directory and as a file is looked at once.
             let mut unique = std::collections::HashSet::new();
-            let paths: Vec<(PathBuf, poll::Look)> = all
+            let mut paths: Vec<(PathBuf, poll::Look)> = all
                 .iter()
                 .chain(files)
                 .filter(|p| unique.insert(*p))
                 .map(|p| (p.clone(), look_for(p, listed)))
                 .collect();
+            // The directories always read come first: what they hold decides, in the
+            // same tick, whether the others are read.
+            paths.sort_by_key(|(_, look)| *look != poll::Look::ReadThenStat);
             let poller =
                 poll::Poller::start(paths, interval, on_change).map_err(|e| Error::Watch {
                     path: all[0].clone(),
@@ -301,22 +309,40 @@ impl DirWatcher {
     }
 }
 
-/// How the poller looks at `path`: read first when it is one of `listed` and on a
+/// Which polled directories are read before their `stat` on a filesystem whose client
+/// caches a directory's attributes past a forced `stat` (GlusterFS): elsewhere none is.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Listed<'a> {
+    /// Read before each `stat`: where other hosts add entries of names nobody can
+    /// predict, whose news matters at any time (the queue). Whether the last of them
+    /// read held an entry (a queued task waits) is what `while_waiting` goes by.
+    pub always: &'a [PathBuf],
+    /// Read before their `stat` only while an `always` directory holds an entry: the
+    /// locks and pauses a queued task may wait for (freed, lifted on another host).
+    pub while_waiting: &'a [PathBuf],
+}
+
+/// How the poller looks at `path`: read first when `listed` names it and it is on a
 /// filesystem whose client caches a directory's attributes past a forced `stat`.
-fn look_for(path: &PathBuf, listed: &[PathBuf]) -> poll::Look {
-    if !listed.contains(path) {
+fn look_for(path: &PathBuf, listed: Listed<'_>) -> poll::Look {
+    let look = if listed.always.contains(path) {
+        poll::Look::ReadThenStat
+    } else if listed.while_waiting.contains(path) {
+        poll::Look::ReadWhileWaiting
+    } else {
         return poll::Look::Stat;
-    }
+    };
     let read_first = crate::fs_kind::mount_of(path)
         .ok()
         .flatten()
         .is_some_and(|m| m.stat_needs_a_read_first());
     if read_first {
         tracing::debug!(
-            "{} is read before each stat: its filesystem's client caches its attributes",
+            "{} is read before its stat ({look:?}): its filesystem's client caches its \
+             attributes",
             path.display()
         );
-        poll::Look::ReadThenStat
+        look
     } else {
         poll::Look::Stat
     }

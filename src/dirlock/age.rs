@@ -33,11 +33,16 @@ pub(super) fn facts_about(read: &LockRead) -> Option<ProcessFacts> {
         ),
         _ => Vec::new(),
     };
+    // Pid-only and alive: what it runs says whether it can be the holder at all.
+    let pid_only = !matches!(&read.owner, OwnerRead::Valid(_));
     Some(ProcessFacts {
         alive,
         start_time,
         started_at: alive.then(|| host::process_started_at(pid)).flatten(),
         task_processes,
+        command: (alive && pid_only)
+            .then(|| super::pid_only::command_line(pid))
+            .flatten(),
     })
 }
 

@@ -68,6 +68,10 @@ pub struct ProcessFacts {
     /// Live processes of this host carrying the marker of the task the lock is held
     /// for (looked for only when its holder is gone).
     pub task_processes: Vec<u32>,
+    /// The process's command line (`""`: a kernel thread), read only for a live pid
+    /// named by a pid-only lock: whether it is a conductor program decides whether it
+    /// can be that lock's holder. `None`: not read, or unreadable.
+    pub command: Option<String>,
 }
 
 /// Who is judging, and when.
@@ -108,6 +112,7 @@ pub fn verdict(
         start_time: None,
         started_at: None,
         task_processes: Vec::new(),
+        command: None,
     };
     let facts = process.unwrap_or(&gone);
     Some(match (&read.owner, read.pid_file) {
@@ -145,12 +150,45 @@ pub fn verdict(
                 Liveness::Stale(format!(
                     "pid {pid} started after the lock was made, so it is not its holder ({note})"
                 ))
+            } else if let Some(what) = reused_by(why, facts, at) {
+                // Older than the lock, but no client of the lock protocol: reused.
+                Liveness::Stale(format!(
+                    "pid {pid} is {what}, so not the holder of a lock only conductor programs \
+                     write ({note})"
+                ))
             } else {
-                Liveness::Alive(format!("held by live pid {pid} ({note})"))
+                Liveness::Alive(format!("held by live pid {pid}{} ({note})", older_than(facts, read)))
             }
         }
         (_, None) => judge_ownerless(read, at, opts),
     })
+}
+
+/// What the live process a lock with only a `pid` names runs, when that proves it is
+/// not the holder: the lock has no `owner.json` at all (a torn one may be a live
+/// holder's being rewritten) and no other host reaches its filesystem (there the pid
+/// may be another host's, alive here by chance).
+fn reused_by(owner: &OwnerRead, facts: &ProcessFacts, at: &Vantage) -> Option<String> {
+    if at.shared || !matches!(owner, OwnerRead::Missing) {
+        return None;
+    }
+    facts
+        .command
+        .as_deref()
+        .and_then(super::pid_only::not_a_holder)
+}
+
+/// What a live pid older than a pid-only lock runs and when it started, against the
+/// lock's making — what an operator needs to judge it (empty when unknown).
+fn older_than(facts: &ProcessFacts, read: &LockRead) -> String {
+    let (Some(command), Some(started)) = (facts.command.as_deref(), facts.started_at) else {
+        return String::new();
+    };
+    format!(
+        ": `{command}`, started {}, before the lock was made ({})",
+        crate::protocol::rfc3339(started),
+        crate::protocol::rfc3339(read.made_by())
+    )
 }
 
 /// The process started (clearly) after the lock directory was made.
@@ -363,6 +401,7 @@ mod tests {
                 read.modified + d
             }),
             task_processes: Vec::new(),
+            command: None,
         }
     }
 
@@ -371,6 +410,7 @@ mod tests {
         start_time: None,
         started_at: None,
         task_processes: Vec::new(),
+        command: None,
     };
 
     #[test]
@@ -572,6 +612,44 @@ mod tests {
             ..live(&read, 0)
         };
         alive(&read, Some(&unknown), false, "start unknown");
+    }
+
+    #[test]
+    fn a_live_pid_older_than_a_pid_only_lock_holds_it_only_if_it_runs_a_conductor() {
+        // Issue 38 item 7: pid 1 (or any long-lived process) named by a lock made long
+        // after it started.
+        let read = lock(OwnerRead::Missing, Some(1), HOUR);
+        let running = |command: &str| ProcessFacts {
+            command: Some(command.into()),
+            ..live(&read, 86_400)
+        };
+        for (command, what) in [
+            ("/sbin/init", "`/sbin/init`, not a conductor program"),
+            ("sleep 600", "`sleep 600`, not a conductor program"),
+            ("", "a kernel thread"),
+        ] {
+            for gated in [false, true] {
+                let r = stale(&read, Some(&running(command)), gated, command);
+                assert!(r.starts_with(&format!("pid 1 is {what}")), "{r}");
+            }
+        }
+        // A conductor program may be the holder (an original client's worker, which
+        // took the lock long after it started): kept, saying what was found.
+        let r = alive(&read, Some(&running("node /opt/conductor/worker.js")), false, "client");
+        assert!(r.contains("`node /opt/conductor/worker.js`, started "), "{r}");
+        assert!(r.contains("before the lock was made ("), "{r}");
+        // Unreadable command line: not proof either way.
+        alive(&read, Some(&live(&read, 86_400)), false, "command unknown");
+        // Where other hosts reach the lock its pid may be theirs, and a torn owner.json
+        // may be a live holder's: kept.
+        let shared = Vantage {
+            shared: true,
+            ..here(false)
+        };
+        let on_shared = verdict(Some(&read), Some(&running("sleep 600")), &shared, &LockOptions::default());
+        assert!(on_shared.is_some_and(|l| !l.is_stale()));
+        let torn = lock(OwnerRead::Corrupt("EOF".into()), Some(1), HOUR);
+        alive(&torn, Some(&running("sleep 600")), false, "torn owner.json");
     }
 
     #[test]

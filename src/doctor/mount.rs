@@ -116,9 +116,11 @@ fn pickup(m: &MountInfo, sshfs: Option<&str>) -> String {
         ),
         "fuse.glusterfs" => format!(
             "{base}; the queue is read before each look, which the client's metadata cache \
-             (1 s) cannot answer: a task another host queued starts in about 0.1 s; a lock or \
-             pause another host changed may be seen up to about 1 s later unless the volume \
-             has features.cache-invalidation and performance.cache-invalidation on"
+             (1 s) cannot answer: a task another host queued starts in about 0.1 s, and one \
+             waiting there for a pause another host lifted about as soon; a lock another \
+             host freed, and a lifted pause for a task waiting in an inbox, may be seen up \
+             to about 1 s later unless the volume has features.cache-invalidation and \
+             performance.cache-invalidation on"
         ),
         _ => format!("{base}, plus however long this client caches directory listings"),
     }

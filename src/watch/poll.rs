@@ -144,21 +144,40 @@ pub(super) enum Look {
     Stat,
     /// A directory whose client answers even a forced `stat` from a cache of its own
     /// (GlusterFS): one chunk of it read first, which brings the client the directory's
-    /// current attributes from the server.
+    /// current attributes from the server. Whether it held an entry (a queued task)
+    /// decides the [`Look::ReadWhileWaiting`] paths of the same tick.
     ReadThenStat,
+    /// Such a directory whose news matters only while a task waits (the locks and
+    /// pauses a queued task may wait for): read first while the last
+    /// [`Look::ReadThenStat`] directory looked at held an entry, else only `stat`ed.
+    ReadWhileWaiting,
 }
 
-/// The stamp of `path`, looked at as `look` says.
-fn look_at(path: &Path, look: Look) -> Stamp {
-    if look == Look::ReadThenStat {
-        // One `getdents` (one FUSE READDIR), not the whole listing: what
-        // refreshes the client's cached attributes is the request reaching the server.
-        // A failure here shows in the stat below (a directory gone), or not at all.
-        if let Ok(mut entries) = std::fs::read_dir(path) {
-            let _ = entries.next();
+/// The stamp of `path`, looked at as `look` says; `waiting` is whether the last
+/// [`Look::ReadThenStat`] directory held an entry (set here when `path` is one).
+fn look_at(path: &Path, look: Look, waiting: &mut bool) -> Stamp {
+    match look {
+        Look::Stat => {}
+        Look::ReadThenStat => *waiting = read_one_chunk(path),
+        Look::ReadWhileWaiting => {
+            if *waiting {
+                read_one_chunk(path);
+            }
         }
     }
     stamp(path)
+}
+
+/// Read `dir` as far as its first entry (one `getdents`, one FUSE READDIR, for all but
+/// a directory of many dot-names): what refreshes the client's cached attributes is
+/// the request reaching the server. Whether it holds an entry not named with a dot (a
+/// temp file). A failure shows in the stat after (a directory gone), or not at all.
+fn read_one_chunk(dir: &Path) -> bool {
+    std::fs::read_dir(dir).is_ok_and(|entries| {
+        entries
+            .flatten()
+            .any(|e| !e.file_name().as_encoded_bytes().starts_with(b"."))
+    })
 }
 
 pub(super) struct Poller {
@@ -202,10 +221,11 @@ fn poll_loop(
     stop: Receiver<()>,
 ) {
     let start = Instant::now();
+    let mut waiting = false;
     // (stamp, when we first saw it)
     let mut seen: Vec<(Stamp, Instant)> = paths
         .iter()
-        .map(|(p, look)| (look_at(p, *look), start))
+        .map(|(p, look)| (look_at(p, *look, &mut waiting), start))
         .collect();
     let slowest = slowest(fastest, paths.len());
     let mut interval = fastest;
@@ -217,7 +237,7 @@ fn poll_loop(
         }
         let (mut changed, mut rechecked, mut last) = (0, 0, None);
         for ((path, look), (seen_stamp, seen_at)) in paths.iter().zip(seen.iter_mut()) {
-            let now = look_at(path, *look);
+            let now = look_at(path, *look, &mut waiting);
             if now != *seen_stamp {
                 changed += 1;
                 last = Some(path);
@@ -289,7 +309,23 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let d = dir.path().to_path_buf();
         std::fs::write(d.join("a"), "").unwrap();
-        assert_eq!(look_at(&d, Look::ReadThenStat), stamp(&d));
-        assert_eq!(look_at(&d.join("missing"), Look::ReadThenStat), None);
+        let mut waiting = false;
+        assert_eq!(look_at(&d, Look::ReadThenStat, &mut waiting), stamp(&d));
+        assert!(waiting, "an entry was found");
+        assert_eq!(look_at(&d, Look::ReadWhileWaiting, &mut waiting), stamp(&d));
+        let missing = d.join("missing");
+        assert_eq!(look_at(&missing, Look::ReadThenStat, &mut waiting), None);
+        assert!(!waiting);
+    }
+
+    #[test]
+    fn only_an_entry_without_a_dot_counts_as_waiting() {
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path().to_path_buf();
+        assert!(!read_one_chunk(&d));
+        std::fs::write(d.join(".tmp-1"), "").unwrap();
+        assert!(!read_one_chunk(&d));
+        std::fs::write(d.join("t1.json"), "").unwrap();
+        assert!(read_one_chunk(&d));
     }
 }

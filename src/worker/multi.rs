@@ -14,7 +14,7 @@ use std::time::{Instant, SystemTime};
 
 use crossbeam_channel::{bounded, select, unbounded, Receiver, Sender};
 
-use super::slot_watch::{listed_dirs, shared_change, shared_dirs};
+use super::slot_watch::{listed, listed_dirs, read_while_waiting, shared_change, shared_dirs};
 use super::{
     check_startable, config_stamp, sweep_election::SweepElection, Pickup, Shared, SlotServer,
     WorkerOptions,
@@ -541,9 +541,15 @@ fn watch_slots(
     let inboxes: Vec<PathBuf> = servers.iter().map(|s| s.paths.dir.clone()).collect();
     let mut polled: Vec<PathBuf> = servers.iter().flat_map(|s| s.paths.wake_files()).collect();
     polled.extend(shared.iter().cloned());
-    // Only the queue is read first (on GlusterFS), whatever the number of slots.
-    let listed = listed_dirs(&opts.root);
+    // Only the queue is read first (on GlusterFS), whatever the number of slots, and
+    // the locks and pauses while it holds a task.
+    let (always, while_waiting) = (listed_dirs(&opts.root), read_while_waiting(&opts.root));
     DirWatcher::watch_changes_and_inboxes(
-        &shared, &inboxes, &polled, &listed, opts.watch, on_change,
+        &shared,
+        &inboxes,
+        &polled,
+        listed(&always, &while_waiting),
+        opts.watch,
+        on_change,
     )
 }

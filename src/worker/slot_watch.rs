@@ -12,7 +12,7 @@ use super::shared_seen::SharedNews;
 use crate::error::{Error, Result};
 use crate::fsio;
 use crate::layout::{Root, WorkerPaths};
-use crate::watch::{DirWatcher, InlineWatcher, WatchMode};
+use crate::watch::{DirWatcher, InlineWatcher, Listed, WatchMode};
 
 /// The shared directories whose changes may make a queued task claimable: the queue,
 /// key and run-slot locks coming free (a skipped task may have become eligible), a
@@ -30,11 +30,28 @@ pub(super) fn shared_dirs(root: &Root) -> [PathBuf; 5] {
 /// The directory where other hosts add entries nobody can predict the names of and
 /// whose news is worth the most: the queue. On GlusterFS it is read before each poll's
 /// stat (a request that reaches the server, where a stat is answered from the client's
-/// cache for up to 1 s). The locks and pauses are not: each read costs a few requests
-/// to the server, and a freed lock seen up to a second late delays only a task that was
-/// waiting anyway (idle cost on GlusterFS, measured: BENCHMARKS, "Several hosts").
+/// cache for up to 1 s).
 pub(super) fn listed_dirs(root: &Root) -> [PathBuf; 1] {
     [root.queue_pending()]
+}
+
+/// The pauses a queued task may wait for: on GlusterFS read before their stat only
+/// while the queue holds a task (a pause lifted on another host was seen up to a second
+/// late). Not the lock directories (`keys/`, `slots/`, `groups/`): a listing of a
+/// directory of lock directories there made live locks vanish for their own holders in
+/// the two-host burst (2 of 5 runs, 0 of 3 without), while `paused/` holds only files.
+/// Each read costs a request to the server, so an idle worker with an empty queue reads
+/// the queue alone (idle cost on GlusterFS, measured: BENCHMARKS, "Several hosts").
+pub(super) fn read_while_waiting(root: &Root) -> [PathBuf; 1] {
+    [root.paused_dir()]
+}
+
+/// [`listed_dirs`] and [`read_while_waiting`], as the watcher takes them.
+pub(super) fn listed<'a>(always: &'a [PathBuf], while_waiting: &'a [PathBuf]) -> Listed<'a> {
+    Listed {
+        always,
+        while_waiting,
+    }
 }
 
 /// Whether a change at `p` in one of `shared` (or, when polling, to the directory
@@ -118,11 +135,12 @@ pub(super) fn watch_slot(
     }
     let mut polled = paths.wake_files().to_vec();
     polled.extend(shared.iter().cloned());
+    let (always, while_waiting) = (listed_dirs(root), read_while_waiting(root));
     let watcher = DirWatcher::watch_changes_and_inboxes(
         &dirs,
         inbox,
         &polled,
-        &listed_dirs(root),
+        listed(&always, &while_waiting),
         mode,
         on_change,
     )?;

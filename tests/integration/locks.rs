@@ -427,10 +427,21 @@ fn corrupt_owner_with_pid_file_is_judged_by_the_pid() {
     plant(&path, Some(b"{ not json"), Some(&format!("{dead}\n")));
     assert_taken_over(&path, &opts, "corrupt owner.json, dead pid file");
 
-    // An original-conductor lock: just a pid file.
-    plant(&path, None, Some(&format!("{}\n", live.id())));
-    assert_stays_held(&path, &opts, "pid file only, live");
     drop(live);
+    // An original-conductor lock: just a pid file, naming a live conductor program
+    // (one that runs none is not its holder: locks_pid_only.rs).
+    let client = ChildProc::spawn({
+        let mut c = Command::new("bash");
+        c.args(["-c", "exec -a conductor-worker sleep 30"]);
+        c
+    });
+    let pid = client.id();
+    crate::harness::wait_until(Duration::from_secs(30), "the client to exec", || {
+        fs::read(format!("/proc/{pid}/cmdline")).is_ok_and(|c| c.starts_with(b"conductor"))
+    });
+    plant(&path, None, Some(&format!("{pid}\n")));
+    assert_stays_held(&path, &opts, "pid file only, live conductor program");
+    drop(client);
 }
 
 #[test]
