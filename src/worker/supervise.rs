@@ -386,12 +386,11 @@ impl Run<'_> {
         // A timeout too large to represent is no timeout.
         let deadline = timeout.and_then(|t| self.clock.checked_add(t));
         // Other hosts judge the locks by their lease: renewed at least every quarter of it.
-        let heartbeat = self
-            .shared
-            .opts
-            .heartbeat
-            .min(crate::gate::renew_every(self.shared.lock_opts.lease));
-        let mut next_beat = Instant::now() + heartbeat;
+        let heartbeat = super::kept_lock::beat_every(self.shared);
+        // A slot lock kept from the task before was renewed a while ago: its next
+        // renewal is due that much sooner.
+        let mut next_beat =
+            Instant::now() + heartbeat.saturating_sub(super::kept_lock::age(lock));
         loop {
             let now = Instant::now();
             if let (Some(d), Some(t)) = (deadline, timeout) {

@@ -170,7 +170,9 @@ impl Run<'_> {
                 .unwrap_or_default(),
             r.task_id,
         );
-        drop(lock);
+        // The slot's lock is kept for the next claim (let go by a look that claims
+        // nothing): back-to-back tasks take it once. The key lock goes now.
+        self.slot.keep_lock(lock);
         drop(hold);
         // The root's callback, if any: started now, watched and reaped by a thread.
         crate::worker::callback::run(
