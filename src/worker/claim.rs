@@ -59,7 +59,7 @@ pub(crate) fn from_inbox(
         }
         return Err(Error::io("stat", &inbox_path, e));
     }
-    crate::trust::verify_task_dirs(&shared.opts.root, &slot.paths)?;
+    crate::trust::verify_inbox_task_dirs(&shared.opts.root, &slot.paths)?;
     let later = Pickup::NotYet(Instant::now() + shared.opts.rescan);
     let Some(lock) = slot_lock(shared, slot)? else {
         return Ok(later);

@@ -10,7 +10,7 @@
 //! (the agent's fence is armed from that renewal: the next task's first heartbeat and
 //! its fence then fall where a freshly taken lock would put them).
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use crate::dirlock::DirLock;
 use crate::host;
@@ -34,8 +34,14 @@ impl KeptLock {
 }
 
 /// How long ago `lock`'s last renewal (or its placing) began, by the boot clock.
-pub(crate) fn age(lock: &DirLock) -> Duration {
+fn age(lock: &DirLock) -> Duration {
     host::boot_clock().saturating_sub(lock.renewed_at())
+}
+
+/// When a task's first heartbeat is due, `heartbeat` apart: a slot lock kept from the
+/// task before was renewed a while ago, and its next renewal is due that much sooner.
+pub(crate) fn first_beat(lock: &DirLock, heartbeat: Duration) -> Instant {
+    Instant::now() + heartbeat.saturating_sub(age(lock))
 }
 
 /// The renewal period of a task's locks: the worker's heartbeat, at most a quarter of

@@ -270,6 +270,7 @@ impl Worker {
         let agent_path = Some(check_startable(&opts)?);
         crate::trust::verify_root(&opts.root)?;
         let slot = SlotServer::take(&opts.root, opts.slot, opts.preset_names())?;
+        slot.board.keep_dir_open();
         crate::queue::init_root(&opts.root)?;
         let config = Config::load(&opts.root.config_file())?;
         crate::fsio::set_fsync(config.fsync());

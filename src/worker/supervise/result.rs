@@ -142,8 +142,11 @@ impl Run<'_> {
             return Ok(Pickup::Ran);
         }
         // The agent is gone, and with it whoever asked: no question outlives the result
-        // (a view reading the slot after the result must not show one).
-        crate::worker::approval::clear(&self.slot.paths.dir);
+        // (a view reading the slot after the result must not show one). Only an agent
+        // given the permission tool can have asked (no listing of the slot otherwise).
+        if self.asks.get() {
+            crate::worker::approval::clear(&self.slot.paths.dir);
+        }
         // The agent is gone: its run slots (the root's and its group's) are let go
         // before its result is out, so that whoever sees the result sees them free
         // (`group rm` right after `wait` was refused "1 running"). The key and the
