@@ -73,14 +73,20 @@ fn verify_slot_dirs(w: &WorkerPaths) -> Result<()> {
 /// writes into (and those leading to them from the root) are still real, private
 /// directories of ours. One `lstat` each.
 pub fn verify_task_dirs(root: &Root, paths: &WorkerPaths) -> Result<()> {
+    verify_inbox_task_dirs(root, paths)?;
+    verify_dir(&root.queue_dir())?;
+    verify_dir(&root.queue_results())
+}
+
+/// [`verify_task_dirs`] for a task from the slot's inbox, whose files never go into
+/// `queue/` (only a queued task's result is linked into `queue/results/`).
+pub fn verify_inbox_task_dirs(root: &Root, paths: &WorkerPaths) -> Result<()> {
     for dir in [
         root.workers_dir(),
         paths.dir.clone(),
         paths.tasks_dir(),
         paths.results_dir(),
         paths.rejected_dir(),
-        root.queue_dir(),
-        root.queue_results(),
         root.ids_dir(),
     ] {
         verify_dir(&dir)?;

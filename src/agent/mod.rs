@@ -292,7 +292,7 @@ const READER_GRACE: Duration = Duration::from_secs(2);
 #[derive(Debug)]
 pub struct Agent {
     pid: u32,
-    start_time: Option<u64>,
+    start_time: std::sync::OnceLock<Option<u64>>,
     marker: String,
     child: AgentProcess,
     /// Fires once the leader has exited (it is left unreaped).
@@ -375,12 +375,9 @@ impl Agent {
                 return Err(spawn_error(&launch, THREAD_HINT, e));
             }
         };
-        // Read once the prompt is on its way (the agent may be waiting for it): the
-        // process stays ours, unreaped, until we wait for it, so its entry is there.
-        let start_time = crate::procfs::stat(pid).map(|s| s.start_time);
         Ok(Agent {
             pid,
-            start_time,
+            start_time: std::sync::OnceLock::new(),
             marker: task_marker(&launch.task_id),
             child,
             exit_rx,
@@ -399,9 +396,14 @@ impl Agent {
         self.pid
     }
 
-    /// Clock ticks since boot at which the agent started (for pid-reuse checks).
+    /// Clock ticks since boot at which the agent started (for pid-reuse checks). Read
+    /// at the first ask, not at the spawn (a task that ends at once never needs it):
+    /// the process stays ours, unreaped, until we wait for it, so its entry is there —
+    /// ask before [`Agent::finish`] reaps it.
     pub fn start_time(&self) -> Option<u64> {
-        self.start_time
+        *self
+            .start_time
+            .get_or_init(|| crate::procfs::stat(self.pid).map(|s| s.start_time))
     }
 
     /// Bytes of stdout so far.

@@ -69,8 +69,8 @@ impl Streams {
         }
         let inline_io = if serve_inline && exit.is_some() {
             // Read until the pipe is empty, never waiting: the caller polls.
-            crate::fsio::set_nonblocking(&out, true)?;
-            crate::fsio::set_nonblocking(&err, true)?;
+            super::spawn::nonblocking_fresh(&out)?;
+            super::spawn::nonblocking_fresh(&err)?;
             Some(InlineIo {
                 out: Some((out, out_drain)),
                 err: Some((err, err_drain)),

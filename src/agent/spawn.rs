@@ -363,6 +363,15 @@ fn null_terminated(strings: &[CString]) -> Vec<*const libc::c_char> {
         .collect()
 }
 
+/// Make a pipe end this spawn just made non-blocking: one `F_SETFL`, no `F_GETFL` first
+/// (a fresh pipe end has none of the other flags `F_SETFL` can change; the access mode
+/// is kept by the kernel). Three calls a task fewer than [`crate::fsio::set_nonblocking`].
+pub(super) fn nonblocking_fresh(fd: &impl std::os::fd::AsFd) -> io::Result<()> {
+    use nix::fcntl::{fcntl, FcntlArg, OFlag};
+    fcntl(fd.as_fd(), FcntlArg::F_SETFL(OFlag::O_NONBLOCK))?;
+    Ok(())
+}
+
 /// Write what of `input` the empty pipe behind `ours` takes without blocking (64 KiB
 /// on Linux by default: nearly every prompt). All of it: the end is closed, `None`.
 /// Otherwise the end stays, non-blocking, for the rest.
@@ -370,7 +379,7 @@ fn prefill(ours: OwnedFd, input: &[u8]) -> io::Result<(Option<OwnedFd>, usize)> 
     if input.is_empty() {
         return Ok((None, 0));
     }
-    crate::fsio::set_nonblocking(&ours, true)?;
+    nonblocking_fresh(&ours)?;
     let mut written = 0;
     while written < input.len() {
         match nix::unistd::write(&ours, &input[written..]) {

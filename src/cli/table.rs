@@ -30,7 +30,10 @@ pub fn width() -> Option<usize> {
 /// The width of stderr when it is a terminal (`None` otherwise): for what a command
 /// says on stderr, and the worker's log lines, which a terminal would wrap.
 pub fn stderr_width() -> Option<usize> {
-    if !std::io::stderr().is_terminal() {
+    // Asked once: a worker logs two lines a task, and whether stderr is a terminal
+    // does not change (its width may: that is asked each time).
+    static TTY: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    if !*TTY.get_or_init(|| std::io::stderr().is_terminal()) {
         return None;
     }
     terminal_size::terminal_size_of(std::io::stderr())

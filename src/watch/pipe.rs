@@ -78,6 +78,12 @@ impl PipeNews {
                         None => true,
                     };
                     read_any = true;
+                    if n < buf.len() {
+                        // Empty as of this read: no second read to hear EAGAIN (a
+                        // byte written since leaves the pipe readable for the next
+                        // look or poll, and so does its writers' end).
+                        break;
+                    }
                 }
                 Err(Errno::EINTR) => {}
                 Err(_) => break,

@@ -19,6 +19,9 @@ use crate::queue;
 /// Take the slot's own `.lock` (parked between tasks, so reusable). `None`: someone
 /// else holds it.
 fn slot_lock(shared: &Shared, slot: &SlotServer) -> Result<Option<DirLock>> {
+    if let Some(kept) = slot.take_kept_lock(shared) {
+        return Ok(Some(kept));
+    }
     match DirLock::try_acquire_reusable(&slot.paths.lock_dir(), &shared.lock_opts)? {
         Acquire::Acquired(l) => Ok(Some(l)),
         Acquire::Held(h) => {
@@ -56,7 +59,7 @@ pub(crate) fn from_inbox(
         }
         return Err(Error::io("stat", &inbox_path, e));
     }
-    crate::trust::verify_task_dirs(&shared.opts.root, &slot.paths)?;
+    crate::trust::verify_inbox_task_dirs(&shared.opts.root, &slot.paths)?;
     let later = Pickup::NotYet(Instant::now() + shared.opts.rescan);
     let Some(lock) = slot_lock(shared, slot)? else {
         return Ok(later);
@@ -179,9 +182,12 @@ pub(crate) fn from_queue(
     let pending = shared.opts.root.queue_pending();
     crate::trust::verify_task_dirs(&shared.opts.root, &slot.paths)?;
     let (lock_dir, lock_opts) = (slot.paths.lock_dir(), shared.lock_opts);
-    let take_lock = || match DirLock::try_acquire_reusable(&lock_dir, &lock_opts)? {
-        Acquire::Acquired(l) => Ok(Some(l)),
-        Acquire::Held(_) => Ok(None),
+    let take_lock = || match slot.take_kept_lock(shared) {
+        Some(kept) => Ok(Some(kept)),
+        None => match DirLock::try_acquire_reusable(&lock_dir, &lock_opts)? {
+            Acquire::Acquired(l) => Ok(Some(l)),
+            Acquire::Held(_) => Ok(None),
+        },
     };
     let serve = |t: &Task| serve(shared, t);
     let claim = match queue::claim_next_seeing(

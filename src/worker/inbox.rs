@@ -41,7 +41,8 @@ pub(crate) fn read(shared: &Shared, slot: &SlotServer) -> Result<Inbox> {
         Ok(t) => t,
         Err(Error::BadFile { problem, .. }) => {
             if problem.may_be_incomplete() {
-                if let Some(wait) = still_being_written(&inbox, shared.opts.quiet_grace)? {
+                let read = bytes.len() as u64;
+                if let Some(wait) = still_being_written(&inbox, shared.opts.quiet_grace, read)? {
                     return Ok(Inbox::Incomplete(wait));
                 }
             }
@@ -182,9 +183,22 @@ pub(crate) fn make_private_open(path: &Path, file: &fs::File, meta: &fs::Metadat
     true
 }
 
-/// `Some(wait)` while an unparseable inbox file may still be mid-write.
-fn still_being_written(inbox: &Path, quiet_grace: Duration) -> Result<Option<Duration>> {
+/// How soon an inbox file seen growing is read again.
+const GROWING_LOOK: Duration = Duration::from_millis(20);
+
+/// `Some(wait)` while an unparseable inbox file of `read` bytes may still be mid-write.
+fn still_being_written(
+    inbox: &Path,
+    quiet_grace: Duration,
+    read: u64,
+) -> Result<Option<Duration>> {
     let meta = fs::symlink_metadata(inbox).map_err(|e| Error::io("stat", inbox, e))?;
+    if meta.len() != read {
+        // Grown (or cut) since it was read: still being written, however old its mtime
+        // (one long `write` stamps it once, at its start: a 5 MiB one on a loaded
+        // machine outlasted the grace, and its first 4 MiB were refused as cut JSON).
+        return Ok(Some(GROWING_LOOK));
+    }
     let mtime = meta.modified().map_err(|e| Error::io("stat", inbox, e))?;
     let quiet_for = SystemTime::now().duration_since(mtime).unwrap_or_default();
     if quiet_for >= quiet_grace {
@@ -252,6 +266,28 @@ mod tests {
     use super::*;
     use crate::client::Client;
     use crate::layout::{Root, Slot};
+
+    /// One long `write` stamps the file's mtime once, at its start: a file still
+    /// growing under an mtime older than the grace is mid-write all the same (the
+    /// oversize case of `worker::bad_inputs_are_rejected_…` read 4 MiB of a 5 MiB
+    /// write on a loaded machine and refused it as cut JSON).
+    #[test]
+    fn a_file_grown_since_its_read_is_still_being_written_whatever_its_mtime() {
+        let dir = tempfile::tempdir().unwrap();
+        let inbox = dir.path().join("task.json");
+        fs::write(&inbox, b"{\"id\": \"x\", \"prompt\": \"aaaa").unwrap();
+        let old = SystemTime::now() - Duration::from_secs(10);
+        fs::File::options()
+            .write(true)
+            .open(&inbox)
+            .unwrap()
+            .set_modified(old)
+            .unwrap();
+        let grace = Duration::from_millis(500);
+        let len = fs::metadata(&inbox).unwrap().len();
+        assert_eq!(still_being_written(&inbox, grace, len).unwrap(), None);
+        assert!(still_being_written(&inbox, grace, len - 4).unwrap().is_some());
+    }
 
     #[test]
     fn a_file_withdrawn_before_its_rejection_ends_it_quietly() {

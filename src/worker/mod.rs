@@ -16,6 +16,7 @@ mod claim;
 mod fence;
 mod inbox;
 mod inline;
+mod kept_lock;
 mod multi;
 mod options;
 mod root_watch;
@@ -142,6 +143,8 @@ pub(crate) struct SlotServer {
     /// The last reading of the pauses and the queue, kept while the inline watcher is
     /// silent about them.
     shared_seen: SharedSeen,
+    /// The slot's `.lock` as the last task left it, for the next claim ([`kept_lock`]).
+    kept_lock: kept_lock::KeptLock,
 }
 
 impl SlotServer {
@@ -172,6 +175,7 @@ impl SlotServer {
             backoff: space::FIRST_BACKOFF,
             inline: None,
             shared_seen: SharedSeen::default(),
+            kept_lock: kept_lock::KeptLock::default(),
         })
     }
 
@@ -195,6 +199,8 @@ impl SlotServer {
 
 impl Drop for SlotServer {
     fn drop(&mut self) {
+        // A lock kept for a next task that never came is parked first, then removed.
+        self.release_kept_lock();
         // Our parked lock directory, if any (see DirLock::try_acquire_reusable).
         let _ = dirlock::clear_spares(&self.paths.lock_dir());
     }
@@ -264,6 +270,7 @@ impl Worker {
         let agent_path = Some(check_startable(&opts)?);
         crate::trust::verify_root(&opts.root)?;
         let slot = SlotServer::take(&opts.root, opts.slot, opts.preset_names())?;
+        slot.board.keep_dir_open();
         crate::queue::init_root(&opts.root)?;
         let config = Config::load(&opts.root.config_file())?;
         crate::fsio::set_fsync(config.fsync());
@@ -420,8 +427,22 @@ impl Worker {
 
 impl SlotServer {
     /// Look for work unless the disk is too full to finish any. A write that fails for
-    /// want of space pauses pickup instead of stopping the worker.
+    /// want of space pauses pickup instead of stopping the worker. A look that runs
+    /// nothing lets go of the lock the last task kept: it is never held while we wait.
     fn look_if_room(
+        &mut self,
+        shared: &Shared,
+        wake: &Receiver<()>,
+        shutdown: &Receiver<()>,
+    ) -> Result<Pickup> {
+        let looked = self.look_if_room_now(shared, wake, shutdown);
+        if !matches!(looked, Ok(Pickup::Ran)) {
+            self.release_kept_lock();
+        }
+        looked
+    }
+
+    fn look_if_room_now(
         &mut self,
         shared: &Shared,
         wake: &Receiver<()>,

@@ -20,7 +20,9 @@ pub(crate) struct StatusBoard {
     status: PathBuf,
     /// The presets the worker serves, stamped on every status.
     presets: Arc<Vec<String>>,
-    writing: Arc<Mutex<()>>,
+    /// The slot's directory, open for as long as the worker serves it (a single-slot
+    /// worker: [`StatusBoard::keep_dir_open`]), so a publish opens nothing.
+    writing: Arc<Mutex<Option<fs::File>>>,
 }
 
 impl StatusBoard {
@@ -37,7 +39,7 @@ impl StatusBoard {
         StatusBoard {
             status: paths.status(),
             presets: Arc::new(presets),
-            writing: Arc::new(Mutex::new(())),
+            writing: Arc::new(Mutex::new(None)),
         }
     }
 
@@ -47,7 +49,36 @@ impl StatusBoard {
         status.host = Some(host::hostname().to_string());
         status.host_id = Some(host::host_id().to_string());
         status.presets = self.presets.to_vec();
-        let _one_writer = self.writing.lock().unwrap_or_else(|e| e.into_inner());
-        fsio::write_swapped(&self.status, &fsio::to_json_bytes(&status))
+        let bytes = fsio::to_json_bytes(&status);
+        let dir = self.writing.lock().unwrap_or_else(|e| e.into_inner());
+        let swapped = dir.as_ref().and_then(|dir| {
+            let name = self.status.file_name()?;
+            fsio::swap_in_at(dir, name, &self.status, &bytes)
+        });
+        swapped.unwrap_or_else(|| fsio::write_swapped(&self.status, &bytes))
     }
+
+    /// Keep the slot's directory open from now on: two of a task's opens fewer. Only
+    /// for a worker of one slot (a thousand slots' descriptors would each be closed at
+    /// every agent's exec). Opened without following a link, as every write's is; a
+    /// directory moved or replaced later is never written through by name.
+    pub fn keep_dir_open(&self) {
+        use std::os::unix::fs::OpenOptionsExt;
+        let Some(dir) = self.status.parent() else {
+            return;
+        };
+        let opened = fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(dir_flags())
+            .open(dir);
+        if let Ok(fd) = opened {
+            *self.writing.lock().unwrap_or_else(|e| e.into_inner()) = Some(fd);
+        }
+    }
+}
+
+/// `O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC`.
+fn dir_flags() -> i32 {
+    use nix::fcntl::OFlag;
+    (OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC).bits()
 }

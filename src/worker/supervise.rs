@@ -5,6 +5,7 @@ mod put_back;
 mod result;
 mod round;
 mod until;
+mod working;
 
 use std::path::Path;
 use std::time::{Duration, Instant, SystemTime};
@@ -60,6 +61,8 @@ struct Run<'a> {
     /// The round of an `until` task (1 before the first check): a later round is never
     /// put back to start afresh, which would lose the earlier rounds' work.
     round: std::cell::Cell<u32>,
+    /// Whether an agent of it was given the permission tool that asks a person.
+    asks: std::cell::Cell<bool>,
 }
 
 /// How long a worker whose inbox its owner filled waits, once it asked, for the owner
@@ -171,6 +174,7 @@ impl<'a> Run<'a> {
             key: task.key.clone(),
             group: task.group.clone(),
             round: std::cell::Cell::new(1),
+            asks: std::cell::Cell::new(false),
         }
     }
 }
@@ -300,6 +304,8 @@ impl Run<'_> {
             .unwrap_or_else(|| "null".into());
         let (opts, paths) = (&self.shared.opts, &self.slot.paths);
         let preset = self.agent.as_ref().map_or(opts.preset, |(p, _)| *p);
+        let asks = super::approval::wanted(&self.shared.config, preset, &command.args);
+        self.asks.set(self.asks.get() || asks);
         let command = &super::approval::arm(self.shared, paths, &self.id, preset, command.clone());
         let stream_raw = self.streams().then(|| paths.output_stream());
         // The program found on PATH at start is the default preset's; another preset's
@@ -374,30 +380,29 @@ impl Run<'_> {
         wake: &Receiver<()>,
         shutdown: &Receiver<()>,
     ) -> Option<Stop> {
-        // Published now, off the pickup path: the agent's own record was written
-        // before it could run.
+        // Published once the agent has run for a moment, off the pickup path: the
+        // agent's own record was written before it could run, and `running.json` says
+        // the task is in hand. A task that ends sooner writes one status, its end.
         let mut status = self.working_status();
         status.agent_pid = Some(agent.pid());
-        status.agent_start_time = agent.start_time();
-        if let Err(e) = self.slot.board.publish(status.clone()) {
-            tracing::warn!("publishing the working status: {e}");
-        }
+        let mut working_due = Some(Instant::now() + working::AFTER);
         let timeout = self.timeout;
         // A timeout too large to represent is no timeout.
         let deadline = timeout.and_then(|t| self.clock.checked_add(t));
         // Other hosts judge the locks by their lease: renewed at least every quarter of it.
-        let heartbeat = self
-            .shared
-            .opts
-            .heartbeat
-            .min(crate::gate::renew_every(self.shared.lock_opts.lease));
-        let mut next_beat = Instant::now() + heartbeat;
+        let heartbeat = super::kept_lock::beat_every(self.shared);
+        let mut next_beat = super::kept_lock::first_beat(lock, heartbeat);
         loop {
             let now = Instant::now();
             if let (Some(d), Some(t)) = (deadline, timeout) {
                 if now >= d {
                     return Some(Stop::Timeout(t));
                 }
+            }
+            // Before any beat, which publishes the status too.
+            if working_due.is_some_and(|at| now >= at.min(next_beat)) {
+                working_due = None;
+                self.publish_working(&mut status, agent);
             }
             if now >= next_beat {
                 // No event follows a `touch cancel`: look again on every beat.
@@ -410,7 +415,9 @@ impl Run<'_> {
                 fence.renewed(renewed_at(lock, hold));
                 next_beat = now + heartbeat;
             }
-            let mut wait = next_beat.saturating_duration_since(now);
+            let mut wait = next_beat
+                .min(working_due.unwrap_or(next_beat))
+                .saturating_duration_since(now);
             if let Some(d) = deadline {
                 wait = wait.min(d.saturating_duration_since(now));
             }

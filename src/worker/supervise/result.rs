@@ -142,8 +142,11 @@ impl Run<'_> {
             return Ok(Pickup::Ran);
         }
         // The agent is gone, and with it whoever asked: no question outlives the result
-        // (a view reading the slot after the result must not show one).
-        crate::worker::approval::clear(&self.slot.paths.dir);
+        // (a view reading the slot after the result must not show one). Only an agent
+        // given the permission tool can have asked (no listing of the slot otherwise).
+        if self.asks.get() {
+            crate::worker::approval::clear(&self.slot.paths.dir);
+        }
         // The agent is gone: its run slots (the root's and its group's) are let go
         // before its result is out, so that whoever sees the result sees them free
         // (`group rm` right after `wait` was refused "1 running"). The key and the
@@ -170,7 +173,9 @@ impl Run<'_> {
                 .unwrap_or_default(),
             r.task_id,
         );
-        drop(lock);
+        // The slot's lock is kept for the next claim (let go by a look that claims
+        // nothing): back-to-back tasks take it once. The key lock goes now.
+        self.slot.keep_lock(lock);
         drop(hold);
         // The root's callback, if any: started now, watched and reaped by a thread.
         crate::worker::callback::run(
