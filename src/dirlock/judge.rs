@@ -185,7 +185,8 @@ fn older_than(facts: &ProcessFacts, read: &LockRead) -> String {
         return String::new();
     };
     format!(
-        ": `{command}`, started {}, before the lock was made ({})",
+        ": `{}`, started {}, before the lock was made ({})",
+        super::pid_only::shown(command),
         crate::protocol::rfc3339(started),
         crate::protocol::rfc3339(read.made_by())
     )
@@ -624,8 +625,8 @@ mod tests {
             ..live(&read, 86_400)
         };
         for (command, what) in [
-            ("/sbin/init", "`/sbin/init`, not a conductor program"),
-            ("sleep 600", "`sleep 600`, not a conductor program"),
+            ("/sbin/init", "`/sbin/init`, neither a conductor program nor a client's runtime"),
+            ("sleep 600", "`sleep 600`, neither a conductor program nor a client's runtime"),
             ("", "a kernel thread"),
         ] {
             for gated in [false, true] {

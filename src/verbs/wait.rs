@@ -115,7 +115,7 @@ pub fn wait(
                 AnyEnd::TimedOut(e) => Got::TimedOut(e),
                 AnyEnd::Nobody(e) => Got::Nobody(e),
             };
-            told(got, None, event)
+            Ok(told(got, None, event)?.end())
         }
         WaitTargets::Slot { .. } if request.any => Err(Error::BadArgument {
             field: "any".into(),
@@ -128,11 +128,14 @@ pub fn wait(
                 Some(id) => id.clone(),
                 None => match inspect::current_task(client.root(), *slot)? {
                     Some((id, source)) => {
-                        event(WaitEvent::Current {
+                        let current = WaitEvent::Current {
                             slot: *slot,
                             id: &id,
                             source: &source,
-                        })?;
+                        };
+                        if !event(current)? {
+                            return Ok(WaitEnd::Done);
+                        }
                         id
                     }
                     None => {
@@ -147,7 +150,7 @@ pub fn wait(
             let got = await_result(request.timeout, event, |on_death, left| {
                 client.wait_for_result_with(*slot, &id, left, on_death)
             })?;
-            told(got, None, event)
+            Ok(told(got, None, event)?.end())
         }
     }
 }
@@ -163,15 +166,16 @@ fn tasks(
     for id in ids {
         let left = deadline.map(|d| d.saturating_duration_since(Instant::now()));
         if let Some(why) = held_reason(client, id) {
-            event(WaitEvent::Held { id, why: &why })?;
+            if !event(WaitEvent::Held { id, why: &why })? {
+                return Ok(WaitEnd::Done);
+            }
         }
         let got = await_result(left, event, |on_death, left| {
             client.wait_for_task_with(id, left, on_death)
         })?;
         // One deadline for all: the tasks after a timeout are told of at once.
-        match told(got, Some(id), event)? {
-            WaitEnd::Done => {}
-            end => return Ok(end),
+        if let Next::End(end) = told(got, Some(id), event)? {
+            return Ok(end);
         }
     }
     Ok(WaitEnd::Done)
@@ -196,18 +200,34 @@ pub enum Got {
     Nobody(Error),
 }
 
-/// Tell what a task's wait came to; nobody to answer ends the whole wait.
+/// After one task's wait: on to the next, or the whole wait's end.
+enum Next {
+    Go,
+    End(WaitEnd),
+}
+
+impl Next {
+    fn end(self) -> WaitEnd {
+        match self {
+            Next::Go => WaitEnd::Done,
+            Next::End(end) => end,
+        }
+    }
+}
+
+/// Tell what a task's wait came to; nobody to answer, or a reader gone (`false` from
+/// `event`), ends the whole wait.
 fn told(
     got: Got,
     id: Option<&TaskId>,
     event: &mut dyn FnMut(WaitEvent<'_>) -> crate::Result<bool>,
-) -> crate::Result<WaitEnd> {
-    match got {
+) -> crate::Result<Next> {
+    let go_on = match got {
         Got::Result(r) => event(WaitEvent::Finished(&r))?,
         Got::TimedOut(e) => event(WaitEvent::TimedOut { id, error: &e })?,
-        Got::Nobody(e) => return Ok(WaitEnd::Nobody(e)),
+        Got::Nobody(e) => return Ok(Next::End(WaitEnd::Nobody(e))),
     };
-    Ok(WaitEnd::Done)
+    Ok(if go_on { Next::Go } else { Next::End(WaitEnd::Done) })
 }
 
 /// Wait with `wait` (called with what to do on a death and the time left) for one

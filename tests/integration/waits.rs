@@ -532,3 +532,58 @@ fn a_queued_task_naming_a_preset_nobody_serves_ends_its_wait_with_exit_4_naming_
     let waited = run_ok(&t, &["wait", "cx1"], 0);
     assert_eq!(waited.stdout.trim(), "for codex", "{}", waited.stderr);
 }
+
+/// A wait whose reader is gone ends: `wait A B` printing A's output into a full disk
+/// (`/dev/full`: every write fails) stops there instead of waiting on for B, which a
+/// pause holds. Before, the failed print was dropped and the wait went on until its
+/// timeout.
+#[test]
+fn a_wait_whose_output_cannot_be_written_ends_instead_of_waiting_on() {
+    let t = TestRoot::new();
+    let root = t.path();
+    let _w = WorkerProc::start(&t, S0, "cat", &[], &[]);
+    let a = run_on(root, &["submit", "first", "--wait"]);
+    assert_eq!(a.code, Some(0), "{}", a.stderr);
+    let listed = run_on(root, &["tasks", "--json", "--all"]);
+    let v: serde_json::Value = serde_json::from_str(&listed.stdout).unwrap();
+    let first = v["tasks"][0]["id"].as_str().unwrap().to_string();
+    assert_eq!(run_on(root, &["pause", "--key", "held"]).code, Some(0));
+    let b = run_on(root, &["submit", "second", "--key", "held"]);
+    assert_eq!(b.code, Some(0), "{}", b.stderr);
+    let second = b.stdout.trim().to_string();
+
+    let full = fs::OpenOptions::new()
+        .write(true)
+        .open("/dev/full")
+        .unwrap();
+    let mut child = std::process::Command::new(bin("conductor"))
+        .args(["wait", &first, &second, "--wait-timeout", "10m"])
+        .env("CONDUCTOR_HOME", root)
+        .env_remove("CONDUCTOR_WORKER")
+        .stdout(full)
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("run conductor");
+    let mut status = None;
+    let ended = std::time::Instant::now() + BOUND;
+    while status.is_none() && std::time::Instant::now() < ended {
+        status = child.try_wait().unwrap();
+        if status.is_none() {
+            // Polling a child's exit: the bound, not this pause, is what the test asserts.
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+    if status.is_none() {
+        let _ = child.kill();
+        let _ = child.wait();
+    }
+    assert!(
+        status.is_some(),
+        "`wait` went on waiting for {second} after its output could not be written"
+    );
+    assert_ne!(
+        status.unwrap().code(),
+        Some(0),
+        "a failed print is no success"
+    );
+}
