@@ -212,6 +212,9 @@ impl Client {
     /// Wait until the slot's status is one of `states`; returns that status. Ends with
     /// [`Error::NobodyServes`] when no live worker serves the slot (for
     /// [`crate::wait::NOBODY_GRACE`]), since then the status would never change.
+    /// `working` is published once a task's agent has run 50 ms: a task that ends sooner
+    /// goes from its claim straight to its end, so to know a task ran, wait for its
+    /// result ([`Client::wait_for_result`]) rather than for `working`.
     pub fn wait_for_status(
         &self,
         slot: Slot,
