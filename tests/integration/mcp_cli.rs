@@ -397,7 +397,12 @@ fn a_tasks_extension_client_gets_a_handle_is_told_when_it_finishes_and_can_cance
 #[test]
 fn rmcps_own_client_takes_the_handle_and_polls_it_to_the_result() {
     let t = TestRoot::new();
-    let w = echo_worker(&t);
+    // The agent holds the task until the test opens its gate: a task that finished
+    // before the handle was made is answered at once, as a plain result (by design),
+    // and with a fast pickup an echo could finish first.
+    t.client.create_worker(S0).unwrap();
+    let w = WorkerProc::start(&t, S0, &agent("step.sh").display().to_string(), &[], &[]);
+    let gate = t.path().join("gate");
     runtime().block_on(async {
         let mut cmd = tokio::process::Command::new(bin("conductor"));
         cmd.arg("mcp")
@@ -413,7 +418,9 @@ fn rmcps_own_client_takes_the_handle_and_polls_it_to_the_result() {
         )
         .with_protocol_version(ProtocolVersion::V_2025_11_25);
         let mcp = hello.serve(transport).await.expect("initialize");
-        let Value::Object(args) = json!({"prompt": "polled", "id": "p1", "wait": true}) else {
+        let Value::Object(args) =
+            json!({"prompt": gate.display().to_string(), "id": "p1", "wait": true})
+        else {
             unreachable!()
         };
         let params = CallToolRequestParams::new("submit").with_arguments(args);
@@ -421,6 +428,7 @@ fn rmcps_own_client_takes_the_handle_and_polls_it_to_the_result() {
             panic!("a task handle")
         };
         assert_eq!(handle.task.task_id, "p1");
+        std::fs::write(&gate, "").unwrap();
         // Polled as the extension says, at most every pollIntervalMs, within the bound.
         let every = Duration::from_millis(handle.task.poll_interval_ms.unwrap_or(1000));
         let deadline = Instant::now() + Duration::from_secs(60);
@@ -439,7 +447,7 @@ fn rmcps_own_client_takes_the_handle_and_polls_it_to_the_result() {
         };
         assert_eq!(
             result["structuredContent"]["wait"]["tasks"][0]["result"]["output"],
-            "polled"
+            "working on it\nfinished\n"
         );
         let _ = mcp.cancel().await;
     });
