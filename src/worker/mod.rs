@@ -5,8 +5,9 @@
 //! or the shared queue), [`supervise`] runs the agent to its result, and
 //! [`crate::ledger`] ends the task. [`Worker`] is the process around them: its watcher,
 //! its shutdown channel and its loop. A slot's own state ([`SlotServer`]) and what
-//! every slot of the process shares ([`Shared`]) are kept apart: [`MultiWorker`] serves
-//! many slots from one process ([`multi`]); [`sweep_election`] elects who sweeps the root.
+//! every slot of the process shares ([`Shared`]) are kept apart ([`slot_server`]):
+//! [`MultiWorker`] serves many slots from one process ([`multi`]); [`sweep_election`]
+//! elects who sweeps the root.
 
 mod admit;
 pub mod approval;
