@@ -4,7 +4,7 @@ use crate::dirlock::{Acquire, DirLock};
 use crate::error::Result;
 use crate::queue;
 
-use super::Shared;
+use super::slot_server::Shared;
 
 /// The shared locks a task holds besides the slot's own `.lock`; released by drop.
 pub(crate) struct Hold {

@@ -13,7 +13,7 @@ use std::sync::OnceLock;
 
 use serde_json::json;
 
-use super::Shared;
+use super::slot_server::Shared;
 use crate::agent::AgentCommand;
 use crate::config::Config;
 use crate::layout::WorkerPaths;

@@ -8,7 +8,8 @@ use crossbeam_channel::Receiver;
 
 use super::admit::{self, Hold};
 use super::inbox::{self, Inbox};
-use super::{supervise, Pickup, Shared, SlotServer};
+use super::slot_server::{Pickup, Shared, SlotServer};
+use super::supervise;
 use crate::dirlock::{Acquire, DirLock};
 use crate::error::{Error, Result};
 use crate::fsio::{self, Durability};
@@ -32,14 +33,6 @@ fn slot_lock(shared: &Shared, slot: &SlotServer) -> Result<Option<DirLock>> {
             Ok(None)
         }
     }
-}
-
-/// Whether `queue/pending/` holds anything but temp and hidden names (a task, or a
-/// malformed file to reject): worth a claim. `None`: it cannot be read.
-pub(crate) fn queue_has_tasks(root: &crate::layout::Root) -> Option<bool> {
-    fs::read_dir(root.queue_pending())
-        .map(|mut d| d.any(|e| e.is_ok_and(|e| !e.file_name().to_string_lossy().starts_with('.'))))
-        .ok()
 }
 
 /// Look at the inbox once; claim and run a task if there is one.

@@ -4,7 +4,7 @@ use std::fs;
 use std::path::Path;
 use std::time::{Duration, SystemTime};
 
-use super::{Shared, SlotServer};
+use super::slot_server::{Shared, SlotServer};
 use crate::error::{Error, FileProblem, Result};
 use crate::fsio;
 use crate::ids::{self, Place};

@@ -15,23 +15,7 @@ use std::time::{Duration, Instant};
 use crate::dirlock::DirLock;
 use crate::host;
 
-use super::{Shared, SlotServer};
-
-/// The kept lock of one slot (`None` between looks that found nothing).
-#[derive(Debug, Default)]
-pub(crate) struct KeptLock(std::sync::Mutex<Option<DirLock>>);
-
-impl KeptLock {
-    fn take(&self) -> Option<DirLock> {
-        self.0.lock().unwrap_or_else(|e| e.into_inner()).take()
-    }
-
-    fn put(&self, lock: DirLock) {
-        let old = self.0.lock().unwrap_or_else(|e| e.into_inner()).replace(lock);
-        // Never two: a second would be a second holding of the same lock.
-        drop(old);
-    }
-}
+use super::slot_server::{Shared, SlotServer};
 
 /// How long ago `lock`'s last renewal (or its placing) began, by the boot clock.
 fn age(lock: &DirLock) -> Duration {

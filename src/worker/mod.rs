@@ -5,8 +5,9 @@
 //! or the shared queue), [`supervise`] runs the agent to its result, and
 //! [`crate::ledger`] ends the task. [`Worker`] is the process around them: its watcher,
 //! its shutdown channel and its loop. A slot's own state ([`SlotServer`]) and what
-//! every slot of the process shares ([`Shared`]) are kept apart: [`MultiWorker`] serves
-//! many slots from one process ([`multi`]); [`sweep_election`] elects who sweeps the root.
+//! every slot of the process shares ([`Shared`]) are kept apart ([`slot_server`]):
+//! [`MultiWorker`] serves many slots from one process ([`multi`]); [`sweep_election`]
+//! elects who sweeps the root.
 
 mod admit;
 pub mod approval;
@@ -21,6 +22,7 @@ mod multi;
 mod options;
 mod root_watch;
 mod shared_seen;
+mod slot_server;
 mod slot_watch;
 mod space;
 mod status;
@@ -31,7 +33,6 @@ mod worktree;
 pub use multi::MultiWorker;
 pub use options::WorkerOptions;
 
-use std::path::PathBuf;
 use std::time::{Duration, Instant, SystemTime};
 
 use crossbeam_channel::{select, Receiver};
@@ -45,11 +46,10 @@ use crate::layout::{Root, Slot, WorkerPaths};
 use crate::protocol::{Status, WorkerState};
 use crate::watch::{DirWatcher, WatcherKind};
 use shared_seen::{SharedNews, SharedSeen};
+use slot_server::{check_startable, config_stamp, Pickup, Shared, SlotServer};
 use slot_watch::{owner_out, owner_pipes, watch_slot};
 
 pub use crate::recovery::{recover_abandoned, recover_slot, RecoveryReport};
-
-pub use crate::env::ENV_WORKER;
 
 /// The first wait of a worker that could not start for want of space.
 pub const FULL_DISK_FIRST_BACKOFF: Duration = space::FIRST_BACKOFF;
@@ -59,105 +59,7 @@ pub fn full_disk_backoff(current: Duration) -> Duration {
     space::next_backoff(current)
 }
 
-/// What every slot served by this process shares: options, the root's config, the
-/// agent found on PATH.
-pub(crate) struct Shared {
-    pub opts: WorkerOptions,
-    pub config: Config,
-    pub lock_opts: LockOptions,
-    /// The agent program found on PATH at start.
-    pub agent_path: Option<PathBuf>,
-    /// Where the owner is told that a task started or ended ([`WorkerOptions::wake_pipes`]).
-    pub tell_owner: Option<std::fs::File>,
-}
-
-/// How often a worker its owner wakes through pipes looks again while idle: its owner
-/// wakes it for what it delivers, but tasks others put in (an agent's `conductor
-/// submit` or `send` into the run's root) tell no one.
-const WOKEN_IDLE_LOOK: Duration = Duration::from_millis(100);
-
-impl Shared {
-    /// The longest an idle look waits for news: the rescan, or, woken through pipes,
-    /// [`WOKEN_IDLE_LOOK`] (nothing else tells it of a task another process put in).
-    fn idle_look(&self) -> Duration {
-        if self.tell_owner.is_some() {
-            self.opts.rescan.min(WOKEN_IDLE_LOOK)
-        } else {
-            self.opts.rescan
-        }
-    }
-
-    /// Tell the process that owns this worker that a task started (its inbox is free
-    /// for the next) or ended (a result to collect): one byte, never waiting (a full
-    /// pipe already holds news enough).
-    pub(crate) fn tell_owner(&self) {
-        self.tell_owner_byte(b'r');
-    }
-
-    /// [`Self::tell_owner`] of a task ended in `slot`: the owner looks for its result
-    /// there only.
-    pub(crate) fn tell_owner_result(&self, slot: Slot) {
-        self.tell_owner_byte(crate::pool::result_byte(slot));
-    }
-
-    /// [`Self::tell_owner`] of an agent started: no result to look for yet.
-    pub(crate) fn tell_owner_started(&self) {
-        self.tell_owner_byte(crate::pool::STARTED_BYTE);
-    }
-
-    fn tell_owner_byte(&self, byte: u8) {
-        if let Some(mut out) = self.tell_owner.as_ref() {
-            use std::io::Write;
-            let _ = out.write(&[byte]);
-        }
-    }
-
-    /// Ask the owner to take back the task it put in `slot`'s inbox behind the one this
-    /// worker had in hand (which must go back there); whether it was asked.
-    pub(crate) fn ask_owner_for_inbox(&self, slot: Slot) -> bool {
-        let (Some(mut out), Some(byte)) = (
-            self.tell_owner.as_ref(),
-            crate::pool::inbox_wanted_byte(slot),
-        ) else {
-            return false;
-        };
-        use std::io::Write;
-        out.write(&[byte]).is_ok()
-    }
-}
-
-/// One slot's own state: its files, its gate, its status board, whether its disk is full.
-pub(crate) struct SlotServer {
-    pub root: Root,
-    pub paths: WorkerPaths,
-    /// The slot's worker gate (`.worker.lock`), held for as long as we serve it.
-    worker_gate: Gate,
-    pub board: status::StatusBoard,
-    /// Why the disk is too full to take a task (pickup waits), while it is.
-    disk_full: Option<String>,
-    backoff: Duration,
-    /// The slot's watcher when this worker's own thread reads it (a single-slot worker
-    /// with native events): [`Worker::run`]'s wait between looks and the agent's
-    /// supervision wait on it. `None`: a watcher's thread feeds the wake-up channel.
-    pub inline: Option<inline::InlineWait>,
-    /// The last reading of the pauses and the queue, kept while the inline watcher is
-    /// silent about them.
-    shared_seen: SharedSeen,
-    /// The slot's `.lock` as the last task left it, for the next claim ([`kept_lock`]).
-    kept_lock: kept_lock::KeptLock,
-}
-
 impl SlotServer {
-    pub fn slot(&self) -> Slot {
-        self.paths.slot
-    }
-
-    /// Another host took this slot's gate lease while we were away (paused past the
-    /// lease): the slot is no longer ours to serve.
-    pub fn lease_lost(&self) -> bool {
-        self.worker_gate.lease_lost()
-    }
-
     /// Take the slot's gate and create its directories. Its status is written once,
     /// when the slot is announced (a status written here too would be replaced at once).
     fn take(root: &Root, slot: Slot, presets: Vec<String>) -> Result<SlotServer> {
@@ -175,7 +77,7 @@ impl SlotServer {
             backoff: space::FIRST_BACKOFF,
             inline: None,
             shared_seen: SharedSeen::default(),
-            kept_lock: kept_lock::KeptLock::default(),
+            kept_lock: slot_server::KeptLock::default(),
         })
     }
 
@@ -195,29 +97,6 @@ impl SlotServer {
             || std::fs::symlink_metadata(self.paths.task()).is_ok()
             || std::fs::symlink_metadata(self.paths.running()).is_ok()
     }
-}
-
-impl Drop for SlotServer {
-    fn drop(&mut self) {
-        // A lock kept for a next task that never came is parked first, then removed.
-        self.release_kept_lock();
-        // Our parked lock directory, if any (see DirLock::try_acquire_reusable).
-        let _ = dirlock::clear_spares(&self.paths.lock_dir());
-    }
-}
-
-/// What one look at the slot's work came to.
-pub(crate) enum Pickup {
-    /// A task was run or rejected: look again at once.
-    Ran,
-    /// A task was interrupted by a shutdown request: stop serving.
-    Stop,
-    Empty,
-    /// Something is there but not ready (mid-write, locked): look again then.
-    NotYet(Instant),
-    /// The inbox holds a deferred task (its agent usage-limited) until then: the
-    /// queue may still have work for this slot meanwhile.
-    Deferred(Instant),
 }
 
 /// A started worker: holds its slot's gate and watcher. Run it with [`Worker::run`].
@@ -250,15 +129,6 @@ fn acquire_worker_gate(paths: &WorkerPaths, slot: Slot) -> Result<Gate> {
             other => return other,
         }
     }
-}
-
-/// Refuse what must not start: a worker inside an agent, a missing project directory,
-/// an agent command that cannot run (every task would fail at once). Ok: where the
-/// agent program is.
-fn check_startable(opts: &WorkerOptions) -> Result<PathBuf> {
-    crate::env::refuse_nested(&format!("start worker {}", opts.slot), opts.allow_nested)?;
-    crate::env::project_dir(&opts.project_dir)?;
-    opts.agent.locate()
 }
 
 impl Worker {
@@ -574,12 +444,6 @@ impl Shared {
             }
         }
     }
-}
-
-/// When config.json last changed (None while it does not exist).
-fn config_stamp(root: &Root) -> Option<(SystemTime, u64)> {
-    let m = std::fs::metadata(root.config_file()).ok()?;
-    Some((m.modified().ok()?, m.len()))
 }
 
 #[cfg(test)]

@@ -15,10 +15,9 @@ use std::time::{Instant, SystemTime};
 use crossbeam_channel::{bounded, select, unbounded, Receiver, Sender};
 
 use super::slot_watch::{listed, listed_dirs, read_while_waiting, shared_change, shared_dirs};
-use super::{
-    check_startable, config_stamp, sweep_election::SweepElection, Pickup, Shared, SlotServer,
-    WorkerOptions,
-};
+use super::options::WorkerOptions;
+use super::slot_server::{check_startable, config_stamp, Pickup, Shared, SlotServer};
+use super::sweep_election::SweepElection;
 use crate::config::Config;
 use crate::error::{Error, Result};
 use crate::layout::{Slot, SlotList, WorkerPaths};

@@ -77,11 +77,19 @@ impl SharedSeen {
         if let Some(empty) = self.queue_empty {
             return empty;
         }
-        match super::claim::queue_has_tasks(root) {
+        match queue_has_tasks(root) {
             Some(any) => *self.queue_empty.insert(!any),
             None => true,
         }
     }
+}
+
+/// Whether `queue/pending/` holds anything but temp and hidden names (a task, or a
+/// malformed file to reject): worth a claim. `None`: it cannot be read.
+pub(crate) fn queue_has_tasks(root: &crate::layout::Root) -> Option<bool> {
+    std::fs::read_dir(root.queue_pending())
+        .map(|mut d| d.any(|e| e.is_ok_and(|e| !e.file_name().to_string_lossy().starts_with('.'))))
+        .ok()
 }
 
 #[cfg(test)]

@@ -4,70 +4,30 @@ mod not_started;
 mod put_back;
 mod result;
 mod round;
+mod run;
 mod until;
 mod working;
 
 use std::path::Path;
-use std::time::{Duration, Instant, SystemTime};
+use std::time::{Duration, Instant};
 
 use crossbeam_channel::{select, Receiver};
 
 use super::admit::Hold;
 use super::fence::{self, Fence};
-use super::{cancel, Pickup, Shared, SlotServer, ENV_WORKER};
-use crate::agent::{self, Agent, AgentCommand, Launch};
+use super::cancel;
+use super::slot_server::{Pickup, Shared, SlotServer};
+use crate::agent::{Agent, AgentCommand, Launch};
 use crate::dirlock::DirLock;
-use crate::env::{ENV_CONTEXT, ENV_DEPTH, ENV_HOME};
+use crate::env::{ENV_CONTEXT, ENV_DEPTH, ENV_HOME, ENV_WORKER};
 use crate::error::{Error, Result};
-use crate::preset::Preset;
 use not_started::{is_transient, NotStarted, TRANSIENT_SPAWN_BOUND};
+use run::{fenced, went_back, Run, Stop};
 mod command;
 
 use crate::protocol::{
-    now_rfc3339, rfc3339, Outcome, Status, Task, TaskId, TaskResult, WorkerState, WorktreeRecord,
+    now_rfc3339, Outcome, Status, Task, TaskId, TaskResult, WorkerState,
 };
-
-/// Why the agent stopped before finishing on its own.
-enum Stop {
-    Timeout(Duration),
-    Cancelled,
-    Interrupted(String),
-    /// A lock we held was taken over (we were judged gone: paused or cut off past the
-    /// lease); the task is someone else's now.
-    Fenced(String),
-    /// A pause made `--now` applies to it (names what was paused): it goes back where
-    /// it came from, to run once resumed.
-    Paused(String),
-}
-
-/// A claimed task on its way to its one result.
-struct Run<'a> {
-    shared: &'a Shared,
-    slot: &'a SlotServer,
-    id: TaskId,
-    started_at: String,
-    clock: Instant,
-    attempt: u32,
-    /// The prompt's start, so the worker's log lines say what the task is.
-    preview: String,
-    /// The preset that runs it (the task's `agent`, else the worker's default) and its
-    /// command line; `None` when this worker does not serve the preset the task names.
-    agent: Option<(Preset, AgentCommand)>,
-    /// The task's, else the worker's, else the root's.
-    timeout: Option<Duration>,
-    /// Its key and group: what a pause made `--now` may name.
-    key: Option<String>,
-    group: Option<String>,
-    /// The round of an `until` task (1 before the first check): a later round is never
-    /// put back to start afresh, which would lose the earlier rounds' work.
-    round: std::cell::Cell<u32>,
-    /// Whether an agent of it was given the permission tool that asks a person.
-    asks: std::cell::Cell<bool>,
-}
-
-/// How long a worker whose inbox its owner filled waits, once it asked, for the owner
-/// to take that task back so that its stopped one can go back there.
-const OWNER_GIVES_BACK: Duration = Duration::from_secs(2);
 
 /// Run a claimed task to its one result. `Pickup::Stop` if asked to shut down.
 pub(crate) fn run(
@@ -151,34 +111,6 @@ pub(crate) fn run(
     }
 }
 
-impl<'a> Run<'a> {
-    /// The run of `task`, claimed just now, with what it takes from the worker.
-    fn new(shared: &'a Shared, slot: &'a SlotServer, task: &Task) -> Run<'a> {
-        Run {
-            shared,
-            slot,
-            id: task.id.clone().expect("id ensured at claim"),
-            started_at: rfc3339(SystemTime::now()),
-            clock: Instant::now(),
-            attempt: task.attempt(),
-            preview: crate::text::prompt_preview(&task.prompt, 60),
-            agent: shared
-                .opts
-                .agent_for(task.agent.as_deref())
-                .map(|(p, c)| (p, c.clone())),
-            timeout: task
-                .timeout_secs
-                .map(Duration::from_secs)
-                .or(shared.opts.timeout)
-                .or(shared.config.timeout_secs.map(Duration::from_secs)),
-            key: task.key.clone(),
-            group: task.group.clone(),
-            round: std::cell::Cell::new(1),
-            asks: std::cell::Cell::new(false),
-        }
-    }
-}
-
 /// Record the task in each lock it holds, so that should this worker die, the key and
 /// run slot stay taken while the task's processes outlive it.
 fn record_task(hold: &mut Hold, id: &TaskId) {
@@ -187,27 +119,6 @@ fn record_task(hold: &mut Hold, id: &TaskId) {
             tracing::warn!("cannot record task {id} in {}: {e}", held.path().display());
         }
     }
-}
-
-/// The task went back where it came from (`back` says how): release its locks, remove
-/// its worktree and ready the output log for the next task.
-fn went_back(
-    slot: &SlotServer,
-    tree: Option<&WorktreeRecord>,
-    lock: DirLock,
-    hold: Hold,
-    back: &str,
-) {
-    drop(lock);
-    drop(hold);
-    if let Some(t) = tree {
-        crate::worktree::remove(&t.repo, &t.path, Some(&t.branch));
-        super::worktree::forget_record(&slot.paths.dir);
-    }
-    if let Err(e) = agent::ready_log(&slot.paths.output_log()) {
-        tracing::warn!("{e}");
-    }
-    tracing::info!("{back}");
 }
 
 impl Run<'_> {
@@ -552,7 +463,6 @@ impl Run<'_> {
     }
 }
 
-/// Why a holder is fenced: `lost` names the lock taken over.
 /// How often an agent's exit is looked for where it cannot be polled (see [`Run::watch`]).
 const EXIT_LOOK: Duration = Duration::from_millis(20);
 
@@ -568,13 +478,6 @@ enum Watched {
     Quiet,
 }
 
-fn fenced(lost: &Error, epoch: u64) -> Stop {
-    Stop::Fenced(format!(
-        "interrupted: fenced at epoch {epoch}: {lost}; the agent was stopped and nothing \
-         of this run is published as the task's result"
-    ))
-}
-
 /// When the least recently renewed of the task's locks was last renewed
 /// ([`DirLock::renewed_at`]): what its fence counts from.
 fn renewed_at(lock: &DirLock, hold: &Hold) -> Duration {
@@ -585,15 +488,3 @@ fn renewed_at(lock: &DirLock, hold: &Hold) -> Duration {
         .unwrap_or_default()
 }
 
-/// `None` while every lock the task holds is still ours; else why not.
-fn still_held(lock: &DirLock, hold: &Hold) -> Option<String> {
-    std::iter::once(lock)
-        .chain(hold.locks())
-        .find_map(|l| match l.check() {
-            Err(e @ Error::LockLost { .. }) => match fenced(&e, l.epoch()) {
-                Stop::Fenced(why) => Some(why),
-                _ => None,
-            },
-            _ => None,
-        })
-}

@@ -5,12 +5,15 @@
 
 use std::path::Path;
 
+mod conclude;
 mod setup;
 
+pub(super) use conclude::conclude;
+
 use super::admit::Hold;
-use super::Shared;
+use super::slot_server::Shared;
 use crate::layout::WorkerPaths;
-use crate::protocol::{Outcome, Task, TaskResult, WorktreeChange, WorktreeRecord};
+use crate::protocol::{Outcome, Task, TaskResult, WorktreeRecord};
 use crate::worktree;
 
 /// The task's worktree, made and recorded, when it runs in one (its own `worktree`, else
@@ -66,36 +69,6 @@ pub(super) fn prepare(
     Ok(Some(rec))
 }
 
-/// Commit what the agent left, and say what the branch holds. `stopped`: why the run
-/// was cut short, if it was (the partial work is kept all the same).
-pub(super) fn conclude(
-    rec: &WorktreeRecord,
-    task: &Task,
-    stopped: Option<Outcome>,
-) -> WorktreeChange {
-    let message = worktree::commit_message(&task.prompt, &rec.task_id);
-    let note = stopped.map(|o| {
-        format!(
-            "the run ended {}; the partial work it left is kept on {}",
-            format!("{o:?}").to_lowercase(),
-            rec.branch
-        )
-    });
-    match worktree::conclude(rec, &message, note.as_deref()) {
-        Ok(c) => c,
-        Err(e) => {
-            tracing::error!("task {}: concluding its worktree: {e}", rec.task_id);
-            worktree::kept_as_is(
-                rec,
-                format!(
-                    "the worktree {} was kept as the agent left it (not committed: {e})",
-                    rec.path.display()
-                ),
-            )
-        }
-    }
-}
-
 /// Forget the slot's worktree record: the task's result tells of it now.
 pub(super) fn forget_record(slot_dir: &Path) {
     worktree::forget_record(slot_dir);
@@ -127,7 +100,7 @@ pub(super) fn fail_if_refused_and_unchanged(result: &mut TaskResult) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::protocol::{Denial, TaskId};
+    use crate::protocol::{Denial, TaskId, WorktreeChange};
 
     fn result(kept: bool, denials: Vec<Denial>) -> TaskResult {
         let mut r = TaskResult::failed(TaskId::from("t1"), Outcome::Success, "");

@@ -1,7 +1,7 @@
 //! The agent command a task runs: the worker's, with what the task asks of it (its
 //! model, the session it resumes, narrower tools, its own spend cap).
 
-use super::Run;
+use super::run::Run;
 use crate::agent::AgentCommand;
 use crate::preset::Preset;
 use crate::protocol::{Outcome, Task, TaskId, TaskResult};

@@ -3,7 +3,7 @@
 
 use std::time::{Duration, Instant, SystemTime};
 
-use super::{still_held, Run, OWNER_GIVES_BACK};
+use super::run::{still_held, went_back, Run};
 use crate::dirlock::DirLock;
 use crate::error::{Error, Result};
 use crate::fsio;
@@ -11,7 +11,11 @@ use crate::preset::{Preset, RateLimit};
 use crate::protocol::{rfc3339, Status, Task, WorkerState, WorktreeRecord};
 use crate::worker::admit::Hold;
 use crate::worker::multi::nproc;
-use crate::worker::{Pickup, SlotServer};
+use crate::worker::slot_server::{Pickup, SlotServer};
+
+/// How long a worker whose inbox its owner filled waits, once it asked, for the owner
+/// to take that task back so that its stopped one can go back there.
+const OWNER_GIVES_BACK: Duration = Duration::from_secs(2);
 
 /// A task put back for want of processes (what to log).
 pub(super) struct ShortBack(String);
@@ -25,7 +29,7 @@ impl ShortBack {
         lock: DirLock,
         hold: Hold,
     ) -> Pickup {
-        super::went_back(slot, tree, lock, hold, &self.0);
+        went_back(slot, tree, lock, hold, &self.0);
         Pickup::NotYet(Instant::now() + nproc::PUT_BACK_PAUSE)
     }
 }

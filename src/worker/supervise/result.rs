@@ -6,7 +6,7 @@ use std::fs;
 use crossbeam_channel::{select, Receiver};
 use nix::sys::signal::Signal;
 
-use super::{still_held, Run, Stop};
+use super::run::{still_held, Run, Stop};
 use crate::agent::{self, AgentOutput};
 use crate::dirlock::DirLock;
 use crate::error::{Error, Result};
@@ -17,7 +17,8 @@ use crate::protocol::{
     now_rfc3339, Outcome, Status, Task, TaskResult, WorkerState, WorktreeRecord,
 };
 use crate::worker::admit::Hold;
-use crate::worker::{space, worktree, Pickup};
+use crate::worker::slot_server::Pickup;
+use crate::worker::{space, worktree};
 
 impl Run<'_> {
     /// The task's result from its agent's output, as its preset reads it, and the usage

@@ -5,7 +5,7 @@ use std::path::Path;
 use crossbeam_channel::Receiver;
 
 use super::not_started::NotStarted;
-use super::{Run, Stop};
+use super::run::{Run, Stop};
 use crate::agent::AgentOutput;
 use crate::dirlock::DirLock;
 use crate::error::Result;

@@ -10,7 +10,7 @@ use std::io::Write;
 use std::path::Path;
 use std::time::Instant;
 
-use super::{Run, Stop};
+use super::run::{Run, Stop};
 use crate::dirlock::DirLock;
 use crate::env::{ENV_HOME, ENV_TASK_ID};
 use crate::preset::Preset;

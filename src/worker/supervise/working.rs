@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use super::Run;
+use super::run::Run;
 use crate::agent::Agent;
 use crate::protocol::Status;
 

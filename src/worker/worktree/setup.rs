@@ -9,8 +9,9 @@ use std::path::Path;
 use crate::env::{ENV_HOME, ENV_PORT};
 use crate::layout::WorkerPaths;
 use crate::protocol::{Outcome, Task, TaskId, TaskResult, WorktreeRecord};
+use super::conclude::conclude;
 use crate::worker::admit::Hold;
-use crate::worker::Shared;
+use crate::worker::slot_server::Shared;
 use crate::worktree;
 use crate::worktree::setup::{self as worktree_setup, WorktreeSetup};
 
@@ -30,7 +31,7 @@ pub(super) fn ready(
     let id = rec.task_id.clone();
     let fail = |rec: &WorktreeRecord, task: &Task, (outcome, why): (Outcome, String)| {
         let mut r = TaskResult::failed(id.clone(), outcome, why);
-        r.worktree = Some(super::conclude(rec, task, None));
+        r.worktree = Some(conclude(rec, task, None));
         Box::new(r)
     };
     if let Some(range) = shared.config.port_range {
