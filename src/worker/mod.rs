@@ -250,6 +250,9 @@ impl Worker {
             // workers' locks) must not starve recovery of a dead worker's slot.
             if Instant::now() >= next_recovery {
                 root_id.check()?;
+                // A sweep can take seconds: the last task's lock is not held through it
+                // (views would show the slot claimed).
+                self.slot.release_kept_lock();
                 let own = [self.slot.slot()];
                 if self.sweep_election.sweep_if_due(
                     &self.shared.opts.root,
@@ -345,6 +348,9 @@ impl SlotServer {
 
     /// Recover this slot's own leftover task; `false` while it is still there.
     fn finish_leftover(&mut self, shared: &Shared) -> bool {
+        // Recovery judges the slot's `.lock`: our own kept one would read as a live
+        // holder, and the slot as busy.
+        self.release_kept_lock();
         match recover_slot(&self.root, self.slot(), &shared.lock_opts) {
             Ok(r) if !r.is_empty() => tracing::warn!("a task left in hand: {r}"),
             Ok(_) => {}
