@@ -38,9 +38,15 @@ pub fn run(args: &Args) -> anyhow::Result<i32> {
     let (submitted, committed) = crate::fsio::in_one_commit(|| submit_all(&client, lines));
     let (ids, failed) = submitted;
     if let Err(e) = committed {
+        // Not printed as accepted, but named: they are queued and may run, so a
+        // resubmission would run them twice; `conductor tasks` shows what is left.
+        let named: Vec<String> = ids.iter().map(|(id, _)| id.to_string()).collect();
         let e = anyhow::Error::from(e).context(format!(
-            "{name}: the {} tasks submitted are not known to be on disk (no id printed)",
-            ids.len()
+            "{name}: the {} tasks submitted ({}) are queued but not known to be on disk: \
+             they may run, or be lost if the machine fails; see `conductor tasks` before \
+             submitting them again",
+            ids.len(),
+            named.join(" ")
         ));
         return Err(match failed {
             Some((number, first)) => e.context(format!("{name}:{number}: {first:#}")),

@@ -244,8 +244,19 @@ fn deferred(dir: &Path) -> bool {
 /// filesystems still fsync as they go). The commit runs even when `make` failed, for
 /// what it did write.
 pub fn in_one_commit<T>(make: impl FnOnce() -> T) -> (T, Result<()>) {
-    let outer = DEFERRED.with(|d| d.borrow_mut().replace(Vec::new()));
+    /// Gives the thread back the deferral it had, even when `make` panics: a thread
+    /// left deferring would never commit again.
+    struct Restore(Option<Option<Vec<PathBuf>>>);
+    impl Drop for Restore {
+        fn drop(&mut self) {
+            if let Some(outer) = self.0.take() {
+                DEFERRED.with(|d| *d.borrow_mut() = outer);
+            }
+        }
+    }
+    let mut restore = Restore(Some(DEFERRED.with(|d| d.borrow_mut().replace(Vec::new()))));
     let made = make();
+    let outer = restore.0.take().unwrap_or_default();
     let dirs = DEFERRED.with(|d| std::mem::replace(&mut *d.borrow_mut(), outer));
     let mut seen: Vec<u64> = Vec::new();
     let mut done = Ok(());
@@ -492,5 +503,19 @@ mod tests {
         done.unwrap();
         assert_eq!(MINE.with(|m| m.get()), before + 1, "one commit at the end");
         assert!(!deferring(), "the scope ended");
+    }
+
+    /// A `make` that panics leaves the thread committing as before, not deferring
+    /// forever (every later write would then go uncommitted).
+    #[test]
+    fn a_panic_inside_puts_nothing_off_after() {
+        let caught = std::panic::catch_unwind(|| {
+            in_one_commit(|| {
+                assert!(deferring());
+                panic!("a line of a batch went wrong");
+            })
+        });
+        assert!(caught.is_err());
+        assert!(!deferring(), "the thread still defers its commits");
     }
 }
