@@ -91,10 +91,7 @@ pub fn logs(client: &Client, request: &LogsRequest) -> crate::Result<LogsAnswer>
 /// written so far.
 fn by_id(client: &Client, id: &TaskId) -> crate::Result<LogsAnswer> {
     let root = client.root();
-    let loc = tasks::find(root, id)?.ok_or_else(|| Error::NoSuchTask {
-        id: id.to_string(),
-        root: root.path().to_path_buf(),
-    })?;
+    let loc = tasks::find(root, id)?.ok_or_else(|| tasks::no_such_task(root, id))?;
     let log = match (loc.state, loc.slot) {
         (_, None) | (TaskState::Queued, _) => Err(NoLog::NotStarted),
         (TaskState::Waiting, Some(slot)) => Err(NoLog::InInbox(slot)),

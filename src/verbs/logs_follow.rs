@@ -84,10 +84,7 @@ pub fn follow_task<S: LogSink>(
 }
 
 fn find(root: &Root, id: &TaskId) -> crate::Result<TaskLocation> {
-    tasks::find(root, id)?.ok_or_else(|| Error::NoSuchTask {
-        id: id.to_string(),
-        root: root.path().to_path_buf(),
-    })
+    tasks::find(root, id)?.ok_or_else(|| tasks::no_such_task(root, id))
 }
 
 /// Wait (re-looking every tick) until a waiting or queued task runs or ends: where it
