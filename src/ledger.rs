@@ -149,12 +149,13 @@ pub(crate) fn answer_rejected(
         && crate::ids::lookup(root, &result.task_id)
             .is_ok_and(|p| p.is_none_or(|p| p == crate::ids::Place::Worker(paths.slot)));
     if keep_copy {
-        publish_result(paths, &result, 0)?;
-        // Registered, so `tasks` lists it (`rejected`) as it lists every other task.
+        // Registered before its result shows, so whoever sees the result finds it in
+        // `tasks` (`rejected`) as every other task (it raced a listing in CI).
         let place = crate::ids::Place::Worker(paths.slot);
         if let Err(e) = crate::ids::claim(root, &result.task_id, place) {
             tracing::warn!("registering rejected task {}: {e}", result.task_id);
         }
+        publish_result(paths, &result, 0)?;
     } else {
         let bytes = fsio::to_json_bytes(&result);
         fsio::write_replace(&paths.result(), &bytes, Durability::Durable)?;
@@ -277,4 +278,31 @@ pub(crate) fn keep_superseded(
     let aside = dir.join(format!("{}.{epoch}.json", result.task_id));
     fsio::write_replace(&aside, &fsio::to_json_bytes(result), Durability::Durable)?;
     Ok(aside)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::client::Client;
+    use crate::layout::Slot;
+
+    /// The rejection is registered before its result can be seen: here the result
+    /// cannot be written at all, and the id is registered all the same.
+    #[test]
+    fn a_rejected_task_is_registered_before_its_result_is_published() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = Root::new(dir.path().join("root"));
+        let client = Client::new(root.clone());
+        client.init_queue().unwrap();
+        let paths = client.create_worker(Slot(0)).unwrap();
+        // A file where the results directory goes: publishing fails.
+        let _ = fs::remove_dir_all(paths.results_dir());
+        fs::write(paths.results_dir(), b"").unwrap();
+        let id = TaskId::from("hand1");
+        assert!(answer_rejected(&root, &paths, id.clone(), "not valid JSON").is_err());
+        assert_eq!(
+            crate::ids::lookup(&root, &id).unwrap(),
+            Some(crate::ids::Place::Worker(Slot(0)))
+        );
+    }
 }
