@@ -32,8 +32,14 @@ fn a_bad_task_file_written_by_hand_is_listed_rejected_with_its_reason() {
     fs::write(&staged, "{\"id\": \"hand1\", \"prompt\": ").unwrap();
     fs::rename(&staged, w.task()).unwrap();
     let id = TaskId::from("hand1");
-    wait_until(BOUND, "the rejection's result", || {
+    // The result is published first, then the status that tells of it.
+    wait_until(BOUND, "the rejection's result and status", || {
         w.result_for(&id).exists()
+            && t.client
+                .read_status(S0)
+                .ok()
+                .flatten()
+                .is_some_and(|s| s.task_id.as_ref() == Some(&id))
     });
     let listed = run_conductor(&t, &["tasks", "--state", "rejected"], 0).stdout;
     assert!(
