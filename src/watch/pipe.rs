@@ -166,6 +166,22 @@ mod tests {
         assert_eq!(told.load(Ordering::SeqCst), 1);
     }
 
+    /// A wait after a read that found the pipe empty polls without reading first: a
+    /// byte written in between is told by that wait, and so is the writers' end.
+    #[test]
+    fn what_comes_after_the_pipe_was_found_empty_is_told_by_the_next_wait() {
+        let (news, w, told, ended) = news();
+        nix::unistd::write(&w, b"a").unwrap();
+        assert_eq!(news.wait(&[], Duration::from_secs(30)), 0);
+        assert_eq!(told.load(Ordering::SeqCst), 1);
+        nix::unistd::write(&w, b"b").unwrap();
+        news.wait(&[], Duration::from_secs(30));
+        assert_eq!(told.load(Ordering::SeqCst), 2, "the byte after the short read");
+        drop(w);
+        news.wait(&[], Duration::from_secs(30));
+        assert!(ended.load(Ordering::SeqCst), "the writers' end after the short read");
+    }
+
     #[test]
     fn the_bytes_read_are_handed_on_before_the_telling() {
         let (news, w, told, _) = news();
