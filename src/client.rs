@@ -97,6 +97,7 @@ impl Client {
     /// worker that served it): a task is never left in a slot made by mistake.
     pub fn write_task(&self, slot: Slot, task: &Task) -> Result<TaskId> {
         crate::trust::verify_for_slot(&self.root, slot)?;
+        self.root.existing_slot(slot)?;
         // The worker enforces the root's configured limit; refuse here what it would reject.
         let limit = Config::load(&self.root.config_file())?.max_task_bytes();
         self.write_task_checked(slot, task, limit)
@@ -106,9 +107,10 @@ impl Client {
     /// ([`crate::trust::verify_for_slot`]) and read the root's task size limit already:
     /// an orchestrator delivering task after task, for which those ~25 `stat`s and a
     /// config read a task were a fifth of its work on the path between a result and the
-    /// next task.
+    /// next task. The slot is not looked for first either (a `stat` a task): a slot
+    /// gone since is found missing by the delivery itself, and said so.
     pub(crate) fn write_task_checked(&self, slot: Slot, task: &Task, limit: u64) -> Result<TaskId> {
-        let w = self.root.existing_slot(slot)?;
+        let w = self.root.worker(slot);
         let mut task = task.clone();
         task.schema = SCHEMA;
         // Only a worker that claims a task from queue/pending makes it a queue task.
@@ -140,6 +142,10 @@ impl Client {
                 // Not delivered: the id stays free for a retry of this send.
                 if let Err(undo) = ids::release(&self.root, &id, place) {
                     tracing::warn!("giving back task id {id}: {undo}");
+                }
+                if e.io_kind() == Some(io::ErrorKind::NotFound) {
+                    // The slot's directory is not there (`NoSuchSlot`, or `NoRoot`).
+                    self.root.existing_slot(slot)?;
                 }
                 Err(e)
             }
@@ -249,5 +255,28 @@ impl Client {
         on_death: OnDeath,
     ) -> Result<TaskResult> {
         wait::for_result(&self.root, self.watch_mode, slot, id, timeout, on_death)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The orchestrator's delivery does not look for the slot first: a slot that is not
+    /// there is still told as such, and the id reserved for it is given back.
+    #[test]
+    fn a_checked_delivery_to_a_missing_slot_says_no_such_slot() {
+        let dir = tempfile::tempdir().unwrap();
+        let client = Client::new(Root::new(dir.path()));
+        client.init_queue().unwrap();
+        let task = Task::new("hi").with_id(TaskId::from("t1"));
+        let err = client
+            .write_task_checked(Slot(3), &task, 1 << 20)
+            .unwrap_err();
+        assert!(
+            matches!(err, Error::NoSuchSlot { slot: 3, .. }),
+            "{err}"
+        );
+        assert_eq!(ids::lookup(client.root(), &TaskId::from("t1")).unwrap(), None);
     }
 }

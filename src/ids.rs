@@ -330,22 +330,26 @@ pub fn release(root: &Root, id: &TaskId, place: Place) -> Result<()> {
 
 /// Create the entry exclusively; `IdTaken` if it exists.
 fn create(root: &Root, id: &TaskId, place: Place) -> Result<()> {
-    let dir = root.ids_dir();
-    fsio::ensure_dir(&dir)?;
     let path = root.id_entry(id);
-    let entry = Entry {
+    let entry = fsio::to_json_bytes(&Entry {
         schema: SCHEMA,
         place: place.as_stored(),
-    };
+    });
     // Atomic (temp file + link) but not fsynced: a second fsync per delivery doubled
     // the cost of a send on disk. Losing an entry to a power loss is harmless: the task
     // file it named is durable, and a worker claiming it registers its id then; recovery
     // falls back to the running file's `origin`, which only the worker sets.
-    match fsio::write_new(
-        &path,
-        &fsio::to_json_bytes(&entry),
-        fsio::Durability::Atomic,
-    ) {
+    let write = || fsio::write_new(&path, &entry, fsio::Durability::Atomic);
+    // `ids/` is nearly always there: made only when the write finds it missing, not
+    // looked at before every entry (a `stat` a task on every delivery and submit).
+    let written = match write() {
+        Err(e) if e.io_kind() == Some(io::ErrorKind::NotFound) => {
+            fsio::ensure_dir(&root.ids_dir())?;
+            write()
+        }
+        other => other,
+    };
+    match written {
         Ok(()) => Ok(()),
         Err(e) if e.io_kind() == Some(io::ErrorKind::AlreadyExists) => {
             let now = lookup(root, id)?.unwrap_or(place);

@@ -60,13 +60,15 @@ impl Root {
     /// `workers/` in it (what `conductor init` and every worker make), so a mistyped
     /// `--root` is refused instead of silently becoming a new, empty root.
     pub fn require_existing(&self) -> Result<()> {
-        self.require_accessible()?;
-        if self.workers_dir().is_dir() {
-            Ok(())
-        } else {
-            Err(Error::NoRoot {
+        // One look answers both questions (a `submit` asks twice: each was two `stat`s).
+        match std::fs::metadata(self.workers_dir()) {
+            Ok(meta) if meta.is_dir() => Ok(()),
+            Err(e) if e.kind() == std::io::ErrorKind::PermissionDenied => {
+                Err(self.not_ours())
+            }
+            _ => Err(Error::NoRoot {
                 path: self.path.clone(),
-            })
+            }),
         }
     }
 
@@ -74,28 +76,31 @@ impl Root {
     /// (another user's root reads as no root at all otherwise); a root not made yet is
     /// no error.
     pub fn require_accessible(&self) -> Result<()> {
-        use std::os::unix::fs::MetadataExt;
         match std::fs::metadata(self.workers_dir()) {
-            Err(e) if e.kind() == std::io::ErrorKind::PermissionDenied => {
-                let name = |uid: u32| {
-                    nix::unistd::User::from_uid(nix::unistd::Uid::from_raw(uid))
-                        .ok()
-                        .flatten()
-                        .map_or_else(
-                            || format!("uid {uid}"),
-                            |u| format!("{} (uid {uid})", u.name),
-                        )
-                };
-                let owner = std::fs::metadata(&self.path)
-                    .map(|m| name(m.uid()))
-                    .unwrap_or_else(|_| "another user".to_string());
-                Err(Error::RootNotOurs {
-                    path: self.path.clone(),
-                    owner,
-                    me: name(nix::unistd::getuid().as_raw()),
-                })
-            }
+            Err(e) if e.kind() == std::io::ErrorKind::PermissionDenied => Err(self.not_ours()),
             _ => Ok(()),
+        }
+    }
+
+    /// [`Error::RootNotOurs`], naming the root's owner and this user.
+    fn not_ours(&self) -> Error {
+        use std::os::unix::fs::MetadataExt;
+        let name = |uid: u32| {
+            nix::unistd::User::from_uid(nix::unistd::Uid::from_raw(uid))
+                .ok()
+                .flatten()
+                .map_or_else(
+                    || format!("uid {uid}"),
+                    |u| format!("{} (uid {uid})", u.name),
+                )
+        };
+        let owner = std::fs::metadata(&self.path)
+            .map(|m| name(m.uid()))
+            .unwrap_or_else(|_| "another user".to_string());
+        Error::RootNotOurs {
+            path: self.path.clone(),
+            owner,
+            me: name(nix::unistd::getuid().as_raw()),
         }
     }
 

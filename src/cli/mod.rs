@@ -20,6 +20,7 @@ pub mod group;
 pub mod help;
 pub mod init;
 pub mod launch;
+mod light_start;
 pub mod locks;
 pub mod logs;
 mod logs_follow;
@@ -152,6 +153,13 @@ enum Command {
 pub fn conductor_main() -> i32 {
     use clap::{CommandFactory, FromArgMatches};
     let args = root_after_subcommand(std::env::args_os().collect());
+    if let Some((submit, verbosity)) = light_start::submit_args(&args) {
+        verbosity.init_logging();
+        return match dispatch(Command::Submit(submit)) {
+            Ok(code) => code,
+            Err(e) => common::report(&e),
+        };
+    }
     let matches = top_help::grouped(Cli::command()).get_matches_from(args);
     let cli = Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit());
     cli.verbosity.init_logging();

@@ -83,7 +83,8 @@ impl Queue {
         let mut task = task.clone();
         task.schema = SCHEMA;
         task.origin = Some(ORIGIN_QUEUE.to_string());
-        if task.id.is_none() {
+        let generated = task.id.is_none();
+        if generated {
             task.id = Some(ids::fresh(&self.root)?);
         }
         let id = task.id.clone().expect("given or made above");
@@ -100,7 +101,11 @@ impl Queue {
         for dir in [self.root.queue_tmp(), self.root.queue_pending()] {
             fsio::ensure_dir(&dir)?;
         }
-        ids::reserve(&self.root, &id, Place::Queue)?;
+        if generated {
+            ids::reserve_fresh(&self.root, &id, Place::Queue)?;
+        } else {
+            ids::reserve(&self.root, &id, Place::Queue)?;
+        }
         if let Err(e) = fsio::write_new_via_grouped(
             &self.root.queue_tmp(),
             &self.root.queue_pending().join(name),

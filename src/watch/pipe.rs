@@ -33,6 +33,10 @@ pub(super) struct PipeNews {
     /// Until every writer has closed its end: then it is readable for ever, and not
     /// waited on any more.
     open: AtomicBool,
+    /// The last read found the pipe empty (a short read): the next [`PipeNews::wait`]
+    /// polls at once instead of reading first only to hear `EAGAIN` — a byte written
+    /// since makes the poll return at once. Two wake-ups a task in `conductor run`.
+    drained: AtomicBool,
 }
 
 impl PipeNews {
@@ -44,6 +48,7 @@ impl PipeNews {
             on_bytes: None,
             on_end: Mutex::new(Some(on_end)),
             open: AtomicBool::new(true),
+            drained: AtomicBool::new(false),
         })
     }
 
@@ -82,10 +87,15 @@ impl PipeNews {
                         // Empty as of this read: no second read to hear EAGAIN (a
                         // byte written since leaves the pipe readable for the next
                         // look or poll, and so does its writers' end).
+                        self.drained.store(true, Ordering::SeqCst);
                         break;
                     }
                 }
                 Err(Errno::EINTR) => {}
+                Err(Errno::EAGAIN) => {
+                    self.drained.store(true, Ordering::SeqCst);
+                    break;
+                }
                 Err(_) => break,
             }
         }
@@ -98,7 +108,8 @@ impl PipeNews {
     /// As [`super::InlineWatcher::wait`]: tell what is waiting, or wait at most
     /// `timeout` for a byte or for one of `fds`; the readable ones among `fds`.
     pub fn wait(&self, fds: &[BorrowedFd<'_>], timeout: Duration) -> u64 {
-        if self.tell_waiting() {
+        // Found empty by the last read, a pipe is looked at by the poll alone.
+        if !self.drained.swap(false, Ordering::SeqCst) && self.tell_waiting() {
             return 0;
         }
         // Once every writer is gone the pipe is readable for ever: not waited on.
@@ -153,6 +164,22 @@ mod tests {
         assert_eq!(told.load(Ordering::SeqCst), 1, "one batch, one telling");
         assert_eq!(news.wait(&[], Duration::from_millis(20)), 0);
         assert_eq!(told.load(Ordering::SeqCst), 1);
+    }
+
+    /// A wait after a read that found the pipe empty polls without reading first: a
+    /// byte written in between is told by that wait, and so is the writers' end.
+    #[test]
+    fn what_comes_after_the_pipe_was_found_empty_is_told_by_the_next_wait() {
+        let (news, w, told, ended) = news();
+        nix::unistd::write(&w, b"a").unwrap();
+        assert_eq!(news.wait(&[], Duration::from_secs(30)), 0);
+        assert_eq!(told.load(Ordering::SeqCst), 1);
+        nix::unistd::write(&w, b"b").unwrap();
+        news.wait(&[], Duration::from_secs(30));
+        assert_eq!(told.load(Ordering::SeqCst), 2, "the byte after the short read");
+        drop(w);
+        news.wait(&[], Duration::from_secs(30));
+        assert!(ended.load(Ordering::SeqCst), "the writers' end after the short read");
     }
 
     #[test]
