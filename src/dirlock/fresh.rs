@@ -16,14 +16,24 @@
 
 use std::path::Path;
 
+use nix::errno::Errno;
+
 use super::age::on_shared_fs;
-use super::files::vanished;
 
 /// Whether the lock directory at `path`, which a `stat` answered by this host's caches
 /// may still show, is gone for the filesystem's server. Always `false` on a local
 /// filesystem (no cache to get past: not asked, nothing paid).
 pub(super) fn gone_on_server(path: &Path) -> bool {
     on_shared_fs(path) && forced_stat(path).is_err_and(|e| vanished(&e))
+}
+
+/// Removed, or replaced on a network filesystem (`files::vanished`, not imported: the
+/// placing of locks there asks this module).
+fn vanished(e: &std::io::Error) -> bool {
+    matches!(
+        e.raw_os_error().map(Errno::from_raw),
+        Some(Errno::ENOENT | Errno::ESTALE | Errno::ENOTDIR)
+    )
 }
 
 /// `statx(AT_STATX_FORCE_SYNC)` of `path` itself (not following a symlink).
