@@ -18,6 +18,7 @@ use guard::Guard;
 mod age;
 pub use age::visible_skew;
 mod files;
+mod fresh;
 mod guard;
 mod judge;
 mod pid_only;

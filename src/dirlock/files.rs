@@ -133,7 +133,9 @@ pub(super) fn place(path: &Path, owner: &LockOwner, reusable: bool) -> Result<bo
 /// `rename` `from` onto `to` only when `to` does not exist; `Ok(false)` when it does
 /// (or `from` vanished: look again).
 fn rename_if_free(from: &Path, to: &Path) -> Result<bool> {
-    if fs::symlink_metadata(to).is_ok() {
+    // A name this host's caches still show may be gone on the server (another host
+    // freed it): asked there, as the judging of the lock does.
+    if fs::symlink_metadata(to).is_ok() && !super::fresh::gone_on_server(to) {
         return Ok(false);
     }
     match fs::rename(from, to) {

@@ -26,6 +26,11 @@ pub fn read_lock(path: &Path) -> Result<Option<LockRead>> {
     let Some(meta) = stat(path)? else {
         return Ok(None);
     };
+    // Shown by this host's caches, perhaps after another host removed it: a waiting
+    // task would wait for the next rescan instead of taking the freed lock.
+    if super::fresh::gone_on_server(path) {
+        return Ok(None);
+    }
     let modified = meta
         .modified()
         .map_err(|e| Error::io("stat lock", path, e))?;

@@ -50,6 +50,7 @@ mod multihost_env;
 mod multihost_faults;
 mod multihost_fresh;
 mod multihost_gluster;
+mod multihost_lock_cache;
 mod multihost_mounts;
 mod multihost_nfs;
 mod multihost_partition;
