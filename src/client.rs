@@ -279,4 +279,20 @@ mod tests {
         );
         assert_eq!(ids::lookup(client.root(), &TaskId::from("t1")).unwrap(), None);
     }
+
+    /// A root deleted under a run is refused, and nothing of it is made again (the
+    /// registry's directories were made by a recursive mkdir when missing).
+    #[test]
+    fn a_delivery_to_a_deleted_root_says_no_root_and_makes_nothing() {
+        let dir = tempfile::tempdir().unwrap();
+        let gone = dir.path().join("gone");
+        let client = Client::new(Root::new(&gone));
+        for task in [Task::new("hi"), Task::new("hi").with_id(TaskId::from("t1"))] {
+            let err = client
+                .write_task_checked(Slot(0), &task, 1 << 20)
+                .unwrap_err();
+            assert!(matches!(err, Error::NoRoot { .. }), "{err}");
+            assert!(!gone.exists(), "{} was made", gone.display());
+        }
+    }
 }

@@ -344,6 +344,8 @@ fn create(root: &Root, id: &TaskId, place: Place) -> Result<()> {
     // looked at before every entry (a `stat` a task on every delivery and submit).
     let written = match write() {
         Err(e) if e.io_kind() == Some(io::ErrorKind::NotFound) => {
+            // A root deleted meanwhile is refused, never made again by a recursive mkdir.
+            root.require_existing()?;
             fsio::ensure_dir(&root.ids_dir())?;
             write()
         }

@@ -44,6 +44,8 @@ pub(crate) fn fresh_from(root: &Root, mut generate: impl FnMut() -> TaskId) -> R
         };
         let mut made = claim();
         if matches!(&made, Err(e) if e.kind() == io::ErrorKind::NotFound) && !made_dir {
+            // A root deleted meanwhile is refused, never made again by a recursive mkdir.
+            root.require_existing()?;
             fsio::ensure_dir(&dir)?;
             made_dir = true;
             made = claim();
