@@ -51,6 +51,8 @@ pub enum Reach {
 struct Group {
     /// A directory on the filesystem, opened once: what `syncfs` is called on.
     fd: File,
+    /// The filesystem's device number.
+    dev: u64,
     reach: Reach,
     /// An fsync of a file commits the names just made for it too (see [`commit_file`]).
     name_with_file: bool,
@@ -101,6 +103,7 @@ fn group_on(dev: u64, dir: &Path) -> Result<Arc<Group>> {
     let name_with_file = reach == Reach::WholeFilesystem && journals_names(&fd, dev);
     let g = Arc::new(Group {
         fd,
+        dev,
         reach,
         name_with_file,
         sync: syncfs,
@@ -174,9 +177,32 @@ pub fn commit_file(dir: &Path, file: &File) -> Result<()> {
     }
     let g = group_of(dir)?;
     if g.name_with_file && !deferring() {
+        // Inside `commit_owed::owing` (a task's end): the slot's next claim pays it.
+        if super::commit_owed::owe(g.dev, dir, file) {
+            return Ok(());
+        }
         return counted(|| file.sync_all()).map_err(|e| Error::io("fsync the file in", dir, e));
     }
     commit(dir)
+}
+
+/// Whether a file about to be published in the open directory `fd` (at `dir`) will have
+/// its commit owed ([`super::commit_owed::owing`]): then its bytes are written out
+/// before its name is published.
+pub(crate) fn owes_in(fd: &File, dir: &Path) -> bool {
+    super::fsync::fsync_on()
+        && super::commit_owed::owing_now()
+        && !deferring()
+        && fd
+            .metadata()
+            .ok()
+            .and_then(|m| group_on(m.dev(), dir).ok())
+            .is_some_and(|g| g.name_with_file)
+}
+
+/// The device of the filesystem `dir` is on, as the commits know it (looked up once).
+pub(crate) fn device_of(dir: &Path) -> Result<u64> {
+    group_of(dir).map(|g| g.dev)
 }
 
 /// [`commit_file`] of the file at `path`, opened only when the root is fsynced (where
@@ -358,6 +384,12 @@ impl Group {
 
 const EIO: i32 = nix::errno::Errno::EIO as i32;
 
+/// The fsync-like calls of this test thread so far.
+#[cfg(test)]
+pub(super) fn tests_mine() -> u64 {
+    tests::MINE.with(|m| m.get())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -383,6 +415,7 @@ mod tests {
     fn callers_waiting_together_share_commits() {
         let g = Group {
             fd: File::open("/").unwrap(),
+            dev: 0,
             reach: Reach::WholeFilesystem,
             name_with_file: false,
             sync: slow_sync,

@@ -100,6 +100,8 @@ pub(crate) struct SlotServer {
     pub(super) shared_seen: SharedSeen,
     /// The slot's `.lock` as the last task left it, for the next claim ([`super::kept_lock`]).
     pub(super) kept_lock: KeptLock,
+    /// The last task's result, published but its commit owed ([`super::owed`]).
+    pub(super) owed: super::owed::Owed,
 }
 
 impl SlotServer {
