@@ -155,7 +155,8 @@ impl Run<'_> {
         hold.let_go_of_run_slots();
         // On an ordered journal the result's commit (and its queue copy's) is owed to
         // the slot's next claim: one journal commit for both (`worker/owed.rs`).
-        let (written, debt) = fsio::owing(|| self.write_end(&mut r, hold.queued, lock.epoch(), shutdown));
+        let (queued, epoch) = (hold.queued, lock.epoch());
+        let (written, debt) = fsio::owing(|| self.write_end(&mut r, queued, epoch, shutdown));
         if !written? {
             debt.pay()?;
             tracing::warn!(
