@@ -17,6 +17,7 @@ use crate::error::{Error, FileProblem, Result};
 
 pub mod commit;
 pub mod commit_owed;
+mod counted;
 mod read;
 pub mod space;
 pub use commit::{

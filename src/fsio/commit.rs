@@ -15,27 +15,12 @@ use std::fs::File;
 use std::io;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, OnceLock};
 
 use crate::error::{Error, Result};
 
-/// Every fsync-like call this process made (`fsync`, `syncfs`): what a task costs in
-/// journal commits, for the debug log and the tests.
-static SYNCS: AtomicU64 = AtomicU64::new(0);
-
-/// How many fsync-like calls this process has made so far.
-pub fn sync_count() -> u64 {
-    SYNCS.load(Ordering::Relaxed)
-}
-
-/// Count one fsync-like call (the file-by-file ones in `fsio` call this too).
-pub(crate) fn counted<T>(call: impl FnOnce() -> io::Result<T>) -> io::Result<T> {
-    SYNCS.fetch_add(1, Ordering::Relaxed);
-    #[cfg(test)]
-    tests::MINE.with(|m| m.set(m.get() + 1));
-    call()
-}
+pub use super::counted::sync_count;
+pub(crate) use super::counted::counted;
 
 /// How a filesystem's writes are made durable.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -384,23 +369,14 @@ impl Group {
 
 const EIO: i32 = nix::errno::Errno::EIO as i32;
 
-/// The fsync-like calls of this test thread so far.
-#[cfg(test)]
-pub(super) fn tests_mine() -> u64 {
-    tests::MINE.with(|m| m.get())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::sync::atomic::{AtomicU64, Ordering};
     use std::time::Duration;
 
     static SLOW_SYNCS: AtomicU64 = AtomicU64::new(0);
 
-    thread_local! {
-        /// The fsync-like calls of this test's thread (the unit tests run side by side).
-        pub(super) static MINE: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
-    }
 
     /// A commit that takes a while, so that callers pile up behind it.
     fn slow_sync(_: &File) -> io::Result<()> {
@@ -525,16 +501,16 @@ mod tests {
         if group_of(dir.path()).unwrap().reach == Reach::FileByFile {
             return; // a temp directory on a network filesystem: commits are not put off
         }
-        let before = MINE.with(|m| m.get());
+        let before = crate::fsio::counted::mine();
         let ((), done) = in_one_commit(|| {
             for _ in 0..5 {
                 commit(dir.path()).unwrap();
                 commit_file(dir.path(), &f).unwrap();
             }
-            assert_eq!(MINE.with(|m| m.get()), before, "a commit was made inside");
+            assert_eq!(crate::fsio::counted::mine(), before, "a commit was made inside");
         });
         done.unwrap();
-        assert_eq!(MINE.with(|m| m.get()), before + 1, "one commit at the end");
+        assert_eq!(crate::fsio::counted::mine(), before + 1, "one commit at the end");
         assert!(!deferring(), "the scope ended");
     }
 

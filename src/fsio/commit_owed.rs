@@ -15,7 +15,7 @@ use std::fs::File;
 use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
 
-use super::commit::counted;
+use super::counted::counted;
 use crate::error::{Error, Result};
 
 thread_local! {
@@ -162,13 +162,13 @@ mod tests {
         });
         assert!(!owing_now(), "the scope ended");
         assert!(!owe(1, dir.path(), &f), "nothing is owed outside the scope");
-        let before = super::super::commit::tests_mine();
+        let before = super::super::counted::mine();
         let mut d = debt;
         d.paid_by_commit_on(2);
         assert_eq!(d.0.len(), 2);
         d.pay().unwrap();
         assert_eq!(
-            super::super::commit::tests_mine(),
+            super::super::counted::mine(),
             before + 1,
             "one fsync for the two owed on one filesystem"
         );

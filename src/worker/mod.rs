@@ -79,7 +79,7 @@ impl SlotServer {
             inline: None,
             shared_seen: SharedSeen::default(),
             kept_lock: slot_server::KeptLock::default(),
-            owed: owed::Owed::default(),
+            owed: slot_server::Owed::default(),
         })
     }
 

@@ -4,26 +4,13 @@
 //! (the owner's pipe, the root's callback). See `fsio/commit_owed.rs`.
 
 use std::path::PathBuf;
-use std::sync::{Mutex, OnceLock};
+use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
-use super::slot_server::{Shared, SlotServer};
+use super::slot_server::{OwedEnd, Shared, SlotServer};
 use crate::error::Result;
 use crate::fsio::Debt;
 use crate::protocol::TaskResult;
-
-/// A task's end whose commit is owed.
-struct OwedEnd {
-    debt: Debt,
-    /// The result, for the callback once it is durable.
-    result: TaskResult,
-    /// Its `results/<id>.json`.
-    kept: PathBuf,
-    /// Owed by the task of the look under way (not one before it).
-    fresh: bool,
-    /// Since when.
-    since: Instant,
-}
 
 /// How long a slot that owes a commit and found nothing to claim waits for a next task
 /// (whose claim would pay it) before paying it alone: about what a commit costs on a
@@ -31,25 +18,6 @@ struct OwedEnd {
 /// the last one's agent starts — saves a commit, and the result is told at most this
 /// much later when none comes. The result itself is visible from the start.
 pub(crate) const LINGER: Duration = Duration::from_millis(2);
-
-/// The slot's owed commit, if any.
-#[derive(Default)]
-pub(crate) struct Owed {
-    end: Mutex<Option<OwedEnd>>,
-    /// The slot directory's device: a claim's commit there pays what is owed there.
-    dev: OnceLock<u64>,
-}
-
-impl Owed {
-    fn end(&self) -> std::sync::MutexGuard<'_, Option<OwedEnd>> {
-        self.end.lock().unwrap_or_else(|p| p.into_inner())
-    }
-
-    /// A commit is owed: the owner is not told of the last result yet.
-    pub(crate) fn pending(&self) -> bool {
-        self.end().is_some()
-    }
-}
 
 /// Debug variable: a worker stops itself (`SIGSTOP`) right after the rename of a claim
 /// whose commit will pay an owed result's, before that commit — the window the fault

@@ -126,8 +126,10 @@ fn on_a_journaled_ext4_a_task_commits_its_files_not_the_filesystem() {
         syncfs < 0.1,
         "{syncfs} syncfs a task on a journaled ext4; none expected ({counts})"
     );
+    // One a claim at least; the difference of the two runs dips below one a task when
+    // the shorter run paid more of its results alone (its next task late): a margin.
     assert!(
-        (1.0..=2.25).contains(&fsyncs),
+        (0.75..=2.25).contains(&fsyncs),
         "{fsyncs} fsyncs a task: the claim's, and the result's unless the claim's paid it \
          ({counts})"
     );
