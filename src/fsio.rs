@@ -16,11 +16,14 @@ use serde::Serialize;
 use crate::error::{Error, FileProblem, Result};
 
 pub mod commit;
+pub mod commit_owed;
+mod counted;
 mod read;
 pub mod space;
 pub use commit::{
     commit_dirs, commit_file, commit_file_at, commit_moved, in_one_commit, sync_count,
 };
+pub use commit_owed::{owing, Debt};
 pub use read::{
     open_regular, parse_json, read_bounded, read_bounded_open, read_json, reread_bounded,
 };
@@ -259,6 +262,9 @@ fn stage_in(
     let res = f.write_all(bytes).and_then(|()| {
         if durability != Durability::Atomic && !whole && fsync_on() {
             commit::counted(|| f.sync_all())
+        } else if whole && commit::owes_in(&dir.fd, &dir.path) {
+            // Its commit is owed to a later one: the bytes go out before the name.
+            commit_owed::write_out(&f)
         } else {
             Ok(())
         }

@@ -15,27 +15,12 @@ use std::fs::File;
 use std::io;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, OnceLock};
 
 use crate::error::{Error, Result};
 
-/// Every fsync-like call this process made (`fsync`, `syncfs`): what a task costs in
-/// journal commits, for the debug log and the tests.
-static SYNCS: AtomicU64 = AtomicU64::new(0);
-
-/// How many fsync-like calls this process has made so far.
-pub fn sync_count() -> u64 {
-    SYNCS.load(Ordering::Relaxed)
-}
-
-/// Count one fsync-like call (the file-by-file ones in `fsio` call this too).
-pub(crate) fn counted<T>(call: impl FnOnce() -> io::Result<T>) -> io::Result<T> {
-    SYNCS.fetch_add(1, Ordering::Relaxed);
-    #[cfg(test)]
-    tests::MINE.with(|m| m.set(m.get() + 1));
-    call()
-}
+pub use super::counted::sync_count;
+pub(crate) use super::counted::counted;
 
 /// How a filesystem's writes are made durable.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -51,6 +36,8 @@ pub enum Reach {
 struct Group {
     /// A directory on the filesystem, opened once: what `syncfs` is called on.
     fd: File,
+    /// The filesystem's device number.
+    dev: u64,
     reach: Reach,
     /// An fsync of a file commits the names just made for it too (see [`commit_file`]).
     name_with_file: bool,
@@ -101,6 +88,7 @@ fn group_on(dev: u64, dir: &Path) -> Result<Arc<Group>> {
     let name_with_file = reach == Reach::WholeFilesystem && journals_names(&fd, dev);
     let g = Arc::new(Group {
         fd,
+        dev,
         reach,
         name_with_file,
         sync: syncfs,
@@ -174,9 +162,32 @@ pub fn commit_file(dir: &Path, file: &File) -> Result<()> {
     }
     let g = group_of(dir)?;
     if g.name_with_file && !deferring() {
+        // Inside `commit_owed::owing` (a task's end): the slot's next claim pays it.
+        if super::commit_owed::owe(g.dev, dir, file) {
+            return Ok(());
+        }
         return counted(|| file.sync_all()).map_err(|e| Error::io("fsync the file in", dir, e));
     }
     commit(dir)
+}
+
+/// Whether a file about to be published in the open directory `fd` (at `dir`) will have
+/// its commit owed ([`super::commit_owed::owing`]): then its bytes are written out
+/// before its name is published.
+pub(crate) fn owes_in(fd: &File, dir: &Path) -> bool {
+    super::fsync::fsync_on()
+        && super::commit_owed::owing_now()
+        && !deferring()
+        && fd
+            .metadata()
+            .ok()
+            .and_then(|m| group_on(m.dev(), dir).ok())
+            .is_some_and(|g| g.name_with_file)
+}
+
+/// The device of the filesystem `dir` is on, as the commits know it (looked up once).
+pub(crate) fn device_of(dir: &Path) -> Result<u64> {
+    group_of(dir).map(|g| g.dev)
 }
 
 /// [`commit_file`] of the file at `path`, opened only when the root is fsynced (where
@@ -361,14 +372,11 @@ const EIO: i32 = nix::errno::Errno::EIO as i32;
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::sync::atomic::{AtomicU64, Ordering};
     use std::time::Duration;
 
     static SLOW_SYNCS: AtomicU64 = AtomicU64::new(0);
 
-    thread_local! {
-        /// The fsync-like calls of this test's thread (the unit tests run side by side).
-        pub(super) static MINE: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
-    }
 
     /// A commit that takes a while, so that callers pile up behind it.
     fn slow_sync(_: &File) -> io::Result<()> {
@@ -383,6 +391,7 @@ mod tests {
     fn callers_waiting_together_share_commits() {
         let g = Group {
             fd: File::open("/").unwrap(),
+            dev: 0,
             reach: Reach::WholeFilesystem,
             name_with_file: false,
             sync: slow_sync,
@@ -492,16 +501,16 @@ mod tests {
         if group_of(dir.path()).unwrap().reach == Reach::FileByFile {
             return; // a temp directory on a network filesystem: commits are not put off
         }
-        let before = MINE.with(|m| m.get());
+        let before = crate::fsio::counted::mine();
         let ((), done) = in_one_commit(|| {
             for _ in 0..5 {
                 commit(dir.path()).unwrap();
                 commit_file(dir.path(), &f).unwrap();
             }
-            assert_eq!(MINE.with(|m| m.get()), before, "a commit was made inside");
+            assert_eq!(crate::fsio::counted::mine(), before, "a commit was made inside");
         });
         done.unwrap();
-        assert_eq!(MINE.with(|m| m.get()), before + 1, "one commit at the end");
+        assert_eq!(crate::fsio::counted::mine(), before + 1, "one commit at the end");
         assert!(!deferring(), "the scope ended");
     }
 

@@ -108,6 +108,7 @@ fn take_inbox(
         Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
         Err(e) => return Err(Error::io("claim (rename to running.json)", &inbox, e)),
     }
+    slot.stop_if_asked_before_paying();
     // Normally the rename moved the very file we read and hold open: it is made private
     // and read again through that descriptor, not by opening `running.json` twice more.
     // A client that replaced `task.json` by a new file after our read had that one
@@ -130,6 +131,8 @@ fn take_inbox(
     } else {
         fsio::commit_dirs(&[&slot.paths.dir])?;
     }
+    // That commit carried the last task's result too, where its commit was owed.
+    slot.owed_paid_by_claim(shared)?;
     // A non-atomic client may have rewritten the file in place between our read and
     // the rename: what is in running.json now is what runs.
     let limit = shared.config.max_task_bytes();
@@ -198,6 +201,8 @@ pub(crate) fn from_queue(
     // The move out of pending/ and into running.json must both survive a power loss
     // (one rename: an fsync of the file where that commits its names, `fsio::commit_moved`).
     fsio::commit_moved(&slot.paths.running(), &[&pending, &slot.paths.dir])?;
+    // That commit carried the last task's result too, where its commit was owed.
+    slot.owed_paid_by_claim(shared)?;
     let task = Task::from_bytes(&slot.paths.running(), &claim.task_bytes)?;
     let task = ensure_id(shared, slot, task)?;
     let id = task.id.clone().expect("id ensured");

@@ -20,6 +20,7 @@ mod inline;
 mod kept_lock;
 mod multi;
 mod options;
+mod owed;
 mod root_watch;
 mod shared_seen;
 mod slot_server;
@@ -78,6 +79,7 @@ impl SlotServer {
             inline: None,
             shared_seen: SharedSeen::default(),
             kept_lock: slot_server::KeptLock::default(),
+            owed: slot_server::Owed::default(),
         })
     }
 
@@ -222,6 +224,8 @@ impl Worker {
             inline.tell_stop_of(shutdown, &slot_dir)?;
         }
         let served = self.serve(shutdown);
+        // A result whose commit is still owed is paid and told before the worker goes.
+        let served = served.and(self.slot.settle_owed(&self.shared, false, false).map(drop));
         // The signal's thread ends with the run.
         if let Some(inline) = &mut self.slot.inline {
             inline.forget_stop();
@@ -251,8 +255,9 @@ impl Worker {
             if Instant::now() >= next_recovery {
                 root_id.check()?;
                 // A sweep can take seconds: the last task's lock is not held through it
-                // (views would show the slot claimed).
+                // (views would show the slot claimed), nor its result's commit owed.
                 self.slot.release_kept_lock();
+                self.slot.settle_owed(&self.shared, false, false)?;
                 let own = [self.slot.slot()];
                 if self.sweep_election.sweep_if_due(
                     &self.shared.opts.root,
@@ -266,7 +271,10 @@ impl Worker {
             }
             let retry_at = match self.slot.look_if_room(&self.shared, &self.wake, shutdown)? {
                 Pickup::Ran => {
-                    self.shared.tell_owner_result(self.slot.slot());
+                    // A result whose commit is owed is told once it is paid.
+                    if !self.slot.owed.pending() {
+                        self.shared.tell_owner_result(self.slot.slot());
+                    }
                     continue;
                 }
                 Pickup::Stop => {
@@ -308,11 +316,27 @@ impl SlotServer {
         wake: &Receiver<()>,
         shutdown: &Receiver<()>,
     ) -> Result<Pickup> {
+        self.owed_before_this_look();
         let looked = self.look_if_room_now(shared, wake, shutdown);
-        if !matches!(looked, Ok(Pickup::Ran)) {
+        let ran = matches!(looked, Ok(Pickup::Ran));
+        let idle = matches!(
+            looked,
+            Ok(Pickup::Empty | Pickup::NotYet(_) | Pickup::Deferred(_))
+        );
+        // What the last task owes is paid by this look's claim, if it made one; else
+        // now, or after a moment's wait for a next task (the look's own task's is left
+        // to the next look).
+        let settled = self.settle_owed(shared, ran, idle);
+        if !ran {
             self.release_kept_lock();
         }
-        looked
+        let looked = looked?;
+        Ok(match (looked, settled?) {
+            (Pickup::Empty, Some(at)) => Pickup::NotYet(at),
+            (Pickup::NotYet(b), Some(at)) => Pickup::NotYet(b.min(at)),
+            (Pickup::Deferred(b), Some(at)) => Pickup::Deferred(b.min(at)),
+            (looked, _) => looked,
+        })
     }
 
     fn look_if_room_now(

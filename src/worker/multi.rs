@@ -374,7 +374,10 @@ impl MultiWorker {
                 let Ok(mut server) = get.recv() else { return };
                 let result = loop {
                     if !stop_rx.is_empty() {
-                        break Ok(Pickup::Stop);
+                        // The last task's owed commit is paid and told before stopping.
+                        break server
+                            .settle_owed(&shared, false, false)
+                            .map(|_| Pickup::Stop);
                     }
                     match server.look_if_room(&shared, &wake_rx, &stop_rx) {
                         Ok(Pickup::Ran) => continue,

@@ -12,7 +12,9 @@ use crate::config::Config;
 use crate::dirlock::{self, DirLock, LockOptions};
 use crate::error::Result;
 use crate::gate::Gate;
+use crate::fsio::Debt;
 use crate::layout::{Root, Slot, WorkerPaths};
+use crate::protocol::TaskResult;
 
 /// What every slot served by this process shares: options, the root's config, the
 /// agent found on PATH.
@@ -100,6 +102,8 @@ pub(crate) struct SlotServer {
     pub(super) shared_seen: SharedSeen,
     /// The slot's `.lock` as the last task left it, for the next claim ([`super::kept_lock`]).
     pub(super) kept_lock: KeptLock,
+    /// The last task's result, published but its commit owed ([`super::owed`]).
+    pub(super) owed: Owed,
 }
 
 impl SlotServer {
@@ -165,5 +169,37 @@ impl KeptLock {
         let old = self.0.lock().unwrap_or_else(|e| e.into_inner()).replace(lock);
         // Never two: a second would be a second holding of the same lock.
         drop(old);
+    }
+}
+
+/// The slot's owed commit, if any ([`super::owed`]).
+#[derive(Default)]
+pub(crate) struct Owed {
+    end: std::sync::Mutex<Option<OwedEnd>>,
+    /// The slot directory's device: a claim's commit there pays what is owed there.
+    pub(super) dev: std::sync::OnceLock<u64>,
+}
+
+/// A task's end whose commit is owed.
+pub(crate) struct OwedEnd {
+    pub(super) debt: Debt,
+    /// The result, for the callback once it is durable.
+    pub(super) result: TaskResult,
+    /// Its `results/<id>.json`.
+    pub(super) kept: PathBuf,
+    /// Owed by the task of the look under way (not one before it).
+    pub(super) fresh: bool,
+    /// Since when.
+    pub(super) since: Instant,
+}
+
+impl Owed {
+    pub(super) fn end(&self) -> std::sync::MutexGuard<'_, Option<OwedEnd>> {
+        self.end.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// A commit is owed: the owner is not told of the last result yet.
+    pub(crate) fn pending(&self) -> bool {
+        self.end().is_some()
     }
 }

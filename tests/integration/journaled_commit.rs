@@ -13,15 +13,15 @@ use crate::prereq::{self, require};
 /// and removed when dropped. Made only as root with `mkfs.ext4` (`Err` saying what is
 /// needed: skipped, or failed under CI); a kernel or container without loop devices
 /// is the machine's (skipped even under CI).
-struct Ext4 {
-    mount: PathBuf,
+pub(crate) struct Ext4 {
+    pub(crate) mount: PathBuf,
     _dir: tempfile::TempDir,
 }
 
 impl Ext4 {
     /// [`Ext4::make`], or `None` once the test is skipped (outside CI) or failed (under
     /// CI, which installs e2fsprogs and runs as root: a green CI means this ran).
-    fn made_or_skipped() -> Option<Ext4> {
+    pub(crate) fn made_or_skipped() -> Option<Ext4> {
         match Ext4::make() {
             Ok(fs) => Some(fs),
             Err(why) => {
@@ -65,7 +65,27 @@ impl Ext4 {
 
 impl Drop for Ext4 {
     fn drop(&mut self) {
-        let _ = Command::new("umount").arg(&self.mount).status();
+        // A descriptor the test's last watcher had not yet closed can keep it busy for
+        // a moment: tried again for a while, then detached lazily (never left mounted,
+        // or its image would stay behind).
+        let umount = |lazy: bool| {
+            let mut c = Command::new("umount");
+            if lazy {
+                c.arg("-l");
+            }
+            c.arg(&self.mount)
+                .stderr(std::process::Stdio::null())
+                .status()
+                .is_ok_and(|s| s.success())
+        };
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        while !umount(false) {
+            if std::time::Instant::now() > deadline {
+                umount(true);
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
     }
 }
 
@@ -85,10 +105,13 @@ fn syncs_of_a_run(under: &Path, n: usize) -> (u64, u64) {
     )
 }
 
-/// Two fsyncs a task (the claim's, of `running.json`; the result's, of
-/// `results/<id>.json`) and no `syncfs`: where it cost two `syncfs`, each a writeback
-/// of every dirty file on the filesystem before its journal commit. Counted as the
-/// difference between runs of 30 and 10 tasks, so the start-up's calls cancel out.
+/// At most two fsyncs a task (the claim's, of `running.json`; the result's, of
+/// `results/<id>.json`, owed to the next claim's and paid by it when the next task is
+/// in the inbox within `worker/owed.rs`'s `LINGER`: then one) and no `syncfs`: where it
+/// cost two `syncfs`, each a writeback of every dirty file on the filesystem before its
+/// journal commit. Counted as the difference between runs of 30 and 10 tasks, so the
+/// start-up's calls cancel out. (How often the run's next task is there in time
+/// depends on the machine's load: 1.05–1.45 a task at load 14 under strace.)
 #[test]
 fn on_a_journaled_ext4_a_task_commits_its_files_not_the_filesystem() {
     require!(prereq::strace());
@@ -103,15 +126,20 @@ fn on_a_journaled_ext4_a_task_commits_its_files_not_the_filesystem() {
         syncfs < 0.1,
         "{syncfs} syncfs a task on a journaled ext4; none expected ({counts})"
     );
+    // One a claim at least; the difference of the two runs dips below one a task when
+    // the shorter run paid more of its results alone (its next task late): a margin.
     assert!(
-        (1.0..=2.25).contains(&fsyncs),
-        "{fsyncs} fsyncs a task: the claim's and the result's expected ({counts})"
+        (0.75..=2.25).contains(&fsyncs),
+        "{fsyncs} fsyncs a task: the claim's, and the result's unless the claim's paid it \
+         ({counts})"
     );
 }
 
-/// The queue's path on a journaled ext4: 12 tasks from one `submit --batch` served by a
-/// worker under `strace -f -c`; each claim (one rename out of `queue/pending/`), result
-/// and queue result is committed by an fsync of its file, and no `syncfs` is made.
+/// The queue's path on a journaled ext4: 12 tasks from one `submit --batch`, then served
+/// by a worker under `strace -f -c`; each claim (one rename out of `queue/pending/`) is
+/// committed by an fsync of `running.json`, which commits the last task's result and
+/// queue result with it (their commits are owed to it, `worker/owed.rs`): one fsync a
+/// task where there were three, and no `syncfs`.
 #[test]
 fn on_a_journaled_ext4_a_queued_task_commits_its_files_not_the_filesystem() {
     use conductor::queue::Queue;
@@ -123,21 +151,6 @@ fn on_a_journaled_ext4_a_queued_task_commits_its_files_not_the_filesystem() {
     let root = fs.mount.join("root");
     let client = conductor::Client::new(conductor::Root::new(&root));
     client.init_queue().unwrap();
-    let counts = fs.mount.join("strace.txt");
-    let mut worker = Command::new("strace")
-        .args(["-f", "-c", "-e", "trace=fsync,fdatasync,syncfs"])
-        .arg("-o")
-        .arg(&counts)
-        .arg(crate::harness::bin("conductor-worker"))
-        .arg("0")
-        .arg(&fs.mount)
-        .args(["--agent", "cat", "--root"])
-        .arg(&root)
-        .env_remove("CONDUCTOR_WORKER")
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
     let list = fs.mount.join("batch.txt");
     std::fs::write(
         &list,
@@ -156,6 +169,21 @@ fn on_a_journaled_ext4_a_queued_task_commits_its_files_not_the_filesystem() {
         .lines()
         .map(String::from)
         .collect();
+    let counts = fs.mount.join("strace.txt");
+    let mut worker = Command::new("strace")
+        .args(["-f", "-c", "-e", "trace=fsync,fdatasync,syncfs"])
+        .arg("-o")
+        .arg(&counts)
+        .arg(crate::harness::bin("conductor-worker"))
+        .arg("0")
+        .arg(&fs.mount)
+        .args(["--agent", "cat", "--root"])
+        .arg(&root)
+        .env_remove("CONDUCTOR_WORKER")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
     let queue = Queue::new(client.root().clone());
     let finished = ids.iter().all(|id| {
         queue
@@ -192,8 +220,9 @@ fn on_a_journaled_ext4_a_queued_task_commits_its_files_not_the_filesystem() {
     );
     assert_eq!(syncfs, 0, "no syncfs on a journaled ext4:\n{summary}");
     assert!(
-        (24..=40).contains(&fsyncs),
-        "{fsyncs} fsyncs for 12 queued tasks: their claims, results and queue results \
-         expected (3 a task, a few at start):\n{summary}"
+        (12..=16).contains(&fsyncs),
+        "{fsyncs} fsyncs for 12 queued tasks: their claims expected, each committing the \
+         last task's result and queue result too (1 a task, the last result's, a few at \
+         start; it was 3 a task):\n{summary}"
     );
 }

@@ -56,6 +56,7 @@ mod multihost_nfs;
 mod multihost_partition;
 mod multihost_skew;
 mod orchestrator;
+mod owed_commit;
 mod protocol;
 mod queue;
 mod real_agents;

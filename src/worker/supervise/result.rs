@@ -153,7 +153,12 @@ impl Run<'_> {
         // (`group rm` right after `wait` was refused "1 running"). The key and the
         // slot's own lock stay until the result is out: they fence a second run.
         hold.let_go_of_run_slots();
-        if !self.write_end(&mut r, hold.queued, lock.epoch(), shutdown)? {
+        // On an ordered journal the result's commit (and its queue copy's) is owed to
+        // the slot's next claim: one journal commit for both (`worker/owed.rs`).
+        let (queued, epoch) = (hold.queued, lock.epoch());
+        let (written, debt) = fsio::owing(|| self.write_end(&mut r, queued, epoch, shutdown));
+        if !written? {
+            debt.pay()?;
             tracing::warn!(
                 "stopping with the result of task {} unwritten (the disk is full); it stays in \
                  hand, and recovery ends it when a worker starts on this slot again",
@@ -178,14 +183,10 @@ impl Run<'_> {
         // nothing): back-to-back tasks take it once. The key lock goes now.
         self.slot.keep_lock(lock);
         drop(hold);
-        // The root's callback, if any: started now, watched and reaped by a thread.
-        crate::worker::callback::run(
-            &self.shared.config,
-            &self.shared.opts.root,
-            self.slot.slot(),
-            &r,
-            self.slot.paths.result_for(&r.task_id),
-        );
+        // The root's callback, if any, once the result is durable: now, or when the
+        // commit it owes is paid.
+        let kept = self.slot.paths.result_for(&r.task_id);
+        self.slot.owe_end(self.shared, debt, r, kept);
         // Ready an empty output.log now, off the next pickup's path.
         if let Err(e) = agent::ready_log(&self.slot.paths.output_log()) {
             tracing::warn!("{e}");
