@@ -63,7 +63,7 @@ pub fn nonce() -> String {
     let seq = SEQ.fetch_add(1, Ordering::Relaxed);
     format!(
         "{:x}-{:x}-{:x}",
-        std::process::id(),
+        crate::host::pid(),
         nanos & 0xffff_ffff_ffff,
         seq
     )

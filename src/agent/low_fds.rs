@@ -35,6 +35,17 @@ impl Reserved {
     }
 }
 
+/// Whether every one of `ends` lies below the first descriptor a child never keeps
+/// anyway (the kernel copies the table in words of 64): then they need no lending.
+pub(super) fn all_low(ends: [libc::c_int; 3]) -> bool {
+    ends.iter().all(|fd| (3..RESERVE_BELOW).contains(fd))
+}
+
+/// The first descriptor a child given `ends` as they are does not keep.
+pub(super) fn keep_below_all(ends: [libc::c_int; 3]) -> libc::c_uint {
+    ends.into_iter().max().unwrap_or(2) as libc::c_uint + 1
+}
+
 /// `None` when no three descriptors could be reserved low enough (a child then gets a
 /// copy of the whole table, as before).
 static RESERVED: OnceLock<Option<Reserved>> = OnceLock::new();

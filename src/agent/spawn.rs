@@ -38,7 +38,7 @@ use std::sync::{Mutex, Once};
 
 use nix::libc;
 
-use super::low_fds::{self, LentLowFds, Reserved};
+use super::low_fds::{self, LentLowFds};
 use crate::error::{Error, Result};
 use crate::protocol::{AgentRecord, TaskId};
 use child::{clone_vfork, step_error, ChildPlan, Step};
@@ -300,20 +300,30 @@ pub(super) fn spawn(spec: SpawnSpec<'_>) -> Result<AgentProcess, SpawnError> {
         stderr_child.as_raw_fd(),
     ];
     let reserved = low_fds::reserved();
+    // Ends low enough already (a worker of one slot): the child keeps the descriptors
+    // below the highest end and closes all but its stdio itself once they are in place
+    // (one call), where lending the ends to the reserved three and taking them back
+    // cost six `dup3` here.
+    let low_ends = reserved.is_some() && low_fds::all_low(ends);
     let lent = match reserved {
-        Some(r) => Some(LentLowFds::lend(r, ends)?),
-        None => None,
+        Some(r) if !low_ends => Some(LentLowFds::lend(r, ends)?),
+        _ => None,
     };
-    // SAFETY: getpid has no preconditions.
-    let parent = unsafe { libc::getpid() };
+    let (stdio, keep_below, close_from) = match reserved {
+        _ if low_ends => (ends, low_fds::keep_below_all(ends), 3),
+        Some(r) => (r.fds, r.keep_below(), 0),
+        None => (ends, 0, 0),
+    };
+    let parent = crate::host::pid() as libc::pid_t;
     let mut plan = ChildPlan {
         program: program.as_ptr(),
         argv: argv_ptrs.as_ptr(),
         sh_argv: sh_argv_ptrs.as_ptr(),
         envp: env_ptrs.as_ptr(),
         cwd: cwd.as_ptr(),
-        stdio: reserved.map_or(ends, |r| r.fds),
-        keep_below: reserved.map_or(0, Reserved::keep_below),
+        stdio,
+        keep_below,
+        close_from,
         record_path: record.path.as_ptr(),
         record: record.bytes.as_mut_ptr(),
         record_len: record.bytes.len(),

@@ -18,6 +18,7 @@ mod fence;
 mod inbox;
 mod inline;
 mod kept_lock;
+mod kept_swap;
 mod multi;
 mod options;
 mod root_watch;
