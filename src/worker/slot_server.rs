@@ -100,6 +100,11 @@ pub(crate) struct SlotServer {
     pub(super) shared_seen: SharedSeen,
     /// The slot's `.lock` as the last task left it, for the next claim ([`super::kept_lock`]).
     pub(super) kept_lock: KeptLock,
+    /// The last task's end removed `running.json` itself: the next look need not look
+    /// for one left in hand (taken by that look).
+    pub(crate) running_gone: std::sync::atomic::AtomicBool,
+    /// How a claim checks the directories its files go into ([`super::dirs_watch`]).
+    pub(super) dirs_check: super::dirs_watch::DirsCheck,
 }
 
 impl SlotServer {
