@@ -38,7 +38,7 @@ use std::sync::{Mutex, Once};
 
 use nix::libc;
 
-use super::low_fds::{self, LentLowFds};
+use super::low_fds;
 use crate::error::{Error, Result};
 use crate::protocol::{AgentRecord, TaskId};
 use child::{clone_vfork, step_error, ChildPlan, Step};
@@ -299,21 +299,12 @@ pub(super) fn spawn(spec: SpawnSpec<'_>) -> Result<AgentProcess, SpawnError> {
         stdout_child.as_raw_fd(),
         stderr_child.as_raw_fd(),
     ];
-    let reserved = low_fds::reserved();
-    // Ends low enough already (a worker of one slot): the child keeps the descriptors
-    // below the highest end and closes all but its stdio itself once they are in place
-    // (one call), where lending the ends to the reserved three and taking them back
-    // cost six `dup3` here.
-    let low_ends = reserved.is_some() && low_fds::all_low(ends);
-    let lent = match reserved {
-        Some(r) if !low_ends => Some(LentLowFds::lend(r, ends)?),
-        _ => None,
-    };
-    let (stdio, keep_below, close_from) = match reserved {
-        _ if low_ends => (ends, low_fds::keep_below_all(ends), 3),
-        Some(r) => (r.fds, r.keep_below(), 0),
-        None => (ends, 0, 0),
-    };
+    let low_fds::Placed {
+        lent,
+        stdio,
+        keep_below,
+        close_from,
+    } = low_fds::place(ends)?;
     let parent = crate::host::pid() as libc::pid_t;
     let mut plan = ChildPlan {
         program: program.as_ptr(),
