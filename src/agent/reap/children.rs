@@ -1,21 +1,16 @@
-//! `/proc/self/task/<tid>/children` kept open and read again from its start: one
-//! `pread` per look instead of an open, a `statx`, two reads and a close (5 calls and
-//! an open on every task's path). The kernel writes the list anew at each read from
+//! The main thread's `/proc/self/task/<tid>/children` kept open and read again from its
+//! start: one `pread` per look instead of an open, a `statx`, two reads and a close (5
+//! calls and an open on every task's path of a worker of one slot, which runs its tasks
+//! on its main thread). The kernel writes the list anew at each read from
 //! offset 0 (a `seq_file`), and a descriptor opened for a thread lists that thread's
 //! children for as long as it lives.
 
-use std::cell::RefCell;
 use std::fs::File;
 use std::os::unix::fs::FileExt;
 use std::sync::Mutex;
 
 /// The main thread's list, with the pid it was opened in (a forked child reopens it).
 static MAIN: Mutex<Option<(i32, File)>> = Mutex::new(None);
-
-thread_local! {
-    /// The calling thread's own list (a thread's id never changes while it runs).
-    static MINE: RefCell<Option<File>> = const { RefCell::new(None) };
-}
 
 /// The children of the main thread `main` (this process's id); `None` where the kernel
 /// does not list them.
@@ -27,15 +22,11 @@ pub(super) fn of_main(main: i32) -> Option<Vec<u8>> {
     read_all(&held.as_ref()?.1)
 }
 
-/// The children of the calling thread, `tid`.
+/// The children of the calling thread `tid` (not the main one), read by name: a worker
+/// of many slots runs each on a thread of its own, and a descriptor kept for each would
+/// be a thousand more open files.
 pub(super) fn of_me(tid: i32) -> Option<Vec<u8>> {
-    MINE.with(|mine| {
-        let mut mine = mine.borrow_mut();
-        if mine.is_none() {
-            *mine = Some(open(tid)?);
-        }
-        read_all(mine.as_ref()?)
-    })
+    std::fs::read(format!("/proc/self/task/{tid}/children")).ok()
 }
 
 fn open(tid: i32) -> Option<File> {
@@ -66,17 +57,18 @@ mod tests {
 
     #[test]
     fn a_kept_list_is_read_anew_each_time() {
+        // The test's own thread stands for the main one: the list kept is of `tid`.
         let tid = crate::host::tid();
-        let before = of_me(tid).expect("the kernel lists children");
+        let before = of_main(tid).expect("the kernel lists children");
         let mut child = std::process::Command::new("sleep")
             .arg("30")
             .spawn()
             .unwrap();
         let pid = child.id().to_string();
-        let during = String::from_utf8(of_me(tid).unwrap()).unwrap();
+        let during = String::from_utf8(of_main(tid).unwrap()).unwrap();
         child.kill().unwrap();
         child.wait().unwrap();
-        let after = String::from_utf8(of_me(tid).unwrap()).unwrap();
+        let after = String::from_utf8(of_main(tid).unwrap()).unwrap();
         assert!(
             during.split_whitespace().any(|p| p == pid),
             "{pid} listed: {during:?}"
