@@ -66,7 +66,7 @@ pub fn nonce() -> String {
     let seq = SEQ.fetch_add(1, Ordering::Relaxed);
     format!(
         "{:x}-{:x}-{:x}",
-        std::process::id(),
+        crate::host::pid(),
         nanos & 0xffff_ffff_ffff,
         seq
     )
@@ -606,9 +606,9 @@ mod tests {
         assert_eq!((bytes.as_slice(), meta.len()), (&b"first"[..], 5));
         fs::rename(&inbox, &running).unwrap();
         fs::write(&running, "second, longer").unwrap();
-        assert_eq!(reread_bounded(&file, 100).unwrap(), b"second, longer");
+        assert_eq!(reread_bounded(&file, 100, None).unwrap(), b"second, longer");
         // One byte past the limit tells a file grown too large.
-        assert_eq!(reread_bounded(&file, 3).unwrap().len(), 4);
+        assert_eq!(reread_bounded(&file, 3, None).unwrap().len(), 4);
     }
 
     use std::os::unix::fs::MetadataExt;

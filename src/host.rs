@@ -20,6 +20,38 @@ pub fn hostname() -> &'static str {
     })
 }
 
+/// This process's id, asked of the kernel once (`getpid` was ~9 calls a task on a
+/// worker's path: temp names, records, status). A forked child asks again: the cache is
+/// cleared in it by an `atfork` handler registered with the first ask.
+pub fn pid() -> u32 {
+    use std::sync::atomic::Ordering;
+    let cached = PID.load(Ordering::Relaxed);
+    if cached != 0 {
+        return cached;
+    }
+    static AT_FORK: std::sync::Once = std::sync::Once::new();
+    AT_FORK.call_once(|| {
+        extern "C" fn forget() {
+            PID.store(0, std::sync::atomic::Ordering::Relaxed);
+        }
+        // SAFETY: registers a handler that only stores to an atomic.
+        unsafe { nix::libc::pthread_atfork(None, None, Some(forget)) };
+    });
+    let pid = std::process::id();
+    PID.store(pid, Ordering::Relaxed);
+    pid
+}
+
+static PID: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+
+/// The calling thread's id, asked of the kernel once per thread.
+pub fn tid() -> i32 {
+    thread_local! {
+        static TID: i32 = nix::unistd::gettid().as_raw();
+    }
+    TID.with(|t| *t)
+}
+
 /// The kernel's boot id (Linux); empty where the platform has none.
 pub fn boot_id() -> &'static str {
     static BOOT: OnceLock<String> = OnceLock::new();

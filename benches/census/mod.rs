@@ -37,7 +37,7 @@ impl Census {
             self.calls += 1;
             *self.by_name.entry(name.to_string()).or_default() += 1;
             let failed = result_of(line).is_some_and(|r| r.starts_with("-1 "));
-            if name == "openat" || name == "open" {
+            if name == "openat" || name == "open" || name == "openat2" {
                 self.openat += 1;
                 self.failed_openat += u64::from(failed);
                 let path = fold(line.split('"').nth(1).unwrap_or("?"));

@@ -35,6 +35,58 @@ impl Reserved {
     }
 }
 
+/// Where a child finds its pipe ends, and what it keeps of our descriptors.
+pub(super) struct Placed {
+    /// The ends lent to the reserved three, until dropped (after the clone).
+    pub lent: Option<LentLowFds<'static>>,
+    /// The child's stdin, stdout and stderr ends, as it finds them.
+    pub stdio: [libc::c_int; 3],
+    /// The first descriptor the child does not keep (0: it gets a whole copy).
+    pub keep_below: libc::c_uint,
+    /// The child closes every descriptor from this one on once its stdio is in place
+    /// (0: none).
+    pub close_from: libc::c_uint,
+}
+
+/// Place the child's pipe `ends` (stdin, stdout, stderr). Ends low enough already (a
+/// worker of one slot) stay where they are: the child keeps the descriptors below the
+/// highest and closes all but its stdio itself (one call), where lending the ends to the
+/// reserved three and taking them back cost six `dup3`. Hold the spawn lock.
+pub(super) fn place(ends: [libc::c_int; 3]) -> io::Result<Placed> {
+    let placed = match reserved() {
+        _ if reserved().is_some() && all_low(ends) => Placed {
+            lent: None,
+            stdio: ends,
+            keep_below: keep_below_all(ends),
+            close_from: 3,
+        },
+        Some(r) => Placed {
+            lent: Some(LentLowFds::lend(r, ends)?),
+            stdio: r.fds,
+            keep_below: r.keep_below(),
+            close_from: 0,
+        },
+        None => Placed {
+            lent: None,
+            stdio: ends,
+            keep_below: 0,
+            close_from: 0,
+        },
+    };
+    Ok(placed)
+}
+
+/// Whether every one of `ends` lies below the first descriptor a child never keeps
+/// anyway (the kernel copies the table in words of 64): then they need no lending.
+fn all_low(ends: [libc::c_int; 3]) -> bool {
+    ends.iter().all(|fd| (3..RESERVE_BELOW).contains(fd))
+}
+
+/// The first descriptor a child given `ends` as they are does not keep.
+fn keep_below_all(ends: [libc::c_int; 3]) -> libc::c_uint {
+    ends.into_iter().max().unwrap_or(2) as libc::c_uint + 1
+}
+
 /// `None` when no three descriptors could be reserved low enough (a child then gets a
 /// copy of the whole table, as before).
 static RESERVED: OnceLock<Option<Reserved>> = OnceLock::new();

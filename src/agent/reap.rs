@@ -2,6 +2,8 @@
 //! group. Descendants that ran `setsid` (or `setpgid`) are reparented to us, the
 //! subreaper, when their parent dies.
 
+mod children;
+
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -83,7 +85,7 @@ pub(super) fn reap_leftovers(pgid: u32, marker: &str) -> usize {
     if nothing_orphaned_here() {
         return 0;
     }
-    let me = std::process::id();
+    let me = crate::host::pid();
     let began = Instant::now();
     let mut termed: HashMap<u32, Instant> = HashMap::new();
     let mut escaped = 0;
@@ -156,18 +158,17 @@ pub(super) fn reap_leftovers(pgid: u32, marker: &str) -> usize {
 /// itself, of the thread that started it). Reading `/proc` instead cost about a tenth
 /// of a many-slot worker's CPU in a burst of short tasks.
 fn nothing_orphaned_here() -> bool {
-    let only_leaders = |tid: i32| -> bool {
-        let path = format!("/proc/self/task/{tid}/children");
-        let Ok(children) = std::fs::read_to_string(path) else {
+    let only_leaders = |children: Option<Vec<u8>>| -> bool {
+        let Some(children) = children else {
             return false;
         };
         let leaders = live_leaders();
-        children
+        String::from_utf8_lossy(&children)
             .split_whitespace()
             .all(|p| p.parse::<u32>().is_ok_and(|p| leaders.contains(&p)))
     };
-    let (main, me) = (std::process::id() as i32, nix::unistd::gettid().as_raw());
-    only_leaders(main) && (me == main || only_leaders(me))
+    let (main, me) = (crate::host::pid() as i32, crate::host::tid());
+    only_leaders(children::of_main(main)) && (me == main || only_leaders(children::of_me(me)))
 }
 
 /// The processes in `table` that belong to the task: our children in its group, with

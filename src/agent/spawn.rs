@@ -38,7 +38,7 @@ use std::sync::{Mutex, Once};
 
 use nix::libc;
 
-use super::low_fds::{self, LentLowFds, Reserved};
+use super::low_fds;
 use crate::error::{Error, Result};
 use crate::protocol::{AgentRecord, TaskId};
 use child::{clone_vfork, step_error, ChildPlan, Step};
@@ -299,21 +299,22 @@ pub(super) fn spawn(spec: SpawnSpec<'_>) -> Result<AgentProcess, SpawnError> {
         stdout_child.as_raw_fd(),
         stderr_child.as_raw_fd(),
     ];
-    let reserved = low_fds::reserved();
-    let lent = match reserved {
-        Some(r) => Some(LentLowFds::lend(r, ends)?),
-        None => None,
-    };
-    // SAFETY: getpid has no preconditions.
-    let parent = unsafe { libc::getpid() };
+    let low_fds::Placed {
+        lent,
+        stdio,
+        keep_below,
+        close_from,
+    } = low_fds::place(ends)?;
+    let parent = crate::host::pid() as libc::pid_t;
     let mut plan = ChildPlan {
         program: program.as_ptr(),
         argv: argv_ptrs.as_ptr(),
         sh_argv: sh_argv_ptrs.as_ptr(),
         envp: env_ptrs.as_ptr(),
         cwd: cwd.as_ptr(),
-        stdio: reserved.map_or(ends, |r| r.fds),
-        keep_below: reserved.map_or(0, Reserved::keep_below),
+        stdio,
+        keep_below,
+        close_from,
         record_path: record.path.as_ptr(),
         record: record.bytes.as_mut_ptr(),
         record_len: record.bytes.len(),

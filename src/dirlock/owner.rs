@@ -85,7 +85,7 @@ pub struct LockOwner {
 
 impl LockOwner {
     pub(super) fn for_this_process() -> LockOwner {
-        let pid = std::process::id();
+        let pid = crate::host::pid();
         LockOwner {
             pid,
             host: host::hostname().to_string(),

@@ -56,12 +56,7 @@ pub fn read_bounded_open(path: &Path, limit: u64) -> Result<Option<(File, fs::Me
             },
         ));
     }
-    let mut buf = Vec::with_capacity(meta.len() as usize);
-    // Read one byte past the limit: the file may grow between fstat and read.
-    (&mut f)
-        .take(limit + 1)
-        .read_to_end(&mut buf)
-        .map_err(|e| Error::io("read", path, e))?;
+    let buf = read_sized(&mut f, meta.len(), limit).map_err(|e| Error::io("read", path, e))?;
     if buf.len() as u64 > limit {
         return Err(Error::bad(
             path,
@@ -74,11 +69,53 @@ pub fn read_bounded_open(path: &Path, limit: u64) -> Result<Option<(File, fs::Me
     Ok(Some((f, meta, buf)))
 }
 
+/// The rest of `f` (at its start), `size` bytes by its `fstat`, up to `limit` + 1 (one
+/// byte past the limit: the file may grow between fstat and read). The first read asks
+/// for one byte more than `size`: when it returns exactly `size`, that was the end (a
+/// regular file's read stops short only there), and the read that would return 0 to
+/// say so is spared (one call of every file read, two of every task's claim).
+fn read_sized(f: &mut File, size: u64, limit: u64) -> io::Result<Vec<u8>> {
+    let want = size.saturating_add(1).min(limit + 1) as usize;
+    let mut buf = vec![0u8; want];
+    let n = loop {
+        match f.read(&mut buf) {
+            Ok(n) => break n,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    };
+    buf.truncate(n);
+    if n as u64 == size && n < want {
+        return Ok(buf);
+    }
+    if n > 0 {
+        f.by_ref().take(limit + 1 - n as u64).read_to_end(&mut buf)?;
+    }
+    Ok(buf)
+}
+
 /// What `file` holds now, from its start, up to `limit` + 1 bytes (one past the limit
 /// tells a file grown too large): the same file read again through its descriptor,
 /// wherever its name went meanwhile.
-pub fn reread_bounded(file: &File, limit: u64) -> io::Result<Vec<u8>> {
+/// `size`: how many bytes the file is expected to hold, if known: the first read asks
+/// for one more, and returning exactly `size` ends it (see [`read_sized`]).
+pub fn reread_bounded(file: &File, limit: u64, size: Option<u64>) -> io::Result<Vec<u8>> {
     use std::os::unix::fs::FileExt;
+    if let Some(size) = size.filter(|s| *s <= limit) {
+        let want = size as usize + 1;
+        let mut first = vec![0u8; want];
+        let n = loop {
+            match file.read_at(&mut first, 0) {
+                Ok(n) => break n,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(e),
+            }
+        };
+        if n as u64 == size {
+            first.truncate(n);
+            return Ok(first);
+        }
+    }
     let mut buf = Vec::new();
     let mut chunk = [0u8; 8192];
     while (buf.len() as u64) <= limit {
@@ -120,5 +157,36 @@ pub fn read_json<T: DeserializeOwned>(path: &Path, limit: u64) -> Result<Option<
     match read_bounded(path, limit)? {
         None => Ok(None),
         Some(bytes) => parse_json(path, &bytes).map(Some),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::Write;
+
+    /// The read that asks one byte past the size it was told stops there only when the
+    /// file holds exactly that: grown or cut since, it is read to its end.
+    #[test]
+    fn a_sized_read_reads_what_the_file_holds_now() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("f");
+        fs::write(&path, b"twelve bytes").unwrap();
+        let (_, meta, bytes) = read_bounded_open(&path, 100).unwrap().unwrap();
+        assert_eq!((meta.len(), &bytes[..]), (12, &b"twelve bytes"[..]));
+        let mut f = File::open(&path).unwrap();
+        assert_eq!(read_sized(&mut f, 4, 100).unwrap(), b"twelve bytes", "grown");
+        let mut f = File::open(&path).unwrap();
+        assert_eq!(read_sized(&mut f, 40, 100).unwrap(), b"twelve bytes", "cut");
+        let mut f = File::open(&path).unwrap();
+        assert_eq!(read_sized(&mut f, 12, 5).unwrap().len(), 6, "limit + 1");
+        let file = File::options().read(true).append(true).open(&path).unwrap();
+        assert_eq!(reread_bounded(&file, 100, Some(12)).unwrap(), b"twelve bytes");
+        (&file).write_all(b", more").unwrap();
+        assert_eq!(
+            reread_bounded(&file, 100, Some(12)).unwrap(),
+            b"twelve bytes, more"
+        );
+        assert_eq!(reread_bounded(&file, 100, Some(40)).unwrap().len(), 18);
     }
 }

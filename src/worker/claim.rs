@@ -52,7 +52,7 @@ pub(crate) fn from_inbox(
         }
         return Err(Error::io("stat", &inbox_path, e));
     }
-    crate::trust::verify_inbox_task_dirs(&shared.opts.root, &slot.paths)?;
+    slot.dirs_check.verify(&shared.opts.root, &slot.paths, true)?;
     let later = Pickup::NotYet(Instant::now() + shared.opts.rescan);
     let Some(lock) = slot_lock(shared, slot)? else {
         return Ok(later);
@@ -113,13 +113,16 @@ fn take_inbox(
     // and read again through that descriptor, not by opening `running.json` twice more.
     // A client that replaced `task.json` by a new file after our read had that one
     // renamed instead: it is handled by its name.
-    let mut renamed_ours = fs::symlink_metadata(&running).is_ok_and(|m| {
+    // The look at the new name is the file's state now too (one `fstat` spared).
+    let now = fs::symlink_metadata(&running).ok().filter(|m| {
         use std::os::unix::fs::MetadataExt;
-        m.ino() == meta.ino() && m.dev() == meta.dev()
+        meta.is_file() && m.ino() == meta.ino() && m.dev() == meta.dev()
     });
-    if renamed_ours {
-        renamed_ours = inbox::make_private_open(&running, &file, &meta);
-    } else {
+    let renamed_ours = match &now {
+        Some(now) => inbox::make_private_now(&running, &file, now),
+        None => false,
+    };
+    if now.is_none() {
         inbox::make_private(&running);
     }
     // The claim must survive a power loss, or task.json could reappear and the task
@@ -137,7 +140,7 @@ fn take_inbox(
     // the rename: what is in running.json now is what runs.
     let limit = shared.config.max_task_bytes();
     let now = if renamed_ours {
-        fsio::reread_bounded(&file, limit)
+        fsio::reread_bounded(&file, limit, Some(read.len() as u64))
             .ok()
             .filter(|b| b.len() as u64 <= limit)
     } else {
@@ -176,7 +179,7 @@ pub(crate) fn from_queue(
     shutdown: &Receiver<()>,
 ) -> Result<Pickup> {
     let pending = shared.opts.root.queue_pending();
-    crate::trust::verify_task_dirs(&shared.opts.root, &slot.paths)?;
+    slot.dirs_check.verify(&shared.opts.root, &slot.paths, false)?;
     let (lock_dir, lock_opts) = (slot.paths.lock_dir(), shared.lock_opts);
     let take_lock = || match slot.take_kept_lock(shared) {
         Some(kept) => Ok(Some(kept)),

@@ -151,14 +151,22 @@ pub(crate) fn make_private(path: &Path) {
 /// and a publisher's temporary one may be gone). Whether `path` still names `file` after
 /// (not when a private copy replaced it).
 pub(crate) fn make_private_open(path: &Path, file: &fs::File, meta: &fs::Metadata) -> bool {
+    if !meta.is_file() {
+        return true;
+    }
+    match file.metadata() {
+        Ok(now) => make_private_now(path, file, &now),
+        Err(_) => true,
+    }
+}
+
+/// [`make_private_open`] given what the file is now (`now`: its `fstat`, or an `lstat`
+/// of `path` found to be the same inode as `file` — the claim has one at hand).
+pub(crate) fn make_private_now(path: &Path, file: &fs::File, meta: &fs::Metadata) -> bool {
     use std::os::unix::fs::{MetadataExt, PermissionsExt};
     if !meta.is_file() {
         return true;
     }
-    let meta = match file.metadata() {
-        Ok(now) => now,
-        Err(_) => return true,
-    };
     if meta.mode() & 0o777 == 0o600 && meta.nlink() == 1 {
         return true;
     }

@@ -14,10 +14,12 @@ pub mod approval;
 mod callback;
 mod cancel;
 mod claim;
+mod dirs_watch;
 mod fence;
 mod inbox;
 mod inline;
 mod kept_lock;
+mod kept_swap;
 mod multi;
 mod options;
 mod owed;
@@ -80,6 +82,8 @@ impl SlotServer {
             shared_seen: SharedSeen::default(),
             kept_lock: slot_server::KeptLock::default(),
             owed: slot_server::Owed::default(),
+            running_gone: Default::default(),
+            dirs_check: dirs_watch::DirsCheck::each(),
         })
     }
 
@@ -159,6 +163,8 @@ impl Worker {
             None
         };
         let mut slot = slot;
+        // One slot in this process: its claims' directory check is watched.
+        slot.dirs_check = dirs_watch::DirsCheck::watched();
         if inline.is_some() {
             // Read by this thread (at each wait, and at the start of each look), the
             // watcher has told every change to the shared directories before a look
@@ -357,7 +363,8 @@ impl SlotServer {
         // Between looks nothing is in hand: a `running.json` now was left by a claim or
         // a recovery that a full disk cut short. Finish it first (we hold the slot's
         // gate); a new claim would rename over it and lose it.
-        if self.paths.running().exists() && !self.finish_leftover(shared) {
+        let gone = self.running_gone.swap(false, std::sync::atomic::Ordering::Relaxed);
+        if !gone && self.paths.running().exists() && !self.finish_leftover(shared) {
             return Ok(Pickup::NotYet(Instant::now() + self.backoff));
         }
         let err = match self.look_once(shared, wake, shutdown) {

@@ -104,6 +104,11 @@ pub(crate) struct SlotServer {
     pub(super) kept_lock: KeptLock,
     /// The last task's result, published but its commit owed ([`super::owed`]).
     pub(super) owed: Owed,
+    /// The last task's end removed `running.json` itself: the next look need not look
+    /// for one left in hand (taken by that look).
+    pub(crate) running_gone: std::sync::atomic::AtomicBool,
+    /// How a claim checks the directories its files go into ([`super::dirs_watch`]).
+    pub(super) dirs_check: super::dirs_watch::DirsCheck,
 }
 
 impl SlotServer {

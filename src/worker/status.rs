@@ -4,6 +4,7 @@ use std::fs;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
+use super::kept_swap::KeptSwap;
 use crate::error::Result;
 use crate::fsio;
 use crate::host;
@@ -23,6 +24,9 @@ pub(crate) struct StatusBoard {
     /// The slot's directory, open for as long as the worker serves it (a single-slot
     /// worker: [`StatusBoard::keep_dir_open`]), so a publish opens nothing.
     writing: Arc<Mutex<Option<fs::File>>>,
+    /// With the directory kept open: the status and its second name kept open too
+    /// ([`KeptSwap`]), from the first publish that leaves both in place.
+    kept: Arc<Mutex<Option<KeptSwap>>>,
 }
 
 impl StatusBoard {
@@ -40,12 +44,13 @@ impl StatusBoard {
             status: paths.status(),
             presets: Arc::new(presets),
             writing: Arc::new(Mutex::new(None)),
+            kept: Arc::new(Mutex::new(None)),
         }
     }
 
     /// Replace `status.json` with `status`, stamped with this process and host.
     pub fn publish(&self, mut status: Status) -> Result<()> {
-        status.worker_pid = Some(std::process::id());
+        status.worker_pid = Some(crate::host::pid());
         status.host = Some(host::hostname().to_string());
         status.host_id = Some(host::host_id().to_string());
         status.presets = self.presets.to_vec();
@@ -53,7 +58,19 @@ impl StatusBoard {
         let dir = self.writing.lock().unwrap_or_else(|e| e.into_inner());
         let swapped = dir.as_ref().and_then(|dir| {
             let name = self.status.file_name()?;
-            fsio::swap_in_at(dir, name, &self.status, &bytes)
+            let next = fsio::next_name(name);
+            let mut kept = self.kept.lock().unwrap_or_else(|e| e.into_inner());
+            if let Some(k) = kept.as_mut() {
+                if k.publish(dir, name, &next, &bytes) {
+                    return Some(Ok(()));
+                }
+                *kept = None;
+            }
+            let done = fsio::swap_in_at(dir, name, &self.status, &bytes)?;
+            if done.is_ok() {
+                *kept = KeptSwap::open(dir, name, &next);
+            }
+            Some(done)
         });
         swapped.unwrap_or_else(|| fsio::write_swapped(&self.status, &bytes))
     }

@@ -59,6 +59,7 @@ pub(super) fn prepare(
     let rec = worktree::plan(&req).map_err(reject)?;
     // Recorded before it exists: a crash after `git worktree add` leaves a worktree
     // recovery knows of, never an unknown one.
+    RECORDED.store(true, std::sync::atomic::Ordering::Relaxed);
     worktree::write_record(&paths.dir, &rec).map_err(reject)?;
     if let Err(e) = worktree::make(&rec, include) {
         worktree::forget_record(&paths.dir);
@@ -69,10 +70,19 @@ pub(super) fn prepare(
     Ok(Some(rec))
 }
 
-/// Forget the slot's worktree record: the task's result tells of it now.
+/// Forget the slot's worktree record: the task's result tells of it now. Only a
+/// process that wrote one has one to forget (a predecessor's is settled by recovery at
+/// start): a worker that never ran a worktree task spares the removal (a failed
+/// `unlink` a task).
 pub(super) fn forget_record(slot_dir: &Path) {
-    worktree::forget_record(slot_dir);
+    if RECORDED.load(std::sync::atomic::Ordering::Relaxed) {
+        worktree::forget_record(slot_dir);
+    }
 }
+
+/// Whether this process ever wrote a worktree record (never reset: with many slots,
+/// another slot's may still be there).
+static RECORDED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
 
 /// A worktree task whose agent was refused tool calls and changed nothing did not do its
 /// work, whatever its exit code: it fails, its error naming the first refusal. (Refused

@@ -48,11 +48,15 @@ fn a_task_on_runs_path_stays_lean() {
     println!("{per}");
 }
 
-/// The bounds of [`a_task_on_runs_path_stays_lean`]: the census on this branch (~175-190
-/// calls, ~18-20 opens at load 10 under `strace`) plus slack; the slot lock taken once a
-/// task again would add ~40 calls and 7 opens.
-const MAX_OPENAT: f64 = 24.0;
-const MAX_CALLS: f64 = 220.0;
+/// The bounds of [`a_task_on_runs_path_stays_lean`]: the census on this branch, run
+/// alone, ~138-140 calls and ~13.8 opens a task (issue 39.4 asks at most 150 and 15),
+/// plus slack for what varies with timing — beside the rest of the suite and a release
+/// build on 2 cores it read up to 164 calls and 17.6 opens: the run's polls of
+/// `status.json`, the idle worker's listings of `paused/`, and a worker that looked at
+/// an empty inbox before the run's next delivery, which parks the slot lock and takes it
+/// again. The slot lock taken once a task again (~40 calls, 7 opens) breaks them.
+const MAX_OPENAT: f64 = 19.0;
+const MAX_CALLS: f64 = 175.0;
 
 /// The census of a task: runs of 20 and 4 tasks, the difference over 16 (what a run
 /// does once cancels out, and its noise is spread over sixteen tasks). Each size runs

@@ -27,6 +27,9 @@ pub(super) struct ChildPlan {
     /// The child shares our descriptor table and leaves it keeping only those below
     /// this (0 = it has a copy of its own from the clone).
     pub(super) keep_below: libc::c_uint,
+    /// Once its stdio is in place, the child closes every descriptor from this one on
+    /// (0: none; it kept only the three lent ends, close-on-exec).
+    pub(super) close_from: libc::c_uint,
     pub(super) record_path: *const libc::c_char,
     pub(super) record: *mut u8,
     pub(super) record_len: usize,
@@ -173,6 +176,11 @@ extern "C" fn child_main(arg: *mut libc::c_void) -> libc::c_int {
             if libc::dup2(fd, target as libc::c_int) < 0 {
                 return fail(plan, Step::Stdio);
             }
+        }
+        // What it kept below `keep_below` besides its stdio: ours, not the agent's.
+        // (Where close_range is missing, a whole copy was made: closed at exec as before.)
+        if plan.close_from > 0 {
+            libc::syscall(libc::SYS_close_range, plan.close_from, libc::c_uint::MAX, 0);
         }
         if libc::chdir(plan.cwd) != 0 {
             return fail(plan, Step::Chdir);

@@ -2,6 +2,7 @@
 //! concluded, the result written through the ledger and its locks freed.
 
 use std::fs;
+use std::sync::atomic::Ordering;
 
 use crossbeam_channel::{select, Receiver};
 use nix::sys::signal::Signal;
@@ -216,7 +217,11 @@ impl Run<'_> {
         let mut trimmed = false;
         loop {
             let err = match ledger.finish(r, |st| self.slot.board.publish(st)) {
-                Ok(_) => {
+                Ok(published) => {
+                    if matches!(published, crate::ledger::Published::Published) {
+                        // `running.json` is gone: the next look need not look for it.
+                        self.slot.running_gone.store(true, Ordering::Relaxed);
+                    }
                     if waited {
                         tracing::info!(
                             "space was freed: the result of task {} is published",
