@@ -48,8 +48,9 @@ fn live() -> std::sync::MutexGuard<'static, Vec<u32>> {
     LIVE.lock().unwrap_or_else(|p| p.into_inner())
 }
 
-/// Stops the callbacks still running when dropped (the worker's loop ended): SIGTERM
-/// to each group, SIGKILL to what is left after [`KILL_GRACE`]. A callback outlives
+/// Stops the callbacks still running when dropped (the worker's loop ended): after
+/// [`KILL_GRACE`] for them to end on their own, SIGTERM to each group, SIGKILL to what
+/// is left after another. A callback outlives
 /// its worker no more than it outlives its timeout.
 pub(super) struct StopOnDrop;
 
@@ -59,19 +60,36 @@ impl Drop for StopOnDrop {
         if groups.is_empty() {
             return;
         }
+        // A callback started by the stop itself (a result whose commit the stop paid)
+        // gets a grace to end on its own before it is told to stop.
+        if ended_within_grace() {
+            return;
+        }
+        let groups = live().clone();
         tracing::info!("stopping {} callback(s) still running", groups.len());
         for g in &groups {
             crate::agent::signal_group(*g, Signal::SIGTERM);
         }
-        // Their watching threads reap them and take them off the list.
-        let deadline = std::time::Instant::now() + KILL_GRACE;
-        while !live().is_empty() && std::time::Instant::now() < deadline {
-            std::thread::sleep(Duration::from_millis(10));
+        if ended_within_grace() {
+            return;
         }
         for g in live().iter() {
             crate::agent::signal_group(*g, Signal::SIGKILL);
         }
     }
+}
+
+/// Whether every callback ended within [`KILL_GRACE`] (their watching threads reap them
+/// and take them off the list).
+fn ended_within_grace() -> bool {
+    let deadline = std::time::Instant::now() + KILL_GRACE;
+    while !live().is_empty() {
+        if std::time::Instant::now() >= deadline {
+            return false;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    true
 }
 
 /// Start the root's callback for task `id`, which this worker refused at pickup

@@ -135,7 +135,7 @@ fn take_inbox(
         fsio::commit_dirs(&[&slot.paths.dir])?;
     }
     // That commit carried the last task's result too, where its commit was owed.
-    slot.owed_paid_by_claim(shared)?;
+    slot.owed_paid_by_claim(shared);
     // A non-atomic client may have rewritten the file in place between our read and
     // the rename: what is in running.json now is what runs.
     let limit = shared.config.max_task_bytes();
@@ -205,7 +205,7 @@ pub(crate) fn from_queue(
     // (one rename: an fsync of the file where that commits its names, `fsio::commit_moved`).
     fsio::commit_moved(&slot.paths.running(), &[&pending, &slot.paths.dir])?;
     // That commit carried the last task's result too, where its commit was owed.
-    slot.owed_paid_by_claim(shared)?;
+    slot.owed_paid_by_claim(shared);
     let task = Task::from_bytes(&slot.paths.running(), &claim.task_bytes)?;
     let task = ensure_id(shared, slot, task)?;
     let id = task.id.clone().expect("id ensured");

@@ -243,6 +243,7 @@ impl MultiWorker {
         for e in &mut self.entries {
             if let State::Idle(s) = &e.state {
                 if s.lease_lost() {
+                    settle_before_leaving(&self.shared, s);
                     tracing::error!(
                         "worker {}: another host took its lease while this worker was \
                          paused; no longer serving it",
@@ -450,6 +451,13 @@ impl MultiWorker {
             self.hand_back(done);
             out -= 1;
         }
+        // A slot within its linger still owes its last result's commit, and its
+        // callback waits on that commit: paid now, or the callback never starts.
+        for e in &self.entries {
+            if let State::Idle(s) = &e.state {
+                settle_before_leaving(&self.shared, s);
+            }
+        }
     }
 
     /// config.json may change while we run: threads started from now on see the new one.
@@ -475,6 +483,14 @@ impl MultiWorker {
                 tracing::warn!("config.json changed but cannot be read ({e}); keeping the old one")
             }
         }
+    }
+}
+
+/// Pay an idle slot's owed commit and start its callback before the slot is let go;
+/// a failure is logged (the result stays untold, as recovery finds it).
+fn settle_before_leaving(shared: &Shared, s: &SlotServer) {
+    if let Err(e) = s.settle_owed(shared, false, false) {
+        tracing::error!("worker {}: committing its last result: {e}", s.slot());
     }
 }
 

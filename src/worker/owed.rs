@@ -24,6 +24,21 @@ pub(crate) const LINGER: Duration = Duration::from_millis(2);
 /// test kills it in (`tests/integration/owed_commit.rs`).
 pub const ENV_DEBUG_STOP_OWED: &str = "CONDUCTOR_DEBUG_STOP_OWED";
 
+/// Debug variable: the linger in milliseconds instead of [`LINGER`], so a test can stop
+/// a worker while a slot still owes its commit (`tests/integration/owed_commit.rs`).
+pub const ENV_DEBUG_LINGER_MS: &str = "CONDUCTOR_DEBUG_LINGER_MS";
+
+/// [`LINGER`], or what [`ENV_DEBUG_LINGER_MS`] asks (read once).
+fn linger() -> Duration {
+    static ASKED: OnceLock<Duration> = OnceLock::new();
+    *ASKED.get_or_init(|| {
+        std::env::var(ENV_DEBUG_LINGER_MS)
+            .ok()
+            .and_then(|ms| ms.parse().ok())
+            .map_or(LINGER, Duration::from_millis)
+    })
+}
+
 impl SlotServer {
     /// The claim's rename is done and its commit will pay an owed one: stop here when
     /// the fault test asks ([`ENV_DEBUG_STOP_OWED`]).
@@ -70,9 +85,9 @@ impl SlotServer {
     /// The slot's claim just committed a rename into `running.json` (its fsync, or a
     /// shared commit): what was owed on its filesystem is durable — told now, before the
     /// claimed task's agent starts. Owed elsewhere (another filesystem) is paid here.
-    pub(crate) fn owed_paid_by_claim(&self, shared: &Shared) -> Result<()> {
+    pub(crate) fn owed_paid_by_claim(&self, shared: &Shared) {
         let Some(end) = self.owed.end().take() else {
-            return Ok(());
+            return;
         };
         let dev = match self.owed.dev.get() {
             Some(dev) => Some(*dev),
@@ -82,7 +97,14 @@ impl SlotServer {
                     let _ = self.owed.dev.set(*d);
                 }),
         };
-        self.tell_paid(shared, end, dev)
+        // The claim's own commit succeeded: its task runs. Only the older result's
+        // paying failed (another device's commit): it stays untold, and said so.
+        if let Err(e) = self.tell_paid(shared, end, dev) {
+            tracing::error!(
+                "worker {}: committing the last task's result failed; it is not told: {e}",
+                self.slot()
+            );
+        }
     }
 
     /// A look ended (`ran`: it ran a task; `idle`: it found nothing to claim): pay what
@@ -102,7 +124,7 @@ impl SlotServer {
         if ran && owed.fresh {
             return Ok(None);
         }
-        let until = owed.since + LINGER;
+        let until = owed.since + linger();
         if idle && Instant::now() < until {
             return Ok(Some(until));
         }

@@ -8,8 +8,11 @@ use std::time::Duration;
 
 use conductor::{Client, Outcome, Root, Slot, Task, TaskId};
 
+use nix::sys::signal::Signal;
+
 use crate::harness::{wait_until, TestRoot, WorkerProc};
 use crate::journaled_commit::Ext4;
+use crate::scale::Many;
 
 /// The state letter of process `pid` (`T`: stopped), from `/proc/<pid>/stat`.
 fn state_of(pid: u32) -> Option<char> {
@@ -94,4 +97,45 @@ fn a_worker_killed_while_its_last_result_is_owed_to_the_next_claim_loses_and_dou
         "each agent ran at most once, the second never"
     );
     assert!(!paths.running().exists());
+}
+
+/// A many-slot worker stopped while one of its slots lingers with its last result's
+/// commit owed pays that commit and starts the result's callback before it exits (it
+/// dropped the slot, debt and all, and the callback never ran).
+#[test]
+fn a_many_slot_worker_stopped_while_a_result_is_owed_still_runs_its_callback() {
+    let Some(fs) = Ext4::made_or_skipped() else {
+        return;
+    };
+    let dir = tempfile::tempdir_in(&fs.mount).unwrap();
+    let client = Client::new(Root::new(dir.path().join("root")));
+    client.init_queue().unwrap();
+    let t = TestRoot { dir, client };
+    let told = t.dir.path().join("told");
+    let config = t.client.root().config_file();
+    let mut json: serde_json::Value = std::fs::read_to_string(&config).map_or_else(
+        |_| serde_json::json!({}),
+        |s| serde_json::from_str(&s).unwrap(),
+    );
+    json["callback"] = format!("echo \"$CONDUCTOR_TASK_ID\" >> {}", told.display()).into();
+    std::fs::write(&config, json.to_string()).unwrap();
+    // The slot lingers far longer than the test: only the stop can pay the debt.
+    let linger = [("CONDUCTOR_DEBUG_LINGER_MS", "600000")];
+    let mut w = Many::start(&t, &[Slot(0), Slot(1)], "cat", &linger);
+    let id = TaskId::from("owed1");
+    t.client
+        .write_task(Slot(0), &Task::new("hi").with_id("owed1"))
+        .unwrap();
+    let paths = t.client.root().worker(Slot(0));
+    wait_until(Duration::from_secs(60), "the result", || {
+        paths.result_for(&id).exists()
+    });
+    assert!(!told.exists(), "told before its commit was made");
+    w.signal(Signal::SIGTERM);
+    assert!(w.wait_exit().success(), "{}", w.stderr());
+    wait_until(
+        Duration::from_secs(30),
+        "the owed result's callback",
+        || std::fs::read_to_string(&told).is_ok_and(|s| s.lines().any(|l| l == "owed1")),
+    );
 }

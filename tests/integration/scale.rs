@@ -123,7 +123,7 @@ impl Many {
         fs::read_to_string(&self.stderr).unwrap_or_default()
     }
 
-    fn wait_exit(&mut self) -> std::process::ExitStatus {
+    pub(crate) fn wait_exit(&mut self) -> std::process::ExitStatus {
         let mut c = self.child.take().expect("still owned");
         let deadline = Instant::now() + BOUND;
         loop {
@@ -135,7 +135,7 @@ impl Many {
         }
     }
 
-    fn signal(&self, sig: Signal) {
+    pub(crate) fn signal(&self, sig: Signal) {
         kill(Pid::from_raw(self.pid as i32), sig).unwrap();
     }
 
