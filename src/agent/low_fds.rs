@@ -54,11 +54,14 @@ pub(super) struct Placed {
 /// reserved three and taking them back cost six `dup3`. Hold the spawn lock.
 pub(super) fn place(ends: [libc::c_int; 3]) -> io::Result<Placed> {
     let placed = match reserved() {
-        _ if reserved().is_some() && all_low(ends) => Placed {
+        Some(r) if all_low(ends) => Placed {
             lent: None,
             stdio: ends,
             keep_below: keep_below_all(ends),
-            close_from: 3,
+            // From above the reserved three, not from 3: a descriptor the worker
+            // inherited without close-on-exec (below them) is its agents' too, as on
+            // the lending path (docs/SCALE.md).
+            close_from: r.keep_below(),
         },
         Some(r) => Placed {
             lent: Some(LentLowFds::lend(r, ends)?),

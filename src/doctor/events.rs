@@ -73,15 +73,19 @@ fn read_proc_number(path: &str) -> Option<u64> {
     fs::read_to_string(path).ok()?.trim().parse().ok()
 }
 
-/// Watches one single-slot worker uses: its slot directory and the three shared ones.
-const WATCHES_PER_SINGLE_SLOT_WORKER: u64 = 4;
+/// Watches one single-slot worker uses: its slot directory and the three shared ones,
+/// and the nine directories its claim's check watches (`worker/dirs_watch.rs`).
+const WATCHES_PER_SINGLE_SLOT_WORKER: u64 = 13;
+/// inotify instances one single-slot worker uses: its events and its claim's check.
+const INSTANCES_PER_SINGLE_SLOT_WORKER: u64 = 2;
 /// Watches a many-slot worker uses besides one per slot.
 const SHARED_WATCHES: u64 = 3;
 
-/// How many slots these limits allow with native events: as single-slot workers (one
-/// instance and four watches each) and as many-slot workers (one watch per slot).
+/// How many slots these limits allow with native events: as single-slot workers (two
+/// instances and 13 watches each) and as many-slot workers (one watch per slot).
 pub(super) fn slots_allowed(instances: u64, watches: u64) -> String {
-    let single = instances.min(watches / WATCHES_PER_SINGLE_SLOT_WORKER);
+    let single =
+        (instances / INSTANCES_PER_SINGLE_SLOT_WORKER).min(watches / WATCHES_PER_SINGLE_SLOT_WORKER);
     let many = watches.saturating_sub(SHARED_WATCHES).min(1024);
     format!(
         "enough for about {single} single-slot workers, or {many} slots in many-slot workers \
@@ -128,12 +132,12 @@ mod tests {
     use super::*;
 
     #[test]
-    fn the_default_limits_allow_128_single_slot_workers_or_every_slot_in_one() {
+    fn the_default_limits_allow_64_single_slot_workers_or_every_slot_in_one() {
         let said = slots_allowed(128, 65_536);
-        assert!(said.contains("about 128 single-slot workers"), "{said}");
+        assert!(said.contains("about 64 single-slot workers"), "{said}");
         assert!(said.contains("1024 slots in many-slot workers"), "{said}");
         let said = slots_allowed(1024, 400);
-        assert!(said.contains("about 100 single-slot"), "{said}");
+        assert!(said.contains("about 30 single-slot"), "{said}");
         assert!(said.contains("397 slots"), "{said}");
     }
 }

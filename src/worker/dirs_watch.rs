@@ -72,9 +72,11 @@ impl DirsCheck {
     }
 }
 
-/// Every directory [`crate::trust::verify_task_dirs`] checks.
-fn task_dirs(root: &Root, paths: &WorkerPaths) -> [PathBuf; 8] {
+/// Every directory [`crate::trust::verify_task_dirs`] checks, and the root above them:
+/// a root renamed away and replaced (a link to another's tree) moves none of the eight.
+fn task_dirs(root: &Root, paths: &WorkerPaths) -> [PathBuf; 9] {
     [
+        root.path().to_path_buf(),
         root.workers_dir(),
         paths.dir.clone(),
         paths.tasks_dir(),
@@ -145,6 +147,22 @@ mod tests {
         assert!(err.contains("symbolic link"), "{err}");
         // And again: the refusal holds until the link is gone.
         assert!(check.verify(&root, &paths, true).is_err());
+    }
+
+    /// The watched directories stay as they were; the root above them is what changed.
+    #[test]
+    fn a_root_moved_away_and_replaced_after_the_first_check_is_checked_again() {
+        let (dir, root, paths) = slot();
+        let check = DirsCheck::watched();
+        check.verify(&root, &paths, true).unwrap();
+        check.verify(&root, &paths, true).unwrap();
+        std::fs::rename(root.path(), dir.path().join("moved")).unwrap();
+        let outside = dir.path().join("outside");
+        std::fs::create_dir(&outside).unwrap();
+        std::fs::create_dir(root.path()).unwrap();
+        std::os::unix::fs::symlink(&outside, root.workers_dir()).unwrap();
+        let err = check.verify(&root, &paths, true).unwrap_err().to_string();
+        assert!(err.contains("symbolic link"), "{err}");
     }
 
     #[test]

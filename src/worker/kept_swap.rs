@@ -65,15 +65,20 @@ impl KeptSwap {
     pub(super) fn publish(&mut self, dir: &File, name: &OsStr, next: &OsStr, bytes: &[u8]) -> bool {
         // The name is looked at, not trusted: a swap made by name elsewhere (recovery)
         // would have put the status itself under it.
-        let at = fstatat(dir, next, nix::fcntl::AtFlags::AT_SYMLINK_NOFOLLOW);
-        if !at.is_ok_and(|st| self.next.is(&st)) {
+        let Ok(st) = fstatat(dir, next, nix::fcntl::AtFlags::AT_SYMLINK_NOFOLLOW) else {
+            return false;
+        };
+        if !self.next.is(&st) {
             return false;
         }
         if self.next.file.write_all_at(bytes, 0).is_err() {
             return false;
         }
         let len = bytes.len() as u64;
-        if self.next.len > len && self.next.file.set_len(len).is_err() {
+        // Its size as found, not as we left it: a writer by name may have written into
+        // it in place (and failed to swap it), leaving it longer.
+        let found = u64::try_from(st.st_size).unwrap_or(u64::MAX).max(self.next.len);
+        if found > len && self.next.file.set_len(len).is_err() {
             return false;
         }
         self.next.len = len;

@@ -33,21 +33,23 @@ fn open(tid: i32) -> Option<File> {
     File::open(format!("/proc/self/task/{tid}/children")).ok()
 }
 
-/// The whole list, read from offset 0. A read stops short of a full buffer only at the
-/// end or when the next entry (a pid and a space, at most 11 bytes) would not fit: a
-/// read that leaves more room than that was the last.
+/// The whole list, read from offset 0, a page at a time: the kernel answers at most a
+/// page a read, so a read asked for more stops short in the middle. A page read stops
+/// short only at the end or when the next entry (a pid and a space, at most 11 bytes)
+/// would not fit: a read that leaves more room than that was the last.
 fn read_all(file: &File) -> Option<Vec<u8>> {
     const ENTRY: usize = 16;
-    let mut buf = vec![0u8; 4096];
+    const PAGE: usize = 4096;
+    let mut buf = Vec::new();
     let mut len = 0;
     loop {
-        let n = file.read_at(&mut buf[len..], len as u64).ok()?;
+        buf.resize(len + PAGE, 0);
+        let n = file.read_at(&mut buf[len..len + PAGE], len as u64).ok()?;
         len += n;
-        if n == 0 || buf.len() - len > ENTRY {
+        if n == 0 || PAGE - n > ENTRY {
             buf.truncate(len);
             return Some(buf);
         }
-        buf.resize(buf.len() * 2, 0);
     }
 }
 
