@@ -27,6 +27,8 @@ pub use commit_owed::{owing, Debt};
 pub use read::{
     open_regular, parse_json, read_bounded, read_bounded_open, read_json, reread_bounded,
 };
+#[cfg(all(target_os = "linux", target_env = "gnu"))]
+pub(crate) use read::statx_from_server;
 mod swap;
 use swap::swap_in_at_via;
 pub use swap::{next_name, refused_in as swap_refused_in, swap_in_at};

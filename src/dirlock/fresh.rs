@@ -39,26 +39,7 @@ fn vanished(e: &std::io::Error) -> bool {
 /// `statx(AT_STATX_FORCE_SYNC)` of `path` itself (not following a symlink).
 #[cfg(all(target_os = "linux", target_env = "gnu"))]
 fn forced_stat(path: &Path) -> std::io::Result<()> {
-    use std::os::unix::ffi::OsStrExt;
-    let c = std::ffi::CString::new(path.as_os_str().as_bytes())
-        .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidInput, e))?;
-    let mut st = std::mem::MaybeUninit::<nix::libc::statx>::zeroed();
-    // SAFETY: a valid C string and a buffer the size of `statx`, which the kernel
-    // fills on success; nothing is read from it here.
-    let rc = unsafe {
-        nix::libc::statx(
-            nix::libc::AT_FDCWD,
-            c.as_ptr(),
-            nix::libc::AT_SYMLINK_NOFOLLOW | nix::libc::AT_STATX_FORCE_SYNC,
-            nix::libc::STATX_BASIC_STATS,
-            st.as_mut_ptr(),
-        )
-    };
-    if rc == 0 {
-        Ok(())
-    } else {
-        Err(std::io::Error::last_os_error())
-    }
+    crate::fsio::statx_from_server(path).map(drop)
 }
 
 /// Elsewhere a plain `lstat`: what the caches say.

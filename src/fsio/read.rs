@@ -160,6 +160,32 @@ pub fn read_json<T: DeserializeOwned>(path: &Path, limit: u64) -> Result<Option<
     }
 }
 
+/// `statx(AT_STATX_FORCE_SYNC)` of `path` itself (not following a symlink): the
+/// attributes as the filesystem's server has them now, past this client's caches.
+#[cfg(all(target_os = "linux", target_env = "gnu"))]
+pub(crate) fn statx_from_server(path: &Path) -> io::Result<nix::libc::statx> {
+    use std::os::unix::ffi::OsStrExt;
+    let c = std::ffi::CString::new(path.as_os_str().as_bytes())
+        .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
+    let mut st = std::mem::MaybeUninit::<nix::libc::statx>::zeroed();
+    // SAFETY: a valid C string and a zeroed buffer the size of `statx`, filled by the
+    // kernel on success.
+    let rc = unsafe {
+        nix::libc::statx(
+            nix::libc::AT_FDCWD,
+            c.as_ptr(),
+            nix::libc::AT_SYMLINK_NOFOLLOW | nix::libc::AT_STATX_FORCE_SYNC,
+            nix::libc::STATX_BASIC_STATS,
+            st.as_mut_ptr(),
+        )
+    };
+    if rc != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: zero-initialised and written by a successful statx.
+    Ok(unsafe { st.assume_init() })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -55,25 +55,7 @@ type Stamp = Option<(i64, i64, i64, i64, u64, u64)>;
 /// The stamp as the server has it now.
 #[cfg(all(target_os = "linux", target_env = "gnu"))]
 fn stamp(path: &Path) -> Stamp {
-    use std::os::unix::ffi::OsStrExt;
-    let c = std::ffi::CString::new(path.as_os_str().as_bytes()).ok()?;
-    let mut st = std::mem::MaybeUninit::<nix::libc::statx>::zeroed();
-    // SAFETY: a valid C string and a buffer the size of `statx`, filled by the kernel
-    // on success (zeroed before, so every field is initialised either way).
-    let rc = unsafe {
-        nix::libc::statx(
-            nix::libc::AT_FDCWD,
-            c.as_ptr(),
-            nix::libc::AT_SYMLINK_NOFOLLOW | nix::libc::AT_STATX_FORCE_SYNC,
-            nix::libc::STATX_BASIC_STATS,
-            st.as_mut_ptr(),
-        )
-    };
-    if rc != 0 {
-        return None;
-    }
-    // SAFETY: zero-initialised and written by a successful statx.
-    let st = unsafe { st.assume_init() };
+    let st = crate::fsio::statx_from_server(path).ok()?;
     Some((
         st.stx_mtime.tv_sec,
         i64::from(st.stx_mtime.tv_nsec),
