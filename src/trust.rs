@@ -73,25 +73,33 @@ fn verify_slot_dirs(w: &WorkerPaths) -> Result<()> {
 /// writes into (and those leading to them from the root) are still real, private
 /// directories of ours. One `lstat` each.
 pub fn verify_task_dirs(root: &Root, paths: &WorkerPaths) -> Result<()> {
-    verify_inbox_task_dirs(root, paths)?;
-    verify_dir(&root.queue_dir())?;
-    verify_dir(&root.queue_results())
+    task_dirs(root, paths).iter().try_for_each(|d| verify_dir(d))
 }
 
 /// [`verify_task_dirs`] for a task from the slot's inbox, whose files never go into
 /// `queue/` (only a queued task's result is linked into `queue/results/`).
 pub fn verify_inbox_task_dirs(root: &Root, paths: &WorkerPaths) -> Result<()> {
-    for dir in [
+    task_dirs(root, paths)[..INBOX_TASK_DIRS]
+        .iter()
+        .try_for_each(|d| verify_dir(d))
+}
+
+/// How many of [`task_dirs`], from the first, an inbox task's files go into.
+const INBOX_TASK_DIRS: usize = 6;
+
+/// The directories a task's files go into, and those leading to them from the root:
+/// an inbox task's first, then the queue's.
+pub(crate) fn task_dirs(root: &Root, paths: &WorkerPaths) -> [std::path::PathBuf; 8] {
+    [
         root.workers_dir(),
         paths.dir.clone(),
         paths.tasks_dir(),
         paths.results_dir(),
         paths.rejected_dir(),
         root.ids_dir(),
-    ] {
-        verify_dir(&dir)?;
-    }
-    Ok(())
+        root.queue_dir(),
+        root.queue_results(),
+    ]
 }
 
 /// The slot-named entries of `workers/` (links included: they are refused, not skipped).

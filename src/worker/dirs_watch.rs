@@ -74,18 +74,10 @@ impl DirsCheck {
 
 /// Every directory [`crate::trust::verify_task_dirs`] checks, and the root above them:
 /// a root renamed away and replaced (a link to another's tree) moves none of the eight.
-fn task_dirs(root: &Root, paths: &WorkerPaths) -> [PathBuf; 9] {
-    [
-        root.path().to_path_buf(),
-        root.workers_dir(),
-        paths.dir.clone(),
-        paths.tasks_dir(),
-        paths.results_dir(),
-        paths.rejected_dir(),
-        root.ids_dir(),
-        root.queue_dir(),
-        root.queue_results(),
-    ]
+fn task_dirs(root: &Root, paths: &WorkerPaths) -> Vec<PathBuf> {
+    let mut dirs = vec![root.path().to_path_buf()];
+    dirs.extend(crate::trust::task_dirs(root, paths));
+    dirs
 }
 
 /// Nothing told since the last read (any event, an overflow or an error: not quiet).
