@@ -14,6 +14,13 @@ pub struct FsKind {
     pub eventless: bool,
 }
 
+impl FsKind {
+    /// Held in memory alone (tmpfs, ramfs): nothing on it outlives the machine.
+    pub fn held_in_memory(&self) -> bool {
+        self.name == "tmpfs" || self.name == "ramfs"
+    }
+}
+
 /// The filesystem `path` is on, by its statfs magic; `None` where the platform
 /// cannot tell (only Linux is detected).
 #[cfg(target_os = "linux")]

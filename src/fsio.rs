@@ -34,7 +34,7 @@ use swap::swap_in_at_via;
 pub use swap::{next_name, refused_in as swap_refused_in, swap_in_at};
 mod fsync;
 use fsync::fsync_on;
-pub use fsync::set_fsync;
+pub use fsync::{set_fsync, set_fsync_for_root};
 
 /// Default size limit for a task file.
 pub const TASK_SIZE_LIMIT: u64 = 4 * 1024 * 1024;

@@ -149,7 +149,7 @@ impl Worker {
         slot.board.keep_dir_open();
         crate::queue::init_root(&opts.root)?;
         let config = Config::load(&opts.root.config_file())?;
-        crate::fsio::set_fsync(config.fsync());
+        crate::fsio::set_fsync_for_root(opts.root.path(), config.fsync());
         let lock_opts = config.lock_options();
         let news = SharedNews::default();
         let (watcher, inline, wake) = if opts.wake_pipes {

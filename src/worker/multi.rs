@@ -109,7 +109,7 @@ impl MultiWorker {
             .map(|&s| SlotServer::take(&opts.root, s, opts.preset_names()).map(Box::new))
             .collect::<Result<Vec<_>>>()?;
         let config = Config::load(&opts.root.config_file())?;
-        crate::fsio::set_fsync(config.fsync());
+        crate::fsio::set_fsync_for_root(opts.root.path(), config.fsync());
         let lock_opts = config.lock_options();
         let dirty = Arc::new(Mutex::new(Dirty::default()));
         let (tx, wake) = bounded(1);

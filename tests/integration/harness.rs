@@ -27,6 +27,26 @@ impl TestRoot {
         TestRoot { dir, client }
     }
 
+    /// A root whose filesystem outlives the machine, so that its workers commit: the
+    /// temp directory, or the build's own (on the disk) where the temp directory is a
+    /// tmpfs — a root held in memory is served without fsyncs.
+    pub fn on_disk() -> TestRoot {
+        if !conductor::fs_kind::of(&std::env::temp_dir())
+            .ok()
+            .flatten()
+            .is_some_and(|k| k.held_in_memory())
+        {
+            return TestRoot::new();
+        }
+        let dir = tempfile::Builder::new()
+            .prefix("conductor-test-")
+            .tempdir_in(env!("CARGO_TARGET_TMPDIR"))
+            .expect("create temp root");
+        let client = Client::new(Root::new(dir.path().join("root")));
+        client.init_queue().expect("init root");
+        TestRoot { dir, client }
+    }
+
     pub fn path(&self) -> &Path {
         self.client.root().path()
     }
