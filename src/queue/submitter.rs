@@ -16,7 +16,9 @@ use crate::ids::{self, Place};
 use crate::layout::Root;
 use crate::protocol::{Task, TaskId, SCHEMA};
 
-use super::{deps, groups, PendingName, ORIGIN_QUEUE};
+use super::handle::ORIGIN_QUEUE;
+use super::order::PendingName;
+use super::{deps, groups};
 
 /// A root's queue checked and ready for tasks: see the module's doc.
 #[derive(Debug, Clone)]
