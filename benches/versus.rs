@@ -340,28 +340,9 @@ fn syscalls_batch(base: &Path, n: usize) {
         let root = Root::new(work.join("root"));
         conductor::Client::new(root.clone()).init_queue().unwrap();
         let workers = start_workers(&work, &root);
-        let list = work.join("prompts.txt");
-        let prompts: String = (0..tasks).map(|i| format!("task {i}\n")).collect();
-        std::fs::write(&list, prompts).unwrap();
-        let prefix = work.join("trace");
-        let out = Command::new("strace")
-            .args(["-ff", "-o"])
-            .arg(&prefix)
-            .arg(bin("conductor"))
-            .args(["submit", "--batch", "-f"])
-            .arg(&list)
-            .arg("--root")
-            .arg(root.path())
-            .env_remove("CONDUCTOR_WORKER")
-            .output()
-            .expect("run strace");
+        let census = census::census_of_batch(&bin("conductor"), &work, root.path(), tasks);
         stop_workers(workers);
-        assert!(
-            out.status.success(),
-            "the batch failed: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        census::Census::of_traces(&prefix).expect("read the traces")
+        census
     };
     let few = census_of(10);
     let many = census_of(n);
