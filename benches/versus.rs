@@ -31,6 +31,10 @@
 //! `--syscalls [--tasks 50]`: instead, the system calls of `conductor run` a task (the
 //! agent's own left out; `strace -f -ff` of runs of 10 and N tasks, the difference):
 //! calls, `openat`, failing `openat`, by name and by file (issue 39.4).
+//!
+//! `--syscalls-batch [--tasks 200]`: instead, the system calls of one `submit --batch`
+//! process a task, into a root two live workers serve (`strace -ff` of the submitter
+//! for batches of 10 and N, the difference; issue 39.3).
 
 #[path = "census/mod.rs"]
 mod census;
@@ -246,27 +250,7 @@ fn conductor_submit(dir: &Path, n: usize, batch: Option<&Path>) -> Duration {
     });
     let root = Root::new(&root_dir);
     conductor::Client::new(root.clone()).init_queue().unwrap();
-    let workers: Vec<_> = (0..2)
-        .map(|i| {
-            Command::new(bin("conductor-worker"))
-                .arg(i.to_string())
-                .arg(dir)
-                .args(["--agent", "cat", "--root"])
-                .arg(&root_dir)
-                .stdout(Stdio::null())
-                .stderr(Stdio::null())
-                .spawn()
-                .expect("worker")
-        })
-        .collect();
-    let deadline = Instant::now() + Duration::from_secs(30);
-    for (i, w) in workers.iter().enumerate() {
-        let slot = conductor::Slot(i as u32);
-        while !conductor::pool::serving(&root, slot, w.id()) {
-            assert!(Instant::now() < deadline, "worker {i} did not start");
-            std::thread::sleep(Duration::from_millis(2));
-        }
-    }
+    let workers = start_workers(dir, &root);
     let t = Instant::now();
     let mut ids = Vec::new();
     if let Some(list) = batch {
@@ -304,6 +288,37 @@ fn conductor_submit(dir: &Path, n: usize, batch: Option<&Path>) -> Duration {
             .expect("result");
     }
     let took = t.elapsed();
+    stop_workers(workers);
+    took
+}
+
+/// Two `cat` workers serving `root`, each serving before this returns.
+fn start_workers(dir: &Path, root: &Root) -> Vec<std::process::Child> {
+    let workers: Vec<_> = (0..2)
+        .map(|i| {
+            Command::new(bin("conductor-worker"))
+                .arg(i.to_string())
+                .arg(dir)
+                .args(["--agent", "cat", "--root"])
+                .arg(root.path())
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .spawn()
+                .expect("worker")
+        })
+        .collect();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    for (i, w) in workers.iter().enumerate() {
+        let slot = conductor::Slot(i as u32);
+        while !conductor::pool::serving(root, slot, w.id()) {
+            assert!(Instant::now() < deadline, "worker {i} did not start");
+            std::thread::sleep(Duration::from_millis(2));
+        }
+    }
+    workers
+}
+
+fn stop_workers(workers: Vec<std::process::Child>) {
     for mut w in workers {
         let _ = nix::sys::signal::kill(
             nix::unistd::Pid::from_raw(w.id() as i32),
@@ -311,7 +326,33 @@ fn conductor_submit(dir: &Path, n: usize, batch: Option<&Path>) -> Duration {
         );
         let _ = w.wait();
     }
-    took
+}
+
+/// `--syscalls-batch`: the calls of one `submit --batch` process a task, into a root two
+/// live `cat` workers serve (under `base`): `strace` of the submitter alone (not its
+/// workers) for batches of 10 and `n`, the difference over `n` − 10 (issue 39.3).
+fn syscalls_batch(base: &Path, n: usize) {
+    assert!(n > 10, "--tasks must be more than 10 with --syscalls-batch");
+    let dir = tempfile::tempdir_in(base).unwrap();
+    let census_of = |tasks: usize| {
+        let work = dir.path().join(format!("batch-{tasks}"));
+        std::fs::create_dir_all(&work).unwrap();
+        let root = Root::new(work.join("root"));
+        conductor::Client::new(root.clone()).init_queue().unwrap();
+        let workers = start_workers(&work, &root);
+        let census = census::census_of_batch(&bin("conductor"), &work, root.path(), tasks);
+        stop_workers(workers);
+        census
+    };
+    let few = census_of(10);
+    let many = census_of(n);
+    println!(
+        "`conductor submit --batch` into a root 2 workers serve, under {}, strace -ff of \
+         the submitter, ({n} − 10 tasks) / {}:",
+        base.display(),
+        n - 10
+    );
+    print!("{}", many.per_task(&few, (n - 10) as u64));
 }
 
 /// `n` processes of `program`, one after another, each waited for (as the submit loop
@@ -375,6 +416,11 @@ fn main() {
     } else {
         None
     };
+    if args.iter().any(|a| a == "--syscalls-batch") {
+        let n = flag("--tasks").and_then(|v| v.parse().ok()).unwrap_or(200);
+        syscalls_batch(&base, n);
+        return;
+    }
     if args.iter().any(|a| a == "--syscalls") {
         let n = flag("--tasks").and_then(|v| v.parse().ok()).unwrap_or(50);
         syscalls(&base, n);

@@ -36,6 +36,8 @@ pub fn verify_root(root: &Root) -> Result<()> {
 /// The check before a write into the root's shared directories only (the queue, `ids/`):
 /// the root and each shared directory, not the slots. O(1) in the number of slots.
 pub fn verify_shared(root: &Root) -> Result<()> {
+    #[cfg(test)]
+    SHARED_CHECKS.with(|n| n.set(n.get() + 1));
     let top = root.path();
     match fs::metadata(top) {
         Ok(meta) => check_dir(top, &meta)?,
@@ -46,6 +48,18 @@ pub fn verify_shared(root: &Root) -> Result<()> {
         verify_dir(&dir)?;
     }
     Ok(())
+}
+
+#[cfg(test)]
+thread_local! {
+    /// The [`verify_shared`] checks of this test's thread (the unit tests run side by side).
+    static SHARED_CHECKS: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
+}
+
+/// How many [`verify_shared`] checks this test thread has made so far.
+#[cfg(test)]
+pub(crate) fn shared_checks() -> usize {
+    SHARED_CHECKS.with(|n| n.get())
 }
 
 /// The check before a client writes into one slot: [`verify_shared`] plus that slot's

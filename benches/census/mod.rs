@@ -2,7 +2,8 @@
 //! `strace -f -ff` of a run of N tasks writes one file per process; every call of a
 //! process counts until it execs something that is not a conductor binary (the agent;
 //! the `execve` itself counts). Shared by `benches/versus.rs --syscalls` and the test
-//! `tests/integration/lean_path.rs` (included by `#[path]`).
+//! `tests/integration/lean_path.rs` (included by `#[path]`); `census_of_batch` counts a
+//! `submit --batch` process the same way (`--syscalls-batch`, `batch_calls.rs`).
 
 #![allow(dead_code)]
 
@@ -149,6 +150,34 @@ pub fn census_of_run(conductor: &Path, agent: &str, dir: &Path, tasks: usize) ->
     let census = Census::of_traces(&prefix).expect("read the traces");
     let _ = std::fs::remove_dir_all(&work);
     census
+}
+
+/// `conductor submit --batch -f LIST` of `tasks` prompts into `root` (made already)
+/// under `strace -ff` (the submitter alone: no other process is traced), in `work`; the
+/// census.
+pub fn census_of_batch(conductor: &Path, work: &Path, root: &Path, tasks: usize) -> Census {
+    std::fs::create_dir_all(work).unwrap();
+    let list = work.join(format!("prompts-{tasks}.txt"));
+    let prompts: String = (0..tasks).map(|i| format!("task {i}\n")).collect();
+    std::fs::write(&list, prompts).unwrap();
+    let prefix = work.join(format!("trace-{tasks}"));
+    let out = Command::new("strace")
+        .args(["-ff", "-o"])
+        .arg(&prefix)
+        .arg(conductor)
+        .args(["submit", "--batch", "-f"])
+        .arg(&list)
+        .arg("--root")
+        .arg(root)
+        .env_remove("CONDUCTOR_WORKER")
+        .output()
+        .expect("run strace");
+    assert!(
+        out.status.success(),
+        "the batch failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    Census::of_traces(&prefix).expect("read the traces")
 }
 
 /// The call's name, for a line that is a call (not a signal, an exit, a resumption).

@@ -134,11 +134,14 @@ fn task_of(line: &str, base: &Task) -> Result<Task, String> {
 /// The ids submitted, with their line numbers; and the first line that failed, with why.
 type Submitted = (Vec<(TaskId, usize)>, Option<(usize, anyhow::Error)>);
 
-/// Submit every line in turn, stopping at the first that fails.
+/// Submit every line in turn, stopping at the first that fails. The root is checked
+/// once for them all ([`crate::queue::Submitter`]); a root that fails it fails the
+/// first line.
 fn submit_all(client: &crate::Client, lines: Vec<Line>) -> Submitted {
     let mut ids = Vec::with_capacity(lines.len());
+    let mut submitter = None;
     for line in lines {
-        match submit_line(client, line.task) {
+        match submit_line(client, &mut submitter, line.task) {
             Ok(id) => ids.push((id, line.number)),
             Err(e) => return (ids, Some((line.number, e))),
         }
@@ -147,8 +150,71 @@ fn submit_all(client: &crate::Client, lines: Vec<Line>) -> Submitted {
 }
 
 /// Submit one task as `conductor submit` does: its dependencies resolved now (an
-/// earlier line's id is on the root by then), its depth stamped.
-fn submit_line(client: &crate::Client, mut task: Task) -> anyhow::Result<TaskId> {
+/// earlier line's id is on the root by then), its depth stamped. `submitter` is opened
+/// by the first line.
+fn submit_line(
+    client: &crate::Client,
+    submitter: &mut Option<crate::queue::Submitter>,
+    mut task: Task,
+) -> anyhow::Result<TaskId> {
     crate::env::stamp_depth(&mut task)?;
-    Ok(crate::verbs::submit::submit_task(client, task, None)?.id)
+    let submitter = match submitter {
+        Some(s) => s,
+        None => submitter.insert(crate::queue::Submitter::open(client.root().clone())?),
+    };
+    Ok(crate::verbs::submit::submit_one_of_many(
+        client, submitter, task,
+    )?)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{Client, Root};
+
+    fn lines(n: usize) -> Vec<Line> {
+        (1..=n)
+            .map(|number| Line {
+                number,
+                task: Task::new(format!("task {number}")),
+            })
+            .collect()
+    }
+
+    /// The root's trust check (~17 `stat`s) does not depend on the task: a batch makes
+    /// it once, not once a line (issue 39.3), and still queues every line.
+    #[test]
+    fn a_batch_checks_the_root_once_for_all_its_lines() {
+        let dir = tempfile::tempdir().unwrap();
+        let client = Client::new(Root::new(dir.path().join("root")));
+        client.init_queue().unwrap();
+        let before = crate::trust::shared_checks();
+        let (ids, failed) = submit_all(&client, lines(5));
+        assert!(failed.is_none(), "{:?}", failed.map(|(_, e)| e));
+        assert_eq!(crate::trust::shared_checks() - before, 1);
+        assert_eq!(ids.len(), 5);
+        let pending = crate::Queue::new(client.root().clone()).scan().unwrap();
+        assert_eq!(pending.len(), 5);
+    }
+
+    /// A root that is not there fails the batch's first line, naming it, and nothing
+    /// is made (the check once a batch is still made before any line is written).
+    #[test]
+    fn a_batch_into_a_missing_root_fails_its_first_line() {
+        let dir = tempfile::tempdir().unwrap();
+        let gone = dir.path().join("gone");
+        let client = Client::new(Root::new(&gone));
+        let (ids, failed) = submit_all(&client, lines(3));
+        assert!(ids.is_empty());
+        let (number, e) = failed.expect("refused");
+        assert_eq!(number, 1);
+        assert!(
+            matches!(
+                e.downcast_ref::<crate::Error>(),
+                Some(crate::Error::NoRoot { .. })
+            ),
+            "{e:#}"
+        );
+        assert!(!gone.exists());
+    }
 }

@@ -69,6 +69,15 @@ fn process_start() -> u64 {
     })
 }
 
+/// This process's id, asked once: `getpid` is a call a task for a batch of them (the C
+/// library no longer keeps it). A process forked without exec keeps its parent's, and
+/// its parent's handles with it: the handle files on the root refuse those ids, as
+/// they refuse any two processes' that meet.
+fn pid() -> u32 {
+    static PID: OnceLock<u32> = OnceLock::new();
+    *PID.get_or_init(std::process::id)
+}
+
 /// A fresh id text: `<handle>-<unix ms>-<pid>-<seq>`.
 pub(crate) fn generate() -> String {
     static SEQ: AtomicU64 = AtomicU64::new(0);
@@ -78,7 +87,7 @@ pub(crate) fn generate() -> String {
         .map(|d| d.as_millis())
         .unwrap_or(0);
     let handle = spell(scramble(process_start().wrapping_add(seq)));
-    format!("{handle}-{ms}-{}-{seq}", std::process::id())
+    format!("{handle}-{ms}-{}-{seq}", pid())
 }
 
 /// Whether `id` has the form [`generate`] gives (a retry's `-rN` after it allowed).

@@ -20,6 +20,7 @@ mod order;
 pub mod pause;
 mod retry;
 mod retry_ids;
+mod submitter;
 mod waits;
 
 use std::collections::HashMap;
@@ -31,9 +32,8 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use crate::config::Config;
 use crate::error::Result;
 use crate::fsio;
-use crate::ids::{self, Place};
 use crate::layout::Root;
-use crate::protocol::{id_list, Task, TaskId, TaskResult, SCHEMA};
+use crate::protocol::{id_list, Task, TaskId, TaskResult};
 use crate::wait::{Awaited, OnDeath, Vigil, Wait};
 use crate::watch::{Interest, WatchMode};
 
@@ -50,6 +50,7 @@ pub use handle::{Queue, ORIGIN_QUEUE};
 use held::is_held;
 use order::DEFAULT_PRIORITY;
 pub use order::{effective, order, PendingName, PendingTask};
+pub(crate) use submitter::Submitter;
 pub(crate) use waits::root_wide_wait;
 
 impl Queue {
@@ -78,46 +79,7 @@ impl Queue {
     /// ones it has). The root must exist ([`Error::NoRoot`](crate::error::Error::NoRoot)
     /// otherwise): submitting never makes one.
     pub fn submit(&self, task: &Task) -> Result<TaskId> {
-        self.root.require_existing()?;
-        crate::trust::verify_shared(&self.root)?;
-        let mut task = task.clone();
-        task.schema = SCHEMA;
-        task.origin = Some(ORIGIN_QUEUE.to_string());
-        let generated = task.id.is_none();
-        if generated {
-            task.id = Some(ids::fresh(&self.root)?);
-        }
-        let id = task.id.clone().expect("given or made above");
-        let bytes = task.to_bytes_checked(self.config()?.max_task_bytes())?;
-        if let Some(dir) = &task.dir {
-            crate::workdir::check(dir)?;
-        }
-        if let Some(g) = &task.group {
-            groups::require(&self.root, g)?;
-        }
-        // Before our own id is reserved: that order is what rules out cycles.
-        deps::check_known(&self.root, &task, &id)?;
-        let name = PendingName::for_task(&task, &id, SystemTime::now()).file_name();
-        for dir in [self.root.queue_tmp(), self.root.queue_pending()] {
-            fsio::ensure_dir(&dir)?;
-        }
-        if generated {
-            ids::reserve_fresh(&self.root, &id, Place::Queue)?;
-        } else {
-            ids::reserve(&self.root, &id, Place::Queue)?;
-        }
-        if let Err(e) = fsio::write_new_via_grouped(
-            &self.root.queue_tmp(),
-            &self.root.queue_pending().join(name),
-            &bytes,
-        ) {
-            // Not accepted: the id stays free for a retry of this submit.
-            if let Err(undo) = ids::release(&self.root, &id, Place::Queue) {
-                tracing::warn!("giving back task id {id}: {undo}");
-            }
-            return Err(e);
-        }
-        Ok(id)
+        Submitter::open(self.root.clone())?.submit(task)
     }
 
     /// Every pending entry, unordered. Names not written by `submit` (a file dropped in

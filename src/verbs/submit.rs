@@ -1,6 +1,6 @@
 //! The `submit` verb (`conductor submit`, the MCP `submit` tool): put one task into the shared queue, where any idle worker runs it.
 
-use crate::queue::Queue;
+use crate::queue::Submitter;
 use crate::verbs::spec::{QueueSpec, TaskSpec};
 use crate::{Client, Error, Task, TaskId};
 
@@ -45,13 +45,31 @@ pub fn submit(client: &Client, request: &Submit) -> crate::Result<Submitted> {
     submit_task(client, task, request.continue_from.as_ref())
 }
 
-/// Submit a task made already (a batch line's, or [`task_of`]'s): its dependencies'
-/// short ids resolved, its worktree's repository checked, `from`'s output added.
-pub fn submit_task(
+/// Submit a task made already ([`task_of`]'s): its dependencies' short ids resolved,
+/// its worktree's repository checked, `from`'s output added.
+pub fn submit_task(client: &Client, task: Task, from: Option<&TaskId>) -> crate::Result<Submitted> {
+    let mut task = prepare(client, task, from)?;
+    let id = Submitter::open(client.root().clone())?.submit(&task)?;
+    task.id = Some(id.clone());
+    let unserved = matches!(crate::wait::root_served(client.root()), Ok(false));
+    Ok(Submitted { task, id, unserved })
+}
+
+/// Submit one of many tasks (a batch line's) through `submitter`, opened once for them
+/// all: prepared as [`submit_task`] prepares one. Whether a worker serves the root is
+/// not asked (a look into every slot a task): the caller asks once, after the last.
+pub(crate) fn submit_one_of_many(
     client: &Client,
-    mut task: Task,
-    from: Option<&TaskId>,
-) -> crate::Result<Submitted> {
+    submitter: &Submitter,
+    task: Task,
+) -> crate::Result<TaskId> {
+    let task = prepare(client, task, None)?;
+    submitter.submit(&task)
+}
+
+/// `task` ready for the queue: its dependencies' short ids resolved, its worktree's
+/// repository checked, `from`'s output added.
+fn prepare(client: &Client, mut task: Task, from: Option<&TaskId>) -> crate::Result<Task> {
     for dep in &mut task.after {
         *dep = crate::ids::resolve(client.root(), dep)?;
     }
@@ -62,10 +80,7 @@ pub fn submit_task(
         task.validate()
             .map_err(|reason| Error::InvalidTask { reason })?;
     }
-    let id = Queue::new(client.root().clone()).submit(&task)?;
-    task.id = Some(id.clone());
-    let unserved = matches!(crate::wait::root_served(client.root()), Ok(false));
-    Ok(Submitted { task, id, unserved })
+    Ok(task)
 }
 
 /// Refuse at once a worktree task whose repository is known here (its `dir`) and is

@@ -3,7 +3,7 @@
 //! `benches/census`; `cargo bench --bench versus -- --syscalls` prints the same).
 
 #[path = "../../benches/census/mod.rs"]
-mod census;
+pub(crate) mod census;
 
 use crate::harness::{bin, TestRoot};
 use crate::prereq::{self, require};

@@ -7,6 +7,7 @@ mod process_limit;
 mod api;
 mod approvals;
 mod architecture;
+mod batch_calls;
 mod budgets;
 mod cli;
 mod client;
