@@ -90,7 +90,9 @@ pub(crate) fn strace_a_run(dir: &Path, root: &Path, n: usize) -> String {
 #[test]
 fn a_task_on_a_durable_root_costs_at_most_two_syncs() {
     require!(prereq::strace());
-    let where_ = TestRoot::on_disk().dir.path().to_path_buf();
+    // Kept until the check is made: dropping it deletes the directory looked at.
+    let probe = TestRoot::on_disk();
+    let where_ = probe.dir.path().to_path_buf();
     if let Ok(Some(kind)) = conductor::fs_kind::of(Path::new(&where_)) {
         if kind.eventless {
             prereq::skip_allowed_in_ci(
