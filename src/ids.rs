@@ -289,8 +289,9 @@ pub fn reserve(root: &Root, id: &TaskId, place: Place) -> Result<()> {
 }
 
 /// [`reserve`] for an id [`TaskId::generate`] just made (milliseconds, our pid, our own
-/// counter): no task can have used it before, so only the entry's own link — which
-/// refuses a name already there — is needed, not the four look-ups for an earlier use
+/// counter; its handle claimed on the root by [`fresh`], which alone keeps a forked
+/// child's ids apart from its parent's): no task can have used it before, so only the
+/// entry's own link — which refuses a name already there — is needed, not the four look-ups for an earlier use
 /// (a fifth of an orchestrator's work between a result and the next delivery).
 pub fn reserve_fresh(root: &Root, id: &TaskId, place: Place) -> Result<()> {
     id.validate()

@@ -4,7 +4,9 @@
 //! base 32 (no `i l o u`), its first a letter so it never starts like an original
 //! client's `Date.now()` id nor like an id from before handles (both begin with digits);
 //! then the unix milliseconds, pid and counter that made ids unique before (so a
-//! generated id is still new on its host without asking anyone). Within one process the
+//! generated id is new on its host without asking anyone — except in a child forked
+//! without exec, which keeps its parent's pid, start and counter: there only the root's
+//! handle claim, [`crate::ids::fresh`], tells their ids apart). Within one process the
 //! handles of successive ids are a permutation of the counter, so they never repeat;
 //! across processes each starts at a random point, and [`crate::ids::fresh`] makes the
 //! handle unique on a root. Order is in the records' times, not in the id: views and the
