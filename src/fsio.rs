@@ -34,7 +34,9 @@ use swap::swap_in_at_via;
 pub use swap::{next_name, refused_in as swap_refused_in, swap_in_at};
 mod fsync;
 use fsync::fsync_on;
-pub use fsync::{set_fsync, set_fsync_for_root};
+pub use fsync::{fsync_dir, set_fsync, set_fsync_for_root};
+mod flags;
+pub use flags::set_nonblocking;
 
 /// Default size limit for a task file.
 pub const TASK_SIZE_LIMIT: u64 = 4 * 1024 * 1024;
@@ -122,30 +124,6 @@ pub fn create_private(path: &Path) -> Result<File> {
     Ok(file)
 }
 
-/// fsync a directory so a rename, link or unlink inside it is durable.
-pub fn fsync_dir(dir: &Path) -> Result<()> {
-    if !fsync_on() {
-        return Ok(());
-    }
-    let d = File::open(dir).map_err(|e| Error::io("open directory", dir, e))?;
-    commit::counted(|| d.sync_all()).map_err(|e| Error::io("fsync directory", dir, e))
-}
-
-/// Make reads and writes on `fd` return at once (`on`) or wait (`!on`); the other status
-/// flags are kept. The flag belongs to the open file: every copy of the descriptor
-/// (a pipe end shared with a child) sees it.
-pub fn set_nonblocking(fd: impl std::os::fd::AsFd, on: bool) -> io::Result<()> {
-    let fd = fd.as_fd();
-    let flags = OFlag::from_bits_truncate(fcntl::fcntl(fd, fcntl::FcntlArg::F_GETFL)?);
-    let flags = if on {
-        flags | OFlag::O_NONBLOCK
-    } else {
-        flags - OFlag::O_NONBLOCK
-    };
-    fcntl::fcntl(fd, fcntl::FcntlArg::F_SETFL(flags))?;
-    Ok(())
-}
-
 fn parent_of(path: &Path) -> &Path {
     match path.parent() {
         Some(p) if !p.as_os_str().is_empty() => p,
@@ -159,6 +137,8 @@ fn parent_of(path: &Path) -> &Path {
 struct Dir {
     fd: File,
     path: PathBuf,
+    /// Its filesystem, looked up at the first step that asks (`None`: it could not be).
+    fs: std::cell::OnceCell<Option<commit::DirFs>>,
 }
 
 impl Dir {
@@ -171,6 +151,7 @@ impl Dir {
             Ok(fd) => Ok(Dir {
                 fd,
                 path: path.to_path_buf(),
+                fs: std::cell::OnceCell::new(),
             }),
             Err(_) if fs::symlink_metadata(path).is_ok_and(|m| m.file_type().is_symlink()) => {
                 Err(link_refusal(path))
@@ -204,14 +185,22 @@ impl Dir {
     fn commits_whole(&self, durability: Durability) -> bool {
         durability == Durability::Grouped
             && fsync_on()
-            && commit::reach_of(&self.fd, &self.path) == commit::Reach::WholeFilesystem
+            && self.fs().is_some_and(|f| f.reach() == commit::Reach::WholeFilesystem)
+    }
+
+    fn fs(&self) -> Option<&commit::DirFs> {
+        let found = || commit::DirFs::of(&self.fd, &self.path).ok();
+        self.fs.get_or_init(found).as_ref()
     }
 
     /// Make `file`, just published here, durable with its name, as `durability` asks.
     fn make_durable(&self, durability: Durability, whole: bool, file: &File) -> Result<()> {
         match durability {
             Durability::Atomic => Ok(()),
-            Durability::Grouped if whole => commit::commit_file(&self.path, file),
+            Durability::Grouped if whole => match self.fs() {
+                Some(fs) => fs.commit_file(&self.path, file),
+                None => commit::commit_file(&self.path, file),
+            },
             _ => self.sync(),
         }
     }
@@ -264,7 +253,7 @@ fn stage_in(
     let res = f.write_all(bytes).and_then(|()| {
         if durability != Durability::Atomic && !whole && fsync_on() {
             commit::counted(|| f.sync_all())
-        } else if whole && commit::owes_in(&dir.fd, &dir.path) {
+        } else if whole && dir.fs().is_some_and(commit::DirFs::owes) {
             // Its commit is owed to a later one: the bytes go out before the name.
             commit_owed::write_out(&f)
         } else {
@@ -435,7 +424,10 @@ fn write_new_via_as(
 
 /// Whether `dir` is on a filesystem other hosts may share (no local change events).
 fn dir_is_shared(dir: &Dir) -> bool {
-    crate::fs_kind::of_fd(&dir.fd).is_some_and(|k| k.eventless)
+    match dir.fs() {
+        Some(fs) => fs.shared(),
+        None => crate::fs_kind::of_fd(&dir.fd).is_some_and(|k| k.eventless),
+    }
 }
 
 /// Create and remove a temp name (a dot name: never an entry) in `dir`, so that its

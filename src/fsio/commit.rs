@@ -39,6 +39,8 @@ struct Group {
     /// The filesystem's device number.
     dev: u64,
     reach: Reach,
+    /// Other hosts may mount it (network and FUSE filesystems: no local change events).
+    shared: bool,
     /// An fsync of a file commits the names just made for it too (see [`commit_file`]).
     name_with_file: bool,
     /// The commit itself: `syncfs` (a stand-in in the unit tests).
@@ -79,17 +81,20 @@ fn group_on(dev: u64, dir: &Path) -> Result<Arc<Group>> {
         return Ok(Arc::clone(g));
     }
     let fd = File::open(dir).map_err(|e| Error::io("open directory", dir, e))?;
-    let reach = match crate::fs_kind::of_fd(&fd) {
+    let kind = crate::fs_kind::of_fd(&fd);
+    let reach = match &kind {
         Some(kind) if !kind.eventless && !kind.name.starts_with("filesystem type") => {
             Reach::WholeFilesystem
         }
         _ => Reach::FileByFile,
     };
+    let shared = kind.is_some_and(|k| k.eventless);
     let name_with_file = reach == Reach::WholeFilesystem && journals_names(&fd, dev);
     let g = Arc::new(Group {
         fd,
         dev,
         reach,
+        shared,
         name_with_file,
         sync: syncfs,
         state: Mutex::new(State::default()),
@@ -97,15 +102,6 @@ fn group_on(dev: u64, dir: &Path) -> Result<Arc<Group>> {
     });
     all.insert(dev, Arc::clone(&g));
     Ok(g)
-}
-
-/// How writes into the open directory `fd` (at `dir`) are made durable (see
-/// [`Reach`]); file by file when that cannot be told.
-pub(crate) fn reach_of(fd: &File, dir: &Path) -> Reach {
-    fd.metadata()
-        .map_err(|e| Error::io("look at directory", dir, e))
-        .and_then(|m| group_on(m.dev(), dir))
-        .map_or(Reach::FileByFile, |g| g.reach)
 }
 
 /// Make the renames, links and unlinks in `dirs` durable: one shared [`commit`] per
@@ -136,7 +132,11 @@ pub fn commit_dirs(dirs: &[&Path]) -> Result<()> {
 /// this process waiting for the same one. Only for a [`Reach::WholeFilesystem`]
 /// filesystem (the caller asked [`reach`]); elsewhere this fsyncs `dir` alone.
 pub fn commit(dir: &Path) -> Result<()> {
-    let g = group_of(dir)?;
+    commit_in(&*group_of(dir)?, dir)
+}
+
+/// [`commit`] of `dir`, on the filesystem of group `g`.
+fn commit_in(g: &Group, dir: &Path) -> Result<()> {
     if g.reach == Reach::WholeFilesystem && deferred(dir) {
         return Ok(());
     }
@@ -160,7 +160,11 @@ pub fn commit_file(dir: &Path, file: &File) -> Result<()> {
     if !super::fsync::fsync_on() {
         return Ok(());
     }
-    let g = group_of(dir)?;
+    commit_file_in(&*group_of(dir)?, dir, file)
+}
+
+/// [`commit_file`] on the filesystem of group `g`.
+fn commit_file_in(g: &Group, dir: &Path, file: &File) -> Result<()> {
     if g.name_with_file && !deferring() {
         // Inside `commit_owed::owing` (a task's end): the slot's next claim pays it.
         if super::commit_owed::owe(g.dev, dir, file) {
@@ -168,21 +172,51 @@ pub fn commit_file(dir: &Path, file: &File) -> Result<()> {
         }
         return counted(|| file.sync_all()).map_err(|e| Error::io("fsync the file in", dir, e));
     }
-    commit(dir)
+    commit_in(g, dir)
 }
 
-/// Whether a file about to be published in the open directory `fd` (at `dir`) will have
-/// its commit owed ([`super::commit_owed::owing`]): then its bytes are written out
-/// before its name is published.
-pub(crate) fn owes_in(fd: &File, dir: &Path) -> bool {
-    super::fsync::fsync_on()
-        && super::commit_owed::owing_now()
-        && !deferring()
-        && fd
+/// The filesystem of a directory a write goes into, found once by an `fstat` of the
+/// directory's descriptor: each step of the write asks it ([`DirFs::reach`], whether
+/// the commit is owed, whether other hosts share it, the commit) instead of looking
+/// the directory up by path again — two `statx` and an `fstatfs` a write (issue 39).
+#[derive(Clone)]
+pub(crate) struct DirFs(Arc<Group>);
+
+impl DirFs {
+    /// The filesystem of the directory open as `fd` (at `dir`).
+    pub(crate) fn of(fd: &File, dir: &Path) -> Result<DirFs> {
+        let dev = fd
             .metadata()
-            .ok()
-            .and_then(|m| group_on(m.dev(), dir).ok())
-            .is_some_and(|g| g.name_with_file)
+            .map_err(|e| Error::io("look at directory", dir, e))?
+            .dev();
+        group_on(dev, dir).map(DirFs)
+    }
+
+    pub(crate) fn reach(&self) -> Reach {
+        self.0.reach
+    }
+
+    /// Other hosts may mount it (no local change events).
+    pub(crate) fn shared(&self) -> bool {
+        self.0.shared
+    }
+
+    /// Whether a file about to be published here has its commit owed
+    /// ([`super::commit_owed::owing`]): then its bytes are written out before its name.
+    pub(crate) fn owes(&self) -> bool {
+        super::fsync::fsync_on()
+            && super::commit_owed::owing_now()
+            && !deferring()
+            && self.0.name_with_file
+    }
+
+    /// [`commit_file`] of `file`, just published in `dir` (on this filesystem).
+    pub(crate) fn commit_file(&self, dir: &Path, file: &File) -> Result<()> {
+        if !super::fsync::fsync_on() {
+            return Ok(());
+        }
+        commit_file_in(&self.0, dir, file)
+    }
 }
 
 /// The device of the filesystem `dir` is on, as the commits know it (looked up once).
@@ -393,6 +427,7 @@ mod tests {
             fd: File::open("/").unwrap(),
             dev: 0,
             reach: Reach::WholeFilesystem,
+            shared: false,
             name_with_file: false,
             sync: slow_sync,
             state: Mutex::new(State::default()),
