@@ -31,9 +31,15 @@
 //! `--syscalls [--tasks 50]`: instead, the system calls of `conductor run` a task (the
 //! agent's own left out; `strace -f -ff` of runs of 10 and N tasks, the difference):
 //! calls, `openat`, failing `openat`, by name and by file (issue 39.4).
+//!
+//! `--syscalls-queue [--tasks 50]`: the same census of the queue's path: two
+//! `conductor-worker`s under strace serve a `submit --batch` of 10 and of N tasks on a
+//! durable root; the workers' calls a task (issue 39.3).
 
 #[path = "census/mod.rs"]
 mod census;
+#[path = "census/queue.rs"]
+mod census_queue;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -340,6 +346,23 @@ fn syscalls(base: &Path, n: usize) {
     print!("{}", many.per_task(&few, (n - 10) as u64));
 }
 
+/// `--syscalls-queue`: the census of a queued task on the workers' side, under `base`.
+fn syscalls_queue(base: &Path, n: usize) {
+    assert!(n > 10, "--tasks must be more than 10 with --syscalls-queue");
+    let dir = tempfile::tempdir_in(base).unwrap();
+    let bins = bin("conductor");
+    let bins = bins.parent().expect("bin dir");
+    let few = census_queue::census_of_queue(bins, "cat", dir.path(), 10);
+    let many = census_queue::census_of_queue(bins, "cat", dir.path(), n);
+    println!(
+        "`submit --batch` to 2 `conductor-worker --agent cat` on a durable root under {}, \
+         the workers under strace -f -ff, ({n} − 10 tasks) / {}:",
+        base.display(),
+        n - 10
+    );
+    print!("{}", many.per_task(&few, (n - 10) as u64));
+}
+
 fn median(v: &mut [Duration]) -> Duration {
     v.sort();
     v[v.len() / 2]
@@ -375,6 +398,11 @@ fn main() {
     } else {
         None
     };
+    if args.iter().any(|a| a == "--syscalls-queue") {
+        let n = flag("--tasks").and_then(|v| v.parse().ok()).unwrap_or(50);
+        syscalls_queue(&base, n);
+        return;
+    }
     if args.iter().any(|a| a == "--syscalls") {
         let n = flag("--tasks").and_then(|v| v.parse().ok()).unwrap_or(50);
         syscalls(&base, n);
