@@ -45,6 +45,11 @@ impl SharedNews {
         self.0.fetch_or(ANY, Ordering::SeqCst);
     }
 
+    /// Whether a change in `paused/` was told and not yet taken by a look.
+    fn pauses_told(&self) -> bool {
+        self.0.load(Ordering::SeqCst) & PAUSES != 0
+    }
+
     fn take(&self) -> u8 {
         self.0.swap(0, Ordering::SeqCst)
     }
@@ -85,6 +90,18 @@ impl SharedSeen {
             self.queue_empty = false;
         }
         &self.paused
+    }
+
+    /// The pauses in force now, for a check while a task runs (a pause `--now`): the
+    /// last look's reading while the watcher has told of no change in `paused/` since
+    /// and it is younger than `rescan`, else read again. Nothing is taken: the next look
+    /// still reads `paused/` again for a change told.
+    pub fn pauses_now(&self, root: &Root, rescan: Duration) -> std::borrow::Cow<'_, Paused> {
+        let fresh = self.read_at.is_some_and(|at| at.elapsed() < rescan);
+        match &self.news {
+            Some(news) if fresh && !news.pauses_told() => std::borrow::Cow::Borrowed(&self.paused),
+            _ => std::borrow::Cow::Owned(Paused::load(root)),
+        }
     }
 
     /// Whether the claim's listing found `queue/pending/` empty since the last reading
@@ -149,6 +166,26 @@ mod tests {
         assert!(!seen.queue_known_empty());
         news.tell();
         assert!(seen.begin_look(&root, rescan).all());
+    }
+
+    #[test]
+    fn a_pause_told_while_a_task_runs_is_read_then_and_again_at_the_next_look() {
+        let (_d, root) = root();
+        let news = SharedNews::default();
+        let mut seen = SharedSeen::kept_while_silent(news.clone());
+        let rescan = Duration::from_secs(3600);
+        assert!(!seen.begin_look(&root, rescan).all());
+        pause_all(&root);
+        // Untold: the look's reading stands; a lock let go changes nothing there.
+        news.tell_not_pauses();
+        assert!(!seen.pauses_now(&root, rescan).all());
+        news.tell();
+        assert!(seen.pauses_now(&root, rescan).all());
+        // Not taken by the check: the next look reads paused/ again.
+        assert!(seen.begin_look(&root, rescan).all());
+        // Past the rescan interval it is read again, told or not.
+        crate::queue::pause::resume(&root, &crate::queue::pause::Target::All).unwrap();
+        assert!(!seen.pauses_now(&root, Duration::ZERO).all());
     }
 
     #[test]
