@@ -223,14 +223,13 @@ pub(crate) fn claim_next_seeing(
     if pending.is_empty() {
         return Ok(Claim::Empty);
     }
-    let served = queue.served_times(&pending);
     let mut scan = Scan {
         serve,
         root,
         config,
+        served: queue.served_times(&pending),
         queue,
         pending,
-        served,
         now: SystemTime::now(),
         opts: config.lock_options(),
         paused,

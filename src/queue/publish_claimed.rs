@@ -7,7 +7,7 @@ use crate::fsio;
 use crate::layout::Root;
 use crate::protocol::TaskId;
 
-/// [`super::publish_queue_result`] for a task this worker claimed from the queue and ran:
+/// [`super::claim::publish_queue_result`] for a task this worker claimed from the queue and ran:
 /// its claim registered the id for the queue (`ids::claim`, `Place::Queue`), an entry
 /// that is never moved elsewhere while the task is in hand, and `kept` is the result
 /// just written (a new file, so never already linked there). So no second read of
@@ -19,7 +19,7 @@ pub(crate) fn publish_claimed_result(root: &Root, kept: &Path, id: &TaskId) -> R
         Ok(()) => fsio::commit_file_at(&dir, kept),
         Err(e) => {
             tracing::debug!("queue copy of {id}: {e}; looking again");
-            super::publish_queue_result(root, kept, id)
+            super::claim::publish_queue_result(root, kept, id)
         }
     }
 }
