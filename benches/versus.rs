@@ -35,9 +35,15 @@
 //! `--syscalls-batch [--tasks 200]`: instead, the system calls of one `submit --batch`
 //! process a task, into a root two live workers serve (`strace -ff` of the submitter
 //! for batches of 10 and N, the difference; issue 39.3).
+//!
+//! `--syscalls-queue [--tasks 50]`: the same census of the queue's path: two
+//! `conductor-worker`s under strace serve a `submit --batch` of 10 and of N tasks on a
+//! durable root; the workers' calls a task (issue 39.3).
 
 #[path = "census/mod.rs"]
 mod census;
+#[path = "census/queue.rs"]
+mod census_queue;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -381,6 +387,23 @@ fn syscalls(base: &Path, n: usize) {
     print!("{}", many.per_task(&few, (n - 10) as u64));
 }
 
+/// `--syscalls-queue`: the census of a queued task on the workers' side, under `base`.
+fn syscalls_queue(base: &Path, n: usize) {
+    assert!(n > 10, "--tasks must be more than 10 with --syscalls-queue");
+    let dir = tempfile::tempdir_in(base).unwrap();
+    let bins = bin("conductor");
+    let bins = bins.parent().expect("bin dir");
+    let few = census_queue::census_of_queue(bins, "cat", dir.path(), 10);
+    let many = census_queue::census_of_queue(bins, "cat", dir.path(), n);
+    println!(
+        "`submit --batch` to 2 `conductor-worker --agent cat` on a durable root under {}, \
+         the workers under strace -f -ff, ({n} − 10 tasks) / {}:",
+        base.display(),
+        n - 10
+    );
+    print!("{}", many.per_task(&few, (n - 10) as u64));
+}
+
 fn median(v: &mut [Duration]) -> Duration {
     v.sort();
     v[v.len() / 2]
@@ -419,6 +442,11 @@ fn main() {
     if args.iter().any(|a| a == "--syscalls-batch") {
         let n = flag("--tasks").and_then(|v| v.parse().ok()).unwrap_or(200);
         syscalls_batch(&base, n);
+        return;
+    }
+    if args.iter().any(|a| a == "--syscalls-queue") {
+        let n = flag("--tasks").and_then(|v| v.parse().ok()).unwrap_or(50);
+        syscalls_queue(&base, n);
         return;
     }
     if args.iter().any(|a| a == "--syscalls") {

@@ -21,6 +21,10 @@ pub(crate) struct Ledger<'a> {
     pub paths: &'a WorkerPaths,
     /// The task came from the shared queue: its result is linked into `queue/results/`.
     pub queued: bool,
+    /// This process claimed the queued task and found its id registered for the queue
+    /// (the worker's path, not recovery's): its queue copy needs no second look at
+    /// `ids/` (`queue::publish_claimed_result`).
+    pub claimed_here: bool,
     /// The fencing token of the slot lock this end is written under: names the
     /// superseded record when a newer holder's result is already there.
     pub epoch: u64,
@@ -125,7 +129,13 @@ impl Ledger<'_> {
         if !self.queued {
             return Ok(());
         }
-        match queue::publish_queue_result(self.root, &self.paths.result_for(id), id) {
+        let kept = self.paths.result_for(id);
+        let published = if self.claimed_here {
+            queue::publish_claimed_result(self.root, &kept, id)
+        } else {
+            queue::publish_queue_result(self.root, &kept, id)
+        };
+        match published {
             // The id belongs elsewhere (a hand-edited or pre-registry root): the refusal
             // is logged, and the slot's own result stands; never a reason to stop.
             Err(Error::NotPublished { .. }) => Ok(()),

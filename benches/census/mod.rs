@@ -69,6 +69,19 @@ impl Census {
         Ok(census)
     }
 
+    /// Sum `other` into `self`.
+    pub fn add(&mut self, other: &Census) {
+        self.calls += other.calls;
+        self.openat += other.openat;
+        self.failed_openat += other.failed_openat;
+        for (k, n) in &other.by_name {
+            *self.by_name.entry(k.clone()).or_default() += n;
+        }
+        for (k, n) in &other.opened {
+            *self.opened.entry(k.clone()).or_default() += n;
+        }
+    }
+
     /// Per task: (`self` − `fewer`) / `tasks`, so what a run costs once cancels out.
     pub fn per_task(&self, fewer: &Census, tasks: u64) -> PerTask {
         let per = |a: u64, b: u64| (a as f64 - b as f64) / tasks as f64;

@@ -55,8 +55,10 @@ pub enum Serve {
 pub enum Claim {
     /// A task is in the worker's `running.json`, its locks held.
     Taken(Box<QueueClaim>),
-    /// Nothing pending, or every pending task's key is busy.
+    /// Nothing could run now: every pending task's key is busy, or it waits.
     Nothing,
+    /// `queue/pending/` held nothing at all (no task, no file to reject) when listed.
+    Empty,
     /// Tasks wait, but every run slot is taken (`maxRunning`).
     AllSlotsBusy,
     /// The worker's own `.lock` is held by someone else (a recovery is at it).
@@ -218,14 +220,16 @@ pub(crate) fn claim_next_seeing(
 ) -> Result<Claim> {
     let queue = Queue::new(root.clone());
     let pending = queue.scan()?;
-    let served = queue.served_times(&pending);
+    if pending.is_empty() {
+        return Ok(Claim::Empty);
+    }
     let mut scan = Scan {
         serve,
         root,
         config,
+        served: queue.served_times(&pending),
         queue,
         pending,
-        served,
         now: SystemTime::now(),
         opts: config.lock_options(),
         paused,

@@ -84,6 +84,7 @@ pub fn recover_slot(root: &Root, slot: Slot, lock_opts: &LockOptions) -> Result<
         root,
         paths: &paths,
         queued: found.queued,
+        claimed_here: false,
         epoch: lock.epoch(),
     };
     settle_leftover(root, &paths, &ledger, &found, &mut report)?;

@@ -170,13 +170,15 @@ fn take_inbox(
 }
 
 /// With an empty inbox: pull the best eligible task from the shared queue.
-/// `paused`: the pauses in force, as this look read them.
+/// `paused`: the pauses in force, as this look read them. `empty` is set when the
+/// claim's listing found `queue/pending/` empty (kept until the watcher tells of a
+/// change: no listing of its own before the claim's).
 pub(crate) fn from_queue(
     shared: &Shared,
     slot: &SlotServer,
     paused: &queue::pause::Paused,
-    wake: &Receiver<()>,
-    shutdown: &Receiver<()>,
+    (wake, shutdown): (&Receiver<()>, &Receiver<()>),
+    empty: &mut bool,
 ) -> Result<Pickup> {
     let pending = shared.opts.root.queue_pending();
     slot.dirs_check.verify(&shared.opts.root, &slot.paths, false)?;
@@ -199,6 +201,10 @@ pub(crate) fn from_queue(
     )? {
         queue::Claim::Taken(claim) => claim,
         queue::Claim::NotYet(wait) => return Ok(Pickup::NotYet(Instant::now() + wait)),
+        queue::Claim::Empty => {
+            *empty = true;
+            return Ok(Pickup::Empty);
+        }
         _ => return Ok(Pickup::Empty),
     };
     // The move out of pending/ and into running.json must both survive a power loss

@@ -436,10 +436,17 @@ impl SlotServer {
             Pickup::Deferred(at) => Some(at),
             other => return Ok(other),
         };
-        let queued = if self.shared_seen.queue_empty(&shared.opts.root) {
+        // The claim lists `queue/pending/` itself: no listing of ours before it. What it
+        // found empty stays empty until the watcher tells of a change.
+        let queued = if self.shared_seen.queue_known_empty() {
             Pickup::Empty
         } else {
-            claim::from_queue(shared, self, &paused, wake, shutdown)?
+            let mut empty = false;
+            let queued = claim::from_queue(shared, self, &paused, (wake, shutdown), &mut empty);
+            if empty {
+                self.shared_seen.saw_queue_empty();
+            }
+            queued?
         };
         Ok(match (held_until, queued) {
             (Some(at), Pickup::Empty) => Pickup::NotYet(at),
@@ -523,12 +530,13 @@ mod tests {
         let (_d, root, inline, mut seen) = watched_slot();
         let rescan = Duration::from_secs(3600);
         seen.begin_look(&root, rescan);
-        assert!(seen.queue_empty(&root));
+        seen.saw_queue_empty();
+        assert!(seen.queue_known_empty());
         crate::queue::Queue::new(root.clone())
             .submit(&crate::Task::new("x"))
             .unwrap();
         inline.tell_waiting();
         seen.begin_look(&root, rescan);
-        assert!(!seen.queue_empty(&root));
+        assert!(!seen.queue_known_empty());
     }
 }

@@ -16,25 +16,42 @@
 //! inbox only (the shared directories are not watched): its reading is kept for at most
 //! an idle look (`Shared::idle_look`, 100 ms).
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::layout::Root;
 use crate::queue::pause::Paused;
 
+/// Something changed in a shared directory (or anything may have).
+const ANY: u8 = 1;
+/// ... in `paused/` (or anything may have): the pauses are read again.
+const PAUSES: u8 = 2;
+
 /// Set by the watcher when something changed in a shared directory (or anything may
-/// have), taken by the next look.
+/// have), taken by the next look. A change elsewhere than in `paused/` (a claim, a lock
+/// let go: several a task) is told apart, so the pauses are not read again for it.
 #[derive(Debug, Clone, Default)]
-pub(crate) struct SharedNews(Arc<AtomicBool>);
+pub(crate) struct SharedNews(Arc<AtomicU8>);
 
 impl SharedNews {
+    /// Anything may have changed, the pauses too.
     pub fn tell(&self) {
-        self.0.store(true, Ordering::SeqCst);
+        self.0.fetch_or(ANY | PAUSES, Ordering::SeqCst);
     }
 
-    fn take(&self) -> bool {
-        self.0.swap(false, Ordering::SeqCst)
+    /// A shared directory other than `paused/` changed.
+    pub fn tell_not_pauses(&self) {
+        self.0.fetch_or(ANY, Ordering::SeqCst);
+    }
+
+    /// Whether a change in `paused/` was told and not yet taken by a look.
+    fn pauses_told(&self) -> bool {
+        self.0.load(Ordering::SeqCst) & PAUSES != 0
+    }
+
+    fn take(&self) -> u8 {
+        self.0.swap(0, Ordering::SeqCst)
     }
 }
 
@@ -44,8 +61,9 @@ pub(crate) struct SharedSeen {
     news: Option<SharedNews>,
     read_at: Option<Instant>,
     paused: Paused,
-    /// Whether `queue/pending/` held no task at the last reading (`None`: not read since).
-    queue_empty: Option<bool>,
+    /// Whether the last claim's listing found `queue/pending/` empty since the pauses
+    /// were read (the claim lists it; no listing of its own before that).
+    queue_empty: bool,
 }
 
 impl SharedSeen {
@@ -58,38 +76,44 @@ impl SharedSeen {
     }
 
     /// Start a look: read the pauses again unless the last reading stands (nothing
-    /// changed since, and it is younger than `rescan`). The pauses in force.
+    /// changed in `paused/` since, and it is younger than `rescan`). The pauses in force.
+    /// The queue's emptiness stands only while no shared directory changed.
     pub fn begin_look(&mut self, root: &Root, rescan: Duration) -> &Paused {
         // Taken first: a change made while we read is told again at the next look.
-        let changed = self.news.as_ref().is_none_or(SharedNews::take);
+        let news = self.news.as_ref().map_or(ANY | PAUSES, SharedNews::take);
         let fresh = self.read_at.is_some_and(|at| at.elapsed() < rescan);
-        if changed || !fresh {
+        if news & PAUSES != 0 || !fresh {
             self.paused = Paused::load(root);
-            self.queue_empty = None;
             self.read_at = Some(Instant::now());
+        }
+        if news != 0 || !fresh {
+            self.queue_empty = false;
         }
         &self.paused
     }
 
-    /// Whether the queue holds no task, read once per reading of the pauses (an
-    /// unreadable `queue/pending/` counts as empty, and is read again next time).
-    pub fn queue_empty(&mut self, root: &Root) -> bool {
-        if let Some(empty) = self.queue_empty {
-            return empty;
-        }
-        match queue_has_tasks(root) {
-            Some(any) => *self.queue_empty.insert(!any),
-            None => true,
+    /// The pauses in force now, for a check while a task runs (a pause `--now`): the
+    /// last look's reading while the watcher has told of no change in `paused/` since
+    /// and it is younger than `rescan`, else read again. Nothing is taken: the next look
+    /// still reads `paused/` again for a change told.
+    pub fn pauses_now(&self, root: &Root, rescan: Duration) -> std::borrow::Cow<'_, Paused> {
+        let fresh = self.read_at.is_some_and(|at| at.elapsed() < rescan);
+        match &self.news {
+            Some(news) if fresh && !news.pauses_told() => std::borrow::Cow::Borrowed(&self.paused),
+            _ => std::borrow::Cow::Owned(Paused::load(root)),
         }
     }
-}
 
-/// Whether `queue/pending/` holds anything but temp and hidden names (a task, or a
-/// malformed file to reject): worth a claim. `None`: it cannot be read.
-pub(crate) fn queue_has_tasks(root: &crate::layout::Root) -> Option<bool> {
-    std::fs::read_dir(root.queue_pending())
-        .map(|mut d| d.any(|e| e.is_ok_and(|e| !e.file_name().to_string_lossy().starts_with('.'))))
-        .ok()
+    /// Whether the claim's listing found `queue/pending/` empty since the last reading
+    /// of the pauses (then no claim is tried until the watcher tells of a change).
+    pub fn queue_known_empty(&self) -> bool {
+        self.queue_empty
+    }
+
+    /// The claim's listing found `queue/pending/` empty.
+    pub fn saw_queue_empty(&mut self) {
+        self.queue_empty = true;
+    }
 }
 
 #[cfg(test)]
@@ -115,12 +139,53 @@ mod tests {
         let mut seen = SharedSeen::kept_while_silent(news.clone());
         let rescan = Duration::from_secs(3600);
         assert!(!seen.begin_look(&root, rescan).all());
-        assert!(seen.queue_empty(&root));
+        seen.saw_queue_empty();
+        assert!(seen.queue_known_empty());
         pause_all(&root);
         // Not told yet: the last reading stands.
         assert!(!seen.begin_look(&root, rescan).all());
         news.tell();
         assert!(seen.begin_look(&root, rescan).all());
+        // A change told: the queue is listed again by the next claim.
+        assert!(!seen.queue_known_empty());
+    }
+
+    #[test]
+    fn a_change_elsewhere_than_in_paused_keeps_the_pauses_but_not_the_queues_emptiness() {
+        let (_d, root) = root();
+        let news = SharedNews::default();
+        let mut seen = SharedSeen::kept_while_silent(news.clone());
+        let rescan = Duration::from_secs(3600);
+        assert!(!seen.begin_look(&root, rescan).all());
+        seen.saw_queue_empty();
+        pause_all(&root);
+        news.tell_not_pauses();
+        // The pauses are not read again for a claim or a lock let go...
+        assert!(!seen.begin_look(&root, rescan).all());
+        // ...but the queue is listed again by the next claim.
+        assert!(!seen.queue_known_empty());
+        news.tell();
+        assert!(seen.begin_look(&root, rescan).all());
+    }
+
+    #[test]
+    fn a_pause_told_while_a_task_runs_is_read_then_and_again_at_the_next_look() {
+        let (_d, root) = root();
+        let news = SharedNews::default();
+        let mut seen = SharedSeen::kept_while_silent(news.clone());
+        let rescan = Duration::from_secs(3600);
+        assert!(!seen.begin_look(&root, rescan).all());
+        pause_all(&root);
+        // Untold: the look's reading stands; a lock let go changes nothing there.
+        news.tell_not_pauses();
+        assert!(!seen.pauses_now(&root, rescan).all());
+        news.tell();
+        assert!(seen.pauses_now(&root, rescan).all());
+        // Not taken by the check: the next look reads paused/ again.
+        assert!(seen.begin_look(&root, rescan).all());
+        // Past the rescan interval it is read again, told or not.
+        crate::queue::pause::resume(&root, &crate::queue::pause::Target::All).unwrap();
+        assert!(!seen.pauses_now(&root, Duration::ZERO).all());
     }
 
     #[test]

@@ -66,6 +66,11 @@ pub(super) fn shared_change(shared: &[PathBuf], p: &Path) -> bool {
         && p.parent().is_some_and(|d| shared.iter().any(|s| s == d))
 }
 
+/// Whether `p` is `dir` or an entry of it.
+fn in_dir(dir: &Path, p: &Path) -> bool {
+    p == dir || p.parent() == Some(dir)
+}
+
 /// The wake-ups of a worker its owner feeds through stdin ([`WorkerOptions::wake_pipes`]):
 /// every byte is news of its inbox; the pipe's end stops the worker as SIGTERM would.
 /// The pauses and the queue, which others may change in the owner's root without a
@@ -113,10 +118,13 @@ pub(super) fn watch_slot(
     let (tx, wake) = bounded(1);
     let shared = shared_dirs(root);
     let shared_dirs = shared.clone();
+    let paused_dir = root.paused_dir();
     let on_change: crate::watch::OnChange = Arc::new(move |p: Option<&Path>| {
         let in_shared = p.is_none_or(|p| shared_change(&shared_dirs, p));
-        if in_shared {
-            news.tell();
+        match p {
+            Some(p) if in_shared && !in_dir(&paused_dir, p) => news.tell_not_pauses(),
+            _ if in_shared => news.tell(),
+            _ => {}
         }
         let relevant = in_shared
             || p.is_some_and(|p| {

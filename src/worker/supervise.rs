@@ -260,7 +260,11 @@ impl Run<'_> {
 
     /// The pause made `--now` that applies to this run, if any.
     fn paused_now(&self) -> Option<Stop> {
-        crate::queue::pause::Paused::load(&self.shared.opts.root)
+        // The look's reading stands while the watcher told of no change in `paused/`:
+        // the other slots' claims and locks wake this one several times a task.
+        self.slot
+            .shared_seen
+            .pauses_now(&self.shared.opts.root, self.shared.idle_look())
             .stops(
                 self.slot.slot().0,
                 self.key.as_deref(),

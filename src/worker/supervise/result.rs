@@ -210,6 +210,7 @@ impl Run<'_> {
             root: &self.shared.opts.root,
             paths: &self.slot.paths,
             queued,
+            claimed_here: queued,
             epoch,
         };
         let mut backoff = space::FIRST_BACKOFF;
