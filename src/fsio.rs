@@ -21,7 +21,7 @@ mod counted;
 mod read;
 pub mod space;
 pub use commit::{
-    commit_dirs, commit_file, commit_file_at, commit_moved, in_one_commit, sync_count,
+    commit_dirs, commit_file, commit_file_at, commit_moved, fsync_dir, in_one_commit, sync_count,
 };
 pub use commit_owed::{owing, Debt};
 pub use read::{
@@ -34,7 +34,7 @@ use swap::swap_in_at_via;
 pub use swap::{next_name, refused_in as swap_refused_in, swap_in_at};
 mod fsync;
 use fsync::fsync_on;
-pub use fsync::{fsync_dir, set_fsync, set_fsync_for_root};
+pub use fsync::{set_fsync, set_fsync_for_root};
 mod flags;
 pub use flags::set_nonblocking;
 
@@ -384,6 +384,15 @@ pub fn link_replace(src: &Path, path: &Path) -> Result<()> {
         return Err(e);
     }
     Ok(())
+}
+
+/// Link `src` as `path`, a name that must not exist yet (`AlreadyExists` then): one
+/// `linkat` into the directory opened without following a link, the file whole from
+/// its first moment under the name.
+pub fn link_new(src: &Path, path: &Path) -> Result<()> {
+    let (dir, name) = Dir::of(path)?;
+    unistd::linkat(AT_FDCWD, src, &dir.fd, name, AtFlags::empty())
+        .map_err(|e| Error::io("link", path, e.into()))
 }
 
 /// Like [`write_new`], staging in `tmp_dir` (e.g. `queue/tmp/`) so that nothing

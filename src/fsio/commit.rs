@@ -403,6 +403,15 @@ impl Group {
 
 const EIO: i32 = nix::errno::Errno::EIO as i32;
 
+/// fsync a directory so a rename, link or unlink inside it is durable.
+pub fn fsync_dir(dir: &Path) -> Result<()> {
+    if !super::fsync::fsync_on() {
+        return Ok(());
+    }
+    let d = File::open(dir).map_err(|e| Error::io("open directory", dir, e))?;
+    counted(|| d.sync_all()).map_err(|e| Error::io("fsync directory", dir, e))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

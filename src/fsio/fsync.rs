@@ -1,10 +1,7 @@
 //! Whether this process fsyncs (its root's `config.json` `fsync`, and whether its root's
 //! filesystem outlives the machine): one switch, read by every durable write.
 
-use std::fs::File;
 use std::path::Path;
-
-use crate::error::{Error, Result};
 
 /// Whether this process fsyncs: on unless its root's config turns it off
 /// ([`set_fsync`]); a process serves one root.
@@ -36,15 +33,6 @@ pub fn set_fsync_for_root(root_dir: &Path, configured: bool) -> bool {
 /// that cannot be told.
 pub fn held_in_memory(dir: &Path) -> bool {
     matches!(crate::fs_kind::of(dir), Ok(Some(kind)) if kind.held_in_memory())
-}
-
-/// fsync a directory so a rename, link or unlink inside it is durable.
-pub fn fsync_dir(dir: &Path) -> Result<()> {
-    if !fsync_on() {
-        return Ok(());
-    }
-    let d = File::open(dir).map_err(|e| Error::io("open directory", dir, e))?;
-    super::commit::counted(|| d.sync_all()).map_err(|e| Error::io("fsync directory", dir, e))
 }
 
 #[cfg(test)]

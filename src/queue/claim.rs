@@ -208,6 +208,17 @@ pub fn claim_next(
     claim_next_seeing(root, worker, config, serve, take_slot_lock, &paused)
 }
 
+/// The pending tasks; `None` when `queue/pending/` cannot be read now (an NFS
+/// `ESTALE`, a directory being replaced): nothing to take this time, looked at again at
+/// the next look, as the worker's own look at the queue did before the claim's listing
+/// replaced it.
+fn listed(queue: &Queue) -> Option<Vec<PendingTask>> {
+    queue
+        .scan()
+        .map_err(|e| tracing::debug!("listing the queue: {e}"))
+        .ok()
+}
+
 /// [`claim_next`] with the pauses as the caller's look read them (a worker reads
 /// `paused/` once per look, for its inbox and the queue alike).
 pub(crate) fn claim_next_seeing(
@@ -219,10 +230,11 @@ pub(crate) fn claim_next_seeing(
     paused: &Paused,
 ) -> Result<Claim> {
     let queue = Queue::new(root.clone());
-    let pending = queue.scan()?;
-    if pending.is_empty() {
-        return Ok(Claim::Empty);
-    }
+    let pending = match listed(&queue) {
+        Some(pending) if pending.is_empty() => return Ok(Claim::Empty),
+        Some(pending) => pending,
+        None => return Ok(Claim::Nothing),
+    };
     let mut scan = Scan {
         serve,
         root,
@@ -262,11 +274,10 @@ pub(crate) fn claim_next_seeing(
             continue;
         };
         if slot_lock.is_none() {
-            let take = take_slot_lock.take().expect("taken once");
-            match take()? {
-                Some(l) => slot_lock = Some(l),
+            slot_lock = match take_slot_lock.take().expect("taken once")()? {
+                Some(l) => Some(l),
                 None => return Ok(Claim::SlotLocked),
-            }
+            };
         }
         match fs::rename(&c.path, worker.running()) {
             Ok(()) => {}

@@ -11,11 +11,13 @@ use crate::protocol::TaskId;
 /// its claim registered the id for the queue (`ids::claim`, `Place::Queue`), an entry
 /// that is never moved elsewhere while the task is in hand, and `kept` is the result
 /// just written (a new file, so never already linked there). So no second read of
-/// `ids/<id>` nor look at both files: the link, then its commit. Anything unexpected
-/// (`queue/results/` gone) takes the careful way.
+/// `ids/<id>` nor look at both files: a link to a new name, then its commit. Anything
+/// unexpected — `queue/results/` gone, or the name already there (a retry of this copy:
+/// a replace of a file by itself would leave its temp name behind) — takes the careful
+/// way.
 pub(crate) fn publish_claimed_result(root: &Root, kept: &Path, id: &TaskId) -> Result<()> {
     let dir = root.queue_results();
-    match fsio::link_replace(kept, &dir.join(format!("{id}.json"))) {
+    match fsio::link_new(kept, &dir.join(format!("{id}.json"))) {
         Ok(()) => fsio::commit_file_at(&dir, kept),
         Err(e) => {
             tracing::debug!("queue copy of {id}: {e}; looking again");
@@ -67,8 +69,14 @@ mod tests {
         // Gone: the careful way makes it again.
         publish_claimed_result(&root, &kept, &id).unwrap();
         assert!(crate::ids::same_file(&kept, &dest));
-        // Again (a retry after a full disk): the same link, still one file.
+        // Again (a retry after a full disk): the same link, still one file, and no
+        // temp name left beside it.
         publish_claimed_result(&root, &kept, &id).unwrap();
         assert!(crate::ids::same_file(&kept, &dest));
+        let names: Vec<_> = std::fs::read_dir(root.queue_results())
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
+        assert_eq!(names, [std::ffi::OsString::from(format!("{id}.json"))]);
     }
 }

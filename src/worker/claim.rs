@@ -181,14 +181,19 @@ pub(crate) fn from_queue(
     empty: &mut bool,
 ) -> Result<Pickup> {
     let pending = shared.opts.root.queue_pending();
-    slot.dirs_check.verify(&shared.opts.root, &slot.paths, false)?;
     let (lock_dir, lock_opts) = (slot.paths.lock_dir(), shared.lock_opts);
-    let take_lock = || match slot.take_kept_lock(shared) {
-        Some(kept) => Ok(Some(kept)),
-        None => match DirLock::try_acquire_reusable(&lock_dir, &lock_opts)? {
-            Acquire::Acquired(l) => Ok(Some(l)),
-            Acquire::Held(_) => Ok(None),
-        },
+    // The claim's directories are checked once the listing found a task to take (not
+    // at each look that finds the queue empty: eight `statx` a look where the check is
+    // made each time), before anything is renamed.
+    let take_lock = || {
+        slot.dirs_check.verify(&shared.opts.root, &slot.paths, false)?;
+        match slot.take_kept_lock(shared) {
+            Some(kept) => Ok(Some(kept)),
+            None => match DirLock::try_acquire_reusable(&lock_dir, &lock_opts)? {
+                Acquire::Acquired(l) => Ok(Some(l)),
+                Acquire::Held(_) => Ok(None),
+            },
+        }
     };
     let serve = |t: &Task| serve(shared, t);
     let claim = match queue::claim_next_seeing(
