@@ -57,6 +57,21 @@ mod tests {
         assert!(matches!(claim(&never).unwrap(), Claim::Nothing));
     }
 
+    /// A `queue/pending/` that cannot be listed now (here: a file in its place) is
+    /// nothing to take this time, not an error that would end the worker's service
+    /// (second read of h/qlean: the claim's listing had replaced the worker's own look,
+    /// which counted it as empty).
+    #[test]
+    fn a_queue_that_cannot_be_listed_is_nothing_to_take_now() {
+        let (_d, root) = root();
+        let (worker, config) = (root.worker(Slot(0)), crate::config::Config::default());
+        std::fs::remove_dir_all(root.queue_pending()).unwrap();
+        std::fs::write(root.queue_pending(), b"not a directory").unwrap();
+        let serve = |_: &crate::Task| Serve::Now;
+        let claimed = claim_next(&root, &worker, &config, &serve, || unreachable!("no task"));
+        assert!(matches!(claimed, Ok(Claim::Nothing)), "{claimed:?}");
+    }
+
     #[test]
     fn a_claimed_tasks_result_is_linked_and_without_queue_results_it_looks_again() {
         let (_d, root) = root();
