@@ -18,9 +18,14 @@ pub struct TestRoot {
 
 impl TestRoot {
     pub fn new() -> TestRoot {
+        TestRoot::in_temp_dir(std::env::temp_dir())
+    }
+
+    /// A root `root` in a fresh temp directory under `under`, its queue made.
+    fn in_temp_dir(under: impl AsRef<Path>) -> TestRoot {
         let dir = tempfile::Builder::new()
             .prefix("conductor-test-")
-            .tempdir()
+            .tempdir_in(under)
             .expect("create temp root");
         let client = Client::new(Root::new(dir.path().join("root")));
         client.init_queue().expect("init root");
@@ -38,13 +43,7 @@ impl TestRoot {
         {
             return TestRoot::new();
         }
-        let dir = tempfile::Builder::new()
-            .prefix("conductor-test-")
-            .tempdir_in(env!("CARGO_TARGET_TMPDIR"))
-            .expect("create temp root");
-        let client = Client::new(Root::new(dir.path().join("root")));
-        client.init_queue().expect("init root");
-        TestRoot { dir, client }
+        TestRoot::in_temp_dir(env!("CARGO_TARGET_TMPDIR"))
     }
 
     pub fn path(&self) -> &Path {
