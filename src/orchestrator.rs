@@ -71,8 +71,9 @@ impl Orchestrator {
 
     /// Wake the workers through `pipes` after each delivery, and learn of their results
     /// and of each task's start from them, instead of by file events: for workers this
-    /// process started with [`crate::pool::WorkerPool::spawn_woken`] (`run_all` only).
-    /// Told of a start, the run puts the slot's next task in its inbox.
+    /// process started with [`crate::pool::WorkerPool::spawn_woken`], or with
+    /// [`crate::pool::WorkerPool::spawn_told`] (no waking ends: they watch their inboxes)
+    /// (`run_all` only). Told of a start, the run puts the slot's next task in its inbox.
     pub(crate) fn with_wake_pipes(mut self, pipes: crate::pool::WakePipes) -> Orchestrator {
         self.pipes = Some(pipes);
         self

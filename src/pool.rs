@@ -129,7 +129,7 @@ impl WorkerPool {
     /// `workers/N/worker.log` (mode 0600: it quotes prompts and agent output). Does not wait: see [`WorkerPool::wait_ready`].
     pub fn spawn(root: &Root, slots: &[Slot], cmd: &WorkerCommand) -> Result<WorkerPool> {
         let groups: Vec<Vec<Slot>> = slots.iter().map(|&s| vec![s]).collect();
-        Self::spawn_groups(root, groups, cmd, None)
+        Self::spawn_groups(root, groups, cmd, Owner::None)
     }
 
     /// [`WorkerPool::spawn`], each worker woken through a pipe of ours rather than by
@@ -140,6 +140,27 @@ impl WorkerPool {
         slots: &[Slot],
         cmd: &WorkerCommand,
     ) -> Result<(WorkerPool, WakePipes)> {
+        Self::spawn_telling(root, slots, cmd, true)
+    }
+
+    /// [`WorkerPool::spawn`], each worker telling us through a pipe when it starts and
+    /// ends a task (`--tell-owner`) while it watches its files as any worker does: for a
+    /// root others may use too (`conductor run --root R`). The pipe to be told on; no
+    /// waking ends.
+    pub fn spawn_told(
+        root: &Root,
+        slots: &[Slot],
+        cmd: &WorkerCommand,
+    ) -> Result<(WorkerPool, WakePipes)> {
+        Self::spawn_telling(root, slots, cmd, false)
+    }
+
+    fn spawn_telling(
+        root: &Root,
+        slots: &[Slot],
+        cmd: &WorkerCommand,
+        woken: bool,
+    ) -> Result<(WorkerPool, WakePipes)> {
         let (told, tell) =
             cloexec_pipe().map_err(|e| Error::io("make a pipe for", root.path(), e))?;
         let mut pipes = WakePipes {
@@ -147,7 +168,11 @@ impl WorkerPool {
             wake: Vec::new(),
         };
         let groups: Vec<Vec<Slot>> = slots.iter().map(|&s| vec![s]).collect();
-        let pool = Self::spawn_groups(root, groups, cmd, Some((&tell, &mut pipes.wake)))?;
+        let owner = match woken {
+            true => Owner::Woken(&tell, &mut pipes.wake),
+            false => Owner::Told(&tell),
+        };
+        let pool = Self::spawn_groups(root, groups, cmd, owner)?;
         // Ours closed now: the workers hold the only writing ends, so the pipe ends
         // when they have all gone.
         drop(tell);
@@ -157,15 +182,15 @@ impl WorkerPool {
     /// Start one many-slot worker serving all of `slots`; its output goes to the first
     /// slot's `worker.log`.
     pub fn spawn_many(root: &Root, slots: &[Slot], cmd: &WorkerCommand) -> Result<WorkerPool> {
-        Self::spawn_groups(root, vec![slots.to_vec()], cmd, None)
+        Self::spawn_groups(root, vec![slots.to_vec()], cmd, Owner::None)
     }
 
-    /// `woken`: the pipe every worker tells on, and where each worker's waking end goes.
+    /// `owner`: the pipe every worker tells on, and where each worker's waking end goes.
     fn spawn_groups(
         root: &Root,
         groups: Vec<Vec<Slot>>,
         cmd: &WorkerCommand,
-        mut woken: Option<(&OwnedFd, &mut Vec<(Slot, std::fs::File)>)>,
+        mut owner: Owner<'_>,
     ) -> Result<WorkerPool> {
         // The root once, not once per slot (a thousand slots made it quadratic).
         crate::trust::verify_root(root)?;
@@ -192,8 +217,8 @@ impl WorkerPool {
                 .env(ENV_HOME, root.path())
                 .env_remove(ENV_WORKER);
             let dup_err = |e| Error::io("duplicate", log_path(root, first), e);
-            match woken.as_mut() {
-                Some((tell, wake)) => {
+            match &mut owner {
+                Owner::Woken(tell, wake) => {
                     let (woken_end, waking_end) =
                         cloexec_pipe().map_err(|e| Error::io("make a pipe for", root.path(), e))?;
                     // Ours never blocks: a full pipe already holds news enough.
@@ -205,7 +230,13 @@ impl WorkerPool {
                         .stdin(Stdio::from(woken_end))
                         .stdout(Stdio::from(tell.try_clone().map_err(dup_err)?));
                 }
-                None => {
+                Owner::Told(tell) => {
+                    command
+                        .arg("--tell-owner")
+                        .stdin(Stdio::null())
+                        .stdout(Stdio::from(tell.try_clone().map_err(dup_err)?));
+                }
+                Owner::None => {
                     command
                         .stdin(Stdio::null())
                         .stdout(log.try_clone().map_err(dup_err)?);
@@ -311,8 +342,18 @@ impl WorkerPool {
     }
 }
 
+/// What the workers [`WorkerPool::spawn_groups`] starts say to the process that starts them.
+enum Owner<'a> {
+    /// Nothing: their stdout goes to the log.
+    None,
+    /// Each is woken through a pipe of its own (pushed here) and tells on the one given.
+    Woken(&'a OwnedFd, &'a mut Vec<(Slot, std::fs::File)>),
+    /// Each tells on the pipe given, and watches its files.
+    Told(&'a OwnedFd),
+}
+
 /// The pipes a process wakes the workers it started through, and is told on
-/// ([`WorkerPool::spawn_woken`]).
+/// ([`WorkerPool::spawn_woken`]; [`WorkerPool::spawn_told`]: told on only).
 #[derive(Debug)]
 pub struct WakePipes {
     /// Readable when a worker has started or ended a task; at its end when every worker

@@ -263,7 +263,7 @@ pub fn run_worker(args: WorkerArgs) -> anyhow::Result<()> {
     let width = super::table::width();
     // With --wake-pipes stdout is the owner's pipe: what we say goes to the log (stderr).
     let say = |line: String| {
-        if args.wake_pipes {
+        if args.wake_pipes || args.tell_owner {
             eprintln!("{line}");
         } else {
             println!("{line}");
@@ -329,6 +329,7 @@ fn worker_options(args: &WorkerArgs, root: Root) -> anyhow::Result<WorkerOptions
         opts.watch = WatchMode::Poll(interval.max(Duration::from_millis(1)));
     }
     opts.wake_pipes = args.wake_pipes;
+    opts.tell_owner = args.tell_owner;
     Ok(opts)
 }
 
@@ -430,10 +431,10 @@ fn show_output(mut follower: crate::inspect::LogFollower, width: fn() -> Option<
 
 /// `--wake-pipes` and `--show-output` are for a worker of one slot.
 fn check_one_slot_flags(args: &WorkerArgs) -> anyhow::Result<()> {
-    if args.wake_pipes && (args.slot.0.len() > 1 || args.show_output) {
+    if (args.wake_pipes || args.tell_owner) && (args.slot.0.len() > 1 || args.show_output) {
         anyhow::bail!(super::usage::CliError::Usage(
-            "--wake-pipes is for a worker of one slot that prints nothing on stdout (not \
-             with --show-output)"
+            "--wake-pipes and --tell-owner are for a worker of one slot that prints nothing \
+             on stdout (not with --show-output)"
                 .to_string()
         ));
     }

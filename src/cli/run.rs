@@ -146,11 +146,7 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
 
     let count = worker_count(&args, prompts.len());
     let slots: Vec<Slot> = (0..count).map(Slot).collect();
-    // A private root is ours alone, and `run_all` wakes its workers after each delivery:
-    // they need no file events (no inotify instance, no ~20 ms of its teardown at their
-    // exit, no event per file operation). A chain is fed by `run_pipeline`, which does not.
-    let woken = args.root.is_none() && !args.chain && cfg!(target_os = "linux");
-    let (mut workers, pipes) = start_workers(&args, &root, &slots, &dir, woken)?;
+    let (mut workers, pipes) = start_workers(&args, &root, &slots, &dir, Owner::of(&args))?;
 
     let tasks = tasks_of(&args, &prompts);
     let started = Instant::now();
@@ -411,14 +407,45 @@ fn print_run(
 
 /// Start one `conductor worker` per slot (one for all of them from
 /// [`pool::MANY_SLOT_FROM`] slots on) and wait until each slot is served.
-/// Start the run's workers and wait until they serve. `woken`: through pipes of ours
-/// rather than by file events (a root only this run uses), with those pipes.
+/// How the run's workers learn of its tasks and tell it of theirs.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Owner {
+    /// By file events; they tell nothing (a chain, fed by `run_pipeline`).
+    Logged,
+    /// Woken through pipes of ours rather than by file events (a root only this run
+    /// uses); they tell us by pipe when a task starts and ends.
+    Woken,
+    /// By file events (a root others may use too); they tell us by pipe.
+    Told,
+}
+
+impl Owner {
+    /// A private root is ours alone, and `run_all` wakes its workers after each delivery:
+    /// they need no file events (no inotify instance, no ~20 ms of its teardown at their
+    /// exit, no event per file operation). On a root given (`--root R`), which others may
+    /// use too, the workers watch their files but tell the run by pipe when they start a
+    /// task: its next one then waits in the inbox, taken the moment the first ends (issue
+    /// 39). A chain is fed by `run_pipeline`, which does neither.
+    fn of(args: &Args) -> Owner {
+        match (
+            args.chain || !cfg!(target_os = "linux"),
+            args.root.is_none(),
+        ) {
+            (true, _) => Owner::Logged,
+            (false, true) => Owner::Woken,
+            (false, false) => Owner::Told,
+        }
+    }
+}
+
+/// Start the run's workers and wait until they serve, with the pipes they tell on
+/// (not for [`Owner::Logged`]).
 fn start_workers(
     args: &Args,
     root: &Root,
     slots: &[Slot],
     dir: &Path,
-    woken: bool,
+    owner: Owner,
 ) -> anyhow::Result<(WorkerPool, Option<pool::WakePipes>)> {
     let mut extra: Vec<OsString> = Vec::new();
     if let Some(a) = &args.agent {
@@ -447,11 +474,14 @@ fn start_workers(
     };
     let (mut pool, pipes) = if slots.len() >= pool::MANY_SLOT_FROM {
         (WorkerPool::spawn_many(root, slots, &cmd)?, None)
-    } else if woken {
-        let (pool, pipes) = WorkerPool::spawn_woken(root, slots, &cmd)?;
-        (pool, Some(pipes))
     } else {
-        (WorkerPool::spawn(root, slots, &cmd)?, None)
+        match owner {
+            Owner::Woken => {
+                WorkerPool::spawn_woken(root, slots, &cmd).map(|(w, p)| (w, Some(p)))?
+            }
+            Owner::Told => WorkerPool::spawn_told(root, slots, &cmd).map(|(w, p)| (w, Some(p)))?,
+            Owner::Logged => (WorkerPool::spawn(root, slots, &cmd)?, None),
+        }
     };
     pool.wait_ready(pool::DEFAULT_READY_TIMEOUT)?;
     Ok((pool, pipes))

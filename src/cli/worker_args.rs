@@ -121,4 +121,9 @@ pub struct WorkerArgs {
     /// on; nothing is watched by file events. One slot only.
     #[arg(long, hide = true)]
     pub wake_pipes: bool,
+    /// Started by `conductor run --root R`, which owns this worker: stdout is the pipe it
+    /// tells of each started and ended task on; it watches its files as any worker (the
+    /// root is shared). One slot only.
+    #[arg(long, hide = true, conflicts_with = "wake_pipes")]
+    pub tell_owner: bool,
 }

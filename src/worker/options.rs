@@ -54,6 +54,10 @@ pub struct WorkerOptions {
     /// and the shared directories are then not watched (no inotify instance); the
     /// rescan stays the safety net.
     pub wake_pipes: bool,
+    /// Started by a process that owns it but shares its root with others (`conductor
+    /// run --root R`): stdout is a pipe this worker writes a byte to as each task starts
+    /// and ends, as with [`Self::wake_pipes`], while it watches its files as any worker.
+    pub tell_owner: bool,
 }
 
 impl WorkerOptions {
@@ -77,6 +81,7 @@ impl WorkerOptions {
             more_agents: Vec::new(),
             defer_rate_limited: true,
             wake_pipes: false,
+            tell_owner: false,
         }
     }
 

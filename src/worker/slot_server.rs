@@ -24,7 +24,8 @@ pub(crate) struct Shared {
     pub lock_opts: LockOptions,
     /// The agent program found on PATH at start.
     pub agent_path: Option<PathBuf>,
-    /// Where the owner is told that a task started or ended ([`WorkerOptions::wake_pipes`]).
+    /// Where the owner is told that a task started or ended ([`WorkerOptions::wake_pipes`],
+    /// [`WorkerOptions::tell_owner`]).
     pub tell_owner: Option<std::fs::File>,
 }
 
@@ -37,7 +38,7 @@ impl Shared {
     /// The longest an idle look waits for news: the rescan, or, woken through pipes,
     /// [`WOKEN_IDLE_LOOK`] (nothing else tells it of a task another process put in).
     pub(super) fn idle_look(&self) -> Duration {
-        if self.tell_owner.is_some() {
+        if self.opts.wake_pipes {
             self.opts.rescan.min(WOKEN_IDLE_LOOK)
         } else {
             self.opts.rescan

@@ -351,7 +351,7 @@ impl Run<'_> {
                 }
                 // A byte from a woken worker's owner is news of its inbox (the next task
                 // put behind this one), not of a cancel or pause: those wait for the beat.
-                Watched::Wake if self.shared.tell_owner.is_some() => {}
+                Watched::Wake if self.shared.opts.wake_pipes => {}
                 Watched::Wake => {
                     if let Some(stop) = self.cancelled_or_paused() {
                         return Some(stop);

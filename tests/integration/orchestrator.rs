@@ -328,26 +328,36 @@ struct TwoSteps {
 }
 
 impl TwoSteps {
+    /// On the run's private root (its workers woken through pipes).
     fn start(t: &TestRoot) -> TwoSteps {
+        Self::start_on(t, None)
+    }
+
+    /// On `root` when given (`--root`: its workers watch their files and tell the run by
+    /// pipe), else on the run's private root.
+    fn start_on(t: &TestRoot, root: Option<&Path>) -> TwoSteps {
         let tmp = t.path().join("tmp");
         fs::create_dir(&tmp).unwrap();
         let (first, second) = (t.path().join("go-first"), t.path().join("go-second"));
         let step = agent("step.sh");
-        let run = Bg::spawn_env(
-            t,
-            &[
-                "run",
-                "--workers",
-                "1",
-                "--json",
-                "--agent",
-                step.to_str().unwrap(),
-                first.to_str().unwrap(),
-                second.to_str().unwrap(),
-            ],
-            &[("TMPDIR", tmp.to_str().unwrap())],
-        );
-        let root = private_root(&tmp);
+        let mut args = vec![
+            "run",
+            "--workers",
+            "1",
+            "--json",
+            "--agent",
+            step.to_str().unwrap(),
+            first.to_str().unwrap(),
+            second.to_str().unwrap(),
+        ];
+        if let Some(root) = root {
+            args.extend(["--root", root.to_str().unwrap()]);
+        }
+        let run = Bg::spawn_env(t, &args, &[("TMPDIR", tmp.to_str().unwrap())]);
+        let root = match root {
+            Some(root) => root.to_path_buf(),
+            None => private_root(&tmp),
+        };
         let client = conductor::Client::new(Root::new(&root));
         // The worker told the run it started the first: the second waits in its inbox,
         // to be taken the moment the first ends rather than after a round trip.
@@ -424,6 +434,56 @@ fn a_pause_now_in_a_woken_run_puts_the_task_back_though_the_next_waited_in_its_i
     );
     // Stopped at its worker's next beat, the first goes back to the inbox: the run
     // takes the second out of the way when the worker asks.
+    wait_until(BOUND, "the first task back in its inbox", || {
+        steps
+            .client
+            .read_task(Slot(0))
+            .ok()
+            .flatten()
+            .and_then(|t| t.id)
+            == Some(steps.running.clone())
+    });
+    steps.release();
+    run_conductor(&t, &["resume", "--all", "--root", root_arg], 0);
+    steps.both_succeed();
+}
+
+/// Issue 39: a run on a root given (`--root`, which others may use too) keeps its
+/// workers' file watches but is told of each start by pipe, so the next task waits in
+/// the busy worker's inbox and is taken the moment the first ends (before, it was
+/// delivered only after the first's result: a round trip between every two tasks).
+#[test]
+fn a_run_on_a_given_root_gives_a_busy_worker_its_next_task_before_the_first_ends() {
+    let t = TestRoot::new();
+    let steps = TwoSteps::start_on(&t, Some(t.path()));
+    // Its worker still watches the root's files: others may put tasks there.
+    let worker = steps
+        .client
+        .read_status(Slot(0))
+        .unwrap()
+        .unwrap()
+        .worker_pid
+        .unwrap();
+    assert!(
+        conductor::procfs::inotify_instances(worker) > 0,
+        "the worker of a shared root watches no files"
+    );
+    steps.release();
+    steps.both_succeed();
+}
+
+#[test]
+fn a_pause_now_in_a_run_on_a_given_root_puts_the_task_back_though_the_next_waited_in_its_inbox() {
+    let t = TestRoot::new();
+    let steps = TwoSteps::start_on(&t, Some(t.path()));
+    let root_arg = steps.root.to_str().unwrap();
+    run_conductor(
+        &t,
+        &["pause", "--now", "--slot", "0", "--root", root_arg],
+        0,
+    );
+    // Seen by its watcher at once, the pause stops the first, which goes back to the
+    // inbox: the run takes the second out of the way when the worker asks by pipe.
     wait_until(BOUND, "the first task back in its inbox", || {
         steps
             .client
