@@ -6,7 +6,7 @@ mod run;
 use std::collections::HashMap;
 use std::path::Path;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use crossbeam_channel::{bounded, never, Receiver};
 
@@ -48,8 +48,9 @@ pub struct Orchestrator {
     watch: WatchMode,
     stop: Receiver<()>,
     recheck: Duration,
-    /// The workers were started by us and are woken through these, not by file events
-    /// ([`crate::pool::WorkerPool::spawn_woken`]).
+    /// The workers were started by us and tell us through these, woken through them too
+    /// ([`crate::pool::WorkerPool::spawn_woken`]) or watching their files
+    /// ([`crate::pool::WorkerPool::spawn_told`]).
     pipes: Option<crate::pool::WakePipes>,
     /// With `pipes`: put a busy slot's next task in its inbox (see [`Orchestrator::keep_inboxes_filled`]).
     keep_filled: bool,
@@ -147,6 +148,7 @@ impl Orchestrator {
         // `conductor run` at a full core after Ctrl-C, waiting for a task no one held).
         let mut stop = self.stop.clone();
         let mut stopping = false;
+        let mut recheck_at = Instant::now() + self.recheck;
         loop {
             if !stopping && stop_requested(&stop) {
                 (stopping, stop) = (true, never());
@@ -175,7 +177,7 @@ impl Orchestrator {
                 look = arrived.take();
                 continue;
             }
-            let woke = watcher.wait(&wake, &stop, stop_signal.as_ref(), self.recheck);
+            let woke = watcher.wait(&wake, &stop, stop_signal.as_ref(), recheck_at);
             match woke {
                 Woke::Arrived => look = arrived.take(),
                 Woke::Stop => {
@@ -186,6 +188,7 @@ impl Orchestrator {
                 Woke::Recheck => {
                     self.check_workers_alive(&run.outstanding)?;
                     look = Look::All;
+                    recheck_at = Instant::now() + self.recheck;
                 }
             }
             if stopping {
@@ -362,6 +365,7 @@ mod tests {
             let pipes = crate::pool::WakePipes {
                 told: Some(told_r),
                 wake,
+                alive: None,
             };
             let mut orch = Orchestrator::new(client.clone(), slots.to_vec())
                 .with_wake_pipes(pipes)

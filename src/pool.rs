@@ -145,8 +145,8 @@ impl WorkerPool {
 
     /// [`WorkerPool::spawn`], each worker telling us through a pipe when it starts and
     /// ends a task (`--tell-owner`) while it watches its files as any worker does: for a
-    /// root others may use too (`conductor run --root R`). The pipe to be told on; no
-    /// waking ends.
+    /// root others may use too (`conductor run --root R`). The pipe to be told on, and
+    /// the end of their stdin whose closing (ours gone) stops them; no waking ends.
     pub fn spawn_told(
         root: &Root,
         slots: &[Slot],
@@ -166,11 +166,19 @@ impl WorkerPool {
         let mut pipes = WakePipes {
             told: Some(told),
             wake: Vec::new(),
+            alive: None,
         };
         let groups: Vec<Vec<Slot>> = slots.iter().map(|&s| vec![s]).collect();
+        let alive_end;
         let owner = match woken {
             true => Owner::Woken(&tell, &mut pipes.wake),
-            false => Owner::Told(&tell),
+            false => {
+                let (read_end, write_end) =
+                    cloexec_pipe().map_err(|e| Error::io("make a pipe for", root.path(), e))?;
+                pipes.alive = Some(write_end);
+                alive_end = read_end;
+                Owner::Told(&tell, &alive_end)
+            }
         };
         let pool = Self::spawn_groups(root, groups, cmd, owner)?;
         // Ours closed now: the workers hold the only writing ends, so the pipe ends
@@ -230,10 +238,10 @@ impl WorkerPool {
                         .stdin(Stdio::from(woken_end))
                         .stdout(Stdio::from(tell.try_clone().map_err(dup_err)?));
                 }
-                Owner::Told(tell) => {
+                Owner::Told(tell, alive) => {
                     command
                         .arg("--tell-owner")
-                        .stdin(Stdio::null())
+                        .stdin(Stdio::from(alive.try_clone().map_err(dup_err)?))
                         .stdout(Stdio::from(tell.try_clone().map_err(dup_err)?));
                 }
                 Owner::None => {
@@ -348,8 +356,9 @@ enum Owner<'a> {
     None,
     /// Each is woken through a pipe of its own (pushed here) and tells on the one given.
     Woken(&'a OwnedFd, &'a mut Vec<(Slot, std::fs::File)>),
-    /// Each tells on the pipe given, and watches its files.
-    Told(&'a OwnedFd),
+    /// Each tells on the first pipe given, watches its files, and stops when the second
+    /// (its stdin) ends.
+    Told(&'a OwnedFd, &'a OwnedFd),
 }
 
 /// The pipes a process wakes the workers it started through, and is told on
@@ -361,6 +370,9 @@ pub struct WakePipes {
     pub told: Option<OwnedFd>,
     /// Each slot's waking end.
     pub wake: Vec<(Slot, std::fs::File)>,
+    /// Told workers' stdin, at our end: never written, it closes with this process
+    /// (killed outright too), and they stop then ([`WorkerPool::spawn_told`]).
+    pub alive: Option<OwnedFd>,
 }
 
 impl WakePipes {

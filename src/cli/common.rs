@@ -225,6 +225,32 @@ pub fn check_agent(
     Ok(())
 }
 
+/// A worker its owner tells on (`--tell-owner`) stops as SIGTERM would make it when its
+/// stdin ends: the owner's end of that pipe, never written, closes with the owner (a
+/// `conductor run --root R` killed outright too), and its workers do not go on serving
+/// the root for nobody.
+fn stop_when_owner_gone(tx: crossbeam_channel::Sender<()>) -> anyhow::Result<()> {
+    std::thread::Builder::new()
+        .name("owner-gone".into())
+        .spawn(move || {
+            use std::io::Read;
+            let mut byte = [0u8; 64];
+            let mut stdin = std::io::stdin().lock();
+            loop {
+                match stdin.read(&mut byte) {
+                    Ok(0) => break,
+                    Ok(_) => {}
+                    Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                    Err(_) => break,
+                }
+            }
+            tracing::info!("the owner's pipe (stdin) ended: stopping");
+            let _ = tx.try_send(());
+        })
+        .map(drop)
+        .map_err(|e| anyhow::anyhow!("cannot start the thread that watches stdin: {e}"))
+}
+
 /// Start a worker and serve until Ctrl-C / SIGTERM / SIGHUP.
 pub fn run_worker(args: WorkerArgs) -> anyhow::Result<()> {
     // Before anything opens a descriptor (the signal handler's pipe, the gates).
@@ -245,6 +271,9 @@ pub fn run_worker(args: WorkerArgs) -> anyhow::Result<()> {
     check_one_slot_flags(&args)?;
 
     let (tx, shutdown) = crossbeam_channel::bounded(1);
+    if args.tell_owner {
+        stop_when_owner_gone(tx.clone())?;
+    }
     ctrlc::set_handler(move || {
         let _ = tx.try_send(());
     })
@@ -261,7 +290,8 @@ pub fn run_worker(args: WorkerArgs) -> anyhow::Result<()> {
     };
     // Cut to a terminal's width like the log lines after it (a narrow pane never wraps).
     let width = super::table::width();
-    // With --wake-pipes stdout is the owner's pipe: what we say goes to the log (stderr).
+    // With --wake-pipes or --tell-owner stdout is the owner's pipe: what we say goes to
+    // the log (stderr).
     let say = |line: String| {
         if args.wake_pipes || args.tell_owner {
             eprintln!("{line}");

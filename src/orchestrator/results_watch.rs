@@ -3,7 +3,7 @@
 
 use std::path::Path;
 use std::sync::Mutex;
-use std::time::Duration;
+use std::time::Instant;
 
 use crossbeam_channel::{select, Receiver};
 
@@ -129,15 +129,22 @@ impl Arrivals {
 }
 
 impl ResultsWatch {
-    /// Wait at most `recheck` for a result's name to appear (`wake`) or for `stop`
-    /// (`stop_signal`, its descriptor, when read inline).
+    /// Wait until `recheck_at` for a result's name to appear (`wake`) or for `stop`
+    /// (`stop_signal`, its descriptor, when read inline). The recheck comes at its time
+    /// however busy the pipe or the watch is (`Woke::Recheck` once due, news or not): a
+    /// result nobody told of (a `cancel` of a task waiting in an inbox) is found then,
+    /// and a dead worker seen.
     pub(super) fn wait(
         &self,
         wake: &Receiver<()>,
         stop: &Receiver<()>,
         stop_signal: Option<&ReadySignal>,
-        recheck: Duration,
+        recheck_at: Instant,
     ) -> Woke {
+        let recheck = recheck_at.saturating_duration_since(Instant::now());
+        if recheck.is_zero() {
+            return Woke::Recheck;
+        }
         match self {
             ResultsWatch::Inline(w) => match w.wait_for_wake(wake, stop_signal, recheck) {
                 Waited::Wake => Woke::Arrived,

@@ -13,7 +13,7 @@ use crate::protocol::{Outcome, Task, TaskId, TaskResult};
 #[derive(Debug, Clone, Copy)]
 pub enum Progress<'a> {
     /// Delivered to a worker's inbox; or, for a task kept waiting in a busy worker's
-    /// inbox (a run that wakes its workers through pipes), when the task before it ended.
+    /// inbox (a run whose workers tell it by pipe), when the task before it ended.
     Started {
         /// Its place in the list the run was given.
         index: usize,

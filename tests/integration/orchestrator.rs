@@ -498,6 +498,62 @@ fn a_pause_now_in_a_run_on_a_given_root_puts_the_task_back_though_the_next_waite
     steps.both_succeed();
 }
 
+/// A `conductor run --root R` killed outright: its workers, told through their stdin's
+/// end, stop with it (their agents too) instead of serving R for nobody. Before, they
+/// went on serving it.
+#[test]
+fn a_run_on_a_given_root_killed_outright_takes_its_workers_with_it() {
+    let t = TestRoot::new();
+    let mut run = conductor(&t)
+        .args(["run", "--workers", "2", "--json", "--agent"])
+        .arg(agent("slow.sh"))
+        .args(["a", "b", "--root"])
+        .arg(t.path())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    wait_until(BOUND, "both tasks running", || {
+        (0..2).all(|i| {
+            matches!(t.client.read_status(Slot(i)),
+                Ok(Some(s)) if s.status == conductor::WorkerState::Working)
+        })
+    });
+    run.kill().unwrap();
+    run.wait().unwrap();
+    assert_nothing_left(t.path());
+}
+
+/// Someone cancels the task waiting in a busy worker's inbox (a root given with
+/// `--root` is shared): the run reports it cancelled and the other one done, though no
+/// worker told it of the cancelled one's result.
+#[test]
+fn a_run_on_a_given_root_reports_a_task_cancelled_while_it_waited_in_an_inbox() {
+    let t = TestRoot::new();
+    let mut steps = TwoSteps::start_on(&t, Some(t.path()));
+    let waiting = steps
+        .client
+        .read_task(Slot(0))
+        .unwrap()
+        .unwrap()
+        .id
+        .unwrap()
+        .to_string();
+    let root_arg = steps.root.to_str().unwrap().to_string();
+    run_conductor(&t, &["cancel", &waiting, "--root", &root_arg], 0);
+    steps.release();
+    assert!(!steps.run.wait_exit().success(), "a task was cancelled");
+    let v: serde_json::Value = serde_json::from_str(&steps.run.stdout()).unwrap();
+    assert_eq!(v["succeeded"], 1, "{}", steps.run.stdout());
+    let outcomes: Vec<&str> = v["results"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["outcome"].as_str().unwrap_or(""))
+        .collect();
+    assert!(outcomes.contains(&"cancelled"), "{outcomes:?}");
+}
+
 /// Whether a byte arrives on `fd` within `bound`; reads what is there.
 fn told_within(fd: &std::os::fd::OwnedFd, bound: Duration) -> bool {
     use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
