@@ -1,6 +1,6 @@
 //! The merge queue's check: a task's branch merged onto `HEAD` in a scratch worktree (removed afterwards), the user's check command run there; the repository's own checkout is never touched.
 
-use std::io::Read;
+use std::io::{Read, Write};
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -94,6 +94,11 @@ pub struct CheckRun<'a> {
     pub on_start: &'a dyn Fn(u32),
 }
 
+/// Debug variable: milliseconds to wait between a check's spawn and the recording of its
+/// pid — the window a worker killed there once left the check running
+/// (`tests/integration/until.rs`).
+pub const ENV_DEBUG_RECORD_CHECK_AFTER_MS: &str = "CONDUCTOR_DEBUG_RECORD_CHECK_AFTER_MS";
+
 /// Run a check (`sh -c`, its own process group, stdin empty, output to `run.log`, which
 /// is removed afterwards). `go_on` is asked every 50 ms (to renew locks, see a cancel):
 /// `false`, or the bound passed, stops the whole group and the check counts failed.
@@ -101,18 +106,34 @@ pub fn run_bounded(run: &CheckRun, mut go_on: impl FnMut() -> bool) -> Result<Ve
     let (dir, log) = (run.dir, run.log);
     let file = std::fs::File::create(log).map_err(|e| Error::io("create", log, e))?;
     let err = file.try_clone().map_err(|e| Error::io("open", log, e))?;
+    // The check starts only once its pid is recorded: it first reads a go on stdin,
+    // then becomes the check itself (same pid, same group), its stdin empty. A worker
+    // killed in between closes the pipe, and the check ends unstarted (it was seen to
+    // run, and be left behind, when the worker died before recording it).
     let mut child = Command::new("sh")
         .arg("-c")
+        .arg(r#"IFS= read -r go && [ "$go" = go ] || exit 125; exec sh -c "$1" </dev/null"#)
+        .arg("sh")
         .arg(run.cmd)
         .current_dir(dir)
         .envs(run.env.iter().map(|(k, v)| (k, v)))
-        .stdin(Stdio::null())
+        .stdin(Stdio::piped())
         .stdout(file)
         .stderr(err)
         .process_group(0)
         .spawn()
         .map_err(|e| Error::io("run the check in", dir, e))?;
+    if let Some(ms) = std::env::var(ENV_DEBUG_RECORD_CHECK_AFTER_MS)
+        .ok()
+        .and_then(|ms| ms.parse().ok())
+    {
+        std::thread::sleep(Duration::from_millis(ms));
+    }
     (run.on_start)(child.id());
+    if let Some(mut go) = child.stdin.take() {
+        // A check that is gone already (killed) fails as its exit says.
+        let _ = go.write_all(b"go\n");
+    }
     let started = Instant::now();
     let status = loop {
         if let Some(s) = child

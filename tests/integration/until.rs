@@ -204,7 +204,13 @@ fn attempts_run_one_prompt_in_n_worktrees_and_mark_which_passed() {
 fn a_worker_killed_while_its_check_runs_leaves_no_check_behind() {
     let t = TestRoot::new();
     let repo = repo(&t);
-    let mut w = WorkerProc::start(&t, Slot(0), &fixer(), &[], &[]);
+    // The worker is slow to record the check: it must not have run meanwhile (a worker
+    // killed then left it behind, seen on a loaded machine).
+    let slow = [(
+        conductor::review::check::ENV_DEBUG_RECORD_CHECK_AFTER_MS,
+        "300",
+    )];
+    let mut w = WorkerProc::start(&t, Slot(0), &fixer(), &[], &slow);
     let marker = t.dir.path().join("check-runs");
     let check = format!(": > {}; sleep 300", marker.display());
     submit(&t, &repo, "u4", "go", &["--until", &check]);
