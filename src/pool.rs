@@ -170,15 +170,14 @@ impl WorkerPool {
         };
         let groups: Vec<Vec<Slot>> = slots.iter().map(|&s| vec![s]).collect();
         let alive_end;
-        let owner = match woken {
-            true => Owner::Woken(&tell, &mut pipes.wake),
-            false => {
-                let (read_end, write_end) =
-                    cloexec_pipe().map_err(|e| Error::io("make a pipe for", root.path(), e))?;
-                pipes.alive = Some(write_end);
-                alive_end = read_end;
-                Owner::Told(&tell, &alive_end)
-            }
+        let owner = if woken {
+            Owner::Woken(&tell, &mut pipes.wake)
+        } else {
+            let (read_end, write_end) =
+                cloexec_pipe().map_err(|e| Error::io("make a pipe for", root.path(), e))?;
+            pipes.alive = Some(write_end);
+            alive_end = read_end;
+            Owner::Told(&tell, &alive_end)
         };
         let pool = Self::spawn_groups(root, groups, cmd, owner)?;
         // Ours closed now: the workers hold the only writing ends, so the pipe ends

@@ -293,7 +293,7 @@ pub fn run_worker(args: WorkerArgs) -> anyhow::Result<()> {
     // With --wake-pipes or --tell-owner stdout is the owner's pipe: what we say goes to
     // the log (stderr).
     let say = |line: String| {
-        if args.wake_pipes || args.tell_owner {
+        if args.tells_owner() {
             eprintln!("{line}");
         } else {
             println!("{line}");
@@ -461,7 +461,7 @@ fn show_output(mut follower: crate::inspect::LogFollower, width: fn() -> Option<
 
 /// `--wake-pipes` and `--show-output` are for a worker of one slot.
 fn check_one_slot_flags(args: &WorkerArgs) -> anyhow::Result<()> {
-    if (args.wake_pipes || args.tell_owner) && (args.slot.0.len() > 1 || args.show_output) {
+    if args.tells_owner() && (args.slot.0.len() > 1 || args.show_output) {
         anyhow::bail!(super::usage::CliError::Usage(
             "--wake-pipes and --tell-owner are for a worker of one slot that prints nothing \
              on stdout (not with --show-output)"

@@ -405,8 +405,6 @@ fn print_run(
     Ok(())
 }
 
-/// Start one `conductor worker` per slot (one for all of them from
-/// [`pool::MANY_SLOT_FROM`] slots on) and wait until each slot is served.
 /// How the run's workers learn of its tasks and tell it of theirs.
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Owner {
@@ -438,8 +436,9 @@ impl Owner {
     }
 }
 
-/// Start the run's workers and wait until they serve, with the pipes they tell on
-/// (not for [`Owner::Logged`]).
+/// Start one `conductor worker` per slot (one for all of them from
+/// [`pool::MANY_SLOT_FROM`] slots on) and wait until each slot is served; with the pipes
+/// they tell on (not for [`Owner::Logged`] nor a many-slot worker).
 fn start_workers(
     args: &Args,
     root: &Root,

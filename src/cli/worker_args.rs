@@ -127,3 +127,10 @@ pub struct WorkerArgs {
     #[arg(long, hide = true, conflicts_with = "wake_pipes")]
     pub tell_owner: bool,
 }
+
+impl WorkerArgs {
+    /// Stdout is the owning process's pipe (`--wake-pipes` or `--tell-owner`).
+    pub fn tells_owner(&self) -> bool {
+        self.wake_pipes || self.tell_owner
+    }
+}

@@ -157,7 +157,7 @@ impl Worker {
         } else {
             watch_slot(&opts.root, &slot.paths, opts.watch, news.clone())?
         };
-        let tell_owner = if opts.wake_pipes || opts.tell_owner {
+        let tell_owner = if opts.tells_owner() {
             Some(owner_out(&slot.paths)?)
         } else {
             None

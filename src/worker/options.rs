@@ -61,6 +61,12 @@ pub struct WorkerOptions {
 }
 
 impl WorkerOptions {
+    /// Its stdout is its owner's pipe, told of each task's start and end
+    /// ([`Self::wake_pipes`] or [`Self::tell_owner`]).
+    pub fn tells_owner(&self) -> bool {
+        self.wake_pipes || self.tell_owner
+    }
+
     /// A worker of `slot` on `root` that runs `agent` in `project_dir`, with the defaults.
     pub fn new(root: Root, slot: Slot, project_dir: PathBuf, agent: AgentCommand) -> Self {
         WorkerOptions {

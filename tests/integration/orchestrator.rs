@@ -425,15 +425,17 @@ fn a_woken_run_gives_a_busy_worker_its_next_task_before_the_first_ends() {
 #[test]
 fn a_pause_now_in_a_woken_run_puts_the_task_back_though_the_next_waited_in_its_inbox() {
     let t = TestRoot::new();
-    let steps = TwoSteps::start(&t);
-    let root_arg = steps.root.to_str().unwrap();
-    run_conductor(
-        &t,
-        &["pause", "--now", "--slot", "0", "--root", root_arg],
-        0,
-    );
     // Stopped at its worker's next beat, the first goes back to the inbox: the run
     // takes the second out of the way when the worker asks.
+    pause_now_puts_the_first_back(&t, TwoSteps::start(&t));
+}
+
+/// `pause --now` of the slot running the first of `steps` (the second waiting in its
+/// inbox): the first goes back to the inbox, the run having taken the second out of the
+/// way; once resumed, both run and succeed.
+fn pause_now_puts_the_first_back(t: &TestRoot, steps: TwoSteps) {
+    let root_arg = steps.root.to_str().unwrap();
+    run_conductor(t, &["pause", "--now", "--slot", "0", "--root", root_arg], 0);
     wait_until(BOUND, "the first task back in its inbox", || {
         steps
             .client
@@ -444,7 +446,7 @@ fn a_pause_now_in_a_woken_run_puts_the_task_back_though_the_next_waited_in_its_i
             == Some(steps.running.clone())
     });
     steps.release();
-    run_conductor(&t, &["resume", "--all", "--root", root_arg], 0);
+    run_conductor(t, &["resume", "--all", "--root", root_arg], 0);
     steps.both_succeed();
 }
 
@@ -475,27 +477,9 @@ fn a_run_on_a_given_root_gives_a_busy_worker_its_next_task_before_the_first_ends
 #[test]
 fn a_pause_now_in_a_run_on_a_given_root_puts_the_task_back_though_the_next_waited_in_its_inbox() {
     let t = TestRoot::new();
-    let steps = TwoSteps::start_on(&t, Some(t.path()));
-    let root_arg = steps.root.to_str().unwrap();
-    run_conductor(
-        &t,
-        &["pause", "--now", "--slot", "0", "--root", root_arg],
-        0,
-    );
-    // Seen by its watcher at once, the pause stops the first, which goes back to the
-    // inbox: the run takes the second out of the way when the worker asks by pipe.
-    wait_until(BOUND, "the first task back in its inbox", || {
-        steps
-            .client
-            .read_task(Slot(0))
-            .ok()
-            .flatten()
-            .and_then(|t| t.id)
-            == Some(steps.running.clone())
-    });
-    steps.release();
-    run_conductor(&t, &["resume", "--all", "--root", root_arg], 0);
-    steps.both_succeed();
+    // Seen by its watcher (or its beat), the pause stops the first, which goes back to
+    // the inbox: the run takes the second out of the way when the worker asks by pipe.
+    pause_now_puts_the_first_back(&t, TwoSteps::start_on(&t, Some(t.path())));
 }
 
 /// A `conductor run --root R` killed outright: its workers, told through their stdin's
